@@ -1,0 +1,1 @@
+// Anchor so the calibrate library is never empty.

@@ -1,0 +1,1 @@
+// Anchor so the GPU kernels library is never empty.

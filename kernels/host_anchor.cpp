@@ -1,0 +1,1 @@
+// Anchor so the host-side kernels library is never empty.

@@ -1,0 +1,155 @@
+#include "sim/analysis/metrics.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace stepsim {
+
+std::vector<Interval> merge_intervals(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
+    return a.start < b.start || (a.start == b.start && a.end < b.end);
+  });
+  std::vector<Interval> out;
+  for (const auto& iv : v) {
+    if (iv.end <= iv.start) continue;
+    if (!out.empty() && iv.start <= out.back().end) out.back().end = std::max(out.back().end, iv.end);
+    else out.push_back(iv);
+  }
+  return out;
+}
+
+Time total_length(const std::vector<Interval>& merged) {
+  Time t;
+  for (const auto& iv : merged) t += iv.end - iv.start;
+  return t;
+}
+
+Time intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  Time t;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    Time lo = std::max(a[i].start, b[j].start);
+    Time hi = std::min(a[i].end, b[j].end);
+    if (lo < hi) t += hi - lo;
+    if (a[i].end < b[j].end) ++i;
+    else ++j;
+  }
+  return t;
+}
+
+static std::vector<Interval> clip(const std::vector<Interval>& v, Time start, Time end) {
+  std::vector<Interval> out;
+  out.reserve(v.size());
+  for (const auto& iv : v) {
+    Interval c{std::max(iv.start, start), std::min(iv.end, end)};
+    if (c.start < c.end) out.push_back(c);
+  }
+  return merge_intervals(std::move(out));
+}
+
+OverlapMetrics overlap_metrics(const std::vector<Interval>& compute, const std::vector<Interval>& comm, Time start,
+                               Time end) {
+  OverlapMetrics m;
+  auto cu = clip(compute, start, end);
+  auto co = clip(comm, start, end);
+  m.step_time = end - start;
+  m.compute_time = total_length(cu);
+  m.comm_time = total_length(co);
+  m.overlapped_comm = intersection_length(cu, co);
+  m.exposed_comm = m.comm_time - m.overlapped_comm;
+  m.overlap_pct = m.comm_time.ns > 0 ? 100.0 * static_cast<double>(m.overlapped_comm.ns) / m.comm_time.ns : 0.0;
+  // Busy = compute U comm = compute + comm - overlap.
+  m.idle = m.step_time - (m.compute_time + m.comm_time - m.overlapped_comm);
+  return m;
+}
+
+Metrics compute_metrics(const Timeline& t) {
+  Metrics m;
+  std::vector<Interval> compute, comm;
+  Time fwd_end = t.start, bwd_end = t.start;
+  for (const auto& op : t.ops) {
+    if (op.kind == TimelineOp::Kind::Marker) continue;
+    Interval iv{op.start, op.end};
+    if (op.kind == TimelineOp::Kind::Kernel) {
+      compute.push_back(iv);
+      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
+      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
+    } else {
+      comm.push_back(iv);
+      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
+      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
+    }
+  }
+  m.overlap = overlap_metrics(compute, comm, t.start, t.end);
+  // Phases partition the step: a phase with no ops ends where the previous one ended.
+  bwd_end = std::max(bwd_end, fwd_end);
+  m.forward = fwd_end - t.start;
+  m.backward = bwd_end - fwd_end;
+  m.optimizer = t.end - bwd_end;
+
+  const MemorySample* peak = nullptr;
+  for (const auto& s : t.memory)
+    if (!peak || s.total > peak->total) peak = &s;
+  if (peak) {
+    m.peak_memory = peak->total;
+    for (int c = 0; c < kMemCategoryCount && c < static_cast<int>(peak->by_category.size()); ++c)
+      m.peak_breakdown[to_string(static_cast<MemCategory>(c))] = peak->by_category[c];
+    m.peak_time = peak->time - t.start;
+    m.peak_phase = peak->time <= fwd_end ? "forward" : peak->time <= bwd_end ? "backward" : "optimizer";
+    m.persistent_memory = t.memory.back().total;
+  }
+  m.capacity = t.capacity;
+  m.fits = t.capacity.count == 0 || m.peak_memory <= t.capacity;
+  return m;
+}
+
+nlohmann::json metrics_to_json(const Metrics& m) {
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (const auto& [k, v] : m.peak_breakdown) breakdown[k] = v.count;
+  return {{"step_time_ns", m.overlap.step_time.ns},
+          {"compute_time_ns", m.overlap.compute_time.ns},
+          {"comm_time_ns", m.overlap.comm_time.ns},
+          {"overlapped_comm_ns", m.overlap.overlapped_comm.ns},
+          {"exposed_comm_ns", m.overlap.exposed_comm.ns},
+          {"overlap_pct", m.overlap.overlap_pct},
+          {"idle_ns", m.overlap.idle.ns},
+          {"phases", {{"forward_ns", m.forward.ns}, {"backward_ns", m.backward.ns}, {"optimizer_ns", m.optimizer.ns}}},
+          {"peak_memory_bytes", m.peak_memory.count},
+          {"peak_memory_breakdown", breakdown},
+          {"peak_memory_time_ns", m.peak_time.ns},
+          {"peak_memory_phase", m.peak_phase},
+          {"persistent_memory_bytes", m.persistent_memory.count},
+          {"memory_capacity_bytes", m.capacity.count},
+          {"fits", m.fits}};
+}
+
+Metrics metrics_from_json(const nlohmann::json& j) {
+  auto need = [&](const char* k) -> const nlohmann::json& {
+    if (!j.contains(k)) throw std::runtime_error(std::string("metrics: missing field ") + k);
+    return j.at(k);
+  };
+  Metrics m;
+  m.overlap.step_time = Time{need("step_time_ns").get<std::int64_t>()};
+  m.overlap.compute_time = Time{need("compute_time_ns").get<std::int64_t>()};
+  m.overlap.comm_time = Time{need("comm_time_ns").get<std::int64_t>()};
+  m.overlap.overlapped_comm = Time{need("overlapped_comm_ns").get<std::int64_t>()};
+  m.overlap.exposed_comm = Time{need("exposed_comm_ns").get<std::int64_t>()};
+  m.overlap.overlap_pct = need("overlap_pct").get<double>();
+  m.overlap.idle = Time{need("idle_ns").get<std::int64_t>()};
+  const auto& ph = need("phases");
+  m.forward = Time{ph.value("forward_ns", std::int64_t{0})};
+  m.backward = Time{ph.value("backward_ns", std::int64_t{0})};
+  m.optimizer = Time{ph.value("optimizer_ns", std::int64_t{0})};
+  m.peak_memory = Bytes{need("peak_memory_bytes").get<std::int64_t>()};
+  if (j.contains("peak_memory_breakdown"))
+    for (auto it = j["peak_memory_breakdown"].begin(); it != j["peak_memory_breakdown"].end(); ++it)
+      m.peak_breakdown[it.key()] = Bytes{it.value().get<std::int64_t>()};
+  m.peak_time = Time{j.value("peak_memory_time_ns", std::int64_t{0})};
+  m.peak_phase = j.value("peak_memory_phase", std::string{});
+  m.persistent_memory = Bytes{j.value("persistent_memory_bytes", std::int64_t{0})};
+  m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
+  m.fits = j.value("fits", true);
+  return m;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,64 @@
+#pragma once
+// The metrics every report carries, defined once (DESIGN.md section 5):
+//   step_time        first host instruction to the end of the last op on every stream
+//   compute_time     length of the union of compute-kernel intervals
+//   comm_time        length of the union of collective intervals
+//   overlapped_comm  length of (collective union) intersected with (compute union)
+//   exposed_comm     comm_time - overlapped_comm
+//   overlap_pct      overlapped_comm / comm_time (HTA's comp_comm_overlap_pctg), in percent
+//   idle             step_time minus the union of compute and collective intervals
+//   phases           forward ends at the last forward compute kernel's end; backward at the
+//                    last backward kernel's or gradient collective's end; optimizer at the end
+//   peak_memory      the highest live-bytes sample, its breakdown, instant and phase
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/core/units.hpp"
+#include "sim/exec/timeline.hpp"
+
+namespace stepsim {
+
+struct Interval {
+  Time start, end;
+};
+
+// Sorts and merges; returns disjoint intervals in increasing order (empty ones dropped).
+std::vector<Interval> merge_intervals(std::vector<Interval> v);
+Time total_length(const std::vector<Interval>& merged);
+// Length of the intersection of two merged interval lists.
+Time intersection_length(const std::vector<Interval>& a, const std::vector<Interval>& b);
+
+struct OverlapMetrics {
+  Time step_time, compute_time, comm_time, overlapped_comm, exposed_comm, idle;
+  double overlap_pct = 0;  // percent, 0..100
+};
+
+// The overlap part of the metrics from raw intervals in a window [start, end) (intervals are
+// clipped to it). `analyze` uses this on measured kernels; the simulator through Timeline.
+OverlapMetrics overlap_metrics(const std::vector<Interval>& compute, const std::vector<Interval>& comm, Time start,
+                               Time end);
+
+struct Metrics {
+  OverlapMetrics overlap;
+  Time forward, backward, optimizer;  // phase durations; they sum to step_time
+  Bytes peak_memory;
+  std::map<std::string, Bytes> peak_breakdown;  // category -> bytes at the peak
+  Time peak_time;                               // relative to the step start
+  std::string peak_phase;
+  Bytes persistent_memory;                      // live bytes at the end of the step
+  Bytes capacity;
+  bool fits = true;
+};
+
+Metrics compute_metrics(const Timeline& t);
+
+// {"step_time_ns": ..., "phases": {...}, "peak_memory_bytes": ..., ...} as in DESIGN.md 5.
+nlohmann::json metrics_to_json(const Metrics& m);
+// Inverse, for compare/analyze round trips. Throws std::runtime_error on a missing field.
+Metrics metrics_from_json(const nlohmann::json& j);
+
+}  // namespace stepsim

@@ -1,0 +1,304 @@
+#include "sim/config/json_reader.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+namespace fs = std::filesystem;
+
+std::string SourceMap::file_for(const std::string& path) const {
+  std::string best = root_file;
+  std::size_t best_len = 0;
+  for (const auto& [prefix, file] : file_of_prefix) {
+    bool matches = path == prefix || (path.size() > prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
+                                      path[prefix.size()] == '/');
+    if (matches && prefix.size() >= best_len) {
+      best = file;
+      best_len = prefix.size();
+    }
+  }
+  return best;
+}
+
+std::string json_value_for_message(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+void throw_input_error(const std::string& file, const std::string& path, const Json& value,
+                       const std::string& expected) {
+  std::string where = path.empty() ? "/" : path;
+  if (value.is_discarded()) throw InputError(fmt::format("{}: {}: expected {}", file, where, expected));
+  throw InputError(fmt::format("{}: {}: {}: expected {}", file, where, json_value_for_message(value), expected));
+}
+
+ObjectReader::ObjectReader(const Json& obj, const SourceMap& sources, std::string path)
+    : obj_(&obj), sources_(sources), path_(std::move(path)) {
+  if (!obj.is_object()) throw_input_error(sources_.file_for(path_), path_, obj, "an object");
+}
+
+bool ObjectReader::has(const std::string& key) const { return obj_->contains(key); }
+
+const Json& ObjectReader::at(const std::string& key) const {
+  auto it = obj_->find(key);
+  if (it == obj_->end()) {
+    throw InputError(fmt::format("{}: {}: missing required key \"{}\"", sources_.file_for(path_),
+                                 path_.empty() ? "/" : path_, key));
+  }
+  consumed_.insert(key);
+  return *it;
+}
+
+const Json& ObjectReader::raw(const std::string& key) { return at(key); }
+
+void ObjectReader::fail(const std::string& key, const std::string& expected) const {
+  const Json& v = obj_->contains(key) ? obj_->at(key) : Json(Json::value_t::discarded);
+  throw_input_error(sources_.file_for(path_of(key)), path_of(key), v, expected);
+}
+
+void ObjectReader::fail_value(const std::string& key, const Json& value, const std::string& expected) const {
+  throw_input_error(sources_.file_for(path_of(key)), path_of(key), value, expected);
+}
+
+double ObjectReader::number(const std::string& key) {
+  const Json& v = at(key);
+  if (!v.is_number()) fail(key, "a number");
+  double d = v.get<double>();
+  if (!std::isfinite(d)) fail(key, "a finite number");
+  return d;
+}
+
+double ObjectReader::number(const std::string& key, double fallback) { return has(key) ? number(key) : fallback; }
+
+double ObjectReader::positive(const std::string& key) {
+  double d = number(key);
+  if (!(d > 0)) fail(key, "a positive number");
+  return d;
+}
+
+double ObjectReader::positive(const std::string& key, double fallback) { return has(key) ? positive(key) : fallback; }
+
+double ObjectReader::non_negative(const std::string& key, double fallback) {
+  if (!has(key)) return fallback;
+  double d = number(key);
+  if (d < 0) fail(key, "a number >= 0");
+  return d;
+}
+
+double ObjectReader::fraction(const std::string& key, double fallback) {
+  if (!has(key)) return fallback;
+  double d = number(key);
+  if (d < 0 || d > 1) fail(key, "a fraction between 0 and 1");
+  return d;
+}
+
+std::int64_t ObjectReader::integer(const std::string& key) {
+  const Json& v = at(key);
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  // DeepSpeed-style element counts are often written 5e8: accept integral floats.
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
+  }
+  fail(key, "an integer");
+}
+
+std::int64_t ObjectReader::integer(const std::string& key, std::int64_t fallback) {
+  return has(key) ? integer(key) : fallback;
+}
+
+std::int64_t ObjectReader::positive_integer(const std::string& key) {
+  std::int64_t v = integer(key);
+  if (v <= 0) fail(key, "a positive integer");
+  return v;
+}
+
+std::int64_t ObjectReader::positive_integer(const std::string& key, std::int64_t fallback) {
+  return has(key) ? positive_integer(key) : fallback;
+}
+
+std::int64_t ObjectReader::non_negative_integer(const std::string& key, std::int64_t fallback) {
+  if (!has(key)) return fallback;
+  std::int64_t v = integer(key);
+  if (v < 0) fail(key, "an integer >= 0");
+  return v;
+}
+
+bool ObjectReader::boolean(const std::string& key, bool fallback) {
+  if (!has(key)) return fallback;
+  const Json& v = at(key);
+  if (!v.is_boolean()) fail(key, "true or false");
+  return v.get<bool>();
+}
+
+std::string ObjectReader::string(const std::string& key) {
+  const Json& v = at(key);
+  if (!v.is_string()) fail(key, "a string");
+  return v.get<std::string>();
+}
+
+std::string ObjectReader::string(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : fallback;
+}
+
+static std::string join_choices(std::initializer_list<const char*> choices) {
+  std::string out = "one of ";
+  bool first = true;
+  for (const char* c : choices) {
+    if (!first) out += ", ";
+    out += c;
+    first = false;
+  }
+  return out;
+}
+
+std::string ObjectReader::choice(const std::string& key, std::initializer_list<const char*> choices) {
+  const Json& v = at(key);
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    for (const char* c : choices)
+      if (s == c) return s;
+  }
+  fail(key, join_choices(choices));
+}
+
+std::string ObjectReader::choice(const std::string& key, const std::string& fallback,
+                                 std::initializer_list<const char*> choices) {
+  return has(key) ? choice(key, choices) : fallback;
+}
+
+Dtype ObjectReader::dtype(const std::string& key, Dtype fallback) {
+  if (!has(key)) return fallback;
+  const Json& v = at(key);
+  try {
+    if (!v.is_string()) throw std::invalid_argument("one of fp32, tf32, bf16, fp16, fp8");
+    return parse_dtype(v.get<std::string>());
+  } catch (const std::invalid_argument& e) {
+    fail(key, e.what());
+  }
+}
+
+ObjectReader ObjectReader::object(const std::string& key) { return ObjectReader(at(key), sources_, path_of(key)); }
+
+std::vector<ObjectReader> ObjectReader::objects(const std::string& key) {
+  const Json& v = array(key);
+  std::vector<ObjectReader> out;
+  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, fmt::format("{}/{}", path_of(key), i));
+  return out;
+}
+
+const Json& ObjectReader::array(const std::string& key) {
+  const Json& v = at(key);
+  if (!v.is_array()) fail(key, "an array");
+  return v;
+}
+
+std::vector<std::pair<std::string, const Json*>> ObjectReader::raw_object_items() const {
+  std::vector<std::pair<std::string, const Json*>> out;
+  for (auto it = obj_->begin(); it != obj_->end(); ++it) out.emplace_back(it.key(), &it.value());
+  return out;
+}
+
+void ObjectReader::finish() const {
+  for (auto it = obj_->begin(); it != obj_->end(); ++it) {
+    if (consumed_.count(it.key())) continue;
+    std::string accepted;
+    for (const auto& k : consumed_) accepted += (accepted.empty() ? "" : ", ") + k;
+    throw_input_error(sources_.file_for(path_of(it.key())), path_of(it.key()), Json(Json::value_t::discarded),
+                      accepted.empty() ? "no such key (unknown key)"
+                                       : fmt::format("a known key (unknown key; this object takes: {})", accepted));
+  }
+}
+
+Json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
+  try {
+    return Json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const Json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
+  }
+}
+
+fs::path resolve_config_path(const std::string& name, const fs::path& relative_to) {
+  fs::path p(name);
+  if (p.is_absolute()) return p;
+  fs::path candidates[] = {relative_to.parent_path() / p, fs::current_path() / p, fs::path(STEPSIM_SOURCE_DIR) / p};
+  for (const auto& c : candidates)
+    if (fs::exists(c)) return c.lexically_normal();
+  return (relative_to.parent_path() / p).lexically_normal();
+}
+
+void merge_over(Json& base, const Json& patch) {
+  if (!base.is_object() || !patch.is_object()) {
+    base = patch;
+    return;
+  }
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (base.contains(it.key())) merge_over(base[it.key()], it.value());
+    else base[it.key()] = it.value();
+  }
+}
+
+static void resolve_includes(Json& node, const fs::path& file, const std::string& path, SourceMap& sources, int depth) {
+  if (depth > 16) throw InputError(fmt::format("{}: {}: includes nest deeper than 16 (a cycle?)", file.string(), path));
+  if (node.is_object()) {
+    if (node.contains("include")) {
+      const Json& inc = node["include"];
+      if (!inc.is_string()) throw_input_error(file.string(), path + "/include", inc, "a file name string");
+      fs::path target = resolve_config_path(inc.get<std::string>(), file);
+      if (!fs::exists(target))
+        throw_input_error(file.string(), path + "/include", inc, "an existing file (not found)");
+      Json included = read_json_file(target);
+      resolve_includes(included, target, path, sources, depth + 1);
+      sources.file_of_prefix[path] = target.string();
+      Json overrides = node;
+      overrides.erase("include");
+      // Overrides written next to "include" belong to the including file.
+      for (auto it = overrides.begin(); it != overrides.end(); ++it)
+        sources.file_of_prefix[path + "/" + it.key()] = file.string();
+      resolve_includes(overrides, file, path, sources, depth);
+      merge_over(included, overrides);
+      node = std::move(included);
+      return;
+    }
+    for (auto it = node.begin(); it != node.end(); ++it) resolve_includes(it.value(), file, path + "/" + it.key(), sources, depth);
+  } else if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i) resolve_includes(node[i], file, path + "/" + std::to_string(i), sources, depth);
+  }
+}
+
+Json load_with_includes(const fs::path& file, SourceMap& sources) {
+  sources.root_file = file.string();
+  Json doc = read_json_file(file);
+  resolve_includes(doc, file, "", sources, 0);
+  return doc;
+}
+
+void apply_override(Json& doc, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw InputError(fmt::format("--set {}: expected path=value, e.g. strategy.bucket_cap_mb=50", assignment));
+  std::string path = assignment.substr(0, eq);
+  std::string text = assignment.substr(eq + 1);
+  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;
+  Json* node = &doc;
+  std::stringstream ss(path);
+  std::string part;
+  std::vector<std::string> parts;
+  while (std::getline(ss, part, '.')) parts.push_back(part);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].empty()) throw InputError(fmt::format("--set {}: empty path component", assignment));
+    if (!node->is_object()) throw InputError(fmt::format("--set {}: {} is not an object", assignment, parts[i]));
+    if (i + 1 == parts.size()) (*node)[parts[i]] = value;
+    else node = &(*node)[parts[i]];
+  }
+}
+
+}  // namespace stepsim

@@ -1,0 +1,105 @@
+#pragma once
+// Strict reading of JSON config objects (STYLE.md item 5). Every field read marks its key as
+// consumed; finish() rejects any key that was not read. Every error is one line:
+//   FILE: /json/path: VALUE: expected WHAT
+// so the user can find and fix it without reading our source.
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.hpp"
+#include "sim/core/units.hpp"
+
+namespace stepsim {
+
+using Json = nlohmann::json;
+
+// Which file each JSON path came from, after includes were merged.
+struct SourceMap {
+  std::string root_file;
+  std::map<std::string, std::string> file_of_prefix;  // "/workload" -> "configs/models/x.json"
+  std::string file_for(const std::string& path) const;
+};
+
+[[noreturn]] void throw_input_error(const std::string& file, const std::string& path,
+                                    const Json& value, const std::string& expected);
+std::string json_value_for_message(const Json& v);  // compact, truncated
+
+class ObjectReader {
+ public:
+  // Throws if `obj` is not an object.
+  ObjectReader(const Json& obj, const SourceMap& sources, std::string path);
+
+  bool has(const std::string& key) const;
+  const Json& raw(const std::string& key);   // marks consumed; throws if missing
+  std::string path_of(const std::string& key) const { return path_ + "/" + key; }
+  const std::string& path() const { return path_; }
+  const SourceMap& sources() const { return sources_; }
+
+  double number(const std::string& key);
+  double number(const std::string& key, double fallback);
+  double positive(const std::string& key);                      // > 0
+  double positive(const std::string& key, double fallback);
+  double non_negative(const std::string& key, double fallback);  // >= 0
+  double fraction(const std::string& key, double fallback);      // in [0, 1]
+  std::int64_t integer(const std::string& key);
+  std::int64_t integer(const std::string& key, std::int64_t fallback);
+  std::int64_t positive_integer(const std::string& key);
+  std::int64_t positive_integer(const std::string& key, std::int64_t fallback);
+  std::int64_t non_negative_integer(const std::string& key, std::int64_t fallback);
+  bool boolean(const std::string& key, bool fallback);
+  std::string string(const std::string& key);
+  std::string string(const std::string& key, const std::string& fallback);
+  // One of `choices`; the error lists them.
+  std::string choice(const std::string& key, const std::string& fallback, std::initializer_list<const char*> choices);
+  std::string choice(const std::string& key, std::initializer_list<const char*> choices);
+  Dtype dtype(const std::string& key, Dtype fallback);
+  ObjectReader object(const std::string& key);
+  std::vector<ObjectReader> objects(const std::string& key);   // an array of objects
+  const Json& array(const std::string& key);
+  // All (key, value) pairs of this object, for maps keyed by data (e.g. group sizes); the
+  // caller reads each with raw(key).
+  std::vector<std::pair<std::string, const Json*>> raw_object_items() const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+  [[noreturn]] void fail_value(const std::string& key, const Json& value, const std::string& expected) const;
+
+  // Rejects unread keys ("unknown key"), listing the keys this object accepts.
+  void finish() const;
+
+ private:
+  const Json& at(const std::string& key) const;
+  const Json* obj_;
+  const SourceMap& sources_;
+  std::string path_;
+  mutable std::set<std::string> consumed_;
+};
+
+// Reads a JSON file; a parse error names the file, line and column.
+Json read_json_file(const std::filesystem::path& file);
+
+// Resolves "include" keys: an object {"include": "x.json", k: v...} is replaced by the
+// contents of x.json with k: v merged over it (recursively). Paths are relative to the file
+// that names them, else to the working directory, else to the stepsim source tree.
+Json load_with_includes(const std::filesystem::path& file, SourceMap& sources);
+
+// Finds a file named in a config: relative to `relative_to`'s directory, then the working
+// directory, then the stepsim source tree (so `configs/...` works from anywhere).
+std::filesystem::path resolve_config_path(const std::string& name, const std::filesystem::path& relative_to);
+
+// Applies `--set a.b.c=value`: the value is parsed as JSON when it parses, else taken as a
+// string. Creates intermediate objects. Throws InputError on a malformed assignment.
+void apply_override(Json& doc, const std::string& assignment);
+
+// Merges `patch` over `base` (objects recursively; anything else replaces).
+void merge_over(Json& base, const Json& patch);
+
+}  // namespace stepsim

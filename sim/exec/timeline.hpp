@@ -1,0 +1,70 @@
+#pragma once
+// What one executed step looks like: every GPU op with its issue, start and end, the host
+// thread's activity, and the memory curve. Produced by the simulator (sim/exec/engine) and by
+// the live executor, consumed by metrics, reports, explain and compare.
+
+#include <string>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "sim/program/program.hpp"
+
+namespace stepsim {
+
+struct TimelineOp {
+  enum class Kind { Kernel, Collective, Marker };
+  Kind kind = Kind::Kernel;
+  std::string name;
+  std::string unit;
+  StreamId stream = 0;
+  Phase phase = Phase::Setup;
+  Time issue, start, end;
+  std::size_t instruction = 0;  // index into Program::instructions
+  // Kernels
+  KernelClass cls = KernelClass::Compute;
+  // Collectives
+  CommId comm = -1;
+  CollectiveKind collective = CollectiveKind::AllReduce;
+  Bytes bytes;
+  Dtype dtype = Dtype::BF16;
+  Time solo_duration;  // what the cost model gave, before contention
+
+  Time duration() const { return end - start; }
+};
+
+// The host thread: what it was doing from start to end (an instruction's CPU cost, HostWork,
+// or blocked in a HostSync).
+struct HostInterval {
+  enum class Kind { Issue, Work, Blocked };
+  Kind kind = Kind::Issue;
+  std::string name;
+  Time start, end;
+  std::size_t instruction = 0;
+};
+
+// Live bytes after a change at `time`, per category and total.
+struct MemorySample {
+  Time time;
+  Bytes total;
+  std::vector<Bytes> by_category;  // indexed by MemCategory
+};
+
+struct PhaseMark {
+  std::string name;
+  Time time;  // host time when the Mark was reached
+};
+
+struct Timeline {
+  std::vector<StreamDecl> streams;
+  std::vector<CommDecl> comms;
+  std::vector<TimelineOp> ops;          // in issue order
+  std::vector<HostInterval> host;
+  std::vector<MemorySample> memory;     // in time order
+  std::vector<PhaseMark> marks;
+  Time start;                           // first host instruction
+  Time end;                             // last op on any stream or host
+  Bytes capacity;                       // device memory, 0 if unknown
+  std::string device;                   // "simulated h100-sxm-8x" or the real device name
+};
+
+}  // namespace stepsim

@@ -1,0 +1,79 @@
+#include "sim/hardware/compute_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+namespace stepsim {
+
+static FlopRate peak_for(const ComputeProfile& c, Dtype d) {
+  auto it = c.peak.find(d);
+  if (it != c.peak.end()) return it->second;
+  it = c.peak.find(Dtype::BF16);
+  return it != c.peak.end() ? it->second : FlopRate::from_tflops(100);
+}
+
+// Efficiency (fraction of peak) from the measured table: inverse-distance weighting over the
+// four nearest same-dtype shapes in log2(m, n, k) space; an exact match returns its value.
+static double table_efficiency(const ComputeProfile& c, const GemmShape& g, double peak) {
+  struct Near { double dist; double eff; };
+  std::array<Near, 4> best;
+  best.fill(Near{1e300, 0});
+  double lm = std::log2(std::max<std::int64_t>(1, g.m * g.batch)), ln = std::log2(std::max<std::int64_t>(1, g.n)),
+         lk = std::log2(std::max<std::int64_t>(1, g.k));
+  bool any = false;
+  for (const auto& e : c.gemm_table) {
+    if (e.shape.dtype != g.dtype) continue;
+    any = true;
+    double dm = std::log2(std::max<std::int64_t>(1, e.shape.m * e.shape.batch)) - lm;
+    double dn = std::log2(std::max<std::int64_t>(1, e.shape.n)) - ln;
+    double dk = std::log2(std::max<std::int64_t>(1, e.shape.k)) - lk;
+    double d = dm * dm + dn * dn + dk * dk;
+    double eff = e.rate.flops_per_s / peak;
+    if (d == 0) return eff;
+    for (auto& slot : best) {
+      if (d < slot.dist) {
+        std::swap(slot.dist, d);
+        std::swap(slot.eff, eff);
+      }
+    }
+  }
+  if (!any) return -1;
+  double wsum = 0, esum = 0;
+  for (const auto& n : best) {
+    if (n.dist >= 1e300) continue;
+    double w = 1.0 / n.dist;
+    wsum += w;
+    esum += w * n.eff;
+  }
+  return wsum > 0 ? esum / wsum : -1;
+}
+
+Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
+  FlopRate peak = peak_for(c, g.dtype);
+  double eff = table_efficiency(c, g, peak.flops_per_s);
+  Flops work = g.flops();
+  if (eff > 0) return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff}), c.min_kernel_time);
+  // Roofline: the slower of math at the default efficiency and moving A, B and C once.
+  Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
+  Time math = compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency});
+  return std::max({math, memory_time(c, moved), c.min_kernel_time});
+}
+
+Time memory_time(const ComputeProfile& c, Bytes bytes) {
+  if (!c.model_memory_kernels || bytes.count <= 0) return Time::zero();
+  return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
+}
+
+Time kernel_time(const ComputeProfile& c, const KernelWork& w) {
+  Time t = w.fixed;
+  for (const auto& g : w.gemms) t += gemm_time(c, g);
+  if (w.memory_bytes.count > 0 && c.model_memory_kernels) t += std::max(memory_time(c, w.memory_bytes), c.min_kernel_time);
+  if (w.attention_flops.count > 0) {
+    FlopRate peak = peak_for(c, Dtype::BF16);
+    t += compute_time(w.attention_flops, FlopRate{peak.flops_per_s * c.attention_efficiency});
+  }
+  return t;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,232 @@
+#include <fmt/format.h>
+
+#include "sim/config/json_reader.hpp"
+#include "sim/hardware/profile.hpp"
+
+namespace stepsim {
+
+std::string to_string(CollectiveModelKind k) {
+  switch (k) {
+    case CollectiveModelKind::AlphaBeta: return "alpha_beta";
+    case CollectiveModelKind::Ring: return "ring";
+    case CollectiveModelKind::Tree: return "tree";
+    case CollectiveModelKind::Nccl: return "nccl";
+    case CollectiveModelKind::Table: return "table";
+  }
+  return "ring";
+}
+
+static const char* kKindKeys[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"};
+
+static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::string& key) {
+  std::vector<AlphaBetaRange> out;
+  for (auto& item : r.objects(key)) {
+    AlphaBetaRange range;
+    if (item.has("max_bytes")) range.max_bytes = Bytes{item.positive_integer("max_bytes")};
+    range.alpha = Time::from_us(item.non_negative("alpha_us", 0));
+    range.beta = Bandwidth::from_gbps(item.positive("beta_GBps"));
+    // Optional fit diagnostics written by `stepsim fit`; kept in the file, not used here.
+    if (item.has("r2")) item.number("r2");
+    if (item.has("max_rel_error")) item.number("max_rel_error");
+    if (item.has("points")) item.integer("points");
+    if (item.has("min_bytes")) item.integer("min_bytes");
+    item.finish();
+    if (!out.empty() && range.max_bytes <= out.back().max_bytes)
+      r.fail(key, "ranges sorted by increasing max_bytes");
+    out.push_back(range);
+  }
+  if (out.empty()) r.fail(key, "at least one range");
+  return out;
+}
+
+static ScopeModel parse_scope(ObjectReader r) {
+  ScopeModel m;
+  std::string kind = r.choice("model", {"alpha_beta", "ring", "tree", "nccl", "table"});
+  if (kind == "alpha_beta") {
+    m.kind = CollectiveModelKind::AlphaBeta;
+    for (const char* k : kKindKeys)
+      if (r.has(k)) m.alpha_beta[parse_collective_kind(k)] = parse_ranges(r, k);
+    if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
+    if (m.alpha_beta.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
+  } else if (kind == "table") {
+    m.kind = CollectiveModelKind::Table;
+    for (const char* k : kKindKeys) {
+      if (!r.has(k)) continue;
+      ObjectReader by_size = r.object(k);
+      auto& dst = m.table[parse_collective_kind(k)];
+      for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
+        int ranks = 0;
+        try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
+        if (ranks < 2) by_size.fail(ranks_text, "a group size >= 2 as the key");
+        const Json& arr = by_size.raw(ranks_text);
+        if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
+        std::vector<MeasuredCollective> points;
+        for (std::size_t i = 0; i < arr.size(); ++i) {
+          const Json& p = arr[i];
+          if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || p[0].get<double>() <= 0 ||
+              p[1].get<double>() <= 0)
+            by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "a [bytes, time_us] pair of positive numbers");
+          points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
+          if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
+            by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
+        }
+        dst[ranks] = std::move(points);
+      }
+      by_size.finish();
+    }
+    if (m.table.empty()) r.fail("model", "a table with at least one collective");
+  } else {
+    m.kind = kind == "ring" ? CollectiveModelKind::Ring : kind == "tree" ? CollectiveModelKind::Tree : CollectiveModelKind::Nccl;
+    m.busbw = Bandwidth::from_gbps(r.positive("busbw_GBps"));
+    m.step_latency = Time::from_us(r.non_negative("step_latency_us", 0));
+    m.base_latency = Time::from_us(r.non_negative("base_latency_us", 0));
+    m.tree_busbw = Bandwidth::from_gbps(r.non_negative("tree_busbw_GBps", 0));
+    m.tree_step_latency = Time::from_us(r.non_negative("tree_step_latency_us", 0));
+  }
+  if (r.has("note")) r.string("note");
+  r.finish();
+  return m;
+}
+
+HardwareProfile parse_profile(ObjectReader& r) {
+  HardwareProfile p;
+  p.name = r.string("name");
+  p.description = r.string("description", "");
+  p.memory_capacity = Bytes{static_cast<std::int64_t>(r.positive("memory_capacity_GiB") * 1024.0 * 1024.0 * 1024.0)};
+  {
+    ObjectReader c = r.object("compute");
+    ObjectReader peak = c.object("peak_tflops");
+    for (const char* d : {"fp32", "tf32", "bf16", "fp16", "fp8"})
+      if (peak.has(d)) p.compute.peak[parse_dtype(d)] = FlopRate::from_tflops(peak.positive(d));
+    peak.finish();
+    if (p.compute.peak.empty()) c.fail("peak_tflops", "at least one dtype (bf16, fp16, fp32, tf32, fp8)");
+    p.compute.hbm = Bandwidth::from_gbps(c.positive("hbm_bandwidth_GBps"));
+    p.compute.memory_efficiency = c.fraction("memory_efficiency", 0.8);
+    p.compute.gemm_efficiency = c.fraction("gemm_efficiency", 0.7);
+    p.compute.attention_efficiency = c.fraction("attention_efficiency", 0.5);
+    p.compute.model_memory_kernels = c.boolean("model_memory_bound_kernels", true);
+    p.compute.min_kernel_time = Time::from_us(c.non_negative("min_kernel_time_us", 0));
+    if (c.has("gemm_table")) {
+      for (auto& e : c.objects("gemm_table")) {
+        GemmMeasurement g;
+        g.shape.m = e.positive_integer("m");
+        g.shape.n = e.positive_integer("n");
+        g.shape.k = e.positive_integer("k");
+        g.shape.batch = e.positive_integer("batch", 1);
+        g.shape.dtype = e.dtype("dtype", Dtype::BF16);
+        g.rate = FlopRate::from_tflops(e.positive("tflops"));
+        if (e.has("spread_pct")) e.number("spread_pct");
+        if (e.has("source")) e.string("source");
+        e.finish();
+        p.compute.gemm_table.push_back(g);
+      }
+    }
+    c.finish();
+  }
+  {
+    ObjectReader coll = r.object("collectives");
+    p.intra_node = parse_scope(coll.object("intra_node"));
+    p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
+    coll.finish();
+  }
+  if (r.has("contention")) {
+    ObjectReader c = r.object("contention");
+    p.contention.compute_slowdown = c.non_negative("compute_slowdown", 0);
+    p.contention.comm_slowdown = c.non_negative("comm_slowdown", 0);
+    c.finish();
+  }
+  if (r.has("host")) {
+    ObjectReader h = r.object("host");
+    p.host.launch_overhead = Time::from_us(h.non_negative("launch_overhead_us", 0));
+    p.host.collective_overhead = Time::from_us(h.non_negative("collective_overhead_us", 0));
+    p.host.event_overhead = Time::from_us(h.non_negative("event_overhead_us", 0));
+    p.host.alloc_overhead = Time::from_us(h.non_negative("alloc_overhead_us", 0));
+    h.finish();
+  }
+  if (r.has("sources")) {
+    p.sources = r.raw("sources");
+    if (!p.sources.is_object()) r.fail("sources", "an object mapping a field path to where its number came from");
+  }
+  if (r.has("provenance")) p.provenance = r.raw("provenance");
+  r.finish();
+  return p;
+}
+
+HardwareProfile load_profile(const std::filesystem::path& file) {
+  SourceMap sources;
+  sources.root_file = file.string();
+  Json doc = read_json_file(file);
+  ObjectReader r(doc, sources, "");
+  return parse_profile(r);
+}
+
+static Json ranges_to_json(const std::vector<AlphaBetaRange>& ranges) {
+  Json arr = Json::array();
+  for (const auto& r : ranges) {
+    Json o{{"alpha_us", r.alpha.us()}, {"beta_GBps", r.beta.gbps()}};
+    if (r.max_bytes.count != std::numeric_limits<std::int64_t>::max()) o["max_bytes"] = r.max_bytes.count;
+    arr.push_back(o);
+  }
+  return arr;
+}
+
+static Json scope_to_json(const ScopeModel& m) {
+  Json o{{"model", to_string(m.kind)}};
+  switch (m.kind) {
+    case CollectiveModelKind::AlphaBeta:
+      for (const auto& [k, ranges] : m.alpha_beta) o[to_string(k)] = ranges_to_json(ranges);
+      if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
+      break;
+    case CollectiveModelKind::Table:
+      for (const auto& [k, by_size] : m.table) {
+        Json t = Json::object();
+        for (const auto& [n, pts] : by_size) {
+          Json arr = Json::array();
+          for (const auto& p : pts) arr.push_back(Json::array({p.bytes.count, p.time.us()}));
+          t[std::to_string(n)] = arr;
+        }
+        o[to_string(k)] = t;
+      }
+      break;
+    default:
+      o["busbw_GBps"] = m.busbw.gbps();
+      o["step_latency_us"] = m.step_latency.us();
+      o["base_latency_us"] = m.base_latency.us();
+      if (m.tree_busbw.bytes_per_s > 0) o["tree_busbw_GBps"] = m.tree_busbw.gbps();
+      if (m.tree_step_latency.ns > 0) o["tree_step_latency_us"] = m.tree_step_latency.us();
+  }
+  return o;
+}
+
+Json profile_to_json(const HardwareProfile& p) {
+  Json peak = Json::object();
+  for (const auto& [d, r] : p.compute.peak) peak[to_string(d)] = r.tflops();
+  Json table = Json::array();
+  for (const auto& g : p.compute.gemm_table)
+    table.push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"batch", g.shape.batch},
+                     {"dtype", to_string(g.shape.dtype)}, {"tflops", g.rate.tflops()}});
+  Json out{{"name", p.name},
+           {"description", p.description},
+           {"memory_capacity_GiB", p.memory_capacity.gib()},
+           {"compute",
+            {{"peak_tflops", peak},
+             {"hbm_bandwidth_GBps", p.compute.hbm.gbps()},
+             {"memory_efficiency", p.compute.memory_efficiency},
+             {"gemm_efficiency", p.compute.gemm_efficiency},
+             {"attention_efficiency", p.compute.attention_efficiency},
+             {"model_memory_bound_kernels", p.compute.model_memory_kernels},
+             {"min_kernel_time_us", p.compute.min_kernel_time.us()},
+             {"gemm_table", table}}},
+           {"collectives", {{"intra_node", scope_to_json(p.intra_node)}, {"inter_node", scope_to_json(p.inter_node)}}},
+           {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}}},
+           {"host",
+            {{"launch_overhead_us", p.host.launch_overhead.us()},
+             {"collective_overhead_us", p.host.collective_overhead.us()},
+             {"event_overhead_us", p.host.event_overhead.us()},
+             {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};
+  if (!p.sources.is_null()) out["sources"] = p.sources;
+  if (!p.provenance.is_null()) out["provenance"] = p.provenance;
+  return out;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,51 @@
+#pragma once
+// A builder that reads like the framework code it mirrors:
+//
+//   ProgramBuilder b;
+//   auto unshard = b.stream("unshard");
+//   auto pg = b.comm("fsdp", world, nodes);
+//   b.wait_stream(unshard, b.default_stream());          // unshard_stream.wait_stream(current)
+//   auto full = b.alloc("full_param block.3", bytes, MemCategory::UnshardedParameters, unshard);
+//   b.collective(pg, unshard, CollectiveKind::AllGather, bytes, Dtype::BF16, "AG block.3 fwd");
+//
+// Host CPU costs of launches, hooks and events are charged by the executor from the hardware
+// profile, not here; HostWork is for extra CPU time a strategy knows about.
+
+#include <string>
+
+#include "sim/program/program.hpp"
+
+namespace stepsim {
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder();
+
+  StreamId default_stream() const { return 0; }
+  StreamId stream(const std::string& name, int priority = 0);
+  CommId comm(const std::string& name, int ranks, int nodes);
+  EventId new_event();
+
+  void launch(StreamId s, Kernel k);
+  void collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
+                  std::string name, std::string unit = {});
+  EventId record(StreamId s);                 // new event recorded on s
+  void record(EventId e, StreamId s);
+  void wait(StreamId s, EventId e);
+  void wait_stream(StreamId waiter, StreamId producer);  // torch: waiter.wait_stream(producer)
+  void host_sync(EventId e, std::string reason);
+  void host_sync_stream(StreamId s, std::string reason);
+  BufferId alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s);
+  void free(BufferId b);                                 // stream-ordered: effective at issue
+  void free_after(BufferId b, std::vector<StreamId> record_streams);  // record_stream'ed free
+  void host_work(Time t, std::string name);
+  void mark(std::string name, std::optional<Phase> phase = std::nullopt);
+
+  const Program& program() const { return program_; }
+  Program take() { return std::move(program_); }
+
+ private:
+  Program program_;
+};
+
+}  // namespace stepsim

@@ -1,0 +1,150 @@
+#include "sim/program/program.hpp"
+
+#include <stdexcept>
+
+#include "sim/program/builder.hpp"
+
+namespace stepsim {
+
+std::string to_string(Phase p) {
+  switch (p) {
+    case Phase::Setup: return "setup";
+    case Phase::Forward: return "forward";
+    case Phase::Backward: return "backward";
+    case Phase::Optimizer: return "optimizer";
+  }
+  return "setup";
+}
+
+std::string to_string(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "all_reduce";
+    case CollectiveKind::AllGather: return "all_gather";
+    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::Reduce: return "reduce";
+    case CollectiveKind::AllToAll: return "all_to_all";
+  }
+  return "all_reduce";
+}
+
+std::string short_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "AR";
+    case CollectiveKind::AllGather: return "AG";
+    case CollectiveKind::ReduceScatter: return "RS";
+    case CollectiveKind::Broadcast: return "BC";
+    case CollectiveKind::Reduce: return "RD";
+    case CollectiveKind::AllToAll: return "A2A";
+  }
+  return "AR";
+}
+
+CollectiveKind parse_collective_kind(const std::string& name) {
+  if (name == "all_reduce" || name == "allreduce") return CollectiveKind::AllReduce;
+  if (name == "all_gather" || name == "allgather") return CollectiveKind::AllGather;
+  if (name == "reduce_scatter" || name == "reducescatter") return CollectiveKind::ReduceScatter;
+  if (name == "broadcast") return CollectiveKind::Broadcast;
+  if (name == "reduce") return CollectiveKind::Reduce;
+  if (name == "all_to_all" || name == "alltoall") return CollectiveKind::AllToAll;
+  throw std::invalid_argument("one of all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all");
+}
+
+std::string to_string(MemCategory c) {
+  switch (c) {
+    case MemCategory::Parameters: return "parameters";
+    case MemCategory::UnshardedParameters: return "unsharded_parameters";
+    case MemCategory::Gradients: return "gradients";
+    case MemCategory::OptimizerState: return "optimizer_state";
+    case MemCategory::Activations: return "activations";
+    case MemCategory::CommBuffers: return "communication_buffers";
+    case MemCategory::Other: return "other";
+  }
+  return "other";
+}
+
+std::string to_string(KernelClass c) {
+  switch (c) {
+    case KernelClass::Compute: return "compute";
+    case KernelClass::Copy: return "copy";
+    case KernelClass::Elementwise: return "elementwise";
+    case KernelClass::Optimizer: return "optimizer";
+  }
+  return "compute";
+}
+
+KernelWork& KernelWork::operator+=(const KernelWork& o) {
+  gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+  memory_bytes += o.memory_bytes;
+  attention_flops += o.attention_flops;
+  fixed += o.fixed;
+  return *this;
+}
+
+ProgramBuilder::ProgramBuilder() { program_.streams.push_back(StreamDecl{"default", 0}); }
+
+StreamId ProgramBuilder::stream(const std::string& name, int priority) {
+  program_.streams.push_back(StreamDecl{name, priority});
+  return static_cast<StreamId>(program_.streams.size() - 1);
+}
+
+CommId ProgramBuilder::comm(const std::string& name, int ranks, int nodes) {
+  program_.comms.push_back(CommDecl{name, ranks, nodes});
+  return static_cast<CommId>(program_.comms.size() - 1);
+}
+
+EventId ProgramBuilder::new_event() { return program_.event_count++; }
+
+void ProgramBuilder::launch(StreamId s, Kernel k) {
+  program_.instructions.emplace_back(Launch{s, std::move(k)});
+}
+
+void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
+                                std::string name, std::string unit) {
+  program_.instructions.emplace_back(Collective{c, s, kind, bytes, dtype, std::move(name), std::move(unit)});
+}
+
+EventId ProgramBuilder::record(StreamId s) {
+  EventId e = new_event();
+  record(e, s);
+  return e;
+}
+
+void ProgramBuilder::record(EventId e, StreamId s) { program_.instructions.emplace_back(Record{e, s}); }
+void ProgramBuilder::wait(StreamId s, EventId e) { program_.instructions.emplace_back(Wait{s, e}); }
+
+void ProgramBuilder::wait_stream(StreamId waiter, StreamId producer) {
+  if (waiter == producer) return;
+  wait(waiter, record(producer));
+}
+
+void ProgramBuilder::host_sync(EventId e, std::string reason) {
+  program_.instructions.emplace_back(HostSync{HostSync::Target::Event, e, std::move(reason)});
+}
+
+void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
+  program_.instructions.emplace_back(HostSync{HostSync::Target::Stream, s, std::move(reason)});
+}
+
+BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s) {
+  BufferId b = program_.buffer_count++;
+  program_.buffer_names.push_back(name);
+  program_.instructions.emplace_back(Alloc{b, bytes, cat, s, std::move(name)});
+  return b;
+}
+
+void ProgramBuilder::free(BufferId b) { program_.instructions.emplace_back(Free{b, {}}); }
+
+void ProgramBuilder::free_after(BufferId b, std::vector<StreamId> record_streams) {
+  program_.instructions.emplace_back(Free{b, std::move(record_streams)});
+}
+
+void ProgramBuilder::host_work(Time t, std::string name) {
+  program_.instructions.emplace_back(HostWork{t, std::move(name)});
+}
+
+void ProgramBuilder::mark(std::string name, std::optional<Phase> phase) {
+  program_.instructions.emplace_back(Mark{std::move(name), phase});
+}
+
+}  // namespace stepsim

@@ -1,0 +1,131 @@
+#pragma once
+// The Program IR: the per-step host program of one rank, exactly as the framework's Python
+// would issue it (DESIGN.md section 1). A strategy builds a Program once; executors (the
+// simulator in sim/exec, the live GPU executor in kernels/) run it and own all run state.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "sim/core/units.hpp"
+
+namespace stepsim {
+
+using StreamId = int;
+using EventId = int;
+using CommId = int;
+using BufferId = int;
+
+enum class Phase { Setup, Forward, Backward, Optimizer };
+std::string to_string(Phase p);
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll };
+std::string to_string(CollectiveKind k);
+std::string short_name(CollectiveKind k);  // AR, AG, RS, BC, RD, A2A
+CollectiveKind parse_collective_kind(const std::string& name);  // "all_reduce", ...
+
+// Memory categories of the breakdown (DESIGN.md section 5).
+enum class MemCategory { Parameters, UnshardedParameters, Gradients, OptimizerState, Activations, CommBuffers, Other };
+std::string to_string(MemCategory c);
+inline constexpr int kMemCategoryCount = 7;
+
+// One GEMM: C[m,n] = A[m,k] * B[k,n], `batch` times, in `dtype`.
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  Dtype dtype = Dtype::BF16;
+  Flops flops() const { return Flops{2.0 * static_cast<double>(m) * n * k * batch}; }
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+// What a kernel does, for the cost model and for the live executor: a list of GEMMs, bytes of
+// memory-bound traffic (read + write), other FLOPs that run at a calibrated fraction of peak
+// (attention), and a fixed time (toy workloads, measured kernels). The time is the sum.
+struct KernelWork {
+  std::vector<GemmShape> gemms;
+  Bytes memory_bytes;
+  Flops attention_flops;
+  Time fixed;
+
+  KernelWork& operator+=(const KernelWork& o);
+  bool empty() const { return gemms.empty() && memory_bytes.count == 0 && attention_flops.count == 0 && fixed.ns == 0; }
+};
+
+enum class KernelClass { Compute, Copy, Elementwise, Optimizer };
+std::string to_string(KernelClass c);
+
+struct Kernel {
+  std::string name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
+  KernelClass cls = KernelClass::Compute;
+  KernelWork work;
+  std::string unit;   // the FSDP unit / bucket / module it belongs to, "" if none
+};
+
+struct Launch {
+  StreamId stream = 0;
+  Kernel kernel;
+};
+
+struct Collective {
+  CommId comm = 0;
+  StreamId stream = 0;
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  // nccl-tests convention (C6.1): all-reduce/broadcast/reduce: the buffer; all-gather: the
+  // whole gathered output; reduce-scatter: the whole unreduced input; all-to-all: total bytes.
+  Bytes bytes;
+  Dtype dtype = Dtype::BF16;
+  std::string name;   // "AG block.17 fwd", "AR bucket 3"
+  std::string unit;
+};
+
+struct Record { EventId event = 0; StreamId stream = 0; };
+struct Wait { StreamId stream = 0; EventId event = 0; };
+
+// The CPU blocks until the GPU reaches a point: an event's latest record, or everything
+// queued so far on a stream. `reason` names the framework call (for reports).
+struct HostSync {
+  enum class Target { Event, Stream };
+  Target target_kind = Target::Event;
+  int target = 0;  // an EventId or a StreamId, per target_kind
+  std::string reason;
+};
+
+struct Alloc {
+  BufferId buffer = 0;
+  Bytes bytes;
+  MemCategory category = MemCategory::Other;
+  StreamId stream = 0;
+  std::string name;
+};
+
+// A plain free takes effect at issue (stream-ordered reuse). With record_streams the memory
+// returns when the GPU has finished the work queued on those streams before the free.
+struct Free {
+  BufferId buffer = 0;
+  std::vector<StreamId> record_streams;
+};
+
+struct HostWork { Time duration; std::string name; };
+
+// A named point. A Mark with a phase starts that phase for every op issued after it.
+struct Mark { std::string name; std::optional<Phase> phase; };
+
+using Instruction = std::variant<Launch, Collective, Record, Wait, HostSync, Alloc, Free, HostWork, Mark>;
+
+struct StreamDecl { std::string name; int priority = 0; };
+
+// A communicator (process group) and where its ranks sit: the cost model picks its scope
+// (intra-node when nodes == 1, inter-node otherwise) from this shape.
+struct CommDecl { std::string name; int ranks = 1; int nodes = 1; };
+
+struct Program {
+  std::vector<StreamDecl> streams;   // index = StreamId; stream 0 is the default stream
+  std::vector<CommDecl> comms;       // index = CommId
+  int event_count = 0;
+  int buffer_count = 0;
+  std::vector<Instruction> instructions;
+  std::vector<std::string> buffer_names;  // index = BufferId
+};
+
+}  // namespace stepsim

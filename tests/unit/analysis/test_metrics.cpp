@@ -1,0 +1,55 @@
+#include <catch2/catch.hpp>
+
+#include "sim/analysis/metrics.hpp"
+
+using namespace stepsim;
+
+namespace {
+Timeline hand_built_c5() {
+  // Seed case C5: 80 ms of compute, 120 ms of communication, 140 ms total.
+  // Compute [0, 80); communication [20, 140). Overlap = [20, 80) = 60 ms.
+  Timeline t;
+  t.start = Time::zero();
+  t.end = Time::from_ms(140);
+  TimelineOp k;
+  k.kind = TimelineOp::Kind::Kernel;
+  k.phase = Phase::Backward;
+  k.start = Time::zero();
+  k.end = Time::from_ms(80);
+  TimelineOp c;
+  c.kind = TimelineOp::Kind::Collective;
+  c.phase = Phase::Backward;
+  c.start = Time::from_ms(20);
+  c.end = Time::from_ms(140);
+  t.ops = {k, c};
+  return t;
+}
+}  // namespace
+
+TEST_CASE("C5: 80 ms compute, 120 ms comm, 140 ms step hide 60 ms: 50 % overlapped, 60 ms exposed", "[metrics][golden]") {
+  Metrics m = compute_metrics(hand_built_c5());
+  CHECK(m.overlap.step_time == Time::from_ms(140));
+  CHECK(m.overlap.compute_time == Time::from_ms(80));
+  CHECK(m.overlap.comm_time == Time::from_ms(120));
+  // hidden = compute + comm - total = 80 + 120 - 140 = 60 ms
+  CHECK(m.overlap.overlapped_comm == Time::from_ms(60));
+  CHECK(m.overlap.exposed_comm == Time::from_ms(60));
+  CHECK(m.overlap.overlap_pct == Approx(50.0));
+  CHECK(m.overlap.idle == Time::zero());
+  // Communication-bound: exposed comm is the part of the step compute does not cover.
+  CHECK(m.overlap.comm_time > m.overlap.compute_time);
+}
+
+TEST_CASE("Interval union merges overlapping and touching intervals", "[metrics]") {
+  auto merged = merge_intervals({{Time{5}, Time{10}}, {Time{0}, Time{3}}, {Time{3}, Time{4}}, {Time{8}, Time{12}}});
+  REQUIRE(merged.size() == 2);
+  CHECK(total_length(merged) == Time{4 + 7});
+}
+
+TEST_CASE("Metrics survive a JSON round trip", "[metrics]") {
+  Metrics m = compute_metrics(hand_built_c5());
+  Metrics back = metrics_from_json(metrics_to_json(m));
+  CHECK(back.overlap.exposed_comm == m.overlap.exposed_comm);
+  CHECK(back.forward == m.forward);
+  CHECK(back.overlap.overlap_pct == m.overlap.overlap_pct);
+}

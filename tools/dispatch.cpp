@@ -1,0 +1,67 @@
+#include <iostream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "tools/commands.hpp"
+
+namespace stepsim::cli {
+
+namespace {
+
+struct Command {
+  int (*fn)(const Args&);
+  const char* summary;
+};
+
+const std::map<std::string, Command>& commands() {
+  static const std::map<std::string, Command> table = {
+      {"simulate", {simulate, "predict one step: EXP.json [--set k=v]... [--json] [--trace F] [--report F.html]"}},
+      {"sweep", {sweep, "what-if grid over config paths: SWEEP.json [--jobs N] [--shard i/n] [--out F.csv]"}},
+      {"tune", {tune, "fastest configuration that fits: EXP.json --memory-cap 80GiB"}},
+      {"explain", {explain, "critical path, exposed comm per collective, sensitivities: EXP.json"}},
+      {"fit", {fit, "build a hardware profile from measurements: --nccl-tests LOG... --out profile.json"}},
+      {"analyze", {analyze, "measured overlap from a PyTorch profiler trace: TRACE.json[.gz]"}},
+      {"calibrate", {calibrate, "GPU microbenchmarks (gemm|nccl|contention|all) --out profile.json [GPU]"}},
+      {"live", {live, "run the experiment's Program on GPUs: EXP.json --out measured.json [GPU, mpirun]"}},
+      {"compare", {compare, "predicted vs measured: PREDICTED.json MEASURED.json [--tolerance 5%]"}},
+  };
+  return table;
+}
+
+void print_help() {
+  std::cout << "stepsim: predict, then measure, one distributed training step\n\n"
+               "usage: stepsim <command> [options]   (stepsim <command> --help for details)\n\ncommands:\n";
+  for (const auto& [name, c] : commands()) std::cout << fmt::format("  {:<10} {}\n", name, c.summary);
+  std::cout << "\nexit codes: 0 ok, 1 internal failure, 2 bad input, 3 outside tolerance (compare)\n";
+}
+
+}  // namespace
+
+int run(const Args& argv) {
+  try {
+    if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
+      print_help();
+      return argv.empty() ? 2 : 0;
+    }
+    if (argv[0] == "--version") {
+      std::cout << "stepsim 0.1.0\n";
+      return 0;
+    }
+    auto it = commands().find(argv[0]);
+    if (it == commands().end()) throw InputError(fmt::format("unknown command '{}' (see stepsim --help)", argv[0]));
+    return it->second.fn(Args(argv.begin() + 1, argv.end()));
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const DeadlockError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace stepsim::cli

@@ -1,0 +1,7 @@
+// stepsim: the one binary. Subcommands live in tools/cmd_*.cpp; errors become exit codes in
+// stepsim::cli::run (InputError -> 2, anything else -> 1).
+#include "tools/commands.hpp"
+
+int main(int argc, char** argv) {
+  return stepsim::cli::run(stepsim::cli::Args(argv + 1, argv + argc));
+}
