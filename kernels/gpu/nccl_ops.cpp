@@ -1,0 +1,79 @@
+#include "kernels/gpu/nccl_ops.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace stepsim::gpu {
+
+ncclDataType_t nccl_dtype(Dtype d) {
+  switch (d) {
+    case Dtype::FP32: case Dtype::TF32: return ncclFloat32;
+    case Dtype::BF16: return ncclBfloat16;
+    case Dtype::FP16: return ncclFloat16;
+    case Dtype::FP8:
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 24, 0)
+      return ncclFloat8e4m3;
+#else
+      return ncclUint8;
+#endif
+  }
+  throw std::logic_error("nccl_dtype: unknown dtype");
+}
+
+std::size_t nccl_elem_bytes(Dtype d) { return static_cast<std::size_t>(dtype_bytes(d)); }
+
+CollectiveSizes collective_sizes(CollectiveKind kind, std::size_t bytes, int nranks, Dtype dtype) {
+  if (nranks < 1) throw std::invalid_argument("collective_sizes: nranks < 1");
+  const std::size_t elem = nccl_elem_bytes(dtype);
+  const auto n = static_cast<std::size_t>(nranks);
+  CollectiveSizes s;
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Reduce:
+      s.count = std::max<std::size_t>(1, bytes / elem);
+      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem;
+      break;
+    case CollectiveKind::AllGather:
+      s.count = std::max<std::size_t>(1, bytes / (elem * n));
+      s.send_bytes = s.count * elem;
+      s.recv_bytes = s.total_bytes = s.count * elem * n;
+      break;
+    case CollectiveKind::ReduceScatter:
+      s.count = std::max<std::size_t>(1, bytes / (elem * n));
+      s.send_bytes = s.total_bytes = s.count * elem * n;
+      s.recv_bytes = s.count * elem;
+      break;
+    case CollectiveKind::AllToAll:
+      s.count = std::max<std::size_t>(1, bytes / (elem * n));
+      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem * n;
+      break;
+  }
+  return s;
+}
+
+void run_collective(const NcclComm& comm, cudaStream_t stream, CollectiveKind kind, const CollectiveSizes& s,
+                    Dtype dtype, const void* send, void* recv, int root) {
+  if (!comm) throw std::logic_error("run_collective: empty communicator");
+  ncclDataType_t t = nccl_dtype(dtype);
+  ncclComm_t c = comm.get();
+  switch (kind) {
+    case CollectiveKind::AllReduce: STEPSIM_NCCL_CHECK(ncclAllReduce(send, recv, s.count, t, ncclSum, c, stream)); return;
+    case CollectiveKind::AllGather: STEPSIM_NCCL_CHECK(ncclAllGather(send, recv, s.count, t, c, stream)); return;
+    case CollectiveKind::ReduceScatter:
+      STEPSIM_NCCL_CHECK(ncclReduceScatter(send, recv, s.count, t, ncclSum, c, stream));
+      return;
+    case CollectiveKind::Broadcast: STEPSIM_NCCL_CHECK(ncclBroadcast(send, recv, s.count, t, root, c, stream)); return;
+    case CollectiveKind::Reduce: STEPSIM_NCCL_CHECK(ncclReduce(send, recv, s.count, t, ncclSum, root, c, stream)); return;
+    case CollectiveKind::AllToAll: STEPSIM_NCCL_CHECK(ncclAlltoAll(send, recv, s.count, t, c, stream)); return;
+  }
+}
+
+CollectiveBuffers::CollectiveBuffers(const CollectiveSizes& sizes, Dtype dtype, cudaStream_t stream,
+                                     unsigned long long seed)
+    : send(sizes.send_bytes), recv(sizes.recv_bytes) {
+  send.fill_random(nccl_elem_bytes(dtype), seed, stream);
+  recv.fill_random(nccl_elem_bytes(dtype), seed + 1, stream);
+}
+
+}  // namespace stepsim::gpu
