@@ -1,13 +1,49 @@
-// Placeholder until the engine lands.
+// stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html]
+#include <fstream>
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include "sim/analysis/run.hpp"
+#include "sim/core/error.hpp"
+#include "sim/report/chrome_trace.hpp"
+#include "sim/report/result_json.hpp"
+#include "sim/report/text_report.hpp"
+#include "tools/cli_common.hpp"
+#include "tools/report_hook.hpp"
 
 namespace stepsim::cli {
 
-int simulate(const Args&) {
-  std::cerr << "error: 'stepsim simulate' is not implemented in this build\n";
-  return 1;
+int simulate(const Args& args) {
+  po::options_description opts("simulate options");
+  std::string exp_file, trace_file, report_file, json_file;
+  std::vector<std::string> sets;
+  opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
+      "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable), e.g. strategy.bucket_cap_mb=50")(
+      "json", "print the result as JSON (schema stepsim.result/1) instead of the text report")(
+      "json-out", po::value(&json_file), "also write the JSON result to this file")(
+      "trace", po::value(&trace_file), "write a Chrome/Perfetto trace JSON to this file")(
+      "report", po::value(&report_file), "write a self-contained HTML report to this file");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html]", opts,
+                  pos, vm))
+    return 0;
+  Experiment e = load_experiment(exp_file, sets);
+  SimulationResult r = run_experiment(e);
+  if (!trace_file.empty()) {
+    std::ofstream out(trace_file);
+    if (!out) throw InputError(trace_file + ": cannot write the trace file");
+    write_chrome_trace(out, r.timeline, exp_file);
+  }
+  if (!report_file.empty()) write_html_report_hook(report_file, e, r);
+  if (!json_file.empty()) {
+    std::ofstream out(json_file);
+    if (!out) throw InputError(json_file + ": cannot write the JSON file");
+    out << result_to_json(e, r).dump(1) << "\n";
+  }
+  if (vm.count("json")) std::cout << result_to_json(e, r).dump(1) << "\n";
+  else write_text_report(std::cout, e, r);
+  return 0;
 }
 
 }  // namespace stepsim::cli

@@ -1,0 +1,23 @@
+#pragma once
+// One simulation from an experiment: build the Program, run it, compute the metrics.
+
+#include "sim/analysis/metrics.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/exec/timeline.hpp"
+#include "sim/program/program.hpp"
+
+namespace stepsim {
+
+struct SimulationResult {
+  Program program;
+  Timeline timeline;
+  Metrics metrics;
+};
+
+SimulationResult run_experiment(const Experiment& e);
+
+// Per-op exposed time: the part of each collective's interval that no compute kernel covers
+// (indexed like timeline.ops; 0 for kernels).
+std::vector<Time> exposed_per_op(const Timeline& t);
+
+}  // namespace stepsim

@@ -1,0 +1,145 @@
+#include "sim/config/experiment.hpp"
+
+#include <fmt/format.h>
+
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+
+namespace fs = std::filesystem;
+
+static Checkpointing parse_ckpt(ObjectReader& r) {
+  std::string c = r.choice("activation_checkpointing", "none", {"none", "selective", "full"});
+  return c == "full" ? Checkpointing::Full : c == "selective" ? Checkpointing::Selective : Checkpointing::None;
+}
+
+static Workload parse_toy(ObjectReader& w) {
+  ObjectReader t = w.object("toy");
+  Dtype dt = w.dtype("dtype", Dtype::BF16);
+  std::vector<ToyLayerSpec> specs;
+  if (t.has("layer_list")) {
+    for (auto& l : t.objects("layer_list")) {
+      ToyLayerSpec s;
+      s.forward = Time::from_ms(l.non_negative("forward_ms", 0));
+      s.backward = Time::from_ms(l.non_negative("backward_ms", 0));
+      s.params = l.non_negative_integer("params", 0);
+      s.activations = Bytes{l.non_negative_integer("activation_bytes", 0)};
+      l.finish();
+      specs.push_back(s);
+    }
+  } else {
+    std::int64_t n = t.positive_integer("layers");
+    ToyLayerSpec s;
+    s.forward = Time::from_ms(t.non_negative("forward_ms", 0));
+    s.backward = Time::from_ms(t.non_negative("backward_ms", 0));
+    s.params = t.non_negative_integer("params_per_layer", 0);
+    s.activations = Bytes{t.non_negative_integer("activation_bytes_per_layer", 0)};
+    specs.assign(static_cast<std::size_t>(n), s);
+  }
+  t.finish();
+  return build_toy(specs, dt);
+}
+
+static Workload parse_workload(ObjectReader w) {
+  if (w.has("toy")) {
+    Workload out = parse_toy(w);
+    w.finish();
+    return out;
+  }
+  std::int64_t mb = w.positive_integer("micro_batch", 1);
+  std::int64_t seq = w.positive_integer("seq_len", 2048);
+  Dtype dt = w.dtype("dtype", Dtype::BF16);
+  Checkpointing ckpt = parse_ckpt(w);
+  ModelDims dims;
+  std::string name;
+  if (w.has("preset")) {
+    name = w.string("preset");
+    try {
+      dims = preset_dims(name);
+    } catch (const std::out_of_range&) {
+      std::string all;
+      for (const auto& n : preset_names()) all += (all.empty() ? "" : ", ") + n;
+      w.fail("preset", "a known model preset (" + all + ")");
+    }
+  } else if (w.has("model")) {
+    ObjectReader m = w.object("model");
+    name = m.string("name", "custom");
+    dims.family = m.choice("family", "llama", {"llama", "gpt", "opt"});
+    dims.hidden = m.positive_integer("hidden");
+    dims.layers = m.positive_integer("layers");
+    dims.heads = m.positive_integer("heads");
+    dims.kv_heads = m.positive_integer("kv_heads", dims.heads);
+    dims.ffn = m.positive_integer("ffn");
+    dims.vocab = m.positive_integer("vocab");
+    dims.max_positions = m.non_negative_integer("max_positions", 0);
+    dims.tied_embeddings = m.boolean("tied_embeddings", dims.family != "llama");
+    if (dims.hidden % dims.heads != 0) m.fail("heads", fmt::format("a divisor of hidden ({})", dims.hidden));
+    if (dims.heads % dims.kv_heads != 0) m.fail("kv_heads", fmt::format("a divisor of heads ({})", dims.heads));
+    m.finish();
+  } else {
+    w.fail("preset", "a model: \"preset\" (e.g. llama3-8b), \"model\" (dimensions) or \"toy\"");
+  }
+  w.finish();
+  return build_transformer(name, dims, mb, seq, dt, ckpt);
+}
+
+static ClusterConfig parse_cluster(ObjectReader c) {
+  ClusterConfig out;
+  out.nodes = static_cast<int>(c.positive_integer("nodes", 1));
+  out.gpus_per_node = static_cast<int>(c.positive_integer("gpus_per_node", 8));
+  if (c.has("profile") && c.raw("profile").is_object()) {
+    ObjectReader p = c.object("profile");
+    out.profile = parse_profile(p);
+    out.profile_path = "(inline)";
+  } else {
+    std::string name = c.string("profile");
+    fs::path path = resolve_config_path(name, c.sources().file_for(c.path_of("profile")));
+    if (!fs::exists(path)) c.fail("profile", "an existing hardware profile file (not found)");
+    out.profile_path = name;
+    out.profile = load_profile(path);
+  }
+  c.finish();
+  return out;
+}
+
+static TrainingConfig parse_training(ObjectReader t) {
+  TrainingConfig out;
+  out.grad_accum = static_cast<int>(t.positive_integer("grad_accum", 1));
+  out.no_sync = t.boolean("no_sync", true);
+  std::string opt = t.choice("optimizer", "adamw", {"adamw", "adam", "sgd", "none"});
+  out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
+  out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
+  t.finish();
+  return out;
+}
+
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources) {
+  Experiment e;
+  e.file = sources.root_file;
+  e.resolved = doc;
+  ObjectReader root(doc, sources, "");
+  e.workload = parse_workload(root.object("workload"));
+  e.cluster = parse_cluster(root.object("cluster"));
+  e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};
+  if (root.has("name")) root.string("name");
+  if (root.has("description")) root.string("description");
+  ObjectReader s = root.object("strategy");
+  if (s.has("world_size")) {
+    std::int64_t ws = s.positive_integer("world_size");
+    if (ws != e.cluster.world_size())
+      s.fail("world_size", fmt::format("the cluster's world size {} ({} nodes x {} GPUs)", e.cluster.world_size(),
+                                       e.cluster.nodes, e.cluster.gpus_per_node));
+  }
+  e.strategy = parse_strategy(s, e);
+  root.finish();
+  return e;
+}
+
+Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
+  SourceMap sources;
+  nlohmann::json doc = load_with_includes(file, sources);
+  for (const auto& o : overrides) apply_override(doc, o);
+  return experiment_from_json(doc, sources);
+}
+
+}  // namespace stepsim

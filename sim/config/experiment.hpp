@@ -1,0 +1,51 @@
+#pragma once
+// An experiment: workload x cluster x strategy x training (DESIGN.md section 4), loaded from
+// JSON with includes and --set overrides, validated once, then immutable.
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config/json_reader.hpp"
+#include "sim/hardware/profile.hpp"
+#include "sim/workload/workload.hpp"
+
+namespace stepsim {
+
+struct ClusterConfig {
+  std::string profile_path;
+  HardwareProfile profile;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+enum class Optimizer { AdamW, SGD, None };
+
+struct TrainingConfig {
+  int grad_accum = 1;          // micro-batches per optimizer step
+  bool no_sync = true;         // accumulate without gradient sync (DDP/FSDP no_sync context)
+  Optimizer optimizer = Optimizer::AdamW;
+  Dtype master_dtype = Dtype::FP32;  // parameters the optimizer updates (fp32 master weights)
+};
+
+class Strategy;
+
+struct Experiment {
+  std::string file;
+  nlohmann::json resolved;     // the config after includes and overrides (echoed in reports)
+  Workload workload;
+  ClusterConfig cluster;
+  TrainingConfig training;
+  std::shared_ptr<const Strategy> strategy;
+};
+
+// Loads and validates. Throws InputError with file, JSON path, value and expectation.
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+// Same, from an already-resolved document (sweeps build many from one base).
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources);
+
+}  // namespace stepsim

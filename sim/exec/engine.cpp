@@ -1,0 +1,537 @@
+#include "sim/exec/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <queue>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
+#include "sim/hardware/compute_model.hpp"
+
+namespace stepsim {
+
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
+
+struct Op {
+  OpType type = OpType::Kernel;
+  StreamId stream = 0;
+  std::size_t instruction = 0;
+  Phase phase = Phase::Setup;
+  Time issue;
+  // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
+  // for the first record, which may come later in program order).
+  EventId event = -1;
+  std::size_t event_generation = 0;
+  CommId comm = -1;
+  int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
+  Time solo;
+  double remaining = 0;         // solo-rate nanoseconds of work left
+  double rate = 0;
+  Time last_update;
+  std::uint64_t version = 0;
+  Time start, end;
+  bool started = false, done = false;
+};
+
+struct PendingFree {
+  BufferId buffer = 0;
+  std::vector<std::size_t> ops;  // must all be done
+};
+
+struct HeapEvent {
+  Time time;
+  std::uint64_t seq = 0;
+  bool host = false;
+  std::size_t op = 0;
+  std::uint64_t version = 0;
+  bool operator>(const HeapEvent& o) const { return time > o.time || (time == o.time && seq > o.seq); }
+};
+
+class Engine {
+ public:
+  Engine(const Program& p, const HardwareProfile& hw) : p_(p), hw_(hw) {
+    streams_.resize(p.streams.size());
+    stream_last_op_.assign(p.streams.size(), -1);
+    comm_queue_.resize(p.comms.size());
+    comm_next_.assign(p.comms.size(), 0);
+    records_.resize(static_cast<std::size_t>(p.event_count));
+    buffers_.resize(static_cast<std::size_t>(p.buffer_count));
+    live_.assign(kMemCategoryCount, Bytes{});
+    timeline_.streams = p.streams;
+    timeline_.comms = p.comms;
+    timeline_.capacity = hw.memory_capacity;
+    timeline_.device = "simulated " + hw.name;
+  }
+
+  Timeline run() {
+    sample_memory(Time::zero());
+    if (!p_.instructions.empty()) schedule_host(Time::zero() + host_cost(0));
+    while (!heap_.empty()) {
+      HeapEvent ev = heap_.top();
+      heap_.pop();
+      now_ = ev.time;
+      if (ev.host) {
+        run_host();
+      } else {
+        Op& op = ops_[ev.op];
+        if (op.done || op.version != ev.version) continue;
+        advance(op);
+        complete(ev.op);
+      }
+      pump();
+    }
+    check_finished();
+    finish_timeline();
+    return std::move(timeline_);
+  }
+
+ private:
+  // ---- host thread -------------------------------------------------------------------------
+
+  Time host_cost(std::size_t i) const {
+    return std::visit(Overloaded{
+                          [&](const Launch&) { return hw_.host.launch_overhead; },
+                          [&](const Collective&) { return hw_.host.collective_overhead; },
+                          [&](const Record&) { return hw_.host.event_overhead; },
+                          [&](const Wait&) { return hw_.host.event_overhead; },
+                          [&](const HostSync&) { return Time::zero(); },
+                          [&](const Alloc&) { return hw_.host.alloc_overhead; },
+                          [&](const Free&) { return hw_.host.alloc_overhead; },
+                          [&](const HostWork& w) { return w.duration; },
+                          [&](const Mark&) { return Time::zero(); },
+                      },
+                      p_.instructions[i]);
+  }
+
+  void schedule_host(Time t) { heap_.push(HeapEvent{t, seq_++, true, 0, 0}); }
+
+  // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
+  // one has a CPU cost (scheduled for later), blocks on a HostSync, or the program ends.
+  void run_host() {
+    while (pc_ < p_.instructions.size()) {
+      std::size_t i = pc_;
+      Time cost = host_cost(i);
+      if (cost.ns > 0) {
+        const char* what = std::holds_alternative<HostWork>(p_.instructions[i]) ? "work" : "issue";
+        HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
+                                                                                         : HostInterval::Kind::Issue;
+        (void)what;
+        timeline_.host.push_back(HostInterval{kind, host_label(i), now_ - cost, now_, i});
+      }
+      if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
+      ++pc_;
+      pump();
+      if (pc_ < p_.instructions.size()) {
+        Time next = host_cost(pc_);
+        if (next.ns > 0) {
+          schedule_host(now_ + next);
+          return;
+        }
+      }
+    }
+    host_done_at_ = now_;
+  }
+
+  std::string host_label(std::size_t i) const {
+    return std::visit(Overloaded{
+                          [&](const Launch& l) { return "launch " + l.kernel.name; },
+                          [&](const Collective& c) { return "issue " + c.name; },
+                          [&](const HostWork& w) { return w.name; },
+                          [&](const auto&) { return describe(p_, i); },
+                      },
+                      p_.instructions[i]);
+  }
+
+  // Returns false if the host blocks.
+  bool execute(std::size_t i) {
+    return std::visit(Overloaded{
+                          [&](const Launch& l) {
+                            Op op = new_op(OpType::Kernel, l.stream, i);
+                            op.solo = kernel_time(hw_.compute, l.kernel.work);
+                            enqueue(std::move(op));
+                            return true;
+                          },
+                          [&](const Collective& c) {
+                            Op op = new_op(OpType::Collective, c.stream, i);
+                            const CommDecl& comm = p_.comms.at(static_cast<std::size_t>(c.comm));
+                            op.comm = c.comm;
+                            op.link_class = comm.nodes > 1 ? 1 : 0;
+                            op.solo = collective_time(hw_, c.kind, c.bytes, comm);
+                            comm_queue_[static_cast<std::size_t>(c.comm)].push_back(ops_.size());
+                            enqueue(std::move(op));
+                            return true;
+                          },
+                          [&](const Record& r) {
+                            Op op = new_op(OpType::Record, r.stream, i);
+                            op.event = r.event;
+                            records_.at(static_cast<std::size_t>(r.event)).push_back(ops_.size());
+                            enqueue(std::move(op));
+                            return true;
+                          },
+                          [&](const Wait& w) {
+                            Op op = new_op(OpType::Wait, w.stream, i);
+                            op.event = w.event;
+                            op.event_generation = records_.at(static_cast<std::size_t>(w.event)).size();
+                            enqueue(std::move(op));
+                            return true;
+                          },
+                          [&](const HostSync& h) { return host_sync(h, i); },
+                          [&](const Alloc& a) {
+                            auto& b = buffers_.at(static_cast<std::size_t>(a.buffer));
+                            if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
+                            b = BufferState{a.bytes, a.category, true};
+                            live_[static_cast<std::size_t>(a.category)] += a.bytes;
+                            sample_memory(now_);
+                            return true;
+                          },
+                          [&](const Free& f) {
+                            auto& b = buffers_.at(static_cast<std::size_t>(f.buffer));
+                            if (!b.live || b.free_pending)
+                              throw std::logic_error(fmt::format("instruction {}: free of buffer '{}' that is not live", i,
+                                                                 p_.buffer_names.at(static_cast<std::size_t>(f.buffer))));
+                            PendingFree pf{f.buffer, {}};
+                            for (StreamId s : f.record_streams) {
+                              long last = stream_last_op_.at(static_cast<std::size_t>(s));
+                              if (last >= 0 && !ops_[static_cast<std::size_t>(last)].done) pf.ops.push_back(static_cast<std::size_t>(last));
+                            }
+                            if (pf.ops.empty()) release(f.buffer);
+                            else {
+                              b.free_pending = true;
+                              pending_frees_.push_back(std::move(pf));
+                            }
+                            return true;
+                          },
+                          [&](const HostWork&) { return true; },
+                          [&](const Mark& m) {
+                            if (m.phase) phase_ = *m.phase;
+                            timeline_.marks.push_back(PhaseMark{m.name, now_});
+                            return true;
+                          },
+                      },
+                      p_.instructions[i]);
+  }
+
+  bool host_sync(const HostSync& h, std::size_t i) {
+    std::optional<std::size_t> target;
+    if (h.target_kind == HostSync::Target::Stream) {
+      long last = stream_last_op_.at(static_cast<std::size_t>(h.target));
+      if (last >= 0) target = static_cast<std::size_t>(last);
+    } else {
+      const auto& recs = records_.at(static_cast<std::size_t>(h.target));
+      if (recs.empty()) {
+        // CUDA would return at once; a schedule that syncs on an event it never recorded is a
+        // bug in the strategy, and we say so rather than guess.
+        throw DeadlockError(fmt::format("host blocks forever at instruction {} ({}): event {} was never recorded before it",
+                                        i, describe(p_, i), h.target));
+      }
+      target = recs.back();
+    }
+    if (!target || ops_[*target].done) return true;
+    blocked_on_ = *target;
+    blocked_since_ = now_;
+    return false;
+  }
+
+  // ---- GPU streams -------------------------------------------------------------------------
+
+  Op new_op(OpType type, StreamId s, std::size_t i) const {
+    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
+      throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i, s));
+    Op op;
+    op.type = type;
+    op.stream = s;
+    op.instruction = i;
+    op.phase = phase_;
+    op.issue = now_;
+    return op;
+  }
+
+  void enqueue(Op op) {
+    std::size_t idx = ops_.size();
+    StreamId s = op.stream;
+    ops_.push_back(std::move(op));
+    streams_[static_cast<std::size_t>(s)].push_back(idx);
+    stream_last_op_[static_cast<std::size_t>(s)] = static_cast<long>(idx);
+  }
+
+  bool can_start(const Op& op, std::size_t idx) const {
+    switch (op.type) {
+      case OpType::Wait: {
+        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        std::size_t want = op.event_generation == 0 ? 0 : op.event_generation - 1;
+        return want < recs.size() && ops_[recs[want]].done;
+      }
+      case OpType::Collective: {
+        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
+        return q[comm_next_[static_cast<std::size_t>(op.comm)]] == idx;
+      }
+      default: return true;
+    }
+  }
+
+  // Starts every op that can start now; zero-time ops complete at once, which may unblock
+  // others, so loop until nothing moves.
+  void pump() {
+    bool progress = true;
+    bool running_changed = false;
+    while (progress) {
+      progress = false;
+      for (std::size_t s = 0; s < streams_.size(); ++s) {
+        auto& q = streams_[s];
+        while (!q.empty()) {
+          std::size_t idx = q.front();
+          Op& op = ops_[idx];
+          if (op.started) break;  // running
+          if (!can_start(op, idx)) break;
+          op.started = true;
+          op.start = now_;
+          op.last_update = now_;
+          progress = true;
+          if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
+            complete(idx);
+            continue;
+          }
+          op.remaining = static_cast<double>(op.solo.ns);
+          running_.push_back(idx);
+          running_changed = true;
+          break;
+        }
+      }
+    }
+    if (running_changed || rates_dirty_) update_rates();
+  }
+
+  void advance(Op& op) {
+    op.remaining -= static_cast<double>((now_ - op.last_update).ns) * op.rate;
+    if (op.remaining < 0) op.remaining = 0;
+    op.last_update = now_;
+  }
+
+  void update_rates() {
+    rates_dirty_ = false;
+    int kernels = 0, colls[2] = {0, 0};
+    for (std::size_t idx : running_) {
+      const Op& op = ops_[idx];
+      if (op.type == OpType::Kernel) ++kernels;
+      else ++colls[op.link_class];
+    }
+    bool any_coll = colls[0] + colls[1] > 0;
+    for (std::size_t idx : running_) {
+      Op& op = ops_[idx];
+      double rate;
+      if (op.type == OpType::Kernel) rate = 1.0 / kernels / (1.0 + (any_coll ? hw_.contention.compute_slowdown : 0.0));
+      else rate = 1.0 / colls[op.link_class] / (1.0 + (kernels > 0 ? hw_.contention.comm_slowdown : 0.0));
+      if (rate == op.rate) continue;
+      advance(op);
+      op.rate = rate;
+      ++op.version;
+      double left = op.remaining / rate;
+      Time finish = now_ + Time{static_cast<std::int64_t>(std::ceil(left - 1e-6))};
+      heap_.push(HeapEvent{finish, seq_++, false, idx, op.version});
+    }
+  }
+
+  void complete(std::size_t idx) {
+    Op& op = ops_[idx];
+    op.done = true;
+    op.end = now_;
+    auto& q = streams_[static_cast<std::size_t>(op.stream)];
+    if (!q.empty() && q.front() == idx) q.pop_front();
+    if (op.type == OpType::Collective) ++comm_next_[static_cast<std::size_t>(op.comm)];
+    auto it = std::find(running_.begin(), running_.end(), idx);
+    if (it != running_.end()) {
+      running_.erase(it);
+      rates_dirty_ = true;
+    }
+    // Deferred (record_stream) frees whose streams have drained.
+    for (auto pf = pending_frees_.begin(); pf != pending_frees_.end();) {
+      bool ready = std::all_of(pf->ops.begin(), pf->ops.end(), [&](std::size_t o) { return ops_[o].done; });
+      if (ready) {
+        release(pf->buffer);
+        pf = pending_frees_.erase(pf);
+      } else {
+        ++pf;
+      }
+    }
+    if (blocked_on_ && *blocked_on_ == idx) {
+      timeline_.host.push_back(HostInterval{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_});
+      blocked_on_.reset();
+      ++pc_;
+      // The host resumes now; the next instruction's CPU cost starts counting here.
+      if (pc_ < p_.instructions.size()) schedule_host(now_ + host_cost(pc_));
+      else host_done_at_ = now_;
+    }
+  }
+
+  std::string sync_reason(std::size_t i) const {
+    if (const auto* h = std::get_if<HostSync>(&p_.instructions[i])) return h->reason;
+    return describe(p_, i);
+  }
+
+  // ---- memory ------------------------------------------------------------------------------
+
+  struct BufferState {
+    Bytes bytes;
+    MemCategory category = MemCategory::Other;
+    bool live = false;
+    bool free_pending = false;
+  };
+
+  void release(BufferId id) {
+    auto& b = buffers_.at(static_cast<std::size_t>(id));
+    live_[static_cast<std::size_t>(b.category)] -= b.bytes;
+    b.live = false;
+    b.free_pending = false;
+    sample_memory(now_);
+  }
+
+  void sample_memory(Time t) {
+    MemorySample s;
+    s.time = t;
+    s.by_category = live_;
+    for (const auto& b : live_) s.total += b;
+    timeline_.memory.push_back(std::move(s));
+  }
+
+  // ---- end ---------------------------------------------------------------------------------
+
+  void check_finished() {
+    std::vector<std::string> stuck;
+    if (blocked_on_) {
+      stuck.push_back(fmt::format("host blocked at instruction {} ({}) waiting for instruction {} ({})", pc_,
+                                  describe(p_, pc_), ops_[*blocked_on_].instruction, describe(p_, ops_[*blocked_on_].instruction)));
+    }
+    for (std::size_t s = 0; s < streams_.size(); ++s) {
+      if (streams_[s].empty()) continue;
+      const Op& op = ops_[streams_[s].front()];
+      std::string why;
+      if (op.type == OpType::Wait) {
+        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        why = recs.empty() ? fmt::format(": event {} is never recorded", op.event)
+                           : fmt::format(": event {} record never completes", op.event);
+      } else if (op.type == OpType::Collective) {
+        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
+        std::size_t head = q[comm_next_[static_cast<std::size_t>(op.comm)]];
+        why = fmt::format(": behind instruction {} ({}) in communicator '{}' FIFO", ops_[head].instruction,
+                          describe(p_, ops_[head].instruction), p_.comms[static_cast<std::size_t>(op.comm)].name);
+      }
+      stuck.push_back(fmt::format("stream '{}' stuck at instruction {} ({}){}", p_.streams[s].name, op.instruction,
+                                  describe(p_, op.instruction), why));
+    }
+    if (!blocked_on_ && pc_ < p_.instructions.size() && stuck.empty())
+      stuck.push_back(fmt::format("host stopped at instruction {}", pc_));
+    if (stuck.empty()) return;
+    std::string msg = "deadlock: the program can never finish: ";
+    for (std::size_t k = 0; k < stuck.size(); ++k) msg += (k ? "; " : "") + stuck[k];
+    throw DeadlockError(msg);
+  }
+
+  void finish_timeline() {
+    Time end = host_done_at_;
+    timeline_.ops.reserve(ops_.size());
+    for (const Op& op : ops_) {
+      end = std::max(end, op.end);
+      if (op.type != OpType::Kernel && op.type != OpType::Collective) continue;
+      TimelineOp t;
+      t.stream = op.stream;
+      t.phase = op.phase;
+      t.issue = op.issue;
+      t.start = op.start;
+      t.end = op.end;
+      t.instruction = op.instruction;
+      t.solo_duration = op.solo;
+      if (op.type == OpType::Kernel) {
+        const auto& l = std::get<Launch>(p_.instructions[op.instruction]);
+        t.kind = TimelineOp::Kind::Kernel;
+        t.name = l.kernel.name;
+        t.unit = l.kernel.unit;
+        t.cls = l.kernel.cls;
+      } else {
+        const auto& c = std::get<Collective>(p_.instructions[op.instruction]);
+        t.kind = TimelineOp::Kind::Collective;
+        t.name = c.name;
+        t.unit = c.unit;
+        t.comm = c.comm;
+        t.collective = c.kind;
+        t.bytes = c.bytes;
+        t.dtype = c.dtype;
+      }
+      timeline_.ops.push_back(std::move(t));
+    }
+    for (const auto& h : timeline_.host) end = std::max(end, h.end);
+    timeline_.start = Time::zero();
+    timeline_.end = end;
+  }
+
+  const Program& p_;
+  const HardwareProfile& hw_;
+  Time now_;
+  std::uint64_t seq_ = 0;
+  std::priority_queue<HeapEvent, std::vector<HeapEvent>, std::greater<>> heap_;
+  std::vector<Op> ops_;
+  std::vector<std::deque<std::size_t>> streams_;
+  std::vector<long> stream_last_op_;
+  std::vector<std::vector<std::size_t>> comm_queue_;
+  std::vector<std::size_t> comm_next_;
+  std::vector<std::vector<std::size_t>> records_;
+  std::vector<std::size_t> running_;
+  bool rates_dirty_ = false;
+  std::vector<BufferState> buffers_;
+  std::vector<PendingFree> pending_frees_;
+  std::vector<Bytes> live_;
+  std::size_t pc_ = 0;
+  Phase phase_ = Phase::Setup;
+  std::optional<std::size_t> blocked_on_;
+  Time blocked_since_;
+  Time host_done_at_;
+  Timeline timeline_;
+};
+
+}  // namespace
+
+Timeline simulate_program(const Program& program, const HardwareProfile& hw) { return Engine(program, hw).run(); }
+
+std::string describe(const Program& p, std::size_t i) {
+  if (i >= p.instructions.size()) return "end of program";
+  auto stream_name = [&](StreamId s) {
+    return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? p.streams[static_cast<std::size_t>(s)].name
+                                                                     : fmt::format("#{}", s);
+  };
+  return std::visit(Overloaded{
+                        [&](const Launch& l) { return fmt::format("Launch '{}' on {}", l.kernel.name, stream_name(l.stream)); },
+                        [&](const Collective& c) {
+                          return fmt::format("Collective {} '{}' on {}", to_string(c.kind), c.name, stream_name(c.stream));
+                        },
+                        [&](const Record& r) { return fmt::format("Record event {} on {}", r.event, stream_name(r.stream)); },
+                        [&](const Wait& w) { return fmt::format("Wait {} on event {}", stream_name(w.stream), w.event); },
+                        [&](const HostSync& h) {
+                          return h.target_kind == HostSync::Target::Event
+                                     ? fmt::format("HostSync on event {} ({})", h.target, h.reason)
+                                     : fmt::format("HostSync on stream {} ({})", stream_name(h.target), h.reason);
+                        },
+                        [&](const Alloc& a) { return fmt::format("Alloc '{}' {} B", a.name, a.bytes.count); },
+                        [&](const Free& f) {
+                          return fmt::format("Free '{}'", f.buffer >= 0 && static_cast<std::size_t>(f.buffer) < p.buffer_names.size()
+                                                              ? p.buffer_names[static_cast<std::size_t>(f.buffer)]
+                                                              : std::to_string(f.buffer));
+                        },
+                        [&](const HostWork& w) { return fmt::format("HostWork '{}'", w.name); },
+                        [&](const Mark& m) { return fmt::format("Mark '{}'", m.name); },
+                    },
+                    p.instructions[i]);
+}
+
+}  // namespace stepsim

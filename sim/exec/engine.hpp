@@ -1,0 +1,30 @@
+#pragma once
+// The simulator: runs a Program on simulated streams (DESIGN.md section 1, rules 1-7).
+//
+//  1. Two clocks: the host thread advances by each instruction's CPU cost (from the
+//     profile's host section); a GPU op starts at max(issue, previous op on its stream done,
+//     the event it waits on).
+//  2. Communicator FIFO: collectives of one communicator run one at a time in issue order,
+//     whatever stream issued them; different communicators run concurrently.
+//  3. Costs come from the hardware models (kernel_time, collective_time), never the strategy.
+//  4. Contention is fluid: rates change only when the set of running ops changes. Concurrent
+//     kernels share the GPU equally; collectives on the same link class (intra- or inter-node)
+//     share it equally; a kernel overlapping a collective runs at 1/(1+compute_slowdown) and
+//     the collective at 1/(1+comm_slowdown) (both 0 by default).
+//  5. Memory: Alloc/Free move live bytes per category; a Free with record_streams takes effect
+//     when the GPU finishes the work queued on those streams before the free.
+//  6. Determinism: integer ns; same-time events run in insertion order.
+//  7. A program that cannot finish throws DeadlockError naming the stuck instructions.
+
+#include "sim/exec/timeline.hpp"
+#include "sim/hardware/profile.hpp"
+#include "sim/program/program.hpp"
+
+namespace stepsim {
+
+Timeline simulate_program(const Program& program, const HardwareProfile& hw);
+
+// One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").
+std::string describe(const Program& program, std::size_t instruction);
+
+}  // namespace stepsim

@@ -1,0 +1,90 @@
+#include "sim/report/text_report.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+
+std::string format_time(Time t) {
+  if (t.ns >= 1'000'000'000) return fmt::format("{:.3f} s", t.seconds());
+  if (t.ns >= 1'000'000) return fmt::format("{:.3f} ms", t.ms());
+  if (t.ns >= 1'000) return fmt::format("{:.1f} us", t.us());
+  return fmt::format("{} ns", t.ns);
+}
+
+std::string format_bytes(Bytes b) {
+  if (b.count >= (1LL << 30)) return fmt::format("{:.2f} GiB", b.gib());
+  if (b.count >= (1LL << 20)) return fmt::format("{:.1f} MiB", b.mib());
+  if (b.count >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b.count) / 1024.0);
+  return fmt::format("{} B", b.count);
+}
+
+void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r) {
+  const Metrics& m = r.metrics;
+  const Workload& w = e.workload;
+  auto pct = [&](Time t) {
+    return m.overlap.step_time.ns > 0 ? 100.0 * static_cast<double>(t.ns) / m.overlap.step_time.ns : 0.0;
+  };
+  out << fmt::format("stepsim simulate: {}\n", e.file);
+  out << fmt::format("  {} | {} ({:.2f} B params) | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}\n",
+                     e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,
+                     e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
+  out << fmt::format("  strategy: {}\n\n", e.strategy->effective_config().dump());
+  out << fmt::format("  {:<22}{:>14}{:>9}\n", "metric", "value", "% step");
+  auto row = [&](const char* name, Time t) { out << fmt::format("  {:<22}{:>14}{:>8.1f}%\n", name, format_time(t), pct(t)); };
+  row("step time", m.overlap.step_time);
+  row("  forward", m.forward);
+  row("  backward", m.backward);
+  row("  optimizer", m.optimizer);
+  row("compute", m.overlap.compute_time);
+  row("communication", m.overlap.comm_time);
+  row("  overlapped", m.overlap.overlapped_comm);
+  row("  exposed", m.overlap.exposed_comm);
+  row("idle", m.overlap.idle);
+  out << fmt::format("  {:<22}{:>13.1f}%\n", "overlap (of comm)", m.overlap.overlap_pct);
+  out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
+                     m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "");
+  for (const auto& [cat, b] : m.peak_breakdown)
+    if (b.count > 0) out << fmt::format("    {:<24}{:>12}\n", cat, format_bytes(b));
+  out << fmt::format("  persistent (end of step) {}\n", format_bytes(m.persistent_memory));
+
+  // Collectives: totals per kind, and the most exposed ones with their unit labels.
+  auto exposed = exposed_per_op(r.timeline);
+  struct Agg {
+    int count = 0;
+    Bytes bytes;
+    Time time, exposed;
+  };
+  std::map<std::string, Agg> by_kind;
+  std::vector<std::size_t> colls;
+  for (std::size_t i = 0; i < r.timeline.ops.size(); ++i) {
+    const auto& op = r.timeline.ops[i];
+    if (op.kind != TimelineOp::Kind::Collective) continue;
+    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), r.timeline.comms[static_cast<std::size_t>(op.comm)].name)];
+    ++a.count;
+    a.bytes += op.bytes;
+    a.time += op.duration();
+    a.exposed += exposed[i];
+    colls.push_back(i);
+  }
+  if (!colls.empty()) {
+    out << fmt::format("\n  {:<34}{:>7}{:>12}{:>14}{:>14}\n", "collectives", "count", "bytes", "time", "exposed");
+    for (const auto& [k, a] : by_kind)
+      out << fmt::format("  {:<34}{:>7}{:>12}{:>14}{:>14}\n", k, a.count, format_bytes(a.bytes), format_time(a.time),
+                         format_time(a.exposed));
+    std::stable_sort(colls.begin(), colls.end(), [&](std::size_t a, std::size_t b) { return exposed[a] > exposed[b]; });
+    out << "\n  most exposed collectives:\n";
+    for (std::size_t k = 0; k < std::min<std::size_t>(5, colls.size()); ++k) {
+      const auto& op = r.timeline.ops[colls[k]];
+      if (exposed[colls[k]].ns == 0) break;
+      out << fmt::format("    {:<30} {:>10} start {:>12}  took {:>12}  exposed {:>12}\n", op.name, format_bytes(op.bytes),
+                         format_time(op.start), format_time(op.duration()), format_time(exposed[colls[k]]));
+    }
+  }
+}
+
+}  // namespace stepsim

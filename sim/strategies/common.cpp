@@ -1,0 +1,32 @@
+#include "sim/strategies/common.hpp"
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+Kernel forward_kernel(const Layer& l, int micro) {
+  (void)micro;
+  return Kernel{"fwd " + l.name, KernelClass::Compute, l.forward(), l.name};
+}
+
+Kernel backward_kernel(const Layer& l, int micro) {
+  (void)micro;
+  return Kernel{"bwd " + l.name, KernelClass::Compute, l.backward(), l.name};
+}
+
+Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {
+  KernelWork w;
+  w.memory_bytes = bytes;
+  return Kernel{std::move(name), cls, w, std::move(unit)};
+}
+
+Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name) {
+  std::int64_t tensors = opt == Optimizer::AdamW ? 7 : opt == Optimizer::SGD ? 3 : 0;
+  return elementwise(std::move(name), Bytes{tensors * numel * dtype_bytes(dtype)}, "", KernelClass::Optimizer);
+}
+
+Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
+  return opt == Optimizer::AdamW ? Bytes{2 * numel * dtype_bytes(dtype)} : Bytes{0};
+}
+
+}  // namespace stepsim

@@ -1,0 +1,27 @@
+#pragma once
+// Pieces every strategy uses: the kernels of a layer's passes, elementwise/copy kernels sized
+// in bytes, the optimizer step, and persistent-state sizes.
+
+#include <string>
+
+#include "sim/config/experiment.hpp"
+#include "sim/program/program.hpp"
+#include "sim/workload/workload.hpp"
+
+namespace stepsim {
+
+Kernel forward_kernel(const Layer& l, int micro);
+Kernel backward_kernel(const Layer& l, int micro);
+// A memory-bound kernel moving `bytes` (read + write).
+Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
+
+// The optimizer step over `numel` parameters held in `dtype` (fused/foreach AdamW reads
+// param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors).
+Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name = "optimizer.step");
+// Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
+// momentum: none).
+Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
+
+inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace stepsim

@@ -1,0 +1,10 @@
+// Placeholder until the issue that delivers the fsdp1 strategy lands.
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+
+std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment&) {
+  r.fail("framework", "a framework implemented in this build (fsdp1 is not yet)");
+}
+
+}  // namespace stepsim

@@ -1,0 +1,51 @@
+// Model presets from published dimensions. Sources: Llama 2 paper (Touvron et al. 2023, Table
+// 1 + HF configs), Llama 3 model card / HF config.json (meta-llama/Meta-Llama-3-8B, -70B,
+// Llama-3.1-405B), GPT-2 (Radford et al. 2019; HF gpt2*), GPT-3 (Brown et al. 2020, Table 2.1),
+// OPT (Zhang et al. 2022, Table 1; HF facebook/opt-*).
+#include <map>
+#include <stdexcept>
+
+#include "sim/workload/workload.hpp"
+
+namespace stepsim {
+
+static const std::map<std::string, ModelDims>& presets() {
+  static const std::map<std::string, ModelDims> table = {
+      //               family  hidden layers heads kv  ffn    vocab   pos   tied
+      {"llama2-7b", {"llama", 4096, 32, 32, 32, 11008, 32000, 0, false}},
+      {"llama2-13b", {"llama", 5120, 40, 40, 40, 13824, 32000, 0, false}},
+      {"llama2-70b", {"llama", 8192, 80, 64, 8, 28672, 32000, 0, false}},
+      {"llama3-8b", {"llama", 4096, 32, 32, 8, 14336, 128256, 0, false}},
+      {"llama3-70b", {"llama", 8192, 80, 64, 8, 28672, 128256, 0, false}},
+      {"llama3-405b", {"llama", 16384, 126, 128, 8, 53248, 128256, 0, false}},
+      {"gpt2", {"gpt", 768, 12, 12, 12, 3072, 50257, 1024, true}},
+      {"gpt2-medium", {"gpt", 1024, 24, 16, 16, 4096, 50257, 1024, true}},
+      {"gpt2-large", {"gpt", 1280, 36, 20, 20, 5120, 50257, 1024, true}},
+      {"gpt2-xl", {"gpt", 1600, 48, 25, 25, 6400, 50257, 1024, true}},
+      {"gpt3-6.7b", {"gpt", 4096, 32, 32, 32, 16384, 50257, 2048, true}},
+      {"gpt3-175b", {"gpt", 12288, 96, 96, 96, 49152, 50257, 2048, true}},
+      {"opt-125m", {"opt", 768, 12, 12, 12, 3072, 50272, 2050, true}},
+      {"opt-350m", {"opt", 1024, 24, 16, 16, 4096, 50272, 2050, true}},
+      {"opt-1.3b", {"opt", 2048, 24, 32, 32, 8192, 50272, 2050, true}},
+      {"opt-2.7b", {"opt", 2560, 32, 32, 32, 10240, 50272, 2050, true}},
+      {"opt-6.7b", {"opt", 4096, 32, 32, 32, 16384, 50272, 2050, true}},
+      {"opt-13b", {"opt", 5120, 40, 40, 40, 20480, 50272, 2050, true}},
+      {"opt-30b", {"opt", 7168, 48, 56, 56, 28672, 50272, 2050, true}},
+      {"opt-66b", {"opt", 9216, 64, 72, 72, 36864, 50272, 2050, true}},
+  };
+  return table;
+}
+
+const ModelDims& preset_dims(const std::string& name) {
+  auto it = presets().find(name);
+  if (it == presets().end()) throw std::out_of_range(name);
+  return it->second;
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : presets()) out.push_back(k);
+  return out;
+}
+
+}  // namespace stepsim
