@@ -1,0 +1,138 @@
+#pragma once
+// A PyTorch profiler (Kineto) / Chrome trace, reduced to the records `analyze` and `fit` need.
+// The reader (kineto_reader.cpp) streams the JSON with nlohmann's SAX interface and keeps only
+// these compact records, never the document: memory is a few dozen bytes per GPU op, runtime
+// call and communication CPU op, plus one copy of each distinct kernel name.
+//
+// Times are integer nanoseconds on the trace's own clock (Kineto: microseconds since the epoch
+// or since an arbitrary base, converted exactly from the decimal text; stepsim's own traces:
+// microseconds with 3 decimals, i.e. exact ns).
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "sim/program/program.hpp"
+
+namespace stepsim::trace {
+
+// Collective kinds as they appear in traces (a superset of the simulator's CollectiveKind:
+// point-to-point and all-to-all show up as SendRecv kernels).
+enum class TraceCollective { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll, SendRecv, Unknown };
+std::string to_string(TraceCollective k);
+
+// Collective parameters as recorded by the trace (kernel args of newer PyTorch, or the
+// enclosing record_param_comms / nccl:* CPU op). Element counts are per rank, as PyTorch
+// records them; -1 = not recorded.
+struct CommParams {
+  TraceCollective kind = TraceCollective::Unknown;
+  std::int64_t in_elems = -1;
+  std::int64_t out_elems = -1;
+  int elem_bytes = 0;         // 0 = unknown
+  std::string dtype;          // as the trace spells it ("BFloat16", "c10::BFloat16", "float", "bf16")
+  int group_size = 0;         // 0 = not recorded
+  std::string group_name;     // process group name, "" if not recorded
+  std::int64_t bytes = -1;    // stepsim traces: S per the nccl-tests convention, already computed
+};
+
+struct GpuOp {
+  enum class Kind { Kernel, Memcpy, Memset };
+  Kind kind = Kind::Kernel;
+  int name = 0;               // index into KinetoTrace::names
+  int device = 0;
+  std::int64_t stream = 0;
+  Time start, end;
+  std::int64_t correlation = -1;  // -1 = none (stepsim traces have none)
+  std::int64_t bytes = 0;         // memcpy/memset payload
+  bool collective = false;        // an NCCL kernel or args.stepsim_op == "collective"
+  CommParams comm;                // what the kernel's own args say (collectives only)
+  std::string phase;              // args.phase (stepsim traces), "" otherwise
+};
+
+// A CUDA runtime/driver call that has a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...).
+struct RuntimeCall {
+  std::int64_t correlation = 0;
+  std::int64_t thread = 0;   // (pid, tid) folded into one id
+  Time start, end;
+};
+
+// CPU spans the analysis needs.
+struct CpuSpan {
+  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm };
+  Kind kind = Kind::Step;
+  std::int64_t thread = 0;
+  Time start, end;
+  std::int64_t step_number = -1;  // Step: N of ProfilerStep#N
+  CommParams comm;                // CommOp: what record_param_comms / nccl:* says
+  bool comm_has_params = false;   // CommOp: sizes or kind were recorded
+  std::vector<std::vector<std::int64_t>> input_dims;  // Gemm: the aten op's Input Dims
+  std::string input_type;         // Gemm: first input's type
+  int name = 0;                   // index into names
+};
+
+// A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device) or
+// a stepsim memory counter track.
+struct MemSample {
+  Time time;
+  int device = 0;
+  Bytes total;
+  // Counter tracks: every series but "total" by name (a stepsim trace's categories); empty for
+  // Kineto's "[memory]" events, which carry no categories.
+  std::vector<std::pair<std::string, Bytes>> by_category;
+};
+
+struct DeviceInfo {
+  int id = 0;
+  std::string name;
+  Bytes memory;
+  int sms = 0;
+  int compute_major = 0, compute_minor = 0;
+};
+
+struct KinetoTrace {
+  std::string file;
+  int rank = -1;           // distributedInfo.rank, -1 if absent
+  int world_size = 0;      // distributedInfo.world_size, 0 if absent
+  std::string backend;
+  std::vector<DeviceInfo> devices;
+  bool stepsim_trace = false;   // written by `stepsim simulate --trace`
+  std::vector<std::string> names;  // interned kernel / op names
+  std::vector<GpuOp> gpu_ops;
+  std::vector<RuntimeCall> runtime;
+  std::vector<CpuSpan> cpu;
+  std::vector<MemSample> memory;
+  std::int64_t event_count = 0;  // every traceEvents entry seen
+
+  const std::string& name_of(const GpuOp& op) const { return names[static_cast<std::size_t>(op.name)]; }
+  // The device this rank computes on: the device of most GPU ops (0 if none).
+  int main_device() const;
+};
+
+// Reads a .json or .json.gz trace (gzip detected by magic bytes). Throws InputError naming the
+// file on unreadable input or malformed JSON.
+KinetoTrace read_kineto_trace(const std::filesystem::path& file);
+// Same, from an in-memory JSON text (tests).
+KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label);
+
+// Helpers shared with the analysis; exposed for tests.
+// "ncclKernel_AllReduce_RING_LL_Sum_float(...)", "ncclDevKernel_AllGather_RING_LL(...)".
+bool is_nccl_kernel_name(const std::string& name);
+TraceCollective collective_from_kernel_name(const std::string& name);
+// "allreduce", "all_reduce", "nccl:_all_gather_base", "reduce_scatter_tensor_coalesced", ...
+TraceCollective collective_from_op_name(const std::string& name);
+// The simulator's kind, if the trace kind is one (SendRecv and Unknown are not).
+std::optional<CollectiveKind> to_collective_kind(TraceCollective k);
+// nccl-tests busbw factor (sim/hardware/collective_model's busbw_factor); 1 for SendRecv and
+// Unknown, and for groups of fewer than 2 ranks whose size is unknown.
+double collective_busbw_factor(TraceCollective k, int ranks);
+// The dtype token of an NCCL kernel name ("..._Sum_bf16_RING_LL" -> "bf16"), "" if none.
+std::string dtype_from_kernel_name(const std::string& name);
+// Element size of a dtype name from any of the spellings above; 0 if unknown.
+int dtype_bytes_from_name(const std::string& name);
+// Exact microseconds-text -> ns ("1703670651148150", "4458676524648.797", "12.5e3").
+Time parse_us_text(const std::string& text);
+
+}  // namespace stepsim::trace

@@ -1,0 +1,276 @@
+#include "calibrate/trace/trace_analysis.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "calibrate/trace/trace_index.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
+
+namespace stepsim::trace {
+
+void parse_step_range(const std::string& text, AnalyzeOptions& o) {
+  auto bad = [&]() { return InputError("--steps: " + text + ": expected N, A-B, A- or -B (ProfilerStep numbers)"); };
+  auto num = [&](const std::string& s) -> std::int64_t {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    return std::stoll(s);
+  };
+  auto dash = text.find('-');
+  if (dash == std::string::npos) {
+    o.first_step = o.last_step = num(text);
+    return;
+  }
+  std::string a = text.substr(0, dash), b = text.substr(dash + 1);
+  if (a.empty() && b.empty()) throw bad();
+  if (!a.empty()) o.first_step = num(a);
+  if (!b.empty()) o.last_step = num(b);
+  if (o.first_step && o.last_step && *o.first_step > *o.last_step) throw bad();
+}
+
+namespace {
+
+Phase phase_from_string(const std::string& s) {
+  if (s == "forward") return Phase::Forward;
+  if (s == "backward") return Phase::Backward;
+  if (s == "optimizer") return Phase::Optimizer;
+  return Phase::Setup;
+}
+
+// Busy-time metrics of one step (see the header for the rules).
+struct StepOps {
+  std::vector<std::size_t> ops;  // indices into gpu_ops
+  std::vector<Phase> phase;      // parallel to ops
+};
+
+}  // namespace
+
+TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
+  TraceIndex idx(t);
+  TraceAnalysis a;
+  a.file = t.file;
+  a.rank = t.rank;
+  a.world_size = t.world_size;
+  int dev = t.main_device();
+  for (const auto& d : t.devices)
+    if (d.id == dev) a.device = d.name;
+  Bytes capacity;
+  for (const auto& d : t.devices)
+    if (d.id == dev) capacity = d.memory;
+  a.steps_in_trace = idx.steps().size();
+  if (idx.steps().empty())
+    throw InputError(t.file + ": /traceEvents: no ProfilerStep#N span: expected a trace recorded with a profiler "
+                              "schedule (prof.step())");
+
+  std::vector<StepOps> per_step(idx.steps().size());
+  for (std::size_t i = 0; i < t.gpu_ops.size(); ++i) {
+    const GpuOp& op = t.gpu_ops[i];
+    if (op.device != dev) continue;
+    auto s = idx.step_of(op);
+    if (!s) {
+      ++a.unattributed_gpu_ops;
+      continue;
+    }
+    per_step[*s].ops.push_back(i);
+    per_step[*s].phase.push_back(op.phase.empty() ? idx.kineto_phase(*s, idx.anchor(op)) : phase_from_string(op.phase));
+  }
+
+  for (std::size_t si = 0; si < idx.steps().size(); ++si) {
+    const CpuSpan& span = *idx.steps()[si];
+    if (o.first_step && span.step_number < *o.first_step) continue;
+    if (o.last_step && span.step_number > *o.last_step) continue;
+    StepAnalysis st;
+    st.number = span.step_number;
+    st.span_start = span.start;
+    st.span_end = span.end;
+    std::vector<Interval> compute, comm, memops;
+    Time win_start = span.start, win_end = span.end;
+    Time fwd_end = span.start, bwd_end = span.start;
+    const StepOps& so = per_step[si];
+    for (std::size_t k = 0; k < so.ops.size(); ++k) {
+      const GpuOp& op = t.gpu_ops[so.ops[k]];
+      Interval iv{op.start, op.end};
+      if (op.kind != GpuOp::Kind::Kernel) {
+        memops.push_back(iv);
+        ++st.memory_ops;
+        continue;
+      }
+      win_start = std::min(win_start, op.start);
+      win_end = std::max(win_end, op.end);
+      if (op.collective) {
+        comm.push_back(iv);
+        ++st.collectives;
+      } else {
+        compute.push_back(iv);
+        ++st.kernels;
+      }
+      if (so.phase[k] == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
+      if (so.phase[k] == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
+    }
+    Metrics& m = st.metrics;
+    m.overlap = overlap_metrics(compute, comm, win_start, win_end);
+    m.overlap.step_time = span.end - span.start;
+    Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;
+    m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
+    // Phases partition the span (as compute_metrics does for the simulator's timeline).
+    fwd_end = std::min(fwd_end, span.end);
+    bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);
+    m.forward = fwd_end - span.start;
+    m.backward = bwd_end - fwd_end;
+    m.optimizer = span.end - bwd_end;
+    st.memory_op_time = total_length(merge_intervals(memops));
+
+    // Memory: samples of the rank's device inside the span; the first highest one is the peak.
+    const MemSample* peak = nullptr;
+    const MemSample* last = nullptr;
+    for (const MemSample* s : idx.memory_in(dev, span.start, span.end)) {
+      if (!peak || s->total > peak->total) peak = s;
+      last = s;
+    }
+    if (peak) {
+      m.peak_memory = peak->total;
+      for (const auto& [cat, b] : peak->by_category) m.peak_breakdown[cat] = b;
+      m.peak_time = peak->time - span.start;
+      m.peak_phase = peak->time <= fwd_end ? "forward" : peak->time <= bwd_end ? "backward" : "optimizer";
+      m.persistent_memory = last->total;
+    }
+    m.capacity = capacity;
+    m.fits = capacity.count == 0 || m.peak_memory <= capacity;
+
+    // Collectives of this step, with their exposed part against this step's compute.
+    auto compute_merged = merge_intervals(compute);
+    for (std::size_t k = 0; k < so.ops.size(); ++k) {
+      const GpuOp& op = t.gpu_ops[so.ops[k]];
+      if (op.kind != GpuOp::Kind::Kernel || !op.collective) continue;
+      CollectiveRecord r = idx.resolve_collective(so.ops[k]);
+      r.step = span.step_number;
+      r.start = op.start;
+      r.duration = op.end - op.start;
+      r.exposed = r.duration - intersection_length({Interval{op.start, op.end}}, compute_merged);
+      a.collectives.push_back(std::move(r));
+    }
+    a.steps.push_back(std::move(st));
+  }
+
+  std::vector<Metrics> ms;
+  for (const auto& s : a.steps) ms.push_back(s.metrics);
+  if (!ms.empty()) a.mean = mean_metrics(ms);
+  std::stable_sort(a.collectives.begin(), a.collectives.end(),
+                   [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.start < y.start; });
+
+  // Collective table: one row per (kind, group size, S, dtype).
+  std::map<std::tuple<int, int, std::int64_t, std::string>, std::vector<const CollectiveRecord*>> groups;
+  for (const auto& r : a.collectives)
+    groups[{static_cast<int>(r.kind), r.group_size, r.bytes.count, r.dtype}].push_back(&r);
+  for (auto& [key, recs] : groups) {
+    CollectiveRow row;
+    row.kind = recs.front()->kind;
+    row.group_size = recs.front()->group_size;
+    row.group_assumed = recs.front()->group_assumed;
+    row.bytes = recs.front()->bytes;
+    row.dtype = recs.front()->dtype;
+    row.count = recs.size();
+    std::vector<Time> d;
+    for (const auto* r : recs) {
+      d.push_back(r->duration);
+      row.total += r->duration;
+    }
+    std::sort(d.begin(), d.end());
+    row.min = d.front();
+    row.max = d.back();
+    // Median: the lower middle for an even count, so it is a measured value.
+    row.median = d[(d.size() - 1) / 2];
+    if (row.bytes.count > 0 && row.median.ns > 0) {
+      row.algbw_gbps = achieved_bandwidth(row.bytes, row.median).gbps();
+      row.busbw_gbps = row.algbw_gbps * collective_busbw_factor(row.kind, row.group_size);
+    }
+    a.table.push_back(row);
+  }
+
+  std::vector<CollectiveRecord> by_exposed = a.collectives;
+  std::stable_sort(by_exposed.begin(), by_exposed.end(),
+                   [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.exposed > y.exposed; });
+  if (by_exposed.size() > static_cast<std::size_t>(std::max(o.top_exposed, 0)))
+    by_exposed.resize(static_cast<std::size_t>(std::max(o.top_exposed, 0)));
+  a.top_exposed = std::move(by_exposed);
+  return a;
+}
+
+Metrics mean_metrics(const std::vector<Metrics>& v) {
+  Metrics m;
+  if (v.empty()) return m;
+  auto n = static_cast<std::int64_t>(v.size());
+  auto avg = [&](auto get) {
+    std::int64_t sum = 0;
+    for (const auto& x : v) sum += get(x);
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(sum) / static_cast<double>(n)));
+  };
+  m.overlap.step_time = Time{avg([](const Metrics& x) { return x.overlap.step_time.ns; })};
+  m.overlap.compute_time = Time{avg([](const Metrics& x) { return x.overlap.compute_time.ns; })};
+  m.overlap.comm_time = Time{avg([](const Metrics& x) { return x.overlap.comm_time.ns; })};
+  m.overlap.overlapped_comm = Time{avg([](const Metrics& x) { return x.overlap.overlapped_comm.ns; })};
+  m.overlap.exposed_comm = Time{avg([](const Metrics& x) { return x.overlap.exposed_comm.ns; })};
+  m.overlap.idle = Time{avg([](const Metrics& x) { return x.overlap.idle.ns; })};
+  std::int64_t ov = 0, co = 0;
+  for (const auto& x : v) {
+    ov += x.overlap.overlapped_comm.ns;
+    co += x.overlap.comm_time.ns;
+  }
+  m.overlap.overlap_pct = co > 0 ? 100.0 * static_cast<double>(ov) / static_cast<double>(co) : 0.0;
+  if (v.size() == 1) m.overlap.overlap_pct = v.front().overlap.overlap_pct;
+  m.forward = Time{avg([](const Metrics& x) { return x.forward.ns; })};
+  m.backward = Time{avg([](const Metrics& x) { return x.backward.ns; })};
+  m.optimizer = Time{avg([](const Metrics& x) { return x.optimizer.ns; })};
+  const Metrics* peak = &v.front();
+  for (const auto& x : v)
+    if (x.peak_memory > peak->peak_memory) peak = &x;
+  m.peak_memory = peak->peak_memory;
+  m.peak_breakdown = peak->peak_breakdown;
+  m.peak_time = peak->peak_time;
+  m.peak_phase = peak->peak_phase;
+  m.persistent_memory = v.back().persistent_memory;
+  m.capacity = v.front().capacity;
+  m.fits = std::all_of(v.begin(), v.end(), [](const Metrics& x) { return x.fits; });
+  return m;
+}
+
+JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
+  JobAnalysis job;
+  for (const auto& t : traces) job.ranks.push_back(analyze_trace(t, o));
+  std::stable_sort(job.ranks.begin(), job.ranks.end(),
+                   [](const TraceAnalysis& x, const TraceAnalysis& y) { return x.rank < y.rank; });
+  std::map<std::int64_t, std::vector<std::pair<int, const Metrics*>>> by_step;
+  for (const auto& r : job.ranks)
+    for (const auto& s : r.steps) by_step[s.number].push_back({r.rank, &s.metrics});
+  std::vector<Metrics> all;
+  for (const auto& [num, list] : by_step) {
+    std::vector<Metrics> ms;
+    for (const auto& [rank, m] : list) ms.push_back(*m);
+    job.steps.push_back({num, mean_metrics(ms)});
+    all.push_back(job.steps.back().second);
+    if (job.ranks.size() > 1 && list.size() == job.ranks.size()) {
+      StragglerRow row;
+      row.step = num;
+      row.min_step = row.max_step = list.front().second->overlap.step_time;
+      Time cmin = Time::infinite(), cmax{-1}, emin = Time::infinite();
+      for (const auto& [rank, m] : list) {
+        row.min_step = std::min(row.min_step, m->overlap.step_time);
+        row.max_step = std::max(row.max_step, m->overlap.step_time);
+        if (m->overlap.compute_time > cmax) { cmax = m->overlap.compute_time; row.slowest_compute_rank = rank; }
+        cmin = std::min(cmin, m->overlap.compute_time);
+        if (m->overlap.exposed_comm < emin) { emin = m->overlap.exposed_comm; row.least_exposed_rank = rank; }
+      }
+      row.compute_spread = cmax - cmin;
+      job.stragglers.push_back(row);
+    }
+  }
+  // The job mean weighs every step of every rank alike (a single trace: that trace's mean).
+  std::vector<Metrics> every;
+  for (const auto& r : job.ranks)
+    for (const auto& s : r.steps) every.push_back(s.metrics);
+  if (!every.empty()) job.mean = mean_metrics(every);
+  return job;
+}
+
+}  // namespace stepsim::trace
