@@ -1,13 +1,127 @@
-// Placeholder until the issue that delivers `stepsim live` lands; it says so and fails.
+// stepsim live EXP.json --out measured.json [--trace F] [--steps N --warmup W] [--set path=value]...
+// Runs the experiment's Program on GPUs, one MPI rank per GPU (mpirun -np N / srun); without
+// mpirun it is a world of one. --dry-run prints the lowering (which CUDA/NCCL call each
+// instruction becomes) and needs no GPU.
+#include <fstream>
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include <fmt/format.h>
+
+#include "kernels/host/lowering.hpp"
+#include "kernels/host/measured.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/core/error.hpp"
+#include "sim/report/chrome_trace.hpp"
+#include "sim/strategies/strategy.hpp"
+#include "tools/cli_common.hpp"
+
+#ifdef STEPSIM_HAVE_CUDA
+#include "kernels/gpu/cuda_check.hpp"
+#include "kernels/gpu/live_executor.hpp"
+#include "kernels/gpu/mpi_bootstrap.hpp"
+#endif
 
 namespace stepsim::cli {
 
-int live(const Args&) {
-  std::cerr << "error: 'stepsim live' is not implemented in this build\n";
-  return 1;
+namespace {
+
+void print_lowering(std::ostream& out, const Program& p, const live::LoweredProgram& l, const live::LoweringOptions& o) {
+  out << fmt::format("lowering for MPI world size {} (program built for world size {}); {} timed ops, {} GEMM plans\n",
+                     o.live_world, o.experiment_world, l.timed_ops, l.gemm_shapes.size());
+  for (const auto& c : l.comms)
+    out << fmt::format("communicator '{}': {} program ranks -> {} live ranks (split color {})\n", c.name, c.program_ranks,
+                       c.ranks, c.color);
+  for (const auto& li : l.instructions)
+    for (const auto& c : li.calls) out << fmt::format("[{}] {}\n", li.instruction, live::describe(c, p, l));
+}
+
+}  // namespace
+
+int live(const Args& args) {
+  po::options_description opts("live options");
+  std::string exp_file, out_file, trace_file;
+  std::vector<std::string> sets;
+  int steps = 10, warmup = 3, dry_world = 1;
+  opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
+      "out", po::value(&out_file), "write the measured result here (schema stepsim.result/1, mode \"live\")")(
+      "trace", po::value(&trace_file), "write the median step as a Chrome/Perfetto trace (same layout as simulate)")(
+      "steps", po::value(&steps), "measured steps (default 10)")("warmup", po::value(&warmup), "warm-up steps (default 3)")(
+      "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable)")(
+      "dry-run", "print the lowering (CUDA/NCCL call per instruction) and exit; needs no GPU")(
+      "world", po::value(&dry_world), "MPI world size assumed by --dry-run (default 1)");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_args(args,
+                  "usage: mpirun -np N stepsim live EXP.json --out measured.json [--trace F] [--steps N --warmup W] "
+                  "[--set path=value]...\n       stepsim live EXP.json --dry-run [--world N]",
+                  opts, pos, vm))
+    return 0;
+  if (steps < 1) throw InputError(fmt::format("--steps: {}: expected a positive integer", steps));
+  if (warmup < 0) throw InputError(fmt::format("--warmup: {}: expected a non-negative integer", warmup));
+  if (dry_world < 1) throw InputError(fmt::format("--world: {}: expected a positive integer", dry_world));
+  const bool dry = vm.count("dry-run") > 0;
+  if (!dry && out_file.empty()) throw InputError("--out: missing: expected the file to write the measured result to");
+
+  Experiment e = load_experiment(exp_file, sets);
+  Program p = e.strategy->build(e);
+  if (dry) {
+    live::LoweringOptions o;
+    o.experiment_world = e.cluster.world_size();
+    o.live_world = dry_world;
+    live::LoweredProgram l = live::lower_program(p, o);
+    print_lowering(std::cout, p, l, o);
+    return 0;
+  }
+
+#ifndef STEPSIM_HAVE_CUDA
+  std::cerr << "no CUDA device present: live needs a GPU (this build has no CUDA)\n";
+  return 2;
+#else
+  if (gpu::cuda_device_count_or_zero() == 0) {
+    std::cerr << "no CUDA device present: live needs a GPU\n";
+    return 2;
+  }
+  // Destruction order matters: the executor's communicators go before the world's, and both
+  // before MPI_Finalize.
+  gpu::MpiSession mpi;
+  gpu::NcclComm world = gpu::make_world_comm(mpi);
+  live::LoweringOptions o;
+  o.experiment_world = e.cluster.world_size();
+  o.live_world = mpi.size();
+  o.live_rank = mpi.rank();
+  live::LoweredProgram l = live::lower_program(p, o);
+  if (mpi.rank() == 0 && o.experiment_world != o.live_world)
+    std::cerr << fmt::format(
+        "note: the Program was built for world size {} (the experiment's cluster) and runs on MPI world size {}; "
+        "communicators spanning the whole world have {} ranks here, collective byte sizes are the Program's\n",
+        o.experiment_world, o.live_world, o.live_world);
+  live::LiveRun run;
+  {
+    gpu::LiveExecutor ex(p, l, mpi, world);
+    run = ex.run(gpu::LiveOptions{steps, warmup});
+  }
+  run.experiment_world = e.cluster.world_size();
+  if (mpi.rank() == 0) {
+    nlohmann::json j = live::live_result_json(e, p, run);
+    std::ofstream out(out_file);
+    if (!out) throw InputError(out_file + ": cannot write the result file");
+    out << j.dump(1) << "\n";
+    if (!trace_file.empty()) {
+      std::ofstream t(trace_file);
+      if (!t) throw InputError(trace_file + ": cannot write the trace file");
+      write_chrome_trace(t, live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")");
+    }
+    const auto& st = j["live"]["step_time_ns"];
+    std::cout << fmt::format(
+        "live: {} on {} (MPI world {}): step time median {:.3f} ms (min {:.3f}, max {:.3f}, spread {:.1f}%) over {} steps "
+        "after {} warm-up; peak memory {:.1f} MiB (pool high-water mark); wrote {}\n",
+        exp_file, run.device, run.mpi_world, st["median"].get<double>() / 1e6, st["min"].get<double>() / 1e6,
+        st["max"].get<double>() / 1e6, st["spread_pct"].get<double>(), steps, warmup,
+        j["metrics"]["peak_memory_bytes"].get<double>() / (1024.0 * 1024.0), out_file);
+  }
+  return 0;
+#endif
 }
 
 }  // namespace stepsim::cli

@@ -1,0 +1,197 @@
+// `stepsim compare` on hand-made result pairs: errors, the tolerance gate and exit codes.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/analysis/compare.hpp"
+#include "sim/core/error.hpp"
+
+using namespace stepsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json op(const std::string& name, const std::string& kind, std::int64_t start, std::int64_t end,
+                  std::int64_t exposed = 0) {
+  nlohmann::json o{{"name", name}, {"kind", kind}, {"stream", "default"}, {"phase", "backward"}, {"unit", ""},
+                   {"issue_ns", 0}, {"start_ns", start}, {"end_ns", end}};
+  if (kind == "collective") {
+    o["collective"] = "all_reduce";
+    o["exposed_ns"] = exposed;
+  } else {
+    o["class"] = "compute";
+  }
+  return o;
+}
+
+// A result with step time `step_ms` and peak memory `peak` bytes; one 10 ms backward kernel
+// and an all-reduce of `ar_ms` named "AR bucket 0", 1 ms of it exposed.
+nlohmann::json result(const std::string& mode, double step_ms, std::int64_t peak, double ar_ms = 4) {
+  auto ns = [](double ms) { return static_cast<std::int64_t>(ms * 1e6); };
+  nlohmann::json metrics{{"step_time_ns", ns(step_ms)},
+                         {"compute_time_ns", ns(10)},
+                         {"comm_time_ns", ns(ar_ms)},
+                         {"overlapped_comm_ns", ns(ar_ms - 1)},
+                         {"exposed_comm_ns", ns(1)},
+                         {"overlap_pct", 100.0 * (ar_ms - 1) / ar_ms},
+                         {"idle_ns", 0},
+                         {"phases", {{"forward_ns", 0}, {"backward_ns", ns(step_ms)}, {"optimizer_ns", 0}}},
+                         {"peak_memory_bytes", peak},
+                         {"peak_memory_breakdown", {{"parameters", peak}}},
+                         {"persistent_memory_bytes", peak}};
+  return {{"schema", "stepsim.result/1"},
+          {"mode", mode},
+          {"device", mode == "live" ? "NVIDIA H100" : "simulated toy"},
+          {"experiment", {{"strategy", {{"bucket_cap_bytes", 6000000}}}}},
+          {"strategy", {{"framework", "ddp"}}},
+          {"metrics", metrics},
+          {"ops", {op("bwd", "kernel", 0, ns(10)), op("AR bucket 0", "collective", ns(7), ns(7 + ar_ms), ns(1))}}};
+}
+
+const CompareRow& row(const CompareReport& r, const std::string& section, const std::string& name) {
+  for (const auto& x : r.rows)
+    if (x.section == section && x.name == name) return x;
+  FAIL("no row " << section << " / " << name);
+  throw std::logic_error("unreachable");
+}
+
+struct TmpDir {
+  fs::path dir;
+  TmpDir() {
+    dir = fs::temp_directory_path() / ("stepsim-compare-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+  }
+  ~TmpDir() { fs::remove_all(dir); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+int run_cli(const std::string& args) {
+  int rc = std::system((std::string(STEPSIM_BINARY) + " compare " + args + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("errors are the prediction relative to the measurement, whichever file comes first", "[compare]") {
+  // Predicted 104 ms, measured 100 ms: +4 ms, +4 %.
+  auto pred = result("simulate", 104, 1000);
+  auto meas = result("live", 100, 1000);
+  for (bool meas_first : {false, true}) {
+    CompareReport r = meas_first ? compare_results(meas, "m", pred, "p", CompareOptions{})
+                                 : compare_results(pred, "p", meas, "m", CompareOptions{});
+    CHECK(r.reference_label == "m");
+    const CompareRow& st = row(r, "metric", "step time");
+    CHECK(st.abs_error == Approx(4e6));
+    REQUIRE(st.rel_error_pct);
+    CHECK(*st.rel_error_pct == Approx(4.0));
+    CHECK(st.pass);
+    CHECK(r.pass());
+  }
+}
+
+TEST_CASE("step time outside the tolerance fails the gate; inside passes", "[compare]") {
+  auto meas = result("live", 100, 1000);
+  CompareOptions o;
+  o.tolerance_pct = 5;
+  CHECK(compare_results(result("simulate", 105, 1000), "p", meas, "m", o).step_time_pass);    // exactly 5 %
+  CHECK_FALSE(compare_results(result("simulate", 106, 1000), "p", meas, "m", o).pass());      // 6 %
+  CHECK_FALSE(compare_results(result("simulate", 94, 1000), "p", meas, "m", o).pass());       // -6 %
+}
+
+TEST_CASE("peak memory has its own tolerance", "[compare]") {
+  auto meas = result("live", 100, 1000);
+  CompareOptions o;
+  o.tolerance_pct = 5;
+  o.memory_tolerance_pct = 1;
+  // 1020 vs 1000 B: +2 % > 1 %.
+  CompareReport r = compare_results(result("simulate", 100, 1020), "p", meas, "m", o);
+  CHECK(r.step_time_pass);
+  CHECK_FALSE(r.memory_pass);
+  CHECK(*row(r, "memory", "peak memory").rel_error_pct == Approx(2.0));
+}
+
+TEST_CASE("collectives are matched by name and compared by duration and exposed time", "[compare]") {
+  // AR 5 ms predicted vs 4 ms measured: +25 %; exposed 1 ms on both: 0 %.
+  CompareReport r = compare_results(result("simulate", 100, 1000, 5), "p", result("live", 100, 1000, 4), "m", CompareOptions{});
+  CHECK(*row(r, "collective", "AR bucket 0").rel_error_pct == Approx(25.0));
+  CHECK(*row(r, "collective", "AR bucket 0 exposed").rel_error_pct == Approx(0.0));
+  CHECK(*row(r, "collective kind", "all_reduce").rel_error_pct == Approx(25.0));
+  CHECK(*row(r, "kernel class", "compute").rel_error_pct == Approx(0.0));
+  CHECK(r.only_in_reference.empty());
+}
+
+TEST_CASE("unmatched collectives are listed on their side", "[compare]") {
+  auto a = result("simulate", 100, 1000);
+  auto b = result("simulate", 100, 1000);
+  b["ops"][1]["name"] = "AR bucket 1";
+  CompareReport r = compare_results(a, "a", b, "b", CompareOptions{});
+  CHECK(r.only_in_reference == std::vector<std::string>{"AR bucket 0"});
+  CHECK(r.only_in_subject == std::vector<std::string>{"AR bucket 1"});
+}
+
+TEST_CASE("two simulations compare as a change from the first, with the config differences", "[compare]") {
+  auto a = result("simulate", 100, 1000);
+  auto b = result("simulate", 90, 1000);
+  b["experiment"]["strategy"]["bucket_cap_bytes"] = 1000000;
+  CompareReport r = compare_results(a, "before.json", b, "after.json", CompareOptions{});
+  CHECK(r.reference_label == "before.json");
+  CHECK(*row(r, "metric", "step time").rel_error_pct == Approx(-10.0));
+  REQUIRE(r.config_changes.size() == 1);
+  CHECK(r.config_changes[0].path == "/experiment/strategy/bucket_cap_bytes");
+  CHECK(r.config_changes[0].subject == 1000000);
+}
+
+TEST_CASE("a zero reference gives no relative error unless both are zero", "[compare]") {
+  auto a = result("simulate", 100, 0);
+  CompareReport same = compare_results(a, "a", result("simulate", 100, 0), "b", CompareOptions{});
+  CHECK(same.memory_pass);
+  CompareReport grew = compare_results(a, "a", result("simulate", 100, 10), "b", CompareOptions{});
+  CHECK_FALSE(row(grew, "memory", "peak memory").rel_error_pct.has_value());
+  CHECK_FALSE(grew.memory_pass);
+}
+
+TEST_CASE("documents that are not stepsim results are input errors", "[compare]") {
+  auto good = result("live", 100, 1000);
+  CHECK_THROWS_AS(compare_results(nlohmann::json::array(), "x", good, "m", CompareOptions{}), InputError);
+  auto bad = good;
+  bad["schema"] = "other/1";
+  CHECK_THROWS_WITH(compare_results(bad, "x.json", good, "m", CompareOptions{}), Catch::Contains("x.json: /schema"));
+  bad = good;
+  bad["metrics"].erase("step_time_ns");
+  CHECK_THROWS_WITH(compare_results(bad, "x.json", good, "m", CompareOptions{}), Catch::Contains("step_time_ns"));
+}
+
+TEST_CASE("tolerances are percentages with or without a percent sign", "[compare]") {
+  CHECK(parse_tolerance_pct("5%", "--tolerance") == 5.0);
+  CHECK(parse_tolerance_pct("2.5", "--tolerance") == 2.5);
+  CHECK_THROWS_AS(parse_tolerance_pct("five", "--tolerance"), InputError);
+  CHECK_THROWS_AS(parse_tolerance_pct("-1%", "--tolerance"), InputError);
+  CHECK_THROWS_AS(parse_tolerance_pct("%", "--tolerance"), InputError);
+}
+
+TEST_CASE("compare exits 0 inside the tolerance, 3 outside it and 2 on bad input", "[compare]") {
+  TmpDir t;
+  std::string meas = t.write("meas.json", result("live", 100, 1000).dump());
+  std::string close = t.write("close.json", result("simulate", 103, 1000).dump());
+  std::string far = t.write("far.json", result("simulate", 110, 1000).dump());
+  std::string mem = t.write("mem.json", result("simulate", 100, 1200).dump());
+  std::string junk = t.write("junk.json", "{not json");
+  CHECK(run_cli(close + " " + meas) == 0);                      // +3 % within the default 5 %
+  CHECK(run_cli(close + " " + meas + " --tolerance 2%") == 3);  // +3 % outside 2 %
+  CHECK(run_cli(far + " " + meas) == 3);                        // +10 %
+  CHECK(run_cli(far + " " + meas + " --tolerance 15%") == 0);
+  CHECK(run_cli(mem + " " + meas) == 3);                        // memory +20 %
+  CHECK(run_cli(mem + " " + meas + " --memory-tolerance 25%") == 0);
+  CHECK(run_cli(close + " " + meas + " --json") == 0);
+  CHECK(run_cli(junk + " " + meas) == 2);
+  CHECK(run_cli(close + " " + (t.dir / "missing.json").string()) == 2);
+  CHECK(run_cli(close + " " + meas + " --tolerance lots") == 2);
+  CHECK(run_cli(close) == 2);
+}
