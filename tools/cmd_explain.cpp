@@ -1,13 +1,38 @@
-// Placeholder until the issue that delivers `stepsim explain` lands; it says so and fails.
+// stepsim explain EXP.json [--set path=value]... [--json] [--no-sensitivities] [--report F.html]
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include "sim/analysis/critical_path.hpp"
+#include "sim/report/html_report.hpp"
+#include "tools/cli_common.hpp"
 
 namespace stepsim::cli {
 
-int explain(const Args&) {
-  std::cerr << "error: 'stepsim explain' is not implemented in this build\n";
-  return 1;
+int explain(const Args& args) {
+  po::options_description opts("explain options");
+  std::string exp_file, report_file;
+  std::vector<std::string> sets;
+  opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
+      "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable)")(
+      "json", "print the explanation as JSON")("no-sensitivities", "skip the three re-simulations")(
+      "report", po::value(&report_file), "write a self-contained HTML report with the critical path outlined");
+  po::positional_options_description pos;
+  pos.add("experiment", 1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: stepsim explain EXP.json [--set path=value]... [--json] [--report F.html]", opts, pos, vm)) return 0;
+  Experiment e = load_experiment(exp_file, sets);
+  SimulationResult r = run_experiment(e);
+  Explanation x = explain_experiment(e, r, !vm.count("no-sensitivities"));
+  if (!report_file.empty()) write_html_file(report_file, [&](std::ostream& o) { write_simulation_html(o, e, r, &x); });
+  if (vm.count("json")) {
+    nlohmann::json j = explanation_to_json(x);
+    j["schema"] = "stepsim.explain/1";
+    j["experiment"] = e.file;
+    std::cout << j.dump(1) << "\n";
+  } else {
+    std::cout << "stepsim explain: " << e.file << "\n";
+    write_explanation_text(std::cout, x);
+  }
+  return 0;
 }
 
 }  // namespace stepsim::cli

@@ -1,13 +1,103 @@
-// Placeholder until the issue that delivers `stepsim sweep` lands; it says so and fails.
+// stepsim sweep SWEEP.json [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]
+// stepsim sweep --merge A.csv B.csv ... --out F.csv
+#include <unistd.h>
+
+#include <fstream>
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include <fmt/format.h>
+
+#include "sim/analysis/sweep.hpp"
+#include "sim/core/error.hpp"
+#include "sim/report/html_report.hpp"
+#include "tools/cli_common.hpp"
 
 namespace stepsim::cli {
 
-int sweep(const Args&) {
-  std::cerr << "error: 'stepsim sweep' is not implemented in this build\n";
-  return 1;
+namespace {
+
+void parse_shard(const std::string& s, SweepOptions& o) {
+  auto slash = s.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument(s);
+    std::size_t a = 0, b = 0;
+    o.shard = std::stoi(s.substr(0, slash), &a);
+    o.shards = std::stoi(s.substr(slash + 1), &b);
+    if (a != slash || b != s.size() - slash - 1) throw std::invalid_argument(s);
+  } catch (const std::exception&) {
+    throw InputError(fmt::format("--shard {}: expected i/n, e.g. 0/4 (Slurm: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)", s));
+  }
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards) throw InputError(fmt::format("--shard {}: expected 0 <= i < n", s));
+}
+
+}  // namespace
+
+int sweep(const Args& args) {
+  po::options_description opts("sweep options");
+  std::vector<std::string> inputs;
+  std::string out_file, json_file, report_file, shard;
+  int jobs = 0;
+  opts.add_options()("inputs", po::value(&inputs)->multitoken(), "SWEEP.json (or the shard CSVs with --merge)")(
+      "jobs,j", po::value(&jobs), "worker threads (default: all cores)")(
+      "shard", po::value(&shard), "run only points with index % n == i, as i/n (for job arrays)")(
+      "out,o", po::value(&out_file), "write the CSV (one row per configuration) to this file")(
+      "json-out", po::value(&json_file), "write rows and summary as JSON (schema stepsim.sweep/1) to this file")(
+      "report", po::value(&report_file), "write a self-contained HTML report (Pareto plot, sortable table)")(
+      "merge", "join shard CSVs (the positional arguments) into --out, in point order")(
+      "no-progress", "never draw the progress bar");
+  po::positional_options_description pos;
+  pos.add("inputs", -1);
+  po::variables_map vm;
+  if (!parse_args(args, "usage: stepsim sweep SWEEP.json [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]\n"
+                        "       stepsim sweep --merge A.csv B.csv ... --out F.csv",
+                  opts, pos, vm))
+    return 0;
+  if (vm.count("merge")) {
+    if (out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
+    std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
+    std::ofstream out(out_file, std::ios::binary);
+    if (!out) throw InputError(out_file + ": cannot write the merged CSV");
+    SweepSummary s = merge_sweep_csv(files, out);
+    s.write_text(std::cout);
+    if (!report_file.empty())
+      write_html_file(report_file, [&](std::ostream& o) { write_sweep_html(o, "stepsim sweep (merged): " + out_file, s); });
+    return 0;
+  }
+  if (inputs.size() != 1) throw InputError("sweep: expected exactly one SWEEP.json (or --merge with CSV files)");
+  SweepSpec spec = load_sweep(inputs[0]);
+  SweepOptions o;
+  o.jobs = jobs;
+  if (!shard.empty()) parse_shard(shard, o);
+  o.progress = !vm.count("no-progress") && isatty(STDERR_FILENO);
+
+  std::ofstream csv, json;
+  if (!out_file.empty()) {
+    csv.open(out_file, std::ios::binary);
+    if (!csv) throw InputError(out_file + ": cannot write the CSV");
+    csv << sweep_csv_header(spec) << "\n";
+  }
+  bool first = true;
+  if (!json_file.empty()) {
+    json.open(json_file, std::ios::binary);
+    if (!json) throw InputError(json_file + ": cannot write the JSON");
+    nlohmann::json cols = spec.columns;
+    json << "{\"schema\": \"stepsim.sweep/1\", \"name\": " << nlohmann::json(spec.name).dump() << ", \"file\": " << nlohmann::json(spec.file).dump()
+         << ", \"shard\": " << nlohmann::json(shard.empty() ? "0/1" : shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
+  }
+  // Rows are streamed as they complete in order; nothing but the summary stays in memory.
+  SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) {
+    if (csv.is_open()) csv << sweep_csv_row(r) << "\n";
+    if (json.is_open()) {
+      json << (first ? "" : ",\n") << sweep_row_json(spec, r).dump();
+      first = false;
+    }
+  });
+  if (json.is_open()) json << "\n],\n\"summary\": " << s.to_json().dump(1) << "}\n";
+  std::cout << fmt::format("{}{}\n", spec.name.empty() ? spec.file : spec.name, shard.empty() ? "" : " (shard " + shard + ")");
+  s.write_text(std::cout);
+  if (!report_file.empty())
+    write_html_file(report_file, [&](std::ostream& out) { write_sweep_html(out, "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s); });
+  return 0;
 }
 
 }  // namespace stepsim::cli

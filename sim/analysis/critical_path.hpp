@@ -1,0 +1,85 @@
+#pragma once
+// `stepsim explain`: why is the step as long as it is (issue 5, DESIGN.md section 3).
+//
+// The executed timeline becomes a dependency graph (Boost.Graph): vertices are GPU ops and
+// host intervals; edges are host program order (host interval -> next host interval, and the
+// host interval that issued an op), stream order, event waits (the op before a Record -> the
+// first op after the matching Wait on the waiting stream), communicator FIFO order, and host
+// syncs (the op a HostSync waited for -> the blocked host interval).
+// The critical path walks back from the op that ends last: each step goes to the BINDING
+// dependency, the predecessor whose end equals this vertex's start (for a blocked host
+// interval: the op whose end released it). Vertex weights are durations; the longest
+// duration-weighted chain is reported as a cross-check.
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/analysis/run.hpp"
+#include "sim/config/experiment.hpp"
+
+namespace stepsim {
+
+enum class DepKind { HostOrder, Issue, Stream, Event, CommFifo, HostSync };
+std::string to_string(DepKind k);
+
+struct CriticalStep {
+  enum class Kind { Kernel, Collective, Host, Blocked };
+  Kind kind = Kind::Kernel;
+  std::size_t index = 0;  // into timeline.ops (Kernel/Collective) or timeline.host
+  std::string name, unit, where;  // where: stream name, "host"
+  Time start, end;
+  DepKind via = DepKind::Stream;  // how this step waited for the previous one on the path
+  bool first = false;             // no binding predecessor (the chain starts here)
+};
+
+struct CollectiveExposure {
+  std::size_t op = 0;
+  std::string name, unit, comm;
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  Phase phase = Phase::Setup;
+  Time duration, exposed;
+  bool on_critical_path = false;
+};
+
+struct Sensitivity {
+  std::string what;  // "2x link bandwidth", "2x compute", "zero host overhead"
+  Time step_time;
+  double speedup = 1;  // baseline / this
+};
+
+struct Explanation {
+  Time step_time;
+  std::size_t vertices = 0, edges = 0;
+  Time longest_chain;                 // duration-weighted longest path in the graph
+  std::vector<CriticalStep> path;     // from the step's start to its end
+  // Critical-path time per category: "compute", "collective <comm>", "host".
+  std::vector<std::pair<std::string, Time>> path_time;
+  std::vector<std::string> host_syncs_on_path;  // reasons of HostSyncs the path went through
+  std::string bound;                  // one line: what bounds the step
+  std::vector<CollectiveExposure> collectives;  // issue order
+  std::map<std::string, Time> exposed_by_phase; // forward, backward, optimizer, setup
+  std::vector<Sensitivity> sensitivities;
+};
+
+// The graph part (no re-simulation).
+Explanation explain_timeline(const Program& program, const Timeline& timeline);
+
+// Re-simulates with a modified profile (and, for the compute variant, the workload's fixed
+// kernel times halved, since toy workloads carry times rather than FLOPs).
+std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline);
+
+// Both, for an experiment.
+Explanation explain_experiment(const Experiment& e, const SimulationResult& r, bool with_sensitivities = true);
+
+nlohmann::json explanation_to_json(const Explanation& x);
+void write_explanation_text(std::ostream& out, const Explanation& x);
+
+// A compact rendering of the path: consecutive steps of one kind/stream collapsed
+// ("backward x10 on default (50.000 ms) -> AR bucket 4 on nccl (6.000 ms)").
+std::string summarize_path(const Explanation& x);
+
+}  // namespace stepsim

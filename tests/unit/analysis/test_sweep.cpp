@@ -1,0 +1,169 @@
+// Sweeps: grid order, per-row invalid points, determinism under threads, shard merge, summary.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "sim/analysis/sweep.hpp"
+#include "sim/config/json_reader.hpp"
+
+using namespace stepsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kRoot = STEPSIM_SOURCE_DIR;
+
+// C1 (10 layers x 5 ms backward, 3 ms all-reduce per layer) as the base of a sweep file.
+SweepSpec c1_sweep(const std::string& axes_json, const std::string& extra = "") {
+  std::string text = R"({"name": "test", "base": {"include": ")" + kRoot + R"(/configs/examples/seed/c1-ddp-buckets.json"}, "axes": )" +
+                     axes_json + extra + "}";
+  fs::path f = fs::temp_directory_path() / ("stepsim_test_sweep_" + std::to_string(std::hash<std::string>{}(text)) + ".json");
+  std::ofstream(f) << text;
+  return load_sweep(f);
+}
+
+std::string run_csv(const SweepSpec& spec, SweepOptions o, SweepSummary* summary = nullptr) {
+  std::ostringstream out;
+  out << sweep_csv_header(spec) << "\n";
+  SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) { out << sweep_csv_row(r) << "\n"; });
+  if (summary) *summary = s;
+  return out.str();
+}
+
+std::vector<std::map<std::string, std::string>> parse_csv(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  auto head = split_csv_line(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    auto f = split_csv_line(line);
+    REQUIRE(f.size() == head.size());
+    std::map<std::string, std::string> m;
+    for (std::size_t i = 0; i < f.size(); ++i) m[head[i]] = f[i];
+    rows.push_back(m);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST_CASE("a grid enumerates points with the last axis varying fastest", "[sweep]") {
+  SweepSpec s = c1_sweep(R"({"cluster.nodes": [1, 2], "strategy.bucket_cap_bytes": [3000000, 6000000, 30000000]})");
+  REQUIRE(s.size() == 6);
+  auto p4 = s.point(4);  // 4 = 1 * 3 + 1 -> nodes[1] = 2, bucket[1] = 6e6
+  CHECK(p4[0].second == 2);
+  CHECK(p4[1].second == 6000000);
+  CHECK(s.columns == std::vector<std::string>{"cluster.nodes", "strategy.bucket_cap_bytes"});
+}
+
+TEST_CASE("sweep rows carry every metric and reproduce seed case C1 at its bucket size", "[sweep]") {
+  SweepSpec s = c1_sweep(R"({"strategy.bucket_cap_bytes": [6000000, 30000000]})");
+  SweepOptions o;
+  o.jobs = 1;
+  auto rows = parse_csv(run_csv(s, o));
+  REQUIRE(rows.size() == 2);
+  // C1: two-layer buckets -> 50 + 6 = 56 ms. One 30 MB bucket holds all ten layers (first
+  // bucket 6 MB = layers 9, 8; the rest in one bucket of 24 MB = 24 ms after backward ends at
+  // 50 ms; bucket 0 (10 ms..16 ms) is hidden): 50 + 24 = 74 ms.
+  CHECK(rows[0]["status"] == "ok");
+  CHECK(rows[0]["step_time_ns"] == "56000000");
+  CHECK(rows[0]["exposed_comm_ns"] == "6000000");
+  CHECK(rows[1]["step_time_ns"] == "74000000");
+  for (const char* col : {"compute_time_ns", "comm_time_ns", "overlap_pct", "idle_ns", "forward_ns", "backward_ns", "optimizer_ns",
+                          "peak_memory_bytes", "mem_parameters_bytes", "fits", "constraints_ok"})
+    CHECK(rows[0].count(col) == 1);
+}
+
+TEST_CASE("invalid points are reported in their row and do not stop the sweep", "[sweep]") {
+  SweepSpec s = c1_sweep(R"({"strategy.bucket_cap_bytes": [6000000, -1, "lots"], "cluster.gpus_per_node": [8, 0]})");
+  SweepOptions o;
+  o.jobs = 2;
+  SweepSummary sum(std::vector<std::string>{});
+  auto rows = parse_csv(run_csv(s, o, &sum));
+  REQUIRE(rows.size() == 6);
+  CHECK(rows[0]["status"] == "ok");
+  CHECK(rows[1]["status"] == "invalid");  // gpus_per_node 0
+  CHECK(rows[1]["error"].find("/cluster/gpus_per_node") != std::string::npos);
+  CHECK(rows[2]["status"] == "invalid");  // bucket -1
+  CHECK(rows[2]["error"].find("/strategy/bucket_cap_bytes") != std::string::npos);
+  CHECK(rows[4]["status"] == "invalid");
+  CHECK(rows[4]["step_time_ns"].empty());
+  CHECK(sum.ok() == 1);
+  CHECK(sum.invalid() == 5);
+}
+
+TEST_CASE("a sweep's CSV is identical whatever the number of worker threads", "[sweep]") {
+  SweepSpec s = c1_sweep(R"({"strategy.bucket_cap_bytes": [1000000, 3000000, 6000000, 9000000, 12000000, 30000000], "cluster.nodes": [1, 2, 3]})");
+  SweepOptions one, four;
+  one.jobs = 1;
+  four.jobs = 4;
+  CHECK(run_csv(s, one) == run_csv(s, four));
+}
+
+TEST_CASE("shards merged equal the unsharded sweep byte for byte", "[sweep]") {
+  SweepSpec s = c1_sweep(R"({"strategy.bucket_cap_bytes": [1000000, 3000000, 6000000, 9000000, 30000000], "cluster.nodes": [1, 2], "strategy.first_bucket_bytes": [1000000, 6000000, -3]})");
+  SweepOptions o;
+  o.jobs = 2;
+  const std::string whole = run_csv(s, o);
+  std::vector<fs::path> parts;
+  for (int i = 0; i < 3; ++i) {
+    SweepOptions so = o;
+    so.shard = i;
+    so.shards = 3;
+    fs::path f = fs::temp_directory_path() / ("stepsim_test_shard_" + std::to_string(i) + ".csv");
+    std::ofstream(f, std::ios::binary) << run_csv(s, so);
+    parts.push_back(f);
+  }
+  std::reverse(parts.begin(), parts.end());  // order of the inputs does not matter
+  std::ostringstream merged;
+  SweepSummary sum = merge_sweep_csv(parts, merged);
+  CHECK(merged.str() == whole);
+  CHECK(sum.total() == 30);
+  CHECK(sum.invalid() == 10);  // first_bucket_bytes -3 in a third of the points
+}
+
+TEST_CASE("the summary keeps the best configurations, the Pareto front and the knob that moved step time most", "[sweep]") {
+  // Buckets of 1 layer (3 MB cap): the last bucket holds layer 0 alone -> 50 + 3 = 53 ms, the
+  // fastest; no_sync has no effect with grad_accum 1, so bucket size moves step time most.
+  SweepSpec s = c1_sweep(R"({"training.no_sync": [true, false], "strategy.bucket_cap_bytes": [3000000, 6000000, 30000000]})",
+                         R"(, "constraints": ["step_time_ms <= 60"], "top": 2)");
+  SweepOptions o;
+  o.jobs = 2;
+  SweepSummary sum(std::vector<std::string>{});
+  run_csv(s, o, &sum);
+  CHECK(sum.feasible() == 4);  // the 74 ms points violate the constraint
+  auto best = sum.best();
+  REQUIRE(best.size() == 2);
+  CHECK(best[0].step_time.ns == 53'000'000);
+  CHECK(best[0].index == 0);
+  auto fx = sum.effects();
+  REQUIRE(fx.size() == 2);
+  CHECK(fx[0].path == "strategy.bucket_cap_bytes");
+  CHECK(fx[0].range_ns() == Approx(21e6));  // 74 - 53 ms
+  CHECK(fx[1].range_ns() == Approx(0));
+  for (const auto& p : sum.pareto())  // no front point is beaten in both coordinates
+    for (const auto& q : sum.scatter()) CHECK_FALSE((q.step_time < p.step_time && q.peak_memory <= p.peak_memory));
+}
+
+TEST_CASE("constraints must name a numeric metric and a comparison", "[sweep]") {
+  CHECK_THROWS_AS(parse_constraint("peak_memory_gib <= eighty", "f"), InputError);
+  CHECK_THROWS_AS(parse_constraint("happiness >= 3", "f"), InputError);
+  CHECK_THROWS_AS(parse_constraint("peak_memory_gib => 3", "f"), InputError);
+  auto c = parse_constraint("peak_memory_gib <= 80", "f");
+  CHECK(c.metric == "peak_memory_gib");
+  CHECK(c.value == 80);
+}
+
+TEST_CASE("merging refuses shards of different sweeps", "[sweep]") {
+  fs::path a = fs::temp_directory_path() / "stepsim_test_merge_a.csv", b = fs::temp_directory_path() / "stepsim_test_merge_b.csv";
+  std::ofstream(a) << "index,status,x\n0,ok,1\n";
+  std::ofstream(b) << "index,status,y\n1,ok,1\n";
+  std::ostringstream out;
+  CHECK_THROWS_AS(merge_sweep_csv({a, b}, out), InputError);
+  std::ofstream(b) << "index,status,x\n0,ok,1\n";
+  CHECK_THROWS_AS(merge_sweep_csv({a, b}, out), InputError);  // point 0 twice
+}
