@@ -1,10 +1,511 @@
-// Placeholder until the issue that delivers the fsdp1 strategy lands.
+// PyTorch FullyShardedDataParallel (FSDP1), steady state (iteration >= 2), following
+// framework-semantics.md section 1 (F1.x), memory section 5 (M5.1, M5.2, M5.6) and script S8.1.
+// The writer below mirrors _runtime_utils.py: one method per hook or primitive, in the order the
+// Python calls them, so a reader can hold the two side by side.
+#include <deque>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "sim/program/builder.hpp"
+#include "sim/strategies/common.hpp"
+#include "sim/strategies/fsdp1_units.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
-std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment&) {
-  r.fail("framework", "a framework implemented in this build (fsdp1 is not yet)");
+namespace {
+
+constexpr EventId kStaleEvent = -1;     // a free event of the previous step: long complete
+constexpr std::size_t kMaxInflightAllGathers = 2;  // _limiter_utils.py, "empirically chosen"
+
+// Per-unit run state of the handle (what FlatParamHandle and its flags hold).
+struct HandleState {
+  bool unsharded = false;            // parameters point at the unsharded flat parameter
+  BufferId full = -1;                // _full_param_padded
+  BufferId mp_shard = -1;            // _mp_shard (param mixed precision)
+  BufferId grad = -1;                // flat_param.grad: the unsharded gradient (param dtype)
+  BufferId saved_grad_shard = -1;    // _saved_grad_shard (fp32 sharded, becomes .grad)
+  bool prefetched = false;
+  bool needs_pre_forward_unshard = false;
+  bool needs_pre_backward_unshard = false;
+};
+
+class StepWriter {
+ public:
+  StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
+      : c_(c), e_(e), w_(e.workload), units_(std::move(units)), h_(units_.size()) {
+    for (std::size_t i = 0; i < stale_events; ++i) free_events_.push_back(kStaleEvent);
+    o_ = e.training.master_dtype;
+    p_ = c.param_dtype(o_);
+    r_ = c.reduce_dtype(o_);
+    world_ = e.cluster.world_size();
+    predivide_ = fsdp1_predivide_factor(world_);
+    unit_of_layer_.assign(w_.layers.size(), 0);
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      for (std::size_t li : units_[u].layers) unit_of_layer_[li] = u;
+    // F1.15: pre-forward order [root, b0..], post-forward order [b0.., root]; handle-less
+    // units are not recorded (_exec_order_utils.py: `if not handle: return`).
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      if (units_[u].has_handle()) pre_forward_order_.push_back(u);
+    for (std::size_t u = 1; u < units_.size(); ++u)
+      if (units_[u].has_handle()) post_forward_order_.push_back(u);
+    if (units_[0].has_handle()) post_forward_order_.push_back(0);
+  }
+
+  Program write();
+  std::size_t free_events_left() const { return free_events_.size(); }
+
+ private:
+  bool handle(std::size_t u) const { return units_[u].has_handle(); }
+  Bytes bytes(std::int64_t numel, Dtype d) const { return Bytes{numel * dtype_bytes(d)}; }
+  const std::string& name(std::size_t u) const { return units_[u].name; }
+
+  void setup();
+  void forward(int micro);
+  void backward(int micro, bool sync);
+  void unshard(std::size_t u, const char* pass);
+  void reshard(std::size_t u, bool free);
+  void pre_forward(std::size_t u);
+  void post_forward(std::size_t u);
+  void pre_backward(std::size_t u);
+  void post_backward(std::size_t u, bool sync);
+  void prefetch_backward(std::size_t u);
+  void reduce_grad(std::size_t u);
+  void reduce_grad_no_shard(std::size_t u);
+  void accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, Dtype dt, StreamId current);
+  void flat_grad_ready(std::size_t u, const std::vector<BufferId>& view_grads);
+  void final_callback(bool sync);
+
+  const Fsdp1Config& c_;
+  const Experiment& e_;
+  const Workload& w_;
+  std::vector<Fsdp1Unit> units_;
+  std::vector<HandleState> h_;
+  std::vector<std::size_t> unit_of_layer_;
+  std::vector<std::size_t> pre_forward_order_, post_forward_order_;
+  std::deque<EventId> free_events_;  // _FreeEventQueue (F1.9)
+  std::vector<BufferId> acts_;       // saved activations per layer of the current micro-batch
+  Dtype o_ = Dtype::FP32, p_ = Dtype::FP32, r_ = Dtype::FP32;
+  int world_ = 1;
+  std::int64_t predivide_ = 1;
+
+  ProgramBuilder b_;
+  StreamId dflt_ = 0, unshard_ = 0, post_backward_ = 0, pre_unshard_ = 0, all_reduce_ = 0;
+  CommId shard_pg_ = 0, replicate_pg_ = -1;
+};
+
+Program StepWriter::write() {
+  // F1.5: streams created by the root in lazy init; priority -1 iff limit_all_gathers and HSDP.
+  const int prio = c_.limit_all_gathers && c_.hybrid() ? -1 : 0;
+  dflt_ = b_.default_stream();
+  unshard_ = b_.stream("unshard", prio);
+  post_backward_ = b_.stream("post_backward", prio);
+  pre_unshard_ = b_.stream("pre_unshard", prio);
+  all_reduce_ = c_.hybrid() ? b_.stream("all_reduce") : dflt_;
+  // F1.4: HSDP shards within the node and replicates across nodes; otherwise one group of
+  // every rank. All-gathers and reduce-scatters share the shard group's communicator (G0.3).
+  const int nodes = e_.cluster.nodes;
+  if (c_.hybrid()) {
+    shard_pg_ = b_.comm("fsdp shard", e_.cluster.gpus_per_node, 1);
+    replicate_pg_ = b_.comm("fsdp replicate", nodes, nodes);
+  } else {
+    shard_pg_ = b_.comm("fsdp", world_, nodes);
+  }
+
+  setup();
+  const int A = e_.training.grad_accum;
+  for (int micro = 0; micro < A; ++micro) {
+    // F1.20: inside no_sync() the post-backward hooks return before reducing.
+    const bool sync = micro == A - 1 || !e_.training.no_sync;
+    forward(micro);
+    backward(micro, sync);
+  }
+  b_.mark("optimizer", Phase::Optimizer);
+  std::int64_t local = 0;  // parameters this rank's optimizer updates (fp32 shards)
+  for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
+  if (e_.training.optimizer != Optimizer::None) b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, local, o_));
+  return b_.take();
+}
+
+// Persistent state at a step boundary (M5.1): the sharded fp32 flat parameters, the optimizer
+// states over them, and the previous step's fp32 sharded gradients. The training loop calls
+// optimizer.zero_grad(set_to_none=True) at the top of the iteration, which frees those
+// gradients; each unit's reduce-scatter then creates this step's _saved_grad_shard, so the
+// step ends at the level it started from (16 * numel / N with AdamW and fp32 masters).
+void StepWriter::setup() {
+  b_.mark("setup", Phase::Setup);
+  std::int64_t local = 0;
+  for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
+  b_.alloc("flat_param shards", bytes(local, o_), MemCategory::Parameters, dflt_);
+  Bytes opt = optimizer_state_bytes(e_.training.optimizer, local, o_);
+  if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
+  if (local > 0) {
+    BufferId prev = b_.alloc(".grad of the previous step", bytes(local, o_), MemCategory::Gradients, dflt_);
+    b_.free(prev);  // zero_grad(set_to_none=True)
+  }
+  // NO_SHARD: the flat parameter *is* the unsharded parameter.
+  for (auto& h : h_) h.unsharded = !c_.sharded();
+}
+
+// F1.7 _unshard: pre-unshard cast, rate limiter, all-gather, post-unshard.
+void StepWriter::unshard(std::size_t u, const char* pass) {
+  if (!handle(u)) return;
+  const Fsdp1Unit& unit = units_[u];
+  HandleState& h = h_[u];
+  bool ran_pre_unshard = false;
+  if (c_.mp_param && h.mp_shard < 0 && (!c_.sharded() || !h.unsharded)) {
+    // _use_low_precision_shard on the pre-unshard stream: fp32 shard -> param dtype.
+    std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
+    h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, p_), MemCategory::CommBuffers, pre_unshard_);
+    b_.launch(pre_unshard_, elementwise("cast param " + unit.name, bytes(n, o_) + bytes(n, p_), unit.name));
+    ran_pre_unshard = true;
+  }
+  if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
+  if (c_.limit_all_gathers && free_events_.size() >= kMaxInflightAllGathers) {
+    EventId ev = free_events_.front();
+    free_events_.pop_front();
+    if (ev != kStaleEvent) b_.host_sync(ev, "FullyShardedDataParallel.rate_limiter");
+  }
+  if (c_.sharded() && !h.unsharded) {
+    Bytes full = bytes(unit.padded_numel, p_);
+    h.full = b_.alloc("full_param " + unit.name, full, MemCategory::UnshardedParameters, unshard_);
+    b_.collective(shard_pg_, unshard_, CollectiveKind::AllGather, full, p_, fmt::format("AG {} {}", unit.name, pass),
+                  unit.name);
+    h.unsharded = true;
+  }
+  // post_unshard frees _mp_shard under record_stream(unshard stream) (sharded strategies only;
+  // NO_SHARD computes on it until post_reshard).
+  if (c_.sharded() && h.mp_shard >= 0) {
+    b_.free_after(h.mp_shard, {unshard_});
+    h.mp_shard = -1;
+  }
+}
+
+// F1.8 _reshard: free the unsharded flat parameter under record_stream(current stream) and, with
+// limit_all_gathers, enqueue a free event recorded on the compute stream.
+void StepWriter::reshard(std::size_t u, bool free) {
+  HandleState& h = h_[u];
+  if (free && h.full >= 0) {
+    b_.free_after(h.full, {dflt_});
+    h.full = -1;
+    h.unsharded = false;
+  }
+  if (c_.limit_all_gathers && free) free_events_.push_back(b_.record(dflt_));
+  // post_reshard: NO_SHARD with param mixed precision frees its low-precision copy.
+  if (!c_.sharded() && h.mp_shard >= 0) {
+    b_.free_after(h.mp_shard, {dflt_});
+    h.mp_shard = -1;
+  }
+  h.prefetched = false;
+}
+
+// F1.11 _pre_forward_unshard + F1.13 explicit forward prefetch.
+void StepWriter::pre_forward(std::size_t u) {
+  if (!handle(u)) return;
+  if (!h_[u].prefetched) unshard(u, "fwd");
+  h_[u].needs_pre_forward_unshard = false;
+  b_.wait_stream(dflt_, unshard_);
+  if (!c_.forward_prefetch) return;
+  // Steady state: the pre-forward order recorded in iteration 0, one unit ahead.
+  for (std::size_t i = 0; i + 1 < pre_forward_order_.size(); ++i) {
+    if (pre_forward_order_[i] != u) continue;
+    std::size_t t = pre_forward_order_[i + 1];
+    if (h_[t].needs_pre_forward_unshard && !h_[t].prefetched) {
+      unshard(t, "fwd");
+      h_[t].prefetched = true;
+    }
+  }
+}
+
+// F1.14 _post_forward_reshard; registering the pre-backward hooks sets
+// _needs_pre_backward_unshard.
+void StepWriter::post_forward(std::size_t u) {
+  if (!handle(u)) return;
+  reshard(u, !units_[u].root && c_.reshard_after_forward());
+  h_[u].needs_pre_backward_unshard = true;
+}
+
+// _prefetch_handle(BACKWARD): the target is the unit before this one in post-forward order
+// (backward_prefetch_limit = 1), if it still needs its pre-backward unshard.
+void StepWriter::prefetch_backward(std::size_t u) {
+  for (std::size_t i = 1; i < post_forward_order_.size(); ++i) {
+    if (post_forward_order_[i] != u) continue;
+    std::size_t t = post_forward_order_[i - 1];
+    if (h_[t].needs_pre_backward_unshard && !h_[t].prefetched) {
+      unshard(t, "bwd");
+      h_[t].prefetched = true;
+    }
+  }
+}
+
+// F1.16 _pre_backward_hook.
+void StepWriter::pre_backward(std::size_t u) {
+  if (!handle(u)) return;
+  if (h_[u].needs_pre_backward_unshard) {
+    if (!h_[u].prefetched) unshard(u, "bwd");
+    b_.wait_stream(dflt_, unshard_);
+  }
+  h_[u].needs_pre_backward_unshard = false;
+  if (c_.backward_prefetch == Fsdp1BackwardPrefetch::BackwardPre) prefetch_backward(u);
+}
+
+// The flat gradient: autograd holds every parameter view's gradient until the unit's last one
+// exists, then SplitWithSizesBackward concatenates them (the "2x buffer" of M5.2). Inside
+// no_sync the new flat gradient is accumulated into the existing .grad.
+void StepWriter::flat_grad_ready(std::size_t u, const std::vector<BufferId>& view_grads) {
+  const Fsdp1Unit& unit = units_[u];
+  HandleState& h = h_[u];
+  Bytes flat = bytes(unit.flat_numel, p_);
+  BufferId g = b_.alloc("flat grad " + unit.name, flat, MemCategory::Gradients, dflt_);
+  b_.launch(dflt_, elementwise("concat grad " + unit.name, flat * 2, unit.name, KernelClass::Copy));
+  for (BufferId v : view_grads) b_.free(v);
+  if (h.grad >= 0) {
+    b_.launch(dflt_, elementwise("accumulate grad " + unit.name, flat * 3, unit.name));
+    b_.free(g);
+  } else {
+    h.grad = g;
+  }
+}
+
+// F1.17 _post_backward_hook.
+void StepWriter::post_backward(std::size_t u, bool sync) {
+  if (!handle(u)) return;
+  // _post_backward_reshard: _should_free_in_backward, then the BACKWARD_POST prefetch.
+  const bool free = c_.sharded() && (sync || c_.reshard_after_forward());
+  reshard(u, free);
+  if (c_.backward_prefetch == Fsdp1BackwardPrefetch::BackwardPost) prefetch_backward(u);
+  if (!sync) return;  // no_sync: the unsharded gradient stays in .grad
+  b_.wait_stream(post_backward_, dflt_);
+  if (c_.sharded()) reduce_grad(u);
+  else reduce_grad_no_shard(u);
+}
+
+// _reduce_grad on the post-backward stream (+ the HSDP all-reduce on its own stream).
+void StepWriter::reduce_grad(std::size_t u) {
+  const Fsdp1Unit& unit = units_[u];
+  HandleState& h = h_[u];
+  const std::string& n = unit.name;
+  const BufferId autograd_grad = h.grad;
+  h.grad = -1;  // flat_param.grad = None
+  BufferId cast = -1;
+  if (r_ != p_) {  // flat_param.grad.to(reduce_dtype)
+    cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, r_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, p_) + bytes(unit.flat_numel, r_), n));
+  }
+  BufferId pad = -1;
+  if (unit.padded_numel > unit.flat_numel) {  // F.pad copy (never with use_orig_params)
+    pad = b_.alloc("padded grad " + n, bytes(unit.padded_numel, r_), MemCategory::CommBuffers, post_backward_);
+    b_.launch(post_backward_, elementwise("pad grad " + n, bytes(unit.flat_numel + unit.padded_numel, r_), n,
+                                          KernelClass::Copy));
+  }
+  // new_sharded_grad; it becomes _saved_grad_shard directly when no fp32 cast follows.
+  BufferId out = b_.alloc("sharded grad " + n, bytes(unit.shard_numel, r_),
+                          r_ == o_ ? MemCategory::Gradients : MemCategory::CommBuffers, post_backward_);
+  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, bytes(unit.padded_numel, r_) * 2, n));
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, r_), r_, "RS " + n, n);
+  // Stream-ordered frees on the stream that allocated them (record_stream on the allocation
+  // stream is a no-op in the caching allocator).
+  if (pad >= 0) b_.free(pad);
+  if (cast >= 0) b_.free(cast);
+  const bool postdivide = world_ > predivide_;
+  if (c_.hybrid()) {
+    b_.wait_stream(all_reduce_, post_backward_);
+    b_.collective(replicate_pg_, all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, r_), r_,
+                  fmt::format("AR {} replicate", n), n);
+    if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, r_) * 2, n));
+    accumulate_sharded_grad(u, out, r_, all_reduce_);
+  } else {
+    if (postdivide) b_.launch(post_backward_, elementwise("postdiv " + n, bytes(unit.shard_numel, r_) * 2, n));
+    accumulate_sharded_grad(u, out, r_, post_backward_);
+  }
+  // record_stream(autograd_computed_grad, post_backward_stream): reusable once the reduction
+  // queued so far has run (M5.6).
+  b_.free_after(autograd_grad, {post_backward_});
+}
+
+// _cast_grad_to_param_dtype + _accumulate_sharded_grad on `current`.
+void StepWriter::accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, Dtype dt, StreamId current) {
+  const Fsdp1Unit& unit = units_[u];
+  HandleState& h = h_[u];
+  const std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
+  BufferId g = sharded_grad;
+  if (dt != o_) {
+    g = b_.alloc("fp32 grad " + unit.name, bytes(n, o_), MemCategory::Gradients, current);
+    b_.launch(current, elementwise("cast grad fp32 " + unit.name, bytes(n, dt) + bytes(n, o_), unit.name));
+    // The low-precision grad was allocated on the post-backward stream and recorded on
+    // `current` (the all-reduce stream for HSDP).
+    if (current == post_backward_) b_.free(sharded_grad);
+    else b_.free_after(sharded_grad, {current});
+  }
+  if (h.saved_grad_shard >= 0) {  // _saved_grad_shard += sharded_grad
+    b_.launch(current, elementwise("accumulate grad shard " + unit.name, bytes(n, o_) * 3, unit.name));
+    if (current == post_backward_) b_.free(g);
+    else b_.free_after(g, {current});
+  } else {
+    h.saved_grad_shard = g;
+  }
+}
+
+// _reduce_grad_no_shard: all-reduce the whole flat gradient, then cast it to fp32 as .grad.
+void StepWriter::reduce_grad_no_shard(std::size_t u) {
+  const Fsdp1Unit& unit = units_[u];
+  HandleState& h = h_[u];
+  const std::string& n = unit.name;
+  BufferId g = h.grad;
+  h.grad = -1;
+  if (r_ != p_) {
+    BufferId cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, r_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, p_) + bytes(unit.flat_numel, r_), n));
+    b_.free_after(g, {post_backward_});
+    g = cast;
+  }
+  const Bytes buf = bytes(unit.flat_numel, r_);
+  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, buf * 2, n));
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::AllReduce, buf, r_, "AR " + n, n);
+  if (world_ > predivide_) b_.launch(post_backward_, elementwise("postdiv " + n, buf * 2, n));
+  if (r_ == p_) {
+    // The autograd gradient itself was reduced: it was allocated on the compute stream.
+    if (r_ != o_) {
+      BufferId g32 = b_.alloc("fp32 grad " + n, bytes(unit.flat_numel, o_), MemCategory::Gradients, post_backward_);
+      b_.launch(post_backward_, elementwise("cast grad fp32 " + n, buf + bytes(unit.flat_numel, o_), n));
+      b_.free_after(g, {post_backward_});
+      g = g32;
+    }
+    if (h.saved_grad_shard >= 0) {
+      b_.launch(post_backward_, elementwise("accumulate grad " + n, bytes(unit.flat_numel, o_) * 3, n));
+      b_.free_after(g, {post_backward_});
+    } else {
+      h.saved_grad_shard = g;
+    }
+  } else {
+    accumulate_sharded_grad(u, g, r_, post_backward_);
+  }
+}
+
+// F1.19 _post_backward_final_callback.
+void StepWriter::final_callback(bool sync) {
+  if (!sync) return;
+  b_.wait_stream(dflt_, post_backward_);
+  if (c_.hybrid()) b_.wait_stream(dflt_, all_reduce_);
+}
+
+void StepWriter::forward(int micro) {
+  b_.mark(fmt::format("forward {}", micro), Phase::Forward);
+  // F1.6 _root_pre_forward: all-gathers of this step follow the previous optimizer step.
+  b_.wait_stream(unshard_, dflt_);
+  b_.wait_stream(pre_unshard_, dflt_);
+  for (auto& h : h_) h.needs_pre_forward_unshard = true;
+  acts_.assign(w_.layers.size(), -1);
+  pre_forward(0);  // the root's forward wraps the whole model (S8.1)
+  for (std::size_t li = 0; li < w_.layers.size(); ++li) {
+    const Layer& l = w_.layers[li];
+    const std::size_t u = unit_of_layer_[li];
+    if (u != 0) pre_forward(u);
+    if (l.saved_activations.count > 0)
+      acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
+    b_.launch(dflt_, forward_kernel(l, micro));
+    if (u != 0) post_forward(u);
+  }
+  post_forward(0);
+}
+
+void StepWriter::backward(int micro, bool sync) {
+  b_.mark(fmt::format("backward {}", micro), Phase::Backward);
+  // The root's pre-backward hook fires first (the loss is the root's output).
+  pre_backward(0);
+  std::vector<std::vector<BufferId>> view_grads(units_.size());
+  std::vector<std::size_t> layers_left(units_.size());
+  for (std::size_t u = 0; u < units_.size(); ++u) layers_left[u] = units_[u].layers.size();
+  for (std::size_t li = w_.layers.size(); li-- > 0;) {
+    const Layer& l = w_.layers[li];
+    const std::size_t u = unit_of_layer_[li];
+    if (u != 0) pre_backward(u);
+    BufferId recompute = -1;
+    if (l.recompute_activations.count > 0)
+      recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
+    b_.launch(dflt_, backward_kernel(l, micro));
+    if (recompute >= 0) b_.free(recompute);
+    if (acts_[li] >= 0) b_.free(acts_[li]);
+    if (l.numel() > 0)
+      view_grads[u].push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
+    // The post-backward hook fires once the unit's whole flat gradient exists: for the root
+    // holding the embedding, at the very end of backward (F1.19).
+    if (--layers_left[u] == 0 && handle(u)) {
+      flat_grad_ready(u, view_grads[u]);
+      post_backward(u, sync);
+    }
+  }
+  final_callback(sync);
+}
+
+class Fsdp1 final : public Strategy {
+ public:
+  explicit Fsdp1(Fsdp1Config c) : c_(c) {}
+  std::string framework() const override { return "fsdp1"; }
+  nlohmann::json effective_config() const override { return c_.to_json(Dtype::FP32); }
+
+  Program build(const Experiment& e) const override {
+    const int shard = !c_.sharded() ? 1 : c_.hybrid() ? e.cluster.gpus_per_node : e.cluster.world_size();
+    std::vector<Fsdp1Unit> units = make_fsdp1_units(e.workload, c_, shard, e.training.master_dtype);
+    // Steady state of the rate limiter: the free events left by the previous step are complete,
+    // so the first pops of this step do not block. Iterate to the fixed point of the queue length.
+    std::size_t stale = 0;
+    for (int i = 0; i < 4; ++i) {
+      StepWriter probe(c_, e, units, stale);
+      probe.write();
+      if (probe.free_events_left() == stale) break;
+      stale = probe.free_events_left();
+    }
+    StepWriter writer(c_, e, std::move(units), stale);
+    return writer.write();
+  }
+
+ private:
+  Fsdp1Config c_;
+};
+
+Fsdp1Sharding parse_sharding(const std::string& s) {
+  if (s == "shard_grad_op") return Fsdp1Sharding::ShardGradOp;
+  if (s == "no_shard") return Fsdp1Sharding::NoShard;
+  if (s == "hybrid_shard") return Fsdp1Sharding::HybridShard;
+  if (s == "hybrid_shard_zero2") return Fsdp1Sharding::HybridShardZero2;
+  return Fsdp1Sharding::FullShard;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e) {
+  Fsdp1Config c;
+  c.requested = parse_sharding(r.choice("sharding", "full_shard",
+                                        {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2"}));
+  // _init_core_state: a world size of 1 silently becomes NO_SHARD.
+  c.sharding = e.cluster.world_size() == 1 ? Fsdp1Sharding::NoShard : c.requested;
+  std::string bp = r.choice("backward_prefetch", "backward_pre", {"backward_pre", "backward_post", "none"});
+  c.backward_prefetch = bp == "backward_post" ? Fsdp1BackwardPrefetch::BackwardPost
+                        : bp == "none"        ? Fsdp1BackwardPrefetch::None
+                                              : Fsdp1BackwardPrefetch::BackwardPre;
+  c.forward_prefetch = r.boolean("forward_prefetch", false);
+  c.limit_all_gathers = r.boolean("limit_all_gathers", true);
+  std::string wrap = r.choice("wrap", "block", {"block", "size", "none"});
+  c.wrap = wrap == "block" ? Fsdp1Wrap::Block : wrap == "size" ? Fsdp1Wrap::Size : Fsdp1Wrap::None;
+  if (r.has("min_num_params")) {
+    if (c.wrap != Fsdp1Wrap::Size) r.fail("min_num_params", "no min_num_params unless \"wrap\" is \"size\"");
+    c.min_num_params = r.positive_integer("min_num_params");
+  }
+  c.use_orig_params = r.boolean("use_orig_params", false);
+  if (r.has("mixed_precision")) {
+    const Json& mp = r.raw("mixed_precision");
+    if (mp.is_string() && mp.get<std::string>() == "none") {
+    } else if (!mp.is_null()) {
+      ObjectReader m = r.object("mixed_precision");
+      if (m.has("param")) c.mp_param = m.dtype("param", Dtype::FP32);
+      if (m.has("reduce")) c.mp_reduce = m.dtype("reduce", Dtype::FP32);
+      m.finish();
+    }
+  }
+  (void)e;
+  return std::make_unique<Fsdp1>(c);
 }
 
 }  // namespace stepsim
