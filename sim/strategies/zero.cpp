@@ -1,10 +1,108 @@
-// Placeholder until the issue that delivers the zero strategy lands.
+// DeepSpeed ZeRO: configuration (DeepSpeed's own key names and 0.19 defaults, Z4.1) and the
+// dispatch to the stage 1/2 (zero12.cpp) and stage 3 (zero3.cpp) schedules.
+#include <cmath>
+
+#include <fmt/format.h>
+
 #include "sim/strategies/strategy.hpp"
+#include "sim/strategies/zero_common.hpp"
 
 namespace stepsim {
 
-std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment&) {
-  r.fail("framework", "a framework implemented in this build (zero is not yet)");
+namespace {
+
+class Zero final : public Strategy {
+ public:
+  explicit Zero(ZeroConfig c) : c_(c) {}
+  std::string framework() const override { return "zero"; }
+
+  nlohmann::json effective_config() const override {
+    nlohmann::json j = {{"framework", "zero"},
+                        {"stage", c_.stage},
+                        {"reduce_bucket_size", c_.reduce_bucket_size},
+                        {"allgather_bucket_size", c_.allgather_bucket_size},
+                        {"overlap_comm", c_.overlap_comm},
+                        {"contiguous_gradients", c_.contiguous_gradients},
+                        {"reduce_scatter", c_.reduce_scatter},
+                        {"use_multi_rank_bucket_allreduce", c_.use_multi_rank_bucket_allreduce},
+                        {"all_gather_into_tensor", c_.all_gather_into_tensor},
+                        {"communication_data_type", to_string(c_.communication_data_type)},
+                        {"grad_accum_dtype", to_string(c_.grad_accum_dtype)},
+                        {"model_dtype", to_string(c_.model_dtype)}};
+    if (c_.stage == 3) {
+      j["stage3_prefetch_bucket_size"] = c_.prefetch_bucket_size;
+      j["stage3_max_live_parameters"] = c_.max_live_parameters;
+      j["stage3_max_reuse_distance"] = c_.max_reuse_distance;
+      j["stage3_param_persistence_threshold"] = c_.param_persistence_threshold;
+      j["stage3_model_persistence_threshold"] = c_.model_persistence_threshold;
+      j["sub_group_size"] = c_.sub_group_size;
+    }
+    return j;
+  }
+
+  Program build(const Experiment& e) const override {
+    return c_.stage == 3 ? build_zero3(c_, e) : build_zero12(c_, e);
+  }
+
+ private:
+  ZeroConfig c_;
+};
+
+// An element count: DeepSpeed configs write these as 5e8 or 500000000; both are accepted,
+// a fractional or non-positive value is not.
+std::int64_t elements(ObjectReader& r, const std::string& key) {
+  const Json& v = r.raw(key);
+  if (!v.is_number()) r.fail_value(key, v, "a positive element count (e.g. 5e8)");
+  double d = v.get<double>();
+  if (!(d > 0) || d != std::floor(d) || d > 9.2e18) r.fail_value(key, v, "a positive whole element count (e.g. 5e8)");
+  return static_cast<std::int64_t>(d);
+}
+
+// DeepSpeed accepts both the stage-3 prefixed name and the short alias (config.py pydantic
+// aliases); so do we, but not both at once.
+std::int64_t aliased_elements(ObjectReader& r, const std::string& name, const std::string& alias, std::int64_t fallback) {
+  if (r.has(name) && r.has(alias)) r.fail(alias, fmt::format("either {} or {}, not both", name, alias));
+  if (r.has(name)) return elements(r, name);
+  if (r.has(alias)) return elements(r, alias);
+  return fallback;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
+  ZeroConfig c;
+  if (!r.has("stage")) r.fail("stage", "a ZeRO stage: 1, 2 or 3");
+  const Json& st = r.raw("stage");
+  if (!st.is_number_integer() || st.get<std::int64_t>() < 1 || st.get<std::int64_t>() > 3)
+    r.fail_value("stage", st, "1, 2 or 3 (stage 0 is plain data parallel: use \"ddp\")");
+  c.stage = static_cast<int>(st.get<std::int64_t>());
+
+  if (r.has("reduce_bucket_size")) c.reduce_bucket_size = elements(r, "reduce_bucket_size");
+  if (r.has("allgather_bucket_size")) c.allgather_bucket_size = elements(r, "allgather_bucket_size");
+  // overlap_comm=None -> the validator picks True for stage 3 and False otherwise (Z4.1).
+  c.overlap_comm = r.boolean("overlap_comm", c.stage == 3);
+  c.contiguous_gradients = r.boolean("contiguous_gradients", true);
+  c.reduce_scatter = r.boolean("reduce_scatter", true);
+  c.use_multi_rank_bucket_allreduce = r.boolean("use_multi_rank_bucket_allreduce", true);
+  c.all_gather_into_tensor = r.boolean("all_gather_into_tensor", true);
+  c.prefetch_bucket_size = aliased_elements(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size", c.prefetch_bucket_size);
+  c.max_live_parameters = aliased_elements(r, "stage3_max_live_parameters", "max_live_parameters", c.max_live_parameters);
+  c.max_reuse_distance = aliased_elements(r, "stage3_max_reuse_distance", "max_reuse_distance", c.max_reuse_distance);
+  c.param_persistence_threshold =
+      aliased_elements(r, "stage3_param_persistence_threshold", "param_persistence_threshold", c.param_persistence_threshold);
+  c.model_persistence_threshold =
+      aliased_elements(r, "stage3_model_persistence_threshold", "model_persistence_threshold", c.model_persistence_threshold);
+  if (r.has("sub_group_size")) c.sub_group_size = elements(r, "sub_group_size");
+
+  c.model_dtype = e.workload.dtype;
+  c.communication_data_type = r.dtype("communication_data_type", c.model_dtype);
+  c.grad_accum_dtype = r.dtype("grad_accum_dtype", c.model_dtype);
+  if (c.stage != 3 && c.grad_accum_dtype != c.model_dtype)
+    // engine.py routes bf16 + fp32 grad accumulation at stage 1 to BF16_Optimizer, and
+    // stage 2 rejects it; neither is the ZeRO optimizer modelled here.
+    r.fail("grad_accum_dtype", fmt::format("the model dtype {} at stage {} (another dtype selects DeepSpeed's BF16_Optimizer)",
+                                           to_string(c.model_dtype), c.stage));
+  return std::make_unique<Zero>(c);
 }
 
 }  // namespace stepsim

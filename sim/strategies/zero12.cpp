@@ -1,0 +1,307 @@
+// DeepSpeed ZeRO stages 1 and 2 (stage_1_and_2.py :: DeepSpeedZeroOptimizer), steady state,
+// following framework-semantics.md Z4.2-Z4.6, script S8.4 and memory M5.1/M5.5.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/program/builder.hpp"
+#include "sim/strategies/common.hpp"
+#include "sim/strategies/zero_common.hpp"
+
+namespace stepsim {
+
+namespace {
+
+class Zero12Builder {
+ public:
+  Zero12Builder(const ZeroConfig& c, const Experiment& e)
+      : c_(c), e_(e), w_(e.workload), W_(e.cluster.world_size()), p_(dtype_bytes(c.model_dtype)),
+        cb_(dtype_bytes(c.communication_data_type)) {}
+
+  Program build() {
+    dflt_ = b_.default_stream();
+    // Z4.5: overlap_comm puts the flushes on reduction_stream; otherwise on the current stream.
+    red_ = c_.overlap_comm ? b_.stream("reduction") : dflt_;
+    pg_ = b_.comm("zero dp", W_, e_.cluster.nodes);
+    layout();
+
+    // Persistent state (M5.1): the flat bit16 buffer (params are views into it), this rank's
+    // fp32 partition (the optimizer's param) and Adam states on it.
+    b_.mark("setup", Phase::Setup);
+    b_.alloc("bit16_groups_flat", Bytes{flat_ * p_}, MemCategory::Parameters, dflt_);
+    b_.alloc("fp32 partition", Bytes{part_ * 4}, MemCategory::OptimizerState, dflt_);
+    Bytes opt = optimizer_state_bytes(e_.training.optimizer, part_, Dtype::FP32);
+    if (opt.count > 0) b_.alloc("optimizer state (fp32 partition)", opt, MemCategory::OptimizerState, dflt_);
+
+    const int A = e_.training.grad_accum;
+    for (int micro = 0; micro < A; ++micro) micro_batch(micro, micro == A - 1);
+    step();
+    return b_.take();
+  }
+
+ private:
+  // Z4.2: params flattened in model order, padded to nccl_start_alignment_factor(2) * dp,
+  // split into W equal partitions; grads_in_partition holds the whole grads of every param
+  // that intersects this rank's partition (copy_grads_in_partition).
+  void layout() {
+    std::int64_t off = 0;
+    for (const Layer& l : w_.layers)
+      for (const Param* p : l.params()) {
+        order_.push_back(p);
+        offset_[p] = off;
+        off += p->numel;
+      }
+    flat_ = ceil_div(off, 2 * W_) * 2 * W_;
+    part_ = flat_ / W_;
+    const std::int64_t lo = part_ * kZeroSimulatedRank, hi = lo + part_;
+    for (const Param* p : order_) {
+      std::int64_t s = offset_[p], t = s + p->numel;
+      if (s < hi && t > lo) {
+        in_partition_.insert(p);
+        gip_numel_ += p->numel;
+      }
+    }
+  }
+
+  // The owner ranks of a param's elements, as (rank, elements) runs.
+  std::vector<std::pair<int, std::int64_t>> owners(const Param* p) const {
+    std::vector<std::pair<int, std::int64_t>> out;
+    std::int64_t s = offset_.at(p), t = s + p->numel;
+    while (s < t) {
+      int r = static_cast<int>(s / part_);
+      std::int64_t end = std::min(t, (r + 1) * part_);
+      out.emplace_back(r, end - s);
+      s = end;
+    }
+    return out;
+  }
+
+  void micro_batch(int micro, bool boundary) {
+    b_.mark(fmt::format("forward {}", micro), Phase::Forward);
+    std::vector<BufferId> acts(w_.layers.size(), -1);
+    for (std::size_t li = 0; li < w_.layers.size(); ++li) {
+      const Layer& l = w_.layers[li];
+      if (l.saved_activations.count > 0)
+        acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
+      b_.launch(dflt_, forward_kernel(l, micro));
+    }
+
+    b_.mark(fmt::format("backward {}", micro), Phase::Backward);
+    // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
+    // only on the boundary micro-batch; default stage 1 reduces after backward.
+    const bool reduce_in_hooks = c_.stage == 2 || (c_.overlap_comm && boundary);
+    accumulate_ = c_.stage == 2 && micro > 0;  // stage 2 adds into grads_in_partition
+    bucket_seq_ = 0;
+    for (std::size_t li = w_.layers.size(); li-- > 0;) {
+      const Layer& l = w_.layers[li];
+      BufferId recompute = -1;
+      if (l.recompute_activations.count > 0)
+        recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
+      b_.launch(dflt_, backward_kernel(l, micro));
+      if (recompute >= 0) b_.free(recompute);
+      if (acts[li] >= 0) b_.free(acts[li]);
+      auto ps = l.params();
+      // AccumulateGrad fires per param in reverse creation order; a grad is allocated when
+      // none is held (it accumulates in place across non-reducing micro-batches).
+      for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
+        const Param* p = *it;
+        if (!grad_.count(p))
+          grad_[p] = b_.alloc(".grad " + p->name, Bytes{p->numel * p_}, MemCategory::Gradients, dflt_);
+        if (reduce_in_hooks) hook(p);
+      }
+    }
+    if (reduce_in_hooks) {
+      epilogue();
+    } else if (boundary) {
+      // engine.allreduce_gradients -> reduce_gradients(): the same bucketing, in parameter
+      // order, after the whole backward (Z4.3): nothing overlaps backward compute.
+      b_.mark("reduce_gradients");
+      for (const Param* p : order_) hook(p);
+      epilogue();
+    }
+  }
+
+  // reduce_independent_p_g_buckets_and_remove_grads (Z4.4).
+  void hook(const Param* p) {
+    if (c_.contiguous_gradients && ipg_.empty()) {
+      // setup_buckets: one IPG buffer, two with overlap_comm (double buffering), model dtype.
+      const int n = c_.overlap_comm ? 2 : 1;
+      for (int i = 0; i < n; ++i)
+        ipg_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * p_}, MemCategory::CommBuffers, dflt_));
+      ipg_index_ = 0;
+    }
+    if (bucket_elements_ + p->numel > c_.reduce_bucket_size) flush();
+    bucket_.push_back(p);
+    bucket_elements_ += p->numel;
+    if (c_.contiguous_gradients && p->numel <= c_.reduce_bucket_size) {
+      // Copy into the IPG buffer on the current stream; param.grad becomes a view of it and
+      // the autograd grad storage goes (stream-ordered on the current stream).
+      b_.launch(dflt_, elementwise("grad->ipg " + p->name, Bytes{2 * p->numel * p_}, fmt::format("bucket {}", bucket_seq_),
+                                   KernelClass::Copy));
+      b_.free(grad_.at(p));
+      grad_.erase(p);
+    }
+    // An "extra large param" (numel > reduce_bucket_size) keeps its own grad and is reduced on
+    // its own at the next flush; without contiguous_gradients every grad stays until reduced.
+  }
+
+  // reduce_ipg_grads -> average_tensor (Z4.5).
+  void flush() {
+    if (bucket_.empty()) return;
+    const int k = bucket_seq_++;
+    const std::string unit = fmt::format("bucket {}", k);
+    const Bytes bb{bucket_elements_ * p_};
+    if (c_.overlap_comm) {
+      // reduction_stream.wait_stream(current); current.wait_stream(reduction_stream): the
+      // compute stream waits for the PREVIOUS flush, so at most one overlaps compute.
+      b_.wait_stream(red_, dflt_);
+      b_.wait_stream(dflt_, red_);
+    }
+    if (!c_.reduce_scatter) {
+      // gradient_reduction_w_predivide: divide, all-reduce the bucket in place.
+      b_.launch(red_, elementwise("div_ " + unit, bb * 2, unit));
+      reduce_collective(CollectiveKind::AllReduce, bucket_elements_, fmt::format("AR {}", unit), unit, -1);
+    } else {
+      b_.launch(red_, elementwise("div_ " + unit, bb * 2, unit));
+      if (c_.use_multi_rank_bucket_allreduce) {
+        reduce_collective(CollectiveKind::AllReduce, bucket_elements_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
+      } else {
+        // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
+        // (allreduce_no_retain -> allreduce_and_copy), in order of first appearance.
+        std::vector<int> ranks;
+        std::map<int, std::int64_t> per_rank;
+        for (const Param* p : bucket_)
+          for (auto [r, n] : owners(p)) {
+            if (!per_rank.count(r)) ranks.push_back(r);
+            per_rank[r] += n;
+          }
+        for (int r : ranks) {
+          if (c_.overlap_comm) {
+            // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
+            b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
+            b_.host_sync_stream(red_, "allreduce_and_copy: cuda.synchronize()");
+          }
+          reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
+        }
+      }
+    }
+    // After the reduction, on the same stream: grads of params in this rank's partition are
+    // copied into grads_in_partition (copy_grads_in_partition); stage 2 drops the others.
+    std::int64_t own = 0;
+    for (const Param* p : bucket_)
+      if (in_partition_.count(p)) own += p->numel;
+    if (own > 0 && c_.contiguous_gradients) {
+      if (gip_ < 0) gip_ = b_.alloc("grads_in_partition", Bytes{gip_numel_ * p_}, MemCategory::Gradients, red_);
+      b_.launch(red_, elementwise("copy_grads_in_partition " + unit, Bytes{own * p_ * (accumulate_ ? 3 : 2)}, unit,
+                                  KernelClass::Copy));
+    }
+    for (const Param* p : bucket_) {
+      auto g = grad_.find(p);
+      if (g == grad_.end()) continue;
+      // A grad still held: an extra large param's (its partition part was copied above), or
+      // any grad without contiguous_gradients, where stage 1 keeps every grad and stage 2 the
+      // in-partition ones until the step. The storage returns once the reduce stream is done.
+      bool keep = !c_.contiguous_gradients && (c_.stage == 1 || in_partition_.count(p));
+      if (keep) continue;
+      b_.free_after(g->second, {red_});
+      grad_.erase(g);
+    }
+    bucket_.clear();
+    bucket_elements_ = 0;
+    if (c_.overlap_comm && c_.contiguous_gradients) ipg_index_ = 1 - ipg_index_;
+  }
+
+  // allreduce_bucket: flatten (a torch.cat copy of the bucket), cast to the communication
+  // dtype if it differs, the collective (synchronous on the issuing stream, G0.4), then copy
+  // back the slices this rank owns.
+  void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit, int dst) {
+    BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * p_}, MemCategory::CommBuffers, red_);
+    b_.launch(red_, elementwise("flatten " + unit, Bytes{2 * numel * p_}, unit, KernelClass::Copy));
+    BufferId cast = -1;
+    if (c_.communication_data_type != c_.model_dtype) {
+      cast = b_.alloc("comm-dtype cast " + unit, Bytes{numel * cb_}, MemCategory::CommBuffers, red_);
+      b_.launch(red_, elementwise("cast " + unit, Bytes{numel * (p_ + cb_)}, unit));
+    }
+    b_.collective(pg_, red_, kind, Bytes{numel * cb_}, c_.communication_data_type, std::move(name), unit);
+    if (dst == kZeroSimulatedRank) {
+      std::int64_t mine = kind == CollectiveKind::Reduce ? numel : ceil_div(numel, W_);
+      b_.launch(red_, elementwise("copy back " + unit, Bytes{2 * mine * p_}, unit, KernelClass::Copy));
+    }
+    if (cast >= 0) b_.free(cast);
+    b_.free(flat);
+  }
+
+  // independent_gradient_partition_epilogue (Z4.4).
+  void epilogue() {
+    flush();
+    if (c_.overlap_comm) {
+      b_.host_sync_stream(dflt_, "independent_gradient_partition_epilogue: cuda.synchronize()");
+      b_.host_sync_stream(red_, "independent_gradient_partition_epilogue: cuda.synchronize()");
+    }
+    for (BufferId i : ipg_) b_.free(i);  // _release_ipg_buffers; re-allocated next backward
+    ipg_.clear();
+  }
+
+  // Z4.6: global norm, fp32 partition grad, Adam on the fp32 partition, copy to bit16, then
+  // the all-gather of the whole flat bit16 buffer (nothing overlaps it).
+  void step() {
+    b_.mark("optimizer", Phase::Optimizer);
+    b_.launch(dflt_, elementwise("grad norm", Bytes{gip_numel_ * p_}));
+    b_.collective(pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
+    BufferId g32 = b_.alloc("fp32 partition grad", Bytes{part_ * 4}, MemCategory::Gradients, dflt_);
+    b_.launch(dflt_, elementwise("grads -> fp32 partition", Bytes{part_ * (p_ + 4)}, "step", KernelClass::Copy));
+    // free_grad_in_param_list: the bit16 grads (grads_in_partition, any grad still held).
+    if (gip_ >= 0) b_.free(gip_);
+    gip_ = -1;
+    for (auto& [p, g] : grad_) b_.free(g);
+    grad_.clear();
+    if (e_.training.optimizer != Optimizer::None)
+      b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, part_, Dtype::FP32, "optimizer.step (fp32 partition)"));
+    b_.free(g32);
+    b_.launch(dflt_, elementwise("fp32 -> bit16 partition", Bytes{part_ * (4 + p_)}, "step", KernelClass::Copy));
+    if (c_.all_gather_into_tensor) {
+      b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{flat_ * p_}, c_.model_dtype, "AG step flat", "step");
+    } else {
+      // Legacy all_gather_dp_groups: the partition in allgather_bucket_size shards, one
+      // dist.all_gather each (num_shards = max(1, partition * dp // allgather_bucket_size)).
+      std::int64_t shards = std::max<std::int64_t>(1, part_ * W_ / c_.allgather_bucket_size);
+      std::int64_t shard = part_ / shards;
+      for (std::int64_t i = 0; i < shards; ++i) {
+        std::int64_t n = i == shards - 1 ? part_ - shard * (shards - 1) : shard;
+        b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{n * W_ * p_}, c_.model_dtype,
+                      fmt::format("AG step flat shard {}", i), "step");
+      }
+    }
+  }
+
+  const ZeroConfig& c_;
+  const Experiment& e_;
+  const Workload& w_;
+  const int W_;
+  const std::int64_t p_, cb_;  // bytes per element: model dtype, communication dtype
+  ProgramBuilder b_;
+  StreamId dflt_ = 0, red_ = 0;
+  CommId pg_ = 0;
+
+  std::vector<const Param*> order_;
+  std::map<const Param*, std::int64_t> offset_;
+  std::int64_t flat_ = 0, part_ = 0, gip_numel_ = 0;
+  std::set<const Param*> in_partition_;
+
+  std::map<const Param*, BufferId> grad_;  // autograd grads still held
+  std::vector<BufferId> ipg_;
+  int ipg_index_ = 0;
+  std::vector<const Param*> bucket_;
+  std::int64_t bucket_elements_ = 0;
+  int bucket_seq_ = 0;
+  bool accumulate_ = false;
+  BufferId gip_ = -1;
+};
+
+}  // namespace
+
+Program build_zero12(const ZeroConfig& c, const Experiment& e) { return Zero12Builder(c, e).build(); }
+
+}  // namespace stepsim

@@ -1,0 +1,51 @@
+#pragma once
+// DeepSpeed ZeRO (stages 1, 2, 3): the configuration shared by zero.cpp (parsing), zero12.cpp
+// (stage_1_and_2.py) and zero3.cpp (stage3.py + partitioned_param_coordinator.py), following
+// framework-semantics.md section 4 (Z4.x), S8.4, S8.5 and M5.1/M5.5.
+//
+// Every size knob is an ELEMENT count, as DeepSpeed counts them (Z4.1): reduce_bucket_size =
+// 5e8 elements is a 1 GB bf16 IPG buffer, not 500 MB.
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "sim/config/experiment.hpp"
+#include "sim/program/program.hpp"
+
+namespace stepsim {
+
+struct ZeroConfig {
+  int stage = 1;
+  // Z4.1 defaults of deepspeed/runtime/zero/config.py (DeepSpeed 0.19).
+  std::int64_t reduce_bucket_size = 500'000'000;
+  std::int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;                 // None -> True for stage 3, False for 1/2
+  bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  // DeepSpeed >= 0.12.4 (PR #4695): one all-reduce per IPG bucket. false = the older
+  // per-owner-rank dist.reduce per bucket (section 10).
+  bool use_multi_rank_bucket_allreduce = true;
+  // torch >= 1.13 has all_gather_into_tensor: the post-step gather of stages 1/2 is one AG of
+  // the whole flat buffer. false = the legacy bucketed dist.all_gather (allgather_bucket_size).
+  bool all_gather_into_tensor = true;
+  std::int64_t prefetch_bucket_size = 50'000'000;
+  std::int64_t max_live_parameters = 1'000'000'000;
+  std::int64_t max_reuse_distance = 1'000'000'000;
+  std::int64_t param_persistence_threshold = 100'000;
+  std::int64_t model_persistence_threshold = std::numeric_limits<std::int64_t>::max();  // sys.maxsize
+  std::int64_t sub_group_size = 1'000'000'000;
+  Dtype model_dtype = Dtype::BF16;           // the bit16 params (= the workload dtype)
+  Dtype communication_data_type = Dtype::BF16;  // engine: config value, else the model dtype
+  Dtype grad_accum_dtype = Dtype::BF16;         // engine: config value, else the model dtype
+};
+
+// Stage 1/2 (DeepSpeedZeroOptimizer) and stage 3 (DeepSpeedZeroOptimizer_Stage3) schedules.
+Program build_zero12(const ZeroConfig& c, const Experiment& e);
+Program build_zero3(const ZeroConfig& c, const Experiment& e);
+
+// The rank whose program is built. Partition-dependent sizes (ZeRO-1/2 grads_in_partition)
+// are rank 0's: the first 1/W of the flat buffer (embedding first).
+inline constexpr int kZeroSimulatedRank = 0;
+
+}  // namespace stepsim
