@@ -8,7 +8,8 @@
 //    "points": [{"strategy.bucket_cap_mb": 5}, ...],      (instead of, or with no, axes)
 //    "constraints": ["peak_memory_gib <= 80", "step_time_ms < 900"],
 //    "top": 5}
-// Grid point i enumerates the axes in file order, the LAST axis varying fastest.
+// Grid point i enumerates the axes in sorted path order (JSON objects are read sorted), the
+// LAST axis varying fastest.
 // Invariants: row i of every output is point i; a point that fails validation (InputError)
 // or simulation is a row with status "invalid"/"error" and an error message, never fatal;
 // the runner keeps only the summary (best-k, Pareto candidates, per-axis means), not rows.

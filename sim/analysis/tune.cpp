@@ -19,7 +19,7 @@ constexpr std::int64_t kMiB = 1024 * 1024;
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 
 bool all_upper(const std::string& s) {
-  return std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::islower(c); });
+  return !s.empty() && std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::islower(c); });
 }
 
 std::vector<nlohmann::json> strings_like(const nlohmann::json& current, std::initializer_list<const char*> names) {
@@ -40,7 +40,7 @@ std::vector<nlohmann::json> knob_candidates(const std::string& key, const nlohma
                                                 "overlap_comm", "contiguous_gradients"};
   if (cur.is_boolean()) return bool_knobs.count(key) ? std::vector<nlohmann::json>{true, false} : std::vector<nlohmann::json>{};
   if (key == "backward_prefetch") return strings_like(cur, {"none", "backward_post", "backward_pre"});
-  if (key == "sharding_strategy") return strings_like(cur, {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"});
+  if (key == "sharding" || key == "sharding_strategy") return strings_like(cur, {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"});
   if (key == "stage" || key == "zero_stage") return {1, 2, 3};
   if (contains(key, "bucket") && cur.is_number()) {
     if (key.size() > 3 && key.compare(key.size() - 3, 3, "_mb") == 0) return {1, 5, 25, 100, 250};
@@ -48,7 +48,7 @@ std::vector<nlohmann::json> knob_candidates(const std::string& key, const nlohma
     return {50'000'000, 200'000'000, 500'000'000};  // DeepSpeed-style element counts
   }
   if (contains(key, "wrap")) {
-    if (cur.is_string()) return strings_like(cur, {"block", "layer", "transformer_block", "module", "size"});
+    if (cur.is_string()) return strings_like(cur, {"block", "size", "none"});
     if (cur.is_number()) return {1'000'000, 10'000'000, 100'000'000};
   }
   return {};
@@ -105,7 +105,8 @@ std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sou
     std::string path = "strategy." + it.key();
     const nlohmann::json* given = at_path(doc, path);
     nlohmann::json cur = given ? *given : it.value();
-    auto cands = knob_candidates(it.key(), cur);
+    // Enumerations follow the case the user wrote; reported defaults may be spelled otherwise.
+    auto cands = knob_candidates(it.key(), given ? cur : (cur.is_string() ? nlohmann::json("") : cur));
     if (cands.empty()) continue;
     TuneKnob k{path, {KnobSetting{{path, cur}}}};
     for (auto& c : cands)

@@ -96,7 +96,9 @@ TEST_CASE("explain follows a host sync: the blocked host interval is released by
   CHECK(through_sync);
   CHECK(x.host_syncs_on_path.size() == 1);
   CHECK(x.bound.find("host sync") != std::string::npos);
-  CHECK(x.path.front().name == "fwd A");
+  // The chain starts with the host issuing A (10 us), then A itself.
+  CHECK(x.path.front().kind == CriticalStep::Kind::Host);
+  CHECK(x.path[1].name == "fwd A");
   // 10 us issue + 2 ms A + 10 us issue + 2 ms B.
   CHECK(x.step_time.ns == 4'020'000);
 }

@@ -85,12 +85,13 @@ TEST_CASE("invalid points are reported in their row and do not stop the sweep", 
   SweepSummary sum(std::vector<std::string>{});
   auto rows = parse_csv(run_csv(s, o, &sum));
   REQUIRE(rows.size() == 6);
+  // Axes run in path order (JSON objects are sorted): gpus_per_node outer, bucket inner.
   CHECK(rows[0]["status"] == "ok");
-  CHECK(rows[1]["status"] == "invalid");  // gpus_per_node 0
-  CHECK(rows[1]["error"].find("/cluster/gpus_per_node") != std::string::npos);
-  CHECK(rows[2]["status"] == "invalid");  // bucket -1
-  CHECK(rows[2]["error"].find("/strategy/bucket_cap_bytes") != std::string::npos);
-  CHECK(rows[4]["status"] == "invalid");
+  CHECK(rows[1]["status"] == "invalid");  // bucket -1
+  CHECK(rows[1]["error"].find("/strategy/bucket_cap_bytes") != std::string::npos);
+  CHECK(rows[2]["status"] == "invalid");  // bucket "lots"
+  CHECK(rows[3]["status"] == "invalid");  // gpus_per_node 0
+  CHECK(rows[3]["error"].find("/cluster/gpus_per_node") != std::string::npos);
   CHECK(rows[4]["step_time_ns"].empty());
   CHECK(sum.ok() == 1);
   CHECK(sum.invalid() == 5);
