@@ -1,0 +1,113 @@
+// FSDP2 config parsing and parameter groups (framework-semantics.md F2.1-F2.5, section 7).
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/strategies/common.hpp"
+#include "sim/strategies/fsdp2.hpp"
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+namespace fsdp2 {
+
+std::int64_t Group::shard_numel() const { return padded / shard_ranks; }
+
+std::int64_t padded_numel(const Param& p, int ranks) {
+  // torch.chunk on dim 0, every chunk padded to ceil(dim0 / W) rows (_get_dim0_padded_size).
+  const std::int64_t dim0 = p.dim0 > 0 ? p.dim0 : p.numel;
+  if (dim0 == 0) return 0;
+  const std::int64_t row = p.numel / dim0;
+  return ranks * ceil_div(dim0, ranks) * row;
+}
+
+std::vector<Group> build_groups(const Workload& w, const Fsdp2Config& c) {
+  std::vector<Group> groups;
+  Group root;
+  root.name = "root";
+  root.root = true;
+  root.shard_ranks = c.shard;
+  groups.push_back(root);
+  for (const Layer& l : w.layers) {
+    // wrap "block": fully_shard(block) for every Block; everything else is left to the root
+    // (fully_shard(model) takes the parameters no inner call owns, F2.1).
+    Group* g = &groups.front();
+    if (c.wrap == "block" && l.kind == LayerKind::Block) {
+      Group b;
+      b.name = l.name;
+      b.shard_ranks = c.shard;
+      groups.push_back(b);
+      g = &groups.back();
+    }
+    g->layers.push_back(&l);
+    for (const Param* p : l.params()) {
+      g->numel += p->numel;
+      g->padded += padded_numel(*p, c.shard);
+    }
+  }
+  return groups;
+}
+
+int nodes_spanned(int start, int stride, int count, int gpus_per_node) {
+  std::set<int> nodes;
+  for (int i = 0; i < count; ++i) nodes.insert((start + i * stride) / gpus_per_node);
+  return static_cast<int>(nodes.size());
+}
+
+}  // namespace fsdp2
+
+std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
+  fsdp2::Fsdp2Config c;
+  const int W = e.cluster.world_size();
+  c.wrap = r.choice("wrap", "block", {"block", "none"});
+
+  // Mesh (F2.3): default 1-D over the world; {"replicate": R, "shard": S} is HSDP.
+  c.shard = W;
+  if (r.has("mesh")) {
+    ObjectReader m = r.object("mesh");
+    std::int64_t rep = m.positive_integer("replicate", 1);
+    std::int64_t sh = m.positive_integer("shard", W / rep > 0 ? W / rep : 1);
+    m.finish();
+    if (rep * sh != W)
+      r.fail("mesh", fmt::format("replicate x shard equal to the world size {} ({} nodes x {} GPUs)", W,
+                                 e.cluster.nodes, e.cluster.gpus_per_node));
+    c.replicate = static_cast<int>(rep);
+    c.shard = static_cast<int>(sh);
+  }
+
+  // reshard_after_forward (F2.4): None/true -> reshard non-root groups; false -> keep; int k
+  // -> a non-trivial divisor of the shard size.
+  c.reshard_size = c.shard;
+  if (r.has("reshard_after_forward")) {
+    const Json& v = r.raw("reshard_after_forward");
+    const std::string expected =
+        fmt::format("true, false, null, or an integer k with 1 < k < {} dividing the shard size {}", c.shard, c.shard);
+    if (v.is_null()) {
+      c.reshard_size = c.shard;
+    } else if (v.is_boolean()) {
+      c.reshard_size = v.get<bool>() ? c.shard : 0;
+    } else if (v.is_number_integer()) {
+      std::int64_t k = v.get<std::int64_t>();
+      if (k <= 1 || k >= c.shard || c.shard % k != 0) r.fail("reshard_after_forward", expected);
+      c.reshard_size = static_cast<int>(k);
+    } else {
+      r.fail("reshard_after_forward", expected);
+    }
+  }
+
+  c.forward_prefetch = static_cast<int>(r.non_negative_integer("forward_prefetch", 0));
+  c.backward_prefetch = static_cast<int>(r.positive_integer("backward_prefetch", 1));
+
+  c.orig_dtype = e.training.master_dtype;
+  c.param_dtype = c.orig_dtype;  // MixedPrecisionPolicy(param_dtype=None)
+  if (r.has("mixed_precision")) {
+    ObjectReader mp = r.object("mixed_precision");
+    c.param_dtype = mp.dtype("param_dtype", c.orig_dtype);
+    if (mp.has("reduce_dtype")) c.reduce_dtype = mp.dtype("reduce_dtype", c.param_dtype);
+    mp.finish();
+  }
+  c.unset_reduce_dtype = r.choice("unset_reduce_dtype", "param_dtype", {"param_dtype", "orig_dtype"});
+  c.rs_max_input_buffers = static_cast<int>(r.positive_integer("reduce_scatter_max_input_buffers", 1));
+  return fsdp2::make_fsdp2(c);
+}
+
+}  // namespace stepsim
