@@ -1,4 +1,6 @@
 // Text and JSON renderings of an Explanation.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/analysis/critical_path.hpp"
@@ -37,14 +39,22 @@ std::string summarize_path(const Explanation& x) {
       ++i;
       continue;
     }
+    // Consecutive non-collective steps in one place collapse into one segment, labelled by
+    // the passes they belong to ("fwd+bwd+grad->bucket"); zero-length steps are not counted.
     std::size_t j = i;
     Time d{};
-    while (j < x.path.size() && x.path[j].kind == s.kind && x.path[j].where == s.where && group_of(x.path[j]) == group_of(s)) {
+    std::size_t n = 0;
+    std::vector<std::string> groups;
+    while (j < x.path.size() && x.path[j].kind == s.kind && x.path[j].where == s.where) {
       d += x.path[j].end - x.path[j].start;
+      if (x.path[j].end > x.path[j].start) ++n;
+      std::string g = s.kind == CriticalStep::Kind::Blocked ? x.path[j].name : group_of(x.path[j]);
+      if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
       ++j;
     }
-    std::string label = s.kind == CriticalStep::Kind::Blocked ? s.name : group_of(s);
-    out += fmt::format("{}{} x{} on {} ({})", out.empty() ? "" : " -> ", label, j - i, s.where, format_time(d));
+    std::string label;
+    for (const auto& g : groups) label += (label.empty() ? "" : "+") + g;
+    out += fmt::format("{}{} x{} on {} ({})", out.empty() ? "" : " -> ", label, n, s.where, format_time(d));
     i = j;
   }
   return out;
