@@ -1,13 +1,215 @@
-// Placeholder until the issue that delivers `stepsim calibrate` lands; it says so and fails.
+// `stepsim calibrate gemm|nccl|contention|all`: the microbenchmarks (kernels/gpu/bench.hpp) on
+// this machine, written as a profile whose "provenance.calibration" keeps every raw point so
+// `stepsim fit --calibration` can refit it. NCCL runs under `mpirun -np N`; rank 0 prints the
+// nccl-tests tables and writes the file.
+#include <fstream>
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include <fmt/format.h>
+
+#include "calibrate/calibration_io.hpp"
+#include "calibrate/fit/profile_fit.hpp"
+#include "calibrate/workload_shapes.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/profile.hpp"
+#include "tools/cli_common.hpp"
+
+#ifdef STEPSIM_HAVE_CUDA
+#include "kernels/gpu/bench.hpp"
+#include "kernels/gpu/cuda_check.hpp"
+#endif
 
 namespace stepsim::cli {
 
-int calibrate(const Args&) {
-  std::cerr << "error: 'stepsim calibrate' is not implemented in this build\n";
-  return 1;
+namespace {
+
+constexpr const char* kNoGpu = "no CUDA device present: calibrate needs a GPU";
+
+std::vector<CollectiveKind> parse_kinds(const std::string& list) {
+  std::vector<CollectiveKind> out;
+  std::string item;
+  for (std::size_t i = 0; i <= list.size(); ++i) {
+    if (i == list.size() || list[i] == ',') {
+      try {
+        if (!item.empty()) out.push_back(parse_collective_kind(item));
+      } catch (const std::exception&) {
+        throw InputError(fmt::format("calibrate: --collectives: '{}': expected all_reduce, all_gather, reduce_scatter, "
+                                     "broadcast, reduce or all_to_all",
+                                     item));
+      }
+      item.clear();
+    } else {
+      item += list[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int calibrate(const Args& args) {
+  po::options_description opts("calibrate options");
+  std::string what = "all", out_file, base_file, dtype_name = "bf16", coll_list = "all_reduce,all_gather,reduce_scatter";
+  std::string nccl_dtype_name = "fp32";
+  std::vector<std::int64_t> tokens{2048, 4096, 8192, 16384};
+  std::size_t min_bytes = 8, max_bytes = std::size_t{4} << 30;
+  double factor = 2.0;
+  int warmup = 5, iters = 20, repeats = 5;
+  opts.add_options()
+      ("what", po::value(&what)->default_value("all"), "gemm, nccl, contention or all")
+      ("out", po::value(&out_file), "output profile JSON (rank 0 writes it)")
+      ("base", po::value(&base_file), "profile supplying what is not measured (name, peaks, HBM, host costs)")
+      ("dtype", po::value(&dtype_name)->default_value("bf16"), "GEMM dtype: bf16, fp16, fp32, tf32, fp8")
+      ("tokens", po::value(&tokens)->multitoken(), "token counts for the transformer-block GEMM shapes")
+      ("no-grid", "only the transformer-block shapes, not the {1k..8k}^3 grid")
+      ("collectives", po::value(&coll_list)->default_value(coll_list), "comma-separated collectives for nccl")
+      ("nccl-dtype", po::value(&nccl_dtype_name)->default_value("fp32"), "NCCL element type (nccl-tests: float)")
+      ("min-bytes,b", po::value(&min_bytes)->default_value(8), "smallest S (nccl-tests -b)")
+      ("max-bytes,e", po::value(&max_bytes)->default_value(max_bytes), "largest S (nccl-tests -e)")
+      ("factor,f", po::value(&factor)->default_value(2.0), "size multiplier (nccl-tests -f)")
+      ("warmup,w", po::value(&warmup)->default_value(5), "untimed calls per size")
+      ("iters,n", po::value(&iters)->default_value(20), "back-to-back calls per timed loop")
+      ("repeats", po::value(&repeats)->default_value(5), "timed loops per size (median and spread)");
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: stepsim calibrate [gemm|nccl|contention|all] [--out profile.json] [--base PROFILE.json]\n"
+      "       mpirun -np N stepsim calibrate nccl -b 8 -e 4G -f 2 --out profile.json\n"
+      "Runs the GEMM (cuBLASLt), NCCL and co-run contention microbenchmarks with the nccl-tests protocol\n"
+      "and writes a profile with the raw measurements under provenance.calibration. Needs a GPU.";
+  if (!parse_args(args, usage, opts, pos, vm)) return 0;
+  if (what != "gemm" && what != "nccl" && what != "contention" && what != "all")
+    throw InputError(fmt::format("calibrate: '{}': expected gemm, nccl, contention or all", what));
+  Dtype gemm_dtype = Dtype::BF16, nccl_dtype = Dtype::FP32;
+  try {
+    gemm_dtype = parse_dtype(dtype_name);
+    nccl_dtype = parse_dtype(nccl_dtype_name);
+  } catch (const std::exception& e) {
+    throw InputError(std::string("calibrate: ") + e.what());
+  }
+  auto kinds = parse_kinds(coll_list);
+  if (min_bytes < 1 || max_bytes < min_bytes || factor < 1)
+    throw InputError("calibrate: expected 1 <= --min-bytes <= --max-bytes and --factor >= 1");
+  if (warmup < 0 || iters < 1 || repeats < 1) throw InputError("calibrate: expected --warmup >= 0, --iters >= 1, --repeats >= 1");
+
+#ifndef STEPSIM_HAVE_CUDA
+  (void)gemm_dtype, (void)nccl_dtype, (void)kinds;
+  std::cerr << kNoGpu << "\n";
+  return 2;
+#else
+  if (gpu::cuda_device_count_or_zero() == 0) {
+    std::cerr << kNoGpu << "\n";
+    return 2;
+  }
+  gpu::MpiSession mpi;
+  const bool root = mpi.rank() == 0;
+  gpu::NcclComm world = gpu::make_world_comm(mpi);  // also selects this rank's device
+  gpu::DeviceInfo dev = gpu::current_device_info();
+  calib::CalibrationData data;
+  data.device = {{"name", dev.name}, {"compute_capability", fmt::format("{}.{}", dev.cc_major, dev.cc_minor)},
+                 {"sm_count", dev.sm_count}, {"memory_bytes", dev.memory_bytes}, {"l2_bytes", dev.l2_bytes},
+                 {"ranks", mpi.size()}, {"nodes", mpi.nodes()}};
+  gpu::TimingOptions timing{warmup, iters, repeats};
+  gpu::CublasLtHandle handle;
+  gpu::Stream stream;
+
+  if (what == "gemm" || what == "all") {
+    gpu::GemmBenchOptions go;
+    go.timing = timing;
+    auto shapes = calib::calibration_gemm_shapes(tokens, gemm_dtype, !vm.count("no-grid"));
+    if (root) std::cout << fmt::format("# GEMM {} on {}: {} shapes, warm-up {}, {} x {} timed calls\n", to_string(gemm_dtype),
+                                       dev.name, shapes.size(), warmup, repeats, iters)
+                        << fmt::format("# {:>6} {:>6} {:>6} {:>5} {:>10} {:>9} {:>8}  algo\n", "m", "n", "k", "batch",
+                                       "median_us", "TFLOP/s", "spread%");
+    for (const auto& s : shapes) {
+      auto r = gpu::bench_gemm(handle, s, go, stream);
+      calib::GemmSample g{s, FlopRate::from_tflops(r.tflops), r.timing.spread_pct(), "stepsim calibrate gemm"};
+      data.gemm.push_back(g);
+      if (root)
+        std::cout << fmt::format("  {:>6} {:>6} {:>6} {:>5} {:>10.2f} {:>9.1f} {:>8.2f}  {}\n", s.m, s.n, s.k, s.batch,
+                                 r.timing.median_us, r.tflops, r.timing.spread_pct(), r.algo);
+    }
+  }
+  if (what == "nccl" || what == "all") {
+    gpu::NcclBenchOptions no;
+    no.timing = timing;
+    no.min_bytes = min_bytes;
+    no.max_bytes = max_bytes;
+    no.factor = factor;
+    no.dtype = nccl_dtype;
+    gpu::NcclComm intra = gpu::make_intra_node_comm(mpi, world);
+    gpu::NcclComm inter = gpu::make_inter_node_comm(mpi, world);
+    struct Shape { const char* label; const gpu::NcclComm* comm; int nodes; };
+    std::vector<Shape> shapes{{"world", &world, mpi.nodes()}};
+    if (mpi.nodes() > 1 && mpi.local_size() > 1) shapes.push_back({"intra-node", &intra, 1});
+    if (mpi.nodes() > 1) shapes.push_back({"inter-node", &inter, mpi.nodes()});
+    for (const auto& sh : shapes) {
+      for (CollectiveKind k : kinds) {
+        if (root) {
+          std::cout << fmt::format("# {} on communicator '{}' ({} ranks, {} nodes)\n", to_string(k), sh.label,
+                                   sh.comm->size(), sh.nodes);
+          gpu::print_nccl_tests_header(std::cout, no, sh.comm->size());
+        }
+        // Only the communicator's rank 0 prints; ranks outside a split comm hold an empty one,
+        // but every rank of `world` is in every shape measured here.
+        auto rows = gpu::bench_collective(mpi, *sh.comm, k, no, stream, root ? &std::cout : nullptr);
+        if (sh.comm->size() > 1 || mpi.size() == 1) data.collectives.push_back(gpu::to_series(rows, sh.comm->size(), sh.nodes, sh.label));
+      }
+    }
+  }
+  if (what == "contention" || what == "all") {
+    gpu::ContentionOptions co;
+    co.timing = timing;
+    auto c = gpu::bench_contention(mpi, world, handle, co);
+    data.contention = c;
+    if (root)
+      std::cout << fmt::format("# contention: GEMM {:.1f} us alone, {:.1f} us with {}; collective {:.1f} us alone, {:.1f} us "
+                               "with GEMM\n",
+                               c.gemm_alone.us(), c.gemm_concurrent.us(), to_string(co.kind), c.comm_alone.us(),
+                               c.comm_concurrent.us());
+  }
+  if (!root) return 0;
+
+  // The profile: the base (or a minimal one from this device) with the measurements fitted in.
+  HardwareProfile base;
+  if (!base_file.empty()) {
+    base = load_profile(base_file);
+  } else {
+    base.name = fmt::format("calibrated-{}", dev.name);
+    base.memory_capacity = Bytes{static_cast<std::int64_t>(dev.memory_bytes)};
+    for (const auto& g : data.gemm) {
+      FlopRate& peak = base.compute.peak[g.shape.dtype];
+      peak.flops_per_s = std::max(peak.flops_per_s, g.rate.flops_per_s);
+    }
+    if (base.compute.peak.empty()) base.compute.peak[gemm_dtype] = FlopRate::from_tflops(1);
+    base.compute.hbm = Bandwidth::from_gbps(1000);
+    base.sources = {{"compute.peak_tflops", "no --base: the best measured GEMM rate per dtype, not the datasheet peak"},
+                    {"compute.hbm_bandwidth_GBps", "no --base: placeholder 1000 GB/s, not measured"}};
+  }
+  calib::FitInputs in;
+  in.collectives = data.collectives;
+  in.gemm = data.gemm;
+  if (data.contention) in.contention.push_back(*data.contention);
+  in.files.push_back("(this calibration run)");
+  calib::FitOptions fo;
+  fo.command = "stepsim calibrate";
+  for (const auto& a : args) fo.command += " " + a;
+  calib::FitReport report;
+  HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
+  report.provenance["calibration"] = calib::calibration_to_json(data);
+  nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
+  std::string text = doc.dump(2) + "\n";
+  if (out_file.empty()) {
+    std::cout << text;
+  } else {
+    std::ofstream out(out_file);
+    if (!out) throw InputError(fmt::format("calibrate: cannot write {}", out_file));
+    out << text;
+    std::cout << "# wrote " << out_file << "\n";
+  }
+  return 0;
+#endif
 }
 
 }  // namespace stepsim::cli

@@ -1,13 +1,165 @@
-// Placeholder until the issue that delivers `stepsim fit` lands; it says so and fails.
+// `stepsim fit`: build a hardware profile from measurements users already have: nccl-tests
+// logs, XLA's collective and GEMM tables, and `stepsim calibrate` output. The fitting is plain
+// C++ in calibrate/fit; this file only reads options, imports, and writes the profile.
+#include <fstream>
 #include <iostream>
 
-#include "tools/commands.hpp"
+#include <fmt/format.h>
+
+#include "calibrate/calibration_io.hpp"
+#include "calibrate/fit/profile_fit.hpp"
+#include "calibrate/importers/nccl_tests_log.hpp"
+#include "calibrate/importers/text_util.hpp"
+#include "calibrate/importers/xla_tables.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/profile.hpp"
+#include "tools/cli_common.hpp"
 
 namespace stepsim::cli {
 
-int fit(const Args&) {
-  std::cerr << "error: 'stepsim fit' is not implemented in this build\n";
-  return 1;
+namespace {
+
+// "LOG" or "LOG@2" or "LOG@1,3": keep only those runs (1-based, in file order).
+std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, std::vector<std::string>& files) {
+  std::string path = spec;
+  std::vector<int> runs;
+  auto at = spec.rfind('@');
+  if (at != std::string::npos && at + 1 < spec.size() && std::isdigit(static_cast<unsigned char>(spec[at + 1]))) {
+    path = spec.substr(0, at);
+    for (const auto& r : calib::split_char(spec.substr(at + 1), ',')) {
+      auto v = calib::parse_int(r);
+      if (!v || *v < 1) throw InputError(fmt::format("fit: --nccl-tests {}: '{}' is not a run number >= 1", spec, r));
+      runs.push_back(static_cast<int>(*v));
+    }
+  }
+  files.push_back(spec);
+  auto all = calib::import_collective_log(path);
+  if (runs.empty()) return all;
+  std::vector<calib::CollectiveSeries> out;
+  for (int r : runs) {
+    if (r > static_cast<int>(all.size()))
+      throw InputError(fmt::format("fit: --nccl-tests {}: the file holds {} runs", spec, all.size()));
+    out.push_back(all[static_cast<std::size_t>(r - 1)]);
+  }
+  return out;
+}
+
+}  // namespace
+
+int fit(const Args& args) {
+  po::options_description opts("fit options");
+  std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes;
+  std::string base_file, out_file, device_key = "sm_90", samples = "both", name, description;
+  double target = 0.05;
+  int max_ranges = 6;
+  opts.add_options()
+      ("nccl-tests", po::value(&logs)->multitoken(), "nccl-tests logs (or all_reduce_bench markdown); LOG@N keeps run N")
+      ("xla-collectives", po::value(&xla_coll)->multitoken(), "XLA collective_perf_table.csv")
+      ("xla-gemm", po::value(&xla_gemm)->multitoken(), "XLA matmul_perf_table.csv (GEMM efficiency table)")
+      ("gemm", po::value(&xla_gemm)->multitoken(), "same as --xla-gemm")
+      ("xla-device", po::value(&device_key)->default_value("sm_90"), "device_key rows to take from the XLA tables")
+      ("calibration", po::value(&calibrations)->multitoken(), "profiles written by stepsim calibrate (raw points)")
+      ("base", po::value(&base_file), "profile supplying everything not measured (name, peaks, HBM, host costs)")
+      ("name", po::value(&name), "profile name (default: the base profile's)")
+      ("description", po::value(&description), "profile description (default: the base profile's)")
+      ("target-error", po::value(&target)->default_value(0.05), "worst relative error per size range to aim for")
+      ("max-ranges", po::value(&max_ranges)->default_value(6), "most size ranges per collective")
+      ("samples", po::value(&samples)->default_value("both"), "nccl-tests columns: both, out-of-place, in-place")
+      ("note", po::value(&notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
+      ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
+      ("out", po::value(&out_file), "output profile JSON (default: stdout)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  const std::string usage =
+      "usage: stepsim fit [--nccl-tests LOG[@RUN]...] [--xla-collectives CSV] [--xla-gemm CSV]\n"
+      "                   [--calibration JSON...] --base PROFILE.json [--out profile.json]\n"
+      "Fits piecewise alpha-beta collective models (least squares on time, R^2 and worst relative\n"
+      "error reported per size range), a GEMM efficiency table and contention factors, and writes a\n"
+      "profile recording the command and every input under \"provenance\".";
+  if (!parse_args(args, usage, opts, pos, vm)) return 0;
+  if (base_file.empty())
+    throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
+  if (logs.empty() && xla_coll.empty() && xla_gemm.empty() && calibrations.empty())
+    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm or --calibration");
+  if (target <= 0 || target >= 1) throw InputError(fmt::format("fit: --target-error {}: expected a fraction in (0, 1)", target));
+  if (max_ranges < 1 || max_ranges > 32) throw InputError(fmt::format("fit: --max-ranges {}: expected 1..32", max_ranges));
+
+  calib::FitOptions fo;
+  fo.ranges.target_rel_error = target;
+  fo.ranges.max_ranges = max_ranges;
+  if (samples == "both") fo.samples = calib::SampleSelection::Both;
+  else if (samples == "out-of-place") fo.samples = calib::SampleSelection::OutOfPlace;
+  else if (samples == "in-place") fo.samples = calib::SampleSelection::InPlace;
+  else throw InputError(fmt::format("fit: --samples {}: expected one of both, out-of-place, in-place", samples));
+  fo.derive_missing = !vm.count("no-derive");
+  fo.command = "stepsim fit";
+  for (const auto& a : args) fo.command += " " + a;
+
+  calib::FitInputs in;
+  for (const auto& l : logs) {
+    auto series = import_log_spec(l, in.files);
+    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
+  }
+  for (const auto& f : xla_coll) {
+    auto series = calib::import_xla_collectives(f, device_key);
+    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
+    in.files.push_back(f + " [" + device_key + "]");
+  }
+  for (const auto& f : xla_gemm) {
+    auto g = calib::import_xla_gemm(f, device_key);
+    in.gemm.insert(in.gemm.end(), g.begin(), g.end());
+    in.files.push_back(f + " [" + device_key + "]");
+  }
+  for (const auto& f : calibrations) {
+    auto c = calib::import_calibration(f);
+    in.collectives.insert(in.collectives.end(), c.collectives.begin(), c.collectives.end());
+    in.gemm.insert(in.gemm.end(), c.gemm.begin(), c.gemm.end());
+    if (c.contention) in.contention.push_back(*c.contention);
+    in.files.push_back(f);
+  }
+
+  HardwareProfile base = load_profile(base_file);
+  calib::FitReport report;
+  HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
+  if (!name.empty()) fitted.name = name;
+  if (!description.empty()) fitted.description = description;
+  if (!notes.empty()) report.provenance["notes"] = notes;
+  fitted.provenance = report.provenance;
+  nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
+
+  // Summary on stderr when the profile goes to stdout, else on stdout.
+  std::ostream& log = out_file.empty() ? std::cerr : std::cout;
+  log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13} {:>13} {:>10} {:>10} {:>8} {:>8} {:>6}\n", "scope", "collective",
+                     "ranks", "nodes", "min_bytes", "max_bytes", "alpha_us", "beta_GBps", "R^2", "max_err", "points");
+  for (const auto& f : report.fits) {
+    for (const auto& r : f.ranges) {
+      if (f.derived_from)
+        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8} {:>8} {:>6}\n", f.scope,
+                           to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us, r.beta_gbps(),
+                           "derived", "-", "-");
+      else
+        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8.5f} {:>7.2f}% {:>6}{}\n",
+                           f.scope, to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us,
+                           r.beta_gbps(), r.r2, 100 * r.max_rel_error, r.points, f.in_profile ? "" : "  (report only)");
+    }
+  }
+  for (const auto& r : report.ring_fits)
+    log << fmt::format("ring fit {} {} over group sizes {}: base {:.2f} us, step {:.3f} us, busbw {:.1f} GB/s, R^2 {:.4f}, "
+                       "max_err {:.1f}%\n",
+                       r.scope, to_string(r.kind), fmt::join(r.group_sizes, ","), r.base_latency_us, r.step_latency_us,
+                       r.busbw_gbps, r.r2, 100 * r.max_rel_error);
+  if (!in.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
+
+  std::string text = doc.dump(2) + "\n";
+  if (out_file.empty()) {
+    std::cout << text;
+  } else {
+    std::ofstream out(out_file);
+    if (!out) throw InputError(fmt::format("fit: cannot write {}", out_file));
+    out << text;
+    log << "wrote " << out_file << "\n";
+  }
+  return 0;
 }
 
 }  // namespace stepsim::cli

@@ -1,0 +1,330 @@
+#include "calibrate/fit/profile_fit.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
+
+namespace stepsim::calib {
+
+using Json = nlohmann::json;
+
+namespace {
+
+int ring_steps(CollectiveKind kind, int n) {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return 2 * (n - 1);
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllToAll: return n - 1;
+    default: return n;
+  }
+}
+
+std::string scope_of(const CollectiveSeries& s) { return s.nodes > 1 ? "inter_node" : "intra_node"; }
+
+Json line_json(const LineFit& r, bool last, bool with_quality) {
+  Json o{{"alpha_us", r.alpha_us}, {"beta_GBps", r.beta_gbps()}};
+  if (!last) o["max_bytes"] = static_cast<std::int64_t>(std::llround(r.max_bytes));
+  if (with_quality) {
+    o["min_bytes"] = static_cast<std::int64_t>(std::llround(r.min_bytes));
+    o["points"] = r.points;
+    o["r2"] = r.r2;
+    o["max_rel_error"] = r.max_rel_error;
+  }
+  return o;
+}
+
+Json fit_json(const KindFit& f) {
+  Json ranges = Json::array();
+  for (std::size_t i = 0; i < f.ranges.size(); ++i) {
+    Json o = line_json(f.ranges[i], false, !f.derived_from);
+    o["max_bytes"] = static_cast<std::int64_t>(std::llround(f.ranges[i].max_bytes));
+    if (!f.derived_from) {
+      o["rms_rel_error"] = f.ranges[i].rms_rel_error;
+      if (f.ranges[i].clamped) o["clamped"] = true;
+    }
+    ranges.push_back(o);
+  }
+  Json o{{"scope", f.scope}, {"kind", to_string(f.kind)}, {"ranks", f.ranks}, {"nodes", f.nodes},
+         {"in_profile", f.in_profile}, {"ranges", ranges}};
+  if (f.derived_from) {
+    o["derived_from"] = to_string(*f.derived_from);
+    o["note"] = "not measured: derived by bus-bandwidth equivalence (beta x busbw-factor ratio, alpha x ring-step ratio)";
+  } else {
+    o["points"] = static_cast<int>(f.points.size());
+    o["sources"] = f.sources;
+  }
+  return o;
+}
+
+// Least squares for T = base + steps(n) * step + factor(n) * S / busbw over several group
+// sizes, same 1/t^2 weights as the range fits. Returns nullopt if the system is singular.
+std::optional<RingFit> fit_ring(const std::string& scope, CollectiveKind kind, const std::vector<KindFit>& groups) {
+  std::array<std::array<double, 3>, 3> a{};
+  std::array<double, 3> b{};
+  RingFit rf;
+  rf.scope = scope;
+  rf.kind = kind;
+  std::vector<std::tuple<double, double, double, double>> rows;  // (1, steps, factor*S_GB, t)
+  for (const auto& g : groups) {
+    rf.group_sizes.push_back(g.ranks);
+    for (const auto& p : g.points)
+      rows.emplace_back(1.0, ring_steps(kind, g.ranks), busbw_factor(kind, g.ranks) * p.bytes * 1e-9, p.time_us);
+  }
+  for (const auto& [c0, c1, c2, t] : rows) {
+    double w = 1.0 / (t * t);
+    std::array<double, 3> x{c0, c1, c2};
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) a[i][j] += w * x[i] * x[j];
+      b[i] += w * x[i] * t;
+    }
+  }
+  // Gaussian elimination with partial pivoting.
+  for (int c = 0; c < 3; ++c) {
+    int piv = c;
+    for (int r = c + 1; r < 3; ++r)
+      if (std::abs(a[r][c]) > std::abs(a[piv][c])) piv = r;
+    if (std::abs(a[piv][c]) < 1e-300) return std::nullopt;
+    std::swap(a[c], a[piv]);
+    std::swap(b[c], b[piv]);
+    for (int r = 0; r < 3; ++r) {
+      if (r == c) continue;
+      double f = a[r][c] / a[c][c];
+      for (int k = 0; k < 3; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  double base = b[0] / a[0][0], step = b[1] / a[1][1], us_per_gb = b[2] / a[2][2];
+  if (us_per_gb <= 0) return std::nullopt;
+  rf.base_latency_us = base;
+  rf.step_latency_us = step;
+  rf.busbw_gbps = 1e6 / us_per_gb;  // GB/us^-1 -> GB/s
+  double mean = 0;
+  for (const auto& row : rows) mean += std::get<3>(row);
+  mean /= static_cast<double>(rows.size());
+  double ss_res = 0, ss_tot = 0;
+  for (const auto& [c0, c1, c2, t] : rows) {
+    double pred = base * c0 + step * c1 + us_per_gb * c2;
+    ss_res += (pred - t) * (pred - t);
+    ss_tot += (t - mean) * (t - mean);
+    rf.max_rel_error = std::max(rf.max_rel_error, std::abs(pred - t) / t);
+  }
+  rf.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+  rf.points = static_cast<int>(rows.size());
+  return rf;
+}
+
+KindFit derive(const KindFit& from, CollectiveKind kind) {
+  KindFit d;
+  d.scope = from.scope;
+  d.kind = kind;
+  d.ranks = from.ranks;
+  d.nodes = from.nodes;
+  d.derived_from = from.kind;
+  double f_from = busbw_factor(from.kind, from.ranks), f_to = busbw_factor(kind, from.ranks);
+  double steps_ratio = static_cast<double>(ring_steps(kind, from.ranks)) / ring_steps(from.kind, from.ranks);
+  for (const auto& r : from.ranges) {
+    LineFit l = r;
+    l.us_per_byte = r.us_per_byte * f_to / f_from;
+    l.alpha_us = r.alpha_us * steps_ratio;
+    l.min_bytes = r.min_bytes * f_from / f_to;
+    l.max_bytes = r.max_bytes * f_from / f_to;
+    d.ranges.push_back(l);
+  }
+  return d;
+}
+
+}  // namespace
+
+std::vector<FitPoint> fit_points(const CollectiveSeries& s, SampleSelection sel) {
+  std::vector<FitPoint> out;
+  for (const auto& p : s.samples) {
+    if (sel == SampleSelection::OutOfPlace && p.in_place) continue;
+    if (sel == SampleSelection::InPlace && !p.in_place) continue;
+    out.push_back({static_cast<double>(p.bytes.count), p.time.us()});
+  }
+  return out;
+}
+
+double predict_time_us(const KindFit& fit, double bytes, int ranks) {
+  double f_fit = busbw_factor(fit.kind, fit.ranks), f_new = busbw_factor(fit.kind, ranks);
+  double equiv = bytes * f_new / f_fit;  // the size with the same bytes on the wire per rank at fit.ranks
+  double steps_ratio = static_cast<double>(ring_steps(fit.kind, ranks)) / ring_steps(fit.kind, fit.ranks);
+  const LineFit* r = &fit.ranges.back();
+  for (const auto& range : fit.ranges)
+    if (equiv <= range.max_bytes) {
+      r = &range;
+      break;
+    }
+  return r->alpha_us * steps_ratio + r->us_per_byte * equiv;
+}
+
+double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks) {
+  return bytes * busbw_factor(fit.kind, ranks) / (predict_time_us(fit, bytes, ranks) * 1e3);
+}
+
+HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
+  HardwareProfile p = base;
+  report = FitReport{};
+  // Group series by (scope, kind, ranks, nodes); several series of one shape are merged.
+  std::map<std::tuple<std::string, int, int, int>, KindFit> groups;
+  for (const auto& s : in.collectives) {
+    if (s.ranks < 2) continue;  // a one-rank communicator moves nothing (local copy): no model to fit
+    auto key = std::make_tuple(scope_of(s), static_cast<int>(s.kind), s.ranks, s.nodes);
+    KindFit& g = groups[key];
+    g.scope = scope_of(s);
+    g.kind = s.kind;
+    g.ranks = s.ranks;
+    g.nodes = s.nodes;
+    g.sources.push_back(s.label.empty() ? s.source : fmt::format("{} ({})", s.source, s.label));
+    auto pts = fit_points(s, opt.samples);
+    g.points.insert(g.points.end(), pts.begin(), pts.end());
+  }
+  for (auto& [key, g] : groups) {
+    if (g.points.empty()) continue;
+    g.ranges = fit_ranges(g.points, opt.ranges);
+    report.fits.push_back(g);
+  }
+  // Per (scope, kind): the group with the most ranks goes into the profile.
+  for (const char* scope : {"intra_node", "inter_node"}) {
+    std::map<CollectiveKind, KindFit*> chosen;
+    for (auto& f : report.fits) {
+      if (f.scope != scope) continue;
+      KindFit*& c = chosen[f.kind];
+      if (!c || f.ranks > c->ranks || (f.ranks == c->ranks && f.points.size() > c->points.size())) c = &f;
+    }
+    if (chosen.empty()) continue;
+    std::vector<KindFit> derived;
+    if (opt.derive_missing) {
+      for (CollectiveKind from : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+        if (!chosen.count(from)) continue;
+        for (CollectiveKind to : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter})
+          if (!chosen.count(to) && std::none_of(derived.begin(), derived.end(), [&](const KindFit& d) { return d.kind == to; }))
+            derived.push_back(derive(*chosen.at(from), to));
+        break;
+      }
+    }
+    ScopeModel m;
+    m.kind = CollectiveModelKind::AlphaBeta;
+    auto to_ranges = [](const KindFit& f) {
+      std::vector<AlphaBetaRange> out;
+      for (std::size_t i = 0; i < f.ranges.size(); ++i) {
+        AlphaBetaRange r;
+        if (i + 1 < f.ranges.size()) r.max_bytes = Bytes{static_cast<std::int64_t>(std::llround(f.ranges[i].max_bytes))};
+        r.alpha = Time::from_us(f.ranges[i].alpha_us);
+        r.beta = Bandwidth::from_gbps(f.ranges[i].beta_gbps());
+        out.push_back(r);
+      }
+      return out;
+    };
+    for (auto& [kind, f] : chosen) {
+      f->in_profile = true;
+      m.alpha_beta[kind] = to_ranges(*f);
+    }
+    for (auto& d : derived) {
+      d.in_profile = true;
+      m.alpha_beta[d.kind] = to_ranges(d);
+      report.fits.push_back(d);
+    }
+    (std::string(scope) == "intra_node" ? p.intra_node : p.inter_node) = m;
+  }
+  // NCCL-style ring constants where one kind was measured at several group sizes in a scope.
+  {
+    std::map<std::pair<std::string, int>, std::vector<KindFit>> by_kind;
+    for (const auto& f : report.fits)
+      if (!f.derived_from) by_kind[{f.scope, static_cast<int>(f.kind)}].push_back(f);
+    for (const auto& [key, fits] : by_kind)
+      if (fits.size() >= 2)
+        if (auto rf = fit_ring(key.first, static_cast<CollectiveKind>(key.second), fits)) report.ring_fits.push_back(*rf);
+  }
+  // GEMM efficiency table.
+  Json gemm_prov = Json::object();
+  if (!in.gemm.empty()) {
+    p.compute.gemm_table.clear();
+    std::map<GemmShape, FlopRate> by_shape;
+    for (const auto& g : in.gemm) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins
+    for (const auto& [shape, rate] : by_shape) p.compute.gemm_table.push_back({shape, rate});
+    std::map<Dtype, std::vector<double>> eff;
+    for (const auto& [shape, rate] : by_shape) {
+      auto peak = p.compute.peak.find(shape.dtype);
+      if (peak != p.compute.peak.end() && shape.m >= 1024 && shape.n >= 1024 && shape.k >= 1024)
+        eff[shape.dtype].push_back(rate.flops_per_s / peak->second.flops_per_s);
+    }
+    Json eff_json = Json::object();
+    for (auto& [d, v] : eff) {
+      std::sort(v.begin(), v.end());
+      double median = v[v.size() / 2];
+      eff_json[to_string(d)] = {{"median", median}, {"min", v.front()}, {"max", v.back()}, {"shapes", v.size()}};
+      if (d == Dtype::BF16) p.compute.gemm_efficiency = std::min(1.0, median);
+    }
+    gemm_prov = {{"entries", p.compute.gemm_table.size()},
+                 {"efficiency_vs_peak_for_m_n_k_ge_1024", eff_json},
+                 {"gemm_efficiency", "median bf16 efficiency above (fallback for shapes without a table entry)"}};
+  }
+  // Contention.
+  Json cont_prov = Json::object();
+  if (!in.contention.empty()) {
+    double cs = 0, ms = 0;
+    for (const auto& c : in.contention) {
+      cs += std::max(0.0, static_cast<double>(c.gemm_concurrent.ns) / c.gemm_alone.ns - 1.0);
+      ms += std::max(0.0, static_cast<double>(c.comm_concurrent.ns) / c.comm_alone.ns - 1.0);
+    }
+    p.contention.compute_slowdown = cs / in.contention.size();
+    p.contention.comm_slowdown = ms / in.contention.size();
+    cont_prov = {{"samples", in.contention.size()},
+                 {"compute_slowdown", p.contention.compute_slowdown},
+                 {"comm_slowdown", p.contention.comm_slowdown},
+                 {"definition", "slowdown = concurrent time / solo time - 1, averaged over samples"}};
+  }
+  // Provenance.
+  Json fits = Json::array();
+  for (const auto& f : report.fits) fits.push_back(fit_json(f));
+  Json rings = Json::array();
+  for (const auto& r : report.ring_fits)
+    rings.push_back({{"scope", r.scope}, {"kind", to_string(r.kind)}, {"group_sizes", r.group_sizes},
+                     {"base_latency_us", r.base_latency_us}, {"step_latency_us", r.step_latency_us},
+                     {"busbw_GBps", r.busbw_gbps}, {"r2", r.r2}, {"max_rel_error", r.max_rel_error}, {"points", r.points},
+                     {"model", "T = base + steps(n) * step + factor(n) * S / busbw (C6.2), all sizes"}});
+  const char* sel = opt.samples == SampleSelection::Both ? "out-of-place and in-place"
+                    : opt.samples == SampleSelection::OutOfPlace ? "out-of-place" : "in-place";
+  report.provenance = {
+      {"tool", "stepsim fit"},
+      {"command", opt.command},
+      {"inputs", in.files},
+      {"base_profile", base.name},
+      {"method",
+       {{"collectives", "piecewise t = alpha + S/beta per (scope, collective), weighted least squares on time "
+                        "(weights 1/t^2); fewest size ranges whose worst point is within target_rel_error"},
+        {"target_rel_error", opt.ranges.target_rel_error},
+        {"max_ranges", opt.ranges.max_ranges},
+        {"samples", sel},
+        {"quality", "r2 on time and max_rel_error per range, recomputed from the points after the fit"}}},
+      {"collective_fits", fits},
+      {"ring_fits", rings}};
+  if (!gemm_prov.empty()) report.provenance["gemm"] = gemm_prov;
+  if (!cont_prov.empty()) report.provenance["contention"] = cont_prov;
+  p.provenance = report.provenance;
+  return p;
+}
+
+Json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& report) {
+  Json out = profile_to_json(profile);
+  for (const auto& f : report.fits) {
+    if (!f.in_profile || f.derived_from) continue;
+    Json& scope = out["collectives"][f.scope];
+    Json ranges = Json::array();
+    for (std::size_t i = 0; i < f.ranges.size(); ++i) ranges.push_back(line_json(f.ranges[i], i + 1 == f.ranges.size(), true));
+    scope[to_string(f.kind)] = ranges;
+  }
+  out["provenance"] = report.provenance;
+  return out;
+}
+
+}  // namespace stepsim::calib

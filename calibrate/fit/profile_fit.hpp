@@ -1,0 +1,88 @@
+#pragma once
+// Turns imported measurements into a hardware profile (sim/hardware/profile.hpp format):
+//  - collectives: per scope (intra_node: series on one node; inter_node: series spanning nodes)
+//    and collective kind, piecewise alpha-beta ranges fitted by fit_ranges on the group with
+//    the most ranks in that scope (the alpha_beta model has no group-size parameter, so one
+//    group size per scope; the others are still fitted and reported in provenance);
+//  - all_reduce / all_gather / reduce_scatter missing from a scope are derived from a measured
+//    one by bus-bandwidth equivalence (same bytes on the wire per rank: beta scales with the
+//    busbw factor ratio, alpha with the ring-step ratio) and marked "derived_from";
+//  - NCCL-style ring constants (base latency, per-step latency, busbw) by least squares across
+//    group sizes where a scope has at least two group sizes of one kind (report only);
+//  - compute.gemm_table from GEMM samples, gemm_efficiency as the median over large bf16 GEMMs;
+//  - contention slowdowns from co-run samples.
+// Everything not measured (name, peaks, HBM, host costs, sources) comes from the base profile.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate/fit/alpha_beta.hpp"
+#include "calibrate/measurements.hpp"
+#include "sim/hardware/profile.hpp"
+
+namespace stepsim::calib {
+
+enum class SampleSelection { Both, OutOfPlace, InPlace };
+
+struct FitInputs {
+  std::vector<CollectiveSeries> collectives;
+  std::vector<GemmSample> gemm;
+  std::vector<ContentionSample> contention;
+  std::vector<std::string> files;  // every input file, for provenance
+};
+
+struct FitOptions {
+  RangeFitOptions ranges;
+  SampleSelection samples = SampleSelection::Both;
+  bool derive_missing = true;
+  std::string command;  // the command line, recorded in provenance
+};
+
+// One fitted (scope, kind, group shape).
+struct KindFit {
+  std::string scope;  // "intra_node" | "inter_node"
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int ranks = 0;
+  int nodes = 1;
+  std::vector<std::string> sources;  // "file (label)" of each series merged
+  std::vector<FitPoint> points;
+  std::vector<LineFit> ranges;
+  bool in_profile = false;
+  std::optional<CollectiveKind> derived_from;
+};
+
+struct RingFit {
+  std::string scope;
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  std::vector<int> group_sizes;
+  double base_latency_us = 0, step_latency_us = 0, busbw_gbps = 0;
+  double r2 = 0, max_rel_error = 0;
+  int points = 0;
+};
+
+struct FitReport {
+  std::vector<KindFit> fits;
+  std::vector<RingFit> ring_fits;
+  nlohmann::json provenance;
+};
+
+std::vector<FitPoint> fit_points(const CollectiveSeries& s, SampleSelection sel);
+
+// Fits `inputs` into a copy of `base`; the report holds every fit and the provenance object.
+HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& inputs, const FitOptions& options,
+                            FitReport& report);
+
+// profile_to_json plus the fit diagnostics (min_bytes, r2, max_rel_error, points) in each range
+// of the fitted scopes, and report.provenance under "provenance".
+nlohmann::json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& report);
+
+// Time of `kind` with S bytes on `ranks` ranks predicted from a fit made at fit.ranks, moving
+// across group sizes by bus bandwidth (C6.1: busbw is what carries over) and scaling latency
+// by the ring-step ratio.
+double predict_time_us(const KindFit& fit, double bytes, int ranks);
+double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks);
+
+}  // namespace stepsim::calib

@@ -1,0 +1,189 @@
+// Importers: every nccl-tests layout in ../shared/data/nccl-tests, the torch bench markdown,
+// XLA's tables, calibrate's own JSON, and bad inputs naming the file and line.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "calibrate/calibration_io.hpp"
+#include "calibrate/importers/nccl_tests_log.hpp"
+#include "calibrate/importers/xla_tables.hpp"
+#include "sim/core/error.hpp"
+
+using namespace stepsim;
+using namespace stepsim::calib;
+
+namespace {
+const std::string kNccl = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/";
+const std::string kXla = std::string(STEPSIM_SHARED_DATA) + "/xla_perf_tables/";
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_nccl_tests_text(text, "bad.log");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a '#'-commented nccl-tests log with rank lines gives ranks, nodes, and both column groups",
+          "[calibrate][import]") {
+  auto runs = import_collective_log(kNccl + "allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt");
+  REQUIRE(runs.size() == 1);
+  const auto& r = runs[0];
+  CHECK(r.kind == CollectiveKind::AllReduce);
+  CHECK(r.ranks == 16);  // 16 "# Rank" lines
+  CHECK(r.nodes == 2);   // two host names
+  REQUIRE(r.samples.size() == 31 * 2);  // 8 B .. 8 GiB (31 sizes), out-of-place + in-place
+  CHECK(r.samples[0].bytes.count == 8);
+  CHECK(r.samples[0].time.ns == 36470);  // 36.47 us out-of-place
+  CHECK_FALSE(r.samples[0].in_place);
+  CHECK(r.samples[1].time.ns == 34740);  // 34.74 us in-place
+  CHECK(r.samples[1].in_place);
+  CHECK(r.samples.back().bytes.count == 8589934592);
+}
+
+TEST_CASE("a log embedded as Python string literals parses like the plain log", "[calibrate][import]") {
+  auto runs = import_collective_log(kNccl + "allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt");
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].ranks == 8);
+  CHECK(runs[0].nodes == 1);
+  REQUIRE(runs[0].samples.size() == 22);  // 1 MiB .. 1 GiB
+  CHECK(runs[0].samples[0].time.ns == 78770);
+}
+
+TEST_CASE("markdown-indented logs without rank lines take ranks from busbw/algbw and nodes from the name",
+          "[calibrate][import]") {
+  // all_gather: busbw/algbw = 50.17/53.52 = 0.9374 = (n-1)/n -> n = 16; file name 2x8x -> 2 nodes.
+  auto ag = import_collective_log(kNccl + "allgather_2x8xH100_GCP-A3Mega-TCPXO_dstack.txt");
+  REQUIRE(ag.size() == 1);
+  CHECK(ag[0].kind == CollectiveKind::AllGather);
+  CHECK(ag[0].ranks == 16);
+  CHECK(ag[0].nodes == 2);
+  CHECK(ag[0].samples.size() == 22);
+  // `wrong` instead of `#wrong`, no '#' anywhere.
+  auto b200 = import_collective_log(kNccl + "allreduce_2x8xB200_GCP-A4-RoCE_dstack.txt");
+  CHECK(b200[0].ranks == 16);
+  CHECK(b200[0].samples.size() == 22);
+  // Nebius: times with two decimals over 1000 us and a trailing "Collective test concluded" line.
+  auto nebius = import_collective_log(kNccl + "allreduce_2x8xH100_Nebius-IB_dstack.txt");
+  CHECK(nebius[0].kind == CollectiveKind::AllReduce);
+  CHECK(nebius[0].ranks == 16);
+  CHECK(nebius[0].samples.back().time.ns == 34381000);
+}
+
+TEST_CASE("files with several runs between prose give one series per run", "[calibrate][import]") {
+  auto runs = import_collective_log(kNccl + "allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt");
+  REQUIRE(runs.size() == 4);
+  for (const auto& r : runs) {
+    CHECK(r.ranks == 4);  // busbw/algbw = 1.5 = 2(n-1)/n
+    CHECK(r.samples.size() == 8);
+  }
+  CHECK(runs[0].samples[0].time.ns == 7163500);   // DGX A100 NVLink, 1 GiB
+  CHECK(runs[2].samples[0].time.ns == 4367900);   // DGX H100 NVLink, 1 GiB
+  auto a40 = import_collective_log(kNccl + "allreduce_A40_NVLink-vs-PCIe_SYS_NODE_LLM-Insights.txt");
+  REQUIRE(a40.size() == 3);
+  CHECK(a40[0].ranks == 2);  // busbw == algbw: 2(n-1)/n = 1 -> n = 2
+  CHECK(a40[1].ranks == 4);
+  CHECK(a40[2].ranks == 2);
+}
+
+TEST_CASE("the torch all_reduce_bench markdown table imports with t = S / algbw", "[calibrate][import]") {
+  auto runs = import_collective_log(kNccl + "torch_allreduce_bench_8xH200_ml-engineering.md");
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].kind == CollectiveKind::AllReduce);
+  CHECK(runs[0].ranks == 8);  // 482.26 / 275.58 = 1.75
+  REQUIRE(runs[0].samples.size() == 20);
+  // 32 KiB at 0.82 GB/s: 32768 / 0.82e9 s = 39.96 us.
+  CHECK(runs[0].samples[0].time.us() == Approx(32768 / 0.82e3).epsilon(1e-6));
+}
+
+TEST_CASE("a row with the wrong number of columns is an InputError naming file and line", "[calibrate][import]") {
+  std::string log =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+      "         1024           256     float     sum      -1    41.97    0.02    0.05      0    40.56    0.03    0.05      0\n"
+      "         2048           512     float     sum      -1    43.36    0.05    0.09      0\n";
+  std::string msg = error_of(log);
+  CHECK(msg.find("bad.log:3:") != std::string::npos);
+  CHECK(msg.find("expected 13 columns") != std::string::npos);
+}
+
+TEST_CASE("a non-numeric time is an InputError naming the line and the value", "[calibrate][import]") {
+  std::string log =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)\n"
+      "         1024           256     float     sum      -1    fast    0.02    0.05      0\n";
+  std::string msg = error_of(log);
+  CHECK(msg.find("bad.log:3: time 'fast'") != std::string::npos);
+}
+
+TEST_CASE("a file without a result table is an InputError", "[calibrate][import]") {
+  CHECK(error_of("just prose\n# nothing here\n").find("no nccl-tests result table") != std::string::npos);
+}
+
+TEST_CASE("sizes must increase within one table", "[calibrate][import]") {
+  std::string log =
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+      "         2048           512     float     sum      -1    43.36    0.05    0.09      0\n"
+      "         1024           256     float     sum      -1    41.97    0.02    0.05      0\n";
+  CHECK(error_of(log).find("bad.log:3: size 1024 does not increase") != std::string::npos);
+}
+
+TEST_CASE("XLA's collective table gives one series per opcode and replica-group shape", "[calibrate][import]") {
+  auto series = import_xla_collectives(kXla + "collective_perf_table.csv", "sm_90");
+  // 4 opcodes (collective-permute skipped) x 3 group shapes {1x8, 2x4, 4x2}.
+  REQUIRE(series.size() == 12);
+  const CollectiveSeries* found = nullptr;
+  for (const auto& s : series)
+    if (s.kind == CollectiveKind::AllReduce && s.ranks == 8) found = &s;
+  REQUIRE(found != nullptr);
+  const auto& ar8 = *found;
+  CHECK(ar8.ranks == 8);
+  CHECK(ar8.nodes == 1);
+  REQUIRE(ar8.samples.size() == 22);  // 1 KiB .. 2 GiB
+  // 1024 B at 20765736 B/s -> 49.312 us (the CSV's derived_time_us).
+  CHECK(ar8.samples[0].time.us() == Approx(49.312).epsilon(1e-4));
+}
+
+TEST_CASE("XLA's GEMM table maps dtypes and keeps one fp8 combination", "[calibrate][import]") {
+  auto g = import_xla_gemm(kXla + "matmul_perf_table.csv", "sm_90");
+  // 375 shapes x (bf16, f32, e4m3 x e4m3).
+  CHECK(g.size() == 375 * 3);
+  CHECK(g[0].shape.m == 256);
+  CHECK(g[0].shape.dtype == Dtype::BF16);
+  CHECK_THROWS_AS(import_xla_gemm(kXla + "matmul_perf_table.csv", "sm_999"), InputError);
+}
+
+TEST_CASE("calibrate's own output round-trips through the calibration importer", "[calibrate][import]") {
+  CalibrationData d;
+  CollectiveSeries s;
+  s.kind = CollectiveKind::ReduceScatter;
+  s.ranks = 8;
+  s.nodes = 1;
+  s.label = "intra-node";
+  s.samples = {{Bytes{1 << 20}, Time::from_us(25.5)}, {Bytes{1 << 24}, Time::from_us(120.25)}};
+  d.collectives.push_back(s);
+  GemmSample g;
+  g.shape = GemmShape{4096, 4096, 4096, 1, Dtype::BF16};
+  g.rate = FlopRate::from_tflops(700);
+  g.spread_pct = 1.5;
+  d.gemm.push_back(g);
+  d.contention = ContentionSample{Time::from_us(100), Time::from_us(120), Time::from_us(50), Time::from_us(55), ""};
+  nlohmann::json profile{{"name", "x"}, {"provenance", {{"calibration", calibration_to_json(d)}}}};
+  CalibrationData back = calibration_from_json(profile, "cal.json");
+  REQUIRE(back.collectives.size() == 1);
+  CHECK(back.collectives[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(back.collectives[0].samples[1].time.ns == 120250);
+  REQUIRE(back.gemm.size() == 1);
+  CHECK(back.gemm[0].rate.tflops() == Approx(700));
+  REQUIRE(back.contention);
+  CHECK(back.contention->gemm_concurrent.ns == 120000);
+  nlohmann::json broken = profile;
+  broken["provenance"]["calibration"]["collectives"][0]["points"][1] = {1024, -3};
+  try {
+    calibration_from_json(broken, "cal.json");
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("cal.json: /provenance/calibration/collectives/0/points/1") != std::string::npos);
+  }
+}
