@@ -102,7 +102,9 @@ std::optional<RingFit> fit_ring(const std::string& scope, CollectiveKind kind, c
     }
   }
   double base = b[0] / a[0][0], step = b[1] / a[1][1], us_per_gb = b[2] / a[2][2];
-  if (us_per_gb <= 0) return std::nullopt;
+  // Negative latencies mean the sizes measured cannot separate base from per-step latency
+  // (e.g. one group measured only at >= 1 GiB): no NCCL-style constants from such data.
+  if (us_per_gb <= 0 || base < 0 || step < 0) return std::nullopt;
   rf.base_latency_us = base;
   rf.step_latency_us = step;
   rf.busbw_gbps = 1e6 / us_per_gb;  // GB/us^-1 -> GB/s
