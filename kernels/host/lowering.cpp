@@ -334,6 +334,18 @@ Bytes gemm_a_bytes(const GemmShape& g) { return Bytes{g.m * g.k * g.batch * in_e
 Bytes gemm_b_bytes(const GemmShape& g) { return Bytes{g.n * g.k * g.batch * in_elem(g.dtype)}; }
 Bytes gemm_c_bytes(const GemmShape& g) { return Bytes{g.m * g.n * g.batch * out_elem(g.dtype)}; }
 
+std::string nccl_call_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce: return "ncclAllReduce";
+    case CollectiveKind::AllGather: return "ncclAllGather";
+    case CollectiveKind::ReduceScatter: return "ncclReduceScatter";
+    case CollectiveKind::Broadcast: return "ncclBroadcast";
+    case CollectiveKind::Reduce: return "ncclReduce";
+    case CollectiveKind::AllToAll: return "ncclAlltoAll";
+  }
+  return "ncclAllReduce";
+}
+
 std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l) {
   auto stream = [&](StreamId s) {
     return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? "'" + p.streams[static_cast<std::size_t>(s)].name + "'"
@@ -348,8 +360,8 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
     case CallKind::Spin: return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream));
     case CallKind::Collective: {
       const LiveComm& lc = l.comms.at(static_cast<std::size_t>(c.comm));
-      return fmt::format("nccl{} count={} {} send={} B recv={} B on comm '{}' ({} of {} program ranks) on {}",
-                         to_string(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
+      return fmt::format("{} count={} {} send={} B recv={} B on comm '{}' ({} of {} program ranks) on {}",
+                         nccl_call_name(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
                          c.sizes.recv_bytes, lc.name, lc.ranks, lc.program_ranks, stream(c.stream));
     }
     case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event, stream(c.stream));

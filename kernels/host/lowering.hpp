@@ -155,6 +155,9 @@ Bytes gemm_a_bytes(const GemmShape& g);
 Bytes gemm_b_bytes(const GemmShape& g);
 Bytes gemm_c_bytes(const GemmShape& g);
 
+// "ncclAllReduce", "ncclAllGather", ... (all-to-all: "ncclAlltoAll").
+std::string nccl_call_name(CollectiveKind k);
+
 // One line per call: "cublasLtMatmul 4096x4096x4096 x1 bf16 on 'default'".
 std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l);
 

@@ -111,7 +111,7 @@ TEST_CASE("the live document is a stepsim.result/1 with the median step and the 
   Experiment e = load_experiment(kRoot + "/configs/examples/seed/c1-ddp-buckets.json");
   Small s = small_program();
   LiveRun run;
-  // Three steps of 3.51 ms, 7.02 ms and 3.51 ms... scaled: step 1 is slower; the median is step 0.
+  // Steps of 3.51, 7.02 and 3.51 ms: sorted stably 0, 2, 1, so the (lower) median is step 2.
   run.steps = {measured(s, 1), measured(s, 2), measured(s, 1)};
   run.steps[2].pool_used_high = Bytes{4096};
   run.step_times = {run.steps[0].end, run.steps[1].end, run.steps[2].end};
@@ -131,6 +131,7 @@ TEST_CASE("the live document is a stepsim.result/1 with the median step and the 
   CHECK(j["live"]["memory"]["accounted_peak_bytes"] == 1500);
   CHECK(j["live"]["step_time_ns"]["median"] == 3'510'000);
   CHECK(j["live"]["step_time_ns"]["max"] == 7'020'000);
+  CHECK(j["live"]["median_step"] == 2);
   CHECK(j["live"]["mpi_world_size"] == 1);
   CHECK(j["live"]["note"].get<std::string>().find("1-rank") != std::string::npos);
   // compare reads it as the measurement.
