@@ -49,11 +49,8 @@ PROFILE=$BASE_PROFILE
 PROFILE_NOTE="shipped profile configs/hardware/h100-sxm-8x.json"
 if [[ $CALIBRATE == 1 ]]; then
   echo "== calibrate" | tee -a "$LOG"
-  if "$STEPSIM" calibrate gemm --out "$OUT/calib-gemm.json" >>"$LOG" 2>&1 &&
-     "${MPIRUN[@]}" "$STEPSIM" calibrate nccl --out "$OUT/calib-nccl.json" >>"$LOG" 2>&1 &&
-     "$STEPSIM" calibrate contention --out "$OUT/calib-contention.json" >>"$LOG" 2>&1 &&
-     "$STEPSIM" fit --calibration "$OUT/calib-gemm.json" --calibration "$OUT/calib-nccl.json" \
-        --calibration "$OUT/calib-contention.json" --base "$BASE_PROFILE" --out "$OUT/profile.json" >>"$LOG" 2>&1; then
+  # calibrate all: GEMM, NCCL and contention microbenchmarks into a profile based on the shipped one.
+  if "${MPIRUN[@]}" "$STEPSIM" calibrate all --base "$BASE_PROFILE" --out "$OUT/profile.json" >>"$LOG" 2>&1; then
     PROFILE=$OUT/profile.json
     PROFILE_NOTE="calibrated on this machine ($(basename "$OUT")/profile.json)"
   else
