@@ -116,6 +116,20 @@ int dtype_bytes_from_name(const std::string& raw) {
   return 0;
 }
 
+std::string canonical_dtype(const std::string& raw) {
+  std::string n = lower(raw);
+  if (n.rfind("c10::", 0) == 0) n = n.substr(5);
+  if (n == "bfloat16" || n == "bf16") return "bf16";
+  if (n == "half" || n == "f16" || n == "fp16" || n == "float16") return "fp16";
+  if (n == "float" || n == "float32" || n == "f32" || n == "fp32") return "fp32";
+  if (n == "double" || n == "float64" || n == "f64") return "fp64";
+  if (n == "long" || n == "long int" || n == "int64" || n == "int64_t" || n == "i64") return "int64";
+  if (n == "int" || n == "int32" || n == "int32_t" || n == "i32") return "int32";
+  if (n == "int8" || n == "int8_t" || n == "i8" || n == "char" || n == "signed char") return "int8";
+  if (n == "uint8" || n == "uint8_t" || n == "u8" || n == "unsigned char" || n == "byte") return "uint8";
+  return raw;
+}
+
 Time parse_us_text(const std::string& text) {
   // Kineto prints microseconds, with up to 3 decimals in newer versions; at 1.7e15 us a double
   // cannot hold the nanoseconds, so integer and fraction are read as decimal digits.

@@ -22,7 +22,7 @@ namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-enum class Key { Other, KCollective_name, KDevice_Id, KDevice_Type, KGroup_size, KIn_msg_nelems, KInput_Dims, KInput_type, KOut_msg_nelems, KProcess_Group_Name, KTotal_Allocated, Kargs, Kbackend, Kbytes, Kcat, Kcollective, Kcomm, KcomputeMajor, KcomputeMinor, Kcorrelation, Kdevice, KdeviceProperties, KdistributedInfo, Kdtype, Kdur, Kid, Kname, KnumSms, Kph, Kphase, Kpid, Krank, Kranks, Kstepsim, Kstepsim_op, Kstream, Ktid, Ktotal, KtotalGlobalMem, Ktotal_bytes, KtraceEvents, Kts, Kworld_size };
+enum class Key { Other, KCollective_name, KDevice_Id, KDevice_Type, KGroup_size, Kgroup_size, KIn_msg_nelems, KInput_Dims, KInput_type, KOut_msg_nelems, KProcess_Group_Name, KTotal_Allocated, Kargs, Kbackend, Kbytes, Kcat, Kcollective, Kcomm, KcomputeMajor, KcomputeMinor, Kcorrelation, Kdevice, KdeviceProperties, KdistributedInfo, Kdtype, Kdur, Kid, Kname, KnumSms, Kph, Kphase, Kpid, Krank, Kranks, Kstepsim, Kstepsim_op, Kstream, Ktid, Ktotal, KtotalGlobalMem, Ktotal_bytes, KtraceEvents, Kts, Kworld_size };
 
 Key classify_key(const std::string& k) {
   // One lookup per key instead of a chain of string compares per scalar (the hot path).
@@ -31,6 +31,7 @@ Key classify_key(const std::string& k) {
       {"Device Id", Key::KDevice_Id},
       {"Device Type", Key::KDevice_Type},
       {"Group size", Key::KGroup_size},
+      {"group_size", Key::Kgroup_size},
       {"In msg nelems", Key::KIn_msg_nelems},
       {"Input Dims", Key::KInput_Dims},
       {"Input type", Key::KInput_type},
@@ -230,7 +231,7 @@ bool Handler::number(const Num& n) {
       else if (key_id_ == Key::Kbytes) ev_.bytes = n;
       else if (key_id_ == Key::KIn_msg_nelems) ev_.in_elems = n;
       else if (key_id_ == Key::KOut_msg_nelems) ev_.out_elems = n;
-      else if (key_id_ == Key::KGroup_size || key_id_ == Key::Kranks) ev_.group_size = n;
+      else if (key_id_ == Key::KGroup_size || key_id_ == Key::Kranks || key_id_ == Key::Kgroup_size) ev_.group_size = n;
       else if (key_id_ == Key::KTotal_Allocated) ev_.total_allocated = n;
       else if (key_id_ == Key::KDevice_Type) ev_.device_type = n;
       else if (key_id_ == Key::KDevice_Id) ev_.device_id = n;
@@ -244,6 +245,9 @@ bool Handler::number(const Num& n) {
       break;
     }
     case Ctx::InputDimsInner: ev_.input_dims.back().push_back(n.as_int()); break;
+    case Ctx::Stepsim:
+      if (key_ == "memory_capacity_bytes") out_.stepsim_capacity = Bytes{n.as_int()};
+      break;
     case Ctx::DistInfo:
       if (key_id_ == Key::Krank) out_.rank = static_cast<int>(n.as_int());
       else if (key_id_ == Key::Kworld_size) out_.world_size = static_cast<int>(n.as_int());
@@ -283,6 +287,9 @@ bool Handler::string(std::string& s) {
       break;
     }
     case Ctx::InputTypes: ev_.input_types.push_back(s); break;
+    case Ctx::Stepsim:
+      if (key_id_ == Key::Kdevice) out_.stepsim_device = s;
+      break;
     case Ctx::DistInfo:
       if (key_id_ == Key::Kbackend) out_.backend = s;
       break;

@@ -98,7 +98,9 @@ struct KinetoTrace {
   int world_size = 0;      // distributedInfo.world_size, 0 if absent
   std::string backend;
   std::vector<DeviceInfo> devices;
-  bool stepsim_trace = false;   // written by `stepsim simulate --trace`
+  bool stepsim_trace = false;   // written by `stepsim simulate --trace` (has a "stepsim" object)
+  std::string stepsim_device;   // its "stepsim": {"device": ...}
+  Bytes stepsim_capacity;       // its "stepsim": {"memory_capacity_bytes": ...}, 0 if absent
   std::vector<std::string> names;  // interned kernel / op names
   std::vector<GpuOp> gpu_ops;
   std::vector<RuntimeCall> runtime;
@@ -132,6 +134,9 @@ double collective_busbw_factor(TraceCollective k, int ranks);
 std::string dtype_from_kernel_name(const std::string& name);
 // Element size of a dtype name from any of the spellings above; 0 if unknown.
 int dtype_bytes_from_name(const std::string& name);
+// One spelling per dtype: "bf16", "fp16", "fp32", "fp64", "int64", "int32", "int8", "uint8";
+// unknown names are returned unchanged.
+std::string canonical_dtype(const std::string& name);
 // Exact microseconds-text -> ns ("1703670651148150", "4458676524648.797", "12.5e3").
 Time parse_us_text(const std::string& text);
 

@@ -11,7 +11,10 @@
 
 namespace stepsim::trace {
 
-void parse_step_range(const std::string& text, AnalyzeOptions& o) {
+void parse_step_range(const std::string& text, AnalyzeOptions& out) {
+  AnalyzeOptions o = out;  // `out` is left as it was when the text is bad
+  o.first_step.reset();
+  o.last_step.reset();
   auto bad = [&]() { return InputError("--steps: " + text + ": expected N, A-B, A- or -B (ProfilerStep numbers)"); };
   auto num = [&](const std::string& s) -> std::int64_t {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
@@ -20,6 +23,7 @@ void parse_step_range(const std::string& text, AnalyzeOptions& o) {
   auto dash = text.find('-');
   if (dash == std::string::npos) {
     o.first_step = o.last_step = num(text);
+    out = o;
     return;
   }
   std::string a = text.substr(0, dash), b = text.substr(dash + 1);
@@ -27,6 +31,7 @@ void parse_step_range(const std::string& text, AnalyzeOptions& o) {
   if (!a.empty()) o.first_step = num(a);
   if (!b.empty()) o.last_step = num(b);
   if (o.first_step && o.last_step && *o.first_step > *o.last_step) throw bad();
+  out = o;
 }
 
 namespace {
@@ -55,9 +60,10 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
   int dev = t.main_device();
   for (const auto& d : t.devices)
     if (d.id == dev) a.device = d.name;
-  Bytes capacity;
+  Bytes capacity = t.stepsim_capacity;
   for (const auto& d : t.devices)
     if (d.id == dev) capacity = d.memory;
+  if (t.stepsim_trace && a.device.empty()) a.device = t.stepsim_device;
   a.steps_in_trace = idx.steps().size();
   if (idx.steps().empty())
     throw InputError(t.file + ": /traceEvents: no ProfilerStep#N span: expected a trace recorded with a profiler "
@@ -124,7 +130,11 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     // Memory: samples of the rank's device inside the span; the first highest one is the peak.
     const MemSample* peak = nullptr;
     const MemSample* last = nullptr;
-    for (const MemSample* s : idx.memory_in(dev, span.start, span.end)) {
+    // A stepsim trace holds one step: every sample of its counter belongs to it (the simulator
+    // counts all of them, including any recorded before the first host instruction).
+    Time mem_lo = t.stepsim_trace ? Time{std::numeric_limits<std::int64_t>::min()} : span.start;
+    Time mem_hi = t.stepsim_trace ? Time::infinite() : span.end;
+    for (const MemSample* s : idx.memory_in(dev, mem_lo, mem_hi)) {
       if (!peak || s->total > peak->total) peak = s;
       last = s;
     }

@@ -122,7 +122,7 @@ CollectiveRecord TraceIndex::resolve_collective(std::size_t index) const {
   }
   if (r.source.empty()) r.source = "kernel name";
   r.kind = p.kind;
-  r.dtype = p.dtype;
+  r.dtype = canonical_dtype(p.dtype);
   r.group_size = p.group_size;
   if (r.group_size <= 0 && t_.world_size > 0) {
     r.group_size = t_.world_size;

@@ -1,0 +1,69 @@
+#pragma once
+// Calibration data from a profile of the user's own job (`stepsim fit --trace TRACE...`):
+// measured collective points (kind, group size, S per nccl-tests, time) and compute timings
+// (per kernel class, and GEMMs with their shapes where the trace recorded shapes). The
+// calibration engineer's `fit` turns these into a HardwareProfile; collective_table() and
+// gemm_table() already give the profile's own shapes (ScopeModel::table, ComputeProfile::gemm_table).
+// See /work/notes/trace-fit-api.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "calibrate/trace/kineto_trace.hpp"
+#include "calibrate/trace/trace_analysis.hpp"
+#include "sim/hardware/profile.hpp"
+
+namespace stepsim::trace {
+
+// One collective kernel of a selected step.
+struct TraceCollectivePoint {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int ranks = 0;               // group size
+  bool ranks_assumed = false;  // not in the trace: distributedInfo.world_size assumed
+  Bytes bytes;                 // S, nccl-tests convention (as in Collective::bytes)
+  Time time;                   // kernel duration on the GPU
+  std::string dtype;           // canonical ("bf16", "fp32", ...)
+  std::string group;           // process group name when recorded
+  int rank = -1;               // the trace's rank
+  std::int64_t step = 0;
+};
+
+struct KernelClassTiming {
+  std::string cls;     // "gemm", "conv", "attention", "elementwise", "reduction", "optimizer", "memcpy", ...
+  std::size_t count = 0;
+  Time total, median;
+};
+
+// A GEMM kernel (or the kernels of one aten::mm/addmm/bmm/baddbmm call, summed) with its shape.
+struct GemmPoint {
+  GemmShape shape;
+  std::size_t count = 0;  // calls of this shape
+  Time median;            // median time of one call
+  FlopRate rate;          // shape.flops() / median
+};
+
+struct TraceFitData {
+  std::vector<TraceCollectivePoint> collectives;
+  std::size_t skipped_collectives = 0;  // send/recv, unknown kind, or unknown size
+  std::vector<KernelClassTiming> kernel_classes;  // sorted by class name
+  std::vector<GemmPoint> gemms;                   // sorted by shape
+};
+
+// Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->
+// gemm, cudnn/conv/implicit_gemm fprop/dgrad/wgrad -> conv, flash/fmha -> attention, ...).
+std::string kernel_class_of(const std::string& kernel_name);
+
+// Everything of the steps selected by `o` in every trace. Throws InputError as analyze does.
+TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o);
+
+// Median time per (kind, group size, S): ScopeModel::table's shape, points sorted by bytes.
+// Points whose group size was assumed are left out unless `include_assumed_groups`.
+std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collective_table(
+    const TraceFitData& d, bool include_assumed_groups);
+
+// One GemmMeasurement per shape (median rate): ComputeProfile::gemm_table's shape.
+std::vector<GemmMeasurement> gemm_table(const TraceFitData& d);
+
+}  // namespace stepsim::trace

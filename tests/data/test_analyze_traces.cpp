@@ -1,0 +1,182 @@
+// `analyze` on the real Kineto traces in ../shared/data/traces.
+//
+// Expected values were verified with an independent Python scan (json + gzip, decimal
+// arithmetic for ts): step numbers and durations are the ProfilerStep#N spans; collective
+// counts are the NCCL kernels (name contains ncclKernel / ncclDevKernel) whose launching CUDA
+// runtime call (same args.correlation) starts inside a step span, the kind taken from the
+// kernel name. The script is reproduced in /work/notes/readme-analyze.md.
+
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "calibrate/trace/trace_analysis.hpp"
+
+using namespace stepsim;
+using namespace stepsim::trace;
+
+namespace {
+
+const std::string kTraces = std::string(STEPSIM_SHARED_DATA) + "/traces/";
+
+struct Expected {
+  std::string file;
+  std::vector<std::pair<std::int64_t, std::int64_t>> steps;  // number, duration ns
+  std::map<TraceCollective, std::size_t> by_kernel_name;
+};
+
+// Counts by the kernel-name kind of each collective (independent of the CPU-op resolution,
+// which e.g. turns nccl:all_to_all's SendRecv kernels into all_to_all).
+std::map<TraceCollective, std::size_t> kernel_name_counts(const KinetoTrace& t, const TraceAnalysis& a) {
+  std::map<TraceCollective, std::size_t> out;
+  for (const auto& r : a.collectives) ++out[collective_from_kernel_name(t.name_of(t.gpu_ops[r.op]))];
+  return out;
+}
+
+void check_trace(const Expected& e) {
+  INFO(e.file);
+  KinetoTrace t = read_kineto_trace(kTraces + e.file);
+  TraceAnalysis a = analyze_trace(t, AnalyzeOptions{});
+  REQUIRE(a.steps.size() == e.steps.size());
+  for (std::size_t i = 0; i < e.steps.size(); ++i) {
+    CHECK(a.steps[i].number == e.steps[i].first);
+    CHECK(a.steps[i].metrics.overlap.step_time.ns == e.steps[i].second);
+    const auto& m = a.steps[i].metrics;
+    // Invariants of DESIGN.md 5 on measured data.
+    CHECK(m.overlap.exposed_comm + m.overlap.overlapped_comm == m.overlap.comm_time);
+    CHECK(m.forward + m.backward + m.optimizer == m.overlap.step_time);
+    CHECK(m.overlap.overlap_pct >= 0.0);
+    CHECK(m.overlap.overlap_pct <= 100.0);
+  }
+  CHECK(kernel_name_counts(t, a) == e.by_kernel_name);
+}
+
+using TC = TraceCollective;
+const std::string kLi = "li-plus_playground/";
+
+}  // namespace
+
+TEST_CASE("analyze finds the ProfilerStep spans and NCCL kernels of the DDP, AMP, ZeRO traces", "[trace][data]") {
+  check_trace({kLi + "ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz",
+               {{3, 117714000}, {4, 116221000}, {5, 106726000}, {6, 108221000}},
+               {{TC::AllReduce, 22}, {TC::Broadcast, 8}}});
+  check_trace({kLi + "amp__rank_0__n122-248-036_72124.1703171200318192762.pt.trace.json.gz",
+               {{3, 164526000}, {4, 78720000}, {5, 115325000}, {6, 120139000}},
+               {{TC::AllReduce, 20}, {TC::Broadcast, 8}}});
+  check_trace({kLi + "zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz",
+               {{11, 346639000}, {12, 345032000}},
+               {{TC::AllGather, 4}, {TC::AllReduce, 10}}});
+  check_trace({kLi + "zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz",
+               {{11, 334269000}, {12, 331216000}},
+               {{TC::AllGather, 4}, {TC::AllReduce, 10}}});
+}
+
+TEST_CASE("ZeRO-1's gradient all-reduces run after backward: zero overlap; ZeRO-2's overlap", "[trace][data]") {
+  // DeepSpeed ZeRO-1 forces overlap_comm=False and reduces after the whole backward
+  // (li-plus README); ZeRO-2 reduces buckets from gradient hooks during backward.
+  auto z1 = analyze_trace(read_kineto_trace(kTraces + kLi + "zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz"), {});
+  for (const auto& s : z1.steps) {
+    CHECK(s.metrics.overlap.comm_time.ns > 0);
+    CHECK(s.metrics.overlap.overlapped_comm.ns == 0);
+    CHECK(s.metrics.overlap.overlap_pct == 0.0);
+  }
+  std::size_t big_ar = 0;
+  for (const auto& r : z1.collectives) {
+    if (r.kind != TC::AllReduce || r.bytes.count < (1 << 20)) continue;
+    ++big_ar;
+    CHECK(r.exposed == r.duration);
+    CHECK(r.dtype == "bf16");  // from nccl:all_reduce Input type c10::BFloat16
+  }
+  CHECK(big_ar == 6);  // 3 bf16 gradient buckets per step, 2 steps
+  auto z2 = analyze_trace(read_kineto_trace(kTraces + kLi + "zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz"), {});
+  for (const auto& s : z2.steps) CHECK(s.metrics.overlap.overlap_pct > 10.0);
+}
+
+TEST_CASE("analyze of the 8 Megatron ranks gives a per-rank table and the straggler spread", "[trace][data]") {
+  std::vector<KinetoTrace> traces;
+  const std::vector<std::string> files = {
+      "megatron__rank_0__n122-248-036_1199018.1706785452076293286.pt.trace.json.gz",
+      "megatron__rank_1__n122-248-036_1199019.1706785452076112003.pt.trace.json.gz",
+      "megatron__rank_2__n122-248-036_1199020.1706785451994540517.pt.trace.json.gz",
+      "megatron__rank_3__n122-248-036_1199021.1706785452554467549.pt.trace.json.gz",
+      "megatron__rank_4__n122-248-036_1199022.1706785452394817210.pt.trace.json.gz",
+      "megatron__rank_5__n122-248-036_1199023.1706785452343368161.pt.trace.json.gz",
+      "megatron__rank_6__n122-248-036_1199024.1706785452448235723.pt.trace.json.gz",
+      "megatron__rank_7__n122-248-036_1199025.1706785452520729197.pt.trace.json.gz"};
+  // Given in reverse order: the job sorts by distributedInfo.rank.
+  for (auto it = files.rbegin(); it != files.rend(); ++it) traces.push_back(read_kineto_trace(kTraces + kLi + *it));
+  JobAnalysis job = analyze_job(traces, AnalyzeOptions{});
+  REQUIRE(job.ranks.size() == 8);
+  const std::int64_t step_ns[8] = {621569000, 621913000, 620894000, 621184000,
+                                   620929000, 620986000, 623475000, 622085000};
+  // Pipeline stage 0 (ranks 0-3) and stage 1 (4-7) launch different numbers of collectives.
+  const std::map<TC, std::size_t> stage0 = {{TC::AllGather, 147}, {TC::AllReduce, 5}, {TC::Broadcast, 6},
+                                            {TC::ReduceScatter, 97}, {TC::SendRecv, 3}};
+  const std::map<TC, std::size_t> stage1 = {{TC::AllGather, 149}, {TC::AllReduce, 11}, {TC::Broadcast, 6},
+                                            {TC::ReduceScatter, 99}, {TC::SendRecv, 3}};
+  for (int r = 0; r < 8; ++r) {
+    INFO("rank " << r);
+    CHECK(job.ranks[static_cast<std::size_t>(r)].rank == r);
+    REQUIRE(job.ranks[static_cast<std::size_t>(r)].steps.size() == 1);
+    CHECK(job.ranks[static_cast<std::size_t>(r)].steps[0].metrics.overlap.step_time.ns == step_ns[r]);
+    const KinetoTrace& t = traces[static_cast<std::size_t>(7 - r)];
+    CHECK(kernel_name_counts(t, job.ranks[static_cast<std::size_t>(r)]) == (r < 4 ? stage0 : stage1));
+  }
+  REQUIRE(job.stragglers.size() == 1);
+  // Spread: max 623475000 (rank 6) - min 620894000 (rank 2) = 2581000 ns.
+  CHECK(job.stragglers[0].step == 9);
+  CHECK((job.stragglers[0].max_step - job.stragglers[0].min_step).ns == 2581000);
+  auto j = job_to_json(job);
+  CHECK(j["schema"] == "stepsim.analyze/1");
+  CHECK(j["traces"].size() == 8);
+  CHECK(j["steps"].size() == 1);
+  CHECK(j["stragglers"].size() == 1);
+}
+
+TEST_CASE("analyze reads HTA's test traces (new record_param_comms args, SendRecv, sampled)", "[trace][data]") {
+  check_trace({"hta/nccl_parser_config__nccl_data.json.gz",
+               {{4, 222442191}, {5, 219726905}, {6, 224936243}},
+               {{TC::AllReduce, 15}, {TC::Broadcast, 6}}});
+  check_trace({"hta/trace_diff__test__test.json.gz",
+               {{1009, 100298000}, {1010, 122149000}, {1011, 166403000}, {1012, 81971000}, {1013, 107230000}, {1014, 166350000}},
+               {{TC::AllReduce, 21}, {TC::SendRecv, 43}}});
+  check_trace({"hta/trace_filter__sampled_rank-0.json.gz", {{551, 607312000}, {552, 622928000}}, {{TC::SendRecv, 10}}});
+  check_trace({"hta/trace_filter__sampled_rank-1.json.gz", {{551, 607904000}, {552, 630639000}}, {{TC::SendRecv, 10}}});
+  // nccl_data records sizes in the kernel args: all 15 all-reduces have S and a real group of 2.
+  auto a = analyze_trace(read_kineto_trace(kTraces + "hta/nccl_parser_config__nccl_data.json.gz"), {});
+  for (const auto& r : a.collectives) {
+    CHECK(r.group_size == 2);
+    CHECK_FALSE(r.group_assumed);
+    CHECK(r.bytes.count > 0);
+  }
+}
+
+TEST_CASE("analyze reads HTA's larger test traces", "[trace][data][slow]") {
+  check_trace({"hta/df_index_resolver__df_index_resolver.json.gz",
+               {{2, 345770000}, {3, 365256000}, {4, 346097000}, {5, 344269000}, {6, 336328000}},
+               {{TC::AllReduce, 2020}}});
+  check_trace({"hta/negative_queue_length_values_check__rank0.json.gz",
+               {{550, 209748000}, {551, 216483000}, {552, 216119000}, {553, 215467000}, {554, 216216000}},
+               {{TC::SendRecv, 80}}});
+  check_trace({"hta/trace_diff__control__control.json.gz",
+               {{1009, 75473000}, {1010, 76940000}, {1011, 76212000}, {1012, 76727000}, {1013, 78473000}, {1014, 81120000}},
+               {{TC::AllReduce, 18}, {TC::SendRecv, 42}}});
+}
+
+TEST_CASE("analyze gives identical results across runs", "[trace][data]") {
+  const std::string f = kTraces + kLi + "zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz";
+  auto once = job_to_json(analyze_job({read_kineto_trace(f)}, AnalyzeOptions{})).dump();
+  auto twice = job_to_json(analyze_job({read_kineto_trace(f)}, AnalyzeOptions{})).dump();
+  CHECK(once == twice);
+}
+
+TEST_CASE("--steps selects ProfilerStep numbers", "[trace][data]") {
+  AnalyzeOptions o;
+  parse_step_range("4-5", o);
+  auto a = analyze_trace(read_kineto_trace(kTraces + kLi + "ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz"), o);
+  REQUIRE(a.steps.size() == 2);
+  CHECK(a.steps[0].number == 4);
+  CHECK(a.steps[1].number == 5);
+  CHECK(a.steps_in_trace == 4);
+  // mean step = (116221000 + 106726000) / 2 = 111473500
+  CHECK(a.mean.overlap.step_time.ns == 111473500);
+}

@@ -1,0 +1,192 @@
+// The Kineto trace reader and the per-step analysis on small hand-written traces whose answers
+// can be derived by hand.
+
+#include <boost/iostreams/filter/gzip.hpp>
+#include <boost/iostreams/filtering_stream.hpp>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "calibrate/trace/trace_analysis.hpp"
+#include "sim/core/error.hpp"
+#include "test_support.hpp"
+
+using namespace stepsim;
+using namespace stepsim::trace;
+
+namespace {
+
+// One step, ProfilerStep#5 = [1000, 2000] us on thread 1 (pid 10, tid 1), world size 4.
+//   kernel A  (compute)   GPU [1100, 1300]  launched at 1050 (corr 1)
+//   NCCL AR   bf16        GPU [1250, 1400]  launched at 1200 (corr 2) inside nccl:all_reduce
+//                                            whose Input Dims [[1024]] c10::BFloat16
+//   kernel B  (compute)   GPU [1950, 2100]  launched at 1900 (corr 3): runs past the span
+//   kernel C  (compute)   GPU [3000, 3100]  launched at 2500 (corr 4): outside every step
+//   memcpy                GPU [1500, 1510]  launched at 1450 (corr 5)
+// The ts use Kineto's fractional-microsecond text for one event to check exact ns.
+const char* kTrace = R"J({
+ "schemaVersion": 1,
+ "distributedInfo": {"backend": "nccl", "rank": 2, "world_size": 4},
+ "deviceProperties": [{"id": 0, "name": "Test GPU", "totalGlobalMem": 1000000, "numSms": 10}],
+ "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#5", "pid": 10, "tid": 1, "ts": 1000, "dur": 1000},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 1, "ts": 1050, "dur": 5, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 10, "tid": 1, "ts": 1190, "dur": 20,
+   "args": {"Input Dims": [[1024]], "Input type": ["c10::BFloat16"]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "pid": 10, "tid": 1, "ts": 1200, "dur": 5, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 1, "ts": 1900, "dur": 5, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 1, "ts": 2500, "dur": 5, "args": {"correlation": 4}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 1, "ts": 1450, "dur": 5, "args": {"correlation": 5}},
+  {"ph": "X", "cat": "kernel", "name": "gemm_A", "pid": 0, "tid": 7, "ts": 1100.000, "dur": 200, "args": {"device": 0, "stream": 7, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "pid": 0, "tid": 20,
+   "ts": 1250, "dur": 150, "args": {"device": 0, "stream": 20, "correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "elementwise_B", "pid": 0, "tid": 7, "ts": 1950, "dur": 150, "args": {"device": 0, "stream": 7, "correlation": 3}},
+  {"ph": "X", "cat": "kernel", "name": "elementwise_C", "pid": 0, "tid": 7, "ts": 3000, "dur": 100, "args": {"device": 0, "stream": 7, "correlation": 4}},
+  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 7, "ts": 1500, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 5, "bytes": 4096}},
+  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1300, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 5000}},
+  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1400, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 3000}},
+  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1350, "args": {"Device Type": 0, "Device Id": -1, "Total Allocated": 99999}},
+  {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}}
+ ]
+})J";
+
+}  // namespace
+
+TEST_CASE("Kineto microsecond text converts to exact nanoseconds", "[trace]") {
+  // At 1.7e15 us a double holds 0.25 us steps; the decimal text keeps every ns.
+  CHECK(parse_us_text("1703670651148150.123") == Time{1703670651148150123});
+  CHECK(parse_us_text("4458676524648.797") == Time{4458676524648797});
+  CHECK(parse_us_text("12") == Time{12000});
+  CHECK(parse_us_text("0.0005") == Time{1});  // rounded half up on the 4th decimal
+  CHECK(parse_us_text("1.5e3") == Time{1500000});
+}
+
+TEST_CASE("NCCL kernel names give the collective kind and dtype, old and new naming", "[trace]") {
+  CHECK(is_nccl_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"));
+  CHECK(is_nccl_kernel_name("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"));
+  CHECK_FALSE(is_nccl_kernel_name("void at::native::vectorized_elementwise_kernel<4>"));
+  CHECK(collective_from_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(x)") == TraceCollective::AllReduce);
+  CHECK(collective_from_kernel_name("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)") == TraceCollective::ReduceScatter);
+  CHECK(collective_from_kernel_name("ncclDevKernel_AllGather_RING_LL(x)") == TraceCollective::AllGather);
+  CHECK(collective_from_kernel_name("ncclKernel_Broadcast_RING_LL_Sum_int8_t(x)") == TraceCollective::Broadcast);
+  CHECK(collective_from_kernel_name("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(x)") == TraceCollective::SendRecv);
+  CHECK(dtype_from_kernel_name("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)") == "bf16");
+  CHECK(dtype_from_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(x)") == "float");
+  CHECK(dtype_from_kernel_name("ncclKernel_Broadcast_RING_LL_Sum_int8_t(x)") == "int8_t");
+  CHECK(dtype_from_kernel_name("ncclDevKernel_AllGather_RING_LL(x)").empty());
+  CHECK(collective_from_op_name("nccl:_all_gather_base") == TraceCollective::AllGather);
+  CHECK(collective_from_op_name("_reduce_scatter_base") == TraceCollective::ReduceScatter);
+  CHECK(collective_from_op_name("allreduce") == TraceCollective::AllReduce);
+  CHECK(collective_from_op_name("all_to_all") == TraceCollective::AllToAll);
+  CHECK(dtype_bytes_from_name("c10::BFloat16") == 2);
+  CHECK(dtype_bytes_from_name("Float") == 4);
+  CHECK(dtype_bytes_from_name("long int") == 8);
+  CHECK(dtype_bytes_from_name("unsigned char") == 1);
+}
+
+TEST_CASE("The reader keeps kernels, launches, steps, memory and rank info of a Kineto trace", "[trace]") {
+  KinetoTrace t = read_kineto_trace_text(kTrace, "mini");
+  CHECK(t.rank == 2);
+  CHECK(t.world_size == 4);
+  REQUIRE(t.devices.size() == 1);
+  CHECK(t.devices[0].name == "Test GPU");
+  CHECK(t.devices[0].memory == Bytes{1000000});
+  CHECK(t.gpu_ops.size() == 5);
+  CHECK(t.runtime.size() == 5);
+  CHECK(t.memory.size() == 2);  // the CPU (Device Type 0) sample is dropped
+  CHECK(t.event_count == 16);
+  std::size_t nccl = 0;
+  for (const auto& op : t.gpu_ops) nccl += op.collective ? 1 : 0;
+  CHECK(nccl == 1);
+}
+
+TEST_CASE("A step's metrics follow DESIGN.md 5 with kernels attributed by their launch", "[trace]") {
+  KinetoTrace t = read_kineto_trace_text(kTrace, "mini");
+  TraceAnalysis a = analyze_trace(t, AnalyzeOptions{});
+  REQUIRE(a.steps.size() == 1);
+  const auto& s = a.steps[0];
+  CHECK(s.number == 5);
+  const auto& m = s.metrics.overlap;
+  // step = span = 1000 us; compute = A 200 + B 150 (B launched in the step, runs past it);
+  // C was launched after the span: not in the step. comm = 150; overlap = [1250,1300] = 50.
+  CHECK(m.step_time == Time::from_us(1000));
+  CHECK(m.compute_time == Time::from_us(350));
+  CHECK(m.comm_time == Time::from_us(150));
+  CHECK(m.overlapped_comm == Time::from_us(50));
+  CHECK(m.exposed_comm == Time::from_us(100));
+  CHECK(m.overlap_pct == Approx(100.0 / 3.0));
+  // idle = 1000 - |compute U comm| = 1000 - (350 + 150 - 50) = 550 us
+  CHECK(m.idle == Time::from_us(550));
+  CHECK(a.unattributed_gpu_ops == 1);
+  CHECK(s.memory_ops == 1);
+  // No backward/optimizer markers: everything is forward; its last kernel (B) ends at 2100,
+  // clamped to the span end 2000.
+  CHECK(s.metrics.forward == Time::from_us(1000));
+  CHECK(s.metrics.peak_memory == Bytes{5000});
+  CHECK(s.metrics.peak_time == Time::from_us(300));
+  CHECK(s.metrics.persistent_memory == Bytes{3000});
+  CHECK(s.metrics.capacity == Bytes{1000000});
+
+  // The all-reduce: 1024 bf16 elements from the enclosing nccl:all_reduce = 2048 B; the group
+  // size is not recorded, so the world size (4) is assumed; its exposed part is 100 us.
+  REQUIRE(a.collectives.size() == 1);
+  const auto& c = a.collectives[0];
+  CHECK(c.kind == TraceCollective::AllReduce);
+  CHECK(c.bytes == Bytes{2048});
+  CHECK(c.group_size == 4);
+  CHECK(c.group_assumed);
+  CHECK(c.exposed == Time::from_us(100));
+  REQUIRE(a.table.size() == 1);
+  // busbw = S / t * 2(n-1)/n = 2048 B / 150 us * 1.5
+  CHECK(a.table[0].busbw_gbps == Approx(2048.0 / 150e-6 / 1e9 * 1.5));
+}
+
+TEST_CASE("Collective sizes come from the kernel's own args when PyTorch records them", "[trace]") {
+  // PyTorch 2.1+ copies record_param_comms' fields onto the NCCL kernel. All-gather's S is the
+  // gathered output: Out msg nelems 4096 x 4 B = 16384 B on a group of 2.
+  std::string text = R"J({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(x)", "pid": 0, "tid": 7, "ts": 10, "dur": 20,
+     "args": {"stream": 7, "Collective name": "allgather", "In msg nelems": 2048, "Out msg nelems": 4096,
+              "Group size": 2, "dtype": "Float", "Process Group Name": "1"}}]})J";
+  TraceAnalysis a = analyze_trace(read_kineto_trace_text(text, "ag"), AnalyzeOptions{});
+  REQUIRE(a.collectives.size() == 1);
+  CHECK(a.collectives[0].kind == TraceCollective::AllGather);
+  CHECK(a.collectives[0].bytes == Bytes{16384});
+  CHECK(a.collectives[0].group_size == 2);
+  CHECK_FALSE(a.collectives[0].group_assumed);
+  CHECK(a.collectives[0].source == "kernel args");
+}
+
+TEST_CASE("A gzip trace reads the same as its plain text", "[trace]") {
+  auto dir = std::filesystem::temp_directory_path() / "stepsim_trace_test";
+  std::filesystem::create_directories(dir);
+  auto gz = dir / "mini.json.gz";
+  auto plain = dir / "mini.json";
+  {
+    std::ofstream f(gz, std::ios::binary);
+    boost::iostreams::filtering_ostream out;
+    out.push(boost::iostreams::gzip_compressor());
+    out.push(f);
+    out << kTrace;
+  }
+  { std::ofstream(plain) << kTrace; }
+  auto a = analyze_trace(read_kineto_trace(gz), AnalyzeOptions{});
+  auto b = analyze_trace(read_kineto_trace(plain), AnalyzeOptions{});
+  a.file = b.file = "";
+  CHECK(job_to_json(JobAnalysis{{a}, {}, {}, {}}) == job_to_json(JobAnalysis{{b}, {}, {}, {}}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Malformed or step-less traces are input errors", "[trace]") {
+  CHECK_THROWS_AS(read_kineto_trace_text(R"J({"traceEvents": [ {"ph": "X", )J", "bad"), InputError);
+  CHECK_THROWS_AS(read_kineto_trace("/nonexistent/trace.json"), InputError);
+  auto t = read_kineto_trace_text(R"J({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1}]})J", "nostep");
+  CHECK_THROWS_AS(analyze_trace(t, AnalyzeOptions{}), InputError);
+  AnalyzeOptions o;
+  CHECK_THROWS_AS(parse_step_range("5-3", o), InputError);
+  CHECK_THROWS_AS(parse_step_range("x", o), InputError);
+  parse_step_range("3-", o);
+  CHECK(*o.first_step == 3);
+  CHECK_FALSE(o.last_step.has_value());
+}
