@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what stepsim needs to build (Debian packages), configures and builds it.
+#   tools/setup.sh [build-dir]      (default: build)
+# Idempotent: installs only missing packages (apt-get; run as root, or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+
+PACKAGES=(cmake ninja-build g++ ccache libboost-graph-dev libboost-program-options-dev libboost-iostreams-dev
+          nlohmann-json3-dev libfmt-dev catch2 libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+JOBS=$(nproc)
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"
