@@ -83,7 +83,8 @@ void metrics_row(std::string& out, const std::string& label, const Metrics& m) {
 }
 
 void trace_text(std::string& out, const TraceAnalysis& a) {
-  out += fmt::format("{}\n  rank {} of {}, {}; {} step(s) in the trace, {} shown\n", a.file, a.rank, a.world_size,
+  std::string who = a.rank >= 0 ? fmt::format("rank {} of {}", a.rank, a.world_size) : std::string("rank unknown");
+  out += fmt::format("{}\n  {}, {}; {} step(s) in the trace, {} shown\n", a.file, who,
                      a.device.empty() ? "device unknown" : a.device, a.steps_in_trace, a.steps.size());
   out += fmt::format("  {:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>10}\n", "step",
                      "step ms", "compute", "comm", "overlap", "exposed", "ovl %", "idle", "fwd", "bwd", "opt",
