@@ -22,7 +22,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
   using nlohmann::json;
   out << "{\"displayTimeUnit\": \"ns\", \"stepsim\": "
       << json{{"schema", kTraceSchema}, {"title", title}, {"device", t.device}, {"step_start_ns", t.start.ns},
-              {"step_end_ns", t.end.ns}}
+              {"step_end_ns", t.end.ns}, {"memory_capacity_bytes", t.capacity.count}}
              .dump()
       << ", \"traceEvents\": [";
   bool first = true;
