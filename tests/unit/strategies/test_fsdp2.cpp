@@ -150,7 +150,8 @@ TEST_CASE("FSDP2 traffic per unit: reshard=True gathers in forward and backward,
 TEST_CASE("FSDP2 reshard_after_forward=false issues no backward all-gather", "[fsdp2][traffic]") {
   Experiment e = load(llama_doc("llama2-7b", {{"framework", "fsdp2"}, {"reshard_after_forward", false}}, 1, 8));
   int ag_bwd = 0, ag_fwd = 0, rs = 0;
-  for (const Collective* c : collectives(e.strategy->build(e))) {
+  Program p = e.strategy->build(e);
+  for (const Collective* c : collectives(p)) {
     ag_bwd += c->name.find(" bwd") != std::string::npos;
     ag_fwd += c->name.find(" fwd") != std::string::npos;
     rs += c->kind == CollectiveKind::ReduceScatter;
@@ -335,7 +336,8 @@ TEST_CASE("FSDP2 no_sync accumulation keeps every group's unsharded grad in the 
   doc["training"]["no_sync"] = false;
   Experiment synced = load(doc);
   rs = 0;
-  for (const Collective* c : collectives(synced.strategy->build(synced))) rs += c->kind == CollectiveKind::ReduceScatter;
+  Program ps = synced.strategy->build(synced);
+  for (const Collective* c : collectives(ps)) rs += c->kind == CollectiveKind::ReduceScatter;
   CHECK(rs == 8);
 }
 
@@ -361,7 +363,8 @@ TEST_CASE("FSDP2 rejects bad strategy input with the JSON path", "[fsdp2][input]
 
 TEST_CASE("FSDP2 wrap none makes one root group: one AG and one RS for the whole model", "[fsdp2][traffic]") {
   Experiment e = load(toy_doc({{"framework", "fsdp2"}, {"wrap", "none"}}));
-  auto cs = collectives(e.strategy->build(e));
+  Program p = e.strategy->build(e);
+  auto cs = collectives(p);
   REQUIRE(cs.size() == 2);
   CHECK(cs[0]->name == "AG root fwd");
   CHECK(cs[0]->bytes.count == 4 * 4 * 2500000LL);
