@@ -8,7 +8,7 @@
 //    nccl-tests convention; the time is S / throughput. All groups are on one host (8 GPUs).
 //    collective-permute rows are skipped (no Program collective uses them).
 //  - matmul_perf_table.csv: device_key, b, m, n, k, dtype, flops_per_sec[, tflops].
-//    dtype "bf16xbf16->bf16" -> bf16, "f32xf32->f32" -> fp32, "f8e4m3fnxf8e4m3fn->bf16" -> fp8
+//    dtype "bf16xbf16->bf16" -> bf16, "f32xf32->f32" -> tf32 (XLA's default precision; the rates exceed the fp32 peak), "f8e4m3fnxf8e4m3fn->bf16" -> fp8
 //    (the other fp8 input combinations are skipped: one fp8 entry per shape).
 // Columns are found by name in the header; rows for other device keys are skipped.
 

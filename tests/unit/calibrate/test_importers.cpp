@@ -151,6 +151,7 @@ TEST_CASE("XLA's GEMM table maps dtypes and keeps one fp8 combination", "[calibr
   CHECK(g.size() == 375 * 3);
   CHECK(g[0].shape.m == 256);
   CHECK(g[0].shape.dtype == Dtype::BF16);
+  CHECK(g[1].shape.dtype == Dtype::TF32);  // f32 rows: TF32 tensor-core rates
   CHECK_THROWS_AS(import_xla_gemm(kXla + "matmul_perf_table.csv", "sm_999"), InputError);
 }
 
