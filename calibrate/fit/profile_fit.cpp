@@ -229,10 +229,12 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
     for (auto& [kind, f] : chosen) {
       f->in_profile = true;
       m.alpha_beta[kind] = to_ranges(*f);
+      m.alpha_beta_ranks[kind] = f->ranks;
     }
     for (auto& d : derived) {
       d.in_profile = true;
       m.alpha_beta[d.kind] = to_ranges(d);
+      m.alpha_beta_ranks[d.kind] = d.ranks;
       report.fits.push_back(d);
     }
     (std::string(scope) == "intra_node" ? p.intra_node : p.inter_node) = m;

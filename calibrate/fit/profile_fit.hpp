@@ -2,8 +2,9 @@
 // Turns imported measurements into a hardware profile (sim/hardware/profile.hpp format):
 //  - collectives: per scope (intra_node: series on one node; inter_node: series spanning nodes)
 //    and collective kind, piecewise alpha-beta ranges fitted by fit_ranges on the group with
-//    the most ranks in that scope (the alpha_beta model has no group-size parameter, so one
-//    group size per scope; the others are still fitted and reported in provenance);
+//    the most ranks in that scope, written with that group size ("ranks") so the model rescales
+//    the bandwidth term for other group sizes; the other group sizes are still fitted and
+//    reported in provenance;
 //  - all_reduce / all_gather / reduce_scatter missing from a scope are derived from a measured
 //    one by bus-bandwidth equivalence (same bytes on the wire per rank: beta scales with the
 //    busbw factor ratio, alpha with the ring-step ratio) and marked "derived_from";

@@ -7,17 +7,11 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/overloaded.hpp"
 
 namespace stepsim::live {
 
 namespace {
-
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
 
 std::int64_t in_elem(Dtype d) { return d == Dtype::FP8 ? 1 : dtype_bytes(d); }
 std::int64_t out_elem(Dtype d) { return d == Dtype::FP8 ? 2 : dtype_bytes(d); }

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/overloaded.hpp"
+
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/compute_model.hpp"
@@ -15,13 +17,6 @@
 namespace stepsim {
 
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 

@@ -33,14 +33,23 @@ static int inter_steps(CollectiveKind kind, int nodes) {
   return kind == CollectiveKind::AllReduce ? 2 * (nodes - 1) : nodes - 1;
 }
 
-static Time alpha_beta_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes) {
+static Time alpha_beta_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int n) {
   auto it = m.alpha_beta.find(kind);
   const auto& ranges = it != m.alpha_beta.end() ? it->second : m.default_ranges;
   if (ranges.empty()) return Time::zero();
+  const AlphaBetaRange* range = &ranges.back();
   for (const auto& r : ranges)
-    if (bytes <= r.max_bytes) return r.alpha + transfer_time(bytes, r.beta);
-  const auto& last = ranges.back();
-  return last.alpha + transfer_time(bytes, last.beta);
+    if (bytes <= r.max_bytes) {
+      range = &r;
+      break;
+    }
+  // Ranges fitted on a group of `measured` ranks: the same bus bandwidth on n ranks moves
+  // factor(n) / factor(measured) times the bytes (C6.1).
+  auto measured = m.alpha_beta_ranks.find(kind);
+  Bytes moved = bytes;
+  if (measured != m.alpha_beta_ranks.end() && measured->second != n)
+    moved = Bytes{std::llround(static_cast<double>(bytes.count) * busbw_factor(kind, n) / busbw_factor(kind, measured->second))};
+  return range->alpha + transfer_time(moved, range->beta);
 }
 
 // Ring (C6.2): T = base + steps * step_latency + factor * S / busbw. A communicator that
@@ -118,7 +127,7 @@ static Time table_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, in
 Time scope_collective_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
   if (ranks <= 1 || bytes.count <= 0) return Time::zero();
   switch (m.kind) {
-    case CollectiveModelKind::AlphaBeta: return alpha_beta_time(m, kind, bytes);
+    case CollectiveModelKind::AlphaBeta: return alpha_beta_time(m, kind, bytes, ranks);
     case CollectiveModelKind::Ring: return ring_time(m, kind, bytes, ranks, nodes);
     case CollectiveModelKind::Tree: return tree_time(m, kind, bytes, ranks, nodes);
     case CollectiveModelKind::Nccl:

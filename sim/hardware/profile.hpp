@@ -38,6 +38,11 @@ struct ScopeModel {
   // alpha_beta: ranges per collective kind; kinds not listed use `default_ranges`.
   std::map<CollectiveKind, std::vector<AlphaBetaRange>> alpha_beta;
   std::vector<AlphaBetaRange> default_ranges;
+  // Group size each kind's ranges were measured on ("ranks": {"all_reduce": 16}). A
+  // communicator of another size rescales the bandwidth term by the busbw factor ratio
+  // factor(n) / factor(ranks), which is what carries across group sizes (C6.1). Kinds not
+  // listed are used as measured, whatever the group size (raw alpha-beta, the textbook form).
+  std::map<CollectiveKind, int> alpha_beta_ranks;
   // ring / tree / nccl (C6.2-C6.4): per-step latency, bus bandwidth, fixed base latency.
   Bandwidth busbw;
   Time step_latency;

@@ -47,6 +47,16 @@ static ScopeModel parse_scope(ObjectReader r) {
     for (const char* k : kKindKeys)
       if (r.has(k)) m.alpha_beta[parse_collective_kind(k)] = parse_ranges(r, k);
     if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
+    if (r.has("ranks")) {
+      ObjectReader ranks = r.object("ranks");
+      for (const char* k : kKindKeys)
+        if (ranks.has(k)) {
+          std::int64_t n = ranks.positive_integer(k);
+          if (n < 2) ranks.fail(k, "a group size >= 2");
+          m.alpha_beta_ranks[parse_collective_kind(k)] = static_cast<int>(n);
+        }
+      ranks.finish();
+    }
     if (m.alpha_beta.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
   } else if (kind == "table") {
     m.kind = CollectiveModelKind::Table;
@@ -176,6 +186,11 @@ static Json scope_to_json(const ScopeModel& m) {
     case CollectiveModelKind::AlphaBeta:
       for (const auto& [k, ranges] : m.alpha_beta) o[to_string(k)] = ranges_to_json(ranges);
       if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
+      if (!m.alpha_beta_ranks.empty()) {
+        Json ranks = Json::object();
+        for (const auto& [k, n] : m.alpha_beta_ranks) ranks[to_string(k)] = n;
+        o["ranks"] = ranks;
+      }
       break;
     case CollectiveModelKind::Table:
       for (const auto& [k, by_size] : m.table) {
