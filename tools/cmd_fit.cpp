@@ -1,7 +1,9 @@
 // `stepsim fit`: build a hardware profile from measurements users already have: nccl-tests
 // logs, XLA's collective and GEMM tables, and `stepsim calibrate` output. The fitting is plain
 // C++ in calibrate/fit; this file only reads options, imports, and writes the profile.
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -11,6 +13,9 @@
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/importers/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
+#include "calibrate/trace/kineto_trace.hpp"
+#include "calibrate/trace/trace_analysis.hpp"
+#include "calibrate/trace/trace_fit.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile.hpp"
 #include "tools/cli_common.hpp"
@@ -46,9 +51,43 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
 
 }  // namespace
 
+// Measurements from profiler traces of the user's own job (calibrate/trace): one series per
+// (collective, group size) with the median kernel time per message size, and one GEMM sample
+// per shape, fed to the same fit as microbenchmark logs.
+static void add_trace_measurements(const std::vector<std::string>& files, const std::string& steps, bool keep_assumed,
+                                   int gpus_per_node, calib::FitInputs& in) {
+  std::vector<trace::KinetoTrace> traces;
+  for (const auto& f : files) {
+    traces.push_back(trace::read_kineto_trace(f));
+    in.files.push_back(f);
+  }
+  trace::AnalyzeOptions o;
+  if (!steps.empty()) trace::parse_step_range(steps, o);
+  trace::TraceFitData d = trace::extract_fit_data(traces, o);
+  std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
+  for (const auto& p : d.collectives)
+    if (!p.ranks_assumed || keep_assumed) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+  for (auto& [key, by_size] : by_group) {
+    calib::CollectiveSeries s;
+    s.source = files.front();
+    s.label = fmt::format("trace, {} ranks", key.second);
+    s.kind = key.first;
+    s.ranks = key.second;
+    s.nodes = (key.second + gpus_per_node - 1) / gpus_per_node;
+    for (auto& [bytes, times] : by_size) {
+      std::sort(times.begin(), times.end());
+      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, times[times.size() / 2], false, 0});
+    }
+    if (key.second >= 2) in.collectives.push_back(std::move(s));
+  }
+  for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, files.front()});
+}
+
 int fit(const Args& args) {
   po::options_description opts("fit options");
-  std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes;
+  std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes, traces;
+  std::string trace_steps;
+  int gpus_per_node = 8;
   std::string base_file, out_file, device_key = "sm_90", samples = "both", name, description;
   double target = 0.05;
   int max_ranges = 6;
@@ -59,6 +98,10 @@ int fit(const Args& args) {
       ("gemm", po::value(&xla_gemm)->multitoken(), "same as --xla-gemm")
       ("xla-device", po::value(&device_key)->default_value("sm_90"), "device_key rows to take from the XLA tables")
       ("calibration", po::value(&calibrations)->multitoken(), "profiles written by stepsim calibrate (raw points)")
+      ("trace", po::value(&traces)->multitoken(), "PyTorch profiler traces (.json/.json.gz) of your own job: NCCL kernel times by size and GEMM rates")
+      ("trace-steps", po::value(&trace_steps), "with --trace: the ProfilerStep range a-b to use (default: all)")
+      ("trace-assumed-groups", "with --trace: keep collectives whose group size the trace does not record (world size assumed; wrong for sub-groups)")
+      ("gpus-per-node", po::value(&gpus_per_node)->default_value(8), "with --trace: a group larger than this spans nodes (inter_node scope)")
       ("base", po::value(&base_file), "profile supplying everything not measured (name, peaks, HBM, host costs)")
       ("name", po::value(&name), "profile name (default: the base profile's)")
       ("description", po::value(&description), "profile description (default: the base profile's)")
@@ -72,15 +115,16 @@ int fit(const Args& args) {
   po::variables_map vm;
   const std::string usage =
       "usage: stepsim fit [--nccl-tests LOG[@RUN]...] [--xla-collectives CSV] [--xla-gemm CSV]\n"
-      "                   [--calibration JSON...] --base PROFILE.json [--out profile.json]\n"
+      "                   [--calibration JSON...] [--trace TRACE...] --base PROFILE.json [--out profile.json]\n"
       "Fits piecewise alpha-beta collective models (least squares on time, R^2 and worst relative\n"
       "error reported per size range), a GEMM efficiency table and contention factors, and writes a\n"
       "profile recording the command and every input under \"provenance\".";
   if (!parse_args(args, usage, opts, pos, vm)) return 0;
   if (base_file.empty())
     throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
-  if (logs.empty() && xla_coll.empty() && xla_gemm.empty() && calibrations.empty())
-    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm or --calibration");
+  if (logs.empty() && xla_coll.empty() && xla_gemm.empty() && calibrations.empty() && traces.empty())
+    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --calibration or --trace");
+  if (gpus_per_node < 1) throw InputError(fmt::format("fit: --gpus-per-node {}: expected a positive integer", gpus_per_node));
   if (target <= 0 || target >= 1) throw InputError(fmt::format("fit: --target-error {}: expected a fraction in (0, 1)", target));
   if (max_ranges < 1 || max_ranges > 32) throw InputError(fmt::format("fit: --max-ranges {}: expected 1..32", max_ranges));
 
@@ -117,6 +161,8 @@ int fit(const Args& args) {
     if (c.contention) in.contention.push_back(*c.contention);
     in.files.push_back(f);
   }
+
+  if (!traces.empty()) add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, gpus_per_node, in);
 
   HardwareProfile base = load_profile(base_file);
   calib::FitReport report;

@@ -1,0 +1,47 @@
+// `stepsim fit --trace`: calibrate from a profiler trace of one's own job (issue 8, part 3).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "sim/hardware/collective_model.hpp"
+#include "sim/hardware/profile.hpp"
+#include "test_support.hpp"
+
+using namespace stepsim;
+
+TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that reproduces its all-reduces", "[fit][trace]") {
+  namespace fs = std::filesystem;
+  std::string trace;
+  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+    if (e.path().filename().string().rfind("zero1__rank_0", 0) == 0) trace = e.path().string();
+  REQUIRE(!trace.empty());
+  std::string out_file = (fs::temp_directory_path() / "stepsim-fit-trace.json").string();
+  std::string out;
+  // The trace records no group size; this DP-only job's groups are the world (8), so the
+  // assumed groups are right here.
+  int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --trace " + trace +
+                                 " --trace-assumed-groups --base " + STEPSIM_SOURCE_DIR +
+                                 "/configs/hardware/a800-sxm-8x.json --out " + out_file,
+                             out);
+  REQUIRE(rc == 0);
+  HardwareProfile p = load_profile(out_file);
+  REQUIRE(p.intra_node.kind == CollectiveModelKind::AlphaBeta);
+  REQUIRE(p.intra_node.alpha_beta.count(CollectiveKind::AllReduce));
+  CHECK(p.intra_node.alpha_beta_ranks.at(CollectiveKind::AllReduce) == 8);
+  CHECK(!p.compute.gemm_table.empty());
+  // The trace's gradient all-reduce of 986,062,848 B took a median 11.128 ms (busbw ~155 GB/s);
+  // the fitted model reports 1.5 % worst error over the trace's points.
+  Time t = collective_time(p, CollectiveKind::AllReduce, Bytes{986062848}, CommDecl{"dp", 8, 1});
+  CHECK(t.ms() == Approx(11.128).epsilon(0.02));
+
+  // Without the assumption, points with unknown groups are dropped: the base profile's
+  // collective model is kept unchanged.
+  rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --trace " + trace + " --base " + STEPSIM_SOURCE_DIR +
+                             "/configs/hardware/a800-sxm-8x.json --out " + out_file,
+                         out);
+  REQUIRE(rc == 0);
+  HardwareProfile base = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json");
+  CommDecl dp{"dp", 8, 1};
+  CHECK(collective_time(load_profile(out_file), CollectiveKind::AllReduce, Bytes{986062848}, dp) ==
+        collective_time(base, CollectiveKind::AllReduce, Bytes{986062848}, dp));
+}
