@@ -1,5 +1,7 @@
 #include "kernels/gpu/nccl_ops.hpp"
 
+#include "kernels/host/lowering.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -22,34 +24,12 @@ ncclDataType_t nccl_dtype(Dtype d) {
 
 std::size_t nccl_elem_bytes(Dtype d) { return static_cast<std::size_t>(dtype_bytes(d)); }
 
+// The nccl-tests size convention is defined once, in the host lowering (unit-tested without a
+// GPU); this is its size_t view for the NCCL calls.
 CollectiveSizes collective_sizes(CollectiveKind kind, std::size_t bytes, int nranks, Dtype dtype) {
-  if (nranks < 1) throw std::invalid_argument("collective_sizes: nranks < 1");
-  const std::size_t elem = nccl_elem_bytes(dtype);
-  const auto n = static_cast<std::size_t>(nranks);
-  CollectiveSizes s;
-  switch (kind) {
-    case CollectiveKind::AllReduce:
-    case CollectiveKind::Broadcast:
-    case CollectiveKind::Reduce:
-      s.count = std::max<std::size_t>(1, bytes / elem);
-      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem;
-      break;
-    case CollectiveKind::AllGather:
-      s.count = std::max<std::size_t>(1, bytes / (elem * n));
-      s.send_bytes = s.count * elem;
-      s.recv_bytes = s.total_bytes = s.count * elem * n;
-      break;
-    case CollectiveKind::ReduceScatter:
-      s.count = std::max<std::size_t>(1, bytes / (elem * n));
-      s.send_bytes = s.total_bytes = s.count * elem * n;
-      s.recv_bytes = s.count * elem;
-      break;
-    case CollectiveKind::AllToAll:
-      s.count = std::max<std::size_t>(1, bytes / (elem * n));
-      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem * n;
-      break;
-  }
-  return s;
+  live::CollectiveSizes h = live::collective_sizes(kind, static_cast<std::int64_t>(bytes), nranks, dtype);
+  return CollectiveSizes{static_cast<std::size_t>(h.count), static_cast<std::size_t>(h.send_bytes),
+                         static_cast<std::size_t>(h.recv_bytes), static_cast<std::size_t>(h.total_bytes)};
 }
 
 void run_collective(const NcclComm& comm, cudaStream_t stream, CollectiveKind kind, const CollectiveSizes& s,
