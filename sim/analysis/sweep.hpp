@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
+#include "sim/hardware/profile_cache.hpp"
 #include "sim/config/json_reader.hpp"
 
 namespace stepsim {
@@ -54,6 +56,8 @@ struct SweepSpec {
   std::vector<std::string> columns;  // the varied paths, in order (axes or union of point keys)
   std::vector<SweepConstraint> constraints;
   int top = 5;
+  // Profile files parsed once for all points (shared by copies of the spec and by threads).
+  std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
 
   std::uint64_t size() const;
   // Point i as path -> value (only the varied paths).

@@ -142,8 +142,10 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   const auto& knobs = res.knobs;
 
   // Evaluates combos (setting index per knob) as one parallel sweep of explicit points.
+  auto profiles = std::make_shared<ProfileCache>();
   auto evaluate = [&](const std::vector<std::vector<std::size_t>>& combos) {
     SweepSpec spec;
+    spec.profiles = profiles;
     spec.file = sources.root_file;
     spec.base = doc;
     spec.base_sources = sources;

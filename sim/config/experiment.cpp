@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/hardware/profile_cache.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -83,7 +84,7 @@ static Workload parse_workload(ObjectReader w) {
   return build_transformer(name, dims, mb, seq, dt, ckpt);
 }
 
-static ClusterConfig parse_cluster(ObjectReader c) {
+static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   ClusterConfig out;
   out.nodes = static_cast<int>(c.positive_integer("nodes", 1));
   out.gpus_per_node = static_cast<int>(c.positive_integer("gpus_per_node", 8));
@@ -96,7 +97,7 @@ static ClusterConfig parse_cluster(ObjectReader c) {
     fs::path path = resolve_config_path(name, c.sources().file_for(c.path_of("profile")));
     if (!fs::exists(path)) c.fail("profile", "an existing hardware profile file (not found)");
     out.profile_path = name;
-    out.profile = load_profile(path);
+    out.profile = profiles ? *profiles->load(path) : load_profile(path);
   }
   c.finish();
   return out;
@@ -113,13 +114,13 @@ static TrainingConfig parse_training(ObjectReader t) {
   return out;
 }
 
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources) {
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles) {
   Experiment e;
   e.file = sources.root_file;
   e.resolved = doc;
   ObjectReader root(doc, sources, "");
   e.workload = parse_workload(root.object("workload"));
-  e.cluster = parse_cluster(root.object("cluster"));
+  e.cluster = parse_cluster(root.object("cluster"), profiles);
   e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};
   if (root.has("name")) root.string("name");
   if (root.has("description")) root.string("description");

@@ -33,6 +33,7 @@ struct TrainingConfig {
 };
 
 class Strategy;
+class ProfileCache;
 
 struct Experiment {
   std::string file;
@@ -45,7 +46,8 @@ struct Experiment {
 
 // Loads and validates. Throws InputError with file, JSON path, value and expectation.
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
-// Same, from an already-resolved document (sweeps build many from one base).
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources);
+// Same, from an already-resolved document (sweeps build many from one base). With `profiles`,
+// profile files are parsed once and shared across experiments.
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr);
 
 }  // namespace stepsim

@@ -57,7 +57,7 @@ struct HeapEvent {
 
 class Engine {
  public:
-  Engine(const Program& p, const HardwareProfile& hw) : p_(p), hw_(hw) {
+  Engine(const Program& p, const HardwareProfile& hw) : p_(p), hw_(hw), kernel_times_(hw.compute) {
     streams_.resize(p.streams.size());
     stream_last_op_.assign(p.streams.size(), -1);
     comm_queue_.resize(p.comms.size());
@@ -155,7 +155,7 @@ class Engine {
     return std::visit(Overloaded{
                           [&](const Launch& l) {
                             Op op = new_op(OpType::Kernel, l.stream, i);
-                            op.solo = kernel_time(hw_.compute, l.kernel.work);
+                            op.solo = kernel_times_.kernel_time(l.kernel.work);
                             enqueue(std::move(op));
                             return true;
                           },
@@ -473,6 +473,7 @@ class Engine {
 
   const Program& p_;
   const HardwareProfile& hw_;
+  KernelTimeCache kernel_times_;
   Time now_;
   std::uint64_t seq_ = 0;
   std::priority_queue<HeapEvent, std::vector<HeapEvent>, std::greater<>> heap_;

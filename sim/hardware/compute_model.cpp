@@ -65,13 +65,29 @@ Time memory_time(const ComputeProfile& c, Bytes bytes) {
   return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
 }
 
-Time kernel_time(const ComputeProfile& c, const KernelWork& w) {
+// The non-GEMM part of a kernel's time.
+static Time other_time(const ComputeProfile& c, const KernelWork& w) {
   Time t = w.fixed;
-  for (const auto& g : w.gemms) t += gemm_time(c, g);
   if (w.memory_bytes.count > 0 && c.model_memory_kernels) t += std::max(memory_time(c, w.memory_bytes), c.min_kernel_time);
   if (w.attention_flops.count > 0) {
     FlopRate peak = peak_for(c, Dtype::BF16);
     t += compute_time(w.attention_flops, FlopRate{peak.flops_per_s * c.attention_efficiency});
+  }
+  return t;
+}
+
+Time kernel_time(const ComputeProfile& c, const KernelWork& w) {
+  Time t = other_time(c, w);
+  for (const auto& g : w.gemms) t += gemm_time(c, g);
+  return t;
+}
+
+Time KernelTimeCache::kernel_time(const KernelWork& w) {
+  Time t = other_time(c_, w);
+  for (const auto& g : w.gemms) {
+    auto it = gemm_.find(g);
+    if (it == gemm_.end()) it = gemm_.emplace(g, gemm_time(c_, g)).first;
+    t += it->second;
   }
   return t;
 }

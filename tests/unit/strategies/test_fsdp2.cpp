@@ -310,7 +310,7 @@ TEST_CASE("FSDP2 divides gradients only for fp16 reductions (AVG inside NCCL oth
 }
 
 TEST_CASE("FSDP2 peak memory does not depend on GPU timing", "[fsdp2][memory]") {
-  Experiment e = load_experiment("configs/examples/llama3-8b-fsdp2-8xh100.json");
+  Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-fsdp2-8xh100.json");
   SimulationResult base = run_experiment(e);
   // Twice the compute: peak FLOP rates, GEMM table rates and HBM bandwidth all doubled.
   Experiment fast = e;
@@ -372,6 +372,6 @@ TEST_CASE("FSDP2 wrap none makes one root group: one AG and one RS for the whole
 }
 
 TEST_CASE("stepsim simulate runs the shipped llama3-8b FSDP2 example", "[fsdp2][cli]") {
-  int rc = std::system((std::string(STEPSIM_BINARY) + " simulate configs/examples/llama3-8b-fsdp2-8xh100.json > /dev/null 2>&1").c_str());
+  int rc = std::system((std::string(STEPSIM_BINARY) + " simulate " + STEPSIM_SOURCE_DIR + "/configs/examples/llama3-8b-fsdp2-8xh100.json > /dev/null 2>&1").c_str());
   CHECK(rc == 0);
 }
