@@ -17,16 +17,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-int ring_steps(CollectiveKind kind, int n) {
-  switch (kind) {
-    case CollectiveKind::AllReduce: return 2 * (n - 1);
-    case CollectiveKind::AllGather:
-    case CollectiveKind::ReduceScatter:
-    case CollectiveKind::AllToAll: return n - 1;
-    default: return n;
-  }
-}
-
 std::string scope_of(const CollectiveSeries& s) { return s.nodes > 1 ? "inter_node" : "intra_node"; }
 
 Json line_json(const LineFit& r, bool last, bool with_quality) {

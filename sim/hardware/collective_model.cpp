@@ -18,8 +18,7 @@ double busbw_factor(CollectiveKind kind, int ranks) {
   return 1.0;
 }
 
-// Ring steps per collective (C6.4 nsteps): AR 2(n-1), AG/RS n-1, others n.
-static int ring_steps(CollectiveKind kind, int n) {
+int ring_steps(CollectiveKind kind, int n) {
   switch (kind) {
     case CollectiveKind::AllReduce: return 2 * (n - 1);
     case CollectiveKind::AllGather:

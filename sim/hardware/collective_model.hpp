@@ -10,6 +10,8 @@ namespace stepsim {
 
 // nccl-tests bus-bandwidth factor (C6.1): AR 2(n-1)/n, AG/RS/A2A (n-1)/n, BC/Reduce 1.
 double busbw_factor(CollectiveKind kind, int ranks);
+// Ring steps of one collective (C6.4 nsteps): AR 2(n-1), AG/RS/A2A n-1, others n.
+int ring_steps(CollectiveKind kind, int ranks);
 
 // Time of one collective of S bytes (nccl-tests convention) on `comm`. A group of one rank
 // costs nothing (NCCL copies locally; treated as free).
