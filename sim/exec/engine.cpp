@@ -120,10 +120,8 @@ class Engine {
       std::size_t i = pc_;
       Time cost = host_cost(i);
       if (cost.ns > 0) {
-        const char* what = std::holds_alternative<HostWork>(p_.instructions[i]) ? "work" : "issue";
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
-        (void)what;
         timeline_.host.push_back(HostInterval{kind, host_label(i), now_ - cost, now_, i});
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion

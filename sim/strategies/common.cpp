@@ -14,6 +14,17 @@ Kernel backward_kernel(const Layer& l, int micro) {
   return Kernel{"bwd " + l.name, KernelClass::Compute, l.backward(), l.name};
 }
 
+std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro) {
+  std::vector<BufferId> acts(w.layers.size(), -1);
+  for (std::size_t li = 0; li < w.layers.size(); ++li) {
+    const Layer& l = w.layers[li];
+    if (l.saved_activations.count > 0)
+      acts[li] = b.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, s);
+    b.launch(s, forward_kernel(l, micro));
+  }
+  return acts;
+}
+
 Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {
   KernelWork w;
   w.memory_bytes = bytes;

@@ -3,8 +3,10 @@
 // in bytes, the optimizer step, and persistent-state sizes.
 
 #include <string>
+#include <vector>
 
 #include "sim/config/experiment.hpp"
+#include "sim/program/builder.hpp"
 #include "sim/program/program.hpp"
 #include "sim/workload/workload.hpp"
 
@@ -21,6 +23,11 @@ Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::str
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
 // momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
+
+// The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
+// allocate its saved activations and launch its forward on `s`. Returns the activation
+// buffer of each layer (-1 where it saves none), freed by the caller's backward.
+std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro);
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

@@ -92,13 +92,7 @@ class Ddp final : public Strategy {
     for (int micro = 0; micro < A; ++micro) {
       const bool sync = micro == A - 1 || !e.training.no_sync;
       b.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<BufferId> acts(w.layers.size(), -1);
-      for (std::size_t li = 0; li < w.layers.size(); ++li) {
-        const Layer& l = w.layers[li];
-        if (l.saved_activations.count > 0)
-          acts[li] = b.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt);
-        b.launch(dflt, forward_kernel(l, micro));
-      }
+      std::vector<BufferId> acts = replicated_forward(b, w, dflt, micro);
       b.mark(fmt::format("backward {}", micro), Phase::Backward);
       for (std::size_t& p : pending) p = 0;
       std::size_t next_bucket = 0;  // D3.7: buckets launch strictly in order

@@ -80,13 +80,7 @@ class Zero12Builder {
 
   void micro_batch(int micro, bool boundary) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    std::vector<BufferId> acts(w_.layers.size(), -1);
-    for (std::size_t li = 0; li < w_.layers.size(); ++li) {
-      const Layer& l = w_.layers[li];
-      if (l.saved_activations.count > 0)
-        acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-      b_.launch(dflt_, forward_kernel(l, micro));
-    }
+    std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro);
 
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
