@@ -113,6 +113,19 @@ std::optional<RingFit> fit_ring(const std::string& scope, CollectiveKind kind, c
   return rf;
 }
 
+// A fit's ranges as the profile's alpha-beta ranges (the last range is open-ended).
+std::vector<AlphaBetaRange> to_alpha_beta_ranges(const KindFit& f) {
+  std::vector<AlphaBetaRange> out;
+  for (std::size_t i = 0; i < f.ranges.size(); ++i) {
+    AlphaBetaRange r;
+    if (i + 1 < f.ranges.size()) r.max_bytes = Bytes{static_cast<std::int64_t>(std::llround(f.ranges[i].max_bytes))};
+    r.alpha = Time::from_us(f.ranges[i].alpha_us);
+    r.beta = Bandwidth::from_gbps(f.ranges[i].beta_gbps());
+    out.push_back(r);
+  }
+  return out;
+}
+
 KindFit derive(const KindFit& from, CollectiveKind kind) {
   KindFit d;
   d.scope = from.scope;
@@ -146,16 +159,12 @@ std::vector<FitPoint> fit_points(const CollectiveSeries& s, SampleSelection sel)
 }
 
 double predict_time_us(const KindFit& fit, double bytes, int ranks) {
-  double f_fit = busbw_factor(fit.kind, fit.ranks), f_new = busbw_factor(fit.kind, ranks);
-  double equiv = bytes * f_new / f_fit;  // the size with the same bytes on the wire per rank at fit.ranks
-  double steps_ratio = static_cast<double>(ring_steps(fit.kind, ranks)) / ring_steps(fit.kind, fit.ranks);
-  const LineFit* r = &fit.ranges.back();
-  for (const auto& range : fit.ranges)
-    if (equiv <= range.max_bytes) {
-      r = &range;
-      break;
-    }
-  return r->alpha_us * steps_ratio + r->us_per_byte * equiv;
+  // The simulator's own alpha-beta model (one definition of the cross-group rule).
+  ScopeModel m;
+  m.kind = CollectiveModelKind::AlphaBeta;
+  m.alpha_beta[fit.kind] = to_alpha_beta_ranges(fit);
+  m.alpha_beta_ranks[fit.kind] = fit.ranks;
+  return scope_collective_time(m, fit.kind, Bytes{std::llround(bytes)}, ranks, fit.nodes).us();
 }
 
 double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks) {
@@ -184,14 +193,17 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
     g.ranges = fit_ranges(g.points, opt.ranges);
     report.fits.push_back(g);
   }
-  // Per (scope, kind): the group with the most ranks goes into the profile.
+  // Per (scope, kind): the fit with the most ranks goes into the profile as the kind's ranges,
+  // the other measured group sizes under "groups" (one fit per size: the one with most points).
   for (const char* scope : {"intra_node", "inter_node"}) {
-    std::map<CollectiveKind, KindFit*> chosen;
+    std::map<CollectiveKind, std::map<int, KindFit*>> by_ranks;
     for (auto& f : report.fits) {
       if (f.scope != scope) continue;
-      KindFit*& c = chosen[f.kind];
-      if (!c || f.ranks > c->ranks || (f.ranks == c->ranks && f.points.size() > c->points.size())) c = &f;
+      KindFit*& c = by_ranks[f.kind][f.ranks];
+      if (!c || f.points.size() > c->points.size()) c = &f;
     }
+    std::map<CollectiveKind, KindFit*> chosen;
+    for (auto& [kind, sizes] : by_ranks) chosen[kind] = sizes.rbegin()->second;
     if (chosen.empty()) continue;
     std::vector<KindFit> derived;
     if (opt.derive_missing) {
@@ -205,25 +217,19 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
     }
     ScopeModel m;
     m.kind = CollectiveModelKind::AlphaBeta;
-    auto to_ranges = [](const KindFit& f) {
-      std::vector<AlphaBetaRange> out;
-      for (std::size_t i = 0; i < f.ranges.size(); ++i) {
-        AlphaBetaRange r;
-        if (i + 1 < f.ranges.size()) r.max_bytes = Bytes{static_cast<std::int64_t>(std::llround(f.ranges[i].max_bytes))};
-        r.alpha = Time::from_us(f.ranges[i].alpha_us);
-        r.beta = Bandwidth::from_gbps(f.ranges[i].beta_gbps());
-        out.push_back(r);
-      }
-      return out;
-    };
     for (auto& [kind, f] : chosen) {
       f->in_profile = true;
-      m.alpha_beta[kind] = to_ranges(*f);
+      m.alpha_beta[kind] = to_alpha_beta_ranges(*f);
       m.alpha_beta_ranks[kind] = f->ranks;
+      for (auto& [ranks, g] : by_ranks.at(kind))
+        if (g != f) {
+          g->in_profile = true;
+          m.alpha_beta_groups[kind][ranks] = to_alpha_beta_ranges(*g);
+        }
     }
     for (auto& d : derived) {
       d.in_profile = true;
-      m.alpha_beta[d.kind] = to_ranges(d);
+      m.alpha_beta[d.kind] = to_alpha_beta_ranges(d);
       m.alpha_beta_ranks[d.kind] = d.ranks;
       report.fits.push_back(d);
     }
@@ -315,7 +321,10 @@ Json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& rep
     Json& scope = out["collectives"][f.scope];
     Json ranges = Json::array();
     for (std::size_t i = 0; i < f.ranges.size(); ++i) ranges.push_back(line_json(f.ranges[i], i + 1 == f.ranges.size(), true));
-    scope[to_string(f.kind)] = ranges;
+    if (scope.at("ranks").at(to_string(f.kind)) == f.ranks)
+      scope[to_string(f.kind)] = ranges;
+    else
+      scope["groups"][to_string(f.kind)][std::to_string(f.ranks)] = ranges;
   }
   out["provenance"] = report.provenance;
   return out;

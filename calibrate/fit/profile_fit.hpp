@@ -3,8 +3,8 @@
 //  - collectives: per scope (intra_node: series on one node; inter_node: series spanning nodes)
 //    and collective kind, piecewise alpha-beta ranges fitted by fit_ranges on the group with
 //    the most ranks in that scope, written with that group size ("ranks") so the model rescales
-//    the bandwidth term for other group sizes; the other group sizes are still fitted and
-//    reported in provenance;
+//    the bandwidth term for other group sizes; the other measured group sizes of that scope go
+//    under "groups" (a communicator uses the nearest measured size) and into provenance;
 //  - all_reduce / all_gather / reduce_scatter missing from a scope are derived from a measured
 //    one by bus-bandwidth equivalence (same bytes on the wire per rank: beta scales with the
 //    busbw factor ratio, alpha with the ring-step ratio) and marked "derived_from";
@@ -80,9 +80,9 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& inputs
 // of the fitted scopes, and report.provenance under "provenance".
 nlohmann::json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& report);
 
-// Time of `kind` with S bytes on `ranks` ranks predicted from a fit made at fit.ranks, moving
-// across group sizes by bus bandwidth (C6.1: busbw is what carries over) and scaling latency
-// by the ring-step ratio.
+// Time of `kind` with S bytes on `ranks` ranks predicted from a fit made at fit.ranks, by the
+// simulator's alpha-beta model: across group sizes the bandwidth term moves by bus bandwidth
+// (C6.1: busbw is what carries over) and the latency is kept as measured.
 double predict_time_us(const KindFit& fit, double bytes, int ranks);
 double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks);
 

@@ -43,6 +43,10 @@ struct ScopeModel {
   // factor(n) / factor(ranks), which is what carries across group sizes (C6.1). Kinds not
   // listed are used as measured, whatever the group size (raw alpha-beta, the textbook form).
   std::map<CollectiveKind, int> alpha_beta_ranks;
+  // Ranges measured on further group sizes of the same scope ("groups": {"all_reduce": {"2":
+  // [...], "4": [...]}}), for kinds listed in alpha_beta_ranks. A communicator uses the ranges
+  // of the measured group size nearest its own (exact when measured), rescaled as above.
+  std::map<CollectiveKind, std::map<int, std::vector<AlphaBetaRange>>> alpha_beta_groups;
   // ring / tree / nccl (C6.2-C6.4): per-step latency, bus bandwidth, fixed base latency.
   Bandwidth busbw;
   Time step_latency;

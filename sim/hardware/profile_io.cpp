@@ -57,6 +57,27 @@ static ScopeModel parse_scope(ObjectReader r) {
         }
       ranks.finish();
     }
+    if (r.has("groups")) {
+      ObjectReader groups = r.object("groups");
+      for (const char* k : kKindKeys) {
+        if (!groups.has(k)) continue;
+        CollectiveKind kind = parse_collective_kind(k);
+        if (!m.alpha_beta.count(kind) || !m.alpha_beta_ranks.count(kind))
+          groups.fail(k, fmt::format("\"{}\" ranges and \"ranks\": {{\"{}\": N}} next to \"groups\"", k, k));
+        ObjectReader by_size = groups.object(k);
+        for (const auto& [ranks_text, value] : by_size.raw_object_items()) {
+          (void)value;
+          int ranks = 0;
+          try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
+          if (ranks < 2 || std::to_string(ranks) != ranks_text) by_size.fail(ranks_text, "a group size >= 2 as the key");
+          if (ranks == m.alpha_beta_ranks.at(kind))
+            by_size.fail(ranks_text, fmt::format("a group size other than ranks.{} ({}), whose ranges are \"{}\"", k, ranks, k));
+          m.alpha_beta_groups[kind][ranks] = parse_ranges(by_size, ranks_text);
+        }
+        by_size.finish();
+      }
+      groups.finish();
+    }
     if (m.alpha_beta.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
   } else if (kind == "table") {
     m.kind = CollectiveModelKind::Table;
@@ -190,6 +211,12 @@ static Json scope_to_json(const ScopeModel& m) {
         Json ranks = Json::object();
         for (const auto& [k, n] : m.alpha_beta_ranks) ranks[to_string(k)] = n;
         o["ranks"] = ranks;
+      }
+      if (!m.alpha_beta_groups.empty()) {
+        Json groups = Json::object();
+        for (const auto& [k, by_size] : m.alpha_beta_groups)
+          for (const auto& [n, ranges] : by_size) groups[to_string(k)][std::to_string(n)] = ranges_to_json(ranges);
+        o["groups"] = groups;
       }
       break;
     case CollectiveModelKind::Table:

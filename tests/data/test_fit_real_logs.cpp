@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "calibrate/fit/profile_fit.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
@@ -172,4 +173,40 @@ TEST_CASE("busbw predicted from XLA's 8xH100 table is within 10% of the 4xH100 D
     ++checked;
   }
   CHECK(checked == 4);
+}
+
+TEST_CASE("XLA's 8xH100 table: every measured group size (8, 4, 2) goes into the profile and is reproduced",
+          "[data][fit]") {
+  FitInputs in;
+  in.collectives = import_xla_collectives(kData + "/xla_perf_tables/collective_perf_table.csv", "sm_90");
+  FitReport report;
+  HardwareProfile p = fit_profile(base_profile(), in, FitOptions{}, report);
+  auto path = std::filesystem::temp_directory_path() / "stepsim_test_fit_h100_groups.json";
+  {
+    std::ofstream out(path);
+    out << fitted_profile_to_json(p, report).dump(2);
+  }
+  HardwareProfile loaded = load_profile(path);
+  std::filesystem::remove(path);
+  const ScopeModel& m = loaded.intra_node;
+  REQUIRE(m.alpha_beta_ranks.at(CollectiveKind::AllReduce) == 8);
+  REQUIRE(m.alpha_beta_groups.at(CollectiveKind::AllReduce).size() == 2);
+  CHECK(m.alpha_beta_groups.at(CollectiveKind::AllReduce).count(2) == 1);
+  CHECK(m.alpha_beta_groups.at(CollectiveKind::AllReduce).count(4) == 1);
+  // A 2-rank all-reduce is priced from the 2-rank measurements, not rescaled from 8 ranks:
+  // every measured point within the error the 2-rank fit reports for its range.
+  std::map<int, int> checked;
+  for (const auto& f : report.fits) {
+    if (!f.in_profile || f.derived_from || f.scope != "intra_node") continue;
+    for (const auto& pt : f.points) {
+      double t = static_cast<double>(scope_collective_time(m, f.kind, Bytes{static_cast<std::int64_t>(pt.bytes)}, f.ranks, 1).ns) / 1e3;
+      double reported = range_for(f.ranges, pt.bytes).max_rel_error;
+      INFO(to_string(f.kind) << " on " << f.ranks << " ranks, S=" << pt.bytes << ": model " << t << " us, measured " << pt.time_us);
+      CHECK(std::abs(t - pt.time_us) / pt.time_us <= reported + 2e-3 / pt.time_us + 1e-9);
+      ++checked[f.ranks];
+    }
+  }
+  CHECK(checked[8] == 4 * 22);  // all-reduce, all-gather, reduce-scatter, all-to-all
+  CHECK(checked[4] == 4 * 22);
+  CHECK(checked[2] == 4 * 22);
 }
