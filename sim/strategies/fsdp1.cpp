@@ -441,9 +441,11 @@ void StepWriter::backward(int micro, bool sync) {
 
 class Fsdp1 final : public Strategy {
  public:
-  explicit Fsdp1(Fsdp1Config c) : c_(c) {}
+  // `master` is the training's master-weight dtype: without mixed precision FSDP1 gathers and
+  // reduces in it, so the reported param/reduce dtypes depend on it.
+  Fsdp1(Fsdp1Config c, Dtype master) : c_(c), master_(master) {}
   std::string framework() const override { return "fsdp1"; }
-  nlohmann::json effective_config() const override { return c_.to_json(Dtype::FP32); }
+  nlohmann::json effective_config() const override { return c_.to_json(master_); }
 
   Program build(const Experiment& e) const override {
     const int shard = !c_.sharded() ? 1 : c_.hybrid() ? e.cluster.gpus_per_node : e.cluster.world_size();
@@ -463,6 +465,7 @@ class Fsdp1 final : public Strategy {
 
  private:
   Fsdp1Config c_;
+  Dtype master_;
 };
 
 Fsdp1Sharding parse_sharding(const std::string& s) {
@@ -504,8 +507,7 @@ std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e) {
       m.finish();
     }
   }
-  (void)e;
-  return std::make_unique<Fsdp1>(c);
+  return std::make_unique<Fsdp1>(c, e.training.master_dtype);
 }
 
 }  // namespace stepsim

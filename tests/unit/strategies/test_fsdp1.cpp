@@ -162,6 +162,11 @@ TEST_CASE("defaults are PyTorch's; world size 1 becomes NO_SHARD; reduce dtype f
   CHECK(c["use_orig_params"] == false);
   CHECK(c["param_dtype"] == "fp32");  // no MixedPrecision: everything in fp32
   CHECK(load(toy_doc(fsdp1())).strategy->effective_config()["reduce_dtype"] == "bf16");
+  // Without MixedPrecision the flat parameter keeps the master dtype: bf16 master weights
+  // gather and reduce in bf16, and the report says so.
+  json pure_bf16 = load(toy_doc({{"framework", "fsdp1"}}, 1, 8, {{"master_dtype", "bf16"}})).strategy->effective_config();
+  CHECK(pure_bf16["param_dtype"] == "bf16");
+  CHECK(pure_bf16["reduce_dtype"] == "bf16");
   Experiment one = load(toy_doc({{"framework", "fsdp1"}, {"sharding", "full_shard"}}, 1, 1));
   CHECK(one.strategy->effective_config()["sharding"] == "no_shard");
   SimulationResult r = run_experiment(one);
