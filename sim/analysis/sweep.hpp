@@ -157,7 +157,8 @@ struct SweepOptions {
 SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink);
 
 // Joins shard CSVs (same header) into rows ordered by index; the result is byte-identical to
-// the unsharded CSV. Throws InputError on mismatched headers or duplicate indices.
+// the unsharded CSV. Streams: one pending row per shard (shards are in point order). Throws
+// InputError on mismatched headers, duplicate indices or rows out of point order.
 // Also rebuilds the summary from the rows' columns.
 SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top = 5);
 

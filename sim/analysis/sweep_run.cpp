@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -239,30 +240,58 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
   return summary;
 }
 
-SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top) {
-  if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
-  std::string header;
-  std::map<std::uint64_t, std::string> rows;  // index -> line (merging is bounded by the CSVs' size)
-  for (const auto& f : inputs) {
-    std::ifstream in(f);
-    if (!in) throw InputError(f.string() + ": cannot read the sweep CSV");
-    std::string line;
-    if (!std::getline(in, line)) throw InputError(f.string() + ": empty file: expected a sweep CSV header");
-    if (header.empty()) header = line;
-    else if (line != header) throw InputError(f.string() + ": header differs from " + inputs[0].string() + ": expected shards of one sweep");
-    std::size_t lineno = 1;
+namespace {
+
+// One shard CSV read row by row: shards are written in point order, so the merge keeps one
+// pending row per file (memory independent of the sweep's size).
+struct ShardReader {
+  std::filesystem::path file;
+  std::ifstream in;
+  std::size_t lineno = 1;
+  std::string line;
+  std::uint64_t index = 0;
+  bool done = false;
+
+  // Reads the next non-empty row; rows must come in increasing point order.
+  void next() {
+    const bool first = line.empty();
+    const std::uint64_t previous = index;
     while (std::getline(in, line)) {
       ++lineno;
       if (line.empty()) continue;
-      std::uint64_t index = 0;
       try {
         index = std::stoull(line.substr(0, line.find(',')));
       } catch (const std::exception&) {
-        throw InputError(fmt::format("{}: line {}: {}: expected a row starting with its point index", f.string(), lineno, line.substr(0, 40)));
+        throw InputError(fmt::format("{}: line {}: {}: expected a row starting with its point index", file.string(), lineno,
+                                     line.substr(0, 40)));
       }
-      if (!rows.emplace(index, line).second)
-        throw InputError(fmt::format("{}: line {}: point {} appears twice: expected disjoint shards", f.string(), lineno, index));
+      if (!first && index <= previous)
+        throw InputError(fmt::format("{}: line {}: point {} after point {}: expected a shard written by stepsim sweep "
+                                     "(rows in increasing point order, each point once)",
+                                     file.string(), lineno, index, previous));
+      return;
     }
+    done = true;
+  }
+};
+
+}  // namespace
+
+SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top) {
+  if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
+  std::string header;
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const auto& f : inputs) {
+    auto r = std::make_unique<ShardReader>();
+    r->file = f;
+    r->in.open(f);
+    if (!r->in) throw InputError(f.string() + ": cannot read the sweep CSV");
+    std::string first;
+    if (!std::getline(r->in, first)) throw InputError(f.string() + ": empty file: expected a sweep CSV header");
+    if (header.empty()) header = first;
+    else if (first != header) throw InputError(f.string() + ": header differs from " + inputs[0].string() + ": expected shards of one sweep");
+    r->next();
+    shards.push_back(std::move(r));
   }
   // Rebuild the summary from the columns: varied paths sit between "status" and "framework".
   auto head = split_csv_line(header);
@@ -277,9 +306,24 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
                                    head.begin() + static_cast<std::ptrdiff_t>(c_fw));
   SweepSummary summary(columns, top);
   out << header << "\n";
-  for (const auto& [index, line] : rows) {
-    out << line << "\n";
-    auto f = split_csv_line(line);
+  // k-way merge on the point index (a handful of shards: a linear scan beats a heap).
+  bool have_last = false;
+  std::uint64_t last = 0;
+  const ShardReader* last_from = nullptr;
+  for (;;) {
+    ShardReader* r = nullptr;
+    for (auto& s : shards)
+      if (!s->done && (!r || s->index < r->index)) r = s.get();
+    if (!r) break;
+    const std::uint64_t index = r->index;
+    if (have_last && index == last)
+      throw InputError(fmt::format("{}: line {}: point {} appears twice (also in {}): expected disjoint shards", r->file.string(),
+                                   r->lineno, index, last_from->file.string()));
+    have_last = true;
+    last = index;
+    last_from = r;
+    out << r->line << "\n";
+    auto f = split_csv_line(r->line);
     if (f.size() != head.size()) throw InputError(fmt::format("point {}: {} fields, header has {}", index, f.size(), head.size()));
     SweepPointBrief b;
     b.index = index;
@@ -290,6 +334,7 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
       b.constraints_ok = f[c_ok] == "true";
     }
     summary.add(b, f[c_status]);
+    r->next();
   }
   return summary;
 }
