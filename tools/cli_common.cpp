@@ -1,6 +1,13 @@
 #include "tools/cli_common.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+
+#include <fmt/format.h>
 
 #include "sim/core/error.hpp"
 
@@ -20,6 +27,47 @@ bool parse_args(const Args& args, const std::string& usage, po::options_descript
     throw InputError(std::string(e.what()) + " (see --help)");
   }
   return true;
+}
+
+int run_guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const DeadlockError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+int exec_gpu_binary(const std::string& command, const Args& args) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path gpu = self.parent_path() / "stepsim-gpu";
+  if (ec || !fs::exists(gpu, ec)) {
+    std::cerr << fmt::format("no CUDA in this build: `stepsim {}` needs stepsim configured with the CUDA Toolkit "
+                             "(no stepsim-gpu next to {})\n",
+                             command, self.empty() ? std::string("this binary") : self.string());
+    return 2;
+  }
+  std::vector<std::string> owned;
+  owned.reserve(args.size() + 2);
+  owned.push_back(gpu.string());
+  owned.push_back(command);
+  owned.insert(owned.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  ::execv(argv[0], argv.data());
+  // Only reached when exec failed.
+  throw std::runtime_error(fmt::format("cannot run {}: {}", gpu.string(), std::strerror(errno)));
 }
 
 }  // namespace stepsim::cli

@@ -2,6 +2,7 @@
 // Helpers shared by the subcommands: option parsing with Boost.Program_options that turns
 // its errors into InputError (exit 2), and `--help` text.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,17 @@ namespace po = boost::program_options;
 // (after printing `usage` and the options). Throws InputError on a bad flag.
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm);
+
+// Runs a subcommand body with the CLI's error mapping: InputError -> "error: ..." and exit 2,
+// DeadlockError -> exit 1, any other exception -> "internal error: ..." and exit 1.
+int run_guarded(const std::function<int()>& body);
+
+// The GPU half of `calibrate` and `live` is a second executable, `stepsim-gpu`, next to this
+// one: only it links CUDA, cuBLASLt, NCCL and MPI, so every other subcommand starts without
+// loading them (~0.1 s and ~200 MB of resident shared-library pages). After the caller has
+// validated its arguments, this replaces the process with `stepsim-gpu <command> <args>`
+// (execv: same PID and environment, so mpirun/srun launches are unaffected). Returns 2 with a
+// one-line message when this build has no stepsim-gpu (configured without the CUDA Toolkit).
+int exec_gpu_binary(const std::string& command, const Args& args);
 
 }  // namespace stepsim::cli

@@ -94,9 +94,9 @@ int calibrate(const Args& args) {
   if (warmup < 0 || iters < 1 || repeats < 1) throw InputError("calibrate: expected --warmup >= 0, --iters >= 1, --repeats >= 1");
 
 #ifndef STEPSIM_HAVE_CUDA
-  (void)gemm_dtype, (void)nccl_dtype, (void)kinds;
-  std::cerr << kNoGpu << "\n";
-  return 2;
+  // `stepsim`: the arguments are valid; the benchmarks are stepsim-gpu's.
+  (void)gemm_dtype, (void)nccl_dtype, (void)kinds, (void)kNoGpu;
+  return exec_gpu_binary("calibrate", args);
 #else
   if (gpu::cuda_device_count_or_zero() == 0) {
     std::cerr << kNoGpu << "\n";

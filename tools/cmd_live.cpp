@@ -75,8 +75,8 @@ int live(const Args& args) {
   }
 
 #ifndef STEPSIM_HAVE_CUDA
-  std::cerr << "no CUDA device present: live needs a GPU (this build has no CUDA)\n";
-  return 2;
+  // `stepsim`: arguments and experiment are valid; the GPU run is stepsim-gpu's.
+  return exec_gpu_binary("live", args);
 #else
   if (gpu::cuda_device_count_or_zero() == 0) {
     std::cerr << "no CUDA device present: live needs a GPU\n";

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "tools/cli_common.hpp"
 #include "tools/commands.hpp"
 
 namespace stepsim::cli {
@@ -40,7 +41,7 @@ void print_help() {
 }  // namespace
 
 int run(const Args& argv) {
-  try {
+  return run_guarded([&] {
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
       print_help();
       return argv.empty() ? 2 : 0;
@@ -52,16 +53,7 @@ int run(const Args& argv) {
     auto it = commands().find(argv[0]);
     if (it == commands().end()) throw InputError(fmt::format("unknown command '{}' (see stepsim --help)", argv[0]));
     return it->second.fn(Args(argv.begin() + 1, argv.end()));
-  } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const DeadlockError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace stepsim::cli

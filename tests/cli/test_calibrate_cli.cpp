@@ -97,3 +97,25 @@ TEST_CASE("fit names the file and line of a malformed log and exits 2", "[cli][f
   CHECK(r.output.find(bad.string() + ":3: time '4x.36'") != std::string::npos);
   std::filesystem::remove(bad);
 }
+
+TEST_CASE("only stepsim-gpu links CUDA, cuBLASLt, NCCL and MPI: stepsim itself loads none of them", "[cli][calibrate]") {
+  // The GPU half of calibrate/live is exec'ed (tools/cli_common.hpp); simulate, sweep, fit...
+  // must not pay cuBLASLt's ~200 MB of mapped pages and ~0.1 s load at every start.
+  Run r;
+  {
+    auto out = std::filesystem::temp_directory_path() / "stepsim_ldd.out";
+    int status = std::system(("ldd " + std::string(STEPSIM_BINARY) + " > " + out.string() + " 2>&1").c_str());
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    r.output = ss.str();
+    std::filesystem::remove(out);
+  }
+  REQUIRE(r.output.find("libc.so") != std::string::npos);  // ldd really listed the libraries
+  for (const char* lib : {"libcudart", "libcublas", "libnccl", "libmpi"}) {
+    INFO(lib);
+    CHECK(r.output.find(lib) == std::string::npos);
+  }
+}
