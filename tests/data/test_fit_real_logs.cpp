@@ -24,6 +24,20 @@ const std::string kNccl = kData + "/nccl-tests/";
 
 HardwareProfile base_profile() { return load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json"); }
 
+// Fits `in` on the H100 base profile, writes the profile as `stepsim fit` does and loads it back
+// (so the checks see the JSON round trip a user's file goes through).
+HardwareProfile fit_write_and_load(const FitInputs& in, FitReport& report, const std::string& file_name) {
+  HardwareProfile p = fit_profile(base_profile(), in, FitOptions{}, report);
+  auto path = std::filesystem::temp_directory_path() / file_name;
+  {
+    std::ofstream out(path);
+    out << fitted_profile_to_json(p, report).dump(2);
+  }
+  HardwareProfile loaded = load_profile(path);
+  std::filesystem::remove(path);
+  return loaded;
+}
+
 std::vector<std::string> all_logs() {
   return {"allgather_2x8xH100_GCP-A3High-TCPX_dstack.txt",
           "allgather_2x8xH100_GCP-A3Mega-TCPXO_dstack.txt",
@@ -99,14 +113,7 @@ TEST_CASE("a profile fitted from the A100 logs loads and the simulator's model r
     in.collectives.insert(in.collectives.end(), s.begin(), s.end());
   }
   FitReport report;
-  HardwareProfile p = fit_profile(base_profile(), in, FitOptions{}, report);
-  auto path = std::filesystem::temp_directory_path() / "stepsim_test_fit_a100.json";
-  {
-    std::ofstream out(path);
-    out << fitted_profile_to_json(p, report).dump(2);
-  }
-  HardwareProfile loaded = load_profile(path);
-  std::filesystem::remove(path);
+  HardwareProfile loaded = fit_write_and_load(in, report, "stepsim_test_fit_a100.json");
   CHECK(loaded.intra_node.kind == CollectiveModelKind::AlphaBeta);
   CHECK(loaded.inter_node.kind == CollectiveModelKind::AlphaBeta);
   // Derived kinds are present for the simulator.
@@ -180,14 +187,7 @@ TEST_CASE("XLA's 8xH100 table: every measured group size (8, 4, 2) goes into the
   FitInputs in;
   in.collectives = import_xla_collectives(kData + "/xla_perf_tables/collective_perf_table.csv", "sm_90");
   FitReport report;
-  HardwareProfile p = fit_profile(base_profile(), in, FitOptions{}, report);
-  auto path = std::filesystem::temp_directory_path() / "stepsim_test_fit_h100_groups.json";
-  {
-    std::ofstream out(path);
-    out << fitted_profile_to_json(p, report).dump(2);
-  }
-  HardwareProfile loaded = load_profile(path);
-  std::filesystem::remove(path);
+  HardwareProfile loaded = fit_write_and_load(in, report, "stepsim_test_fit_h100_groups.json");
   const ScopeModel& m = loaded.intra_node;
   REQUIRE(m.alpha_beta_ranks.at(CollectiveKind::AllReduce) == 8);
   REQUIRE(m.alpha_beta_groups.at(CollectiveKind::AllReduce).size() == 2);
