@@ -1,6 +1,6 @@
 #include "kernels/gpu/raii.hpp"
 
-#include <cstring>
+#include <cstdio>
 
 namespace stepsim::gpu {
 
@@ -100,7 +100,7 @@ DeviceInfo current_device_info() {
   STEPSIM_CUDA_CHECK(cudaGetDevice(&info.ordinal));
   cudaDeviceProp prop{};
   STEPSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, info.ordinal));
-  std::strncpy(info.name, prop.name, sizeof(info.name) - 1);
+  std::snprintf(info.name, sizeof(info.name), "%s", prop.name);
   info.cc_major = prop.major;
   info.cc_minor = prop.minor;
   info.sm_count = prop.multiProcessorCount;
