@@ -130,30 +130,32 @@ std::string canonical_dtype(const std::string& raw) {
   return raw;
 }
 
-Time parse_us_text(const std::string& text) {
+Time parse_us_text(std::string_view text) {
   // Kineto prints microseconds, with up to 3 decimals in newer versions; at 1.7e15 us a double
-  // cannot hold the nanoseconds, so integer and fraction are read as decimal digits.
-  const char* p = text.c_str();
+  // cannot hold the nanoseconds, so integer and fraction are read as decimal digits. The text
+  // ends at its end or at a NUL character.
+  std::size_t i = 0;
+  auto at = [&](std::size_t k) { return k < text.size() ? text[k] : '\0'; };
   bool neg = false;
-  if (*p == '-') { neg = true; ++p; }
+  if (at(i) == '-') { neg = true; ++i; }
   std::int64_t whole = 0;
   bool digits = false;
-  while (*p >= '0' && *p <= '9') { whole = whole * 10 + (*p - '0'); ++p; digits = true; }
+  while (at(i) >= '0' && at(i) <= '9') { whole = whole * 10 + (at(i) - '0'); ++i; digits = true; }
   std::int64_t frac_ns = 0;
-  if (*p == '.') {
-    ++p;
+  if (at(i) == '.') {
+    ++i;
     int k = 0;
-    while (*p >= '0' && *p <= '9') {
-      if (k < 3) frac_ns = frac_ns * 10 + (*p - '0');
-      else if (k == 3 && *p >= '5') frac_ns += 1;  // round half up on the 4th decimal
+    while (at(i) >= '0' && at(i) <= '9') {
+      if (k < 3) frac_ns = frac_ns * 10 + (at(i) - '0');
+      else if (k == 3 && at(i) >= '5') frac_ns += 1;  // round half up on the 4th decimal
       ++k;
-      ++p;
+      ++i;
     }
     for (; k < 3; ++k) frac_ns *= 10;
   }
-  if (*p != '\0' || !digits) {
+  if (at(i) != '\0' || !digits) {
     // Exponent form or something odd: fall back to the double value.
-    return Time{std::llround(std::strtod(text.c_str(), nullptr) * 1e3)};
+    return Time{std::llround(std::strtod(std::string(text).c_str(), nullptr) * 1e3)};
   }
   std::int64_t ns = whole * 1000 + frac_ns;
   return Time{neg ? -ns : ns};
