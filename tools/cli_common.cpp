@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -48,11 +49,13 @@ int exec_gpu_binary(const std::string& command, const Args& args) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  const fs::path gpu = self.parent_path() / "stepsim-gpu";
+  fs::path gpu = self.parent_path() / "stepsim-gpu";
+  // An install that keeps it elsewhere (and the emulated-GPU tests) name it explicitly.
+  if (const char* env = std::getenv("STEPSIM_GPU_BINARY"); env && *env) gpu = env;
   if (ec || !fs::exists(gpu, ec)) {
     std::cerr << fmt::format("no CUDA in this build: `stepsim {}` needs stepsim configured with the CUDA Toolkit "
-                             "(no stepsim-gpu next to {})\n",
-                             command, self.empty() ? std::string("this binary") : self.string());
+                             "({} does not exist)\n",
+                             command, gpu.string());
     return 2;
   }
   std::vector<std::string> owned;

@@ -29,6 +29,7 @@ int run_guarded(const std::function<int()>& body);
 // validated its arguments, this replaces the process with `stepsim-gpu <command> <args>`
 // (execv: same PID and environment, so mpirun/srun launches are unaffected). Returns 2 with a
 // one-line message when this build has no stepsim-gpu (configured without the CUDA Toolkit).
+// STEPSIM_GPU_BINARY, when set, names the executable instead (the emulated-GPU tests use it).
 int exec_gpu_binary(const std::string& command, const Args& args);
 
 }  // namespace stepsim::cli

@@ -1,0 +1,148 @@
+// The user-facing GPU commands on the emulated GPU: `stepsim live`, `stepsim calibrate` and
+// tools/validate_live.sh run exactly as on a GPU machine (mpirun, exec of stepsim-gpu, output
+// files, compare, analyze of the live trace), with stepsim-gpu-emulated standing in for
+// stepsim-gpu through STEPSIM_GPU_BINARY. What this proves is the plumbing a GPU session would
+// otherwise debug on borrowed device time; the numbers are the emulation's, not a GPU's.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/hardware/profile.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kEnv = std::string("STEPSIM_GPU_BINARY=") + STEPSIM_GPU_EMULATED_BINARY +
+                         " OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
+// Runs a shell command; returns its exit status and its output (stdout + stderr).
+int sh(const std::string& cmd, std::string* output = nullptr) {
+  const fs::path log = fs::temp_directory_path() / ("stepsim-emulated-cli-" + std::to_string(::getpid()) + ".log");
+  int rc = std::system((cmd + " > " + log.string() + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (output) *output = ss.str();
+  fs::remove(log);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("emulated GPU: mpirun -np 1 stepsim live writes a live result that compare and analyze read", "[emulated][cli]") {
+  TempDir dir("stepsim-emulated-live");
+  const std::string bin = STEPSIM_BINARY;
+  const std::string exp = std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/seed/c1-ddp-buckets.json";
+  const fs::path pred = dir.path / "pred.json", meas = dir.path / "meas.json", trace = dir.path / "meas.trace.json";
+  std::string out;
+  REQUIRE(sh(bin + " simulate " + exp + " --json-out " + pred.string(), &out) == 0);
+  INFO(out);
+  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " live " + exp + " --out " + meas.string() + " --trace " + trace.string() +
+                 " --steps 3 --warmup 1",
+             &out) == 0);
+  CHECK(out.find("live: ") != std::string::npos);
+  json m = read_json(meas), p = read_json(pred);
+  CHECK(m["schema"] == "stepsim.result/1");
+  CHECK(m["mode"] == "live");
+  CHECK(m["device"] == "emulated H100 (CPU, tests/emulated)");
+  CHECK(m["live"]["mpi_world_size"] == 1);
+  CHECK(m["live"]["steps"] == 3);
+  REQUIRE(m["ops"].size() == p["ops"].size());
+  for (std::size_t i = 0; i < p["ops"].size(); ++i) CHECK(m["ops"][i]["name"] == p["ops"][i]["name"]);
+  // C1 on the emulation: 10 x 5 ms of backward, then the last bucket's all-reduce and copies.
+  const auto step = m["metrics"]["step_time_ns"].get<std::int64_t>();
+  CHECK(step >= 50'000'000);
+  CHECK(step <= 50'500'000);
+
+  // compare: a table and the CI gate's exit code (0 within tolerance, 3 outside).
+  int rc = sh(bin + " compare " + pred.string() + " " + meas.string() + " --tolerance 5%", &out);
+  CHECK((rc == 0 || rc == 3));
+  CHECK(out.find("step") != std::string::npos);
+
+  // The live trace has simulate's layout: analyze reads it back to the same step time.
+  REQUIRE(sh(bin + " analyze " + trace.string() + " --json", &out) == 0);
+  json a = json::parse(out);
+  INFO(a.dump().substr(0, 2000));
+  CHECK(a.dump().find(std::to_string(step)) != std::string::npos);
+}
+
+TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fit and simulate accept", "[emulated][cli]") {
+  TempDir dir("stepsim-emulated-calibrate");
+  const std::string bin = STEPSIM_BINARY;
+  const fs::path prof = dir.path / "profile.json";
+  std::string out;
+  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate all --no-grid --tokens 2048 -b 8 -e 16777216 -f 4 -n 4 --repeats 3 --base " +
+                 STEPSIM_SOURCE_DIR + "/configs/hardware/h100-sxm-8x.json --out " + prof.string(),
+             &out) == 0);
+  INFO(out);
+  stepsim::HardwareProfile p = stepsim::load_profile(prof);
+  const auto& cal = p.provenance.at("calibration");
+  CHECK(cal.at("device").at("name") == "emulated H100 (CPU, tests/emulated)");
+  CHECK(cal.at("gemm").size() > 0);
+  CHECK(cal.at("collectives").size() == 3);
+  // A profile from calibrate is a profile: simulate runs on it.
+  REQUIRE(sh(bin + " simulate " + STEPSIM_SOURCE_DIR + "/configs/examples/llama3-8b-ddp-8xh100.json --set cluster.profile=" +
+                 prof.string(),
+             &out) == 0);
+}
+
+TEST_CASE("emulated GPU: tools/validate_live.sh runs calibrate, simulate, live and compare over its matrix", "[emulated][cli]") {
+  TempDir dir("stepsim-emulated-validate");
+  std::string out;
+  int rc = sh(kEnv + "bash " + STEPSIM_SOURCE_DIR + "/tools/validate_live.sh --build " + STEPSIM_BUILD_DIR + " --out " +
+                  dir.path.string() + " --steps 2 --warmup 1",
+              &out);
+  INFO(out);
+  {
+    std::ifstream log(dir.path / "run.log");
+    std::stringstream ss;
+    ss << log.rdbuf();
+    INFO(ss.str().substr(0, 4000));
+    REQUIRE(rc == 0);
+  }
+  CHECK(out.find("calibrated on this machine") != std::string::npos);
+  std::ifstream csv(dir.path / "results.csv");
+  std::string line;
+  int rows = 0;
+  std::getline(csv, line);
+  CHECK(line.rfind("case,framework,predicted_step_ms,measured_step_ms", 0) == 0);
+  while (std::getline(csv, line))
+    if (!line.empty()) ++rows;
+  CHECK(rows == 8);  // DDP x 2 bucket sizes, FSDP1 x 3 prefetch x limit on/off
+  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/validation")) {
+    const std::string name = e.path().stem().string();
+    json m = read_json(dir.path / (name + ".measured.json"));
+    CHECK(m["mode"] == "live");
+    CHECK(fs::exists(dir.path / (name + ".compare.txt")));
+  }
+  std::ifstream md(dir.path / "results.md");
+  std::stringstream ss;
+  ss << md.rdbuf();
+  CHECK(ss.str().find("one GPU: every collective ran as a world-size-1 NCCL call") != std::string::npos);
+  CHECK(ss.str().find("step time |error|") != std::string::npos);
+}
