@@ -133,14 +133,10 @@ std::vector<NcclBenchRow> bench_collective(const MpiSession& mpi, const NcclComm
     for (auto& t : oop) t = mpi.max_over_ranks(t);
     row.out_of_place = summarize(oop);
     if (kind != CollectiveKind::AllToAll) {
-      // In place as nccl-tests does it: AG sends from this rank's slot of the output, RS
-      // receives into this rank's slot of the input, the others use one buffer.
-      auto* base = static_cast<char*>(kind == CollectiveKind::AllGather ? buf.recv.data() : buf.send.data());
-      const void* send = base;
-      void* recv = base;
-      if (kind == CollectiveKind::AllGather) send = base + static_cast<std::size_t>(comm.rank()) * sizes.count * elem;
-      if (kind == CollectiveKind::ReduceScatter) recv = base + static_cast<std::size_t>(comm.rank()) * sizes.count * elem;
-      auto ip = time_loops(o.timing, stream, [&](int) { run_collective(comm, stream.get(), kind, sizes, o.dtype, send, recv); });
+      // In place as nccl-tests does it: AG in its output buffer, the others in their input.
+      CollectivePointers in = in_place_pointers(kind, sizes, o.dtype, comm.rank(),
+                                                kind == CollectiveKind::AllGather ? buf.recv.data() : buf.send.data());
+      auto ip = time_loops(o.timing, stream, [&](int) { run_collective(comm, stream.get(), kind, sizes, o.dtype, in.send, in.recv); });
       for (auto& t : ip) t = mpi.max_over_ranks(t);
       row.in_place = summarize(ip);
     }

@@ -176,10 +176,15 @@ struct LiveExecutor::Impl {
         throw std::runtime_error(fmt::format("communicator '{}': ncclCommSplit gave {} ranks, the lowering expects {}", lc.name,
                                              comms.back() ? comms.back().size() : 0, lc.ranks));
     }
+    // Per communicator: a send buffer for out-of-place calls and a receive buffer that also
+    // holds the in-place calls (their one buffer is the larger side: S bytes).
     for (std::size_t c = 0; c < l.comms.size(); ++c) {
-      coll_send.emplace_back(static_cast<std::size_t>(l.max_send_bytes_per_comm.at(c).count));
-      coll_recv.emplace_back(static_cast<std::size_t>(l.max_recv_bytes_per_comm.at(c).count));
+      const auto send = static_cast<std::size_t>(l.max_send_bytes_per_comm.at(c).count);
+      const auto recv = static_cast<std::size_t>(l.max_recv_bytes_per_comm.at(c).count);
+      coll_send.emplace_back(send);
+      coll_recv.emplace_back(std::max(send, recv));
       if (coll_send.back().bytes() > 0) coll_send.back().fill_random(2, 100 + c, s0);
+      if (coll_recv.back().bytes() > 0) coll_recv.back().fill_random(2, 200 + c, s0);
     }
     // The lowering's sizes must be exactly what nccl_ops computes for the live communicator.
     for (const auto& li : l.instructions)
@@ -250,7 +255,12 @@ struct LiveExecutor::Impl {
         s.send_bytes = static_cast<std::size_t>(c.sizes.send_bytes);
         s.recv_bytes = static_cast<std::size_t>(c.sizes.recv_bytes);
         s.total_bytes = static_cast<std::size_t>(c.sizes.total_bytes);
-        run_collective(comms[ci], stream(c.stream), c.collective, s, c.dtype, coll_send[ci].data(), coll_recv[ci].data());
+        if (c.in_place) {
+          CollectivePointers in = in_place_pointers(c.collective, s, c.dtype, comms[ci].rank(), coll_recv[ci].data());
+          run_collective(comms[ci], stream(c.stream), c.collective, s, c.dtype, in.send, in.recv);
+        } else {
+          run_collective(comms[ci], stream(c.stream), c.collective, s, c.dtype, coll_send[ci].data(), coll_recv[ci].data());
+        }
         break;
       }
       case CallKind::EventRecord: prog_events.at(static_cast<std::size_t>(c.event)).record(stream(c.stream)); break;

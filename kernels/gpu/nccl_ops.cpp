@@ -49,6 +49,16 @@ void run_collective(const NcclComm& comm, cudaStream_t stream, CollectiveKind ki
   }
 }
 
+CollectivePointers in_place_pointers(CollectiveKind kind, const CollectiveSizes& sizes, Dtype dtype, int rank, void* buffer) {
+  if (kind == CollectiveKind::AllToAll) throw std::logic_error("in_place_pointers: all-to-all has no in-place form");
+  auto* base = static_cast<char*>(buffer);
+  const std::size_t slot = static_cast<std::size_t>(rank) * sizes.count * nccl_elem_bytes(dtype);
+  CollectivePointers p{base, base};
+  if (kind == CollectiveKind::AllGather) p.send = base + slot;
+  if (kind == CollectiveKind::ReduceScatter) p.recv = base + slot;
+  return p;
+}
+
 CollectiveBuffers::CollectiveBuffers(const CollectiveSizes& sizes, Dtype dtype, cudaStream_t stream,
                                      unsigned long long seed)
     : send(sizes.send_bytes), recv(sizes.recv_bytes) {

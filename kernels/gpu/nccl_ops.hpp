@@ -32,6 +32,17 @@ CollectiveSizes collective_sizes(CollectiveKind kind, std::size_t bytes, int nra
 void run_collective(const NcclComm& comm, cudaStream_t stream, CollectiveKind kind, const CollectiveSizes& sizes,
                     Dtype dtype, const void* send, void* recv, int root = 0);
 
+// The send and receive pointers of the in-place form of a collective on `buffer` (nccl-tests,
+// and how the frameworks call them): all-reduce, broadcast, reduce: both `buffer`;
+// all-gather: receive into `buffer` (S bytes), send from this rank's slot of it; reduce-scatter:
+// send from `buffer` (S bytes), receive into this rank's slot. All-to-all has no in-place form
+// (throws std::logic_error).
+struct CollectivePointers {
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
+CollectivePointers in_place_pointers(CollectiveKind kind, const CollectiveSizes& sizes, Dtype dtype, int rank, void* buffer);
+
 // Convenience owner of send/receive buffers for one collective size (filled with random data).
 struct CollectiveBuffers {
   DeviceBuffer send;

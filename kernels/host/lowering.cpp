@@ -133,6 +133,7 @@ class Lowerer {
                      g.name = c.name;
                      g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[static_cast<std::size_t>(c.comm)].ranks,
                                                 c.dtype);
+                     g.in_place = c.kind != CollectiveKind::AllToAll;
                      auto ci = static_cast<std::size_t>(c.comm);
                      out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
                      out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
@@ -354,9 +355,10 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
     case CallKind::Spin: return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream));
     case CallKind::Collective: {
       const LiveComm& lc = l.comms.at(static_cast<std::size_t>(c.comm));
-      return fmt::format("{} count={} {} send={} B recv={} B on comm '{}' ({} of {} program ranks) on {}",
+      return fmt::format("{} count={} {} send={} B recv={} B{} on comm '{}' ({} of {} program ranks) on {}",
                          nccl_call_name(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
-                         c.sizes.recv_bytes, lc.name, lc.ranks, lc.program_ranks, stream(c.stream));
+                         c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,
+                         stream(c.stream));
     }
     case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event, stream(c.stream));
     case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event);

@@ -13,7 +13,13 @@
 //                  fixed time: a spin kernel that holds the stream for that long.
 //                  All on the Launch's stream; the whole list is timed as one op.
 //   Collective  -> the NCCL call on the live communicator of the Program communicator, with
-//                  nccl-tests sizes for the live communicator's size (CollectiveSizes below).
+//                  nccl-tests sizes for the live communicator's size (CollectiveSizes below),
+//                  in place as the frameworks issue them (all-reduce on the bucket / flat
+//                  gradient; all-gather and reduce-scatter with nccl-tests' in-place offsets),
+//                  all-to-all out of place (NCCL has no in-place all-to-all). In place matters
+//                  on one rank: NCCL makes an in-place one-rank collective a no-op and an
+//                  out-of-place one a device memcpy (ncclLaunchOneRank), while the simulator
+//                  prices a one-rank collective at zero.
 //   Record/Wait -> cudaEventRecord / cudaStreamWaitEvent (one CUDA event per Program EventId).
 //   HostSync    -> cudaEventSynchronize (event target) / cudaStreamSynchronize (stream target).
 //   Alloc       -> cudaMallocFromPoolAsync on the Alloc's stream.
@@ -85,6 +91,7 @@ struct GpuCall {
   CollectiveKind collective = CollectiveKind::AllReduce;
   Dtype dtype = Dtype::BF16;
   CollectiveSizes sizes;
+  bool in_place = false;         // one buffer (see the Collective rule above)
   // Events
   EventId event = -1;
   // Memory

@@ -61,6 +61,7 @@ struct State {
   std::map<const void*, std::unique_ptr<CommState>> comms;
   std::uint64_t pool_used = 0, pool_used_high = 0, pool_reserved = 0, pool_reserved_high = 0;
   int device = 0;
+  bool price_one_rank = false;
 };
 
 State& st() {
@@ -151,7 +152,9 @@ std::uint64_t pool_used() { return st().pool_used; }
 void reset_log() {
   st().violations.clear();
   st().counters = Counters{};
+  st().price_one_rank = false;
 }
+void price_one_rank_collectives(bool on) { st().price_one_rank = on; }
 
 }  // namespace stepsim::fake_cuda
 
@@ -607,6 +610,11 @@ ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
 }
 
 namespace {
+int comm_size(ncclComm_t comm) {
+  auto it = st().comms.find(comm);
+  return it == st().comms.end() ? 1 : it->second->size;
+}
+
 // send and recv must hold `send_elems` and `recv_elems` elements; the collective moves
 // `moved_elems` (nccl-tests S) and occupies the stream for S / 100 GB/s.
 ncclResult_t collective(const char* call, const void* send, void* recv, size_t send_elems, size_t recv_elems,
@@ -620,12 +628,14 @@ ncclResult_t collective(const char* call, const void* send, void* recv, size_t s
   if (send_elems == 0 || !in_live(send, send_elems * e, call, "send buffer") || !in_live(recv, recv_elems * e, call, "receive buffer"))
     return ncclInvalidArgument;
   ++st().counters.collectives;
+  if (comm_size(comm) == 1 && !st().price_one_rank) {
+    // ncclLaunchOneRank: in place is a no-op, out of place a device memcpy of the buffer.
+    if (send != recv) advance(s, static_cast<double>(moved_elems * e) / kCopyBytesPerS * 1e9);
+    else ++st().counters.in_place_one_rank;
+    return ncclSuccess;
+  }
   advance(s, static_cast<double>(moved_elems * e) / kCollectiveBytesPerS * 1e9);
   return ncclSuccess;
-}
-int comm_size(ncclComm_t comm) {
-  auto it = st().comms.find(comm);
-  return it == st().comms.end() ? 1 : it->second->size;
 }
 }  // namespace
 

@@ -44,7 +44,7 @@ struct LiveCase {
   live::LiveRun run;
 };
 
-LiveCase run_live(const std::string& experiment, int steps, int warmup) {
+LiveCase run_live(const std::string& experiment, int steps, int warmup, bool price_one_rank = false) {
   LiveCase c{load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/" + experiment), {}, {}, {}};
   c.p = c.e.strategy->build(c.e);
   live::LoweringOptions o;
@@ -53,6 +53,7 @@ LiveCase run_live(const std::string& experiment, int steps, int warmup) {
   o.live_rank = mpi().rank();
   c.l = live::lower_program(c.p, o);
   fake_cuda::reset_log();
+  fake_cuda::price_one_rank_collectives(price_one_rank);
   {
     gpu::NcclComm world = gpu::make_world_comm(mpi());
     gpu::LiveExecutor ex(c.p, c.l, mpi(), world);
@@ -71,27 +72,30 @@ std::int64_t count_calls(const live::LoweredProgram& l, live::CallKind kind) {
 
 // What one lowered instruction costs on the emulated GPU (fake_cuda.hpp's rates): the time its
 // timing events must bracket.
-double emulated_ns(const live::LoweredInstruction& li) {
+double emulated_ns(const live::LoweredInstruction& li, bool price_one_rank) {
   double ns = 0;
   for (const auto& call : li.calls) {
     if (call.kind == live::CallKind::Gemm) ns += call.gemm.flops().count / fake_cuda::kGemmFlopsPerS * 1e9;
     if (call.kind == live::CallKind::MemoryCopy)
       ns += static_cast<double>(call.copy_bytes.count * call.copy_repeats) / fake_cuda::kCopyBytesPerS * 1e9;
     if (call.kind == live::CallKind::Spin) ns += static_cast<double>(call.duration.ns);
-    if (call.kind == live::CallKind::Collective)
-      ns += static_cast<double>(call.sizes.total_bytes) / fake_cuda::kCollectiveBytesPerS * 1e9;
+    if (call.kind == live::CallKind::Collective) {
+      const double bytes = static_cast<double>(call.sizes.total_bytes);
+      if (price_one_rank) ns += bytes / fake_cuda::kCollectiveBytesPerS * 1e9;
+      else if (!call.in_place) ns += bytes / fake_cuda::kCopyBytesPerS * 1e9;  // NCCL one rank: memcpy
+    }
   }
   return ns;
 }
 
 // Every timed op's event pair brackets exactly its own calls.
-void check_op_times(const LiveCase& c) {
+void check_op_times(const LiveCase& c, bool price_one_rank = false) {
   for (const auto& step : c.run.steps) {
     REQUIRE(static_cast<int>(step.ops.size()) == c.l.timed_ops);
     for (const auto& op : step.ops) {
       INFO(describe(c.p, op.instruction));
       CHECK(op.start.ns >= 0);
-      CHECK(std::abs(static_cast<double>((op.end - op.start).ns) - emulated_ns(c.l.instructions.at(op.instruction))) <= 1000);
+      CHECK(std::abs(static_cast<double>((op.end - op.start).ns) - emulated_ns(c.l.instructions.at(op.instruction), price_one_rank)) <= 1000);
     }
   }
 }
@@ -99,7 +103,8 @@ void check_op_times(const LiveCase& c) {
 }  // namespace
 
 TEST_CASE("emulated GPU: live runs seed case C1 and measures the schedule the simulator predicts", "[emulated][live]") {
-  LiveCase c = run_live("configs/examples/seed/c1-ddp-buckets.json", 2, 1);
+  // Collectives priced as on a real group (a one-rank no-op would hide a missing wait).
+  LiveCase c = run_live("configs/examples/seed/c1-ddp-buckets.json", 2, 1, true);
   INFO(violations_text());
   REQUIRE(fake_cuda::violations().empty());
   REQUIRE(c.run.steps.size() == 2);
@@ -110,7 +115,7 @@ TEST_CASE("emulated GPU: live runs seed case C1 and measures the schedule the si
 
   // Each op's event pair brackets exactly its own work: 5 ms spins, S / 100 GB/s all-reduces,
   // gradient copies into and out of the buckets.
-  check_op_times(c);
+  check_op_times(c, true);
   // The same Program simulated on a profile that prices collectives as the emulation does (host
   // free): the step time agrees, so the executor kept every stream, event and wait of the
   // Program (an all-reduce on the compute stream, or a missing wait, would change it).
@@ -148,8 +153,11 @@ TEST_CASE("emulated GPU: live runs an FSDP1 experiment with every buffer sized f
   CHECK(fake_cuda::counters().pool_frees == fake_cuda::counters().pool_allocs);
   CHECK(fake_cuda::pool_used() == 0);
   REQUIRE(c.l.uses_deferred_free);  // FSDP1 frees unsharded parameters with record_stream
-  // Every op's events bracket its GEMMs (at the emulated 400 TFLOP/s), copies and collectives.
+  // Every op's events bracket its GEMMs (at the emulated 400 TFLOP/s), copies and collectives;
+  // the collectives are in place, so on one rank NCCL (and the emulation) makes them no-ops,
+  // which is what the simulator's zero-cost one-rank collective assumes.
   check_op_times(c);
+  CHECK(fake_cuda::counters().in_place_one_rank == fake_cuda::counters().collectives);
   // The measured pool peak never exceeds what the Program accounts at its peak: record_stream
   // frees complete at once here, so memory can only be returned earlier than simulated.
   nlohmann::json j = live::live_result_json(c.e, c.p, c.run);
@@ -179,6 +187,7 @@ TEST_CASE("emulated GPU: the GEMM benchmark's TFLOP/s is FLOPs over the median l
 
 TEST_CASE("emulated GPU: the NCCL benchmark follows nccl-tests sizes, columns and in-place offsets", "[emulated][calibrate]") {
   fake_cuda::reset_log();
+  fake_cuda::price_one_rank_collectives(true);  // time them as a real group would, to check the arithmetic
   gpu::NcclComm world = gpu::make_world_comm(mpi());
   gpu::Stream stream;
   gpu::NcclBenchOptions o;
@@ -219,6 +228,7 @@ TEST_CASE("emulated GPU: the NCCL benchmark follows nccl-tests sizes, columns an
 
 TEST_CASE("emulated GPU: the contention benchmark times both streams and overlaps them", "[emulated][calibrate]") {
   fake_cuda::reset_log();
+  fake_cuda::price_one_rank_collectives(true);  // time them as a real group would, to check the arithmetic
   gpu::NcclComm world = gpu::make_world_comm(mpi());
   gpu::CublasLtHandle handle;
   gpu::ContentionOptions o;

@@ -37,7 +37,7 @@ TEST_CASE("live --dry-run prints which CUDA/NCCL call each instruction becomes",
   CHECK(r.rc == 0);
   CHECK_THAT(r.out, Catch::Contains("MPI world size 1 (program built for world size 8)"));
   CHECK_THAT(r.out, Catch::Contains("communicator 'ddp': 8 program ranks -> 1 live ranks"));
-  CHECK_THAT(r.out, Catch::Contains("ncclAllReduce count=1500000 fp32 send=6000000 B recv=6000000 B on comm 'ddp'"));
+  CHECK_THAT(r.out, Catch::Contains("ncclAllReduce count=1500000 fp32 send=6000000 B recv=6000000 B in place on comm 'ddp'"));
   CHECK_THAT(r.out, Catch::Contains("spin_kernel 5000000 ns on 'default'"));
   Run w8 = run(kC1 + " --dry-run --world 8");
   CHECK_THAT(w8.out, Catch::Contains("8 program ranks -> 8 live ranks"));
