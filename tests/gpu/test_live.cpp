@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "live_result_checks.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -35,18 +37,7 @@ void live_end_to_end(const std::string& experiment) {
   REQUIRE(sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 " + bin + " live " + experiment +
              " --out " + meas + " --trace " + trace + " --steps 3 --warmup 1") == 0);
   nlohmann::json p = read(pred), m = read(meas);
-  CHECK(m["schema"] == "stepsim.result/1");
-  CHECK(m["mode"] == "live");
-  CHECK(m["live"]["mpi_world_size"] == 1);
-  CHECK(m["live"]["steps"] == 3);
-  // The same Program ran: the same ops in the same order.
-  REQUIRE(m["ops"].size() == p["ops"].size());
-  for (std::size_t i = 0; i < p["ops"].size(); ++i) CHECK(m["ops"][i]["name"] == p["ops"][i]["name"]);
-  for (const auto& op : m["ops"]) CHECK(op["end_ns"].get<std::int64_t>() >= op["start_ns"].get<std::int64_t>());
-  CHECK(m["metrics"]["step_time_ns"].get<std::int64_t>() > 0);
-  CHECK(m["metrics"]["peak_memory_bytes"].get<std::int64_t>() > 0);
-  // The measured pool peak holds at least what the Program had live at its peak.
-  CHECK(m["metrics"]["peak_memory_bytes"].get<std::int64_t>() >= m["live"]["memory"]["accounted_peak_bytes"].get<std::int64_t>());
+  stepsim::test::check_live_result(m, p, 3);
   CHECK(fs::file_size(trace) > 0);
   int rc = sh(bin + " compare " + pred + " " + meas + " > /dev/null");
   CHECK((rc == 0 || rc == 3));
