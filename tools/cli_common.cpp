@@ -53,8 +53,8 @@ int exec_gpu_binary(const std::string& command, const Args& args) {
   // An install that keeps it elsewhere (and the emulated-GPU tests) name it explicitly.
   if (const char* env = std::getenv("STEPSIM_GPU_BINARY"); env && *env) gpu = env;
   if (ec || !fs::exists(gpu, ec)) {
-    std::cerr << fmt::format("no CUDA in this build: `stepsim {}` needs stepsim configured with the CUDA Toolkit "
-                             "({} does not exist)\n",
+    std::cerr << fmt::format("no CUDA device present: {} needs a GPU (this stepsim was built without CUDA: {} does "
+                             "not exist)\n",
                              command, gpu.string());
     return 2;
   }
