@@ -24,7 +24,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$OUT/
 
 STATUS=0
 rm -f "$OUT/gpu/gemm.txt"
-(cd "$ROOT" && STEPSIM_VALIDATION_OUT="$OUT/gpu/gemm.txt" "$BUILD/tests/stepsim_gpu_tests" "[gpu]" -s --durations yes) \
+(cd "$ROOT" && STEPSIM_VALIDATION_OUT="$OUT/gpu/gemm.txt" "$BUILD/tests/stepsim_gpu_tests" "[gpu]" --durations yes) \
   > "$OUT/gpu/tests.txt" 2>&1 || STATUS=1
 tail -3 "$OUT/gpu/tests.txt"
 "$ROOT/tools/validate_live.sh" --build "$BUILD" --out "$OUT/live" || STATUS=1
