@@ -62,7 +62,7 @@ EventKey event_key(std::string_view k) {
 
 enum class ArgKey {
   Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, DeviceType, DeviceId,
-  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType
+  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs
 };
 
 ArgKey arg_key(std::string_view k) {
@@ -80,6 +80,9 @@ ArgKey arg_key(std::string_view k) {
     case 6:
       if (eq(k, "stream")) return ArgKey::Stream;
       if (eq(k, "device")) return ArgKey::Device;
+      break;
+    case 8:
+      if (eq(k, "issue_ns")) return ArgKey::IssueNs;
       break;
     case 9:
       if (eq(k, "Device Id")) return ArgKey::DeviceId;
@@ -154,7 +157,7 @@ struct EventFields {
     Num ts, dur;
     // args
     Num stream, correlation, device, bytes, in_elems, out_elems, group_size, total_allocated, device_type, device_id,
-        counter_total;
+        counter_total, issue_ns;
     std::int64_t counter_sum = 0;
     bool counter_any = false;
     std::string_view dtype, coll_name, pg_name, stepsim_op, stepsim_coll, phase;
@@ -392,6 +395,7 @@ void Reader::args() {
         case ArgKey::DeviceType: e.device_type = n; break;
         case ArgKey::DeviceId: e.device_id = n; break;
         case ArgKey::Total: e.counter_total = n; break;
+        case ArgKey::IssueNs: e.issue_ns = n; break;
         default: break;
       }
       // Counter events ("ph":"C"): every numeric arg is one series; their sum is the total.
@@ -533,6 +537,7 @@ void Reader::finish_event() {
       op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
       op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
       op.phase = std::string(ev.phase);
+      if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
       if (kernel) {
         op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));
         if (op.collective) {

@@ -52,6 +52,7 @@ struct GpuOp {
   bool collective = false;        // an NCCL kernel or args.stepsim_op == "collective"
   CommParams comm;                // what the kernel's own args say (collectives only)
   std::string phase;              // args.phase (stepsim traces), "" otherwise
+  std::optional<Time> issue;      // args.issue_ns (stepsim traces): when the host issued it
 };
 
 // A CUDA runtime/driver call that has a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "calibrate/trace/trace_index.hpp"
@@ -142,7 +143,23 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
       m.peak_memory = peak->total;
       for (const auto& [cat, b] : peak->by_category) m.peak_breakdown[cat] = b;
       m.peak_time = peak->time - span.start;
-      m.peak_phase = peak->time <= fwd_end ? "forward" : peak->time <= bwd_end ? "backward" : "optimizer";
+      // The host program's phase at the peak (sim/analysis/metrics.hpp). A stepsim trace gives
+      // each op its issue time and phase: the last op issued at or before the peak decides, as
+      // in the simulator. A PyTorch trace: the CPU markers (backward / optimizer spans) at the
+      // peak's host time.
+      if (t.stepsim_trace) {
+        m.peak_phase = "forward";
+        std::optional<Time> last;
+        for (const GpuOp& op : t.gpu_ops) {
+          if (op.device != dev || !op.issue || *op.issue > peak->time || op.phase.empty()) continue;
+          if (!last || *op.issue >= *last) {
+            last = op.issue;
+            m.peak_phase = op.phase;
+          }
+        }
+      } else {
+        m.peak_phase = to_string(idx.kineto_phase(si, peak->time));
+      }
       m.persistent_memory = last->total;
     }
     m.capacity = capacity;

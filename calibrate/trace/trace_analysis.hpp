@@ -16,7 +16,9 @@
 //    step's first autograd::engine::evaluate_function is forward, before its first
 //    Optimizer.step# is backward, later optimizer. Phase ends are clamped to the span.
 //  - Peak memory: the highest "[memory]" Total Allocated (CUDA, the rank's device) or stepsim
-//    counter sample inside the span; 0 when the trace has none.
+//    counter sample inside the span; 0 when the trace has none. Its phase is the host's at the
+//    sample (the CPU-marker rule above at the sample's time; a stepsim trace: the phase of the
+//    last op issued at or before it), as sim/analysis/metrics.hpp defines it.
 
 #include <cstdint>
 #include <map>

@@ -95,7 +95,13 @@ Metrics compute_metrics(const Timeline& t) {
     for (int c = 0; c < kMemCategoryCount && c < static_cast<int>(peak->by_category.size()); ++c)
       m.peak_breakdown[to_string(static_cast<MemCategory>(c))] = peak->by_category[c];
     m.peak_time = peak->time - t.start;
-    m.peak_phase = peak->time <= fwd_end ? "forward" : peak->time <= bwd_end ? "backward" : "optimizer";
+    // The host program's phase at the peak: ops are in issue order.
+    m.peak_phase = "forward";
+    for (const auto& op : t.ops) {
+      if (op.kind == TimelineOp::Kind::Marker) continue;
+      if (op.issue > peak->time) break;
+      m.peak_phase = to_string(op.phase);
+    }
     m.persistent_memory = t.memory.back().total;
   }
   m.capacity = t.capacity;

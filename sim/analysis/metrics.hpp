@@ -9,7 +9,10 @@
 //   idle             step_time minus the union of compute and collective intervals
 //   phases           forward ends at the last forward compute kernel's end; backward at the
 //                    last backward kernel's or gradient collective's end; optimizer at the end
-//   peak_memory      the highest live-bytes sample, its breakdown, instant and phase
+//   peak_memory      the highest live-bytes sample, its breakdown, instant and phase; the
+//                    phase is the host program's at that instant (allocations are host events):
+//                    the phase of the last op the host issued at or before it ("forward" when
+//                    none was), not the GPU's, which may still be in an earlier phase
 
 #include <map>
 #include <string>

@@ -53,3 +53,37 @@ TEST_CASE("Metrics survive a JSON round trip", "[metrics]") {
   CHECK(back.forward == m.forward);
   CHECK(back.overlap.overlap_pct == m.overlap.overlap_pct);
 }
+
+TEST_CASE("The peak's phase is the host program's phase when it allocated, not the GPU's", "[metrics]") {
+  // The host issues forward (t = 0, 1 ms) and backward (t = 2 ms) while the GPU is still
+  // running forward until 10 ms; backward's allocation at 2.5 ms makes the peak.
+  Timeline t;
+  t.start = Time::zero();
+  t.end = Time::from_ms(20);
+  auto op = [](Phase p, double issue_ms, double start_ms, double end_ms) {
+    TimelineOp o;
+    o.kind = TimelineOp::Kind::Kernel;
+    o.phase = p;
+    o.issue = Time::from_ms(issue_ms);
+    o.start = Time::from_ms(start_ms);
+    o.end = Time::from_ms(end_ms);
+    return o;
+  };
+  t.ops = {op(Phase::Forward, 0, 0, 5), op(Phase::Forward, 1, 5, 10), op(Phase::Backward, 2, 10, 20)};
+  auto sample = [](double ms, std::int64_t bytes) {
+    MemorySample s;
+    s.time = Time::from_ms(ms);
+    s.total = Bytes{bytes};
+    s.by_category.assign(kMemCategoryCount, Bytes{});
+    return s;
+  };
+  t.memory = {sample(0, 100), sample(1.5, 200), sample(2.5, 300), sample(3, 50)};
+  Metrics m = compute_metrics(t);
+  CHECK(m.peak_memory == Bytes{300});
+  CHECK(m.peak_time == Time::from_ms(2.5));
+  CHECK(m.forward == Time::from_ms(10));  // the GPU was in forward at 2.5 ms...
+  CHECK(m.peak_phase == "backward");      // ...but backward's code made the peak
+  // Before any op is issued the step is in its forward part.
+  t.memory = {sample(0, 500), sample(3, 50)};
+  CHECK(compute_metrics(t).peak_phase == "forward");
+}
