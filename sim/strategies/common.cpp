@@ -25,6 +25,17 @@ std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, S
   return acts;
 }
 
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
+                    const std::function<void()>& before_launch) {
+  BufferId recompute = -1;
+  if (l.recompute_activations.count > 0)
+    recompute = b.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, s);
+  if (before_launch) before_launch();
+  b.launch(s, backward_kernel(l, micro));
+  if (recompute >= 0) b.free(recompute);
+  if (saved >= 0) b.free(saved);
+}
+
 Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {
   KernelWork w;
   w.memory_bytes = bytes;

@@ -2,6 +2,7 @@
 // Pieces every strategy uses: the kernels of a layer's passes, elementwise/copy kernels sized
 // in bytes, the optimizer step, and persistent-state sizes.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 // allocate its saved activations and launch its forward on `s`. Returns the activation
 // buffer of each layer (-1 where it saves none), freed by the caller's backward.
 std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro);
+
+// One layer's backward on `s`: the recomputed activations of a checkpointed layer are
+// allocated first, `before_launch` runs (a strategy's own allocations, e.g. FSDP2's unsharded
+// grads), the backward kernel launches, then the recomputed and the saved activations (`saved`,
+// -1 for none) are freed.
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
+                    const std::function<void()>& before_launch = {});
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

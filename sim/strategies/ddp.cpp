@@ -98,12 +98,7 @@ class Ddp final : public Strategy {
       std::size_t next_bucket = 0;  // D3.7: buckets launch strictly in order
       for (std::size_t li = w.layers.size(); li-- > 0;) {
         const Layer& l = w.layers[li];
-        BufferId recompute = -1;
-        if (l.recompute_activations.count > 0)
-          recompute = b.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt);
-        b.launch(dflt, backward_kernel(l, micro));
-        if (recompute >= 0) b.free(recompute);
-        if (acts[li] >= 0) b.free(acts[li]);
+        layer_backward(b, l, micro, dflt, acts[li]);
         auto ps = l.params();
         if (ps.empty()) continue;
         // AccumulateGrad allocates .grad on the first micro-batch (set_to_none zero_grad);

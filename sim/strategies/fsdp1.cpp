@@ -421,12 +421,7 @@ void StepWriter::backward(int micro, bool sync) {
     const Layer& l = w_.layers[li];
     const std::size_t u = unit_of_layer_[li];
     if (u != 0) pre_backward(u);
-    BufferId recompute = -1;
-    if (l.recompute_activations.count > 0)
-      recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
-    b_.launch(dflt_, backward_kernel(l, micro));
-    if (recompute >= 0) b_.free(recompute);
-    if (acts_[li] >= 0) b_.free(acts_[li]);
+    layer_backward(b_, l, micro, dflt_, acts_[li]);
     if (l.numel() > 0)
       view_grads[u].push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
     // The post-backward hook fires once the unit's whole flat gradient exists: for the root

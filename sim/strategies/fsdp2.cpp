@@ -301,14 +301,10 @@ class Emitter {
       const Layer& l = w_.layers[li];
       const int g = group_of_.at(&l);
       if (g != 0) pre_backward(order_index.at(g));
-      BufferId recompute = -1;
-      if (l.recompute_activations.count > 0)
-        recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
-      if (l.numel() > 0)  // autograd's unsharded grads, in the param (compute) dtype
-        state(g).grads.push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
-      b_.launch(dflt_, backward_kernel(l, micro));
-      if (recompute >= 0) b_.free(recompute);
-      if (acts_[li] >= 0) b_.free(acts_[li]);
+      layer_backward(b_, l, micro, dflt_, acts_[li], [&] {
+        if (l.numel() > 0)  // autograd's unsharded grads, in the param (compute) dtype
+          state(g).grads.push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
+      });
       // RegisterPostBackwardFunction fires once the group's input gradient is produced.
       if (g != 0) post_backward(g, sync);
     }

@@ -90,12 +90,7 @@ class Zero12Builder {
     bucket_seq_ = 0;
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
-      BufferId recompute = -1;
-      if (l.recompute_activations.count > 0)
-        recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
-      b_.launch(dflt_, backward_kernel(l, micro));
-      if (recompute >= 0) b_.free(recompute);
-      if (acts[li] >= 0) b_.free(acts[li]);
+      layer_backward(b_, l, micro, dflt_, acts[li]);
       auto ps = l.params();
       // AccumulateGrad fires per param in reverse creation order; a grad is allocated when
       // none is held (it accumulates in place across non-reducing micro-batches).
