@@ -30,6 +30,21 @@ bool parse_args(const Args& args, const std::string& usage, po::options_descript
   return true;
 }
 
+std::ofstream open_output(const std::string& file, const std::string& what, std::ios::openmode mode) {
+  std::ofstream out(file, mode);
+  if (!out) throw InputError(file + ": cannot write the " + what);
+  return out;
+}
+
+void write_output(const std::string& text, const std::string& file, const std::string& what, std::ostream& log) {
+  if (file.empty()) {
+    std::cout << text;
+    return;
+  }
+  open_output(file, what) << text;
+  log << "wrote " << file << "\n";
+}
+
 int run_guarded(const std::function<int()>& body) {
   try {
     return body();

@@ -2,7 +2,9 @@
 // Helpers shared by the subcommands: option parsing with Boost.Program_options that turns
 // its errors into InputError (exit 2), and `--help` text.
 
+#include <fstream>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,12 @@ namespace po = boost::program_options;
 // (after printing `usage` and the options). Throws InputError on a bad flag.
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm);
+
+// Opens `file` for writing; InputError "FILE: cannot write the WHAT" when it cannot.
+std::ofstream open_output(const std::string& file, const std::string& what, std::ios::openmode mode = std::ios::out);
+
+// Writes `text` to `file`, or to stdout when `file` is empty; "wrote FILE" goes to `log`.
+void write_output(const std::string& text, const std::string& file, const std::string& what, std::ostream& log);
 
 // Runs a subcommand body with the CLI's error mapping: InputError -> "error: ..." and exit 2,
 // DeadlockError -> exit 1, any other exception -> "internal error: ..." and exit 1.

@@ -4,6 +4,7 @@
 // nccl-tests tables and writes the file.
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -199,15 +200,9 @@ int calibrate(const Args& args) {
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
   report.provenance["calibration"] = calib::calibration_to_json(data);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
-  std::string text = doc.dump(2) + "\n";
-  if (out_file.empty()) {
-    std::cout << text;
-  } else {
-    std::ofstream out(out_file);
-    if (!out) throw InputError(fmt::format("calibrate: cannot write {}", out_file));
-    out << text;
-    std::cout << "# wrote " << out_file << "\n";
-  }
+  std::ostringstream wrote;
+  write_output(doc.dump(2) + "\n", out_file, "profile", wrote);
+  if (!wrote.str().empty()) std::cout << "# " << wrote.str();  // a comment, as calibrate's tables
   return 0;
 #endif
 }

@@ -196,15 +196,7 @@ int fit(const Args& args) {
                        r.busbw_gbps, r.r2, 100 * r.max_rel_error);
   if (!in.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
 
-  std::string text = doc.dump(2) + "\n";
-  if (out_file.empty()) {
-    std::cout << text;
-  } else {
-    std::ofstream out(out_file);
-    if (!out) throw InputError(fmt::format("fit: cannot write {}", out_file));
-    out << text;
-    log << "wrote " << out_file << "\n";
-  }
+  write_output(doc.dump(2) + "\n", out_file, "profile", log);
   return 0;
 }
 

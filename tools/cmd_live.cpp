@@ -104,12 +104,9 @@ int live(const Args& args) {
   run.experiment_world = e.cluster.world_size();
   if (mpi.rank() == 0) {
     nlohmann::json j = live::live_result_json(e, p, run);
-    std::ofstream out(out_file);
-    if (!out) throw InputError(out_file + ": cannot write the result file");
-    out << j.dump(1) << "\n";
+    open_output(out_file, "result file") << j.dump(1) << "\n";
     if (!trace_file.empty()) {
-      std::ofstream t(trace_file);
-      if (!t) throw InputError(trace_file + ": cannot write the trace file");
+      std::ofstream t = open_output(trace_file, "trace file");
       write_chrome_trace(t, live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")");
     }
     const auto& st = j["live"]["step_time_ns"];

@@ -31,15 +31,12 @@ int simulate(const Args& args) {
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   if (!trace_file.empty()) {
-    std::ofstream out(trace_file);
-    if (!out) throw InputError(trace_file + ": cannot write the trace file");
+    std::ofstream out = open_output(trace_file, "trace file");
     write_chrome_trace(out, r.timeline, exp_file);
   }
   if (!report_file.empty()) write_html_report_hook(report_file, e, r);
   if (!json_file.empty()) {
-    std::ofstream out(json_file);
-    if (!out) throw InputError(json_file + ": cannot write the JSON file");
-    out << result_to_json(e, r).dump(1) << "\n";
+    open_output(json_file, "JSON file") << result_to_json(e, r).dump(1) << "\n";
   }
   if (vm.count("json")) std::cout << result_to_json(e, r).dump(1) << "\n";
   else write_text_report(std::cout, e, r);

@@ -55,8 +55,7 @@ int sweep(const Args& args) {
   if (vm.count("merge")) {
     if (out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
     std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
-    std::ofstream out(out_file, std::ios::binary);
-    if (!out) throw InputError(out_file + ": cannot write the merged CSV");
+    std::ofstream out = open_output(out_file, "merged CSV", std::ios::binary);
     SweepSummary s = merge_sweep_csv(files, out);
     s.write_text(std::cout);
     if (!report_file.empty())
@@ -72,14 +71,12 @@ int sweep(const Args& args) {
 
   std::ofstream csv, json;
   if (!out_file.empty()) {
-    csv.open(out_file, std::ios::binary);
-    if (!csv) throw InputError(out_file + ": cannot write the CSV");
+    csv = open_output(out_file, "CSV", std::ios::binary);
     csv << sweep_csv_header(spec) << "\n";
   }
   bool first = true;
   if (!json_file.empty()) {
-    json.open(json_file, std::ios::binary);
-    if (!json) throw InputError(json_file + ": cannot write the JSON");
+    json = open_output(json_file, "JSON", std::ios::binary);
     nlohmann::json cols = spec.columns;
     json << "{\"schema\": \"stepsim.sweep/1\", \"name\": " << nlohmann::json(spec.name).dump() << ", \"file\": " << nlohmann::json(spec.file).dump()
          << ", \"shard\": " << nlohmann::json(shard.empty() ? "0/1" : shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
