@@ -16,6 +16,13 @@ namespace {
 std::int64_t in_elem(Dtype d) { return d == Dtype::FP8 ? 1 : dtype_bytes(d); }
 std::int64_t out_elem(Dtype d) { return d == Dtype::FP8 ? 2 : dtype_bytes(d); }
 
+GpuCall make_call(CallKind kind, StreamId stream = -1) {
+  GpuCall c;
+  c.kind = kind;
+  c.stream = stream;
+  return c;
+}
+
 // Attention stand-in per batch entry: m = n = 2048, k = 128.
 constexpr std::int64_t kAttnM = 2048, kAttnN = 2048, kAttnK = 128;
 
@@ -60,9 +67,7 @@ class Lowerer {
   }
 
   GpuCall gemm_call(StreamId s, const GemmShape& g, bool attention) {
-    GpuCall c;
-    c.kind = CallKind::Gemm;
-    c.stream = s;
+    GpuCall c = make_call(CallKind::Gemm, s);
     c.gemm = g;
     c.gemm_plan = plan_for(g);
     c.from_attention = attention;
@@ -88,9 +93,7 @@ class Lowerer {
       // memory_bytes counts reads + writes; a copy of N bytes reads N and writes N.
       std::int64_t half = std::max<std::int64_t>(1, (w.memory_bytes.count + 1) / 2);
       std::int64_t chunk = std::max<std::int64_t>(1, o_.copy_chunk.count);
-      GpuCall c;
-      c.kind = CallKind::MemoryCopy;
-      c.stream = l.stream;
+      GpuCall c = make_call(CallKind::MemoryCopy, l.stream);
       c.copy_repeats = (half + chunk - 1) / chunk;
       // Equal chunks (the last one rounds up by < repeats bytes) keep one scratch size.
       c.copy_bytes = Bytes{(half + c.copy_repeats - 1) / c.copy_repeats};
@@ -99,9 +102,7 @@ class Lowerer {
       li.calls.push_back(c);
     }
     if (w.fixed.ns > 0) {
-      GpuCall c;
-      c.kind = CallKind::Spin;
-      c.stream = l.stream;
+      GpuCall c = make_call(CallKind::Spin, l.stream);
       c.duration = w.fixed;
       li.calls.push_back(c);
     }
@@ -123,9 +124,7 @@ class Lowerer {
                        throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i, c.comm));
                      li.timed = true;
                      li.stream = c.stream;
-                     GpuCall g;
-                     g.kind = CallKind::Collective;
-                     g.stream = c.stream;
+                     GpuCall g = make_call(CallKind::Collective, c.stream);
                      g.comm = c.comm;
                      g.collective = c.kind;
                      g.dtype = c.dtype;
@@ -142,18 +141,14 @@ class Lowerer {
                    [&](const Record& r) {
                      check_stream(r.stream, i);
                      check_event(r.event, i);
-                     GpuCall g;
-                     g.kind = CallKind::EventRecord;
-                     g.stream = r.stream;
+                     GpuCall g = make_call(CallKind::EventRecord, r.stream);
                      g.event = r.event;
                      li.calls.push_back(g);
                    },
                    [&](const Wait& w) {
                      check_stream(w.stream, i);
                      check_event(w.event, i);
-                     GpuCall g;
-                     g.kind = CallKind::StreamWaitEvent;
-                     g.stream = w.stream;
+                     GpuCall g = make_call(CallKind::StreamWaitEvent, w.stream);
                      g.event = w.event;
                      li.calls.push_back(g);
                    },
@@ -177,9 +172,7 @@ class Lowerer {
                      if (alloc_stream_[b] >= 0)
                        throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
                      alloc_stream_[b] = a.stream;
-                     GpuCall g;
-                     g.kind = CallKind::MallocAsync;
-                     g.stream = a.stream;
+                     GpuCall g = make_call(CallKind::MallocAsync, a.stream);
                      g.buffer = a.buffer;
                      g.bytes = a.bytes;
                      g.category = a.category;
@@ -209,15 +202,13 @@ class Lowerer {
                      li.calls.push_back(g);
                    },
                    [&](const HostWork& h) {
-                     GpuCall g;
-                     g.kind = CallKind::HostBusyWait;
+                     GpuCall g = make_call(CallKind::HostBusyWait);
                      g.duration = h.duration;
                      g.name = h.name;
                      li.calls.push_back(g);
                    },
                    [&](const Mark& m) {
-                     GpuCall g;
-                     g.kind = CallKind::Mark;
+                     GpuCall g = make_call(CallKind::Mark);
                      g.name = m.name;
                      g.starts_phase = m.phase.has_value();
                      if (m.phase) g.phase = *m.phase;
