@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim/config/experiment.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/program/builder.hpp"
 
@@ -31,6 +32,13 @@ inline Kernel fixed_kernel(const std::string& name, Time t) {
   k.name = name;
   k.work.fixed = t;
   return k;
+}
+
+// An experiment from an in-memory document (relative paths resolve from the working directory).
+inline Experiment experiment_from_doc(const nlohmann::json& doc) {
+  SourceMap sources;
+  sources.root_file = "test.json";
+  return experiment_from_json(doc, sources);
 }
 
 // Runs a command line, returns its exit status (0-255), capturing stdout+stderr into `out`.

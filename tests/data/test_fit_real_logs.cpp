@@ -4,6 +4,7 @@
 // predicts another log of the same hardware family.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,31 @@ const std::string kData = STEPSIM_SHARED_DATA;
 const std::string kNccl = kData + "/nccl-tests/";
 
 HardwareProfile base_profile() { return load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json"); }
+
+// The alpha-beta fit of one measured series (both in- and out-of-place samples).
+KindFit fit_of(const CollectiveSeries& series) {
+  KindFit f;
+  f.kind = series.kind;
+  f.ranks = series.ranks;
+  f.points = fit_points(series, SampleSelection::Both);
+  f.ranges = fit_ranges(f.points);
+  return f;
+}
+
+// Checks the busbw `f` predicts for every out-of-place sample of `measured` at >= 64 MiB against
+// the measured busbw (within 10 %); returns how many samples were checked.
+int check_busbw_at_64mib_and_up(const KindFit& f, const CollectiveSeries& measured) {
+  int checked = 0;
+  for (const auto& s : measured.samples) {
+    if (s.in_place || s.bytes < Bytes::from_mib(64)) continue;
+    double meas = busbw_gbps(measured.kind, measured.ranks, s.bytes, s.time);
+    double pred = predict_busbw_gbps(f, static_cast<double>(s.bytes.count), measured.ranks);
+    INFO("S=" << s.bytes.count << " measured " << meas << " predicted " << pred);
+    CHECK(std::abs(pred - meas) / meas <= 0.10);
+    ++checked;
+  }
+  return checked;
+}
 
 // Fits `in` on the H100 base profile, writes the profile as `stepsim fit` does and loads it back
 // (so the checks see the JSON round trip a user's file goes through).
@@ -140,46 +166,20 @@ TEST_CASE("busbw predicted from the 8xA100 fit is within 10% of the 4xA100 DGX l
   // Check: LLM-Insights DGX A100 (4 of 8 A100, NVSwitch), run 1, out-of-place busbw 1 .. 8 GiB.
   // busbw carries across group sizes (C6.1), so the 8-rank fit predicts the 4-rank run.
   auto fit_series = import_collective_log(kNccl + "allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt").at(0);
-  KindFit f;
-  f.kind = fit_series.kind;
-  f.ranks = fit_series.ranks;
-  f.points = fit_points(fit_series, SampleSelection::Both);
-  f.ranges = fit_ranges(f.points);
+  KindFit f = fit_of(fit_series);
   auto measured = import_collective_log(kNccl + "allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt").at(0);
-  int checked = 0;
-  for (const auto& s : measured.samples) {
-    if (s.in_place || s.bytes < Bytes::from_mib(64)) continue;
-    double meas = busbw_gbps(measured.kind, measured.ranks, s.bytes, s.time);
-    double pred = predict_busbw_gbps(f, static_cast<double>(s.bytes.count), measured.ranks);
-    INFO("S=" << s.bytes.count << " measured " << meas << " predicted " << pred);
-    CHECK(std::abs(pred - meas) / meas <= 0.10);
-    ++checked;
-  }
-  CHECK(checked == 4);
+  CHECK(check_busbw_at_64mib_and_up(f, measured) == 4);
 }
 
 TEST_CASE("busbw predicted from XLA's 8xH100 table is within 10% of the 4xH100 DGX log at >= 64 MiB", "[data][fit]") {
   auto xla = import_xla_collectives(kData + "/xla_perf_tables/collective_perf_table.csv", "sm_90");
-  KindFit f;
-  for (const auto& s : xla)
-    if (s.kind == CollectiveKind::AllReduce && s.ranks == 8) {
-      f.kind = s.kind;
-      f.ranks = s.ranks;
-      f.points = fit_points(s, SampleSelection::Both);
-    }
+  auto series = std::find_if(xla.begin(), xla.end(),
+                             [](const CollectiveSeries& s) { return s.kind == CollectiveKind::AllReduce && s.ranks == 8; });
+  REQUIRE(series != xla.end());
+  KindFit f = fit_of(*series);
   REQUIRE(f.points.size() == 22);
-  f.ranges = fit_ranges(f.points);
   auto measured = import_collective_log(kNccl + "allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt").at(2);
-  int checked = 0;
-  for (const auto& s : measured.samples) {
-    if (s.in_place || s.bytes < Bytes::from_mib(64)) continue;
-    double meas = busbw_gbps(measured.kind, measured.ranks, s.bytes, s.time);
-    double pred = predict_busbw_gbps(f, static_cast<double>(s.bytes.count), measured.ranks);
-    INFO("S=" << s.bytes.count << " measured " << meas << " predicted " << pred);
-    CHECK(std::abs(pred - meas) / meas <= 0.10);
-    ++checked;
-  }
-  CHECK(checked == 4);
+  CHECK(check_busbw_at_64mib_and_up(f, measured) == 4);
 }
 
 TEST_CASE("XLA's 8xH100 table: every measured group size (8, 4, 2) goes into the profile and is reproduced",

@@ -13,17 +13,14 @@
 #include "sim/core/error.hpp"
 #include "sim/strategies/fsdp1_units.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 using nlohmann::json;
 
 namespace {
 
-Experiment load(const json& doc) {
-  SourceMap sources;
-  sources.root_file = "test.json";
-  return experiment_from_json(doc, sources);
-}
+Experiment load(const json& doc) { return test::experiment_from_doc(doc); }
 
 // A toy model on the textbook machine (free host, free memory-bound kernels, 1 GB/s links).
 json toy_doc(const json& strategy, int nodes = 1, int gpus = 8, const json& training = json::object(),

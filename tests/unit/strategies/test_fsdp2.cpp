@@ -11,17 +11,14 @@
 #include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 using nlohmann::json;
 
 namespace {
 
-Experiment load(const json& doc) {
-  SourceMap sources;
-  sources.root_file = "test.json";
-  return experiment_from_json(doc, sources);
-}
+Experiment load(const json& doc) { return test::experiment_from_doc(doc); }
 
 // Toy model on the textbook machine: memory-bound kernels and host costs are free and every
 // collective takes S / (1 GB/s), so P fp32 params make a 4P-byte AG or RS last 4P ns.
