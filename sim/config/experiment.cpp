@@ -65,7 +65,7 @@ static Workload parse_workload(ObjectReader w) {
   } else if (w.has("model")) {
     ObjectReader m = w.object("model");
     name = m.string("name", "custom");
-    dims.family = m.choice("family", "llama", {"llama", "gpt", "opt"});
+    dims.family = m.choice("family", "llama", {"llama", "gpt", "opt", "mpt"});
     dims.hidden = m.positive_integer("hidden");
     dims.layers = m.positive_integer("layers");
     dims.heads = m.positive_integer("heads");

@@ -1,7 +1,7 @@
 // Model presets from published dimensions. Sources: Llama 2 paper (Touvron et al. 2023, Table
 // 1 + HF configs), Llama 3 model card / HF config.json (meta-llama/Meta-Llama-3-8B, -70B,
 // Llama-3.1-405B), GPT-2 (Radford et al. 2019; HF gpt2*), GPT-3 (Brown et al. 2020, Table 2.1),
-// OPT (Zhang et al. 2022, Table 1; HF facebook/opt-*).
+// OPT (Zhang et al. 2022, Table 1; HF facebook/opt-*), MPT (llm-foundry yamls, below).
 #include <map>
 #include <stdexcept>
 
@@ -32,6 +32,22 @@ static const std::map<std::string, ModelDims>& presets() {
       {"opt-13b", {"opt", 5120, 40, 40, 40, 20480, 50272, 2050, true}},
       {"opt-30b", {"opt", 7168, 48, 56, 56, 28672, 50272, 2050, true}},
       {"opt-66b", {"opt", 9216, 64, 72, 72, 36864, 50272, 2050, true}},
+      // MPT as llm-foundry's benchmark runs built it (scripts/train/yamls/pretrain/mpt-*.yaml @
+      // 8c8dd48f, copied to ../shared/data/published/llm-foundry-a100/yamls): the yamls set
+      // d_model, n_heads, n_layers, expansion_ratio 4, vocab 50368 and nothing else, so MPTConfig's
+      // defaults of 2023 hold: learned position embeddings of max_seq_len rows (not ALiBi),
+      // biases (no_bias false), LayerNorm, GELU, tied embeddings. The published NumParams
+      // column confirms it exactly (mpt-7b at seq 2048: 6,658,859,008; it grows with SeqLen by
+      // seq x d_model). mpt-760m/1b/3b use the yamls' head counts modified for d_head 128.
+      {"mpt-125m", {"mpt", 768, 12, 12, 12, 3072, 50368, 0, true}},
+      {"mpt-350m", {"mpt", 1024, 24, 16, 16, 4096, 50368, 0, true}},
+      {"mpt-760m", {"mpt", 1536, 24, 12, 12, 6144, 50368, 0, true}},
+      {"mpt-1b", {"mpt", 2048, 24, 16, 16, 8192, 50368, 0, true}},
+      {"mpt-3b", {"mpt", 2560, 32, 20, 20, 10240, 50368, 0, true}},
+      {"mpt-7b", {"mpt", 4096, 32, 32, 32, 16384, 50368, 0, true}},
+      {"mpt-13b", {"mpt", 5120, 40, 40, 40, 20480, 50368, 0, true}},
+      {"mpt-30b", {"mpt", 7168, 48, 56, 56, 28672, 50368, 0, true}},
+      {"mpt-70b", {"mpt", 8192, 80, 64, 64, 32768, 50368, 0, true}},
   };
   return table;
 }

@@ -203,10 +203,12 @@ Workload build_transformer(const std::string& name, const ModelDims& d, std::int
   // Embedding backward: scatter-add of T rows into a dense vocab x h gradient.
   tok.backward.memory_bytes = Bytes{T * h * e + d.vocab * h * e};
   embed.modules.push_back(tok);
-  if (d.max_positions > 0) {
+  // MPT's learned position table has max_seq_len rows: the run's sequence length.
+  const std::int64_t positions = d.family == "mpt" ? s : d.max_positions;
+  if (positions > 0) {
     Module pos;
     pos.name = "embed.positions";
-    pos.params.push_back(Param{"embed.positions.weight", d.max_positions * h, d.max_positions});
+    pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
     pos.forward.memory_bytes = Bytes{3 * T * h * e};
     pos.backward.memory_bytes = Bytes{2 * T * h * e};
     embed.modules.push_back(pos);

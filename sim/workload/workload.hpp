@@ -67,7 +67,7 @@ struct Workload {
 
 // Transformer dimensions, enough to build a preset.
 struct ModelDims {
-  std::string family;           // "llama", "gpt", "opt"
+  std::string family;           // "llama", "gpt", "opt", "mpt"
   std::int64_t hidden = 0, layers = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   std::int64_t max_positions = 0;  // learned positional embeddings (gpt, opt); 0 for rotary
   bool tied_embeddings = false;
