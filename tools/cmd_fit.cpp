@@ -51,9 +51,8 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
 
 }  // namespace
 
-// Measurements from profiler traces of the user's own job (calibrate/trace): one series per
-// (collective, group size) with the median kernel time per message size, and one GEMM sample
-// per shape, fed to the same fit as microbenchmark logs.
+// Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
+// microbenchmark logs (trace::fit_inputs).
 static void add_trace_measurements(const std::vector<std::string>& files, const std::string& steps, bool keep_assumed,
                                    int gpus_per_node, calib::FitInputs& in) {
   std::vector<trace::KinetoTrace> traces;
@@ -63,24 +62,9 @@ static void add_trace_measurements(const std::vector<std::string>& files, const 
   }
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
-  trace::TraceFitData d = trace::extract_fit_data(traces, o);
-  std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
-  for (const auto& p : d.collectives)
-    if (!p.ranks_assumed || keep_assumed) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
-  for (auto& [key, by_size] : by_group) {
-    calib::CollectiveSeries s;
-    s.source = files.front();
-    s.label = fmt::format("trace, {} ranks", key.second);
-    s.kind = key.first;
-    s.ranks = key.second;
-    s.nodes = (key.second + gpus_per_node - 1) / gpus_per_node;
-    for (auto& [bytes, times] : by_size) {
-      std::sort(times.begin(), times.end());
-      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, times[times.size() / 2], false, 0});
-    }
-    if (key.second >= 2) in.collectives.push_back(std::move(s));
-  }
-  for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, files.front()});
+  calib::FitInputs t = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front(), keep_assumed, gpus_per_node);
+  in.collectives.insert(in.collectives.end(), t.collectives.begin(), t.collectives.end());
+  in.gemm.insert(in.gemm.end(), t.gemm.begin(), t.gemm.end());
 }
 
 int fit(const Args& args) {

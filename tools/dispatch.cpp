@@ -27,6 +27,7 @@ const std::map<std::string, Command>& commands() {
       {"calibrate", {calibrate, "GPU microbenchmarks (gemm|nccl|contention|all) --out profile.json [GPU]"}},
       {"live", {live, "run the experiment's Program on GPUs: EXP.json --out measured.json [GPU, mpirun]"}},
       {"compare", {compare, "predicted vs measured: PREDICTED.json MEASURED.json [--tolerance 5%]"}},
+      {"validate", {validate, "predictions vs real traces and published runs: [SUITE.json] [--baseline F] [--report F.html]"}},
   };
   return table;
 }
@@ -35,7 +36,7 @@ void print_help() {
   std::cout << "stepsim: predict, then measure, one distributed training step\n\n"
                "usage: stepsim <command> [options]   (stepsim <command> --help for details)\n\ncommands:\n";
   for (const auto& [name, c] : commands()) std::cout << fmt::format("  {:<10} {}\n", name, c.summary);
-  std::cout << "\nexit codes: 0 ok, 1 internal failure, 2 bad input, 3 outside tolerance (compare)\n";
+  std::cout << "\nexit codes: 0 ok, 1 internal failure, 2 bad input, 3 outside tolerance (compare, validate)\n";
 }
 
 }  // namespace

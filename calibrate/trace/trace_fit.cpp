@@ -4,6 +4,8 @@
 #include <cctype>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "calibrate/trace/trace_index.hpp"
 
 namespace stepsim::trace {
@@ -160,6 +162,30 @@ std::vector<GemmMeasurement> gemm_table(const TraceFitData& d) {
   std::vector<GemmMeasurement> out;
   for (const auto& g : d.gemms) out.push_back(GemmMeasurement{g.shape, g.rate});
   return out;
+}
+
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, bool keep_assumed_groups,
+                            int gpus_per_node) {
+  calib::FitInputs in;
+  std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
+  for (const auto& p : d.collectives)
+    if (!p.ranks_assumed || keep_assumed_groups) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+  for (auto& [key, by_size] : by_group) {
+    if (key.second < 2) continue;
+    calib::CollectiveSeries s;
+    s.source = label;
+    s.label = fmt::format("trace, {} ranks", key.second);
+    s.kind = key.first;
+    s.ranks = key.second;
+    s.nodes = (key.second + gpus_per_node - 1) / gpus_per_node;
+    for (auto& [bytes, times] : by_size) {
+      std::sort(times.begin(), times.end());
+      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, times[times.size() / 2], false, 0});
+    }
+    in.collectives.push_back(std::move(s));
+  }
+  for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, label});
+  return in;
 }
 
 }  // namespace stepsim::trace

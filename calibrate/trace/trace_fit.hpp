@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/fit/profile_fit.hpp"
 #include "calibrate/trace/kineto_trace.hpp"
 #include "calibrate/trace/trace_analysis.hpp"
 #include "sim/hardware/profile.hpp"
@@ -65,5 +66,13 @@ std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collect
 
 // One GemmMeasurement per shape (median rate): ComputeProfile::gemm_table's shape.
 std::vector<GemmMeasurement> gemm_table(const TraceFitData& d);
+
+// The fit inputs of `stepsim fit --trace` (and of validate's cross-predictions): one series per
+// (collective, group size of at least 2) with the median kernel time per message size, and one
+// GEMM sample per shape. Collectives whose group size the trace does not record are left out
+// unless `keep_assumed_groups`; a group larger than `gpus_per_node` spans nodes. `label` names
+// the source in the fit's provenance.
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, bool keep_assumed_groups,
+                            int gpus_per_node);
 
 }  // namespace stepsim::trace

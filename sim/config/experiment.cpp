@@ -114,11 +114,12 @@ static TrainingConfig parse_training(ObjectReader t) {
   return out;
 }
 
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles) {
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
+                                const std::string& root_path) {
   Experiment e;
-  e.file = sources.root_file;
+  e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
   e.resolved = doc;
-  ObjectReader root(doc, sources, "");
+  ObjectReader root(doc, sources, root_path);
   e.workload = parse_workload(root.object("workload"));
   e.cluster = parse_cluster(root.object("cluster"), profiles);
   e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};

@@ -47,7 +47,10 @@ struct Experiment {
 // Loads and validates. Throws InputError with file, JSON path, value and expectation.
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 // Same, from an already-resolved document (sweeps build many from one base). With `profiles`,
-// profile files are parsed once and shared across experiments.
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr);
+// profile files are parsed once and shared across experiments. `root_path` is the JSON path of
+// `doc` inside the file `sources` describes ("" for a whole experiment file; validate reads an
+// experiment embedded in a suite at "/cases/3/experiment"), so errors name the path the user wrote.
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr,
+                                const std::string& root_path = "");
 
 }  // namespace stepsim

@@ -186,7 +186,9 @@ HardwareProfile parse_profile(ObjectReader& r) {
 HardwareProfile load_profile(const std::filesystem::path& file) {
   SourceMap sources;
   sources.root_file = file.string();
-  Json doc = read_json_file(file);
+  // A profile may include another and override some of its numbers (a GPU variant such as
+  // the A100 40GB over the 80GB profile), with the usual "include" rules.
+  Json doc = load_with_includes(file, sources);
   ObjectReader r(doc, sources, "");
   return parse_profile(r);
 }

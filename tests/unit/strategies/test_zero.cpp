@@ -278,7 +278,7 @@ TEST_CASE("Bad ZeRO input is an InputError naming the JSON path", "[zero][config
 }
 
 TEST_CASE("stepsim simulate runs the shipped OPT-1.3B ZeRO-1 and ZeRO-2 examples", "[zero][cli]") {
-  const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path();
+  const std::filesystem::path root = std::filesystem::path(STEPSIM_SOURCE_DIR);
   for (const char* name : {"opt-1.3b-zero1-8xa800.json", "opt-1.3b-zero2-8xa800.json", "opt-1.3b-zero3-8xa800.json"}) {
     std::string cmd = std::string(STEPSIM_BINARY) + " simulate " + (root / "configs/examples" / name).string() + " > /dev/null";
     INFO(cmd);

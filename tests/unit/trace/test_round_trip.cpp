@@ -14,7 +14,7 @@ using namespace stepsim;
 namespace {
 
 const std::filesystem::path kRoot =
-    std::filesystem::path(__FILE__).parent_path().parent_path().parent_path().parent_path();
+    std::filesystem::path(STEPSIM_SOURCE_DIR);
 
 struct RoundTrip {
   SimulationResult sim;

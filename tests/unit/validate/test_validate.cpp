@@ -1,0 +1,159 @@
+// stepsim validate: the suite format, the error arithmetic, summaries, pairs, and the gates.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.hpp"
+#include "test_support.hpp"
+#include "tools/commands.hpp"
+#include "validate/validate.hpp"
+
+using namespace stepsim;
+using stepsim::test::run_capture;
+
+namespace {
+const std::string kSrc = STEPSIM_SOURCE_DIR;
+const std::string kBin = STEPSIM_BINARY;
+
+// Seed case C1 (DDP buckets on the ideal profile): its step is exactly 56 ms.
+nlohmann::json c1_experiment() {
+  return nlohmann::json::parse(R"({"include": ")" + kSrc + R"(/configs/examples/seed/c1-ddp-buckets.json"})");
+}
+
+nlohmann::json published_case(const std::string& name, nlohmann::json published) {
+  return {{"name", name},
+          {"experiment", c1_experiment()},
+          {"measured", {{"published", std::move(published)}}},
+          {"provenance", {{"repository", "example/repo"}, {"commit", "abc123"}, {"path", "README.md"}, {"row", "1"}}}};
+}
+
+// A suite directory with suite.json holding `cases` (and `pairs`); returns the suite path.
+std::string write_suite(const std::string& dir_name, const std::vector<nlohmann::json>& cases, const nlohmann::json& pairs = nlohmann::json::array(),
+                        const nlohmann::json& tolerance = {{"step_time", 10}}) {
+  auto dir = std::filesystem::temp_directory_path() / ("stepsim-validate-" + dir_name);
+  std::filesystem::create_directories(dir);
+  nlohmann::json suite{{"schema", "stepsim.validation/1"}, {"tolerance_pct", tolerance}, {"cases", nlohmann::json(cases)},
+                       {"pairs", pairs}};
+  std::ofstream(dir / "suite.json") << suite.dump(1);
+  return (dir / "suite.json").string();
+}
+
+int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+}  // namespace
+
+TEST_CASE("validate: a published step time is compared with the prediction as 100 * (predicted - measured) / measured",
+          "[validate]") {
+  // C1 predicts 56 ms; measured 50 ms -> +12 %, 70 ms -> -20 %.
+  auto suite_file = write_suite("error", {published_case("fast", {{"step_time_s", 0.050}}),
+                                          published_case("slow", {{"step_time_s", 0.070}})},
+                                nlohmann::json::array({{{"name", "fast -> slow"}, {"first", "fast"}, {"second", "slow"}, {"knob", "none"}}}),
+                                {{"step_time", 15}});
+  validate::Report r = validate::run_suite(validate::load_suite(suite_file));
+  REQUIRE(r.rows.size() == 2);
+  CHECK(r.rows[0].predicted == Approx(56e6));
+  CHECK(r.rows[0].error == Approx(12.0));
+  CHECK(r.rows[0].pass);
+  CHECK(r.rows[1].error == Approx(-20.0));
+  CHECK_FALSE(r.rows[1].pass);  // |-20| > 15
+  // Summary over {+12, -20}: median |error| 16, nearest-rank p90 = 20, bias -4.
+  const validate::Summary& all = r.summaries.back();
+  CHECK(all.source == "all");
+  CHECK(all.median_abs == Approx(16.0));
+  CHECK(all.p90_abs == Approx(20.0));
+  CHECK(all.bias == Approx(-4.0));
+  // Pair: predicted change 0 %, measured +40 %: the predicted direction is not the measured one.
+  REQUIRE(r.pairs.size() == 1);
+  CHECK(r.pairs[0].measured_change_pct == Approx(40.0));
+  CHECK(r.pairs[0].predicted_change_pct == Approx(0.0));
+  REQUIRE(r.pairs[0].sign_right.has_value());
+  CHECK_FALSE(*r.pairs[0].sign_right);
+  CHECK_FALSE(r.pass());
+}
+
+TEST_CASE("validate: tokens/s become a step time through the experiment's tokens per step, which must match the "
+          "published batch", "[validate]") {
+  // C1 is a toy workload: micro_batch 1, seq_len 1 -> 1 token per GPU per step, 8 GPUs.
+  auto ok = write_suite("tokens", {published_case("tps", {{"tokens_per_s", 100.0}, {"global_batch_tokens", 8}})});
+  validate::Report r = validate::run_suite(validate::load_suite(ok));
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0].measured == Approx(8.0 / 100.0 * 1e9));  // 80 ms
+  auto per_gpu = write_suite("wps", {published_case("wps", {{"tokens_per_s_per_gpu", {10.0, 30.0}}})});
+  r = validate::run_suite(validate::load_suite(per_gpu));
+  CHECK(r.rows[0].measured == Approx(1.0 / 20.0 * 1e9));  // midpoint of the published range
+  auto bad = write_suite("tokens-bad", {published_case("tps", {{"tokens_per_s", 100.0}, {"global_batch_tokens", 16}})});
+  CHECK_THROWS_WITH(validate::run_suite(validate::load_suite(bad)),
+                    Catch::Contains("/cases/0/measured/published/global_batch_tokens") &&
+                        Catch::Contains("does not describe the published run"));
+}
+
+TEST_CASE("validate CLI: a case off by 50 % exits 3; a better baseline exits 3; the current baseline passes", "[validate]") {
+  std::string out;
+  auto good = write_suite("cli-good", {published_case("c1", {{"step_time_s", 0.056}})});
+  REQUIRE(run_capture(kBin + " validate " + good, out) == 0);
+  CHECK_THAT(out, Catch::Contains("c1") && Catch::Contains("+0.0 %"));
+  // Measured 50 % off: 84 ms -> -33 %, outside the 10 % tolerance.
+  auto off = write_suite("cli-off", {published_case("c1", {{"step_time_s", 0.084}})});
+  CHECK(run_capture(kBin + " validate " + off, out) == 3);
+  CHECK_THAT(out, Catch::Contains("FAIL"));
+  // A baseline written from this run passes; a baseline claiming 0.5 % median error where the
+  // suite has 33 % fails as a regression.
+  auto dir = std::filesystem::path(off).parent_path();
+  auto tolerant = write_suite("cli-tolerant", {published_case("c1", {{"step_time_s", 0.084}})}, nlohmann::json::array(),
+                              {{"step_time", 50}});
+  REQUIRE(run_capture(kBin + " validate " + tolerant + " --write-baseline " + (dir / "base.json").string(), out) == 0);
+  CHECK(run_capture(kBin + " validate " + tolerant + " --baseline " + (dir / "base.json").string(), out) == 0);
+  CHECK_THAT(out, Catch::Contains("within 1 point of the baseline"));
+  nlohmann::json base = nlohmann::json::parse(std::ifstream(dir / "base.json"));
+  for (auto& s : base["summaries"]) s["median_abs"] = 0.5;
+  std::ofstream(dir / "better.json") << base.dump();
+  CHECK(run_capture(kBin + " validate " + tolerant + " --baseline " + (dir / "better.json").string(), out) == 3);
+  CHECK_THAT(out, Catch::Contains("REGRESSION"));
+  // And a baseline worse than today is stale: the improvement must be committed with it.
+  for (auto& s : base["summaries"]) s["median_abs"] = 60.0;
+  std::ofstream(dir / "worse.json") << base.dump();
+  CHECK(run_capture(kBin + " validate " + tolerant + " --baseline " + (dir / "worse.json").string(), out) == 3);
+  CHECK_THAT(out, Catch::Contains("STALE"));
+  // --json gives the same numbers.
+  REQUIRE(run_capture(kBin + " validate " + tolerant + " --json 2>/dev/null", out) == 0);
+  nlohmann::json j = nlohmann::json::parse(out);
+  CHECK(j["rows"][0]["error"].get<double>() == Approx(100.0 * (56.0 - 84.0) / 84.0));
+  CHECK(j["summaries"].back()["source"] == "all");
+}
+
+TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file and JSON path", "[validate]") {
+  std::string out;
+  auto c = published_case("c1", {{"step_time_s", -1.0}});
+  auto negative = write_suite("bad-negative", {c});
+  CHECK(run_capture(kBin + " validate " + negative, out) == 2);
+  CHECK(line_count(out) == 1);
+  CHECK_THAT(out, Catch::Contains("suite.json") && Catch::Contains("/cases/0/measured/published/step_time_s"));
+
+  auto unknown = published_case("c1", {{"step_time_s", 0.05}});
+  unknown["tolerance"] = 5;  // the key is tolerance_pct
+  CHECK(run_capture(kBin + " validate " + write_suite("bad-key", {unknown}), out) == 2);
+  CHECK(line_count(out) == 1);
+  CHECK_THAT(out, Catch::Contains("/cases/0/tolerance"));
+
+  auto no_file = published_case("c1", {{"step_time_s", 0.05}});
+  no_file["measured"] = {{"trace", {{"file", "no/such/trace.json.gz"}, {"steps", "1-2"}}}};
+  CHECK(run_capture(kBin + " validate " + write_suite("bad-trace", {no_file}), out) == 2);
+  CHECK_THAT(out, Catch::Contains("/cases/0/measured/trace/file") && Catch::Contains("not found"));
+
+  auto bad_experiment = published_case("c1", {{"step_time_s", 0.05}});
+  bad_experiment["experiment"] = {{"include", kSrc + "/configs/examples/seed/c1-ddp-buckets.json"},
+                                  {"training", {{"grad_accum", 0}}}};
+  CHECK(run_capture(kBin + " validate " + write_suite("bad-experiment", {bad_experiment}), out) == 2);
+  CHECK(line_count(out) == 1);
+  CHECK_THAT(out, Catch::Contains("/cases/0/experiment/training/grad_accum"));
+
+  auto dup = published_case("c1", {{"step_time_s", 0.05}});
+  CHECK(run_capture(kBin + " validate " + write_suite("bad-dup", {dup, dup}), out) == 2);
+  CHECK_THAT(out, Catch::Contains("/cases/1/name"));
+
+  nlohmann::json bad_pair = nlohmann::json::array({{{"first", "c1"}, {"second", "nope"}, {"name", "p"}, {"knob", "k"}}});
+  CHECK(run_capture(kBin + " validate " + write_suite("bad-pair", {dup}, bad_pair), out) == 2);
+  CHECK_THAT(out, Catch::Contains("/pairs/0/second") && Catch::Contains("nope"));
+}

@@ -1,0 +1,330 @@
+// A validation report as text, JSON and HTML, and the baseline gate.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/report/html_report.hpp"
+#include "validate/validate.hpp"
+
+namespace stepsim::validate {
+
+namespace {
+
+std::string error_text(Metric m, double e) { return in_points(m) ? fmt::format("{:+.1f} pt", e) : fmt::format("{:+.1f} %", e); }
+
+std::string value_text(Metric m, double v) {
+  double d = display_value(m, v);
+  if (m == Metric::OverlapPct) return fmt::format("{:.1f} %", d);
+  if (unit_of(m) == "GiB") return fmt::format("{:.2f} GiB", d);
+  return d >= 10000 ? fmt::format("{:.1f} s", d / 1000) : fmt::format("{:.2f} ms", d);
+}
+
+int pairs_counted(const Report& r) {
+  return static_cast<int>(std::count_if(r.pairs.begin(), r.pairs.end(), [](const PairRow& p) { return p.sign_right.has_value(); }));
+}
+
+int pairs_right(const Report& r) {
+  return static_cast<int>(
+      std::count_if(r.pairs.begin(), r.pairs.end(), [](const PairRow& p) { return p.sign_right.value_or(false); }));
+}
+
+}  // namespace
+
+nlohmann::json baseline_json(const Report& r) {
+  nlohmann::json j;
+  j["schema"] = "stepsim.validation-baseline/1";
+  j["note"] = "Summary of `stepsim validate` (validation/suite.json). CI fails when a median or p90 |error| is more "
+              "than 1 point worse, or more than 1 point better (then update this file in the same commit: "
+              "stepsim validate --write-baseline validation/baseline.json).";
+  j["summaries"] = nlohmann::json::array();
+  auto round2 = [](double v) { return std::round(v * 100) / 100; };
+  for (const auto& s : r.summaries)
+    j["summaries"].push_back({{"source", s.source},
+                              {"metric", to_string(s.metric)},
+                              {"cases", s.cases},
+                              {"median_abs", round2(s.median_abs)},
+                              {"p90_abs", round2(s.p90_abs)},
+                              {"bias", round2(s.bias)}});
+  j["pairs"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  return j;
+}
+
+void check_baseline(Report& r, const nlohmann::json& baseline, const std::string& file, double slack) {
+  r.baseline_checked = true;
+  auto bad = [&](const std::string& path, const nlohmann::json& v, const std::string& expected) {
+    throw_input_error(file, path, v, expected);
+  };
+  if (!baseline.is_object() || baseline.value("schema", "") != "stepsim.validation-baseline/1")
+    bad("/schema", baseline.is_object() ? baseline.value("schema", nlohmann::json()) : baseline,
+        "\"stepsim.validation-baseline/1\"");
+  if (!baseline.contains("summaries") || !baseline["summaries"].is_array())
+    bad("/summaries", baseline.value("summaries", nlohmann::json()), "an array of summaries");
+  std::map<std::pair<std::string, Metric>, const Summary*> current;
+  for (const auto& s : r.summaries) current[{s.source, s.metric}] = &s;
+  std::set<std::pair<std::string, Metric>> seen;
+  const auto& arr = baseline["summaries"];
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const auto& b = arr[i];
+    std::string path = "/summaries/" + std::to_string(i);
+    if (!b.is_object() || !b.contains("source") || !b["source"].is_string() || !b.contains("metric") ||
+        !b["metric"].is_string() || !b.contains("median_abs") || !b["median_abs"].is_number() || !b.contains("p90_abs") ||
+        !b["p90_abs"].is_number())
+      bad(path, b, "{\"source\", \"metric\", \"median_abs\", \"p90_abs\", ...}");
+    auto metric = parse_metric(b["metric"].get<std::string>());
+    if (!metric) bad(path + "/metric", b["metric"], "a metric name");
+    std::string source = b["source"].get<std::string>();
+    seen.insert({source, *metric});
+    std::string label = source + " " + to_string(*metric);
+    auto it = current.find({source, *metric});
+    if (it == current.end()) {
+      r.baseline.push_back({label + ": no longer measured by the suite", 1, 0, true});
+      continue;
+    }
+    for (const char* stat : {"median_abs", "p90_abs"}) {
+      double base = b[stat].get<double>();
+      double now = std::string(stat) == "median_abs" ? it->second->median_abs : it->second->p90_abs;
+      std::string what = label + (std::string(stat) == "median_abs" ? " median |error|" : " p90 |error|");
+      if (now > base + slack) r.baseline.push_back({what, base, now, true});
+      else if (now < base - slack) r.baseline.push_back({what, base, now, false});
+    }
+    if (b.contains("cases") && b["cases"].is_number_integer() && b["cases"].get<int>() != it->second->cases)
+      r.baseline.push_back({label + " cases", b["cases"].get<double>(), static_cast<double>(it->second->cases), false});
+  }
+  for (const auto& s : r.summaries)
+    if (!seen.count({s.source, s.metric}))
+      r.baseline.push_back({s.source + " " + to_string(s.metric) + ": not in the baseline", 0, s.median_abs, false});
+  if (baseline.contains("pairs") && baseline["pairs"].is_object() && baseline["pairs"].value("sign_right", -1) >= 0) {
+    int base = baseline["pairs"]["sign_right"].get<int>();
+    int now = pairs_right(r);
+    if (now != base) r.baseline.push_back({"pairs with the right sign", static_cast<double>(base), static_cast<double>(now), now < base});
+  }
+}
+
+nlohmann::json report_to_json(const Report& r) {
+  nlohmann::json j;
+  j["schema"] = "stepsim.validate/1";
+  j["suite"] = r.suite_file;
+  j["cases"] = nlohmann::json::array();
+  for (const auto& c : r.cases) {
+    nlohmann::json cj{{"name", c.name},
+                      {"source", c.source},
+                      {"description", c.description},
+                      {"measured_by", c.measured_by},
+                      {"provenance",
+                       {{"repository", c.provenance.repository},
+                        {"commit", c.provenance.commit},
+                        {"path", c.provenance.path},
+                        {"row", c.provenance.row}}},
+                      {"assumptions", c.assumptions},
+                      {"conversions", c.conversions}};
+    if (!c.calibrated_from.empty()) cj["calibrated_from"] = c.calibrated_from;
+    j["cases"].push_back(cj);
+  }
+  j["rows"] = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json rj{{"case", row.case_name},   {"source", row.source},     {"metric", to_string(row.metric)},
+                      {"predicted", row.predicted}, {"measured", row.measured}, {"error", row.error},
+                      {"error_unit", in_points(row.metric) ? "points" : "percent"}, {"pass", row.pass}};
+    if (row.tolerance) rj["tolerance"] = *row.tolerance;
+    j["rows"].push_back(rj);
+  }
+  j["summaries"] = baseline_json(r)["summaries"];
+  j["pairs"] = nlohmann::json::array();
+  for (const auto& p : r.pairs) {
+    nlohmann::json pj{{"name", p.name},
+                      {"first", p.first},
+                      {"second", p.second},
+                      {"knob", p.knob},
+                      {"predicted_change_pct", p.predicted_change_pct},
+                      {"measured_change_pct", p.measured_change_pct}};
+    pj["sign_right"] = p.sign_right ? nlohmann::json(*p.sign_right) : nlohmann::json();
+    j["pairs"].push_back(pj);
+  }
+  j["pairs_summary"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  if (r.baseline_checked) {
+    j["baseline"] = nlohmann::json::array();
+    for (const auto& f : r.baseline)
+      j["baseline"].push_back({{"what", f.what}, {"baseline", f.baseline}, {"current", f.current},
+                               {"kind", f.regression ? "regression" : "stale"}});
+  }
+  j["failed_rows"] = r.failed_rows();
+  j["pass"] = r.pass();
+  return j;
+}
+
+std::string report_to_text(const Report& r) {
+  std::ostringstream o;
+  o << fmt::format("stepsim validate: {} ({} cases, {} comparisons)\n\n", r.suite_file, r.cases.size(), r.rows.size());
+  o << fmt::format("  {:<44} {:<15} {:>11} {:>11} {:>10} {:>6}\n", "case", "metric", "predicted", "measured", "error", "tol");
+  for (const auto& row : r.rows)
+    o << fmt::format("  {:<44} {:<15} {:>11} {:>11} {:>10} {:>6}{}\n", row.case_name, to_string(row.metric),
+                     value_text(row.metric, row.predicted), value_text(row.metric, row.measured),
+                     error_text(row.metric, row.error), row.tolerance ? fmt::format("{:g}", *row.tolerance) : "-",
+                     row.pass ? "" : "  FAIL");
+  o << "\n  summary: |error| median and p90, bias = mean signed error (percent; overlap in points)\n";
+  o << fmt::format("  {:<20} {:<15} {:>5} {:>9} {:>9} {:>9}\n", "source", "metric", "cases", "median", "p90", "bias");
+  for (const auto& s : r.summaries)
+    o << fmt::format("  {:<20} {:<15} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", s.source, to_string(s.metric), s.cases,
+                     s.median_abs, s.p90_abs, s.bias);
+  // The worst comparisons, per metric: where a user should distrust the prediction most.
+  o << "\n  worst cases (largest |error| per metric)\n";
+  for (Metric m : kAllMetrics) {
+    std::vector<const Row*> rows;
+    for (const auto& row : r.rows)
+      if (row.metric == m) rows.push_back(&row);
+    std::sort(rows.begin(), rows.end(), [](const Row* a, const Row* b) { return std::fabs(a->error) > std::fabs(b->error); });
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, rows.size()); ++i)
+      o << fmt::format("  {:<15} {:<44} {:>10}\n", i == 0 ? to_string(m) : "", rows[i]->case_name,
+                       error_text(m, rows[i]->error));
+  }
+  if (!r.pairs.empty()) {
+    o << fmt::format("\n  pairs: relative change of step time from first to second ({} of {} with the right sign; "
+                     "a measured change under 2 % is not counted)\n",
+                     pairs_right(r), pairs_counted(r));
+    std::size_t name_w = 4, knob_w = 4;
+    for (const auto& p : r.pairs) {
+      name_w = std::max(name_w, p.name.size());
+      knob_w = std::max(knob_w, p.knob.size());
+    }
+    o << fmt::format("  {:<{}} {:<{}} {:>10} {:>10} {:>6}\n", "pair", name_w, "knob", knob_w, "predicted", "measured", "sign");
+    for (const auto& p : r.pairs)
+      o << fmt::format("  {:<{}} {:<{}} {:>+9.1f}% {:>+9.1f}% {:>6}\n", p.name, name_w, p.knob, knob_w,
+                       p.predicted_change_pct, p.measured_change_pct,
+                       p.sign_right ? (*p.sign_right ? "right" : "WRONG") : "-");
+  }
+  if (r.baseline_checked) {
+    if (r.baseline.empty()) o << "\n  baseline: every summary within 1 point of the baseline\n";
+    for (const auto& f : r.baseline)
+      o << fmt::format("\n  baseline {}: {} (baseline {:.2f}, now {:.2f}){}", f.regression ? "REGRESSION" : "STALE", f.what,
+                       f.baseline, f.current,
+                       f.regression ? "" : ": predictions improved or the suite changed; update the baseline "
+                                           "(--write-baseline) in the same commit");
+    if (!r.baseline.empty()) o << "\n";
+  }
+  int failed = r.failed_rows();
+  o << fmt::format("\n  {} comparison(s) outside tolerance{}\n", failed,
+                   r.pass() ? "" : fmt::format("; exit 3"));
+  return o.str();
+}
+
+namespace {
+
+// One predicted-vs-measured scatter (log axes): points per source, the y = x line and the
+// +-10 % band.
+std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string>& sources) {
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  std::vector<const Row*> rows;
+  for (const auto& row : r.rows)
+    if (row.metric == m && row.predicted > 0 && row.measured > 0) rows.push_back(&row);
+  if (rows.empty()) return "";
+  double lo = 1e300, hi = 0;
+  for (const Row* row : rows)
+    for (double v : {display_value(m, row->predicted), display_value(m, row->measured)}) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+  const bool log_axes = hi / lo > 20;
+  lo = log_axes ? lo / 1.3 : std::max(0.0, lo - 0.1 * (hi - lo));
+  hi = log_axes ? hi * 1.3 : hi + 0.1 * (hi - lo) + 1e-9;
+  const double W = 360, H = 360, L = 56, B = 40;
+  auto pos = [&](double v) {
+    double f = log_axes ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi - lo);
+    return f * (W - L - 10);
+  };
+  std::ostringstream s;
+  s << fmt::format("<svg class=\"scatter\" data-metric=\"{}\" width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
+                   to_string(m), W, H);
+  s << fmt::format("<g transform=\"translate({},{})\">", L, 10);
+  const double P = W - L - 10;
+  s << fmt::format("<rect width=\"{0}\" height=\"{0}\" fill=\"#fafafa\" stroke=\"#999\"/>", P);
+  // +-10 % band and y = x.
+  auto y = [&](double v) { return P - pos(v); };
+  s << fmt::format("<polygon fill=\"#e6f0e6\" points=\"{},{} {},{} {},{} {},{}\"/>", pos(lo), y(lo * 1.1), pos(hi / 1.1),
+                   y(hi), pos(hi), y(hi * 0.9), pos(lo / 0.9 > hi ? hi : lo / 0.9), y(lo));
+  s << fmt::format("<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>", P, P);
+  for (const Row* row : rows) {
+    std::size_t k = std::find(sources.begin(), sources.end(), row->source) - sources.begin();
+    s << fmt::format("<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">"
+                     "<title>{}: predicted {}, measured {} ({})</title></circle>",
+                     pos(display_value(m, row->measured)), y(display_value(m, row->predicted)), colours[k % 6],
+                     html_escape(row->case_name), value_text(m, row->predicted), value_text(m, row->measured),
+                     error_text(m, row->error));
+  }
+  s << "</g>";
+  s << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">measured {} ({}{})</text>", L + P / 2,
+                   H - 8, html_escape(to_string(m)), unit_of(m), log_axes ? ", log" : "");
+  s << fmt::format("<text x=\"14\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 14 {})\">"
+                   "predicted</text>",
+                   10 + P / 2, 10 + P / 2);
+  s << fmt::format("<text x=\"{}\" y=\"24\" font-size=\"11\">{:.3g}</text><text x=\"{}\" y=\"{}\" font-size=\"11\">{:.3g}</text>",
+                   L + 4, hi, L + 2, H - B + 14, lo);
+  s << "</svg>";
+  return s.str();
+}
+
+}  // namespace
+
+std::string report_to_html(const Report& r) {
+  std::vector<std::string> sources;
+  for (const auto& row : r.rows)
+    if (std::find(sources.begin(), sources.end(), row.source) == sources.end()) sources.push_back(row.source);
+  std::ostringstream h;
+  h << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>stepsim validate</title><style>"
+       "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
+       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+       ".fail{color:#b00;font-weight:bold}.plots{display:flex;flex-wrap:wrap;gap:16px}.plot h3{margin:4px 0;font-size:14px}"
+       ".legend span{margin-right:14px}</style></head><body>";
+  h << "<h1>stepsim validate</h1><p>" << html_escape(r.suite_file) << ": " << r.cases.size() << " cases, " << r.rows.size()
+    << " comparisons, " << r.failed_rows() << " outside tolerance.</p>";
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  h << "<p class=\"legend\">";
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    h << "<span style=\"color:" << colours[i % 6] << "\">&#9679; " << html_escape(sources[i]) << "</span>";
+  h << "<span>dashed: predicted = measured; green band: within 10 %</span></p>";
+  h << "<h2>Predicted vs measured</h2><div class=\"plots\">";
+  for (Metric m : kAllMetrics) {
+    std::string svg = scatter_svg(r, m, sources);
+    if (!svg.empty()) h << "<div class=\"plot\"><h3>" << to_string(m) << "</h3>" << svg << "</div>";
+  }
+  h << "</div><h2>Summary</h2><table><tr><th>source</th><th>metric</th><th>cases</th><th>median |error|</th>"
+       "<th>p90 |error|</th><th>bias</th></tr>";
+  for (const auto& s : r.summaries)
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
+                     html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
+  h << "</table>";
+  if (!r.pairs.empty()) {
+    h << "<h2>Pairs</h2><table><tr><th>pair</th><th>knob</th><th>predicted change</th><th>measured change</th>"
+         "<th>sign</th></tr>";
+    for (const auto& p : r.pairs)
+      h << fmt::format("<tr><td>{}</td><td>{}</td><td>{:+.1f} %</td><td>{:+.1f} %</td><td>{}</td></tr>", html_escape(p.name),
+                       html_escape(p.knob), p.predicted_change_pct, p.measured_change_pct,
+                       p.sign_right ? (*p.sign_right ? "right" : "<span class=\"fail\">wrong</span>") : "-");
+    h << "</table>";
+  }
+  h << "<h2>Cases</h2><table><tr><th>case</th><th>metric</th><th>predicted</th><th>measured</th><th>error</th>"
+       "<th>tolerance</th></tr>";
+  for (const auto& row : r.rows)
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>",
+                     html_escape(row.case_name), to_string(row.metric), value_text(row.metric, row.predicted),
+                     value_text(row.metric, row.measured), row.pass ? "" : " class=\"fail\"",
+                     error_text(row.metric, row.error), row.tolerance ? fmt::format("{:g}", *row.tolerance) : "-");
+  h << "</table><h2>Sources</h2><table><tr><th>case</th><th>measured by</th><th>provenance</th><th>assumptions and "
+       "conversions</th></tr>";
+  for (const auto& c : r.cases) {
+    std::string notes;
+    for (const auto& a : c.assumptions) notes += html_escape(a) + "<br>";
+    for (const auto& a : c.conversions) notes += html_escape(a) + "<br>";
+    if (!c.calibrated_from.empty()) notes += "calibrated from " + html_escape(c.calibrated_from);
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{} @ {} : {} {}</td><td style=\"text-align:left\">{}</td></tr>",
+                     html_escape(c.name), html_escape(c.measured_by), html_escape(c.provenance.repository),
+                     html_escape(c.provenance.commit), html_escape(c.provenance.path), html_escape(c.provenance.row), notes);
+  }
+  h << "</table></body></html>\n";
+  return h.str();
+}
+
+}  // namespace stepsim::validate

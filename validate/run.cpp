@@ -1,0 +1,281 @@
+// Running a suite: predict each case in process, measure it (trace through analyze's code, or
+// the published numbers converted), compare, summarise, gate.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "calibrate/fit/profile_fit.hpp"
+#include "calibrate/trace/kineto_trace.hpp"
+#include "calibrate/trace/trace_analysis.hpp"
+#include "calibrate/trace/trace_fit.hpp"
+#include "sim/analysis/run.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/profile_cache.hpp"
+#include "validate/validate.hpp"
+
+namespace stepsim::validate {
+
+namespace fs = std::filesystem;
+
+int Report::failed_rows() const {
+  return static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return !r.pass; }));
+}
+
+bool Report::pass() const { return failed_rows() == 0 && baseline.empty(); }
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Every metric a Metrics value carries. Peak reserved only where it was measured or modelled
+// (a trace without reserved samples and a prediction without an allocator model report 0).
+std::map<Metric, double> metric_values(const Metrics& m) {
+  std::map<Metric, double> v;
+  v[Metric::StepTime] = static_cast<double>(m.overlap.step_time.ns);
+  v[Metric::Forward] = static_cast<double>(m.forward.ns);
+  v[Metric::Backward] = static_cast<double>(m.backward.ns);
+  v[Metric::Optimizer] = static_cast<double>(m.optimizer.ns);
+  v[Metric::Compute] = static_cast<double>(m.overlap.compute_time.ns);
+  v[Metric::Comm] = static_cast<double>(m.overlap.comm_time.ns);
+  v[Metric::ExposedComm] = static_cast<double>(m.overlap.exposed_comm.ns);
+  v[Metric::OverlapPct] = m.overlap.overlap_pct;
+  if (m.peak_memory.count > 0) v[Metric::PeakAllocated] = static_cast<double>(m.peak_memory.count);
+  return v;
+}
+
+struct TraceKey {
+  std::vector<std::string> files;
+  std::string steps;
+  auto operator<=>(const TraceKey&) const = default;
+};
+
+class Measurements {
+ public:
+  const Metrics& trace_metrics(const fs::path& file, const std::string& steps) {
+    TraceKey key{{file.string()}, steps};
+    auto it = metrics_.find(key);
+    if (it != metrics_.end()) return it->second;
+    trace::AnalyzeOptions o;
+    if (!steps.empty()) trace::parse_step_range(steps, o);
+    trace::TraceAnalysis a = trace::analyze_trace(trace_of(file), o);
+    if (a.steps.empty()) throw InputError(fmt::format("{}: no ProfilerStep in the range \"{}\"", file.string(), steps));
+    return metrics_.emplace(key, a.mean).first->second;
+  }
+
+  const calib::FitInputs& fit_inputs(const std::vector<fs::path>& files, const std::string& steps, int gpus_per_node) {
+    TraceKey key{{}, steps + "@" + std::to_string(gpus_per_node)};
+    for (const auto& f : files) key.files.push_back(f.string());
+    auto it = fits_.find(key);
+    if (it != fits_.end()) return it->second;
+    std::vector<trace::KinetoTrace> traces;
+    for (const auto& f : files) traces.push_back(trace_of(f));
+    trace::AnalyzeOptions o;
+    if (!steps.empty()) trace::parse_step_range(steps, o);
+    calib::FitInputs in = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front().string(), false, gpus_per_node);
+    for (const auto& f : files) in.files.push_back(f.string());
+    return fits_.emplace(key, std::move(in)).first->second;
+  }
+
+ private:
+  const trace::KinetoTrace& trace_of(const fs::path& file) {
+    auto it = traces_.find(file.string());
+    if (it == traces_.end()) it = traces_.emplace(file.string(), trace::read_kineto_trace(file)).first;
+    return it->second;
+  }
+  std::map<std::string, trace::KinetoTrace> traces_;
+  std::map<TraceKey, Metrics> metrics_;
+  std::map<TraceKey, calib::FitInputs> fits_;
+};
+
+std::string fmt_number(double v) { return fmt::format("{:.6g}", v); }
+
+// The published numbers of `c` as metric values, given the experiment that describes the run.
+std::map<Metric, double> published_values(const Case& c, const Experiment& e, std::vector<std::string>& conversions) {
+  const Case::Published& p = *c.published;
+  std::map<Metric, double> v;
+  const double local_tokens = static_cast<double>(e.workload.tokens()) * e.training.grad_accum;
+  const double global_tokens = local_tokens * e.cluster.world_size();
+  if (p.step_time_s) v[Metric::StepTime] = *p.step_time_s * 1e9;
+  if (p.tokens_per_s) {
+    if (std::fabs(*p.global_batch_tokens - global_tokens) > 0.5)
+      throw InputError(fmt::format(
+          "{}: {}/measured/published/global_batch_tokens: {}: expected the experiment's tokens per optimizer step "
+          "({} = micro_batch {} x seq {} x grad_accum {} x {} GPUs): the experiment does not describe the published run",
+          c.file, c.json_path, fmt_number(*p.global_batch_tokens), fmt_number(global_tokens), e.workload.micro_batch,
+          e.workload.seq_len, e.training.grad_accum, e.cluster.world_size()));
+    v[Metric::StepTime] = *p.global_batch_tokens / *p.tokens_per_s * 1e9;
+    conversions.push_back(fmt::format("step time = global batch {} tokens / {} tokens/s = {:.4f} s",
+                                      fmt_number(*p.global_batch_tokens), fmt_number(*p.tokens_per_s),
+                                      *p.global_batch_tokens / *p.tokens_per_s));
+  }
+  if (p.tokens_per_s_per_gpu_lo) {
+    double wps = (*p.tokens_per_s_per_gpu_lo + *p.tokens_per_s_per_gpu_hi) / 2;
+    v[Metric::StepTime] = local_tokens / wps * 1e9;
+    std::string range = *p.tokens_per_s_per_gpu_lo == *p.tokens_per_s_per_gpu_hi
+                            ? fmt_number(wps)
+                            : fmt::format("{}-{} (midpoint {})", fmt_number(*p.tokens_per_s_per_gpu_lo),
+                                          fmt_number(*p.tokens_per_s_per_gpu_hi), fmt_number(wps));
+    conversions.push_back(fmt::format("step time = {} tokens per GPU per step / {} tokens/s per GPU = {:.4f} s",
+                                      fmt_number(local_tokens), range, local_tokens / wps));
+  }
+  if (p.peak_allocated_gib) v[Metric::PeakAllocated] = *p.peak_allocated_gib * kGiB;
+  if (p.peak_reserved_gib) v[Metric::PeakReserved] = *p.peak_reserved_gib * kGiB;
+  if (p.peak_active_pct) {
+    v[Metric::PeakAllocated] = *p.peak_active_pct / 100 * *p.memory_capacity_gib * kGiB;
+    conversions.push_back(fmt::format("peak allocated = peak active {}% of {} GiB = {:.2f} GiB (active bytes: allocated "
+                                      "blocks, including those held for another stream by record_stream)",
+                                      fmt_number(*p.peak_active_pct), fmt_number(*p.memory_capacity_gib),
+                                      *p.peak_active_pct / 100 * *p.memory_capacity_gib));
+  }
+  if (p.peak_reserved_pct) {
+    v[Metric::PeakReserved] = *p.peak_reserved_pct / 100 * *p.memory_capacity_gib * kGiB;
+    conversions.push_back(fmt::format("peak reserved = {}% of {} GiB = {:.2f} GiB", fmt_number(*p.peak_reserved_pct),
+                                      fmt_number(*p.memory_capacity_gib),
+                                      *p.peak_reserved_pct / 100 * *p.memory_capacity_gib));
+  }
+  return v;
+}
+
+double error_of(Metric m, double predicted, double measured) {
+  if (in_points(m)) return predicted - measured;
+  return 100.0 * (predicted - measured) / measured;
+}
+
+// Nearest-rank percentile of sorted values.
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  std::size_t rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::vector<Summary> summarise(const std::vector<Row>& rows) {
+  std::map<std::pair<std::string, Metric>, std::vector<double>> errors;
+  std::vector<std::string> sources;
+  for (const auto& r : rows) {
+    if (std::find(sources.begin(), sources.end(), r.source) == sources.end()) sources.push_back(r.source);
+    errors[{r.source, r.metric}].push_back(r.error);
+    errors[{"all", r.metric}].push_back(r.error);
+  }
+  sources.push_back("all");
+  std::vector<Summary> out;
+  for (const auto& source : sources)
+    for (Metric m : kAllMetrics) {
+      auto it = errors.find({source, m});
+      if (it == errors.end()) continue;
+      Summary s;
+      s.source = source;
+      s.metric = m;
+      s.cases = static_cast<int>(it->second.size());
+      std::vector<double> abs;
+      double sum = 0;
+      for (double e : it->second) {
+        abs.push_back(std::fabs(e));
+        sum += e;
+      }
+      std::sort(abs.begin(), abs.end());
+      s.median_abs = median(abs);
+      s.p90_abs = percentile(abs, 0.9);
+      s.bias = sum / static_cast<double>(it->second.size());
+      out.push_back(s);
+    }
+  return out;
+}
+
+}  // namespace
+
+Report run_suite(const Suite& suite) {
+  Report report;
+  report.suite_file = suite.file;
+  ProfileCache profiles;
+  Measurements measurements;
+  std::map<std::string, std::pair<double, double>> step_times;  // case -> (predicted, measured)
+
+  for (const Case& c : suite.cases) {
+    const SuiteDocument& d = suite.docs[c.doc];
+    const std::string experiment_path = c.json_path + "/experiment";
+    Experiment e = experiment_from_json(d.doc.at(nlohmann::json::json_pointer(experiment_path)), d.sources, &profiles,
+                                        experiment_path);
+    CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}};
+    if (!c.calibration_traces.empty()) {
+      const calib::FitInputs& in = measurements.fit_inputs(c.calibration_traces, c.calibration_steps,
+                                                           e.cluster.gpus_per_node);
+      calib::FitReport fit_report;
+      calib::FitOptions fo;
+      fo.command = "stepsim validate (fit --trace)";
+      e.cluster.profile = calib::fit_profile(e.cluster.profile, in, fo, fit_report);
+      for (const auto& f : c.calibration_traces) {
+        info.calibrated_from += (info.calibrated_from.empty() ? "" : ", ") + f.filename().string();
+      }
+      if (!c.calibration_steps.empty()) info.calibrated_from += " steps " + c.calibration_steps;
+    }
+    SimulationResult sim = run_experiment(e);
+    std::map<Metric, double> predicted = metric_values(sim.metrics);
+
+    std::map<Metric, double> measured;
+    if (c.trace) {
+      measured = metric_values(measurements.trace_metrics(*c.trace, c.trace_steps));
+      info.measured_by = "trace " + c.trace->filename().string() +
+                         (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
+    } else {
+      measured = published_values(c, e, info.conversions);
+      info.measured_by = "published";
+    }
+
+    std::vector<Metric> metrics = c.metrics;
+    if (metrics.empty())
+      for (const auto& [m, value] : measured) metrics.push_back(m);
+    for (Metric m : metrics) {
+      auto meas = measured.find(m);
+      if (meas == measured.end())
+        throw InputError(fmt::format("{}: {}/metrics: {}: expected a metric the case measures", c.file, c.json_path,
+                                     to_string(m)));
+      auto pred = predicted.find(m);
+      if (pred == predicted.end()) {
+        info.conversions.push_back(fmt::format("{} measured ({:.2f} {}) but not predicted by this build: not compared",
+                                               to_string(m), display_value(m, meas->second), unit_of(m)));
+        continue;
+      }
+      if (!in_points(m) && meas->second <= 0)
+        throw InputError(fmt::format("{}: {}: measured {} is {}: expected a positive measurement", c.file, c.json_path,
+                                     to_string(m), meas->second));
+      Row r;
+      r.case_name = c.name;
+      r.source = c.source;
+      r.metric = m;
+      r.predicted = pred->second;
+      r.measured = meas->second;
+      r.error = error_of(m, r.predicted, r.measured);
+      if (auto own = c.tolerance_pct.find(m); own != c.tolerance_pct.end()) r.tolerance = own->second;
+      else if (auto def = suite.tolerance_pct.find(m); def != suite.tolerance_pct.end()) r.tolerance = def->second;
+      if (r.tolerance) r.pass = std::fabs(r.error) <= *r.tolerance;
+      report.rows.push_back(r);
+    }
+    if (predicted.count(Metric::StepTime) && measured.count(Metric::StepTime))
+      step_times[c.name] = {predicted[Metric::StepTime], measured[Metric::StepTime]};
+    report.cases.push_back(std::move(info));
+  }
+
+  report.summaries = summarise(report.rows);
+  for (const auto& p : suite.pairs) {
+    auto a = step_times.find(p.first), b = step_times.find(p.second);
+    if (a == step_times.end() || b == step_times.end())
+      throw InputError(fmt::format("{}: pair \"{}\": both cases must measure step_time", suite.file, p.name));
+    PairRow row{p.name, p.first, p.second, p.knob, 0, 0, std::nullopt};
+    row.predicted_change_pct = 100.0 * (b->second.first - a->second.first) / a->second.first;
+    row.measured_change_pct = 100.0 * (b->second.second - a->second.second) / a->second.second;
+    if (std::fabs(row.measured_change_pct) >= 2.0)
+      row.sign_right = (row.predicted_change_pct > 0) == (row.measured_change_pct > 0);
+    report.pairs.push_back(row);
+  }
+  return report;
+}
+
+}  // namespace stepsim::validate

@@ -1,0 +1,167 @@
+#pragma once
+// `stepsim validate`: predictions against real measurements that others made (profiler traces
+// and published training runs), case by case and summarised, with a regression gate.
+//
+// A suite (validation/suite.json) lists cases. A case is an experiment (the same JSON as
+// `simulate` takes, inline or included) plus what was measured and where it comes from:
+//  - "trace": a PyTorch profiler trace and a ProfilerStep range, measured by the same code as
+//    `analyze` (mean over the steps);
+//  - "published": the numbers a source published (step time, tokens/s, peak memory), with the
+//    repository, commit, path and row they come from.
+// A case may also name calibration traces: the experiment's profile is first refitted from
+// them (`stepsim fit --trace`) before predicting, the cross-prediction of the issue.
+//
+// Errors, per metric:  error_pct = 100 * (predicted - measured) / measured, except overlap_pct
+// whose error is in percentage points (predicted - measured). Summaries per source and overall:
+// median and p90 of |error| and the bias (mean signed error). Pairs (the same run with one knob
+// changed) compare the predicted and measured relative change in step time and whether the
+// direction is right (a measured change under 2 % has no reliable direction: not counted).
+//
+// Gates (exit 3): a case metric beyond its tolerance; with a baseline, a summary median or p90
+// more than 1 point worse than the baseline's (a regression), or more than 1 point better (the
+// baseline is stale: a change that improves predictions updates the baseline in the same commit).
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/config/json_reader.hpp"
+
+namespace stepsim::validate {
+
+enum class Metric { StepTime, Forward, Backward, Optimizer, Compute, Comm, ExposedComm, OverlapPct, PeakAllocated, PeakReserved };
+inline constexpr Metric kAllMetrics[] = {Metric::StepTime,  Metric::Forward,    Metric::Backward,      Metric::Optimizer,
+                                         Metric::Compute,   Metric::Comm,       Metric::ExposedComm,   Metric::OverlapPct,
+                                         Metric::PeakAllocated, Metric::PeakReserved};
+std::string to_string(Metric m);            // "step_time", "peak_allocated", ...
+std::optional<Metric> parse_metric(const std::string& name);
+bool in_points(Metric m);                   // overlap_pct: error in percentage points
+std::string unit_of(Metric m);              // "ms", "GiB", "%"
+double display_value(Metric m, double v);   // ns -> ms, bytes -> GiB
+
+// Where a measurement comes from (echoed in every report).
+struct Provenance {
+  std::string repository, commit, path, row;
+};
+
+struct Case {
+  std::string name;
+  std::string source;           // summary group: "li-plus", "llm-foundry-a100", "torchtitan-pr165"
+  std::string description;
+  std::string json_path;        // "/cases/3" in the suite document
+  std::string file;             // the file that declares the case (the suite or an included case file)
+  Provenance provenance;
+  std::vector<std::string> assumptions;  // settings the source does not state, and what was used
+  // Measured by trace...
+  std::optional<std::filesystem::path> trace;
+  std::string trace_steps;      // "11-12"; empty: every step in the trace
+  // ...or published: the numbers as the source states them (converted when the case runs,
+  // since tokens/s becomes a step time through the experiment's tokens per step).
+  struct Published {
+    std::optional<double> step_time_s;
+    std::optional<double> tokens_per_s, global_batch_tokens;   // whole job
+    std::optional<double> tokens_per_s_per_gpu_lo, tokens_per_s_per_gpu_hi;
+    std::optional<double> peak_allocated_gib, peak_reserved_gib;
+    std::optional<double> peak_active_pct, peak_reserved_pct, memory_capacity_gib;
+  };
+  std::optional<Published> published;
+  // The experiment: a node of one of the suite's documents.
+  std::size_t doc = 0;
+  // Refit the profile from these traces before predicting (cross-prediction).
+  std::vector<std::filesystem::path> calibration_traces;
+  std::string calibration_steps;
+  std::vector<Metric> metrics;  // compared; empty: every metric measured
+  std::map<Metric, double> tolerance_pct;
+};
+
+struct PairSpec {
+  std::string name, first, second, knob;
+  std::string file, json_path;  // where it is declared, for errors
+};
+
+// One JSON file of the suite after includes: cases' experiments are read from it, so errors
+// name the file and path where the user wrote them.
+struct SuiteDocument {
+  nlohmann::json doc;
+  SourceMap sources;
+};
+
+struct Suite {
+  std::string file;
+  std::vector<SuiteDocument> docs;  // [0] the suite file, then each case file
+  std::vector<Case> cases;
+  std::vector<PairSpec> pairs;
+  std::map<Metric, double> tolerance_pct;  // defaults; a case may override per metric
+};
+
+// Reads and checks a suite; every error is an InputError naming the file and JSON path.
+Suite load_suite(const std::filesystem::path& file);
+
+struct Row {
+  std::string case_name, source;
+  Metric metric = Metric::StepTime;
+  double predicted = 0, measured = 0;
+  double error = 0;             // percent (or points for overlap_pct)
+  std::optional<double> tolerance;
+  bool pass = true;
+};
+
+struct Summary {
+  std::string source;           // "all" for the overall row
+  Metric metric = Metric::StepTime;
+  int cases = 0;
+  double median_abs = 0, p90_abs = 0, bias = 0;
+};
+
+struct PairRow {
+  std::string name, first, second, knob;
+  double predicted_change_pct = 0, measured_change_pct = 0;
+  std::optional<bool> sign_right;  // empty when the measured change is under 2 %
+};
+
+struct BaselineFinding {
+  std::string what;             // "llm-foundry-a100 step_time median |error|", "pairs with the right sign"
+  double baseline = 0, current = 0;
+  bool regression = true;       // false: better than the baseline (the baseline is stale)
+};
+
+struct CaseInfo {
+  std::string name, source, description;
+  Provenance provenance;
+  std::vector<std::string> assumptions, conversions;
+  std::string measured_by;      // "trace FILE steps A-B" | "published"
+  std::string calibrated_from;  // "" or the traces
+};
+
+struct Report {
+  std::string suite_file;
+  std::vector<CaseInfo> cases;
+  std::vector<Row> rows;
+  std::vector<Summary> summaries;  // per source then "all", per metric with a measurement
+  std::vector<PairRow> pairs;
+  std::vector<BaselineFinding> baseline;
+  bool baseline_checked = false;
+  int failed_rows() const;
+  bool pass() const;            // no failed row and no baseline finding
+};
+
+// Predicts and measures every case (in this process, traces read once each). Throws
+// InputError when a case cannot be run as written (an experiment that does not describe its
+// published run, a step range with no step).
+Report run_suite(const Suite& suite);
+
+// The summary part of a report, as committed in validation/baseline.json.
+nlohmann::json baseline_json(const Report& r);
+// Compares `r`'s summaries with a baseline document; fills r.baseline. Throws InputError on a
+// malformed baseline (file and JSON path).
+void check_baseline(Report& r, const nlohmann::json& baseline, const std::string& file, double slack_points);
+
+nlohmann::json report_to_json(const Report& r);
+std::string report_to_text(const Report& r);
+std::string report_to_html(const Report& r);
+
+}  // namespace stepsim::validate
