@@ -41,14 +41,14 @@ nlohmann::json baseline_json(const Report& r) {
               "than 1 point worse, or more than 1 point better (then update this file in the same commit: "
               "stepsim validate --write-baseline validation/baseline.json).";
   j["summaries"] = nlohmann::json::array();
-  auto round2 = [](double v) { return std::round(v * 100) / 100; };
+  auto round1 = [](double v) { return std::round(v * 10) / 10; };
   for (const auto& s : r.summaries)
     j["summaries"].push_back({{"source", s.source},
                               {"metric", to_string(s.metric)},
                               {"cases", s.cases},
-                              {"median_abs", round2(s.median_abs)},
-                              {"p90_abs", round2(s.p90_abs)},
-                              {"bias", round2(s.bias)}});
+                              {"median_abs", round1(s.median_abs)},
+                              {"p90_abs", round1(s.p90_abs)},
+                              {"bias", round1(s.bias)}});
   j["pairs"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
   return j;
 }
@@ -230,7 +230,7 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
   const bool log_axes = hi / lo > 20;
   lo = log_axes ? lo / 1.3 : std::max(0.0, lo - 0.1 * (hi - lo));
   hi = log_axes ? hi * 1.3 : hi + 0.1 * (hi - lo) + 1e-9;
-  const double W = 360, H = 360, L = 56, B = 40;
+  const double W = 360, H = 370, L = 56;
   auto pos = [&](double v) {
     double f = log_axes ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi - lo);
     return f * (W - L - 10);
@@ -257,11 +257,28 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
   s << "</g>";
   s << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">measured {} ({}{})</text>", L + P / 2,
                    H - 8, html_escape(to_string(m)), unit_of(m), log_axes ? ", log" : "");
-  s << fmt::format("<text x=\"14\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 14 {})\">"
+  s << fmt::format("<text x=\"12\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 12 {})\">"
                    "predicted</text>",
                    10 + P / 2, 10 + P / 2);
-  s << fmt::format("<text x=\"{}\" y=\"24\" font-size=\"11\">{:.3g}</text><text x=\"{}\" y=\"{}\" font-size=\"11\">{:.3g}</text>",
-                   L + 4, hi, L + 2, H - B + 14, lo);
+  // Ticks on both axes (the same scale): 1-2-5 per decade on log axes, a 1-2-5 step on linear ones.
+  std::vector<double> ticks;
+  if (log_axes) {
+    for (double decade = std::pow(10.0, std::floor(std::log10(lo))); decade <= hi; decade *= 10)
+      for (double f : {1.0, 2.0, 5.0})
+        if (decade * f >= lo && decade * f <= hi) ticks.push_back(decade * f);
+  } else {
+    double raw = (hi - lo) / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+    for (double t = std::ceil(lo / step) * step; t <= hi; t += step) ticks.push_back(t);
+  }
+  for (double t : ticks) {
+    s << fmt::format("<line class=\"tick\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#999\"/>"
+                     "<text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{4:g}</text>",
+                     L + pos(t), 10 + P, 10 + P + 4, 10 + P + 15, t);
+    s << fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#999\"/>"
+                     "<text x=\"{3}\" y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"end\">{5:g}</text>",
+                     L - 4, 10 + y(t), L, L - 6, 10 + y(t) + 3, t);
+  }
   s << "</svg>";
   return s.str();
 }

@@ -63,8 +63,9 @@ class Measurements {
     return metrics_.emplace(key, a.mean).first->second;
   }
 
-  const calib::FitInputs& fit_inputs(const std::vector<fs::path>& files, const std::string& steps, int gpus_per_node) {
-    TraceKey key{{}, steps + "@" + std::to_string(gpus_per_node)};
+  const calib::FitInputs& fit_inputs(const std::vector<fs::path>& files, const std::string& steps, bool assumed_groups,
+                                     int gpus_per_node) {
+    TraceKey key{{}, steps + "@" + std::to_string(gpus_per_node) + (assumed_groups ? "+assumed" : "")};
     for (const auto& f : files) key.files.push_back(f.string());
     auto it = fits_.find(key);
     if (it != fits_.end()) return it->second;
@@ -72,7 +73,8 @@ class Measurements {
     for (const auto& f : files) traces.push_back(trace_of(f));
     trace::AnalyzeOptions o;
     if (!steps.empty()) trace::parse_step_range(steps, o);
-    calib::FitInputs in = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front().string(), false, gpus_per_node);
+    calib::FitInputs in =
+        trace::fit_inputs(trace::extract_fit_data(traces, o), files.front().string(), assumed_groups, gpus_per_node);
     for (const auto& f : files) in.files.push_back(f.string());
     return fits_.emplace(key, std::move(in)).first->second;
   }
@@ -206,7 +208,7 @@ Report run_suite(const Suite& suite) {
     CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}};
     if (!c.calibration_traces.empty()) {
       const calib::FitInputs& in = measurements.fit_inputs(c.calibration_traces, c.calibration_steps,
-                                                           e.cluster.gpus_per_node);
+                                                           c.calibration_assumed_groups, e.cluster.gpus_per_node);
       calib::FitReport fit_report;
       calib::FitOptions fo;
       fo.command = "stepsim validate (fit --trace)";

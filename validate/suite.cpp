@@ -179,6 +179,7 @@ Case read_case(ObjectReader c, std::size_t doc, const std::string& default_sourc
       out.calibration_traces.push_back(p);
     }
     out.calibration_steps = k.has("steps") ? step_range(k, "steps") : "";
+    out.calibration_assumed_groups = k.boolean("assumed_groups", false);
     k.finish();
   }
   if (c.has("metrics")) {

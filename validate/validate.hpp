@@ -74,6 +74,7 @@ struct Case {
   // Refit the profile from these traces before predicting (cross-prediction).
   std::vector<std::filesystem::path> calibration_traces;
   std::string calibration_steps;
+  bool calibration_assumed_groups = false;  // fit --trace-assumed-groups: group = world size
   std::vector<Metric> metrics;  // compared; empty: every metric measured
   std::map<Metric, double> tolerance_pct;
 };
