@@ -227,6 +227,11 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
+  // Times beyond 10 s read better in seconds.
+  const double scale = unit_of(m) == "ms" && hi > 10000 ? 1e-3 : 1.0;
+  const std::string unit = scale < 1 ? "s" : unit_of(m);
+  lo *= scale;
+  hi *= scale;
   const bool log_axes = hi / lo > 20;
   lo = log_axes ? lo / 1.3 : std::max(0.0, lo - 0.1 * (hi - lo));
   hi = log_axes ? hi * 1.3 : hi + 0.1 * (hi - lo) + 1e-9;
@@ -250,21 +255,22 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
     std::size_t k = std::find(sources.begin(), sources.end(), row->source) - sources.begin();
     s << fmt::format("<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">"
                      "<title>{}: predicted {}, measured {} ({})</title></circle>",
-                     pos(display_value(m, row->measured)), y(display_value(m, row->predicted)), colours[k % 6],
+                     pos(scale * display_value(m, row->measured)), y(scale * display_value(m, row->predicted)), colours[k % 6],
                      html_escape(row->case_name), value_text(m, row->predicted), value_text(m, row->measured),
                      error_text(m, row->error));
   }
   s << "</g>";
   s << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">measured {} ({}{})</text>", L + P / 2,
-                   H - 8, html_escape(to_string(m)), unit_of(m), log_axes ? ", log" : "");
+                   H - 8, html_escape(to_string(m)), unit, log_axes ? ", log" : "");
   s << fmt::format("<text x=\"12\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 12 {})\">"
                    "predicted</text>",
                    10 + P / 2, 10 + P / 2);
   // Ticks on both axes (the same scale): 1-2-5 per decade on log axes, a 1-2-5 step on linear ones.
   std::vector<double> ticks;
   if (log_axes) {
+    const std::vector<double> steps = hi / lo > 1000 ? std::vector<double>{1.0} : std::vector<double>{1.0, 2.0, 5.0};
     for (double decade = std::pow(10.0, std::floor(std::log10(lo))); decade <= hi; decade *= 10)
-      for (double f : {1.0, 2.0, 5.0})
+      for (double f : steps)
         if (decade * f >= lo && decade * f <= hi) ticks.push_back(decade * f);
   } else {
     double raw = (hi - lo) / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));

@@ -71,6 +71,13 @@ TEST_CASE("validate: a published step time is compared with the prediction as 10
   REQUIRE(r.pairs[0].sign_right.has_value());
   CHECK_FALSE(*r.pairs[0].sign_right);
   CHECK_FALSE(r.pass());
+  // The HTML report draws one scatter per compared metric with a point per comparison.
+  std::string html = validate::report_to_html(r);
+  CHECK_THAT(html, Catch::Contains("<svg class=\"scatter\" data-metric=\"step_time\""));
+  std::size_t points = 0;
+  for (auto at = html.find("class=\"point\""); at != std::string::npos; at = html.find("class=\"point\"", at + 1)) ++points;
+  CHECK(points == 2);
+  CHECK_THAT(html, !Catch::Contains("data-metric=\"forward\""));
 }
 
 TEST_CASE("validate: tokens/s become a step time through the experiment's tokens per step, which must match the "
