@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Runs the stepsim commands shown in README.md and docs/*.md and checks the outputs shown after them.
+
+    tools/check_docs.py [--build build] [--update] [FILE.md ...]     (from the repository root)
+
+A command block is a fenced block tagged `sh` whose lines run `stepsim ...` (or
+`build/tools/stepsim ...`); `#` comments and blank lines are ignored. The fenced block right after
+it (only blank lines or HTML comments between), tagged `text` or untagged, is its expected
+output: the concatenated stdout and stderr of the block's commands. Rules, as HTML comments
+written just before the command block:
+
+    <!-- skip: REASON -->        not run (needs a GPU, writes outside the tree, ...)
+    <!-- exit: 3 -->             the expected exit code of the last command (default 0)
+
+and just before the output block:
+
+    <!-- tolerance: 1% -->       numbers may differ by this relative amount (default: exactly)
+
+In the expected output a line `...` matches any number of lines; everything else must match
+line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
+commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
+Exit 0 when every block matches, 1 otherwise (each mismatch is reported with a diff).
+"""
+import argparse
+import difflib
+import glob
+import os
+import re
+import subprocess
+import sys
+
+FENCE = re.compile(r"^```(\w*)\s*$")
+COMMENT = re.compile(r"^<!--\s*(skip|exit|tolerance)\s*:\s*(.*?)\s*-->\s*$")
+NUMBER = re.compile(r"[-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?")
+
+
+def blocks(lines):
+    """Yields (start, end, lang, body_lines, directives_before) for each fenced block."""
+    i, pending = 0, {}
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        c = COMMENT.match(lines[i])
+        if c:
+            pending[c.group(1)] = c.group(2)
+        elif m:
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            yield i, j, m.group(1), lines[i + 1:j], pending
+            pending = {}
+            i = j
+        elif lines[i].strip() and not lines[i].lstrip().startswith("<!--"):
+            pending = {}
+        i += 1
+
+
+def commands_of(body):
+    out = []
+    for line in body:
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        s = s.split("  #")[0].strip()
+        if s.startswith("stepsim ") or s.startswith("build/tools/stepsim "):
+            out.append(s)
+        else:
+            return []  # a block with other commands (set-up) is not a stepsim example
+    return out
+
+
+def tree_files():
+    out = set()
+    for root, dirs, files in os.walk("."):
+        dirs[:] = [d for d in dirs if d not in (".git", "build") and not d.startswith("build-")]
+        out.update(os.path.join(root, f) for f in files)
+    return out
+
+
+def run(cmds, build):
+    """Runs the block from the repository root; files it writes into the tree are removed after."""
+    before = tree_files()
+    try:
+        return run_in_tree(cmds, build)
+    finally:
+        for f in tree_files() - before:
+            os.remove(f)
+
+
+def run_in_tree(cmds, build):
+    env = dict(os.environ)
+    env["PATH"] = os.path.abspath(os.path.join(build, "tools")) + os.pathsep + env.get("PATH", "")
+    text, code = "", 0
+    for c in cmds:
+        c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
+        p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
+        text += p.stdout + p.stderr
+        code = p.returncode
+    return text, code
+
+
+def numbers_close(expected, actual, tol):
+    e, a = NUMBER.findall(expected), NUMBER.findall(actual)
+    if NUMBER.sub("#", expected) != NUMBER.sub("#", actual) or len(e) != len(a):
+        return False
+    for x, y in zip(e, a):
+        fx, fy = float(x.replace(",", "")), float(y.replace(",", ""))
+        if abs(fx - fy) > tol * max(abs(fx), abs(fy)) + 1e-12:
+            return False
+    return True
+
+
+def matches(expected, actual, tol):
+    """expected may hold `...` lines (any number of lines)."""
+    exp = [l.rstrip() for l in expected]
+    act = [l.rstrip() for l in actual]
+    while act and not act[-1]:
+        act.pop()
+    while exp and not exp[-1]:
+        exp.pop()
+
+    def same(e, a):
+        return e == a or (tol > 0 and numbers_close(e, a, tol))
+
+    def rec(i, j):
+        if i == len(exp):
+            return j == len(act)
+        if exp[i] == "...":
+            return any(rec(i + 1, k) for k in range(j, len(act) + 1))
+        return j < len(act) and same(exp[i], act[j]) and rec(i + 1, j + 1)
+
+    return rec(0, 0)
+
+
+def check_file(path, build, update):
+    with open(path) as f:
+        lines = f.read().split("\n")
+    all_blocks = list(blocks(lines))
+    failures, ran, edits = 0, 0, []
+    for k, (start, end, lang, body, directives) in enumerate(all_blocks):
+        if lang != "sh" or "skip" in directives:
+            continue
+        cmds = commands_of(body)
+        if not cmds:
+            continue
+        out_block = None
+        if k + 1 < len(all_blocks):
+            nstart, nend, nlang, nbody, ndirs = all_blocks[k + 1]
+            between = lines[end + 1:nstart]
+            if nlang in ("", "text") and all(not l.strip() or l.strip().startswith("<!--") for l in between):
+                out_block = (nstart, nend, nbody, ndirs)
+        actual, code = run(cmds, build)
+        ran += 1
+        want_code = int(directives.get("exit", "0"))
+        where = f"{path}:{start + 1}"
+        if code != want_code:
+            failures += 1
+            print(f"{where}: {' && '.join(cmds)}: exit {code}, expected {want_code}\n{actual[-2000:]}")
+            continue
+        if out_block is None:
+            continue
+        nstart, nend, nbody, ndirs = out_block
+        tol = float(ndirs.get("tolerance", "0").rstrip("%")) / 100
+        act_lines = actual.rstrip("\n").split("\n")
+        if matches(nbody, act_lines, tol):
+            continue
+        if update:
+            keep = nbody[:nbody.index("...")] if "..." in nbody else None
+            new = act_lines if keep is None else act_lines[:max(len(keep), 1)] + ["..."]
+            edits.append((nstart + 1, nend, new))
+            print(f"{where}: updated")
+            continue
+        failures += 1
+        diff = "\n".join(difflib.unified_diff(nbody, act_lines, "documented", "actual", lineterm="", n=1))
+        print(f"{where}: output differs from the documented block (line {nstart + 1}):\n{diff}\n")
+    if edits:
+        for s, e, new in sorted(edits, reverse=True):
+            lines[s:e] = new
+        with open(path, "w") as f:
+            f.write("\n".join(lines))
+    return ran, failures
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--update", action="store_true")
+    ap.add_argument("files", nargs="*")
+    a = ap.parse_args()
+    files = a.files or ["README.md"] + sorted(glob.glob("docs/*.md"))
+    total_ran = total_fail = 0
+    for f in files:
+        ran, fail = check_file(f, a.build, a.update)
+        total_ran += ran
+        total_fail += fail
+    print(f"docs: {total_ran - total_fail} passed, {total_fail} failed")
+    return 1 if total_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
