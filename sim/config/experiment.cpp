@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/config/foreign_configs.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "sim/strategies/strategy.hpp"
 
@@ -62,6 +63,16 @@ static Workload parse_workload(ObjectReader w) {
       for (const auto& n : preset_names()) all += (all.empty() ? "" : ", ") + n;
       w.fail("preset", "a known model preset (" + all + ")");
     }
+  } else if (w.has("model") && w.raw("model").is_object() && w.raw("model").contains("hf_config")) {
+    // A Hugging Face config.json the user already has (sim/config/foreign_configs.hpp).
+    ObjectReader m = w.object("model");
+    std::string file = m.string("hf_config");
+    fs::path path = resolve_config_path(file, m.sources().file_for(m.path_of("hf_config")));
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) m.fail("hf_config", "an existing Hugging Face config.json (not found)");
+    dims = dims_from_hf_config(path, name, seq);
+    name = m.string("name", name);
+    m.finish();
   } else if (w.has("model")) {
     ObjectReader m = w.object("model");
     name = m.string("name", "custom");
@@ -116,6 +127,25 @@ static TrainingConfig parse_training(ObjectReader t) {
 
 Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
                                 const std::string& root_path) {
+  // A DeepSpeed config named by the strategy becomes the experiment's own keys first.
+  const bool ds = doc.is_object() && doc.contains("strategy") && doc["strategy"].is_object() &&
+                  doc["strategy"].contains("deepspeed_config");
+  if (ds && root_path.empty()) {
+    Json expanded = doc;
+    SourceMap expanded_sources = sources;
+    expand_deepspeed_config(expanded, expanded_sources);
+    return experiment_from_json(expanded, expanded_sources, profiles, root_path);
+  }
+  if (ds) {
+    // Embedded (validate): expand a standalone copy whose paths are relative to the embedding.
+    SourceMap local;
+    local.root_file = sources.file_for(root_path);
+    for (const auto& [prefix, file] : sources.file_of_prefix)
+      if (prefix.rfind(root_path, 0) == 0 && prefix.size() > root_path.size()) local.file_of_prefix[prefix.substr(root_path.size())] = file;
+    Json expanded = doc;
+    expand_deepspeed_config(expanded, local);
+    return experiment_from_json(expanded, local, profiles, "");
+  }
   Experiment e;
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
   e.resolved = doc;
