@@ -20,11 +20,33 @@ struct Doc {
   Metrics metrics;
 };
 
+// `stepsim analyze --json` of a real trace is a measurement too: its mean over the analysed
+// steps is compared (mode "analyze"); it has no per-op list, so no per-collective rows.
+Doc read_analyze_doc(const nlohmann::json& j, const std::string& label) {
+  if (!j.contains("mean") || !j["mean"].is_object() || !j["mean"].contains("metrics") || !j["mean"]["metrics"].is_object())
+    throw InputError(label + ": /mean/metrics: missing: expected the mean metrics of analyze --json");
+  Doc d;
+  d.label = label;
+  d.root = &j;
+  d.mode = "analyze";
+  if (j.contains("traces") && j["traces"].is_array() && !j["traces"].empty() && j["traces"][0].is_object())
+    d.device = j["traces"][0].value("device", std::string{});
+  try {
+    d.metrics = metrics_from_json(j["mean"]["metrics"]);
+  } catch (const std::exception& e) {
+    throw InputError(label + ": /mean/metrics: " + e.what());
+  }
+  return d;
+}
+
+bool measured_mode(const std::string& mode) { return mode == "live" || mode == "analyze"; }
+
 Doc read_doc(const nlohmann::json& j, const std::string& label) {
   if (!j.is_object()) throw InputError(label + ": expected a stepsim result (a JSON object from simulate --json or live)");
+  if (j.value("schema", std::string{}) == "stepsim.analyze/1") return read_analyze_doc(j, label);
   if (j.value("schema", std::string{}) != kResultSchema)
-    throw InputError(fmt::format("{}: /schema: {}: expected \"{}\"", label, j.contains("schema") ? j["schema"].dump() : "missing",
-                                 kResultSchema));
+    throw InputError(fmt::format("{}: /schema: {}: expected \"{}\" (simulate --json, live) or \"stepsim.analyze/1\" (analyze --json)",
+                                 label, j.contains("schema") ? j["schema"].dump() : "missing", kResultSchema));
   if (!j.contains("metrics") || !j["metrics"].is_object()) throw InputError(label + ": /metrics: missing: expected an object");
   if (j.contains("ops") && !j["ops"].is_array()) throw InputError(label + ": /ops: expected an array");
   Doc d;
@@ -164,7 +186,7 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   Doc d1 = read_doc(first, first_label);
   Doc d2 = read_doc(second, second_label);
   // The measurement is the reference when there is exactly one; else the first file.
-  const bool swap = d1.mode != "live" && d2.mode == "live";
+  const bool swap = !measured_mode(d1.mode) && measured_mode(d2.mode);
   const Doc& ref = swap ? d2 : d1;
   const Doc& sub = swap ? d1 : d2;
 
@@ -258,7 +280,7 @@ nlohmann::json compare_to_json(const CompareReport& r) {
 }
 
 void write_compare_table(std::ostream& out, const CompareReport& r) {
-  const bool measured = r.reference_mode == "live" && r.subject_mode != "live";
+  const bool measured = measured_mode(r.reference_mode) && !measured_mode(r.subject_mode);
   out << fmt::format("reference: {} ({}{})\n", r.reference_label, r.reference_mode,
                      r.reference_device.empty() ? "" : ", " + r.reference_device);
   out << fmt::format("subject:   {} ({}{})\n", r.subject_label, r.subject_mode,

@@ -9,6 +9,7 @@
 
 #include "sim/analysis/compare.hpp"
 #include "sim/core/error.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 namespace fs = std::filesystem;
@@ -194,4 +195,30 @@ TEST_CASE("compare exits 0 inside the tolerance, 3 outside it and 2 on bad input
   CHECK(run_cli(close + " " + (t.dir / "missing.json").string()) == 2);
   CHECK(run_cli(close + " " + meas + " --tolerance lots") == 2);
   CHECK(run_cli(close) == 2);
+}
+
+TEST_CASE("compare takes analyze --json of a real trace as the measured side", "[compare][cli]") {
+  // The li-plus ZeRO-1 trace against the shipped example's prediction: the trace is the
+  // reference whichever order the files are given in, and the step-time gate applies.
+  const std::string bin = STEPSIM_BINARY, src = STEPSIM_SOURCE_DIR, data = STEPSIM_SHARED_DATA;
+  auto dir = std::filesystem::temp_directory_path() / "stepsim-compare-analyze";
+  std::filesystem::create_directories(dir);
+  const std::string predicted = (dir / "predicted.json").string(), measured = (dir / "measured.json").string();
+  std::string out;
+  REQUIRE(stepsim::test::run_capture(bin + " simulate " + src + "/configs/examples/opt-1.3b-zero1-8xa800.json --json > " + predicted, out) == 0);
+  REQUIRE(stepsim::test::run_capture(bin + " analyze " + data +
+                                         "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz"
+                                         " --json > " + measured, out) == 0);
+  int rc = stepsim::test::run_capture(bin + " compare " + predicted + " " + measured + " --tolerance 90% --json", out);
+  CHECK(rc == 0);
+  nlohmann::json j = nlohmann::json::parse(out);
+  CHECK(j["reference"]["mode"] == "analyze");
+  CHECK(j["reference"]["file"] == measured);
+  CHECK(j["reference"]["device"] == "NVIDIA A800-SXM4-80GB");
+  // Outside a 5 % tolerance (the prediction is ~40 % fast today): exit 3.
+  CHECK(stepsim::test::run_capture(bin + " compare " + measured + " " + predicted, out) == 3);
+  // A JSON file of neither kind names both accepted schemas.
+  std::ofstream(dir / "other.json") << R"({"schema": "something/1"})";
+  CHECK(stepsim::test::run_capture(bin + " compare " + predicted + " " + (dir / "other.json").string(), out) == 2);
+  CHECK_THAT(out, Catch::Contains("stepsim.analyze/1"));
 }
