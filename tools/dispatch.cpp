@@ -27,6 +27,7 @@ const std::map<std::string, Command>& commands() {
       {"calibrate", {calibrate, "GPU microbenchmarks (gemm|nccl|contention|all) --out profile.json [GPU]"}},
       {"live", {live, "run the experiment's Program on GPUs: EXP.json --out measured.json [GPU, mpirun]"}},
       {"compare", {compare, "predicted vs measured: PREDICTED.json MEASURED.json [--tolerance 5%]"}},
+      {"init", {init, "a starting experiment and a fitted profile from a profiler trace: --from-trace TRACE --out exp.json"}},
       {"validate", {validate, "predictions vs real traces and published runs: [SUITE.json] [--baseline F] [--report F.html]"}},
   };
   return table;

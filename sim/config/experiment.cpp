@@ -155,6 +155,10 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
   e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};
   if (root.has("name")) root.string("name");
   if (root.has("description")) root.string("description");
+  // Free-text notes (stepsim init writes what it guessed here); strings only.
+  if (root.has("notes"))
+    for (const auto& n : root.array("notes"))
+      if (!n.is_string()) root.fail("notes", "an array of strings");
   ObjectReader s = root.object("strategy");
   if (s.has("world_size")) {
     std::int64_t ws = s.positive_integer("world_size");

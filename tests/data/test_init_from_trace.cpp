@@ -1,0 +1,50 @@
+// stepsim init --from-trace on the real li-plus DeepSpeed traces: the experiment it writes
+// names the right world, GPU, dtype, framework and OPT-1.3B's dimensions, and simulates.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+namespace {
+const std::string kBin = STEPSIM_BINARY;
+const std::string kData = STEPSIM_SHARED_DATA;
+}  // namespace
+
+TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B under ZeRO-1 / ZeRO-2 on 8 A800",
+          "[init][data]") {
+  auto dir = std::filesystem::temp_directory_path() / "stepsim-init-test";
+  std::filesystem::create_directories(dir);
+  const std::string traces = kData + "/traces/li-plus_playground/";
+  for (const auto& [trace, stage] : {std::pair{"zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz", 1},
+                                     std::pair{"zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz", 2}}) {
+    INFO(trace);
+    const std::string exp = (dir / ("stage" + std::to_string(stage) + ".json")).string();
+    std::string out;
+    REQUIRE(stepsim::test::run_capture(kBin + " init --from-trace " + traces + trace + " --steps 11-12 --out " + exp, out) == 0);
+    CHECK_THAT(out, Catch::Contains("guesses"));
+    nlohmann::json e = nlohmann::json::parse(std::ifstream(exp));
+    CHECK(e["cluster"]["nodes"].get<int>() * e["cluster"]["gpus_per_node"].get<int>() == 8);
+    CHECK(e["workload"]["dtype"] == "bf16");
+    CHECK(e["strategy"]["framework"] == "zero");
+    CHECK(e["strategy"]["stage"] == stage);
+    // OPT-1.3B (HF facebook/opt-1.3b): 24 layers, hidden 2048, FFN 8192, 32 heads, vocab 50272;
+    // the run: micro-batch 8 of 512 tokens.
+    const auto& m = e["workload"]["model"];
+    CHECK(m["layers"] == 24);
+    CHECK(m["hidden"] == 2048);
+    CHECK(m["ffn"] == 8192);
+    CHECK(m["heads"] == 32);
+    CHECK(m["vocab"] == 50272);
+    CHECK(e["workload"]["seq_len"] == 512);
+    CHECK(e["workload"]["micro_batch"] == 8);
+    CHECK(e["notes"].size() >= 5);
+    // The fitted profile sits next to it and is the A800's, refitted.
+    nlohmann::json p = nlohmann::json::parse(std::ifstream(dir / ("stage" + std::to_string(stage) + ".profile.json")));
+    CHECK(p["name"] == "a800-sxm-8x-fitted");
+    CHECK(stepsim::test::run_capture(kBin + " simulate " + exp, out) == 0);
+  }
+}

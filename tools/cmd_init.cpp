@@ -1,0 +1,75 @@
+// stepsim init --from-trace TRACE... --out exp.json [--profile-out P.json] [--steps A-B]
+// A starting experiment and a fitted profile from a profiler trace of the user's own job
+// (calibrate/trace/trace_init.hpp says what is inferred and how); every guess is printed and kept
+// in the experiment's "notes".
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "calibrate/fit/profile_fit.hpp"
+#include "calibrate/trace/trace_fit.hpp"
+#include "calibrate/trace/trace_init.hpp"
+#include "sim/config/json_reader.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/profile.hpp"
+#include "tools/cli_common.hpp"
+
+namespace stepsim::cli {
+
+namespace fs = std::filesystem;
+
+int init(const Args& args) {
+  po::options_description opts("init options");
+  std::vector<std::string> traces;
+  std::string out_file, profile_out, steps;
+  opts.add_options()("from-trace", po::value(&traces)->multitoken()->required(), "PyTorch profiler traces (.json/.json.gz) of one job")(
+      "out", po::value(&out_file)->required(), "the experiment to write")(
+      "profile-out", po::value(&profile_out), "the fitted profile to write (default: next to --out, NAME.profile.json)")(
+      "steps", po::value(&steps), "the ProfilerStep range to use, e.g. 11-12 (default: all)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse_args(args,
+                  "usage: stepsim init --from-trace TRACE... --out exp.json [--profile-out P.json] [--steps A-B]\n"
+                  "Writes a starting experiment (world size and GPU from the trace, dtype, framework guessed from the\n"
+                  "collectives, model dimensions from the GEMM shapes) and a profile fitted from the same trace.\n"
+                  "Every guess is printed and kept under \"notes\" in the experiment: check them before a what-if.",
+                  opts, pos, vm))
+    return 0;
+  if (profile_out.empty()) {
+    fs::path p(out_file);
+    profile_out = (p.parent_path() / (p.stem().string() + ".profile.json")).string();
+  }
+  trace::AnalyzeOptions o;
+  if (!steps.empty()) trace::parse_step_range(steps, o);
+  std::vector<trace::KinetoTrace> read;
+  for (const auto& f : traces) read.push_back(trace::read_kineto_trace(f));
+
+  fs::path exp_dir = fs::absolute(out_file).parent_path();
+  std::string profile_ref = fs::relative(fs::absolute(profile_out), exp_dir).string();
+  trace::InitResult r = trace::init_from_traces(read, o, profile_ref);
+
+  // The profile: the shipped one of this GPU type, refitted from the trace's collectives and
+  // GEMMs (the world's collectives: a trace without group sizes is taken as data parallel over
+  // the whole world, as the framework guess assumes).
+  std::string base = r.base_profile.empty() ? "configs/hardware/h100-sxm-8x.json" : r.base_profile;
+  HardwareProfile base_profile = load_profile(resolve_config_path(base, ""));
+  const int gpn = r.experiment["cluster"]["gpus_per_node"].get<int>();
+  calib::FitInputs in = trace::fit_inputs(trace::extract_fit_data(read, o), traces.front(), true, gpn);
+  for (const auto& f : traces) in.files.push_back(f);
+  calib::FitOptions fo;
+  fo.command = "stepsim init --from-trace";
+  calib::FitReport report;
+  HardwareProfile fitted = calib::fit_profile(base_profile, in, fo, report);
+  fitted.name = base_profile.name + "-fitted";
+  fitted.description = "fitted by stepsim init --from-trace from " + fs::path(traces.front()).filename().string() + " over " + base;
+  fitted.provenance = report.provenance;
+
+  write_output(calib::fitted_profile_to_json(fitted, report).dump(2) + "\n", profile_out, "profile", std::cout);
+  write_output(r.experiment.dump(2) + "\n", out_file, "experiment", std::cout);
+  std::cout << "guesses (kept under \"notes\" in " << out_file << "):\n";
+  for (const auto& n : r.notes) std::cout << "  - " << n << "\n";
+  return 0;
+}
+
+}  // namespace stepsim::cli
