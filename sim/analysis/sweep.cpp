@@ -34,7 +34,7 @@ const std::vector<std::string>& metric_columns() {
                                "optimizer_ns",       "peak_memory_bytes", "peak_memory_gib"};
     for (int i = 0; i < kMemCategoryCount; ++i) c.push_back("mem_" + to_string(static_cast<MemCategory>(i)) + "_bytes");
     for (const char* s : {"peak_memory_phase", "persistent_memory_bytes", "memory_capacity_bytes", "fits",
-                          "constraints_ok", "error"})
+                          "constraints_ok", "tokens_per_s", "tokens_per_s_per_gpu", "mfu_pct", "hfu_pct", "error"})
       c.push_back(s);
     return c;
   }();
@@ -190,6 +190,10 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
   if (name == "persistent_memory_bytes") return d(m.persistent_memory.count);
   if (name == "persistent_memory_gib") return m.persistent_memory.gib();
   if (name == "world_size") return r.world_size;
+  if (name == "tokens_per_s") return r.throughput.tokens_per_s;
+  if (name == "tokens_per_s_per_gpu") return r.throughput.tokens_per_s_per_gpu;
+  if (name == "mfu_pct") return r.throughput.mfu_pct;
+  if (name == "hfu_pct") return r.throughput.hfu_pct;
   return std::nullopt;
 }
 
@@ -210,6 +214,7 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
     row.world_size = e.cluster.world_size();
     SimulationResult r = run_experiment(e);
     row.metrics = r.metrics;
+    row.throughput = throughput(e, r.metrics.overlap.step_time);
     row.status = "ok";
   } catch (const InputError& ex) {
     row.status = "invalid";
@@ -253,8 +258,10 @@ std::string sweep_csv_row(const SweepRow& r) {
     auto it = m.peak_breakdown.find(to_string(static_cast<MemCategory>(i)));
     out += fmt::format(",{}", it == m.peak_breakdown.end() ? 0 : it->second.count);
   }
-  out += fmt::format(",{},{},{},{},{},", csv_field(m.peak_phase), m.persistent_memory.count, m.capacity.count,
+  out += fmt::format(",{},{},{},{},{}", csv_field(m.peak_phase), m.persistent_memory.count, m.capacity.count,
                      m.fits ? "true" : "false", r.constraints_ok ? "true" : "false");
+  const Throughput& t = r.throughput;
+  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct, t.hfu_pct);
   return out;
 }
 
@@ -267,6 +274,10 @@ nlohmann::json sweep_row_json(const SweepSpec& spec, const SweepRow& r) {
   if (r.world_size) j["world_size"] = r.world_size;
   if (r.status == "ok") {
     j["metrics"] = metrics_to_json(r.metrics);
+    j["throughput"] = {{"tokens_per_s", r.throughput.tokens_per_s},
+                       {"tokens_per_s_per_gpu", r.throughput.tokens_per_s_per_gpu},
+                       {"mfu_pct", r.throughput.mfu_pct},
+                       {"hfu_pct", r.throughput.hfu_pct}};
     j["constraints_ok"] = r.constraints_ok;
   } else {
     j["error"] = r.error;

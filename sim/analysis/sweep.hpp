@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
+#include "sim/analysis/throughput.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "sim/config/json_reader.hpp"
 
@@ -81,6 +82,7 @@ struct SweepRow {
   std::string framework;
   int world_size = 0;
   Metrics metrics;
+  Throughput throughput;        // valid when status == "ok"
   bool constraints_ok = false;  // fits constraints (and memory capacity); false unless ok
 };
 

@@ -1,5 +1,7 @@
 #include "sim/report/result_json.hpp"
 
+#include "sim/analysis/throughput.hpp"
+
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -44,14 +46,16 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
                          {"grad_accum", e.training.grad_accum},
                          {"hardware_profile", e.cluster.profile.name},
                          {"instructions", r.program.instructions.size()}};
-  if (!w.toy && r.metrics.overlap.step_time.ns > 0) {
-    // Model FLOPs utilisation against the profile's bf16 dense peak.
-    double flops = w.model_flops().count * e.training.grad_accum;
-    auto peak = e.cluster.profile.compute.peak.find(w.dtype);
-    double tps = static_cast<double>(w.tokens()) * e.training.grad_accum / r.metrics.overlap.step_time.seconds();
-    summary["tokens_per_s_per_gpu"] = tps;
-    if (peak != e.cluster.profile.compute.peak.end())
-      summary["mfu_pct"] = 100.0 * flops / r.metrics.overlap.step_time.seconds() / peak->second.flops_per_s;
+  if (r.metrics.overlap.step_time.ns > 0) {
+    // sim/analysis/throughput.hpp defines these (llm-foundry's MFU convention).
+    Throughput t = throughput(e, r.metrics.overlap.step_time);
+    summary["tokens_per_s"] = t.tokens_per_s;
+    summary["tokens_per_s_per_gpu"] = t.tokens_per_s_per_gpu;
+    summary["samples_per_s"] = t.samples_per_s;
+    if (t.mfu_pct > 0) {
+      summary["mfu_pct"] = t.mfu_pct;
+      summary["hfu_pct"] = t.hfu_pct;
+    }
   }
   return {{"schema", kResultSchema},
           {"tool", "stepsim 0.1.0"},

@@ -190,6 +190,7 @@ Workload build_transformer(const std::string& name, const ModelDims& d, std::int
   w.micro_batch = b;
   w.seq_len = s;
   w.checkpointing = ckpt;
+  w.hidden = d.hidden;
   const std::int64_t T = b * s, h = d.hidden, e = dtype_bytes(dt);
   const bool llama = d.family == "llama";
 

@@ -56,6 +56,7 @@ struct Workload {
   std::int64_t micro_batch = 1;
   std::int64_t seq_len = 1;
   Checkpointing checkpointing = Checkpointing::None;
+  std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
   bool toy = false;             // fixed-time layers (textbook cases)
   std::vector<Layer> layers;
 
