@@ -19,6 +19,7 @@ int analyze(const Args& args);
 int calibrate(const Args& args);
 int live(const Args& args);
 int compare(const Args& args);
+int collective(const Args& args);
 
 // Runs a subcommand by name with the same error mapping as main(); for tests.
 int run(const Args& argv_without_program);

@@ -1,5 +1,6 @@
 #include "sim/report/result_json.hpp"
 
+#include "sim/hardware/collective_model.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -53,7 +54,7 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
     if (peak != e.cluster.profile.compute.peak.end())
       summary["mfu_pct"] = 100.0 * flops / r.metrics.overlap.step_time.seconds() / peak->second.flops_per_s;
   }
-  return {{"schema", kResultSchema},
+  nlohmann::json out = {{"schema", kResultSchema},
           {"tool", "stepsim 0.1.0"},
           {"mode", mode},
           {"device", r.timeline.device},
@@ -62,6 +63,11 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"summary", summary},
           {"metrics", metrics_to_json(r.metrics)},
           {"ops", ops_to_json(r.timeline)}};
+  // Communicators priced outside the group sizes the profile's collective model was fitted on
+  // (issue 15): present only when there are some.
+  auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
+  if (!outside.empty()) out["collective_extrapolations"] = outside;
+  return out;
 }
 
 }  // namespace stepsim
