@@ -218,14 +218,7 @@ int row(NcclAlgo a) {
   return 1;
 }
 
-int log2i(std::int64_t v) {
-  int r = -1;
-  while (v > 0) {
-    v >>= 1;
-    ++r;
-  }
-  return r;
-}
+int log2i(std::int64_t v) { return v > 0 ? 63 - __builtin_clzll(static_cast<unsigned long long>(v)) : -1; }
 
 struct Shape {
   int n, nodes, ppn, nics_used, nsteps, inter_steps;
@@ -432,9 +425,79 @@ NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, 
   return best;
 }
 
+// The engine's entry point: the same minimum as nccl_choice over the same candidates, computed
+// without building them (one division per bandwidth level, no per-candidate structs); the
+// unit tests hold the two equal over a grid of shapes and sizes. bench/collective_bench.cpp
+// measures the cost per call against the alpha-beta lookup.
 Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
   if (ranks <= 1 || bytes.count <= 0) return Time::zero();
-  return nccl_choice(t, kind, bytes, ranks, nodes).time;
+  if (kind == CollectiveKind::AllToAll) return nccl_choice(t, kind, bytes, ranks, nodes).time;
+  const int n = ranks, nn = std::max(1, nodes);
+  const int ppn = std::max(1, (n + nn - 1) / nn);
+  const int nics = std::max(1, std::min(ppn, t.nics_per_node));
+  const bool multi = nn > 1;
+  const int nsteps = ring_steps(kind, n);
+  const int inter_steps = !multi ? 0 : kind == CollectiveKind::AllReduce ? 2 * (nn - 1) : nn - 1;
+  const double S = static_cast<double>(bytes.count);
+  const double s_nvl = t.nvlink_latency_scale, s_net = t.net_latency_scale;
+  const double nvl_bw = t.nvlink_busbw.bytes_per_s, nic_bw = t.nic_bw.bytes_per_s;
+  const int arch = static_cast<int>(t.arch);
+  const double ll_max = (multi ? kLlMaxBwGBps[0][nn <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
+  // The ring level (ring_level() in nccl_candidates): its bandwidth and the bytes divisor.
+  const double net_total = nics * nic_bw;
+  const bool nvlink_bound = !multi || (nvl_bw > 0 && nvl_bw < net_total && ppn > 1);
+  const double ring_bw = nvlink_bound ? nvl_bw : net_total;  // path bus bandwidth
+  const double inv_ring = ring_bw > 0 ? 1e6 / ring_bw : std::numeric_limits<double>::infinity();
+  const bool rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+  const double factor = busbw_factor(kind, n);
+  const double plateau = (kind == CollectiveKind::AllReduce && multi && S / (static_cast<double>(t.channels) * n) >= 64)
+                             ? (arch >= static_cast<int>(NcclArch::Ampere) ? 1.4 : 1.9)
+                             : 1.0;
+  double best = std::numeric_limits<double>::infinity();
+  static constexpr double kRingEff[3] = {0.5, 0.92, 1.0};
+  for (int p = 0; p < 3; ++p) {
+    if (p == 1 && !t.ll128) continue;
+    if (rooted) {
+      double hop = multi ? (p == 2 ? kNetHopUs[0][2] : kNetHopUs[1][p]) : (p == 2 ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][p]);
+      double lat = kBaseLatencyUs[1][p] + nsteps * hop * (multi ? s_net : s_nvl);
+      best = std::min(best, lat + S / kRingEff[p] * inv_ring);
+      continue;
+    }
+    double fixed = kBaseLatencyUs[1][p], intra = kNvlinkHopUs[1][p] * s_nvl;
+    double inter = (ppn == 1 ? kNetHopUs[0][p] : kNetHopUs[1][p]) * s_net;
+    if (multi) intra = std::max(intra, p == 2 ? 3.0 : 1.0);
+    double lat = fixed + (nsteps - inter_steps) * intra + inter_steps * inter;
+    if (p == 2) lat *= plateau;
+    double bw_us = (p == 0 && ring_bw * 0.5 > ll_max) ? S * factor / ll_max * 1e6 : S * factor / kRingEff[p] * inv_ring;
+    best = std::min(best, lat + bw_us);
+  }
+  if (kind == CollectiveKind::AllReduce && t.tree) {
+    int log_size = log2i(bytes.count >> 6);
+    for (int p = 0; p < 3; ++p) {
+      if (p == 1 && !t.ll128) continue;
+      double eff = 0.92 * (p == 0 ? 1.0 / 3.8 : p == 1 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+      if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[p][log_size];
+      double lat = kBaseLatencyUs[0][p] + 2.0 * (ppn - 1) * kNvlinkHopUs[0][p] * s_nvl +
+                   2.0 * log2i(nn) * kNetHopUs[0][p] * s_net;
+      double bw_us = (p == 0 && ring_bw * eff > ll_max) ? 2 * S / ll_max * 1e6 : 2 * S / eff * inv_ring;
+      best = std::min(best, lat + bw_us);
+    }
+  }
+  const double nvls_bw = t.nvls_bw.bytes_per_s;
+  if (nvls_bw > 0 && ppn > 1) {
+    if (!multi && !rooted) {
+      double wire = kind == CollectiveKind::AllReduce ? S * (n + 1) / n : S * (n - 1) / n;
+      best = std::min(best, kNvlinkHopUs[2][2] * s_nvl + wire / nvls_bw * 1e6);
+    } else if (multi && kind == CollectiveKind::AllReduce) {
+      double lat = kNvlinkHopUs[3][2] * s_nvl + 2.0 * log2i(nn) * kNetHopUs[3][2] * s_net;
+      double t_nvls = S * (ppn + 1) / ppn / nvls_bw, t_net = 2 * S / nics / nic_bw;
+      best = std::min(best, lat + std::max(t_nvls, t_net) * 1e6);
+    }
+  }
+  if (multi && ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter))
+    best = std::min(best, kBaseLatencyUs[4][2] + 2.8 * n + log2i(nn) * kNetHopUs[0][2] / 3.5 * s_net +
+                              S * factor / 0.75 * inv_ring);
+  return Time{std::llround(best * 1e3)};
 }
 
 std::vector<std::string> collective_extrapolations(const HardwareProfile& hw, const std::vector<CommDecl>& comms) {

@@ -153,3 +153,33 @@ TEST_CASE("a bad fitted range is a one-line error naming the JSON path", "[hardw
   CHECK(err.find("fitted") != std::string::npos);
   CHECK(err.find("min <= max") != std::string::npos);
 }
+
+TEST_CASE("the engine's fast path prices every call exactly as the candidate list NCCL's tuner ranks",
+          "[hardware][topology]") {
+  // topology_collective_time computes the minimum without building candidates; it must agree
+  // with nccl_choice (to the nanosecond of rounding) on every kind, size and shape.
+  NcclTopology a = h100_like();
+  NcclTopology b = h100_like();
+  b.nvls_bw = Bandwidth::from_gbps(300);
+  b.nvlink_latency_scale = 1.7;
+  b.net_latency_scale = 0.4;
+  NcclTopology c = b;
+  c.arch = NcclArch::Ampere;
+  c.tree = false;
+  c.ll128 = false;
+  c.nics_per_node = 2;
+  const std::pair<int, int> shapes[] = {{2, 1}, {4, 1}, {8, 1}, {16, 2}, {10, 10}, {20, 10}, {40, 10}, {80, 10}, {3, 3}};
+  int compared = 0;
+  for (const NcclTopology* t : {&a, &b, &c})
+    for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+                             CollectiveKind::Broadcast, CollectiveKind::Reduce})
+      for (std::int64_t bytes = 8; bytes <= 64 * kGiB; bytes *= 4)
+        for (auto [n, nodes] : shapes) {
+          Time fast = topology_collective_time(*t, k, Bytes{bytes}, n, nodes);
+          Time ref = nccl_choice(*t, k, Bytes{bytes}, n, nodes).time;
+          INFO(to_string(k) << " " << bytes << " B on " << n << "/" << nodes);
+          CHECK(std::abs(fast.ns - ref.ns) <= 1);
+          ++compared;
+        }
+  CHECK(compared == 3 * 5 * 17 * 9);  // 17 sizes: 8 B x 4^0..16
+}
