@@ -1,7 +1,11 @@
 // stepsim explain EXP.json [--set path=value]... [--json] [--no-sensitivities] [--report F.html]
 #include <iostream>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "sim/analysis/critical_path.hpp"
+#include "sim/hardware/collective_model.hpp"
 #include "sim/report/html_report.hpp"
 #include "tools/cli_common.hpp"
 
@@ -23,14 +27,18 @@ int explain(const Args& args) {
   SimulationResult r = run_experiment(e);
   Explanation x = explain_experiment(e, r, !vm.count("no-sensitivities"));
   if (!report_file.empty()) write_html_file(report_file, [&](std::ostream& o) { write_simulation_html(o, e, r, &x); });
+  auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
   if (vm.count("json")) {
     nlohmann::json j = explanation_to_json(x);
+    if (!outside.empty()) j["collective_extrapolations"] = outside;
     j["schema"] = "stepsim.explain/1";
     j["experiment"] = e.file;
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << "stepsim explain: " << e.file << "\n";
     write_explanation_text(std::cout, x);
+    if (!outside.empty())
+      std::cout << "note: collective times extrapolated beyond the profile's fitted group sizes: " << fmt::format("{}", fmt::join(outside, "; ")) << "\n";
   }
   return 0;
 }

@@ -52,9 +52,10 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
 }  // namespace
 
 // Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
-// microbenchmark logs (trace::fit_inputs).
+// microbenchmark logs (trace::fit_inputs states the options: assumed groups, a stated group
+// size, the fastest occurrence instead of the median).
 static void add_trace_measurements(const std::vector<std::string>& files, const std::string& steps, bool keep_assumed,
-                                   int gpus_per_node, calib::FitInputs& in) {
+                                   int group_size, bool use_min, int gpus_per_node, calib::FitInputs& in) {
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : files) {
     traces.push_back(trace::read_kineto_trace(f));
@@ -62,7 +63,8 @@ static void add_trace_measurements(const std::vector<std::string>& files, const 
   }
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
-  calib::FitInputs t = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front(), keep_assumed, gpus_per_node);
+  trace::TraceFitOptions fo{keep_assumed, group_size, use_min, gpus_per_node};
+  calib::FitInputs t = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front(), fo);
   in.collectives.insert(in.collectives.end(), t.collectives.begin(), t.collectives.end());
   in.gemm.insert(in.gemm.end(), t.gemm.begin(), t.gemm.end());
 }
@@ -72,9 +74,13 @@ int fit(const Args& args) {
   std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes, traces;
   std::string trace_steps;
   int gpus_per_node = 8;
+  int trace_group_size = 0;
+  std::string trace_statistic = "median";
   std::string base_file, out_file, device_key = "sm_90", samples = "both", name, description;
   double target = 0.05;
   int max_ranges = 6;
+  std::string model = "alpha_beta";
+  double min_bytes = 0;
   opts.add_options()
       ("nccl-tests", po::value(&logs)->multitoken(), "nccl-tests logs (or all_reduce_bench markdown); LOG@N keeps run N")
       ("xla-collectives", po::value(&xla_coll)->multitoken(), "XLA collective_perf_table.csv")
@@ -85,6 +91,8 @@ int fit(const Args& args) {
       ("trace", po::value(&traces)->multitoken(), "PyTorch profiler traces (.json/.json.gz) of your own job: NCCL kernel times by size and GEMM rates")
       ("trace-steps", po::value(&trace_steps), "with --trace: the ProfilerStep range a-b to use (default: all)")
       ("trace-assumed-groups", "with --trace: keep collectives whose group size the trace does not record (world size assumed; wrong for sub-groups)")
+      ("trace-group-size", po::value(&trace_group_size), "with --trace: the size of the groups the trace does not record (e.g. 2 for tensor-parallel pairs); all such points get it")
+      ("trace-statistic", po::value(&trace_statistic)->default_value("median"), "with --trace: median or min of the kernel times per (collective, group, size); min drops the wait for late ranks")
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(8), "with --trace: a group larger than this spans nodes (inter_node scope)")
       ("base", po::value(&base_file), "profile supplying everything not measured (name, peaks, HBM, host costs)")
       ("name", po::value(&name), "profile name (default: the base profile's)")
@@ -93,6 +101,9 @@ int fit(const Args& args) {
       ("max-ranges", po::value(&max_ranges)->default_value(6), "most size ranges per collective")
       ("samples", po::value(&samples)->default_value("both"), "nccl-tests columns: both, out-of-place, in-place")
       ("note", po::value(&notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
+      ("model", po::value(&model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
+      ("min-bytes", po::value(&min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
+      ("collectives-only", "fit only the collective model; compute, contention and host numbers stay the base profile's (GEMMs in --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
       ("out", po::value(&out_file), "output profile JSON (default: stdout)");
   po::positional_options_description pos;
@@ -108,6 +119,10 @@ int fit(const Args& args) {
     throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
   if (logs.empty() && xla_coll.empty() && xla_gemm.empty() && calibrations.empty() && traces.empty())
     throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --calibration or --trace");
+  if (trace_statistic != "median" && trace_statistic != "min")
+    throw InputError(fmt::format("fit: --trace-statistic {}: expected median or min", trace_statistic));
+  if (vm.count("trace-group-size") && trace_group_size < 2)
+    throw InputError(fmt::format("fit: --trace-group-size {}: expected a group size >= 2", trace_group_size));
   if (gpus_per_node < 1) throw InputError(fmt::format("fit: --gpus-per-node {}: expected a positive integer", gpus_per_node));
   if (target <= 0 || target >= 1) throw InputError(fmt::format("fit: --target-error {}: expected a fraction in (0, 1)", target));
   if (max_ranges < 1 || max_ranges > 32) throw InputError(fmt::format("fit: --max-ranges {}: expected 1..32", max_ranges));
@@ -120,6 +135,13 @@ int fit(const Args& args) {
   else if (samples == "in-place") fo.samples = calib::SampleSelection::InPlace;
   else throw InputError(fmt::format("fit: --samples {}: expected one of both, out-of-place, in-place", samples));
   fo.derive_missing = !vm.count("no-derive");
+  if (model != "alpha_beta" && model != "topology")
+    throw InputError(fmt::format("fit: --model {}: expected one of alpha_beta, topology", model));
+  if (min_bytes < 0) throw InputError(fmt::format("fit: --min-bytes {}: expected a non-negative size", min_bytes));
+  fo.topology = model == "topology";
+  fo.topology_options.min_bytes = min_bytes;
+  fo.topology_options.in_place = fo.samples != calib::SampleSelection::OutOfPlace;
+  fo.topology_options.out_of_place = fo.samples != calib::SampleSelection::InPlace;
   fo.command = "stepsim fit";
   for (const auto& a : args) fo.command += " " + a;
 
@@ -146,8 +168,13 @@ int fit(const Args& args) {
     in.files.push_back(f);
   }
 
-  if (!traces.empty()) add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, gpus_per_node, in);
+  if (!traces.empty()) add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, trace_group_size,
+                                                trace_statistic == "min", gpus_per_node, in);
 
+  if (vm.count("collectives-only")) {
+    in.gemm.clear();
+    in.contention.clear();
+  }
   HardwareProfile base = load_profile(base_file);
   calib::FitReport report;
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
@@ -178,6 +205,22 @@ int fit(const Args& args) {
                        "max_err {:.1f}%\n",
                        r.scope, to_string(r.kind), fmt::join(r.group_sizes, ","), r.base_latency_us, r.step_latency_us,
                        r.busbw_gbps, r.r2, 100 * r.max_rel_error);
+  if (report.topology) {
+    log << fmt::format("{:<20} {:>12} {:>14} {:>7} {:>12} {:>10}\n", "level", "GB/s", "latency_scale", "points",
+                       "median_err", "max_err");
+    for (const auto& l : report.topology->levels) {
+      if (!l.fitted) {
+        log << fmt::format("{:<20} {}\n", l.level, l.note);
+        continue;
+      }
+      log << fmt::format("{:<20} {:>12.2f} {:>14} {:>7} {:>11.2f}% {:>9.2f}%\n", l.level, l.bandwidth_gbps,
+                         l.latency_scale >= 0 ? fmt::format("{:.3f}", l.latency_scale) : std::string("-"), l.points,
+                         100 * l.median_abs_error, 100 * l.max_abs_error);
+    }
+    const auto& r = report.topology->range;
+    log << fmt::format("fitted group sizes: {}-{} ranks, {}-{} nodes, {}-{} GPUs per node\n", r.min_ranks, r.max_ranks,
+                       r.min_nodes, r.max_nodes, r.min_gpus_per_node, r.max_gpus_per_node);
+  }
   if (!in.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
 
   write_output(doc.dump(2) + "\n", out_file, "profile", log);

@@ -55,7 +55,8 @@ int init(const Args& args) {
   std::string base = r.base_profile.empty() ? "configs/hardware/h100-sxm-8x.json" : r.base_profile;
   HardwareProfile base_profile = load_profile(resolve_config_path(base, ""));
   const int gpn = r.experiment["cluster"]["gpus_per_node"].get<int>();
-  calib::FitInputs in = trace::fit_inputs(trace::extract_fit_data(read, o), traces.front(), true, gpn);
+  calib::FitInputs in =
+      trace::fit_inputs(trace::extract_fit_data(read, o), traces.front(), trace::TraceFitOptions{true, 0, false, gpn});
   for (const auto& f : traces) in.files.push_back(f);
   calib::FitOptions fo;
   fo.command = "stepsim init --from-trace";

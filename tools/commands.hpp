@@ -21,6 +21,7 @@ int live(const Args& args);
 int compare(const Args& args);
 int validate(const Args& args);
 int init(const Args& args);
+int collective(const Args& args);
 
 // Runs a subcommand by name with the same error mapping as main(); for tests.
 int run(const Args& argv_without_program);

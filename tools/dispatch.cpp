@@ -26,6 +26,7 @@ const std::map<std::string, Command>& commands() {
       {"analyze", {analyze, "measured overlap from a PyTorch profiler trace: TRACE.json[.gz]"}},
       {"calibrate", {calibrate, "GPU microbenchmarks (gemm|nccl|contention|all) --out profile.json [GPU]"}},
       {"live", {live, "run the experiment's Program on GPUs: EXP.json --out measured.json [GPU, mpirun]"}},
+      {"collective", {collective, "one collective per size, nccl-tests columns: --profile P --kind K --ranks N [--compare LOG]"}},
       {"compare", {compare, "predicted vs measured: PREDICTED.json MEASURED.json [--tolerance 5%]"}},
       {"init", {init, "a starting experiment and a fitted profile from a profiler trace: --from-trace TRACE --out exp.json"}},
       {"validate", {validate, "predictions vs real traces and published runs: [SUITE.json] [--baseline F] [--report F.html]"}},

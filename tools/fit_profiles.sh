@@ -8,13 +8,15 @@ OUT=${2:-configs/hardware}
 D=../shared/data
 N=$D/nccl-tests
 
-# H100: intra-node from XLA's measured 8xH100 collective table (groups 1x8, 2x4, 4x2) and GEMM
-# table (sm_90); inter-node from the 2x8 H100 InfiniBand all_reduce log (Nebius). The GCP
-# TCPX/TCPXO logs are a different (TCP) fabric and are not mixed in.
-"$STEPSIM" fit --base configs/hardware/h100-sxm-8x.json \
-  --xla-collectives $D/xla_perf_tables/collective_perf_table.csv \
+# H100: the topology-aware NCCL model (docs/collectives.md) from the five nccl-tests logs of one
+# H100 cluster (h100-cluster01-xxrjun: 1x8, 1x4, 2x1, 10x1, 10x2 GPUs; all_reduce, all_gather,
+# reduce_scatter, alltoall); the GEMM table from XLA's measured sm_90 matmul table. The XLA
+# collective table and the Nebius/GCP logs are other clusters and are not mixed in.
+"$STEPSIM" fit --model topology --base configs/hardware/h100-sxm-8x.json \
   --xla-gemm $D/xla_perf_tables/matmul_perf_table.csv --xla-device sm_90 \
-  --nccl-tests $N/allreduce_2x8xH100_Nebius-IB_dstack.txt \
+  --nccl-tests $N/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log $N/h100-cluster01-xxrjun/nccl_N1_G4_cnode3-003.log \
+               $N/h100-cluster01-xxrjun/nccl_N2_G1_cnode3-002_cnode3-003.log \
+               $N/h100-cluster01-xxrjun/nccl_N10_G1.log $N/h100-cluster01-xxrjun/nccl_N10_G2.log \
   --out "$OUT/h100-sxm-8x.json"
 
 # A100: intra-node from the 1x8 A100-SXM4 all_reduce log (Galvatron fixture) and the DGX A100
@@ -25,11 +27,12 @@ N=$D/nccl-tests
                $N/allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt \
   --out "$OUT/a100-sxm-8x.json"
 
-# A800: the same A100 logs (no A800 nccl-tests log exists in ../shared/data). A800 NVLink is
-# 400 GB/s against A100's 600 GB/s, so the intra-node numbers are an upper bound for A800.
-"$STEPSIM" fit --base configs/hardware/a800-sxm-8x.json \
-  --nccl-tests $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \
-               "$N/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1" \
-               $N/allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt \
-  --note "A800 collectives are fitted from A100 logs (no A800 log in ../shared/data); A800 NVLink is 400 GB/s against A100's 600 GB/s, so intra-node bandwidths here are an upper bound for A800" \
+# A800: the topology-aware model's NVLink level from the NCCL kernels of the li-plus Megatron
+# traces (8x A800 on host n122-248-036, tensor- and data-parallel groups of 2; the traces record
+# no group size, hence --trace-group-size 2). The li-plus ZeRO-1/ZeRO-2 traces of the same host
+# are validation cases (stepsim validate) and are deliberately not fitted from. Only the
+# collective model is fitted (--collectives-only): compute numbers stay the A800 datasheet's.
+"$STEPSIM" fit --model topology --collectives-only --base configs/hardware/a800-sxm-8x.json \
+  --trace $D/traces/li-plus_playground/megatron__rank_*.pt.trace.json.gz --trace-group-size 2 --trace-statistic min \
+  --note "NVLink level fitted from the li-plus Megatron traces (TP/DP groups of 2); network level not measured on A800 (declared)" \
   --out "$OUT/a800-sxm-8x.json"

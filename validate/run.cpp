@@ -74,7 +74,8 @@ class Measurements {
     trace::AnalyzeOptions o;
     if (!steps.empty()) trace::parse_step_range(steps, o);
     calib::FitInputs in =
-        trace::fit_inputs(trace::extract_fit_data(traces, o), files.front().string(), assumed_groups, gpus_per_node);
+        trace::fit_inputs(trace::extract_fit_data(traces, o), files.front().string(),
+                          trace::TraceFitOptions{assumed_groups, 0, false, gpus_per_node});
     for (const auto& f : files) in.files.push_back(f.string());
     return fits_.emplace(key, std::move(in)).first->second;
   }

@@ -171,9 +171,9 @@ double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks) {
   return bytes * busbw_factor(fit.kind, ranks) / (predict_time_us(fit, bytes, ranks) * 1e3);
 }
 
-HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
-  HardwareProfile p = base;
-  report = FitReport{};
+// Per-scope piecewise alpha-beta ranges (the default model of `fit`), into p.intra_node /
+// p.inter_node, and the report-only NCCL-style ring constants.
+static void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, const FitOptions& opt, FitReport& report) {
   // Group series by (scope, kind, ranks, nodes); several series of one shape are merged.
   std::map<std::tuple<std::string, int, int, int>, KindFit> groups;
   for (const auto& s : in.collectives) {
@@ -244,6 +244,23 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
       if (fits.size() >= 2)
         if (auto rf = fit_ring(key.first, static_cast<CollectiveKind>(key.second), fits)) report.ring_fits.push_back(*rf);
   }
+}
+
+HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
+  HardwareProfile p = base;
+  report = FitReport{};
+  if (opt.topology) {
+    if (!base.topology)
+      throw InputError(fmt::format("fit: --model topology needs a base profile with collectives.topology (the declared "
+                                   "arch, gpus_per_node, nics_per_node and nvls_GBps); {} has none",
+                                   base.name));
+    TopologyFitReport tr;
+    p.topology = fit_topology(*base.topology, in.collectives, opt.topology_options, tr);
+    report.topology = tr;
+  } else {
+    fit_alpha_beta_collectives(p, in, opt, report);
+    if (!report.fits.empty()) p.topology.reset();  // the fitted alpha-beta ranges are the model now
+  }
   // GEMM efficiency table.
   Json gemm_prov = Json::object();
   if (!in.gemm.empty()) {
@@ -308,6 +325,14 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
         {"quality", "r2 on time and max_rel_error per range, recomputed from the points after the fit"}}},
       {"collective_fits", fits},
       {"ring_fits", rings}};
+  if (report.topology) {
+    report.provenance["topology_fit"] = report.topology->to_json();
+    report.provenance["method"] = {{"collectives", "topology-aware NCCL model (docs/collectives.md): per level bandwidth and "
+                                                   "hop-latency scale, weighted least squares on time (weights 1/t^2)"},
+                                   {"samples", sel}};
+    report.provenance.erase("collective_fits");
+    report.provenance.erase("ring_fits");
+  }
   if (!gemm_prov.empty()) report.provenance["gemm"] = gemm_prov;
   if (!cont_prov.empty()) report.provenance["contention"] = cont_prov;
   p.provenance = report.provenance;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/fit/alpha_beta.hpp"
+#include "calibrate/fit/topology_fit.hpp"
 #include "calibrate/measurements.hpp"
 #include "sim/hardware/profile.hpp"
 
@@ -39,6 +40,10 @@ struct FitOptions {
   RangeFitOptions ranges;
   SampleSelection samples = SampleSelection::Both;
   bool derive_missing = true;
+  // Fit the topology-aware NCCL model (the base profile's collectives.topology declares the
+  // hardware) instead of per-scope alpha-beta ranges.
+  bool topology = false;
+  TopologyFitOptions topology_options;
   std::string command;  // the command line, recorded in provenance
 };
 
@@ -67,6 +72,7 @@ struct RingFit {
 struct FitReport {
   std::vector<KindFit> fits;
   std::vector<RingFit> ring_fits;
+  std::optional<TopologyFitReport> topology;
   nlohmann::json provenance;
 };
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calibrate/importers/text_util.hpp"
 #include "sim/core/error.hpp"
@@ -58,6 +59,30 @@ std::optional<CollectiveKind> kind_from_name(const std::string& text) {
   return found;
 }
 
+// The section a "# Collective test starting: NAME" line opens. nccl-tests writes one such
+// line per binary (src/common.cu prints "Collective test starting: %s"), and the
+// h100-cluster01 logs chain five binaries in one file: all_reduce, all_gather, reduce_scatter,
+// alltoall, sendrecv. A known collective names its tables; a binary the collective model has no
+// kind for (sendrecv, gather, scatter, hypercube) makes its tables skipped, never folded into
+// the previous section's collective.
+struct Section {
+  std::string name;
+  std::optional<CollectiveKind> kind;  // nullopt: skip the section's tables
+};
+
+Section section_from_binary(const std::string& binary) {
+  std::string name = lower(binary);
+  if (name.size() > 5 && name.substr(name.size() - 5) == "_perf") name = name.substr(0, name.size() - 5);
+  static const std::map<std::string, CollectiveKind> known = {
+      {"all_reduce", CollectiveKind::AllReduce},         {"allreduce", CollectiveKind::AllReduce},
+      {"all_gather", CollectiveKind::AllGather},         {"allgather", CollectiveKind::AllGather},
+      {"reduce_scatter", CollectiveKind::ReduceScatter}, {"reducescatter", CollectiveKind::ReduceScatter},
+      {"alltoall", CollectiveKind::AllToAll},            {"all_to_all", CollectiveKind::AllToAll},
+      {"broadcast", CollectiveKind::Broadcast},          {"reduce", CollectiveKind::Reduce}};
+  auto it = known.find(name);
+  return {name, it == known.end() ? std::nullopt : std::optional<CollectiveKind>(it->second)};
+}
+
 // n from the nccl-tests factor r = busbw/algbw: AR r = 2(n-1)/n -> n = 2/(2-r);
 // AG/RS/A2A r = (n-1)/n -> n = 1/(1-r). Broadcast/reduce carry no information (r = 1).
 std::optional<int> ranks_from_ratio(CollectiveKind kind, double r) {
@@ -93,6 +118,7 @@ struct Table {
   // Run metadata seen before the table (rank lines belong to the run they precede).
   int rank_lines = 0;
   std::set<std::string> hosts;
+  std::optional<CollectiveKind> section_kind;  // from "Collective test starting: X_perf"
 };
 
 class Parser {
@@ -105,12 +131,20 @@ class Parser {
     std::optional<CollectiveKind> concluded;
     static const std::regex rank_re(R"(^Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device)");
     static const std::regex concluded_re(R"(Collective test concluded:\s*(\S+))");
+    static const std::regex starting_re(R"(Collective test starting:\s*(\S+))");
     for (std::size_t i = 0; i < lines.size(); ++i) {
       int lineno = static_cast<int>(i) + 1;
       auto [s, comment] = normalize(lines[i]);
       std::smatch m;
+      if (std::regex_search(s, m, starting_re)) {
+        close_table();
+        section_ = section_from_binary(m[1].str());
+        continue;
+      }
       if (std::regex_search(s, m, concluded_re)) {
-        concluded = kind_from_name(m[1].str());
+        close_table();
+        if (!section_) concluded = kind_from_name(m[1].str());
+        section_.reset();
         continue;
       }
       if (s.rfind("nThread", 0) == 0) {
@@ -151,6 +185,10 @@ class Parser {
     }
     close_table();
     if (concluded) kind_hint_ = concluded;  // the log's own word beats the file name
+    if (tables_.empty() && !skipped_.empty())
+      throw InputError(fmt::format("{}: only sections of collectives the model has no kind for ({}); expected "
+                                   "all_reduce, all_gather, reduce_scatter, alltoall, broadcast or reduce",
+                                   source_, fmt::join(skipped_, ", ")));
     if (tables_.empty())
       throw InputError(fmt::format("{}: no nccl-tests result table found (expected a header line starting with "
                                    "'size count type' and rows of numbers)",
@@ -163,7 +201,12 @@ class Parser {
  private:
   void open_table(const std::vector<std::string>& tokens, int lineno) {
     close_table();
+    if (section_ && !section_->kind) {  // a section the model has no collective for
+      skipped_.insert(section_->name);
+      return;
+    }
     Table t;
+    if (section_) t.section_kind = section_->kind;
     t.header_line = lineno;
     t.columns = tokens.size();
     for (std::size_t c = 0; c < tokens.size(); ++c) {
@@ -234,7 +277,9 @@ class Parser {
     for (const auto& r : t.rows)
       if (r.algbw[0] > best->algbw[0]) best = &r;
     double ratio = best->algbw[0] > 0 ? best->busbw[0] / best->algbw[0] : 0;
-    if (kind_hint_) {
+    if (t.section_kind) {
+      s.kind = *t.section_kind;
+    } else if (kind_hint_) {
       s.kind = *kind_hint_;
     } else {
       const std::string& redop = best->redop;
@@ -275,6 +320,8 @@ class Parser {
   std::optional<Table> table_;
   std::vector<Table> tables_;
   std::vector<std::string> banner_;
+  std::optional<Section> section_;  // between "starting" and "concluded" lines
+  std::set<std::string> skipped_;   // names of sections skipped
   int pending_rank_lines_ = 0;
   std::set<std::string> pending_hosts_;
 };

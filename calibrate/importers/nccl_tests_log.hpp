@@ -6,8 +6,10 @@
 // Both the out-of-place and the in-place column groups become samples (in_place flags them).
 //
 // Per run it determines:
-//  - the collective: "Collective test concluded: X_perf" in the file, else the file name
-//    (allreduce, all_gather, ...), else redop/root and the busbw/algbw ratio;
+//  - the collective: the "Collective test starting: X_perf" line that opens the table's section
+//    (a file may chain several binaries; sections of binaries without a collective kind, e.g.
+//    sendrecv_perf, are skipped by name), else "Collective test concluded: X_perf" in the file,
+//    else the file name (allreduce, all_gather, ...), else redop/root and the busbw/algbw ratio;
 //  - ranks: the "#  Rank N ... on HOST device" lines, else the busbw/algbw ratio, which is the
 //    nccl-tests factor (AR 2(n-1)/n, AG/RS (n-1)/n) and so gives n;
 //  - nodes: distinct hosts of the rank lines, else an "<nodes>x<gpus>x" token in the file name,

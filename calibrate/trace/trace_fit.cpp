@@ -164,12 +164,21 @@ std::vector<GemmMeasurement> gemm_table(const TraceFitData& d) {
   return out;
 }
 
-calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, bool keep_assumed_groups,
-                            int gpus_per_node) {
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o) {
   calib::FitInputs in;
   std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
-  for (const auto& p : d.collectives)
-    if (!p.ranks_assumed || keep_assumed_groups) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+  for (const auto& p : d.collectives) {
+    if (p.ranks_assumed && o.group_size > 0) {
+      // A trace that records no group size records no output size either (record_param_comms
+      // without its arguments): an all-gather's S was taken as the per-rank input times the
+      // assumed world size (trace_index.cpp); rescale it to the stated group.
+      std::int64_t bytes = p.bytes.count;
+      if (p.kind == CollectiveKind::AllGather && p.ranks > 0) bytes = bytes / p.ranks * o.group_size;
+      by_group[{p.kind, o.group_size}][bytes].push_back(p.time);
+    } else if (!p.ranks_assumed || o.keep_assumed_groups) {
+      by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+    }
+  }
   for (auto& [key, by_size] : by_group) {
     if (key.second < 2) continue;
     calib::CollectiveSeries s;
@@ -177,10 +186,10 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, boo
     s.label = fmt::format("trace, {} ranks", key.second);
     s.kind = key.first;
     s.ranks = key.second;
-    s.nodes = (key.second + gpus_per_node - 1) / gpus_per_node;
+    s.nodes = (key.second + o.gpus_per_node - 1) / o.gpus_per_node;
     for (auto& [bytes, times] : by_size) {
       std::sort(times.begin(), times.end());
-      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, times[times.size() / 2], false, 0});
+      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, o.use_min ? times.front() : times[times.size() / 2], false, 0});
     }
     in.collectives.push_back(std::move(s));
   }

@@ -67,12 +67,24 @@ std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collect
 // One GemmMeasurement per shape (median rate): ComputeProfile::gemm_table's shape.
 std::vector<GemmMeasurement> gemm_table(const TraceFitData& d);
 
-// The fit inputs of `stepsim fit --trace` (and of validate's cross-predictions): one series per
-// (collective, group size of at least 2) with the median kernel time per message size, and one
-// GEMM sample per shape. Collectives whose group size the trace does not record are left out
-// unless `keep_assumed_groups`; a group larger than `gpus_per_node` spans nodes. `label` names
-// the source in the fit's provenance.
-calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, bool keep_assumed_groups,
-                            int gpus_per_node);
+// How trace measurements become fit inputs (`stepsim fit --trace` and its flags).
+struct TraceFitOptions {
+  // Keep collectives whose group size the trace does not record, taking the world size.
+  bool keep_assumed_groups = false;
+  // > 0: the size of every group the trace does not record (the user's job layout, e.g.
+  // Megatron's tensor- and data-parallel groups of 2); an all-gather's S, taken from the per-rank
+  // input times the assumed world, is rescaled to this group.
+  int group_size = 0;
+  // The fastest occurrence per size instead of the median: a collective kernel on one rank runs
+  // from that rank's launch until every rank has arrived, so the minimum over ranks and steps is
+  // the occurrence least inflated by waiting for the last rank.
+  bool use_min = false;
+  int gpus_per_node = 8;        // a group larger than this spans nodes
+};
+
+// The fit inputs of `stepsim fit --trace` (and of validate's cross-predictions and init): one
+// series per (collective, group size of at least 2) with one time per message size, and one GEMM
+// sample per shape. `label` names the source in the fit's provenance.
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o);
 
 }  // namespace stepsim::trace

@@ -275,6 +275,10 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
         for (auto& [n, pts] : by_ranks)
           for (auto& pt : pts) pt.time = Time{pt.time.ns / 2};
     }
+    if (hw.topology)
+      for (Bandwidth* b : {&hw.topology->nvlink_busbw, &hw.topology->nvls_bw, &hw.topology->nvlink_all_to_all_busbw,
+                           &hw.topology->nic_bw, &hw.topology->nic_all_to_all_bw})
+        b->bytes_per_s *= 2;
     out.push_back(run("2x link bandwidth", hw, base));
   }
   {  // 2x compute: peak FLOP/s, HBM, measured GEMM rates, and fixed kernel times.

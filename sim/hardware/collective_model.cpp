@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -161,7 +162,367 @@ Time scope_collective_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes
   return Time::zero();
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Topology-aware NCCL model. Every constant below is NCCL's own, from src/graph/tuning.cc of
+// NVIDIA/nccl (commit 5067397c, 2026-06); line numbers refer to that file. docs/collectives.md
+// lists the rules taken and where this model departs from the tuner (and why).
+
+std::string to_string(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Ring: return "ring";
+    case NcclAlgo::Tree: return "tree";
+    case NcclAlgo::Nvls: return "nvls";
+    case NcclAlgo::NvlsTree: return "nvls_tree";
+    case NcclAlgo::Pat: return "pat";
+    case NcclAlgo::P2p: return "p2p";
+  }
+  return "ring";
+}
+
+std::string to_string(NcclProto p) {
+  switch (p) {
+    case NcclProto::LL: return "LL";
+    case NcclProto::LL128: return "LL128";
+    case NcclProto::Simple: return "Simple";
+  }
+  return "Simple";
+}
+
+namespace {
+
+// Rows: Tree, Ring, NVLS, NVLSTree, PAT (NcclAlgo order; P2p uses Ring's). Columns: LL, LL128,
+// Simple. baseLatencies, tuning.cc:150-155.
+constexpr double kBaseLatencyUs[5][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+// hwLatencies over NVLink, tuning.cc:159-162.
+constexpr double kNvlinkHopUs[5][3] = {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}};
+// hwLatencies over the network, tuning.cc:171-174.
+constexpr double kNetHopUs[5][3] = {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 20.9}, {0, 0, 14}};
+// llMaxBws (GB/s), tuning.cc:178-183: single node by GPU generation (row = arch, column 0),
+// several nodes by CPU vendor (row 0 = Intel, the default; column = nodes 2 / more).
+constexpr double kLlMaxBwGBps[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+// treeCorrectionFactor, tuning.cc:623-627: tree all-reduce bandwidth per log2(bytes/64).
+constexpr float kTreeCorrection[3][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+
+int row(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Tree: return 0;
+    case NcclAlgo::Ring: case NcclAlgo::P2p: return 1;
+    case NcclAlgo::Nvls: return 2;
+    case NcclAlgo::NvlsTree: return 3;
+    case NcclAlgo::Pat: return 4;
+  }
+  return 1;
+}
+
+int log2i(std::int64_t v) { return v > 0 ? 63 - __builtin_clzll(static_cast<unsigned long long>(v)) : -1; }
+
+struct Shape {
+  int n, nodes, ppn, nics_used, nsteps, inter_steps;
+};
+
+}  // namespace
+
+double level_bandwidth(const NcclTopology& t, TopoLevel level) {
+  switch (level) {
+    case TopoLevel::None: return 0;
+    case TopoLevel::Nvlink: return t.nvlink_busbw.bytes_per_s;
+    case TopoLevel::Nvls: return t.nvls_bw.bytes_per_s;
+    case TopoLevel::Net: return t.nic_bw.bytes_per_s;
+    case TopoLevel::NvlinkAllToAll:
+      return t.nvlink_all_to_all_busbw.bytes_per_s > 0 ? t.nvlink_all_to_all_busbw.bytes_per_s : t.nvlink_busbw.bytes_per_s;
+    case TopoLevel::NetAllToAll: return t.nic_all_to_all_bw.bytes_per_s > 0 ? t.nic_all_to_all_bw.bytes_per_s : t.nic_bw.bytes_per_s;
+  }
+  return 0;
+}
+
+double candidate_time_us(const NcclTopology& t, const NcclCandidate& c) {
+  double us = c.fixed_us + t.nvlink_latency_scale * c.nvlink_us + t.net_latency_scale * c.net_us;
+  if (c.level != TopoLevel::None && c.wire_bytes > 0) us += c.wire_bytes / level_bandwidth(t, c.level) * 1e6;
+  return us;
+}
+
+int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes, NcclCandidate* out) {
+  Shape g;
+  g.n = ranks;
+  g.nodes = std::max(1, nodes);
+  g.ppn = std::max(1, (ranks + g.nodes - 1) / g.nodes);
+  g.nics_used = std::max(1, std::min(g.ppn, t.nics_per_node));
+  // nsteps and the steps that cross nodes, tuning.cc:289-291 and :411.
+  g.nsteps = ring_steps(kind, ranks);
+  g.inter_steps = g.nodes == 1 ? 0 : kind == CollectiveKind::AllReduce ? 2 * (g.nodes - 1) : g.nodes - 1;
+  const double S = static_cast<double>(bytes.count);
+  const bool multi = g.nodes > 1;
+  const int arch = static_cast<int>(t.arch);
+  // llMaxBw row/column choice, tuning.cc:267-272.
+  const double ll_max = (multi ? kLlMaxBwGBps[0][g.nodes <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
+  int count = 0;
+
+  // Ring bus bandwidth of the path: NVLink inside a node; across nodes the ring crosses every
+  // node boundary once per channel, and the channels spread over the NICs the node's GPUs
+  // use, so the node's NICs bound it: min(NVLink ring, min(ppn, NICs) x NIC).
+  auto ring_level = [&](double& wire) {
+    if (!multi) return TopoLevel::Nvlink;
+    double net = static_cast<double>(g.nics_used) * t.nic_bw.bytes_per_s;
+    if (t.nvlink_busbw.bytes_per_s > 0 && t.nvlink_busbw.bytes_per_s < net && g.ppn > 1) return TopoLevel::Nvlink;
+    wire /= g.nics_used;
+    return TopoLevel::Net;
+  };
+  // Protocol efficiency on a bus bandwidth, tuning.cc:327-335. Returns the factor on time
+  // (1/efficiency), or 0 when LL's absolute cap binds (then `capped_bw` holds the cap).
+  auto add = [&](NcclAlgo a, NcclProto p, double base_wire, double intra_hops, double inter_hops, double extra_fixed,
+                 double proto_eff, bool ll_cap) {
+    NcclCandidate c;
+    c.algo = a;
+    c.proto = p;
+    int pi = static_cast<int>(p);
+    c.fixed_us = kBaseLatencyUs[row(a)][pi] + extra_fixed;
+    double intra = kNvlinkHopUs[row(a)][pi];
+    // With one GPU per node every hop is exposed: the tree's network latency (tuning.cc:387).
+    double inter = (g.ppn == 1 ? kNetHopUs[0][pi] : kNetHopUs[row(a)][pi]);
+    // Inter-node rings launch nsteps network operations: the NVLink hop costs at least the
+    // network post overhead (1 us, x3 for Simple), tuning.cc:404-410.
+    if (a == NcclAlgo::Ring && multi) {
+      double overhead = p == NcclProto::Simple ? 3.0 : 1.0;
+      if (intra * t.nvlink_latency_scale < overhead) {
+        c.fixed_us += intra_hops * overhead;
+        intra_hops = 0;
+      }
+    }
+    c.nvlink_us = intra_hops * intra;
+    c.net_us = inter_hops * inter;
+    double wire = base_wire / proto_eff;
+    c.level = a == NcclAlgo::P2p ? TopoLevel::None : ring_level(wire);
+    if (a == NcclAlgo::Nvls || a == NcclAlgo::NvlsTree) c.level = TopoLevel::Nvls, wire = base_wire;
+    if (ll_cap) {
+      double bw = level_bandwidth(t, c.level) * (c.level == TopoLevel::Net ? g.nics_used : 1);
+      if (bw * proto_eff > ll_max) {  // LL's absolute cap binds: a fixed bandwidth
+        c.fixed_us += base_wire / ll_max * 1e6;
+        c.level = TopoLevel::None;
+        wire = 0;
+      }
+    }
+    c.wire_bytes = wire;
+    // Ring all-reduce over several nodes with Simple: x1.4 "plateau effect" on the latency
+    // once each channel moves >= 64 B per rank (tuning.cc:647-650, compute capability >= 80).
+    if (a == NcclAlgo::Ring && p == NcclProto::Simple && multi && kind == CollectiveKind::AllReduce &&
+        S / (static_cast<double>(t.channels) * g.n) >= 64) {
+      double f = arch >= static_cast<int>(NcclArch::Ampere) ? 1.4 : 1.9;
+      c.fixed_us *= f;
+      c.nvlink_us *= f;
+      c.net_us *= f;
+    }
+    if (count < kMaxNcclCandidates) out[count++] = c;
+  };
+
+  if (kind == CollectiveKind::AllToAll) {
+    // Not a tuner collective: NCCL runs it as grouped point-to-point sends, all at once. Per
+    // GPU, (ppn-1)/n of S goes over NVLink and (n-ppn)/n over the network, the node's NICs
+    // shared by its ppn GPUs; the slower of the two bounds. Latency: one Simple ring hop.
+    NcclCandidate c;
+    c.algo = NcclAlgo::P2p;
+    c.proto = NcclProto::Simple;
+    c.fixed_us = kBaseLatencyUs[1][2];
+    double nvl = S * (g.ppn - 1) / g.n, net = S * (g.n - g.ppn) / g.n * g.ppn / g.nics_used;
+    if (multi) c.net_us = kNetHopUs[1][2];
+    else c.nvlink_us = kNvlinkHopUs[1][2];
+    double t_nvl = nvl > 0 ? nvl / level_bandwidth(t, TopoLevel::NvlinkAllToAll) : 0;
+    double t_net = net > 0 ? net / level_bandwidth(t, TopoLevel::NetAllToAll) : 0;
+    if (t_net >= t_nvl && net > 0) c.level = TopoLevel::NetAllToAll, c.wire_bytes = net;
+    else c.level = TopoLevel::NvlinkAllToAll, c.wire_bytes = nvl;
+    out[count++] = c;
+    return count;
+  }
+
+  const double factor = busbw_factor(kind, ranks);
+  const NcclProto protos[3] = {NcclProto::LL, NcclProto::LL128, NcclProto::Simple};
+  const bool rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+  // Ring: every collective (tuning.cc:294-298). Latency tuning.cc:393-413; Broadcast/Reduce
+  // pay nsteps hops of the Tree/Simple latency for Simple (:395-402, channels not shared).
+  for (NcclProto p : protos) {
+    if (p == NcclProto::LL128 && !t.ll128) continue;
+    double eff = p == NcclProto::LL ? 0.5 : p == NcclProto::LL128 ? 0.92 : 1.0;  // :327-329
+    if (rooted) {
+      int pi = static_cast<int>(p);
+      double hop = multi ? (p == NcclProto::Simple ? kNetHopUs[0][2] : kNetHopUs[1][pi])
+                         : (p == NcclProto::Simple ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][pi]);
+      NcclCandidate c;
+      c.algo = NcclAlgo::Ring;
+      c.proto = p;
+      c.fixed_us = kBaseLatencyUs[1][pi];
+      (multi ? c.net_us : c.nvlink_us) = g.nsteps * hop;
+      double wire = S / eff;
+      c.level = ring_level(wire);
+      c.wire_bytes = wire;
+      out[count++] = c;
+      continue;
+    }
+    add(NcclAlgo::Ring, p, S * factor, g.nsteps - g.inter_steps, g.inter_steps, 0, eff, p == NcclProto::LL);
+  }
+  if (kind == CollectiveKind::AllReduce && t.tree) {
+    // Double binary tree: 2S per GPU (ratio .5, :380), bus bandwidth x0.92 (:331), LL /3.8
+    // (:332), LL128 x7/9 on one node or x120/128 (:335); the size correction (:640-641).
+    // Latency 2((ppn-1) intra + log2(nodes) inter) (:415-416).
+    int log_size = log2i(bytes.count >> 6);
+    for (NcclProto p : protos) {
+      if (p == NcclProto::LL128 && !t.ll128) continue;
+      double eff = 0.92 * (p == NcclProto::LL ? 1.0 / 3.8 : p == NcclProto::LL128 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+      if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[static_cast<int>(p)][log_size];
+      add(NcclAlgo::Tree, p, 2 * S, 2.0 * (g.ppn - 1), 2.0 * log2i(g.nodes), 0, eff, p == NcclProto::LL);
+    }
+  }
+  if (t.nvls_bw.bytes_per_s > 0 && g.ppn > 1) {
+    if (!multi && !rooted) {
+      // NVLS (Simple only, :301) on one node; its latency replaces the base (:424-425). Per
+      // GPU over its NVLink: all-reduce S out and S/n back (multimem reduce, then multicast
+      // store), all-gather / reduce-scatter (n-1)/n S. See docs/collectives.md: this traffic
+      // count stands where the tuner uses a group-size-free efficiency (:311-318).
+      double wire = kind == CollectiveKind::AllReduce ? S * (g.n + 1) / g.n : S * (g.n - 1) / g.n;
+      add(NcclAlgo::Nvls, NcclProto::Simple, wire, 1, 0, 0, 1.0, false);
+    } else if (multi && kind == CollectiveKind::AllReduce) {
+      // NVLS tree across nodes (:427-428): NVLS inside the node, a tree of nodes over the NICs;
+      // the two stages pipeline, the slower bounds.
+      double nvls = S * (g.ppn + 1) / g.ppn, net = 2 * S / g.nics_used;
+      NcclCandidate c;
+      c.algo = NcclAlgo::NvlsTree;
+      c.proto = NcclProto::Simple;
+      c.nvlink_us = kNvlinkHopUs[3][2];
+      c.net_us = 2.0 * log2i(g.nodes) * (g.ppn == 1 ? kNetHopUs[0][2] : kNetHopUs[3][2]);
+      if (nvls / t.nvls_bw.bytes_per_s >= net / t.nic_bw.bytes_per_s) c.level = TopoLevel::Nvls, c.wire_bytes = nvls;
+      else c.level = TopoLevel::Net, c.wire_bytes = net;
+      out[count++] = c;
+    }
+  }
+  if (multi && g.ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter)) {
+    // PAT: one GPU per node only (:215-223), Simple, bus bandwidth x0.75 (:337), latency
+    // log2(nodes) x inter/3.5 + 2.8 us per rank (:430-433).
+    NcclCandidate c;
+    c.algo = NcclAlgo::Pat;
+    c.proto = NcclProto::Simple;
+    c.fixed_us = kBaseLatencyUs[4][2] + 2.8 * g.n;
+    c.net_us = log2i(g.nodes) * kNetHopUs[0][2] / 3.5;
+    c.level = TopoLevel::Net;
+    c.wire_bytes = S * factor / 0.75;
+    out[count++] = c;
+  }
+  return count;
+}
+
+NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+  NcclCandidate cs[kMaxNcclCandidates];
+  int n = nccl_candidates(t, kind, bytes, ranks, nodes, cs);
+  NcclChoice best{cs[0], Time::zero()};
+  double best_us = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) {
+    if (cs[i].level != TopoLevel::None && cs[i].wire_bytes > 0 && level_bandwidth(t, cs[i].level) <= 0) continue;
+    double us = candidate_time_us(t, cs[i]);
+    if (us < best_us) best_us = us, best.candidate = cs[i];
+  }
+  best.time = Time{std::llround(best_us * 1e3)};
+  return best;
+}
+
+// The engine's entry point: the same minimum as nccl_choice over the same candidates, computed
+// without building them (one division per bandwidth level, no per-candidate structs); the
+// unit tests hold the two equal over a grid of shapes and sizes. bench/collective_bench.cpp
+// measures the cost per call against the alpha-beta lookup.
+Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+  if (ranks <= 1 || bytes.count <= 0) return Time::zero();
+  if (kind == CollectiveKind::AllToAll) return nccl_choice(t, kind, bytes, ranks, nodes).time;
+  const int n = ranks, nn = std::max(1, nodes);
+  const int ppn = std::max(1, (n + nn - 1) / nn);
+  const int nics = std::max(1, std::min(ppn, t.nics_per_node));
+  const bool multi = nn > 1;
+  const int nsteps = ring_steps(kind, n);
+  const int inter_steps = !multi ? 0 : kind == CollectiveKind::AllReduce ? 2 * (nn - 1) : nn - 1;
+  const double S = static_cast<double>(bytes.count);
+  const double s_nvl = t.nvlink_latency_scale, s_net = t.net_latency_scale;
+  const double nvl_bw = t.nvlink_busbw.bytes_per_s, nic_bw = t.nic_bw.bytes_per_s;
+  const int arch = static_cast<int>(t.arch);
+  const double ll_max = (multi ? kLlMaxBwGBps[0][nn <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
+  // The ring level (ring_level() in nccl_candidates): its bandwidth and the bytes divisor.
+  const double net_total = nics * nic_bw;
+  const bool nvlink_bound = !multi || (nvl_bw > 0 && nvl_bw < net_total && ppn > 1);
+  const double ring_bw = nvlink_bound ? nvl_bw : net_total;  // path bus bandwidth
+  const double inv_ring = ring_bw > 0 ? 1e6 / ring_bw : std::numeric_limits<double>::infinity();
+  const bool rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+  const double factor = busbw_factor(kind, n);
+  const double plateau = (kind == CollectiveKind::AllReduce && multi && S / (static_cast<double>(t.channels) * n) >= 64)
+                             ? (arch >= static_cast<int>(NcclArch::Ampere) ? 1.4 : 1.9)
+                             : 1.0;
+  double best = std::numeric_limits<double>::infinity();
+  static constexpr double kRingEff[3] = {0.5, 0.92, 1.0};
+  for (int p = 0; p < 3; ++p) {
+    if (p == 1 && !t.ll128) continue;
+    if (rooted) {
+      double hop = multi ? (p == 2 ? kNetHopUs[0][2] : kNetHopUs[1][p]) : (p == 2 ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][p]);
+      double lat = kBaseLatencyUs[1][p] + nsteps * hop * (multi ? s_net : s_nvl);
+      best = std::min(best, lat + S / kRingEff[p] * inv_ring);
+      continue;
+    }
+    double fixed = kBaseLatencyUs[1][p], intra = kNvlinkHopUs[1][p] * s_nvl;
+    double inter = (ppn == 1 ? kNetHopUs[0][p] : kNetHopUs[1][p]) * s_net;
+    if (multi) intra = std::max(intra, p == 2 ? 3.0 : 1.0);
+    double lat = fixed + (nsteps - inter_steps) * intra + inter_steps * inter;
+    if (p == 2) lat *= plateau;
+    double bw_us = (p == 0 && ring_bw * 0.5 > ll_max) ? S * factor / ll_max * 1e6 : S * factor / kRingEff[p] * inv_ring;
+    best = std::min(best, lat + bw_us);
+  }
+  if (kind == CollectiveKind::AllReduce && t.tree) {
+    int log_size = log2i(bytes.count >> 6);
+    for (int p = 0; p < 3; ++p) {
+      if (p == 1 && !t.ll128) continue;
+      double eff = 0.92 * (p == 0 ? 1.0 / 3.8 : p == 1 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+      if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[p][log_size];
+      double lat = kBaseLatencyUs[0][p] + 2.0 * (ppn - 1) * kNvlinkHopUs[0][p] * s_nvl +
+                   2.0 * log2i(nn) * kNetHopUs[0][p] * s_net;
+      double bw_us = (p == 0 && ring_bw * eff > ll_max) ? 2 * S / ll_max * 1e6 : 2 * S / eff * inv_ring;
+      best = std::min(best, lat + bw_us);
+    }
+  }
+  const double nvls_bw = t.nvls_bw.bytes_per_s;
+  if (nvls_bw > 0 && ppn > 1) {
+    if (!multi && !rooted) {
+      double wire = kind == CollectiveKind::AllReduce ? S * (n + 1) / n : S * (n - 1) / n;
+      best = std::min(best, kNvlinkHopUs[2][2] * s_nvl + wire / nvls_bw * 1e6);
+    } else if (multi && kind == CollectiveKind::AllReduce) {
+      double lat = kNvlinkHopUs[3][2] * s_nvl + 2.0 * log2i(nn) * kNetHopUs[3][2] * s_net;
+      double t_nvls = S * (ppn + 1) / ppn / nvls_bw, t_net = 2 * S / nics / nic_bw;
+      best = std::min(best, lat + std::max(t_nvls, t_net) * 1e6);
+    }
+  }
+  if (multi && ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter))
+    best = std::min(best, kBaseLatencyUs[4][2] + 2.8 * n + log2i(nn) * kNetHopUs[0][2] / 3.5 * s_net +
+                              S * factor / 0.75 * inv_ring);
+  return Time{std::llround(best * 1e3)};
+}
+
+std::vector<std::string> collective_extrapolations(const HardwareProfile& hw, const std::vector<CommDecl>& comms) {
+  std::vector<std::string> out;
+  if (!hw.topology || hw.topology->fitted.empty()) return out;
+  const FittedRange& f = hw.topology->fitted;
+  for (const auto& c : comms) {
+    if (c.ranks <= 1 || f.covers(c.ranks, c.nodes)) continue;
+    out.push_back(c.name + ": " + std::to_string(c.ranks) + " ranks on " + std::to_string(c.nodes) +
+                  " node(s), outside the fitted " + std::to_string(f.min_ranks) + "-" + std::to_string(f.max_ranks) +
+                  " ranks, " + std::to_string(f.min_nodes) + "-" + std::to_string(f.max_nodes) + " nodes, " +
+                  std::to_string(f.min_gpus_per_node) + "-" + std::to_string(f.max_gpus_per_node) + " GPUs per node");
+  }
+  return out;
+}
+
+bool FittedRange::covers(int ranks, int nodes) const {
+  int n = std::max(1, nodes);
+  int ppn = (ranks + n - 1) / n;
+  return ranks >= min_ranks && ranks <= max_ranks && n >= min_nodes && n <= max_nodes && ppn >= min_gpus_per_node &&
+         ppn <= max_gpus_per_node;
+}
+
 Time collective_time(const HardwareProfile& hw, CollectiveKind kind, Bytes bytes, const CommDecl& comm) {
+  if (hw.topology) return topology_collective_time(*hw.topology, kind, bytes, comm.ranks, comm.nodes);
   const ScopeModel& m = comm.nodes <= 1 ? hw.intra_node : hw.inter_node;
   return scope_collective_time(m, kind, bytes, comm.ranks, comm.nodes);
 }

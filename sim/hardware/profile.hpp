@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,44 @@ struct ScopeModel {
   std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> table;
 };
 
+// NCCL's constant tables are per GPU generation (src/graph/tuning.cc:177-211: llMaxBws,
+// perCh*Bws indexed by compute capability); the profile names which row applies.
+enum class NcclArch { Volta, Ampere, Hopper, Blackwell };
+std::string to_string(NcclArch a);
+
+// The group shapes a topology fit saw (closed ranges). A communicator outside them is an
+// extrapolation: the prediction is still made, and flagged (explain, result JSON).
+struct FittedRange {
+  int min_ranks = 0, max_ranks = 0;
+  int min_nodes = 0, max_nodes = 0;
+  int min_gpus_per_node = 0, max_gpus_per_node = 0;
+  bool empty() const { return max_ranks == 0; }
+  bool covers(int ranks, int nodes) const;
+};
+
+// A topology-aware NCCL model for every communicator of the cluster ("collectives.topology"),
+// the structure of NCCL's tuner (src/graph/tuning.cc, docs/collectives.md): ring, tree and,
+// where declared, NVLS / NVLS-tree algorithms; LL, LL128 and Simple protocols; per-hop latency
+// over NVLink and over the network; bandwidth per level, the slowest level bounding.
+struct NcclTopology {
+  NcclArch arch = NcclArch::Hopper;
+  int gpus_per_node = 8;     // GPUs of one NVLink domain (a node)
+  // NVLink / NVSwitch level.
+  Bandwidth nvlink_busbw;    // ring bus bandwidth per GPU (nccl-tests busbw of a one-node ring)
+  Bandwidth nvls_bw;         // NVLink SHARP per-GPU link bandwidth; 0: no NVLS on this hardware
+  Bandwidth nvlink_all_to_all_busbw;  // 0: nvlink_busbw
+  double nvlink_latency_scale = 1;    // x NCCL's NVLink hwLatencies (tuning.cc:159-162)
+  // Network level: NICs per node, each `nic_bw` per direction (achieved).
+  int nics_per_node = 1;
+  Bandwidth nic_bw;
+  Bandwidth nic_all_to_all_bw;        // 0: nic_bw
+  double net_latency_scale = 1;       // x NCCL's NET hwLatencies (tuning.cc:171-174)
+  int channels = 16;                  // NCCL channels, for the ring plateau rule (tuning.cc:647-650)
+  bool tree = true;                   // tree all-reduce allowed (NCCL_ALGO default)
+  bool ll128 = true;                  // LL128 enabled (tuning.cc:518-536)
+  FittedRange fitted;                 // empty: not fitted (datasheet numbers)
+};
+
 struct GemmMeasurement {
   GemmShape shape;
   FlopRate rate;   // measured FLOP/s
@@ -95,6 +134,8 @@ struct HardwareProfile {
   ComputeProfile compute;
   ScopeModel intra_node;
   ScopeModel inter_node;
+  // When set, every communicator is priced by this model and intra_node/inter_node are unused.
+  std::optional<NcclTopology> topology;
   ContentionProfile contention;
   HostProfile host;
   nlohmann::json sources;     // JSON path of a number -> where it came from

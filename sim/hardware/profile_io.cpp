@@ -119,6 +119,81 @@ static ScopeModel parse_scope(ObjectReader r) {
   return m;
 }
 
+
+std::string to_string(NcclArch a) {
+  switch (a) {
+    case NcclArch::Volta: return "volta";
+    case NcclArch::Ampere: return "ampere";
+    case NcclArch::Hopper: return "hopper";
+    case NcclArch::Blackwell: return "blackwell";
+  }
+  return "hopper";
+}
+
+// "collectives.topology": the topology-aware NCCL model (docs/collectives.md).
+static NcclTopology parse_topology(ObjectReader r) {
+  NcclTopology t;
+  std::string arch = r.choice("arch", "hopper", {"volta", "ampere", "hopper", "blackwell"});
+  t.arch = arch == "volta" ? NcclArch::Volta : arch == "ampere" ? NcclArch::Ampere : arch == "blackwell" ? NcclArch::Blackwell : NcclArch::Hopper;
+  t.gpus_per_node = static_cast<int>(r.positive_integer("gpus_per_node"));
+  {
+    ObjectReader n = r.object("nvlink");
+    t.nvlink_busbw = Bandwidth::from_gbps(n.positive("busbw_GBps"));
+    t.nvls_bw = Bandwidth::from_gbps(n.non_negative("nvls_GBps", 0));
+    t.nvlink_all_to_all_busbw = Bandwidth::from_gbps(n.non_negative("all_to_all_busbw_GBps", 0));
+    t.nvlink_latency_scale = n.non_negative("latency_scale", 1);
+    if (n.has("note")) n.string("note");
+    n.finish();
+  }
+  {
+    ObjectReader n = r.object("network");
+    t.nics_per_node = static_cast<int>(n.positive_integer("nics_per_node"));
+    t.nic_bw = Bandwidth::from_gbps(n.positive("nic_GBps"));
+    t.nic_all_to_all_bw = Bandwidth::from_gbps(n.non_negative("all_to_all_nic_GBps", 0));
+    t.net_latency_scale = n.non_negative("latency_scale", 1);
+    if (n.has("note")) n.string("note");
+    n.finish();
+  }
+  t.channels = static_cast<int>(r.positive_integer("channels", 16));
+  t.tree = r.boolean("tree", true);
+  t.ll128 = r.boolean("ll128", true);
+  if (r.has("fitted")) {
+    ObjectReader f = r.object("fitted");
+    auto range = [&f](const char* key, int& lo, int& hi) {
+      const Json& v = f.raw(key);
+      if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int>() < 1 ||
+          v[1].get<int>() < v[0].get<int>())
+        f.fail_value(key, v, "[min, max] positive integers with min <= max");
+      lo = v[0].get<int>();
+      hi = v[1].get<int>();
+    };
+    range("ranks", t.fitted.min_ranks, t.fitted.max_ranks);
+    range("nodes", t.fitted.min_nodes, t.fitted.max_nodes);
+    range("gpus_per_node", t.fitted.min_gpus_per_node, t.fitted.max_gpus_per_node);
+    if (f.has("errors")) f.raw("errors");
+    if (f.has("note")) f.string("note");
+    f.finish();
+  }
+  if (r.has("note")) r.string("note");
+  r.finish();
+  return t;
+}
+
+static Json topology_to_json(const NcclTopology& t) {
+  Json nvlink{{"busbw_GBps", t.nvlink_busbw.gbps()}, {"latency_scale", t.nvlink_latency_scale}};
+  if (t.nvls_bw.bytes_per_s > 0) nvlink["nvls_GBps"] = t.nvls_bw.gbps();
+  if (t.nvlink_all_to_all_busbw.bytes_per_s > 0) nvlink["all_to_all_busbw_GBps"] = t.nvlink_all_to_all_busbw.gbps();
+  Json net{{"nics_per_node", t.nics_per_node}, {"nic_GBps", t.nic_bw.gbps()}, {"latency_scale", t.net_latency_scale}};
+  if (t.nic_all_to_all_bw.bytes_per_s > 0) net["all_to_all_nic_GBps"] = t.nic_all_to_all_bw.gbps();
+  Json o{{"arch", to_string(t.arch)}, {"gpus_per_node", t.gpus_per_node}, {"nvlink", nvlink}, {"network", net},
+         {"channels", t.channels}, {"tree", t.tree}, {"ll128", t.ll128}};
+  if (!t.fitted.empty())
+    o["fitted"] = {{"ranks", {t.fitted.min_ranks, t.fitted.max_ranks}},
+                   {"nodes", {t.fitted.min_nodes, t.fitted.max_nodes}},
+                   {"gpus_per_node", {t.fitted.min_gpus_per_node, t.fitted.max_gpus_per_node}}};
+  return o;
+}
+
 HardwareProfile parse_profile(ObjectReader& r) {
   HardwareProfile p;
   p.name = r.string("name");
@@ -156,8 +231,15 @@ HardwareProfile parse_profile(ObjectReader& r) {
   }
   {
     ObjectReader coll = r.object("collectives");
-    p.intra_node = parse_scope(coll.object("intra_node"));
-    p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
+    if (coll.has("topology")) p.topology = parse_topology(coll.object("topology"));
+    // With a topology model the scope models are optional (and unused).
+    if (p.topology && !coll.has("intra_node")) {
+      p.intra_node.busbw = p.topology->nvlink_busbw;
+      p.inter_node.busbw = p.topology->nic_bw;
+    } else {
+      p.intra_node = parse_scope(coll.object("intra_node"));
+      p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
+    }
     coll.finish();
   }
   if (r.has("contention")) {
@@ -242,6 +324,11 @@ static Json scope_to_json(const ScopeModel& m) {
   return o;
 }
 
+static Json collectives_to_json(const HardwareProfile& p) {
+  if (p.topology) return {{"topology", topology_to_json(*p.topology)}};
+  return {{"intra_node", scope_to_json(p.intra_node)}, {"inter_node", scope_to_json(p.inter_node)}};
+}
+
 Json profile_to_json(const HardwareProfile& p) {
   Json peak = Json::object();
   for (const auto& [d, r] : p.compute.peak) peak[to_string(d)] = r.tflops();
@@ -261,7 +348,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"model_memory_bound_kernels", p.compute.model_memory_kernels},
              {"min_kernel_time_us", p.compute.min_kernel_time.us()},
              {"gemm_table", table}}},
-           {"collectives", {{"intra_node", scope_to_json(p.intra_node)}, {"inter_node", scope_to_json(p.inter_node)}}},
+           {"collectives", collectives_to_json(p)},
            {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}}},
            {"host",
             {{"launch_overhead_us", p.host.launch_overhead.us()},

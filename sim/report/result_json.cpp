@@ -1,7 +1,7 @@
 #include "sim/report/result_json.hpp"
 
 #include "sim/analysis/throughput.hpp"
-
+#include "sim/hardware/collective_model.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -57,7 +57,7 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
       summary["hfu_pct"] = t.hfu_pct;
     }
   }
-  return {{"schema", kResultSchema},
+  nlohmann::json out = {{"schema", kResultSchema},
           {"tool", "stepsim 0.1.0"},
           {"mode", mode},
           {"device", r.timeline.device},
@@ -66,6 +66,11 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"summary", summary},
           {"metrics", metrics_to_json(r.metrics)},
           {"ops", ops_to_json(r.timeline)}};
+  // Communicators priced outside the group sizes the profile's collective model was fitted on
+  // (issue 15): present only when there are some.
+  auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
+  if (!outside.empty()) out["collective_extrapolations"] = outside;
+  return out;
 }
 
 }  // namespace stepsim

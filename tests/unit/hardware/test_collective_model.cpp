@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 
+#include "calibrate/importers/nccl_tests_log.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "test_support.hpp"
@@ -85,16 +88,33 @@ TEST_CASE("Alpha-beta size ranges are chosen by the equivalent size on the measu
   CHECK(scope_collective_time(m, CollectiveKind::AllGather, Bytes{1'100'000}, 2, 1) == Time::from_us(30) + Time{62'857});
 }
 
-TEST_CASE("Shipped fitted profiles load and predict within the ballpark of the logs they came from", "[hardware]") {
+TEST_CASE("The shipped H100 profile predicts a single 8-GPU H100 node's nccl-tests within 10 % median time error",
+          "[hardware]") {
+  // Issue 15 target. ../shared/data/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log:
+  // all_reduce, all_gather, reduce_scatter, alltoall on 8 GPUs, 32 MiB .. 16 GiB, both column
+  // groups (80 times). The profile's topology model was fitted on the five logs of that cluster.
   HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
-  // ../shared/data/nccl-tests/allreduce_2x8xH100_Nebius-IB_dstack.txt: 1 GiB all_reduce on 16
-  // ranks, out-of-place 4511.97 us. The fit reports <= 2% worst error in that range.
-  Time t = collective_time(h100, CollectiveKind::AllReduce, Bytes{1073741824}, CommDecl{"w", 16, 2});
-  CHECK(t.us() == Approx(4511.97).epsilon(0.03));
+  REQUIRE(h100.topology);
+  auto runs = calib::import_collective_log(std::string(STEPSIM_SHARED_DATA) +
+                                           "/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log");
+  std::vector<double> errs;
+  for (const auto& s : runs)
+    for (const auto& x : s.samples) {
+      Time t = collective_time(h100, s.kind, x.bytes, CommDecl{"node", s.ranks, s.nodes});
+      errs.push_back(std::abs(t.us() - x.time.us()) / x.time.us());
+    }
+  REQUIRE(errs.size() == 80);
+  std::sort(errs.begin(), errs.end());
+  CHECK(0.5 * (errs[39] + errs[40]) <= 0.10);
+  // And the old alpha-beta profile's miss is gone on the all-reduce: 1 GiB on 8 GPUs measured
+  // 4001.32 us out-of-place (NVLS); the model is within 5 %.
+  Time t = collective_time(h100, CollectiveKind::AllReduce, Bytes{1073741824}, CommDecl{"w", 8, 1});
+  CHECK(t.us() == Approx(4001.32).epsilon(0.05));
 }
 
 TEST_CASE("Profile \"groups\" round-trip, and bad groups are refused with the JSON path", "[hardware][config]") {
-  const std::string shipped = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json";
+  // The A100 profile keeps per-scope alpha-beta ranges with measured groups.
+  const std::string shipped = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
   Json doc;
   {
     std::ifstream in(shipped);

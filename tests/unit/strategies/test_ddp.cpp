@@ -89,5 +89,9 @@ TEST_CASE("More bandwidth is never slower (DDP)", "[ddp][property]") {
   for (auto& [kind, ranges] : m.alpha_beta)
     for (auto& r : ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
   for (auto& r : m.default_ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
+  if (auto& t = fast.cluster.profile.topology) {  // the topology model's NVLink level (one node)
+    t->nvlink_busbw = Bandwidth{t->nvlink_busbw.bytes_per_s * 2};
+    t->nvls_bw = Bandwidth{t->nvls_bw.bytes_per_s * 2};
+  }
   CHECK(run_experiment(fast).metrics.overlap.step_time < base);
 }

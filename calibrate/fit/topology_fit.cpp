@@ -1,0 +1,279 @@
+#include "calibrate/fit/topology_fit.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
+
+namespace stepsim::calib {
+
+namespace {
+
+struct Point {
+  CollectiveKind kind;
+  Bytes bytes;
+  int ranks, nodes;
+  double time_us;
+};
+
+// Broadcast and reduce are predicted, not fitted: NCCL pipelines a rooted ring in chunks with
+// no ring-step structure, and in traces a rooted call in a group that shares the root's GPU
+// (the li-plus Megatron broadcasts run at 302 GB/s, above the A800's 200 GB/s per direction)
+// is a local copy, not a link measurement.
+bool fitted_kind(CollectiveKind k) { return k != CollectiveKind::Broadcast && k != CollectiveKind::Reduce; }
+
+// The level a series informs, by its shape (see the header).
+TopoLevel level_of(const NcclTopology& base, const CollectiveSeries& s) {
+  if (s.kind == CollectiveKind::AllToAll) return s.nodes > 1 ? TopoLevel::NetAllToAll : TopoLevel::NvlinkAllToAll;
+  if (s.nodes > 1) return TopoLevel::Net;
+  if (s.kind == CollectiveKind::AllReduce && base.nvls_bw.bytes_per_s > 0 && s.ranks > 1) return TopoLevel::Nvls;
+  return TopoLevel::Nvlink;
+}
+
+const char* level_name(TopoLevel l) {
+  switch (l) {
+    case TopoLevel::Nvlink: return "nvlink";
+    case TopoLevel::Nvls: return "nvls";
+    case TopoLevel::Net: return "network";
+    case TopoLevel::NvlinkAllToAll: return "nvlink_all_to_all";
+    case TopoLevel::NetAllToAll: return "network_all_to_all";
+    case TopoLevel::None: break;
+  }
+  return "none";
+}
+
+void set_bandwidth(NcclTopology& t, TopoLevel l, double bytes_per_s) {
+  Bandwidth b{bytes_per_s};
+  switch (l) {
+    case TopoLevel::Nvlink: t.nvlink_busbw = b; break;
+    case TopoLevel::Nvls: t.nvls_bw = b; break;
+    case TopoLevel::Net: t.nic_bw = b; break;
+    case TopoLevel::NvlinkAllToAll: t.nvlink_all_to_all_busbw = b; break;
+    case TopoLevel::NetAllToAll: t.nic_all_to_all_bw = b; break;
+    case TopoLevel::None: break;
+  }
+}
+
+// The candidate of `level` the model gives point `p`. `restricted`: the fastest among the
+// candidates bounded by `level`; otherwise the model's own pick, and false when that pick is
+// bounded by another level (the point is explained elsewhere: e.g. a small one-node all-reduce
+// that NCCL runs as an LL ring, not NVLS). A multi-node series informs the network level: while
+// fitting it the NVLink level is taken as unbounded, so the ring's bottleneck is the NICs.
+// Levels in `disabled` (measured but not fitted yet) offer no candidate: a first guess of
+// theirs (a declared NVLS at the datasheet rate) must not take the points of the level fitted
+// before them.
+bool pick(const NcclTopology& t0, const Point& p, TopoLevel level, bool restricted, const std::vector<TopoLevel>& disabled,
+          NcclCandidate& out) {
+  NcclTopology t = t0;
+  for (TopoLevel d : disabled)
+    if (d != level) set_bandwidth(t, d, 0);
+  if (level == TopoLevel::Net) t.nvlink_busbw = Bandwidth{1e30};
+  NcclCandidate cs[kMaxNcclCandidates];
+  int n = nccl_candidates(t, p.kind, p.bytes, p.ranks, p.nodes, cs);
+  double best = std::numeric_limits<double>::infinity();
+  NcclCandidate chosen;
+  for (int i = 0; i < n; ++i) {
+    if (restricted && cs[i].level != level) continue;
+    if (cs[i].level != TopoLevel::None && cs[i].wire_bytes > 0 && level_bandwidth(t, cs[i].level) <= 0) continue;
+    double us = candidate_time_us(t, cs[i]);
+    if (us < best) best = us, chosen = cs[i];
+  }
+  if (!std::isfinite(best) || chosen.level != level) return false;
+  out = chosen;
+  return true;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+std::vector<Point> points_of(const CollectiveSeries& s, const TopologyFitOptions& o) {
+  std::vector<Point> out;
+  for (const auto& x : s.samples) {
+    if (static_cast<double>(x.bytes.count) < o.min_bytes) continue;
+    if (x.in_place ? !o.in_place : !o.out_of_place) continue;
+    out.push_back({s.kind, x.bytes, s.ranks, s.nodes, x.time.us()});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> topology_errors(const NcclTopology& t, const CollectiveSeries& s, const TopologyFitOptions& o) {
+  std::vector<double> out;
+  for (const auto& p : points_of(s, o)) {
+    double pred = topology_collective_time(t, p.kind, p.bytes, p.ranks, p.nodes).us();
+    out.push_back(std::abs(pred - p.time_us) / p.time_us);
+  }
+  return out;
+}
+
+NcclTopology fit_topology(const NcclTopology& base, const std::vector<CollectiveSeries>& series,
+                          const TopologyFitOptions& o, TopologyFitReport& report) {
+  NcclTopology t = base;
+  report = TopologyFitReport{};
+  const TopoLevel order[] = {TopoLevel::Nvlink, TopoLevel::Nvls, TopoLevel::Net, TopoLevel::NvlinkAllToAll,
+                             TopoLevel::NetAllToAll};
+  bool any = false;
+  for (const auto& s : series) {
+    if (s.ranks < 2 || !fitted_kind(s.kind) || points_of(s, o).empty()) continue;
+    int ppn = (s.ranks + s.nodes - 1) / std::max(1, s.nodes);
+    FittedRange& r = report.range;
+    if (!any) r = {s.ranks, s.ranks, s.nodes, s.nodes, ppn, ppn};
+    r.min_ranks = std::min(r.min_ranks, s.ranks), r.max_ranks = std::max(r.max_ranks, s.ranks);
+    r.min_nodes = std::min(r.min_nodes, s.nodes), r.max_nodes = std::max(r.max_nodes, s.nodes);
+    r.min_gpus_per_node = std::min(r.min_gpus_per_node, ppn), r.max_gpus_per_node = std::max(r.max_gpus_per_node, ppn);
+    any = true;
+  }
+  if (!any) throw InputError("fit: no collective series with >= 2 ranks and samples to fit the topology model to");
+
+  // Points per level, by the shape of their series.
+  std::vector<std::vector<Point>> level_points;
+  for (TopoLevel level : order) {
+    LevelFit lf;
+    lf.level = level_name(level);
+    std::vector<Point> pts;
+    for (const auto& s : series) {
+      if (s.ranks < 2 || !fitted_kind(s.kind) || level_of(base, s) != level) continue;
+      auto p = points_of(s, o);
+      if (p.empty()) continue;
+      pts.insert(pts.end(), p.begin(), p.end());
+      lf.series.push_back(fmt::format("{}{}: {} {} ranks / {} nodes", s.source, s.label.empty() ? "" : " (" + s.label + ")",
+                                      to_string(s.kind), s.ranks, s.nodes));
+    }
+    if (pts.empty()) lf.note = "no measurement: kept from the base profile";
+    if (!pts.empty() && level_bandwidth(t, level) <= 0) set_bandwidth(t, level, 100e9);  // a start
+    lf.points = static_cast<int>(pts.size());
+    report.levels.push_back(lf);
+    level_points.push_back(std::move(pts));
+  }
+  // Pass 0 fits the levels in order, each with the levels after it disabled; passes 1-2 refit
+  // every level with all of them competing (a point may move to a level fitted after it).
+  for (int pass = 0; pass < 3; ++pass) {
+    for (std::size_t li = 0; li < std::size(order); ++li) {
+      const TopoLevel level = order[li];
+      const std::vector<Point>& pts = level_points[li];
+      LevelFit& lf = report.levels[li];
+      if (pts.empty()) continue;
+      std::vector<TopoLevel> disabled;
+      if (pass == 0)
+        for (std::size_t lj = li + 1; lj < std::size(order); ++lj)
+          if (!level_points[lj].empty()) disabled.push_back(order[lj]);
+      const bool has_scale = level == TopoLevel::Nvlink || level == TopoLevel::Net;
+      double& scale = level == TopoLevel::Net ? t.net_latency_scale : t.nvlink_latency_scale;
+      // Alternate: pick each point's algorithm/protocol under the current parameters, then
+      // solve the weighted least squares for (scale, 1/bandwidth), until the parameters settle.
+      bool ok = false;
+      for (int iter = 0; iter < 30; ++iter) {
+        // Rows t = f + scale * h + x * w, x = 1e6 / bandwidth.
+        std::array<std::array<double, 2>, 2> a{};
+        std::array<double, 2> b{};
+        // Points the model gives to this level; if fewer than two, every point's best
+        // candidate of this level (the first guesses may send all points elsewhere).
+        int own = 0;
+        for (const auto& p : pts) {
+          NcclCandidate c;
+          own += pick(t, p, level, false, disabled, c) ? 1 : 0;
+        }
+        const bool restricted = own < 2;
+        for (const auto& p : pts) {
+          NcclCandidate c;
+          if (!pick(t, p, level, restricted, disabled, c)) continue;
+          double h = level == TopoLevel::Net ? c.net_us : c.nvlink_us;
+          double f = c.fixed_us + (level == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
+          if (!has_scale) f += scale * h, h = 0;
+          double w = c.wire_bytes, y = p.time_us - f, wt = 1.0 / (p.time_us * p.time_us);
+          a[0][0] += wt * h * h, a[0][1] += wt * h * w, a[1][1] += wt * w * w;
+          b[0] += wt * h * y, b[1] += wt * w * y;
+        }
+        double new_scale = scale, x = 0;
+        double det = a[0][0] * a[1][1] - a[0][1] * a[0][1];
+        if (has_scale && det > 1e-12 * a[0][0] * a[1][1]) {
+          new_scale = (b[0] * a[1][1] - a[0][1] * b[1]) / det;
+          x = (a[0][0] * b[1] - a[0][1] * b[0]) / det;
+        }
+        if (!has_scale || !(det > 1e-12 * a[0][0] * a[1][1]) || new_scale < 0 || x <= 0) {
+          // Latency not separable from these sizes (or negative): keep the scale (0 if it
+          // came out negative), fit the bandwidth alone.
+          new_scale = has_scale && new_scale < 0 ? 0 : scale;
+          double y0 = 0, xx = 0;
+          for (const auto& p : pts) {
+            NcclCandidate c;
+            if (!pick(t, p, level, restricted, disabled, c)) continue;
+            double h = level == TopoLevel::Net ? c.net_us : c.nvlink_us;
+            double f = c.fixed_us + (level == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us) +
+                       new_scale * h;
+            double wt = 1.0 / (p.time_us * p.time_us);
+            xx += wt * c.wire_bytes * c.wire_bytes, y0 += wt * c.wire_bytes * (p.time_us - f);
+          }
+          x = xx > 0 ? y0 / xx : 0;
+        }
+        if (x <= 0) break;
+        double bw = 1e6 / x;
+        bool settled = std::abs(bw - level_bandwidth(t, level)) < 1e-7 * bw && std::abs(new_scale - scale) < 1e-7;
+        set_bandwidth(t, level, bw);
+        scale = new_scale;
+        ok = true;
+        if (settled) break;
+      }
+      if (!ok) {
+        lf.note = "the points give no positive bandwidth: kept from the base profile";
+        set_bandwidth(t, level, level_bandwidth(base, level));
+        continue;
+      }
+      lf.fitted = true;
+      lf.note.clear();
+      lf.bandwidth_gbps = level_bandwidth(t, level) / 1e9;
+      if (has_scale) lf.latency_scale = scale;
+    }
+  }
+  // Error per level, with the full model (every algorithm and protocol competing).
+  for (auto& lf : report.levels) {
+    if (!lf.fitted) continue;
+    std::vector<double> errs;
+    for (const auto& s : series)
+      if (s.ranks >= 2 && fitted_kind(s.kind) && level_name(level_of(base, s)) == lf.level) {
+        auto e = topology_errors(t, s, o);
+        errs.insert(errs.end(), e.begin(), e.end());
+      }
+    lf.median_abs_error = median(errs);
+    lf.max_abs_error = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
+  }
+  t.fitted = report.range;
+  return t;
+}
+
+nlohmann::json TopologyFitReport::to_json() const {
+  nlohmann::json levels_json = nlohmann::json::array();
+  for (const auto& l : levels) {
+    nlohmann::json o{{"level", l.level}, {"fitted", l.fitted}};
+    if (l.fitted) {
+      o["bandwidth_GBps"] = l.bandwidth_gbps;
+      if (l.latency_scale >= 0) o["latency_scale"] = l.latency_scale;
+      o["points"] = l.points;
+      o["median_abs_error"] = l.median_abs_error;
+      o["max_abs_error"] = l.max_abs_error;
+      o["series"] = l.series;
+    }
+    if (!l.note.empty()) o["note"] = l.note;
+    levels_json.push_back(o);
+  }
+  return {{"model", "NCCL tuner structure (docs/collectives.md): per level bandwidth and hop-latency scale, "
+                    "weighted least squares on time (weights 1/t^2), algorithm/protocol as the model picks"},
+          {"levels", levels_json},
+          {"fitted_range",
+           {{"ranks", {range.min_ranks, range.max_ranks}},
+            {"nodes", {range.min_nodes, range.max_nodes}},
+            {"gpus_per_node", {range.min_gpus_per_node, range.max_gpus_per_node}}}}};
+}
+
+}  // namespace stepsim::calib
