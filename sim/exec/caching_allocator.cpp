@@ -116,11 +116,13 @@ int CachingAllocator::split(int b, std::int64_t size) {
 }
 
 Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
-  if (live_.count(id)) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
+  if (id < 0) throw std::logic_error(fmt::format("allocator: buffer id {}", id));
+  if (static_cast<std::size_t>(id) >= live_.size()) live_.resize(static_cast<std::size_t>(id) + 1, -1);
+  if (live_[static_cast<std::size_t>(id)] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
   if (!config_.enabled) {
     int b = static_cast<int>(blocks_.size());
     blocks_.push_back(Block{-1, 0, bytes.count, -1, -1, true});
-    live_[id] = b;
+    live_[static_cast<std::size_t>(id)] = b;
     allocated_ += bytes.count;
     reserved_ += bytes.count;
     return bytes;
@@ -142,16 +144,16 @@ Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
   if (should_split(blocks_[static_cast<std::size_t>(b)], size)) split(b, size);
   Block& k = blocks_[static_cast<std::size_t>(b)];
   k.allocated = true;
-  live_[id] = b;
+  live_[static_cast<std::size_t>(id)] = b;
   allocated_ += k.size;
   return Bytes{k.size};
 }
 
 void CachingAllocator::free(int id) {
-  auto it = live_.find(id);
-  if (it == live_.end()) throw std::logic_error(fmt::format("allocator: free of buffer {} that is not live", id));
-  int b = it->second;
-  live_.erase(it);
+  if (id < 0 || static_cast<std::size_t>(id) >= live_.size() || live_[static_cast<std::size_t>(id)] < 0)
+    throw std::logic_error(fmt::format("allocator: free of buffer {} that is not live", id));
+  int b = live_[static_cast<std::size_t>(id)];
+  live_[static_cast<std::size_t>(id)] = -1;
   Block& k = blocks_[static_cast<std::size_t>(b)];
   allocated_ -= k.size;
   k.allocated = false;

@@ -102,7 +102,7 @@ class CachingAllocator {
   std::map<std::pair<int, bool>, FreeSet> pools_;
   std::map<std::pair<int, bool>, int> expandable_;  // (stream, pool) -> segment
   std::map<int, int> tail_of_;                       // expandable segment -> its last block
-  std::map<int, int> live_;                          // buffer id -> block
+  std::vector<int> live_;                            // buffer id -> block, -1 when not live
   std::int64_t reserved_ = 0, allocated_ = 0;
 };
 

@@ -75,6 +75,14 @@ class Engine {
     timeline_.capacity = hw.memory_capacity;
     timeline_.non_pytorch = hw.non_pytorch_memory(p.comms.size());
     timeline_.device = "simulated " + hw.name;
+    // Every instruction makes at most one op and one host interval; every Alloc/Free one
+    // memory sample each: reserve once instead of reallocating large arrays as they grow.
+    std::size_t allocs = 0;
+    for (const auto& ins : p.instructions) allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
+    ops_.reserve(p.instructions.size());
+    timeline_.host.reserve(p.instructions.size());
+    timeline_.memory.reserve(2 * allocs + 1);
+    alloc_log_.reserve(2 * allocs);
   }
 
   Timeline run() {
@@ -417,12 +425,11 @@ class Engine {
   static constexpr int kMaxReplayedSteps = 5;
   void steady_state_reserved() {
     if (!allocator_config_.enabled || alloc_log_.empty()) return;
-    CachingAllocator a(allocator_config_);
+    CachingAllocator& a = allocator_;  // holds the step as run above
     auto apply = [&](const AllocEvent& ev) {
       if (ev.alloc) a.malloc(ev.buffer, ev.bytes, ev.stream);
       else a.free(ev.buffer);
     };
-    for (const AllocEvent& ev : alloc_log_) apply(ev);  // the step itself, as run above
     std::vector<Bytes> reserved(alloc_log_.size());
     Bytes start = a.reserved();
     for (int step = 2; step <= kMaxReplayedSteps; ++step) {
