@@ -263,3 +263,24 @@ TEST_CASE("Memory outside the allocator comes from the profile, each number with
   negative["memory_outside_allocator"]["cuda_context_MiB"] = -1;
   CHECK_THROWS_AS(profile_from(negative), InputError);
 }
+
+TEST_CASE("record_stream frees keyed on their last op: released when the last recorded stream passes, in issue order", "[engine][allocator]") {
+  ProgramBuilder b;
+  auto s1 = b.stream("s1");
+  auto s2 = b.stream("s2");
+  auto x = b.alloc("x", Bytes{1 * MiB}, MemCategory::Activations, 0);
+  auto y = b.alloc("y", Bytes{2 * MiB}, MemCategory::CommBuffers, 0);
+  b.launch(s1, fixed_kernel("s1 work", Time::from_ms(2)));
+  b.launch(s2, fixed_kernel("s2 work", Time::from_ms(5)));
+  b.free_after(x, {s1, s2});  // waits for both: released when s2's kernel ends
+  b.free_after(y, {s2});      // waits for s2 only: released at the same instant, after x
+  Timeline t = simulate_program(b.take(), ideal_profile());
+  // Samples: start, alloc x, alloc y, then the two releases, x's first (issue order). The two
+  // kernels share the GPU: s1's 2 ms at half rate end at 4 ms, when s2 has done 2 of its 5 ms;
+  // the other 3 at full rate end at 7 ms. Nothing is released at 4 ms (x also waits for s2).
+  REQUIRE(t.memory.size() == 5);
+  CHECK(t.memory[3].time == Time::from_ms(7));
+  CHECK(t.memory[3].total.count == 2 * MiB);  // x gone, y still there
+  CHECK(t.memory[4].time == Time::from_ms(7));
+  CHECK(t.memory[4].total.count == 0);
+}
