@@ -73,7 +73,13 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
-    timeline_.non_pytorch = hw.non_pytorch_memory(p.comms.size());
+    // NCCL buffers belong to communicators that run a collective: ProcessGroupNCCL creates the
+    // NCCL communicator lazily, at its first collective.
+    std::vector<char> used(p.comms.size(), 0);
+    for (const auto& ins : p.instructions)
+      if (const auto* c = std::get_if<Collective>(&ins); c && c->comm >= 0 && static_cast<std::size_t>(c->comm) < used.size())
+        used[static_cast<std::size_t>(c->comm)] = 1;
+    timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op and one host interval; every Alloc/Free one
     // memory sample each: reserve once instead of reallocating large arrays as they grow.

@@ -204,6 +204,15 @@ TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity"
   CHECK_FALSE(m.fits);
   // Allocated alone (3 MiB) would have said it fits: reserved is what decides an OOM.
   CHECK(m.peak_memory.count == 3 * MiB);
+
+  // NCCL buffers count per communicator that runs a collective (communicators are created
+  // lazily): two declared, one used -> context + 1 x 10 MiB.
+  ProgramBuilder c;
+  auto used = c.comm("used", 8, 1);
+  c.comm("idle", 8, 1);
+  c.collective(used, 0, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR");
+  hw.outside_allocator.nccl_per_communicator = Bytes{10 * MiB};
+  CHECK(compute_metrics(simulate_program(c.take(), hw)).non_pytorch.count == 16 * MiB);
 }
 
 namespace {
