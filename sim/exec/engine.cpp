@@ -4,7 +4,6 @@
 #include <cmath>
 #include <deque>
 #include <queue>
-#include <unordered_map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -40,6 +39,9 @@ struct Op {
   std::uint64_t version = 0;
   Time start, end;
   bool started = false, done = false;
+  // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
+  // and last entry index, -1 when none), in issue order.
+  long waiters_head = -1, waiters_tail = -1;
 };
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
@@ -223,11 +225,15 @@ class Engine {
                             for (StreamId s : f.record_streams) {
                               long last = stream_last_op_.at(static_cast<std::size_t>(s));
                               if (last < 0) continue;
-                              auto op = static_cast<std::size_t>(last);
-                              if (ops_[op].done) continue;
-                              auto& waiting = frees_waiting_on_[op];
-                              if (!waiting.empty() && waiting.back() == id) continue;  // two streams, one op
-                              waiting.push_back(id);
+                              Op& op = ops_[static_cast<std::size_t>(last)];
+                              if (op.done) continue;
+                              if (op.waiters_tail >= 0 && waiters_[static_cast<std::size_t>(op.waiters_tail)].free == id)
+                                continue;  // the same stream listed twice
+                              auto w = static_cast<long>(waiters_.size());
+                              waiters_.push_back(Waiter{id, -1});
+                              if (op.waiters_tail >= 0) waiters_[static_cast<std::size_t>(op.waiters_tail)].next = w;
+                              else op.waiters_head = w;
+                              op.waiters_tail = w;
                               ++pf.outstanding;
                             }
                             if (pf.outstanding == 0) release(f.buffer);
@@ -381,11 +387,9 @@ class Engine {
     }
     // Deferred (record_stream) frees whose last outstanding op this was, in the order they
     // were issued (a free becomes ready exactly at the completion of its last op).
-    if (auto w = frees_waiting_on_.find(idx); w != frees_waiting_on_.end()) {
-      std::vector<std::size_t> waiting = std::move(w->second);
-      frees_waiting_on_.erase(w);
-      for (std::size_t id : waiting)
-        if (--pending_frees_[id].outstanding == 0) release(pending_frees_[id].buffer);
+    for (long w = op.waiters_head; w >= 0; w = waiters_[static_cast<std::size_t>(w)].next) {
+      PendingFree& pf = pending_frees_[waiters_[static_cast<std::size_t>(w)].free];
+      if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
       timeline_.host.push_back(HostInterval{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_});
@@ -546,7 +550,11 @@ class Engine {
   bool rates_dirty_ = false;
   std::vector<BufferState> buffers_;
   std::vector<PendingFree> pending_frees_;                                   // by issue order
-  std::unordered_map<std::size_t, std::vector<std::size_t>> frees_waiting_on_;  // op -> pending frees
+  struct Waiter {
+    std::size_t free = 0;  // index into pending_frees_
+    long next = -1;        // the next waiter on the same op
+  };
+  std::vector<Waiter> waiters_;
   struct AllocEvent {
     bool alloc = true;
     BufferId buffer = 0;
