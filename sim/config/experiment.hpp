@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "sim/exec/caching_allocator.hpp"
+#include "sim/exec/allocator_config.hpp"
 #include <memory>
 #include <string>
 #include <vector>

@@ -37,14 +37,9 @@
 #include <vector>
 
 #include "sim/core/units.hpp"
+#include "sim/exec/allocator_config.hpp"
 
 namespace stepsim {
-
-struct AllocatorConfig {
-  bool enabled = true;               // false: reserved == allocated (no caching allocator)
-  bool expandable_segments = false;  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  std::optional<Bytes> max_split_size;  // max_split_size_mb; unset = unlimited (SIZE_MAX upstream)
-};
 
 inline constexpr std::int64_t kMinBlockSize = 512;
 inline constexpr std::int64_t kSmallSize = 1048576;

@@ -11,6 +11,7 @@
 #include "sim/core/overloaded.hpp"
 
 #include "sim/core/error.hpp"
+#include "sim/exec/caching_allocator.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/compute_model.hpp"
 

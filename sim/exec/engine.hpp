@@ -18,7 +18,7 @@
 //  6. Determinism: integer ns; same-time events run in insertion order.
 //  7. A program that cannot finish throws DeadlockError naming the stuck instructions.
 
-#include "sim/exec/caching_allocator.hpp"
+#include "sim/exec/allocator_config.hpp"
 #include "sim/exec/timeline.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/program/program.hpp"
