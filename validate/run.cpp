@@ -28,8 +28,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Every metric a Metrics value carries. Peak reserved only where it was measured or modelled
-// (a trace without reserved samples and a prediction without an allocator model report 0).
+// Every metric a Metrics value carries. Peak memory only where it was measured (a trace without
+// memory samples reports 0; traces before PyTorch recorded "Total Reserved" have no reserved).
 std::map<Metric, double> metric_values(const Metrics& m) {
   std::map<Metric, double> v;
   v[Metric::StepTime] = static_cast<double>(m.overlap.step_time.ns);
@@ -41,6 +41,7 @@ std::map<Metric, double> metric_values(const Metrics& m) {
   v[Metric::ExposedComm] = static_cast<double>(m.overlap.exposed_comm.ns);
   v[Metric::OverlapPct] = m.overlap.overlap_pct;
   if (m.peak_memory.count > 0) v[Metric::PeakAllocated] = static_cast<double>(m.peak_memory.count);
+  if (m.peak_reserved.count > 0) v[Metric::PeakReserved] = static_cast<double>(m.peak_reserved.count);
   return v;
 }
 

@@ -61,7 +61,7 @@ EventKey event_key(std::string_view k) {
 }
 
 enum class ArgKey {
-  Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, DeviceType, DeviceId,
+  Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, TotalReserved, Reserved, DeviceType, DeviceId,
   Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs
 };
 
@@ -83,6 +83,7 @@ ArgKey arg_key(std::string_view k) {
       break;
     case 8:
       if (eq(k, "issue_ns")) return ArgKey::IssueNs;
+      if (eq(k, "reserved")) return ArgKey::Reserved;
       break;
     case 9:
       if (eq(k, "Device Id")) return ArgKey::DeviceId;
@@ -104,6 +105,7 @@ ArgKey arg_key(std::string_view k) {
       break;
     case 14:
       if (eq(k, "Out msg nelems")) return ArgKey::OutElems;
+      if (eq(k, "Total Reserved")) return ArgKey::TotalReserved;
       break;
     case 15:
       if (eq(k, "Collective name")) return ArgKey::CollectiveName;
@@ -156,8 +158,8 @@ struct EventFields {
     Id pid, tid;
     Num ts, dur;
     // args
-    Num stream, correlation, device, bytes, in_elems, out_elems, group_size, total_allocated, device_type, device_id,
-        counter_total, issue_ns;
+    Num stream, correlation, device, bytes, in_elems, out_elems, group_size, total_allocated, total_reserved, device_type,
+        device_id, counter_total, counter_reserved, issue_ns;
     std::int64_t counter_sum = 0;
     bool counter_any = false;
     std::string_view dtype, coll_name, pg_name, stepsim_op, stepsim_coll, phase;
@@ -392,6 +394,7 @@ void Reader::args() {
         case ArgKey::OutElems: e.out_elems = n; break;
         case ArgKey::GroupSize: e.group_size = n; break;
         case ArgKey::TotalAllocated: e.total_allocated = n; break;
+        case ArgKey::TotalReserved: e.total_reserved = n; break;
         case ArgKey::DeviceType: e.device_type = n; break;
         case ArgKey::DeviceId: e.device_id = n; break;
         case ArgKey::Total: e.counter_total = n; break;
@@ -399,7 +402,10 @@ void Reader::args() {
         default: break;
       }
       // Counter events ("ph":"C"): every numeric arg is one series; their sum is the total.
-      if (e.ph.empty() || eq(e.ph, "C")) {
+      // "reserved" (stepsim's reserved counter) is not a category of the allocated total.
+      if ((e.ph.empty() || eq(e.ph, "C")) && k == ArgKey::Reserved) {
+        e.counter_reserved = n;
+      } else if (e.ph.empty() || eq(e.ph, "C")) {
         e.counter_sum += n.as_int();
         e.counter_any = true;
         if (k != ArgKey::Total) ev_.counter_args.emplace_back(std::string(key), Bytes{n.as_int()});
@@ -611,12 +617,17 @@ void Reader::finish_event() {
     // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
     if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
       out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
-                                      Bytes{ev.total_allocated.as_int()}});
+                                      Bytes{ev.total_allocated.as_int()}, {},
+                                      Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true});
     return;
   }
   if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_any) {
     std::int64_t total = ev.counter_total.set() ? ev.counter_total.as_int() : ev.counter_sum;
-    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args});
+    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
+                                    Bytes{ev.counter_reserved.set() ? ev.counter_reserved.as_int() : 0}, true});
+  } else if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_reserved.set()) {
+    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
+                                    Bytes{ev.counter_reserved.as_int()}, false});
   }
 }
 

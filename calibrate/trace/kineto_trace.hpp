@@ -76,8 +76,10 @@ struct CpuSpan {
   int name = 0;                   // index into names
 };
 
-// A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device) or
-// a stepsim memory counter track.
+// A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
+// Total Reserved: the caching allocator's segments, c10::reportMemoryUsageToProfiler) or a
+// stepsim memory counter track ("memory (bytes)", and "memory reserved (bytes)" whose samples
+// carry only `reserved`).
 struct MemSample {
   Time time;
   int device = 0;
@@ -85,6 +87,8 @@ struct MemSample {
   // Counter tracks: every series but "total" by name (a stepsim trace's categories); empty for
   // Kineto's "[memory]" events, which carry no categories.
   std::vector<std::pair<std::string, Bytes>> by_category;
+  Bytes reserved;            // 0 when the event does not carry it
+  bool has_allocated = true; // false: a reserved-only sample (stepsim's reserved counter)
 };
 
 struct DeviceInfo {

@@ -136,6 +136,10 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     Time mem_lo = t.stepsim_trace ? Time{std::numeric_limits<std::int64_t>::min()} : span.start;
     Time mem_hi = t.stepsim_trace ? Time::infinite() : span.end;
     for (const MemSample* s : idx.memory_in(dev, mem_lo, mem_hi)) {
+      // Reserved: Kineto's "Total Reserved" (torch.cuda.memory_reserved() at each allocator
+      // event) or stepsim's reserved counter; its highest value is max_memory_reserved().
+      m.peak_reserved = std::max(m.peak_reserved, s->reserved);
+      if (!s->has_allocated) continue;
       if (!peak || s->total > peak->total) peak = s;
       last = s;
     }
@@ -163,7 +167,7 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
       m.persistent_memory = last->total;
     }
     m.capacity = capacity;
-    m.fits = capacity.count == 0 || m.peak_memory <= capacity;
+    m.fits = capacity.count == 0 || std::max(m.peak_memory, m.peak_reserved) <= capacity;
 
     // Collectives of this step, with their exposed part against this step's compute.
     auto compute_merged = merge_intervals(compute);
@@ -257,6 +261,7 @@ Metrics mean_metrics(const std::vector<Metrics>& v) {
   m.peak_time = peak->peak_time;
   m.peak_phase = peak->peak_phase;
   m.persistent_memory = v.back().persistent_memory;
+  for (const auto& x : v) m.peak_reserved = std::max(m.peak_reserved, x.peak_reserved);
   m.capacity = v.front().capacity;
   m.fits = std::all_of(v.begin(), v.end(), [](const Metrics& x) { return x.fits; });
   return m;

@@ -75,20 +75,21 @@ std::string human_bytes(Bytes b) {
 }
 
 void metrics_row(std::string& out, const std::string& label, const Metrics& m) {
-  out += fmt::format("  {:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8.1f} {:>10} {:>9} {:>9} {:>9} {:>10}\n", label,
+  out += fmt::format("  {:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8.1f} {:>10} {:>9} {:>9} {:>9} {:>10} {:>12}\n", label,
                      ms(m.overlap.step_time), ms(m.overlap.compute_time), ms(m.overlap.comm_time),
                      ms(m.overlap.overlapped_comm), ms(m.overlap.exposed_comm), m.overlap.overlap_pct,
                      ms(m.overlap.idle), ms(m.forward), ms(m.backward), ms(m.optimizer),
-                     m.peak_memory.count > 0 ? fmt::format("{:.2f}", m.peak_memory.gib()) : std::string("-"));
+                     m.peak_memory.count > 0 ? fmt::format("{:.2f}", m.peak_memory.gib()) : std::string("-"),
+                     m.peak_reserved.count > 0 ? fmt::format("{:.2f}", m.peak_reserved.gib()) : std::string("-"));
 }
 
 void trace_text(std::string& out, const TraceAnalysis& a) {
   std::string who = a.rank >= 0 ? fmt::format("rank {} of {}", a.rank, a.world_size) : std::string("rank unknown");
   out += fmt::format("{}\n  {}, {}; {} step(s) in the trace, {} shown\n", a.file, who,
                      a.device.empty() ? "device unknown" : a.device, a.steps_in_trace, a.steps.size());
-  out += fmt::format("  {:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>10}\n", "step",
+  out += fmt::format("  {:<8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>10} {:>9} {:>9} {:>9} {:>10} {:>12}\n", "step",
                      "step ms", "compute", "comm", "overlap", "exposed", "ovl %", "idle", "fwd", "bwd", "opt",
-                     "peak GiB");
+                     "peak GiB", "reserved GiB");
   for (const auto& s : a.steps) metrics_row(out, fmt::format("#{}", s.number), s.metrics);
   if (a.steps.size() > 1) metrics_row(out, "mean", a.mean);
   out += "\n  collectives (S per nccl-tests; busbw from the median)\n";

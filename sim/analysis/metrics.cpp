@@ -104,8 +104,13 @@ Metrics compute_metrics(const Timeline& t) {
     }
     m.persistent_memory = t.memory.back().total;
   }
+  for (const auto& s : t.memory) m.peak_reserved = std::max(m.peak_reserved, s.reserved);
+  m.non_pytorch = t.non_pytorch;
   m.capacity = t.capacity;
-  m.fits = t.capacity.count == 0 || m.peak_memory <= t.capacity;
+  // What decides an OOM is what the allocator asks cudaMalloc for, on top of what others hold.
+  // A timeline without allocator data (measured, or older) falls back to the allocated peak.
+  Bytes needed = std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch;
+  m.fits = t.capacity.count == 0 || needed <= t.capacity;
   return m;
 }
 
@@ -125,6 +130,8 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"peak_memory_time_ns", m.peak_time.ns},
           {"peak_memory_phase", m.peak_phase},
           {"persistent_memory_bytes", m.persistent_memory.count},
+          {"peak_reserved_bytes", m.peak_reserved.count},
+          {"non_pytorch_bytes", m.non_pytorch.count},
           {"memory_capacity_bytes", m.capacity.count},
           {"fits", m.fits}};
 }
@@ -153,6 +160,8 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.peak_time = Time{j.value("peak_memory_time_ns", std::int64_t{0})};
   m.peak_phase = j.value("peak_memory_phase", std::string{});
   m.persistent_memory = Bytes{j.value("persistent_memory_bytes", std::int64_t{0})};
+  m.peak_reserved = Bytes{j.value("peak_reserved_bytes", std::int64_t{0})};
+  m.non_pytorch = Bytes{j.value("non_pytorch_bytes", std::int64_t{0})};
   m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
   m.fits = j.value("fits", true);
   return m;

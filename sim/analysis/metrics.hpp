@@ -13,6 +13,10 @@
 //                    phase is the host program's at that instant (allocations are host events):
 //                    the phase of the last op the host issued at or before it ("forward" when
 //                    none was), not the GPU's, which may still be in an earlier phase
+//   peak_reserved    the highest bytes the caching allocator holds from the device
+//                    (torch.cuda.max_memory_reserved(); sim/exec/caching_allocator.hpp)
+//   non_pytorch      device memory outside the allocator (CUDA context, NCCL buffers)
+//   fits             peak_reserved + non_pytorch <= capacity: what decides an OOM
 
 #include <map>
 #include <string>
@@ -53,6 +57,8 @@ struct Metrics {
   Time peak_time;                               // relative to the step start
   std::string peak_phase;
   Bytes persistent_memory;                      // live bytes at the end of the step
+  Bytes peak_reserved;                          // caching allocator's high-water mark
+  Bytes non_pytorch;                            // outside the allocator
   Bytes capacity;
   bool fits = true;
 };

@@ -8,7 +8,7 @@ namespace stepsim {
 SimulationResult run_experiment(const Experiment& e) {
   SimulationResult r;
   r.program = e.strategy->build(e);
-  r.timeline = simulate_program(r.program, e.cluster.profile);
+  r.timeline = simulate_program(r.program, e.cluster.profile, e.training.allocator);
   r.metrics = compute_metrics(r.timeline);
   return r;
 }

@@ -121,6 +121,20 @@ static TrainingConfig parse_training(ObjectReader t) {
   std::string opt = t.choice("optimizer", "adamw", {"adamw", "adam", "sgd", "none"});
   out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
+  if (t.has("allocator")) {
+    ObjectReader a = t.object("allocator");
+    out.allocator.expandable_segments = a.boolean("expandable_segments", false);
+    // CUDAAllocatorConfig::parseMaxSplitSize: a size in MiB, which must exceed kLargeBuffer
+    // (20 MiB) upstream ("CachingAllocator option max_split_size_mb too small, must be > 20");
+    // null is the default: no limit.
+    if (a.has("max_split_size_mb") && !a.raw("max_split_size_mb").is_null()) {
+      double mb = a.positive("max_split_size_mb");
+      if (mb != static_cast<double>(static_cast<std::int64_t>(mb)) || mb <= 20 || mb > 1024.0 * 1024.0)
+        a.fail("max_split_size_mb", "null or an integer number of MiB > 20 and <= 1048576 (PyTorch rejects <= 20)");
+      out.allocator.max_split_size = Bytes::from_mib(static_cast<std::int64_t>(mb));
+    }
+    a.finish();
+  }
   t.finish();
   return out;
 }

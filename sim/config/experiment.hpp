@@ -3,6 +3,8 @@
 // JSON with includes and --set overrides, validated once, then immutable.
 
 #include <filesystem>
+
+#include "sim/exec/allocator_config.hpp"
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +32,9 @@ struct TrainingConfig {
   bool no_sync = true;         // accumulate without gradient sync (DDP/FSDP no_sync context)
   Optimizer optimizer = Optimizer::AdamW;
   Dtype master_dtype = Dtype::FP32;  // parameters the optimizer updates (fp32 master weights)
+  // PYTORCH_CUDA_ALLOC_CONF of the run: "allocator": {"expandable_segments": false,
+  // "max_split_size_mb": null} (PyTorch's defaults; sim/exec/caching_allocator.hpp).
+  AllocatorConfig allocator;
 };
 
 class Strategy;

@@ -11,6 +11,7 @@
 #include "sim/core/overloaded.hpp"
 
 #include "sim/core/error.hpp"
+#include "sim/exec/caching_allocator.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/compute_model.hpp"
 
@@ -39,11 +40,17 @@ struct Op {
   std::uint64_t version = 0;
   Time start, end;
   bool started = false, done = false;
+  // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
+  // and last entry index, -1 when none), in issue order.
+  long waiters_head = -1, waiters_tail = -1;
 };
 
+// A record_stream'ed free waits for the last op of each recorded stream (as issued before the
+// free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
+// wait on it, so the scan is O(1) amortized per completion (issue 16 item 5).
 struct PendingFree {
   BufferId buffer = 0;
-  std::vector<std::size_t> ops;  // must all be done
+  std::size_t outstanding = 0;
 };
 
 struct HeapEvent {
@@ -57,7 +64,8 @@ struct HeapEvent {
 
 class Engine {
  public:
-  Engine(const Program& p, const HardwareProfile& hw) : p_(p), hw_(hw), kernel_times_(hw.compute) {
+  Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator)
+      : p_(p), hw_(hw), kernel_times_(hw.compute), allocator_config_(allocator), allocator_(allocator) {
     streams_.resize(p.streams.size());
     stream_last_op_.assign(p.streams.size(), -1);
     comm_queue_.resize(p.comms.size());
@@ -68,7 +76,22 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
+    // NCCL buffers belong to communicators that run a collective: ProcessGroupNCCL creates the
+    // NCCL communicator lazily, at its first collective.
+    std::vector<char> used(p.comms.size(), 0);
+    for (const auto& ins : p.instructions)
+      if (const auto* c = std::get_if<Collective>(&ins); c && c->comm >= 0 && static_cast<std::size_t>(c->comm) < used.size())
+        used[static_cast<std::size_t>(c->comm)] = 1;
+    timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
     timeline_.device = "simulated " + hw.name;
+    // Every instruction makes at most one op and one host interval; every Alloc/Free one
+    // memory sample each: reserve once instead of reallocating large arrays as they grow.
+    std::size_t allocs = 0;
+    for (const auto& ins : p.instructions) allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
+    ops_.reserve(p.instructions.size());
+    timeline_.host.reserve(p.instructions.size());
+    timeline_.memory.reserve(2 * allocs + 1);
+    alloc_log_.reserve(2 * allocs);
   }
 
   Timeline run() {
@@ -89,6 +112,7 @@ class Engine {
       pump();
     }
     check_finished();
+    steady_state_reserved();
     finish_timeline();
     return std::move(timeline_);
   }
@@ -187,7 +211,9 @@ class Engine {
                             if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
                             b = BufferState{a.bytes, a.category, true};
                             live_[static_cast<std::size_t>(a.category)] += a.bytes;
+                            allocator_.malloc(a.buffer, a.bytes, a.stream);
                             sample_memory(now_);
+                            alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
                             return true;
                           },
                           [&](const Free& f) {
@@ -195,15 +221,26 @@ class Engine {
                             if (!b.live || b.free_pending)
                               throw std::logic_error(fmt::format("instruction {}: free of buffer '{}' that is not live", i,
                                                                  p_.buffer_names.at(static_cast<std::size_t>(f.buffer))));
-                            PendingFree pf{f.buffer, {}};
+                            std::size_t id = pending_frees_.size();
+                            PendingFree pf{f.buffer, 0};
                             for (StreamId s : f.record_streams) {
                               long last = stream_last_op_.at(static_cast<std::size_t>(s));
-                              if (last >= 0 && !ops_[static_cast<std::size_t>(last)].done) pf.ops.push_back(static_cast<std::size_t>(last));
+                              if (last < 0) continue;
+                              Op& op = ops_[static_cast<std::size_t>(last)];
+                              if (op.done) continue;
+                              if (op.waiters_tail >= 0 && waiters_[static_cast<std::size_t>(op.waiters_tail)].free == id)
+                                continue;  // the same stream listed twice
+                              auto w = static_cast<long>(waiters_.size());
+                              waiters_.push_back(Waiter{id, -1});
+                              if (op.waiters_tail >= 0) waiters_[static_cast<std::size_t>(op.waiters_tail)].next = w;
+                              else op.waiters_head = w;
+                              op.waiters_tail = w;
+                              ++pf.outstanding;
                             }
-                            if (pf.ops.empty()) release(f.buffer);
+                            if (pf.outstanding == 0) release(f.buffer);
                             else {
                               b.free_pending = true;
-                              pending_frees_.push_back(std::move(pf));
+                              pending_frees_.push_back(pf);
                             }
                             return true;
                           },
@@ -349,15 +386,11 @@ class Engine {
       running_.erase(it);
       rates_dirty_ = true;
     }
-    // Deferred (record_stream) frees whose streams have drained.
-    for (auto pf = pending_frees_.begin(); pf != pending_frees_.end();) {
-      bool ready = std::all_of(pf->ops.begin(), pf->ops.end(), [&](std::size_t o) { return ops_[o].done; });
-      if (ready) {
-        release(pf->buffer);
-        pf = pending_frees_.erase(pf);
-      } else {
-        ++pf;
-      }
+    // Deferred (record_stream) frees whose last outstanding op this was, in the order they
+    // were issued (a free becomes ready exactly at the completion of its last op).
+    for (long w = op.waiters_head; w >= 0; w = waiters_[static_cast<std::size_t>(w)].next) {
+      PendingFree& pf = pending_frees_[waiters_[static_cast<std::size_t>(w)].free];
+      if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
       timeline_.host.push_back(HostInterval{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_});
@@ -388,7 +421,39 @@ class Engine {
     live_[static_cast<std::size_t>(b.category)] -= b.bytes;
     b.live = false;
     b.free_pending = false;
+    allocator_.free(id);
     sample_memory(now_);
+    alloc_log_.push_back(AllocEvent{false, id, b.bytes, 0, timeline_.memory.size() - 1});
+  }
+
+  // The reserved curve of a step in steady state. A measured step (a trace after warm-up, or
+  // torch.cuda.max_memory_reserved() after some steps) sees the segments cached by earlier
+  // steps: reserved never shrinks within a run (sim/exec/caching_allocator.hpp). So the
+  // allocator traffic of this step is replayed as the following steps issue it: buffers still
+  // live at the end of the step (the persistent state) stay allocated, every other buffer is
+  // allocated and freed again in the same order, until a replayed step adds no segment (at
+  // most kMaxReplayedSteps); the last replayed step's reserved bytes become the curve.
+  static constexpr int kMaxReplayedSteps = 5;
+  void steady_state_reserved() {
+    if (!allocator_config_.enabled || alloc_log_.empty()) return;
+    CachingAllocator& a = allocator_;  // holds the step as run above
+    auto apply = [&](const AllocEvent& ev) {
+      if (ev.alloc) a.malloc(ev.buffer, ev.bytes, ev.stream);
+      else a.free(ev.buffer);
+    };
+    std::vector<Bytes> reserved(alloc_log_.size());
+    Bytes start = a.reserved();
+    for (int step = 2; step <= kMaxReplayedSteps; ++step) {
+      start = a.reserved();
+      for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
+        const AllocEvent& ev = alloc_log_[k];
+        if (!buffers_[static_cast<std::size_t>(ev.buffer)].live) apply(ev);
+        reserved[k] = a.reserved();
+      }
+      if (a.reserved() == start) break;  // no new segment: the next steps repeat this one
+    }
+    timeline_.memory.front().reserved = start;
+    for (std::size_t k = 0; k < alloc_log_.size(); ++k) timeline_.memory[alloc_log_[k].sample].reserved = reserved[k];
   }
 
   void sample_memory(Time t) {
@@ -396,6 +461,7 @@ class Engine {
     s.time = t;
     s.by_category = live_;
     for (const auto& b : live_) s.total += b;
+    s.reserved = allocator_.reserved();
     timeline_.memory.push_back(std::move(s));
   }
 
@@ -484,7 +550,22 @@ class Engine {
   std::vector<std::size_t> running_;
   bool rates_dirty_ = false;
   std::vector<BufferState> buffers_;
-  std::vector<PendingFree> pending_frees_;
+  std::vector<PendingFree> pending_frees_;                                   // by issue order
+  struct Waiter {
+    std::size_t free = 0;  // index into pending_frees_
+    long next = -1;        // the next waiter on the same op
+  };
+  std::vector<Waiter> waiters_;
+  struct AllocEvent {
+    bool alloc = true;
+    BufferId buffer = 0;
+    Bytes bytes;
+    StreamId stream = 0;
+    std::size_t sample = 0;  // the memory sample this change produced
+  };
+  AllocatorConfig allocator_config_;
+  CachingAllocator allocator_;
+  std::vector<AllocEvent> alloc_log_;
   std::vector<Bytes> live_;
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;
@@ -496,7 +577,9 @@ class Engine {
 
 }  // namespace
 
-Timeline simulate_program(const Program& program, const HardwareProfile& hw) { return Engine(program, hw).run(); }
+Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator) {
+  return Engine(program, hw, allocator).run();
+}
 
 std::string describe(const Program& p, std::size_t i) {
   if (i >= p.instructions.size()) return "end of program";

@@ -12,17 +12,20 @@
 //     share it equally; a kernel overlapping a collective runs at 1/(1+compute_slowdown) and
 //     the collective at 1/(1+comm_slowdown) (both 0 by default).
 //  5. Memory: Alloc/Free move live bytes per category; a Free with record_streams takes effect
-//     when the GPU finishes the work queued on those streams before the free.
+//     when the GPU finishes the work queued on those streams before the free. The same
+//     traffic runs through a model of PyTorch's caching allocator (caching_allocator.hpp),
+//     which gives the reserved bytes of every sample.
 //  6. Determinism: integer ns; same-time events run in insertion order.
 //  7. A program that cannot finish throws DeadlockError naming the stuck instructions.
 
+#include "sim/exec/allocator_config.hpp"
 #include "sim/exec/timeline.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/program/program.hpp"
 
 namespace stepsim {
 
-Timeline simulate_program(const Program& program, const HardwareProfile& hw);
+Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {});
 
 // One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").
 std::string describe(const Program& program, std::size_t instruction);

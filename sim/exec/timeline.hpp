@@ -42,11 +42,13 @@ struct HostInterval {
   std::size_t instruction = 0;
 };
 
-// Live bytes after a change at `time`, per category and total.
+// Live bytes after a change at `time`, per category and total, and what the caching
+// allocator holds from the device at that instant (torch.cuda.memory_reserved()).
 struct MemorySample {
   Time time;
   Bytes total;
   std::vector<Bytes> by_category;  // indexed by MemCategory
+  Bytes reserved;                  // 0 when not known (measured timelines)
 };
 
 struct PhaseMark {
@@ -64,6 +66,7 @@ struct Timeline {
   Time start;                           // first host instruction
   Time end;                             // last op on any stream or host
   Bytes capacity;                       // device memory, 0 if unknown
+  Bytes non_pytorch;                    // device memory outside the caching allocator (CUDA context, NCCL, ...)
   std::string device;                   // "simulated h100-sxm-8x" or the real device name
 };
 

@@ -127,6 +127,18 @@ struct HostProfile {
   Time alloc_overhead;       // per Alloc / Free
 };
 
+// Device memory a training process holds outside PyTorch's caching allocator, so neither
+// torch.cuda.memory_allocated() nor memory_reserved() shows it, but it counts against the
+// capacity (issue 14; docs/memory.md): the CUDA context (driver, kernels' code, lazy-loaded
+// modules) and NCCL's buffers, which every communicator allocates with cudaMalloc/cuMem for
+// its channels and peers. Profile keys under "memory_outside_allocator", each with a source.
+// (cuBLAS's workspace is not here: PyTorch takes it from the caching allocator,
+// aten/src/ATen/cuda/CublasHandlePool.cpp getNewWorkspace, so it is part of reserved.)
+struct OutsideAllocatorMemory {
+  Bytes cuda_context;
+  Bytes nccl_per_communicator;
+};
+
 struct HardwareProfile {
   std::string name;
   std::string description;
@@ -138,8 +150,15 @@ struct HardwareProfile {
   std::optional<NcclTopology> topology;
   ContentionProfile contention;
   HostProfile host;
+  OutsideAllocatorMemory outside_allocator;
   nlohmann::json sources;     // JSON path of a number -> where it came from
   nlohmann::json provenance;  // how the profile was produced (commands, inputs, fit quality)
+
+  // Memory outside the caching allocator for a rank in `communicators` NCCL communicators.
+  Bytes non_pytorch_memory(std::size_t communicators) const {
+    return Bytes{outside_allocator.cuda_context.count +
+                 outside_allocator.nccl_per_communicator.count * static_cast<std::int64_t>(communicators)};
+  }
 };
 
 class ObjectReader;

@@ -260,6 +260,23 @@ HardwareProfile parse_profile(ObjectReader& r) {
     p.sources = r.raw("sources");
     if (!p.sources.is_object()) r.fail("sources", "an object mapping a field path to where its number came from");
   }
+  if (r.has("memory_outside_allocator")) {
+    // Every number here needs its own source ("sources": {"memory_outside_allocator.KEY": ...}):
+    // these are measured (nvidia-smi minus torch.cuda.memory_reserved()), never guessed.
+    ObjectReader m = r.object("memory_outside_allocator");
+    auto mib = [&](const char* key, Bytes& out) {
+      if (!m.has(key)) return;
+      double v = m.non_negative(key, 0);
+      if (v > 1024.0 * 1024.0) m.fail(key, "at most 1048576 MiB");
+      std::string src = std::string("memory_outside_allocator.") + key;
+      if (!p.sources.is_object() || !p.sources.contains(src) || !p.sources[src].is_string())
+        m.fail(key, fmt::format("a source for it: \"sources\": {{\"{}\": \"where the number came from\"}}", src));
+      out = Bytes{static_cast<std::int64_t>(v * 1024.0 * 1024.0)};
+    };
+    mib("cuda_context_MiB", p.outside_allocator.cuda_context);
+    mib("nccl_per_communicator_MiB", p.outside_allocator.nccl_per_communicator);
+    m.finish();
+  }
   if (r.has("provenance")) p.provenance = r.raw("provenance");
   r.finish();
   return p;
@@ -355,6 +372,10 @@ Json profile_to_json(const HardwareProfile& p) {
              {"collective_overhead_us", p.host.collective_overhead.us()},
              {"event_overhead_us", p.host.event_overhead.us()},
              {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};
+  if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
+    out["memory_outside_allocator"] = {
+        {"cuda_context_MiB", static_cast<double>(p.outside_allocator.cuda_context.count) / (1024.0 * 1024.0)},
+        {"nccl_per_communicator_MiB", static_cast<double>(p.outside_allocator.nccl_per_communicator.count) / (1024.0 * 1024.0)}};
   if (!p.sources.is_null()) out["sources"] = p.sources;
   if (!p.provenance.is_null()) out["provenance"] = p.provenance;
   return out;

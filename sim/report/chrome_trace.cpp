@@ -65,6 +65,9 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
     json args = json::object();
     for (std::size_t c = 0; c < m.by_category.size(); ++c) args[to_string(static_cast<MemCategory>(c))] = m.by_category[c].count;
     event(out, first, fmt::format(R"x({{"ph": "C", "pid": 0, "name": "memory (bytes)", "ts": {}, "args": {}}})x", us(m.time), args.dump()));
+    // torch.cuda.memory_reserved() on its own track (`analyze` reads it back as the reserved peak).
+    event(out, first, fmt::format(R"x({{"ph": "C", "pid": 0, "name": "memory reserved (bytes)", "ts": {}, "args": {{"reserved": {}}}}})x",
+                                  us(m.time), m.reserved.count));
   }
   out << "\n]}\n";
 }

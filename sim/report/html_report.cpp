@@ -140,7 +140,7 @@ std::string timeline_svg(const Timeline& t, const Explanation* x) {
 std::string memory_svg(const Timeline& t, const Metrics& m) {
   const double W = 1160, H = 240, left = 120, right = 10, top = 16, bottom = 28;
   const Time span = std::max(t.end - t.start, Time{1});
-  double ymax = std::max(1.0, m.peak_memory.gib() * 1.15);
+  double ymax = std::max(1.0, std::max(m.peak_memory, m.peak_reserved).gib() * 1.15);
   auto X = [&](Time v) { return left + static_cast<double>((v - t.start).ns) / static_cast<double>(span.ns) * (W - left - right); };
   auto Y = [&](double gib) { return top + (1 - gib / ymax) * (H - top - bottom); };
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">\n", W, H, W, H);
@@ -159,6 +159,22 @@ std::string memory_svg(const Timeline& t, const Metrics& m) {
   }
   path += fmt::format(" L{:.2f},{:.2f}", X(t.end), last_y);
   o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\"/>\n", path);
+  // Reserved (torch.cuda.memory_reserved()): what the caching allocator holds; dashed.
+  if (m.peak_reserved.count > 0) {
+    std::string rpath;
+    double ry = Y(0);
+    rpath += fmt::format("M{:.2f},{:.2f}", X(t.start), ry);
+    for (const auto& s : t.memory) {
+      double x = X(s.time), y = Y(s.reserved.gib());
+      rpath += fmt::format(" L{:.2f},{:.2f} L{:.2f},{:.2f}", x, ry, x, y);
+      ry = y;
+    }
+    rpath += fmt::format(" L{:.2f},{:.2f}", X(t.end), ry);
+    o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#f28e2b\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>\n", rpath);
+    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#4e79a7\">allocated</text><text x=\"{}\" y=\"{}\" font-size=\"11\" "
+                     "fill=\"#f28e2b\">reserved (caching allocator)</text>\n",
+                     left + 8, top + 10, left + 80, top + 10);
+  }
   if (m.capacity.count > 0 && m.capacity.gib() <= ymax)
     o += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e15759\" stroke-dasharray=\"5,4\"/><text x=\"{}\" y=\"{:.1f}\" "
                      "font-size=\"11\" fill=\"#e15759\" text-anchor=\"end\">capacity</text>\n",
@@ -215,6 +231,10 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
                      html_escape(m.peak_phase),
                      m.capacity.count ? fmt::format(" of {}: <b>{}</b>", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "",
                      format_bytes(m.persistent_memory));
+  if (m.peak_reserved.count > 0)
+    out << fmt::format("<p>peak reserved {} (caching allocator) + {} outside PyTorch (CUDA context, NCCL buffers) = {}: what "
+                       "\"fits\" compares with the capacity</p>\n",
+                       format_bytes(m.peak_reserved), format_bytes(m.non_pytorch), format_bytes(m.peak_reserved + m.non_pytorch));
   out << "<table><tr><th class=\"l\">category at the peak</th><th>GiB</th><th>%</th></tr>\n";
   for (const auto& [cat, b] : m.peak_breakdown)
     if (b.count > 0)

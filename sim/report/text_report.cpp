@@ -57,6 +57,10 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
   for (const auto& [cat, b] : m.peak_breakdown)
     if (b.count > 0) out << fmt::format("    {:<24}{:>12}\n", cat, format_bytes(b));
   out << fmt::format("  persistent (end of step) {}\n", format_bytes(m.persistent_memory));
+  if (m.peak_reserved.count > 0)
+    out << fmt::format("  peak reserved {} (caching allocator) + {} outside PyTorch = {}{}\n", format_bytes(m.peak_reserved),
+                       format_bytes(m.non_pytorch), format_bytes(m.peak_reserved + m.non_pytorch),
+                       m.capacity.count ? fmt::format(" of {}", format_bytes(m.capacity)) : "");
 
   // Collectives: totals per kind, and the most exposed ones with their unit labels.
   auto exposed = exposed_per_op(r.timeline);

@@ -168,13 +168,14 @@ class Emitter {
     for (int k = 1; k <= c_.forward_prefetch && g + k < n; ++k) unshard(g + k, Pass::Forward);
   }
 
-  // FSDPParamGroup.post_forward -> reshard (F2.11). The root is not resharded (F2.4).
+  // FSDPParamGroup.post_forward -> reshard (F2.11). The root is not resharded unless
+  // reshard_after_forward was passed explicitly (F2.4; Fsdp2Config::root_reshard).
   void post_forward(int g) {
     Group& G = group(g);
     GroupState& s = state(g);
     if (G.root) {
       release_kept_all_gather();
-      return;
+      if (!c_.root_reshard) return;
     }
     if (G.empty() || !c_.resharded_after_forward() || s.unsharded < 0) return;
     if (c_.partial_reshard()) {
@@ -357,7 +358,7 @@ class Fsdp2 final : public Strategy {
             {"wrap", c_.wrap},
             {"mesh", {{"replicate", c_.replicate}, {"shard", c_.shard}}},
             {"reshard_after_forward", reshard},
-            {"root_reshard_after_forward", false},
+            {"root_reshard_after_forward", c_.root_reshard},
             {"forward_prefetch", c_.forward_prefetch},
             {"backward_prefetch", c_.backward_prefetch},
             {"mixed_precision", mp},

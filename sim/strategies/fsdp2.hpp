@@ -30,6 +30,11 @@ struct Fsdp2Config {
   // forward. 0 = False (keep), `shard` = True, 1 < k < shard = keep a 1/k slice and
   // all-gather over a group of k ranks in backward.
   int reshard_size = 1;
+  // The root's own post-forward reshard (F2.4): fully_shard(reshard_after_forward=None), the
+  // default, sets _auto_reshard_after_forward and FSDPState._lazy_init then clears the root's
+  // post_forward_mesh_info; an explicit value (True or an int, as torchtitan passes) leaves
+  // it, so the root is resharded like every group and all-gathered again at backward start.
+  bool root_reshard = false;
   // Explicit forward prefetch: each group unshards the next `forward_prefetch` groups in
   // forward order after its own unshard (set_modules_to_forward_prefetch); 0 = implicit.
   int forward_prefetch = 0;

@@ -85,10 +85,12 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
       c.reshard_size = c.shard;
     } else if (v.is_boolean()) {
       c.reshard_size = v.get<bool>() ? c.shard : 0;
+      c.root_reshard = v.get<bool>();
     } else if (v.is_number_integer()) {
       std::int64_t k = v.get<std::int64_t>();
       if (k <= 1 || k >= c.shard || c.shard % k != 0) r.fail("reshard_after_forward", expected);
       c.reshard_size = static_cast<int>(k);
+      c.root_reshard = true;
     } else {
       r.fail("reshard_after_forward", expected);
     }

@@ -29,6 +29,7 @@ class Zero final : public Strategy {
                         {"communication_data_type", to_string(c_.communication_data_type)},
                         {"grad_accum_dtype", to_string(c_.grad_accum_dtype)},
                         {"model_dtype", to_string(c_.model_dtype)}};
+    if (c_.stage != 3) j["param_groups"] = c_.two_param_groups ? "decay_no_decay" : "one";
     if (c_.stage == 3) {
       j["stage3_prefetch_bucket_size"] = c_.prefetch_bucket_size;
       j["stage3_max_live_parameters"] = c_.max_live_parameters;
@@ -93,6 +94,10 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   c.model_persistence_threshold =
       aliased_elements(r, "stage3_model_persistence_threshold", "model_persistence_threshold", c.model_persistence_threshold);
   if (r.has("sub_group_size")) c.sub_group_size = elements(r, "sub_group_size");
+  if (r.has("param_groups")) {
+    if (c.stage == 3) r.fail("param_groups", "no param_groups at stage 3 (only stages 1 and 2 model them)");
+    c.two_param_groups = r.choice("param_groups", "decay_no_decay", {"decay_no_decay", "one"}) == "decay_no_decay";
+  }
 
   c.model_dtype = e.workload.dtype;
   c.communication_data_type = r.dtype("communication_data_type", c.model_dtype);

@@ -27,13 +27,21 @@ class Zero12Builder {
     pg_ = b_.comm("zero dp", W_, e_.cluster.nodes);
     layout();
 
-    // Persistent state (M5.1): the flat bit16 buffer (params are views into it), this rank's
-    // fp32 partition (the optimizer's param) and Adam states on it.
+    // Persistent state (M5.1), per optimizer param group: the flat bit16 buffer (params are
+    // views into it), this rank's fp32 partition (the optimizer's param) and Adam states on it.
     b_.mark("setup", Phase::Setup);
-    b_.alloc("bit16_groups_flat", Bytes{flat_ * p_}, MemCategory::Parameters, dflt_);
-    b_.alloc("fp32 partition", Bytes{part_ * 4}, MemCategory::OptimizerState, dflt_);
-    Bytes opt = optimizer_state_bytes(e_.training.optimizer, part_, Dtype::FP32);
-    if (opt.count > 0) b_.alloc("optimizer state (fp32 partition)", opt, MemCategory::OptimizerState, dflt_);
+    const bool one = groups_.size() == 1;
+    for (std::size_t i = 0; i < groups_.size(); ++i)
+      b_.alloc(one ? std::string("bit16_groups_flat") : fmt::format("bit16_groups_flat {}", i), Bytes{groups_[i].flat * p_},
+               MemCategory::Parameters, dflt_);
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      b_.alloc(one ? std::string("fp32 partition") : fmt::format("fp32 partition {}", i), Bytes{groups_[i].part * 4},
+               MemCategory::OptimizerState, dflt_);
+      Bytes opt = optimizer_state_bytes(e_.training.optimizer, groups_[i].part, Dtype::FP32);
+      if (opt.count > 0)
+        b_.alloc(one ? std::string("optimizer state (fp32 partition)") : fmt::format("optimizer state (fp32 partition {})", i), opt,
+                 MemCategory::OptimizerState, dflt_);
+    }
 
     const int A = e_.training.grad_accum;
     for (int micro = 0; micro < A; ++micro) micro_batch(micro, micro == A - 1);
@@ -42,21 +50,37 @@ class Zero12Builder {
   }
 
  private:
-  // Z4.2: params flattened in model order, padded to nccl_start_alignment_factor(2) * dp,
-  // split into W equal partitions; grads_in_partition holds the whole grads of every param
-  // that intersects this rank's partition (copy_grads_in_partition).
+  // Z4.2: each param group flattened in model order (bit16_groups[i]), padded to
+  // nccl_start_alignment_factor(2) * dp, split into W equal partitions; grads_in_partition
+  // holds the whole grads of every param that intersects this rank's partition of its group
+  // (copy_grads_in_partition). With two groups (decay / no decay), the 1-D params (biases,
+  // norm weights: numel == dim0) form group 1.
   void layout() {
-    std::int64_t off = 0;
+    std::vector<const Param*> all;
     for (const Layer& l : w_.layers)
-      for (const Param* p : l.params()) {
-        order_.push_back(p);
+      for (const Param* p : l.params()) all.push_back(p);
+    std::vector<PGroup> gs(c_.two_param_groups ? 2 : 1);
+    for (const Param* p : all) {
+      bool no_decay = c_.two_param_groups && p->numel == p->dim0;
+      gs[no_decay ? 1 : 0].params.push_back(p);
+    }
+    for (auto& g : gs) {
+      if (g.params.empty()) continue;  // an empty group has nothing to flatten
+      const int gi = static_cast<int>(groups_.size());
+      std::int64_t off = 0;
+      for (const Param* p : g.params) {
+        order_.push_back(p);  // reduce_gradients walks group by group, params in group order
         offset_[p] = off;
+        group_of_[p] = gi;
         off += p->numel;
       }
-    flat_ = ceil_div(off, 2 * W_) * 2 * W_;
-    part_ = flat_ / W_;
-    const std::int64_t lo = part_ * kZeroSimulatedRank, hi = lo + part_;
+      g.flat = ceil_div(off, 2 * W_) * 2 * W_;
+      g.part = g.flat / W_;
+      groups_.push_back(std::move(g));
+    }
     for (const Param* p : order_) {
+      const PGroup& g = groups_[static_cast<std::size_t>(group_of_.at(p))];
+      const std::int64_t lo = g.part * kZeroSimulatedRank, hi = lo + g.part;
       std::int64_t s = offset_[p], t = s + p->numel;
       if (s < hi && t > lo) {
         in_partition_.insert(p);
@@ -68,10 +92,11 @@ class Zero12Builder {
   // The owner ranks of a param's elements, as (rank, elements) runs.
   std::vector<std::pair<int, std::int64_t>> owners(const Param* p) const {
     std::vector<std::pair<int, std::int64_t>> out;
+    const std::int64_t part = groups_[static_cast<std::size_t>(group_of_.at(p))].part;
     std::int64_t s = offset_.at(p), t = s + p->numel;
     while (s < t) {
-      int r = static_cast<int>(s / part_);
-      std::int64_t end = std::min(t, (r + 1) * part_);
+      int r = static_cast<int>(s / part);
+      std::int64_t end = std::min(t, (r + 1) * part);
       out.emplace_back(r, end - s);
       s = end;
     }
@@ -86,7 +111,22 @@ class Zero12Builder {
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
     // only on the boundary micro-batch; default stage 1 reduces after backward.
     const bool reduce_in_hooks = c_.stage == 2 || (c_.overlap_comm && boundary);
+    // create_gradient_handling_hooks (stage_1_and_2.py): registered when partition_gradients
+    // (stage 2), overlap_comm or contiguous_gradients (the default): so also at stage 1, where
+    // the hook only calls setup_buckets (the IPG buffer) and, off the boundary, nothing else.
+    const bool hooks = c_.stage == 2 || c_.overlap_comm || c_.contiguous_gradients;
     accumulate_ = c_.stage == 2 && micro > 0;  // stage 2 adds into grads_in_partition
+    if (c_.stage == 2 && micro > 0 && gip_ >= 0) {
+      // Each backward's copy_grads_in_partition allocates a fresh grads_in_partition (the
+      // epilogue's _release_ipg_buffers set it to None). Micro-batch 0's stays alive to the
+      // boundary as all_grad_tensors, which the epilogue add_()s every later one into; a later
+      // one lives on in the param.grad views until this backward's hooks move them into the
+      // IPG buffer (independent_gradient_partition_epilogue, reduce_independent_p_g_...).
+      if (acc_gip_ < 0) acc_gip_ = gip_;
+      else prev_gip_ = gip_;
+      gip_ = -1;
+    }
+    hooked_in_partition_ = 0;
     bucket_seq_ = 0;
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
@@ -98,6 +138,10 @@ class Zero12Builder {
         const Param* p = *it;
         if (!grad_.count(p))
           grad_[p] = b_.alloc(".grad " + p->name, Bytes{p->numel * p_}, MemCategory::Gradients, dflt_);
+        // grad_handling_hook -> process_gradients -> setup_buckets: the IPG buffer is
+        // allocated at the first gradient of the backward, and (stage 1 off the boundary: no
+        // epilogue runs) stays allocated until the boundary's epilogue releases it.
+        if (hooks) setup_buckets();
         if (reduce_in_hooks) hook(p);
       }
     }
@@ -112,15 +156,19 @@ class Zero12Builder {
     }
   }
 
+  // setup_buckets: one IPG buffer, two with overlap_comm (double buffering), model dtype;
+  // only while none is held (ready_for_gradients).
+  void setup_buckets() {
+    if (!c_.contiguous_gradients || !ipg_.empty()) return;
+    const int n = c_.overlap_comm ? 2 : 1;
+    for (int i = 0; i < n; ++i)
+      ipg_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * p_}, MemCategory::CommBuffers, dflt_));
+    ipg_index_ = 0;
+  }
+
   // reduce_independent_p_g_buckets_and_remove_grads (Z4.4).
   void hook(const Param* p) {
-    if (c_.contiguous_gradients && ipg_.empty()) {
-      // setup_buckets: one IPG buffer, two with overlap_comm (double buffering), model dtype.
-      const int n = c_.overlap_comm ? 2 : 1;
-      for (int i = 0; i < n; ++i)
-        ipg_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * p_}, MemCategory::CommBuffers, dflt_));
-      ipg_index_ = 0;
-    }
+    setup_buckets();
     if (bucket_elements_ + p->numel > c_.reduce_bucket_size) flush();
     bucket_.push_back(p);
     bucket_elements_ += p->numel;
@@ -131,6 +179,12 @@ class Zero12Builder {
                                    KernelClass::Copy));
       b_.free(grad_.at(p));
       grad_.erase(p);
+    }
+    // Once every in-partition param's hook has run, no param.grad views the previous
+    // micro-batch's grads_in_partition any more: it is freed.
+    if (in_partition_.count(p) && ++hooked_in_partition_ == in_partition_.size() && prev_gip_ >= 0) {
+      b_.free(prev_gip_);
+      prev_gip_ = -1;
     }
     // An "extra large param" (numel > reduce_bucket_size) keeps its own grad and is reduced on
     // its own at the next flush; without contiguous_gradients every grad stays until reduced.
@@ -233,35 +287,68 @@ class Zero12Builder {
     ipg_.clear();
   }
 
-  // Z4.6: global norm, fp32 partition grad, Adam on the fp32 partition, copy to bit16, then
-  // the all-gather of the whole flat bit16 buffer (nothing overlaps it).
+  // Z4.6 (DeepSpeedZeroOptimizer.step): global norm over the bit16 grads, then per param group:
+  // a bf16 flat copy of the group's gradient partition (flatten(averaged_gradients[i])), its
+  // fp32 cast (.to(fp32), then `del flat_grad_partition`), the bit16 grads released
+  // (free_grad_in_param_list), Adam on the fp32 partition, the copy back to bit16; finally
+  // all_gather_dp_groups: one all-gather per group's flat bit16 buffer (nothing overlaps it).
   void step() {
     b_.mark("optimizer", Phase::Optimizer);
     b_.launch(dflt_, elementwise("grad norm", Bytes{gip_numel_ * p_}));
     b_.collective(pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
-    BufferId g32 = b_.alloc("fp32 partition grad", Bytes{part_ * 4}, MemCategory::Gradients, dflt_);
-    b_.launch(dflt_, elementwise("grads -> fp32 partition", Bytes{part_ * (p_ + 4)}, "step", KernelClass::Copy));
-    // free_grad_in_param_list: the bit16 grads (grads_in_partition, any grad still held).
-    if (gip_ >= 0) b_.free(gip_);
-    gip_ = -1;
-    for (auto& [p, g] : grad_) b_.free(g);
-    grad_.clear();
-    if (e_.training.optimizer != Optimizer::None)
-      b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, part_, Dtype::FP32, "optimizer.step (fp32 partition)"));
-    b_.free(g32);
-    b_.launch(dflt_, elementwise("fp32 -> bit16 partition", Bytes{part_ * (4 + p_)}, "step", KernelClass::Copy));
-    if (c_.all_gather_into_tensor) {
-      b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{flat_ * p_}, c_.model_dtype, "AG step flat", "step");
-    } else {
-      // Legacy all_gather_dp_groups: the partition in allgather_bucket_size shards, one
-      // dist.all_gather each (num_shards = max(1, partition * dp // allgather_bucket_size)).
-      std::int64_t shards = std::max<std::int64_t>(1, part_ * W_ / c_.allgather_bucket_size);
-      std::int64_t shard = part_ / shards;
-      for (std::int64_t i = 0; i < shards; ++i) {
-        std::int64_t n = i == shards - 1 ? part_ - shard * (shards - 1) : shard;
-        b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{n * W_ * p_}, c_.model_dtype,
-                      fmt::format("AG step flat shard {}", i), "step");
+    const bool one = groups_.size() == 1;
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      const PGroup& g = groups_[i];
+      const std::string sfx = one ? std::string() : fmt::format(" {}", i);
+      // free_grad_in_param_list(params_not_in_partition[i]): grads still held (no
+      // contiguous_gradients) of params this rank does not update.
+      release_held_grads(i, false);
+      BufferId flat = b_.alloc("flat grad partition" + sfx, Bytes{g.part * p_}, MemCategory::Gradients, dflt_);
+      b_.launch(dflt_, elementwise("flatten grad partition" + sfx, Bytes{2 * g.part * p_}, "step", KernelClass::Copy));
+      BufferId g32 = b_.alloc("fp32 partition grad" + sfx, Bytes{g.part * 4}, MemCategory::Gradients, dflt_);
+      b_.launch(dflt_, elementwise("grads -> fp32 partition" + sfx, Bytes{g.part * (p_ + 4)}, "step", KernelClass::Copy));
+      b_.free(flat);
+      // free_grad_in_param_list(params_in_partition[i]); averaged_gradients[i] = None,
+      // all_grad_tensors[i] = None: after the last group nothing views grads_in_partition.
+      release_held_grads(i, true);
+      if (i + 1 == groups_.size()) {
+        for (BufferId* b : {&gip_, &acc_gip_, &prev_gip_})
+          if (*b >= 0) b_.free(*b), *b = -1;
+        for (auto& [p, gb] : grad_) b_.free(gb);
+        grad_.clear();
       }
+      if (e_.training.optimizer != Optimizer::None)
+        b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, g.part, Dtype::FP32, "optimizer.step (fp32 partition" + sfx + ")"));
+      b_.free(g32);
+      b_.launch(dflt_, elementwise("fp32 -> bit16 partition" + sfx, Bytes{g.part * (4 + p_)}, "step", KernelClass::Copy));
+    }
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      const PGroup& g = groups_[i];
+      const std::string sfx = one ? std::string() : fmt::format(" {}", i);
+      if (c_.all_gather_into_tensor) {
+        b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{g.flat * p_}, c_.model_dtype, "AG step flat" + sfx, "step");
+      } else {
+        // Legacy all_gather_dp_groups: the partition in allgather_bucket_size shards, one
+        // dist.all_gather each (num_shards = max(1, partition * dp // allgather_bucket_size)).
+        std::int64_t shards = std::max<std::int64_t>(1, g.part * W_ / c_.allgather_bucket_size);
+        std::int64_t shard = g.part / shards;
+        for (std::int64_t k = 0; k < shards; ++k) {
+          std::int64_t n = k == shards - 1 ? g.part - shard * (shards - 1) : shard;
+          b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{n * W_ * p_}, c_.model_dtype,
+                        fmt::format("AG step flat{} shard {}", sfx, k), "step");
+        }
+      }
+    }
+  }
+
+  // Frees the grads still held of group i's params in (or not in) this rank's partition.
+  void release_held_grads(std::size_t i, bool in_partition) {
+    for (const Param* p : groups_[i].params) {
+      if (in_partition_.count(p) != (in_partition ? 1u : 0u)) continue;
+      auto it = grad_.find(p);
+      if (it == grad_.end()) continue;
+      b_.free(it->second);
+      grad_.erase(it);
     }
   }
 
@@ -274,9 +361,15 @@ class Zero12Builder {
   StreamId dflt_ = 0, red_ = 0;
   CommId pg_ = 0;
 
+  struct PGroup {
+    std::vector<const Param*> params;
+    std::int64_t flat = 0, part = 0;  // padded flat numel, partition numel
+  };
+  std::vector<PGroup> groups_;
+  std::map<const Param*, int> group_of_;
   std::vector<const Param*> order_;
-  std::map<const Param*, std::int64_t> offset_;
-  std::int64_t flat_ = 0, part_ = 0, gip_numel_ = 0;
+  std::map<const Param*, std::int64_t> offset_;  // within its group's flat buffer
+  std::int64_t gip_numel_ = 0;
   std::set<const Param*> in_partition_;
 
   std::map<const Param*, BufferId> grad_;  // autograd grads still held
@@ -287,6 +380,9 @@ class Zero12Builder {
   int bucket_seq_ = 0;
   bool accumulate_ = false;
   BufferId gip_ = -1;
+  BufferId acc_gip_ = -1;   // stage 2 with accumulation: micro-batch 0's, to the boundary
+  BufferId prev_gip_ = -1;  // the previous micro-batch's, until its views move
+  std::size_t hooked_in_partition_ = 0;
 };
 
 }  // namespace

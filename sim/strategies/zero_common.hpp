@@ -35,6 +35,12 @@ struct ZeroConfig {
   std::int64_t param_persistence_threshold = 100'000;
   std::int64_t model_persistence_threshold = std::numeric_limits<std::int64_t>::max();  // sys.maxsize
   std::int64_t sub_group_size = 1'000'000'000;
+  // The optimizer's parameter groups (stages 1/2 flatten, partition and all-gather each group
+  // on its own: bit16_groups in stage_1_and_2.py). "decay_no_decay": the two groups every
+  // common training script builds (HF Trainer get_decay_parameter_names, DeepSpeed-Chat
+  // get_optimizer_grouped_parameters): weights in group 0, the 1-D params (biases, norm
+  // weights) in group 1. "one": a single group (model.parameters()).
+  bool two_param_groups = true;
   Dtype model_dtype = Dtype::BF16;           // the bit16 params (= the workload dtype)
   Dtype communication_data_type = Dtype::BF16;  // engine: config value, else the model dtype
   Dtype grad_accum_dtype = Dtype::BF16;         // engine: config value, else the model dtype

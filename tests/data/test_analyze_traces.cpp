@@ -180,3 +180,18 @@ TEST_CASE("--steps selects ProfilerStep numbers", "[trace][data]") {
   // mean step = (116221000 + 106726000) / 2 = 111473500
   CHECK(a.mean.overlap.step_time.ns == 111473500);
 }
+
+TEST_CASE("analyze reports the li-plus ZeRO traces' peak reserved (Kineto's Total Reserved) next to the allocated peak", "[trace][data]") {
+  // Every CUDA "[memory]" event carries torch.cuda.memory_reserved() as "Total Reserved"
+  // (c10::reportMemoryUsageToProfiler); the caching allocator never released a segment in
+  // these steps, so each step's peak is the trace's maximum: 21,944,598,528 B (20.44 GiB) for
+  // ZeRO-1 and 23,456,645,120 B (21.85 GiB) for ZeRO-2, against allocated peaks of 16.75 and
+  // 18.61 GiB (issue 14).
+  auto z1 = analyze_trace(read_kineto_trace(kTraces + kLi + "zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz"), {});
+  auto z2 = analyze_trace(read_kineto_trace(kTraces + kLi + "zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz"), {});
+  for (const auto& s : z1.steps) CHECK(s.metrics.peak_reserved.count == 21'944'598'528LL);
+  for (const auto& s : z2.steps) CHECK(s.metrics.peak_reserved.count == 23'456'645'120LL);
+  CHECK(z1.mean.peak_reserved.count == 21'944'598'528LL);
+  CHECK(z1.mean.peak_reserved > z1.mean.peak_memory);
+  CHECK(metrics_to_json(z2.mean).at("peak_reserved_bytes").get<std::int64_t>() == 23'456'645'120LL);
+}

@@ -21,11 +21,12 @@ TEST_CASE("The Chrome trace parses back with a host track, one track per stream,
   auto j = nlohmann::json::parse(out.str());
   REQUIRE(j.contains("traceEvents"));
   std::map<int, std::string> thread_names;
-  int counters = 0, steps = 0;
+  int counters = 0, reserved_counters = 0, steps = 0;
   std::map<std::string, double> dur_us;
   for (const auto& ev : j["traceEvents"]) {
     if (ev["ph"] == "M" && ev["name"] == "thread_name") thread_names[ev["tid"].get<int>()] = ev["args"]["name"];
-    if (ev["ph"] == "C") ++counters;
+    if (ev["ph"] == "C" && ev["name"] == "memory (bytes)") ++counters;
+    if (ev["ph"] == "C" && ev["name"] == "memory reserved (bytes)") ++reserved_counters;
     if (ev["ph"] == "X" && ev["name"] == "ProfilerStep#0") {
       ++steps;
       CHECK(ev["dur"].get<double>() == Approx(56000.0));  // 56 ms in microseconds
@@ -34,7 +35,9 @@ TEST_CASE("The Chrome trace parses back with a host track, one track per stream,
   }
   CHECK(thread_names[0] == "host thread");
   CHECK(thread_names.size() == 1 + r.timeline.streams.size());  // default + nccl streams
+  // One allocated (by category) and one reserved sample per memory change.
   CHECK(counters == static_cast<int>(r.timeline.memory.size()));
+  CHECK(reserved_counters == counters);
   CHECK(steps == 1);
   CHECK(dur_us["AR bucket 0"] == Approx(6000.0));   // 6 ms all-reduce of layers 9, 8
   CHECK(dur_us["bwd layer.9"] == Approx(5000.0));

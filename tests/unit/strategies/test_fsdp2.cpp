@@ -199,8 +199,10 @@ TEST_CASE("FSDP2 reshard_after_forward=k keeps a 1/k slice and gathers over k ra
   }
   // Between forward and backward every block holds p * Psi_block / k in post-forward slices.
   auto live = live_at_mark(p, "backward 0");
-  // Root stays unsharded: 2 * (2 * 131,072,000 + 4096); blocks: 32 * 2 * 202,383,360 / 8.
-  CHECK(live[MemCategory::UnshardedParameters] == 2 * (2 * 131072000LL + 4096) + 32 * 2 * 202383360LL / 8);
+  // An explicit reshard_after_forward (here k = 8) reshards the root too (only None exempts it:
+  // _fully_shard.py auto_reshard_after_forward, FSDPState._lazy_init): the root keeps its 1/8
+  // slice, 2 * (2 * 131,072,000 + 4096) / 8; blocks: 32 * 2 * 202,383,360 / 8.
+  CHECK(live[MemCategory::UnshardedParameters] == 2 * (2 * 131072000LL + 4096) / 8 + 32 * 2 * 202383360LL / 8);
   CHECK_THROWS_AS(load(llama_doc("llama2-7b", {{"framework", "fsdp2"}, {"reshard_after_forward", 3}}, 1, 8)), InputError);
 }
 

@@ -43,8 +43,8 @@ const char* kTrace = R"J({
   {"ph": "X", "cat": "kernel", "name": "elementwise_B", "pid": 0, "tid": 7, "ts": 1950, "dur": 150, "args": {"device": 0, "stream": 7, "correlation": 3}},
   {"ph": "X", "cat": "kernel", "name": "elementwise_C", "pid": 0, "tid": 7, "ts": 3000, "dur": 100, "args": {"device": 0, "stream": 7, "correlation": 4}},
   {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "pid": 0, "tid": 7, "ts": 1500, "dur": 10, "args": {"device": 0, "stream": 7, "correlation": 5, "bytes": 4096}},
-  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1300, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 5000}},
-  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1400, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 3000}},
+  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1300, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 5000, "Total Reserved": 8192}},
+  {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1400, "args": {"Device Type": 1, "Device Id": 0, "Total Allocated": 3000, "Total Reserved": 6144}},
   {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 1, "ts": 1350, "args": {"Device Type": 0, "Device Id": -1, "Total Allocated": 99999}},
   {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7 "}}
  ]
@@ -125,6 +125,9 @@ TEST_CASE("A step's metrics follow DESIGN.md 5 with kernels attributed by their 
   CHECK(s.metrics.peak_memory == Bytes{5000});
   CHECK(s.metrics.peak_time == Time::from_us(300));
   CHECK(s.metrics.persistent_memory == Bytes{3000});
+  // Reserved: the highest "Total Reserved" of the rank's device in the step (8192 at 1300 us;
+  // the CPU sample's is not the GPU's).
+  CHECK(s.metrics.peak_reserved == Bytes{8192});
   CHECK(s.metrics.capacity == Bytes{1000000});
 
   // The all-reduce: 1024 bf16 elements from the enclosing nccl:all_reduce = 2048 B; the group

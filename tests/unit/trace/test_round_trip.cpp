@@ -13,8 +13,9 @@ using namespace stepsim;
 
 namespace {
 
-const std::filesystem::path kRoot =
-    std::filesystem::path(STEPSIM_SOURCE_DIR);
+// The source tree (not __FILE__, which is relative to the build directory, while ctest runs
+// from the source root).
+const std::filesystem::path kRoot = STEPSIM_SOURCE_DIR;
 
 struct RoundTrip {
   SimulationResult sim;

@@ -1,0 +1,189 @@
+#include "sim/exec/caching_allocator.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+// round_size (CUDACachingAllocator.cpp): below kMinBlockSize -> kMinBlockSize, else up to a
+// multiple of it (roundup_power2_divisions is off by default and not modelled).
+std::int64_t CachingAllocator::round_size(std::int64_t size) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+// get_allocation_size: the cudaMalloc size of a new segment for a (rounded) request.
+std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+void CachingAllocator::insert_free(int b) {
+  const Block& k = blocks_[static_cast<std::size_t>(b)];
+  const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
+  pool(s.stream, s.small).insert({k.size, k.segment, k.offset, b});
+}
+
+void CachingAllocator::erase_free(int b) {
+  const Block& k = blocks_[static_cast<std::size_t>(b)];
+  const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
+  pool(s.stream, s.small).erase({k.size, k.segment, k.offset, b});
+}
+
+// get_free_block: "Do not return an oversized block for a large request" and "Allow oversized
+// block size to be rounded up but within a limit" (kLargeBuffer).
+bool CachingAllocator::oversize_rejects(std::int64_t block_size, std::int64_t request) const {
+  if (!config_.max_split_size) return false;
+  std::int64_t mss = config_.max_split_size->count;
+  if (request < mss && block_size >= mss) return true;
+  if (request >= mss && block_size >= request + kLargeBuffer) return true;
+  return false;
+}
+
+// should_split: small pool (or expandable segments) keeps any rest >= 512 B; the large pool
+// splits only when the rest is > 1 MiB and the request is below max_split_size.
+bool CachingAllocator::should_split(const Block& b, std::int64_t size) const {
+  std::int64_t remaining = b.size - size;
+  const Segment& s = segments_[static_cast<std::size_t>(b.segment)];
+  if (s.small || s.expandable) return remaining >= kMinBlockSize;
+  std::int64_t mss = config_.max_split_size ? config_.max_split_size->count : std::numeric_limits<std::int64_t>::max();
+  return size < mss && remaining > kSmallSize;
+}
+
+int CachingAllocator::new_segment(int stream, bool small, std::int64_t bytes) {
+  int seg = static_cast<int>(segments_.size());
+  segments_.push_back(Segment{stream, small, false, bytes});
+  reserved_ += bytes;
+  int b = static_cast<int>(blocks_.size());
+  blocks_.push_back(Block{seg, 0, bytes, -1, -1, false});
+  return b;
+}
+
+// alloc_block with expandable segments (try_allocate_expandable_block / map_block): one
+// segment per (stream, pool); map the pages the request needs beyond a free tail block. The
+// page is 2 MiB for the small pool and 20 MiB for the large one (Note [Expandable Segments]:
+// "we use 2MiB pages for our small pool and 20MiB pages for our large pool").
+int CachingAllocator::grow_expandable(int stream, bool small, std::int64_t size) {
+  auto key = std::make_pair(stream, small);
+  auto it = expandable_.find(key);
+  int seg;
+  if (it == expandable_.end()) {
+    seg = static_cast<int>(segments_.size());
+    segments_.push_back(Segment{stream, small, true, 0});
+    expandable_[key] = seg;
+  } else {
+    seg = it->second;
+  }
+  Segment& s = segments_[static_cast<std::size_t>(seg)];
+  // The tail block: the one ending at the mapped end.
+  int tail = tail_of_.count(seg) ? tail_of_[seg] : -1;
+  std::int64_t page = small ? kSmallBuffer : kLargeBuffer;
+  bool tail_free = tail >= 0 && !blocks_[static_cast<std::size_t>(tail)].allocated;
+  std::int64_t have = tail_free ? blocks_[static_cast<std::size_t>(tail)].size : 0;
+  std::int64_t add = ((size - have + page - 1) / page) * page;
+  reserved_ += add;
+  std::int64_t old_end = s.mapped;
+  s.mapped += add;
+  if (tail_free) {
+    erase_free(tail);
+    blocks_[static_cast<std::size_t>(tail)].size += add;
+    return tail;
+  }
+  int b = static_cast<int>(blocks_.size());
+  blocks_.push_back(Block{seg, old_end, add, tail, -1, false});
+  if (tail >= 0) blocks_[static_cast<std::size_t>(tail)].next = b;
+  tail_of_[seg] = b;
+  return b;
+}
+
+// alloc_found_block with split_remainder: the request keeps the front, the rest is cached.
+int CachingAllocator::split(int b, std::int64_t size) {
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  int r = static_cast<int>(blocks_.size());
+  Block rest{k.segment, k.offset + size, k.size - size, b, k.next, false};
+  k.size = size;
+  int next = k.next;
+  blocks_[static_cast<std::size_t>(b)].next = r;
+  blocks_.push_back(rest);
+  if (next >= 0) blocks_[static_cast<std::size_t>(next)].prev = r;
+  int seg = blocks_[static_cast<std::size_t>(r)].segment;
+  if (tail_of_.count(seg) && tail_of_[seg] == b) tail_of_[seg] = r;
+  insert_free(r);
+  return r;
+}
+
+Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
+  if (id < 0) throw std::logic_error(fmt::format("allocator: buffer id {}", id));
+  if (static_cast<std::size_t>(id) >= live_.size()) live_.resize(static_cast<std::size_t>(id) + 1, -1);
+  if (live_[static_cast<std::size_t>(id)] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
+  if (!config_.enabled) {
+    int b = static_cast<int>(blocks_.size());
+    blocks_.push_back(Block{-1, 0, bytes.count, -1, -1, true});
+    live_[static_cast<std::size_t>(id)] = b;
+    allocated_ += bytes.count;
+    reserved_ += bytes.count;
+    return bytes;
+  }
+  std::int64_t size = round_size(bytes.count);
+  bool small = size <= kSmallSize;
+  FreeSet& fs = pool(stream, small);
+  int b = -1;
+  auto it = fs.lower_bound({size, std::numeric_limits<int>::min(), std::numeric_limits<std::int64_t>::min(),
+                            std::numeric_limits<int>::min()});
+  if (it != fs.end() && !oversize_rejects(std::get<0>(*it), size)) {
+    b = std::get<3>(*it);
+    fs.erase(it);
+  } else if (config_.expandable_segments) {
+    b = grow_expandable(stream, small, size);
+  } else {
+    b = new_segment(stream, small, allocation_size(size));
+  }
+  if (should_split(blocks_[static_cast<std::size_t>(b)], size)) split(b, size);
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  k.allocated = true;
+  live_[static_cast<std::size_t>(id)] = b;
+  allocated_ += k.size;
+  return Bytes{k.size};
+}
+
+void CachingAllocator::free(int id) {
+  if (id < 0 || static_cast<std::size_t>(id) >= live_.size() || live_[static_cast<std::size_t>(id)] < 0)
+    throw std::logic_error(fmt::format("allocator: free of buffer {} that is not live", id));
+  int b = live_[static_cast<std::size_t>(id)];
+  live_[static_cast<std::size_t>(id)] = -1;
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  allocated_ -= k.size;
+  k.allocated = false;
+  if (!config_.enabled) {
+    reserved_ -= k.size;
+    return;
+  }
+  // try_merge_blocks with prev, then next.
+  int prev = k.prev;
+  if (prev >= 0 && !blocks_[static_cast<std::size_t>(prev)].allocated) {
+    erase_free(prev);
+    Block& p = blocks_[static_cast<std::size_t>(prev)];
+    Block& kk = blocks_[static_cast<std::size_t>(b)];
+    kk.offset = p.offset;
+    kk.size += p.size;
+    kk.prev = p.prev;
+    if (kk.prev >= 0) blocks_[static_cast<std::size_t>(kk.prev)].next = b;
+  }
+  int next = blocks_[static_cast<std::size_t>(b)].next;
+  if (next >= 0 && !blocks_[static_cast<std::size_t>(next)].allocated) {
+    erase_free(next);
+    Block& n = blocks_[static_cast<std::size_t>(next)];
+    Block& kk = blocks_[static_cast<std::size_t>(b)];
+    kk.size += n.size;
+    kk.next = n.next;
+    if (kk.next >= 0) blocks_[static_cast<std::size_t>(kk.next)].prev = b;
+    int seg = kk.segment;
+    if (tail_of_.count(seg) && tail_of_[seg] == next) tail_of_[seg] = b;
+  }
+  insert_free(b);
+}
+
+}  // namespace stepsim

@@ -1,0 +1,104 @@
+#pragma once
+// A model of PyTorch's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp, pytorch/pytorch
+// at 001074d2, the 2.9 line; docs/memory.md lists every rule with its function). It answers one
+// question: how many bytes the allocator has reserved from cudaMalloc (what
+// torch.cuda.memory_reserved() reports) for a sequence of allocations and frees. Addresses are
+// simulated (an offset inside a simulated segment); no memory is touched.
+//
+// Rules modelled (function names in CUDACachingAllocator.cpp):
+//   - round_size: every request is rounded up to kMinBlockSize = 512 B.
+//   - get_pool: requests <= kSmallSize (1 MiB) come from the small pool, others from the large.
+//   - Blocks are cached per (allocation stream, pool): a freed block is reused only by a later
+//     request on the same stream (BlockComparatorSize orders by stream first; get_free_block
+//     rejects a block of another stream).
+//   - get_free_block: best fit (the smallest cached block >= the request); with
+//     max_split_size set, a request below it never takes a block >= it, and a request at or
+//     above it takes a block only if the block is < request + kLargeBuffer (20 MiB).
+//   - get_allocation_size: a new segment is kSmallBuffer (2 MiB) for a small request,
+//     kLargeBuffer (20 MiB) for a request < kMinLargeAlloc (10 MiB), else the request rounded up
+//     to kRoundLarge (2 MiB).
+//   - should_split: the rest of a block becomes a free block when it is >= 512 B (small pool or
+//     expandable segments) or > kSmallSize (1 MiB) and the request < max_split_size (large pool);
+//     otherwise the request takes the whole block.
+//   - free_block / try_merge_blocks: a freed block merges with free neighbours of its segment.
+//   - Segments are never released within a step (release_cached_blocks runs only on an OOM
+//     retry or empty_cache(); stepsim reports that as "does not fit" instead).
+//   - expandable_segments: one segment per (stream, pool) that grows by pages of 2 MiB (small
+//     pool) or 20 MiB (large pool) (Note [Expandable Segments]); a request no free block fits
+//     maps just enough pages at the segment's end, merging with a free tail block.
+// record_stream is the engine's business: it calls free() only when the recorded streams have
+// passed the free point (free() + insert_events/process_events upstream).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sim/core/units.hpp"
+#include "sim/exec/allocator_config.hpp"
+
+namespace stepsim {
+
+inline constexpr std::int64_t kMinBlockSize = 512;
+inline constexpr std::int64_t kSmallSize = 1048576;
+inline constexpr std::int64_t kSmallBuffer = 2097152;
+inline constexpr std::int64_t kLargeBuffer = 20971520;
+inline constexpr std::int64_t kMinLargeAlloc = 10485760;
+inline constexpr std::int64_t kRoundLarge = 2097152;
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(AllocatorConfig config = {}) : config_(config) {}
+
+  // Allocates `bytes` for buffer `id` on `stream`; returns the block size handed out.
+  Bytes malloc(int id, Bytes bytes, int stream);
+  // Returns buffer `id`'s block to its pool (merging with free neighbours).
+  void free(int id);
+
+  Bytes reserved() const { return Bytes{reserved_}; }
+  Bytes allocated() const { return Bytes{allocated_}; }  // sum of live block sizes
+  std::size_t segments() const { return segments_.size(); }
+
+  static std::int64_t round_size(std::int64_t size);
+  static std::int64_t allocation_size(std::int64_t size);
+
+ private:
+  struct Block {
+    int segment = -1;
+    std::int64_t offset = 0, size = 0;
+    int prev = -1, next = -1;  // neighbours in the segment (block indices)
+    bool allocated = false;
+  };
+  struct Segment {
+    int stream = 0;
+    bool small = false;
+    bool expandable = false;
+    std::int64_t mapped = 0;  // bytes backed by cudaMalloc / mapped pages
+  };
+  // Free blocks of one (stream, pool), ordered by (size, segment, offset): best fit, then the
+  // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
+  using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
+  using FreeSet = std::set<FreeKey>;
+
+  FreeSet& pool(int stream, bool small) { return pools_[{stream, small}]; }
+  void insert_free(int b);
+  void erase_free(int b);
+  bool oversize_rejects(std::int64_t block_size, std::int64_t request) const;
+  bool should_split(const Block& b, std::int64_t size) const;
+  int new_segment(int stream, bool small, std::int64_t bytes);
+  int grow_expandable(int stream, bool small, std::int64_t size);
+  int split(int b, std::int64_t size);
+
+  AllocatorConfig config_;
+  std::vector<Block> blocks_;
+  std::vector<Segment> segments_;
+  std::map<std::pair<int, bool>, FreeSet> pools_;
+  std::map<std::pair<int, bool>, int> expandable_;  // (stream, pool) -> segment
+  std::map<int, int> tail_of_;                       // expandable segment -> its last block
+  std::vector<int> live_;                            // buffer id -> block, -1 when not live
+  std::int64_t reserved_ = 0, allocated_ = 0;
+};
+
+}  // namespace stepsim

@@ -1,0 +1,295 @@
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/analysis/metrics.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/config/json_reader.hpp"
+#include "sim/core/error.hpp"
+#include "sim/exec/caching_allocator.hpp"
+#include "sim/exec/engine.hpp"
+#include "test_support.hpp"
+
+// Each rule is PyTorch's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp, the function
+// named in the test); the constants are kMinBlockSize 512, kSmallSize 1 MiB, kSmallBuffer 2 MiB,
+// kLargeBuffer 20 MiB, kMinLargeAlloc 10 MiB, kRoundLarge 2 MiB.
+
+using namespace stepsim;
+using stepsim::test::fixed_kernel;
+using stepsim::test::ideal_profile;
+
+namespace {
+constexpr std::int64_t MiB = 1024 * 1024;
+}
+
+TEST_CASE("round_size: requests are rounded up to 512 B, and below 512 B to 512 B", "[allocator]") {
+  CHECK(CachingAllocator::round_size(1) == 512);
+  CHECK(CachingAllocator::round_size(512) == 512);
+  CHECK(CachingAllocator::round_size(513) == 1024);
+  CHECK(CachingAllocator::round_size(3 * MiB + 1) == 3 * MiB + 512);
+}
+
+TEST_CASE("get_allocation_size: 2 MiB segments for <= 1 MiB, 20 MiB below 10 MiB, else rounded up to 2 MiB", "[allocator]") {
+  CHECK(CachingAllocator::allocation_size(512) == 2 * MiB);
+  CHECK(CachingAllocator::allocation_size(MiB) == 2 * MiB);          // kSmallSize is still small
+  CHECK(CachingAllocator::allocation_size(MiB + 512) == 20 * MiB);   // large, < kMinLargeAlloc
+  CHECK(CachingAllocator::allocation_size(10 * MiB - 512) == 20 * MiB);
+  CHECK(CachingAllocator::allocation_size(10 * MiB) == 10 * MiB);    // >= kMinLargeAlloc: rounded
+  CHECK(CachingAllocator::allocation_size(11 * MiB + 1) == 12 * MiB);
+}
+
+TEST_CASE("Small requests are packed into one 2 MiB segment until it is full", "[allocator]") {
+  CachingAllocator a;
+  // Four 500 KB requests: rounded to 500,224 B (977 x 512); four of them (2,000,896 B) fit in
+  // 2,097,152 B, so one segment; the fifth needs a second 2 MiB segment.
+  for (int i = 0; i < 4; ++i) a.malloc(i, Bytes{500'000}, 0);
+  CHECK(a.reserved().count == 2 * MiB);
+  CHECK(a.allocated().count == 4 * 500'224);
+  a.malloc(4, Bytes{500'000}, 0);
+  CHECK(a.reserved().count == 4 * MiB);
+}
+
+TEST_CASE("A 3 MiB request takes a 20 MiB segment and the 17 MiB rest serves later requests", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{3 * MiB}, 0);
+  CHECK(a.reserved().count == 20 * MiB);
+  // should_split (large pool): rest 17 MiB > 1 MiB, so split; a 5 MiB request fits the rest.
+  a.malloc(1, Bytes{5 * MiB}, 0);
+  CHECK(a.reserved().count == 20 * MiB);
+  CHECK(a.segments() == 1);
+}
+
+TEST_CASE("A large block is not split when the rest would be <= 1 MiB: the request holds the whole block", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{12 * MiB}, 0);  // a 12 MiB segment, exactly
+  a.free(0);
+  // 11.5 MiB from the cached 12 MiB block: the rest (0.5 MiB) is <= kSmallSize, not split, so
+  // the block counts whole in allocated (as torch.cuda.memory_allocated() does).
+  CHECK(a.malloc(1, Bytes{11 * MiB + MiB / 2}, 0).count == 12 * MiB);
+  CHECK(a.allocated().count == 12 * MiB);
+  CHECK(a.reserved().count == 12 * MiB);
+}
+
+TEST_CASE("Freed neighbours merge: two halves freed give back one block that fits the whole", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{8 * MiB}, 0);  // 20 MiB segment: [8 | 12 free]
+  a.malloc(1, Bytes{8 * MiB}, 0);  //                 [8 | 8 | 4 free]
+  a.free(0);
+  a.free(1);                       // merges with both neighbours: one free 20 MiB block
+  a.malloc(2, Bytes{18 * MiB}, 0);
+  CHECK(a.reserved().count == 20 * MiB);
+  CHECK(a.segments() == 1);
+}
+
+TEST_CASE("Blocks are cached per stream: a block freed on one stream is not reused by another", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{16 * MiB}, 0);
+  a.free(0);
+  a.malloc(1, Bytes{16 * MiB}, 1);  // stream 1 cannot take stream 0's cached block
+  CHECK(a.reserved().count == 32 * MiB);
+  a.malloc(2, Bytes{16 * MiB}, 0);  // stream 0 reuses its own
+  CHECK(a.reserved().count == 32 * MiB);
+}
+
+TEST_CASE("Segments are not released within a step: reserved never goes down", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{100 * MiB}, 0);
+  a.free(0);
+  CHECK(a.reserved().count == 100 * MiB);
+  CHECK(a.allocated().count == 0);
+}
+
+TEST_CASE("Best fit: the smallest cached block that fits is used", "[allocator]") {
+  CachingAllocator a;
+  a.malloc(0, Bytes{40 * MiB}, 0);
+  a.malloc(1, Bytes{30 * MiB}, 0);
+  a.free(0);
+  a.free(1);
+  // Both segments cached (40 and 30 MiB); a 30 MiB request takes the 30 MiB one exactly, so a
+  // later 40 MiB request still fits without a new segment.
+  a.malloc(2, Bytes{30 * MiB}, 0);
+  a.malloc(3, Bytes{40 * MiB}, 0);
+  CHECK(a.reserved().count == 70 * MiB);
+}
+
+TEST_CASE("max_split_size_mb: a smaller request never takes an oversize block, and oversize blocks are not split", "[allocator]") {
+  AllocatorConfig c;
+  c.max_split_size = Bytes{64 * MiB};
+  CachingAllocator a(c);
+  a.malloc(0, Bytes{100 * MiB}, 0);
+  a.free(0);
+  // get_free_block: request 30 MiB < max_split (64 MiB) and the cached block 100 MiB >= it: a
+  // new 30 MiB segment instead of splitting the 100 MiB one.
+  a.malloc(1, Bytes{30 * MiB}, 0);
+  CHECK(a.reserved().count == 130 * MiB);
+  // An oversize request takes the oversize block only if it is < request + 20 MiB: 90 MiB may
+  // take the 100 MiB block (whole: not split), 70 MiB may not (100 >= 70 + 20).
+  CachingAllocator b(c);
+  b.malloc(0, Bytes{100 * MiB}, 0);
+  b.free(0);
+  CHECK(b.malloc(1, Bytes{90 * MiB}, 0).count == 100 * MiB);
+  CHECK(b.reserved().count == 100 * MiB);
+  CachingAllocator d(c);
+  d.malloc(0, Bytes{100 * MiB}, 0);
+  d.free(0);
+  d.malloc(1, Bytes{70 * MiB}, 0);
+  CHECK(d.reserved().count == 170 * MiB);
+  // Without max_split_size the same 70 MiB request splits the cached 100 MiB block.
+  CachingAllocator e;
+  e.malloc(0, Bytes{100 * MiB}, 0);
+  e.free(0);
+  e.malloc(1, Bytes{70 * MiB}, 0);
+  CHECK(e.reserved().count == 100 * MiB);
+}
+
+TEST_CASE("expandable_segments: one segment per stream that grows by 20 MiB pages, no 20 MiB segment per odd request", "[allocator]") {
+  AllocatorConfig c;
+  c.expandable_segments = true;
+  CachingAllocator a(c);
+  // 11 MiB + 11 MiB + 11 MiB: without expandable segments that is three 12 MiB segments
+  // (36 MiB); with them, 33 MiB rounded up to 20 MiB pages = 40 MiB, and the second request
+  // uses the 9 MiB left in the first page plus a new page.
+  a.malloc(0, Bytes{11 * MiB}, 0);
+  CHECK(a.reserved().count == 20 * MiB);
+  a.malloc(1, Bytes{11 * MiB}, 0);
+  CHECK(a.reserved().count == 40 * MiB);
+  a.malloc(2, Bytes{11 * MiB}, 0);
+  CHECK(a.reserved().count == 40 * MiB);
+  CHECK(a.segments() == 1);
+  CachingAllocator plain;
+  for (int i = 0; i < 3; ++i) plain.malloc(i, Bytes{11 * MiB}, 0);
+  CHECK(plain.reserved().count == 36 * MiB);
+}
+
+TEST_CASE("The engine reports reserved next to allocated; a record_stream free keeps its block out of reuse until the stream passes", "[allocator][engine]") {
+  ProgramBuilder b;
+  auto side = b.stream("side");
+  // A 30 MiB buffer used on `side` (record_stream) for 5 ms; freed at 0 ms by the host, but
+  // the block returns to the pool only at 5 ms. A second 30 MiB request at 0 ms therefore
+  // needs a new segment: reserved 60 MiB while allocated (live bytes) is 60 MiB too.
+  auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  b.launch(side, fixed_kernel("use x", Time::from_ms(5)));
+  b.free_after(x, {side});
+  auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  b.free(y);
+  Timeline t = simulate_program(b.take(), ideal_profile());
+  Metrics m = compute_metrics(t);
+  CHECK(m.peak_memory.count == 60 * MiB);
+  CHECK(m.peak_reserved.count == 60 * MiB);
+
+  // The same without record_stream: x's block is back at once and y reuses it.
+  ProgramBuilder c;
+  auto side2 = c.stream("side");
+  auto x2 = c.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  c.launch(side2, fixed_kernel("use x", Time::from_ms(5)));
+  c.free(x2);
+  auto y2 = c.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  c.free(y2);
+  Metrics m2 = compute_metrics(simulate_program(c.take(), ideal_profile()));
+  CHECK(m2.peak_memory.count == 30 * MiB);
+  CHECK(m2.peak_reserved.count == 30 * MiB);
+}
+
+TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity", "[allocator][metrics]") {
+  ProgramBuilder b;
+  auto x = b.alloc("x", Bytes{3 * MiB}, MemCategory::Activations, 0);  // one 20 MiB segment
+  b.free(x);
+  HardwareProfile hw = ideal_profile();
+  hw.memory_capacity = Bytes{25 * MiB};
+  Program p = b.take();
+  CHECK(compute_metrics(simulate_program(p, hw)).fits);  // 20 MiB reserved <= 25 MiB
+  hw.outside_allocator.cuda_context = Bytes{6 * MiB};      // 20 + 6 > 25
+  Metrics m = compute_metrics(simulate_program(p, hw));
+  CHECK(m.non_pytorch.count == 6 * MiB);
+  CHECK_FALSE(m.fits);
+  // Allocated alone (3 MiB) would have said it fits: reserved is what decides an OOM.
+  CHECK(m.peak_memory.count == 3 * MiB);
+
+  // NCCL buffers count per communicator that runs a collective (communicators are created
+  // lazily): two declared, one used -> context + 1 x 10 MiB.
+  ProgramBuilder c;
+  auto used = c.comm("used", 8, 1);
+  c.comm("idle", 8, 1);
+  c.collective(used, 0, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR");
+  hw.outside_allocator.nccl_per_communicator = Bytes{10 * MiB};
+  CHECK(compute_metrics(simulate_program(c.take(), hw)).non_pytorch.count == 16 * MiB);
+}
+
+namespace {
+nlohmann::json toy_experiment(const nlohmann::json& allocator) {
+  return {{"workload", {{"toy", {{"layers", 2}, {"forward_ms", 1}, {"backward_ms", 2}, {"params_per_layer", 1000}}}, {"dtype", "fp32"}}},
+          {"cluster", {{"profile", "configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+          {"strategy", {{"framework", "ddp"}}},
+          {"training", {{"optimizer", "none"}, {"allocator", allocator}}}};
+}
+std::string input_error(const nlohmann::json& doc) {
+  try {
+    stepsim::test::experiment_from_doc(doc);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+HardwareProfile profile_from(const nlohmann::json& doc) {
+  SourceMap sources;
+  sources.root_file = "profile.json";
+  ObjectReader r(doc, sources, "");
+  return parse_profile(r);
+}
+}  // namespace
+
+TEST_CASE("training.allocator takes PyTorch's PYTORCH_CUDA_ALLOC_CONF knobs, strictly", "[allocator][config]") {
+  Experiment e = stepsim::test::experiment_from_doc(toy_experiment({{"expandable_segments", true}, {"max_split_size_mb", 64}}));
+  CHECK(e.training.allocator.expandable_segments);
+  REQUIRE(e.training.allocator.max_split_size);
+  CHECK(e.training.allocator.max_split_size->count == 64 * MiB);
+  Experiment d = stepsim::test::experiment_from_doc(toy_experiment({{"max_split_size_mb", nullptr}}));
+  CHECK_FALSE(d.training.allocator.max_split_size);
+  CHECK_FALSE(d.training.allocator.expandable_segments);
+  // parseMaxSplitSize: "max_split_size_mb too small, must be > 20".
+  CHECK_THAT(input_error(toy_experiment({{"max_split_size_mb", 20}})), Catch::Contains("/training/allocator/max_split_size_mb"));
+  CHECK_THAT(input_error(toy_experiment({{"max_split_size_mb", 64.5}})), Catch::Contains("max_split_size_mb"));
+  CHECK_THAT(input_error(toy_experiment({{"expandable_segments", "yes"}})), Catch::Contains("/training/allocator/expandable_segments"));
+  CHECK_THAT(input_error(toy_experiment({{"roundup_power2_divisions", 4}})), Catch::Contains("roundup_power2_divisions"));
+}
+
+TEST_CASE("Memory outside the allocator comes from the profile, each number with its own source", "[allocator][profile]") {
+  nlohmann::json doc = {{"name", "p"},
+                        {"memory_capacity_GiB", 80},
+                        {"compute", {{"peak_tflops", {{"bf16", 1000}}}, {"hbm_bandwidth_GBps", 3000}}},
+                        {"collectives", {{"intra_node", {{"model", "ring"}, {"busbw_GBps", 100}}}}},
+                        {"memory_outside_allocator", {{"cuda_context_MiB", 512}, {"nccl_per_communicator_MiB", 100}}},
+                        {"sources",
+                         {{"memory_outside_allocator.cuda_context_MiB", "nvidia-smi minus memory_reserved, run X"},
+                          {"memory_outside_allocator.nccl_per_communicator_MiB", "run Y"}}}};
+  HardwareProfile p = profile_from(doc);
+  // 512 MiB + 3 communicators x 100 MiB.
+  CHECK(p.non_pytorch_memory(3).count == (512 + 300) * MiB);
+  nlohmann::json no_source = doc;
+  no_source["sources"].erase("memory_outside_allocator.nccl_per_communicator_MiB");
+  CHECK_THROWS_WITH(profile_from(no_source), Catch::Contains("/memory_outside_allocator/nccl_per_communicator_MiB"));
+  nlohmann::json negative = doc;
+  negative["memory_outside_allocator"]["cuda_context_MiB"] = -1;
+  CHECK_THROWS_AS(profile_from(negative), InputError);
+}
+
+TEST_CASE("record_stream frees keyed on their last op: released when the last recorded stream passes, in issue order", "[engine][allocator]") {
+  ProgramBuilder b;
+  auto s1 = b.stream("s1");
+  auto s2 = b.stream("s2");
+  auto x = b.alloc("x", Bytes{1 * MiB}, MemCategory::Activations, 0);
+  auto y = b.alloc("y", Bytes{2 * MiB}, MemCategory::CommBuffers, 0);
+  b.launch(s1, fixed_kernel("s1 work", Time::from_ms(2)));
+  b.launch(s2, fixed_kernel("s2 work", Time::from_ms(5)));
+  b.free_after(x, {s1, s2});  // waits for both: released when s2's kernel ends
+  b.free_after(y, {s2});      // waits for s2 only: released at the same instant, after x
+  Timeline t = simulate_program(b.take(), ideal_profile());
+  // Samples: start, alloc x, alloc y, then the two releases, x's first (issue order). The two
+  // kernels share the GPU: s1's 2 ms at half rate end at 4 ms, when s2 has done 2 of its 5 ms;
+  // the other 3 at full rate end at 7 ms. Nothing is released at 4 ms (x also waits for s2).
+  REQUIRE(t.memory.size() == 5);
+  CHECK(t.memory[3].time == Time::from_ms(7));
+  CHECK(t.memory[3].total.count == 2 * MiB);  // x gone, y still there
+  CHECK(t.memory[4].time == Time::from_ms(7));
+  CHECK(t.memory[4].total.count == 0);
+}

@@ -1,0 +1,195 @@
+// Framework buffers allocated when the framework allocates them (issue 14 item 3). Each test
+// names the upstream rule: DeepSpeed 0.19.6 deepspeed/runtime/zero/stage_1_and_2.py
+// (deepspeedai/DeepSpeed edaa7221), PyTorch torch/distributed/fsdp/_fully_shard/
+// (_fully_shard.py, _fsdp_state.py).
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/analysis/run.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/strategies/strategy.hpp"
+#include "test_support.hpp"
+
+using namespace stepsim;
+using nlohmann::json;
+
+namespace {
+
+// OPT-1.3B on 8 x A800, per-device batch 8, sequence 512 (the shipped ZeRO examples).
+Experiment opt13(json strategy, int grad_accum = 1) {
+  json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
+              {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+              {"strategy", std::move(strategy)},
+              {"training", {{"grad_accum", grad_accum}, {"optimizer", "adamw"}}}};
+  return test::experiment_from_doc(doc);
+}
+
+// Index of the first instruction matching `pred`, or -1.
+template <class F>
+long first_index(const Program& p, F pred) {
+  for (std::size_t i = 0; i < p.instructions.size(); ++i)
+    if (pred(p.instructions[i])) return static_cast<long>(i);
+  return -1;
+}
+long mark_index(const Program& p, const std::string& name) {
+  return first_index(p, [&](const Instruction& ins) {
+    auto* m = std::get_if<Mark>(&ins);
+    return m && m->name == name;
+  });
+}
+long alloc_index(const Program& p, const std::string& prefix, long from = 0) {
+  for (std::size_t i = static_cast<std::size_t>(from); i < p.instructions.size(); ++i)
+    if (auto* a = std::get_if<Alloc>(&p.instructions[i]); a && a->name.rfind(prefix, 0) == 0) return static_cast<long>(i);
+  return -1;
+}
+// Buffers whose name starts with `prefix` that are allocated and not yet freed before
+// instruction `until` (program order; frees count at issue).
+int live_named(const Program& p, const std::string& prefix, long until) {
+  std::map<BufferId, bool> live;
+  for (long i = 0; i < until && i < static_cast<long>(p.instructions.size()); ++i) {
+    const auto& ins = p.instructions[static_cast<std::size_t>(i)];
+    if (auto* a = std::get_if<Alloc>(&ins); a && a->name.rfind(prefix, 0) == 0) live[a->buffer] = true;
+    if (auto* f = std::get_if<Free>(&ins)) live.erase(f->buffer);
+  }
+  return static_cast<int>(live.size());
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-1 with contiguous_gradients allocates the IPG buffer at the first gradient of backward, not after it",
+          "[zero][memory][framework]") {
+  // stage_1_and_2.py __init__: create_gradient_handling_hooks() when partition_gradients or
+  // overlap_comm or use_grad_accum_attribute or contiguous_gradients (true by default); the
+  // hook's process_gradients() calls setup_buckets(), which allocates
+  // torch.empty(reduce_bucket_size) in the model dtype when not ready_for_gradients.
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+  Program p = e.strategy->build(e);
+  long bwd = mark_index(p, "backward 0"), reduce = mark_index(p, "reduce_gradients");
+  long first_grad = alloc_index(p, ".grad ", bwd);
+  long ipg = alloc_index(p, "ipg buffer 0");
+  REQUIRE(bwd >= 0);
+  REQUIRE(reduce > bwd);
+  CHECK(ipg > first_grad);  // after the first grad exists (the hook fires after accumulation)
+  CHECK(ipg < reduce);      // long before reduce_gradients()
+  // The next gradient's Alloc comes after the IPG buffer: it is the first hook's doing.
+  CHECK(alloc_index(p, ".grad ", first_grad + 1) > ipg);
+  // 5e8 bf16 elements = 1 GB.
+  CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(ipg)]).bytes.count == 1'000'000'000);
+}
+
+TEST_CASE("ZeRO-1 with gradient accumulation keeps the IPG buffer from the first backward to the boundary's epilogue",
+          "[zero][memory][framework]") {
+  // Off the boundary, engine.allreduce_gradients() does nothing at stage 1 (it reduces only at
+  // is_gradient_accumulation_boundary()), so independent_gradient_partition_epilogue() and its
+  // _release_ipg_buffers() do not run: the buffer allocated by setup_buckets() in backward 0
+  // is still held in forward 1 and released only after reduce_gradients() at the boundary.
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}}, 2);
+  Program p = e.strategy->build(e);
+  CHECK(live_named(p, "ipg buffer", mark_index(p, "forward 1")) == 1);
+  CHECK(live_named(p, "ipg buffer", mark_index(p, "optimizer")) == 0);
+  // One allocation in the whole step, not one per micro-batch.
+  int allocs = 0;
+  for (const auto& ins : p.instructions)
+    if (auto* a = std::get_if<Alloc>(&ins); a && a->name.rfind("ipg buffer", 0) == 0) ++allocs;
+  CHECK(allocs == 1);
+}
+
+TEST_CASE("ZeRO-1 without contiguous_gradients has no IPG buffer", "[zero][memory][framework]") {
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}, {"contiguous_gradients", false}});
+  Program p = e.strategy->build(e);
+  CHECK(alloc_index(p, "ipg buffer") == -1);
+}
+
+TEST_CASE("ZeRO-2 with gradient accumulation holds two grads_in_partition buffers from the second micro-batch on",
+          "[zero][memory][framework]") {
+  // independent_gradient_partition_epilogue: _release_ipg_buffers() sets grads_in_partition =
+  // None, so every backward's copy_grads_in_partition() allocates a fresh one; micro-batch 0's
+  // stays referenced by all_grad_tensors (views), into which later epilogues add_() the new
+  // gradients, until step() sets all_grad_tensors[i] = None.
+  SECTION("grad_accum 1: one buffer at the step") {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 2}});
+    Program p = e.strategy->build(e);
+    CHECK(live_named(p, "grads_in_partition", mark_index(p, "optimizer")) == 1);
+  }
+  SECTION("grad_accum 2: micro-batch 0's and micro-batch 1's at the step") {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 2}}, 2);
+    Program p = e.strategy->build(e);
+    CHECK(live_named(p, "grads_in_partition", mark_index(p, "forward 1")) == 1);
+    CHECK(live_named(p, "grads_in_partition", mark_index(p, "optimizer")) == 2);
+  }
+  SECTION("grad_accum 3: still two at the step (micro-batch 1's goes once its param.grad views move to the IPG buffer)") {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 2}}, 3);
+    Program p = e.strategy->build(e);
+    CHECK(live_named(p, "grads_in_partition", mark_index(p, "optimizer")) == 2);
+    // And none after the step.
+    CHECK(live_named(p, "grads_in_partition", static_cast<long>(p.instructions.size())) == 0);
+  }
+}
+
+TEST_CASE("ZeRO-1/2 step() flattens each group's bf16 gradient partition before the fp32 cast", "[zero][memory][framework]") {
+  // step(): flat_grad_partition = self.flatten(self.averaged_gradients[i]) (bit16), then
+  // single_grad_partition = flat_grad_partition.to(fp32), then `del flat_grad_partition`: for a
+  // moment the bf16 flat copy, the fp32 grad and grads_in_partition coexist.
+  for (int stage : {1, 2}) {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", stage}, {"param_groups", "one"}});
+    Program p = e.strategy->build(e);
+    long flat = alloc_index(p, "flat grad partition");
+    long g32 = alloc_index(p, "fp32 partition grad");
+    REQUIRE(flat >= 0);
+    CHECK(g32 > flat);
+    // The partition of the single group: 1,315,758,080 / 8 = 164,469,760 bf16 elements.
+    CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(flat)]).bytes.count == 164'469'760LL * 2);
+    CHECK(live_named(p, "flat grad partition", g32 + 1) == 1);
+    CHECK(live_named(p, "grads_in_partition", g32 + 1) == 1);
+  }
+}
+
+TEST_CASE("ZeRO-1/2 with the usual decay / no-decay param groups all-gather each group's flat buffer after the step",
+          "[zero][traffic][framework]") {
+  // step() ends with all_gather_dp_groups(groups_flat=self.bit16_groups_flat, ...): one
+  // all_gather_into_tensor per param group, each group flattened and padded to 2 * dp on its
+  // own. OPT-1.3B: the 1-D params (biases, LayerNorm weights and biases) are 24 x 26,624 +
+  // 4,096 (final LayerNorm) = 643,072 elements (a multiple of 16: no padding); the rest is
+  // 1,315,758,080 - 643,072 = 1,315,115,008 (also a multiple of 16).
+  auto step_ags = [](const SimulationResult& r) {
+    std::vector<std::int64_t> bytes;
+    for (const auto& op : r.timeline.ops)
+      if (op.kind == TimelineOp::Kind::Collective && op.name.rfind("AG step flat", 0) == 0) bytes.push_back(op.bytes.count);
+    return bytes;
+  };
+  auto two = step_ags(run_experiment(opt13({{"framework", "zero"}, {"stage", 1}})));
+  REQUIRE(two.size() == 2);
+  CHECK(two[0] == 1'315'115'008LL * 2);
+  CHECK(two[1] == 643'072LL * 2);
+  auto one = step_ags(run_experiment(opt13({{"framework", "zero"}, {"stage", 1}, {"param_groups", "one"}})));
+  REQUIRE(one.size() == 1);
+  CHECK(one[0] == 1'315'758'080LL * 2);
+}
+
+TEST_CASE("FSDP2 reshards the root after forward when reshard_after_forward is passed explicitly; None exempts it",
+          "[fsdp2][framework]") {
+  // _fully_shard.py: auto_reshard_after_forward = reshard_after_forward is None; only then does
+  // FSDPState._lazy_init clear the root's post_forward_mesh_info ("For the root, do not
+  // reshard after forward"). torchtitan passes the value explicitly, so its root is resharded
+  // and all-gathered again when backward starts.
+  auto root_bwd_ags = [](const json& strategy) {
+    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", strategy},
+                {"training", {{"optimizer", "adamw"}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    int n = 0;
+    for (const auto& ins : p.instructions)
+      if (auto* c = std::get_if<Collective>(&ins); c && c->name == "AG root bwd") ++n;
+    return std::make_pair(n, e.strategy->effective_config().at("root_reshard_after_forward").get<bool>());
+  };
+  CHECK(root_bwd_ags({{"framework", "fsdp2"}}) == std::make_pair(0, false));
+  CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", nullptr}}) == std::make_pair(0, false));
+  CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", true}}) == std::make_pair(1, true));
+  CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", false}}) == std::make_pair(0, false));
+}
