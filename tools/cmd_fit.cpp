@@ -13,6 +13,8 @@
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/importers/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
+#include <optional>
+
 #include "calibrate/trace/kineto_trace.hpp"
 #include "calibrate/trace/trace_analysis.hpp"
 #include "calibrate/trace/trace_fit.hpp"
@@ -54,8 +56,8 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
 // Measurements from profiler traces of the user's own job (calibrate/trace): one series per
 // (collective, group size) with the median kernel time per message size, and one GEMM sample
 // per shape, fed to the same fit as microbenchmark logs.
-static void add_trace_measurements(const std::vector<std::string>& files, const std::string& steps, bool keep_assumed,
-                                   int gpus_per_node, calib::FitInputs& in) {
+static trace::TraceFitData add_trace_measurements(const std::vector<std::string>& files, const std::string& steps,
+                                                  bool keep_assumed, int gpus_per_node, calib::FitInputs& in) {
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : files) {
     traces.push_back(trace::read_kineto_trace(f));
@@ -66,7 +68,7 @@ static void add_trace_measurements(const std::vector<std::string>& files, const 
   trace::TraceFitData d = trace::extract_fit_data(traces, o);
   std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
   for (const auto& p : d.collectives)
-    if (!p.ranks_assumed || keep_assumed) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+    if ((!p.ranks_assumed || keep_assumed) && !p.host_synchronised) by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
   for (auto& [key, by_size] : by_group) {
     calib::CollectiveSeries s;
     s.source = files.front();
@@ -81,6 +83,38 @@ static void add_trace_measurements(const std::vector<std::string>& files, const 
     if (key.second >= 2) in.collectives.push_back(std::move(s));
   }
   for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, files.front()});
+  return d;
+}
+
+// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table.
+static void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance) {
+  nlohmann::json j;
+  if (d.host.forward_launches >= 50) {
+    p.host.eager_op_overhead = d.host.eager_op;
+    p.host.kernel_launch_overhead = d.host.kernel_launch;
+    j["eager_op_overhead_us"] = d.host.eager_op.us();
+    j["kernel_launch_overhead_us"] = d.host.kernel_launch.us();
+    j["forward_launches"] = d.host.forward_launches;
+  }
+  if (d.host.backward_launches >= 50) {
+    p.host.autograd_op_overhead = d.host.autograd_op;
+    j["autograd_op_overhead_us"] = d.host.autograd_op.us();
+    j["backward_launches"] = d.host.backward_launches;
+  }
+  if (d.contention_shapes > 0) {
+    p.contention.compute_slowdown = d.compute_slowdown;
+    j["compute_slowdown"] = d.compute_slowdown;
+    j["contention_shapes"] = d.contention_shapes;
+  }
+  if (!d.gemms.empty()) {
+    p.compute.gemm_in_training_factor = 1.0;
+    j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
+  }
+  std::size_t skipped = 0;
+  for (const auto& c : d.collectives) skipped += c.host_synchronised;
+  j["host_synchronised_collectives_left_out"] = skipped;
+  provenance["trace_compute"] = j;
 }
 
 int fit(const Args& args) {
@@ -162,7 +196,9 @@ int fit(const Args& args) {
     in.files.push_back(f);
   }
 
-  if (!traces.empty()) add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, gpus_per_node, in);
+  std::optional<trace::TraceFitData> trace_data;
+  if (!traces.empty())
+    trace_data = add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, gpus_per_node, in);
 
   HardwareProfile base = load_profile(base_file);
   calib::FitReport report;
@@ -170,6 +206,7 @@ int fit(const Args& args) {
   if (!name.empty()) fitted.name = name;
   if (!description.empty()) fitted.description = description;
   if (!notes.empty()) report.provenance["notes"] = notes;
+  if (trace_data) apply_trace_compute(*trace_data, fitted, report.provenance);
   fitted.provenance = report.provenance;
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
 

@@ -61,6 +61,7 @@ double by(Bytes b) { return static_cast<double>(b.count); }
 
 struct OpStats {
   std::map<std::string, double> kernel_class_ns;     // class -> summed duration
+  std::map<std::string, double> kernel_class_count;  // class -> CUDA kernels (ops' "kernels", default 1)
   std::map<std::string, double> coll_kind_ns;        // kind -> summed duration
   std::map<std::string, double> coll_kind_exposed;   // kind -> summed exposed time
   std::vector<std::string> coll_keys;                // "name" or "name #k", issue order
@@ -94,7 +95,9 @@ OpStats op_stats(const Doc& d) {
       s.coll_keys.push_back(key);
       s.coll[key] = {dur, exposed};
     } else if (kind == "kernel") {
-      s.kernel_class_ns[o.value("class", std::string{"compute"})] += dur;
+      const std::string cls = o.value("class", std::string{"compute"});
+      s.kernel_class_ns[cls] += dur;
+      s.kernel_class_count[cls] += static_cast<double>(o.value("kernels", std::int64_t{1}));
     }
   }
   return s;
@@ -202,6 +205,8 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   OpStats sa = op_stats(ref), sb = op_stats(sub);
   for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
     add_row(r, "kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
+  for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
+    add_row(r, "kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
   for (const auto& k : union_keys(sa.coll_kind_ns, sb.coll_kind_ns)) {
     add_row(r, "collective kind", k, "ns", get_or_zero(sa.coll_kind_ns, k), get_or_zero(sb.coll_kind_ns, k));
     add_row(r, "collective kind", k + " exposed", "ns", get_or_zero(sa.coll_kind_exposed, k),

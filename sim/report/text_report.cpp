@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -46,6 +47,7 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
   row("  exposed", m.overlap.exposed_comm);
   row("idle", m.overlap.idle);
   out << fmt::format("  {:<22}{:>13.1f}%\n", "overlap (of comm)", m.overlap.overlap_pct);
+  out << "\n" << breakdown_to_text(class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle), m.overlap.step_time);
   out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
                      m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "");
   for (const auto& [cat, b] : m.peak_breakdown)

@@ -58,6 +58,12 @@ std::int64_t model_states(const std::map<MemCategory, std::int64_t>& m) {
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
+// A kernel of a layer's own forward/backward (op-level layers: every class), not a strategy's
+// bookkeeping copy or the optimizer.
+bool is_layer_op(const TimelineOp& op) {
+  return starts_with(op.name, "fwd ") || starts_with(op.name, "bwd ") || starts_with(op.name, "recompute ");
+}
+
 // Length of the part of collectives whose name starts with `prefix` that compute covers.
 struct CommOverlap {
   Time total, overlapped;
@@ -67,7 +73,7 @@ CommOverlap overlap_of(const Timeline& t, const std::string& prefix) {
   std::vector<Interval> compute, comm;
   CommOverlap o;
   for (const auto& op : t.ops) {
-    if (op.kind == TimelineOp::Kind::Kernel && op.cls == KernelClass::Compute) compute.push_back({op.start, op.end});
+    if (op.kind == TimelineOp::Kind::Kernel && is_layer_op(op)) compute.push_back({op.start, op.end});
     if (op.kind == TimelineOp::Kind::Collective && starts_with(op.name, prefix)) {
       comm.push_back({op.start, op.end});
       ++o.count;
@@ -139,7 +145,7 @@ TEST_CASE("ZeRO-1 default does not overlap gradient all-reduces with backward: t
   SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", 1}}));
   Time last_bwd_kernel{0};
   for (const auto& op : r.timeline.ops)
-    if (op.kind == TimelineOp::Kind::Kernel && op.cls == KernelClass::Compute && op.phase == Phase::Backward)
+    if (op.kind == TimelineOp::Kind::Kernel && is_layer_op(op) && op.phase == Phase::Backward)
       last_bwd_kernel = std::max(last_bwd_kernel, op.end);
   int buckets = 0;
   for (const auto& op : r.timeline.ops)
