@@ -269,8 +269,10 @@ Module norm(const std::string& name, NormKind kind, bool bias, const Dims& d, bo
   if (bias) m.params.push_back(Param{name + ".bias", d.h, d.h});
   const std::int64_t n = d.T * d.h, e = d.e;
   if (kind == NormKind::RmsNormFp32 && !compile) {
-    m.forward.push_back(mem("rmsnorm", KernelClass::Norm, n * 20, n * 16, n * (4 + e) + d.T * 4, 8));
-    m.backward.push_back(mem("rmsnorm.bwd", KernelClass::Norm, n * 40, n * 28, 0, 12));
+    // Composite eager ops: TensorIterator's vectorized elementwise kernels (and one mean), not a
+    // fused norm kernel: priced as elementwise.
+    m.forward.push_back(mem("rmsnorm", KernelClass::Elementwise, n * 20, n * 16, n * (4 + e) + d.T * 4, 8));
+    m.backward.push_back(mem("rmsnorm.bwd", KernelClass::Elementwise, n * 40, n * 28, 0, 12));
     return m;
   }
   m.forward.push_back(mem(kind == NormKind::RmsNormFp32 ? "rmsnorm" : "layer_norm", KernelClass::Norm, n * e, n * e,
