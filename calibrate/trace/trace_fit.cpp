@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "calibrate/trace/trace_index.hpp"
 
@@ -71,8 +72,15 @@ struct DispatchSamples {
 // below 1 ms (longer ones are blocking waits, not dispatch). The autograd thread is the one
 // running autograd::engine spans; the forward thread the busiest other one.
 void host_dispatch(const KinetoTrace& t, DispatchSamples& out) {
+  // Kernel launches only (a runtime call whose correlation id is a kernel's), as
+  // tools/fit_compute_from_trace.py counts cudaLaunchKernel: copies, memsets and event calls
+  // come in quick runs that are not an op's dispatch.
+  std::unordered_set<std::int64_t> kernel_corr;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.kind == GpuOp::Kind::Kernel && op.correlation >= 0) kernel_corr.insert(op.correlation);
   std::map<std::int64_t, std::vector<const RuntimeCall*>> by_thread;
-  for (const RuntimeCall& r : t.runtime) by_thread[r.thread].push_back(&r);
+  for (const RuntimeCall& r : t.runtime)
+    if (kernel_corr.count(r.correlation)) by_thread[r.thread].push_back(&r);
   std::map<std::int64_t, std::size_t> backward_spans;
   for (const CpuSpan& s : t.cpu)
     if (s.kind == CpuSpan::Kind::Backward) ++backward_spans[s.thread];

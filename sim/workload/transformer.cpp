@@ -376,7 +376,10 @@ Module eager_attention(const std::string& name, const Dims& d, const EagerStyle&
     b.push_back(mem("probs.to_fp32", KernelClass::Elementwise, S2 * e, S2 * 4));
     b.push_back(mem("softmax.fp32.bwd", KernelClass::Reduction, 4 * S2 * 4, 2 * S2 * 4 + S2 * e, 0, 2));
   } else {
-    b.push_back(mem("softmax.bwd", KernelClass::Reduction, 4 * S2 * e, 2 * S2 * e, 0, 2));
+    // _softmax_backward_data in bf16: a vectorized elementwise pass (grad * probs) and the
+    // warp-softmax backward reduction (two kernels in the li-plus trace).
+    b.push_back(mem("softmax.bwd.mul", KernelClass::Elementwise, 2 * S2 * e, S2 * e));
+    b.push_back(mem("softmax.bwd", KernelClass::Reduction, 2 * S2 * e, S2 * e));
   }
   if (st.opt) {
     // MaximumBackward0: masks from eq / lt against the broadcast scalar (strided, bool out), then
