@@ -129,6 +129,25 @@ def host_dispatch(ev):
     return res
 
 
+def kernel_gap(ev):
+    """Mean device-side gap between consecutive kernels of a stream when the second was already
+    queued (its launch call returned more than 20 us before the first ended)."""
+    rt = {e['args']['correlation']: e for e in ev if e.get('cat') == 'cuda_runtime' and 'correlation' in e.get('args', {})}
+    by_stream = collections.defaultdict(list)
+    for e in ev:
+        if e.get('cat') == 'kernel' and 'nccl' not in e['name']:
+            by_stream[e['args'].get('stream')].append(e)
+    gaps = []
+    for lst in by_stream.values():
+        lst.sort(key=lambda e: e['ts'])
+        for a, b in zip(lst, lst[1:]):
+            r = rt.get(b['args'].get('correlation'))
+            end = a['ts'] + a['dur']
+            if r and r['ts'] + r['dur'] < end - 20 and 0 <= b['ts'] - end < 100:
+                gaps.append(b['ts'] - end)
+    return {'kernel_gap_us': round(statistics.mean(gaps), 2), 'median_us': statistics.median(gaps), 'pairs': len(gaps)} if gaps else {}
+
+
 def contention(ev):
     kernels = [e for e in ev if e.get('cat') == 'kernel']
     nccl = sorted((e['ts'], e['ts'] + e['dur']) for e in kernels if 'nccl' in e['name'])
@@ -161,7 +180,8 @@ def main():
     a = ap.parse_args()
     mg, eg = load(a.megatron), load(a.eager)
     print(json.dumps({'memory_bandwidth_GBps': class_bandwidths(mg), 'gemm_table': gemm_rates(mg, a.peak_tflops),
-                      'host': host_dispatch(eg), 'host_megatron': host_dispatch(mg), 'contention': contention(eg)},
+                      'host': host_dispatch(eg), 'host_megatron': host_dispatch(mg), 'contention': contention(eg),
+                      'kernel_gap': kernel_gap(eg), 'kernel_gap_megatron': kernel_gap(mg)},
                      indent=2))
 
 

@@ -106,7 +106,7 @@ Time kernel_time(const ComputeProfile& c, const Kernel& k) {
   KernelWork w = without_attention_bytes(k.work, k.cls);
   Time t = other_time(c, w, bytes_class(k.cls), k.kernels);
   for (const auto& g : w.gemms) t += gemm_time(c, g);
-  return t;
+  return t + Time{c.kernel_gap.ns * k.kernels};
 }
 
 Time launch_host_time(const HostProfile& h, const Kernel& k) {
@@ -130,8 +130,9 @@ Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernel
 Time KernelTimeCache::kernel_time(const KernelWork& w) { return work_time(w, KernelClass::Elementwise, 1); }
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {
-  if (k.cls == KernelClass::Attention) return work_time(without_attention_bytes(k.work, k.cls), k.cls, k.kernels);
-  return work_time(k.work, bytes_class(k.cls), k.kernels);
+  const Time gap{c_.kernel_gap.ns * k.kernels};
+  if (k.cls == KernelClass::Attention) return work_time(without_attention_bytes(k.work, k.cls), k.cls, k.kernels) + gap;
+  return work_time(k.work, bytes_class(k.cls), k.kernels) + gap;
 }
 
 }  // namespace stepsim

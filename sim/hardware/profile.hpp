@@ -76,6 +76,9 @@ struct ComputeProfile {
   double gemm_in_training_factor = 1.0;
   bool model_memory_kernels = true;   // false: memory-bound kernels take no time (textbook cases)
   Time min_kernel_time;               // floor for any non-empty kernel (per CUDA kernel)
+  // Device-side gap between two back-to-back kernels of a stream even when the second is
+  // already queued (launch latency on the GPU): added once per CUDA kernel of a launch.
+  Time kernel_gap;
   std::vector<GemmMeasurement> gemm_table;
   // Achieved bandwidth (read + written bytes / kernel time) per memory-bound kernel class
   // ("memory_bandwidth_GBps": {"elementwise": ..., "reduction": ...}); a class not listed runs

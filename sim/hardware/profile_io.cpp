@@ -146,6 +146,7 @@ HardwareProfile parse_profile(ObjectReader& r) {
     }
     p.compute.model_memory_kernels = c.boolean("model_memory_bound_kernels", true);
     p.compute.min_kernel_time = Time::from_us(c.non_negative("min_kernel_time_us", 0));
+    p.compute.kernel_gap = Time::from_us(c.non_negative("kernel_gap_us", 0));
     if (c.has("gemm_table")) {
       for (auto& e : c.objects("gemm_table")) {
         GemmMeasurement g;
@@ -275,6 +276,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"memory_bandwidth_GBps", class_bw},
              {"model_memory_bound_kernels", p.compute.model_memory_kernels},
              {"min_kernel_time_us", p.compute.min_kernel_time.us()},
+             {"kernel_gap_us", p.compute.kernel_gap.us()},
              {"gemm_table", table}}},
            {"collectives", {{"intra_node", scope_to_json(p.intra_node)}, {"inter_node", scope_to_json(p.inter_node)}}},
            {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}}},

@@ -186,6 +186,11 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   k.work.memory_bytes = Bytes{4};
   k.kernels = 10;
   CHECK(kernel_time(c, k) == Time::from_us(20));
+  // The device-side gap between queued kernels is paid once per CUDA kernel: 10 x 2.1 us more.
+  c.kernel_gap = Time::from_ns(2100);
+  CHECK(kernel_time(c, k) == Time::from_us(41));
+  KernelTimeCache cache(c);
+  CHECK(cache.kernel_time(k) == Time::from_us(41));
 }
 
 TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per backward op", "[compute]") {
