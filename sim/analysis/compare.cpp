@@ -121,6 +121,7 @@ double get_or_zero(const std::map<std::string, V>& m, const std::string& k) {
 std::string fmt_value(double v, const std::string& unit) {
   if (unit == "ns") return fmt::format("{:.3f} ms", v / 1e6);
   if (unit == "bytes") return fmt::format("{:.1f} MiB", v / (1024.0 * 1024.0));
+  if (unit == "kernels") return fmt::format("{:.0f}", v);
   return fmt::format("{:.2f} {}", v, unit);
 }
 
@@ -276,8 +277,9 @@ void write_compare_table(std::ostream& out, const CompareReport& r) {
   for (const auto& row : r.rows) {
     std::string rel = row.rel_error_pct ? fmt::format("{:+.2f}%", *row.rel_error_pct) : std::string("n/a");
     std::string abs = row.unit == "%" ? fmt::format("{:+.2f} pt", row.abs_error)
-                      : row.unit == "ns" ? fmt::format("{:+.3f} ms", row.abs_error / 1e6)
-                                         : fmt::format("{:+.1f} MiB", row.abs_error / (1024.0 * 1024.0));
+                      : row.unit == "ns"      ? fmt::format("{:+.3f} ms", row.abs_error / 1e6)
+                      : row.unit == "kernels" ? fmt::format("{:+.0f}", row.abs_error)
+                                              : fmt::format("{:+.1f} MiB", row.abs_error / (1024.0 * 1024.0));
     std::string gate = row.tolerance_pct ? fmt::format("{} (tol {:.2f}%)", row.pass ? "PASS" : "FAIL", *row.tolerance_pct) : "";
     out << fmt::format("{:<16} {:<34} {:>14} {:>14} {:>14} {:>9}  {}\n", row.section, row.name,
                        fmt_value(row.reference, row.unit), fmt_value(row.subject, row.unit), abs, rel, gate);
