@@ -2,6 +2,7 @@
 // this machine, written as a profile whose "provenance.calibration" keeps every raw point so
 // `stepsim fit --calibration` can refit it. NCCL runs under `mpirun -np N`; rank 0 prints the
 // nccl-tests tables and writes the file.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -57,7 +58,7 @@ int calibrate(const Args& args) {
   double factor = 2.0;
   int warmup = 5, iters = 20, repeats = 5;
   opts.add_options()
-      ("what", po::value(&what)->default_value("all"), "gemm, nccl, contention or all")
+      ("what", po::value(&what)->default_value("all"), "gemm, nccl, contention, membw or all")
       ("out", po::value(&out_file), "output profile JSON (rank 0 writes it)")
       ("base", po::value(&base_file), "profile supplying what is not measured (name, peaks, HBM, host costs)")
       ("dtype", po::value(&dtype_name)->default_value("bf16"), "GEMM dtype: bf16, fp16, fp32, tf32, fp8")
@@ -75,13 +76,13 @@ int calibrate(const Args& args) {
   pos.add("what", 1);
   po::variables_map vm;
   const std::string usage =
-      "usage: stepsim calibrate [gemm|nccl|contention|all] [--out profile.json] [--base PROFILE.json]\n"
+      "usage: stepsim calibrate [gemm|nccl|contention|membw|all] [--out profile.json] [--base PROFILE.json]\n"
       "       mpirun -np N stepsim calibrate nccl -b 8 -e 4G -f 2 --out profile.json\n"
       "Runs the GEMM (cuBLASLt), NCCL and co-run contention microbenchmarks with the nccl-tests protocol\n"
       "and writes a profile with the raw measurements under provenance.calibration. Needs a GPU.";
   if (!parse_args(args, usage, opts, pos, vm)) return 0;
-  if (what != "gemm" && what != "nccl" && what != "contention" && what != "all")
-    throw InputError(fmt::format("calibrate: '{}': expected gemm, nccl, contention or all", what));
+  if (what != "gemm" && what != "nccl" && what != "contention" && what != "membw" && what != "all")
+    throw InputError(fmt::format("calibrate: '{}': expected gemm, nccl, contention, membw or all", what));
   Dtype gemm_dtype = Dtype::BF16, nccl_dtype = Dtype::FP32;
   try {
     gemm_dtype = parse_dtype(dtype_name);
@@ -170,6 +171,22 @@ int calibrate(const Args& args) {
                                c.gemm_alone.us(), c.gemm_concurrent.us(), to_string(co.kind), c.comm_alone.us(),
                                c.comm_concurrent.us());
   }
+  std::vector<gpu::MembwRow> membw;
+  if (what == "membw" || what == "all") {
+    gpu::MembwOptions mo;
+    mo.timing = timing;
+    mo.min_bytes = std::max<std::size_t>(min_bytes, 4096);
+    mo.max_bytes = std::max(mo.min_bytes, std::min<std::size_t>(max_bytes, std::size_t{1} << 30));
+    mo.factor = factor;
+    membw = gpu::bench_membw(mo, stream);
+    if (root) {
+      std::cout << fmt::format("# memory bandwidth (device-to-device copy: 2 x bytes moved; memset: bytes)\n");
+      std::cout << fmt::format("# {:>14} {:>12} {:>12} {:>12} {:>12}\n", "bytes", "copy us", "copy GB/s", "set us", "set GB/s");
+      for (const auto& r : membw)
+        std::cout << fmt::format("  {:>14} {:>12.2f} {:>12.1f} {:>12.2f} {:>12.1f}\n", r.bytes, r.copy.median_us, r.copy_gbps,
+                                 r.set.median_us, r.set_gbps);
+    }
+  }
   if (!root) return 0;
 
   // The profile: the base (or a minimal one from this device) with the measurements fitted in.
@@ -199,6 +216,27 @@ int calibrate(const Args& args) {
   calib::FitReport report;
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
   report.provenance["calibration"] = calib::calibration_to_json(data);
+  if (!membw.empty()) {
+    // The copy class: the median copy bandwidth over the sizes of at least 64 MiB (all sizes if
+    // none is that large), where launch overhead no longer matters.
+    std::vector<double> big, all;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : membw) {
+      all.push_back(r.copy_gbps);
+      if (r.bytes >= (std::size_t{64} << 20)) big.push_back(r.copy_gbps);
+      rows.push_back({{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
+                      {"copy_spread_pct", r.copy.spread_pct()}, {"set_us", r.set.median_us}, {"set_GBps", r.set_gbps}});
+    }
+    std::vector<double>& use = big.empty() ? all : big;
+    std::sort(use.begin(), use.end());
+    double gbps = use[use.size() / 2];
+    if (gbps > 0) {
+      fitted.compute.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(gbps);
+      fitted.sources["compute.memory_bandwidth_GBps.copy"] =
+          "stepsim calibrate membw: median device-to-device cudaMemcpyAsync bandwidth over the sizes >= 64 MiB";
+    }
+    report.provenance["membw"] = rows;
+  }
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
   std::ostringstream wrote;
   write_output(doc.dump(2) + "\n", out_file, "profile", wrote);

@@ -13,6 +13,8 @@
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/importers/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
+#include <optional>
+
 #include "calibrate/trace/kineto_trace.hpp"
 #include "calibrate/trace/trace_analysis.hpp"
 #include "calibrate/trace/trace_fit.hpp"
@@ -53,9 +55,10 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
 
 // Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
 // microbenchmark logs (trace::fit_inputs states the options: assumed groups, a stated group
-// size, the fastest occurrence instead of the median).
-static void add_trace_measurements(const std::vector<std::string>& files, const std::string& steps, bool keep_assumed,
-                                   int group_size, bool use_min, int gpus_per_node, calib::FitInputs& in) {
+// size, the fastest occurrence instead of the median). Returns the trace data for the compute fit.
+static trace::TraceFitData add_trace_measurements(const std::vector<std::string>& files, const std::string& steps,
+                                                  bool keep_assumed, int group_size, bool use_min, int gpus_per_node,
+                                                  calib::FitInputs& in) {
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : files) {
     traces.push_back(trace::read_kineto_trace(f));
@@ -63,10 +66,12 @@ static void add_trace_measurements(const std::vector<std::string>& files, const 
   }
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
+  trace::TraceFitData d = trace::extract_fit_data(traces, o);
   trace::TraceFitOptions fo{keep_assumed, group_size, use_min, gpus_per_node};
-  calib::FitInputs t = trace::fit_inputs(trace::extract_fit_data(traces, o), files.front(), fo);
+  calib::FitInputs t = trace::fit_inputs(d, files.front(), fo);
   in.collectives.insert(in.collectives.end(), t.collectives.begin(), t.collectives.end());
   in.gemm.insert(in.gemm.end(), t.gemm.begin(), t.gemm.end());
+  return d;
 }
 
 int fit(const Args& args) {
@@ -168,8 +173,10 @@ int fit(const Args& args) {
     in.files.push_back(f);
   }
 
-  if (!traces.empty()) add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, trace_group_size,
-                                                trace_statistic == "min", gpus_per_node, in);
+  std::optional<trace::TraceFitData> trace_data;
+  if (!traces.empty())
+    trace_data = add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, trace_group_size,
+                                        trace_statistic == "min", gpus_per_node, in);
 
   if (vm.count("collectives-only")) {
     in.gemm.clear();
@@ -181,6 +188,7 @@ int fit(const Args& args) {
   if (!name.empty()) fitted.name = name;
   if (!description.empty()) fitted.description = description;
   if (!notes.empty()) report.provenance["notes"] = notes;
+  if (trace_data) trace::apply_trace_compute(*trace_data, fitted, report.provenance);
   fitted.provenance = report.provenance;
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
 

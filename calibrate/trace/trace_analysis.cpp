@@ -52,6 +52,29 @@ struct StepOps {
 
 }  // namespace
 
+KernelClass trace_kernel_class(const std::string& raw) {
+  std::string n = raw;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  auto has = [&](const char* x) { return n.find(x) != std::string::npos; };
+  if (has("flash") || has("fmha") || has("attention") || has("attn_")) return KernelClass::Attention;
+  if (has("gemm") || has("cutlass") || has("xmma") || has("cublas") || has("s16816") || has("s1688") || has("splitk"))
+    return KernelClass::Gemm;
+  if (has("multi_tensor_apply") || has("adam") || has("sgd")) return KernelClass::Optimizer;
+  if (has("layer_norm") || has("layernorm") || has("rms") || has("gammabeta") || has("cuapplylayernorm") ||
+      has("cucomputegradinput") || has("cucomputepartgradgammabeta") || has("cucomputegradgammabeta"))
+    return KernelClass::Norm;
+  if (has("softmax") || has("reduce_kernel") || has("nll_loss") || has("reduce")) return KernelClass::Reduction;
+  if (has("indexselect") || has("index_select") || has("embedding") || has("indexing_backward") || has("cub::") ||
+      has("segment") || has("compute_grad_weight") || has("sum_and_scatter") || has("krn_") || has("index_elementwise"))
+    return KernelClass::Embedding;
+  if (has("catarraybatchedcopy")) return KernelClass::Copy;
+  if (has("vectorized_elementwise") || has("fused_dropout") || has("cudacodegen") || has("triton_") ||
+      has("masked_scale"))
+    return KernelClass::Elementwise;
+  if (has("elementwise_kernel") || has("unrolled_elementwise")) return KernelClass::ElementwiseStrided;
+  return KernelClass::Compute;
+}
+
 TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
   TraceIndex idx(t);
   TraceAnalysis a;
@@ -88,6 +111,7 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     if (o.first_step && span.step_number < *o.first_step) continue;
     if (o.last_step && span.step_number > *o.last_step) continue;
     StepAnalysis st;
+    st.classes = empty_breakdown();
     st.number = span.step_number;
     st.span_start = span.start;
     st.span_end = span.end;
@@ -101,6 +125,8 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
       if (op.kind != GpuOp::Kind::Kernel) {
         memops.push_back(iv);
         ++st.memory_ops;
+        // Copy-engine ops: their time goes to the copy class, no kernel counted.
+        st.classes.rows[static_cast<std::size_t>(KernelClass::Copy)].time += op.end - op.start;
         continue;
       }
       win_start = std::min(win_start, op.start);
@@ -108,9 +134,13 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
       if (op.collective) {
         comm.push_back(iv);
         ++st.collectives;
+        st.classes.rows[kKernelClassCount].kernels += 1;
       } else {
         compute.push_back(iv);
         ++st.kernels;
+        ClassRow& row = st.classes.rows[static_cast<std::size_t>(trace_kernel_class(t.name_of(op)))];
+        row.kernels += 1;
+        row.time += op.end - op.start;
       }
       if (so.phase[k] == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
       if (so.phase[k] == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
@@ -120,6 +150,8 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     m.overlap.step_time = span.end - span.start;
     Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;
     m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
+    st.classes.rows[kKernelClassCount].time = m.overlap.comm_time;
+    st.classes.rows[kKernelClassCount + 1].time = m.overlap.idle;
     // Phases partition the span (as compute_metrics does for the simulator's timeline).
     fwd_end = std::min(fwd_end, span.end);
     bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/trace/kineto_trace.hpp"
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/analysis/metrics.hpp"
 
 namespace stepsim::trace {
@@ -59,7 +60,18 @@ struct StepAnalysis {
   Metrics metrics;
   std::size_t kernels = 0, collectives = 0, memory_ops = 0;
   Time memory_op_time;  // union of memcpy/memset intervals (reported, not part of the metrics)
+  // Time and kernel count per simulator kernel class (trace_kernel_class), communication, idle.
+  ClassBreakdown classes;
 };
+
+// The simulator's kernel class of a CUDA kernel, from its name: the PyTorch/library kernel
+// families each class stands for (program.hpp KernelClass): cuBLAS/CUTLASS -> gemm,
+// flash/fmha -> attention, vectorized_elementwise/fused_dropout/nvfuser/triton -> elementwise,
+// elementwise_kernel/unrolled_elementwise (TensorIterator's non-vectorized path) ->
+// elementwise_strided, softmax/reduce/nll_loss -> reduction, layer_norm/apex LayerNorm/rms ->
+// norm, CatArrayBatchedCopy -> copy, index_select/embedding backward/cub sort -> embedding,
+// multi_tensor_apply/adam -> optimizer; anything else -> compute.
+KernelClass trace_kernel_class(const std::string& kernel_name);
 
 // A row of the collective table: one (kind, group, S) class.
 struct CollectiveRow {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -63,10 +64,54 @@ std::string kernel_class_of(const std::string& raw) {
   return "other";
 }
 
+namespace {
+
+struct DispatchSamples {
+  std::vector<Time> forward, backward, launch;
+};
+
+// Intervals between consecutive runtime calls (kernel launches, copies) on each host thread,
+// below 1 ms (longer ones are blocking waits, not dispatch). The autograd thread is the one
+// running autograd::engine spans; the forward thread the busiest other one.
+void host_dispatch(const KinetoTrace& t, DispatchSamples& out) {
+  // Kernel launches only (a runtime call whose correlation id is a kernel's), as
+  // tools/fit_compute_from_trace.py counts cudaLaunchKernel: copies, memsets and event calls
+  // come in quick runs that are not an op's dispatch.
+  std::unordered_set<std::int64_t> kernel_corr;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.kind == GpuOp::Kind::Kernel && op.correlation >= 0) kernel_corr.insert(op.correlation);
+  std::map<std::int64_t, std::vector<const RuntimeCall*>> by_thread;
+  for (const RuntimeCall& r : t.runtime)
+    if (kernel_corr.count(r.correlation)) by_thread[r.thread].push_back(&r);
+  std::map<std::int64_t, std::size_t> backward_spans;
+  for (const CpuSpan& s : t.cpu)
+    if (s.kind == CpuSpan::Kind::Backward) ++backward_spans[s.thread];
+  std::int64_t bw_thread = -1, fw_thread = -1;
+  std::size_t best = 0;
+  for (const auto& [th, n] : backward_spans)
+    if (n > best) best = n, bw_thread = th;
+  best = 0;
+  for (const auto& [th, v] : by_thread)
+    if (th != bw_thread && v.size() > best) best = v.size(), fw_thread = th;
+  for (auto& [th, v] : by_thread) {
+    if (th != bw_thread && th != fw_thread) continue;
+    std::stable_sort(v.begin(), v.end(), [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; });
+    auto& dst = th == bw_thread ? out.backward : out.forward;
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      Time gap = v[i]->start - v[i - 1]->start;
+      if (gap < Time::from_ms(1)) dst.push_back(gap);
+    }
+    for (const RuntimeCall* r : v) out.launch.push_back(r->end - r->start);
+  }
+}
+
+}  // namespace
+
 TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   TraceFitData d;
   std::map<std::string, std::vector<Time>> by_class;
-  std::map<GemmShape, std::vector<Time>> by_shape;
+  std::map<GemmShape, std::vector<Time>> by_shape, by_shape_overlapped;
+  DispatchSamples dispatch;
   for (const KinetoTrace& t : traces) {
     TraceAnalysis a = analyze_trace(t, o);
     for (const CollectiveRecord& r : a.collectives) {
@@ -76,11 +121,17 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
         continue;
       }
       d.collectives.push_back(TraceCollectivePoint{*kind, r.group_size, r.group_assumed, r.bytes, r.duration, r.dtype,
-                                                   "", t.rank, r.step});
+                                                   "", t.rank, r.step, r.bytes.count <= 8});
     }
 
     TraceIndex idx(t);
     int dev = t.main_device();
+    // Collective kernel intervals of this device, by start (for the contention split).
+    std::vector<std::pair<Time, Time>> colls;
+    for (const GpuOp& op : t.gpu_ops)
+      if (op.device == dev && op.collective) colls.emplace_back(op.start, op.end);
+    std::sort(colls.begin(), colls.end());
+    host_dispatch(t, dispatch);
     for (const GpuOp& op : t.gpu_ops) {
       if (op.device != dev || op.collective) continue;
       auto s = idx.step_of(op);
@@ -124,7 +175,17 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
       if (!first) continue;
       auto s = idx.step_of(*first);
       if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
-      if (total.ns > 0) by_shape[shape].push_back(total);
+      if (total.ns <= 0) continue;
+      // Beside an NCCL kernel: any collective of this device overlapping the first kernel.
+      auto c = std::upper_bound(colls.begin(), colls.end(), first->end,
+                                [](Time x, const std::pair<Time, Time>& iv) { return x < iv.first; });
+      bool beside = false;
+      for (auto it2 = c; it2 != colls.begin() && !beside;) {
+        --it2;
+        beside = it2->second > first->start;
+        if (first->start - it2->first > Time::from_ms(1000)) break;
+      }
+      (beside ? by_shape_overlapped : by_shape)[shape].push_back(total);
     }
   }
   for (auto& [cls, v] : by_class) {
@@ -135,14 +196,33 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     k.median = median_of(v);
     d.kernel_classes.push_back(k);
   }
+  std::vector<double> ratios;
+  for (auto& [shape, ov] : by_shape_overlapped)
+    if (!by_shape.count(shape)) by_shape[shape];  // shapes only ever seen beside NCCL
   for (auto& [shape, v] : by_shape) {
     GemmPoint g;
     g.shape = shape;
-    g.count = v.size();
-    g.median = median_of(v);
+    auto ov = by_shape_overlapped.find(shape);
+    g.overlapped = ov == by_shape_overlapped.end() ? 0 : ov->second.size();
+    if (g.overlapped) g.median_overlapped = median_of(ov->second);
+    g.count = v.size() + g.overlapped;
+    g.median = v.empty() ? g.median_overlapped : median_of(v);
     g.rate = FlopRate{shape.flops().count / g.median.seconds()};
+    if (v.size() >= 3 && g.overlapped >= 3)
+      ratios.push_back(static_cast<double>(g.median_overlapped.ns) / static_cast<double>(median_of(v).ns));
     d.gemms.push_back(g);
   }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    d.contention_shapes = ratios.size();
+    d.compute_slowdown = std::max(0.0, ratios[ratios.size() / 2] - 1.0);
+  }
+  auto median_or_zero = [](const std::vector<Time>& v) { return v.empty() ? Time::zero() : median_of(v); };
+  d.host.eager_op = median_or_zero(dispatch.forward);
+  d.host.autograd_op = median_or_zero(dispatch.backward);
+  d.host.kernel_launch = median_or_zero(dispatch.launch);
+  d.host.forward_launches = dispatch.forward.size();
+  d.host.backward_launches = dispatch.backward.size();
   return d;
 }
 
@@ -168,6 +248,9 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
   calib::FitInputs in;
   std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
   for (const auto& p : d.collectives) {
+    // A host-synchronised tiny all-reduce (the grad-norm / overflow scalar) measures the host's
+    // wait, not NCCL's latency: left out (its count is in the compute fit's provenance).
+    if (p.host_synchronised) continue;
     if (p.ranks_assumed && o.group_size > 0) {
       // A trace that records no group size records no output size either (record_param_comms
       // without its arguments): an all-gather's S was taken as the per-rank input times the
@@ -195,6 +278,37 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
   }
   for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, label});
   return in;
+}
+
+// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table.
+void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance) {
+  nlohmann::json j;
+  if (d.host.forward_launches >= 50) {
+    p.host.eager_op_overhead = d.host.eager_op;
+    p.host.kernel_launch_overhead = d.host.kernel_launch;
+    j["eager_op_overhead_us"] = d.host.eager_op.us();
+    j["kernel_launch_overhead_us"] = d.host.kernel_launch.us();
+    j["forward_launches"] = d.host.forward_launches;
+  }
+  if (d.host.backward_launches >= 50) {
+    p.host.autograd_op_overhead = d.host.autograd_op;
+    j["autograd_op_overhead_us"] = d.host.autograd_op.us();
+    j["backward_launches"] = d.host.backward_launches;
+  }
+  if (d.contention_shapes > 0) {
+    p.contention.compute_slowdown = d.compute_slowdown;
+    j["compute_slowdown"] = d.compute_slowdown;
+    j["contention_shapes"] = d.contention_shapes;
+  }
+  if (!d.gemms.empty()) {
+    p.compute.gemm_in_training_factor = 1.0;
+    j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
+  }
+  std::size_t skipped = 0;
+  for (const auto& c : d.collectives) skipped += c.host_synchronised;
+  j["host_synchronised_collectives_left_out"] = skipped;
+  provenance["trace_compute"] = j;
 }
 
 }  // namespace stepsim::trace

@@ -29,6 +29,11 @@ struct TraceCollectivePoint {
   std::string group;           // process group name when recorded
   int rank = -1;               // the trace's rank
   std::int64_t step = 0;
+  // A scalar collective (<= 8 bytes: one fp32/fp64 value): the grad-norm / overflow all-reduce
+  // whose result the host reads at once (DeepSpeed stage_1_and_2.py get_grad_norm_direct ->
+  // .item()). Its kernel time is dominated by the ranks arriving at different times after the
+  // host sync, not by NCCL latency: left out of the latency fit.
+  bool host_synchronised = false;
 };
 
 struct KernelClassTiming {
@@ -41,8 +46,19 @@ struct KernelClassTiming {
 struct GemmPoint {
   GemmShape shape;
   std::size_t count = 0;  // calls of this shape
-  Time median;            // median time of one call
-  FlopRate rate;          // shape.flops() / median
+  Time median;            // median time of one call (calls without a concurrent NCCL kernel when any)
+  FlopRate rate;          // shape.flops() / median: the in-training rate of this shape
+  std::size_t overlapped = 0;  // calls that ran beside an NCCL kernel
+  Time median_overlapped;      // their median time (0 if none)
+};
+
+// Eager PyTorch's CPU cost per op, from the spacing of kernel launches (runtime calls) on the
+// host threads: the autograd engine's thread (the one running autograd::engine spans) gives the
+// backward cost, the busiest other thread the forward cost. Medians of the intervals below 1 ms
+// between consecutive launches on a thread, and of the runtime calls' own durations.
+struct HostDispatchFit {
+  Time eager_op, autograd_op, kernel_launch;
+  std::size_t forward_launches = 0, backward_launches = 0;
 };
 
 struct TraceFitData {
@@ -50,6 +66,11 @@ struct TraceFitData {
   std::size_t skipped_collectives = 0;  // send/recv, unknown kind, or unknown size
   std::vector<KernelClassTiming> kernel_classes;  // sorted by class name
   std::vector<GemmPoint> gemms;                   // sorted by shape
+  HostDispatchFit host;
+  // Contention: median over GEMM shapes seen at least 3 times both alone and beside an NCCL
+  // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
+  double compute_slowdown = 0;
+  std::size_t contention_shapes = 0;
 };
 
 // Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->
@@ -86,5 +107,10 @@ struct TraceFitOptions {
 // series per (collective, group size of at least 2) with one time per message size, and one GEMM
 // sample per shape. `label` names the source in the fit's provenance.
 calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o);
+
+// The compute/host side of a trace fit into `p`: eager dispatch costs from the launch spacing,
+// the compute slowdown beside NCCL kernels, the GEMM table taken as in-training rates; what was
+// fitted goes to provenance["trace_compute"].
+void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
 
 }  // namespace stepsim::trace

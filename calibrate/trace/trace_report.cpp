@@ -31,6 +31,7 @@ nlohmann::json trace_json(const TraceAnalysis& a) {
                      {"kernels", s.kernels},
                      {"collectives", s.collectives},
                      {"memory_ops", s.memory_ops},
+                     {"classes", breakdown_to_json(s.classes)},
                      {"memory_op_time_ns", s.memory_op_time.ns}});
   nlohmann::json table = nlohmann::json::array();
   for (const auto& r : a.table)
@@ -92,6 +93,21 @@ void trace_text(std::string& out, const TraceAnalysis& a) {
                      "peak GiB", "reserved GiB");
   for (const auto& s : a.steps) metrics_row(out, fmt::format("#{}", s.number), s.metrics);
   if (a.steps.size() > 1) metrics_row(out, "mean", a.mean);
+  if (!a.steps.empty()) {
+    // Per class, the mean over the shown steps.
+    ClassBreakdown mean = empty_breakdown();
+    for (const auto& s : a.steps)
+      for (std::size_t i = 0; i < mean.rows.size() && i < s.classes.rows.size(); ++i) {
+        mean.rows[i].kernels += s.classes.rows[i].kernels;
+        mean.rows[i].time += s.classes.rows[i].time;
+      }
+    const auto n = static_cast<std::int64_t>(a.steps.size());
+    for (auto& r : mean.rows) {
+      r.kernels = (r.kernels + n / 2) / n;
+      r.time = Time{(r.time.ns + n / 2) / n};
+    }
+    out += "\n" + breakdown_to_text(mean, a.mean.overlap.step_time);
+  }
   out += "\n  collectives (S per nccl-tests; busbw from the median)\n";
   out += fmt::format("  {:<15} {:>6} {:>6} {:>12} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "kind", "dtype", "group",
                      "S", "count", "median us", "min us", "max us", "algbw", "busbw");

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/gpu/cuda_check.hpp"
 #include "kernels/gpu/nccl_ops.hpp"
 #include "sim/hardware/collective_model.hpp"
 
@@ -218,6 +219,39 @@ calib::CollectiveSeries to_series(const std::vector<NcclBenchRow>& rows, int ran
       s.samples.push_back({Bytes{static_cast<std::int64_t>(r.bytes)}, Time::from_us(r.in_place.median_us), true, 0});
   }
   return s;
+}
+
+std::vector<MembwRow> bench_membw(const MembwOptions& o, const Stream& stream) {
+  DeviceInfo info = current_device_info();
+  const std::size_t rotate = std::max<std::size_t>(4 * info.l2_bytes, std::size_t{64} << 20);
+  std::vector<MembwRow> rows;
+  for (double size = static_cast<double>(o.min_bytes); size <= static_cast<double>(o.max_bytes) * (1 + 1e-9);
+       size *= o.factor) {
+    const std::size_t bytes = static_cast<std::size_t>(size);
+    // Source/destination pairs so one rotation exceeds `rotate`, within a quarter of memory.
+    std::size_t pairs = std::clamp<std::size_t>((rotate + 2 * bytes - 1) / (2 * bytes), 1, 16);
+    while (pairs > 1 && 2 * pairs * bytes > info.memory_bytes / 4) --pairs;
+    if (2 * pairs * bytes > info.memory_bytes / 4) break;
+    std::vector<DeviceBuffer> src, dst;
+    for (std::size_t i = 0; i < pairs; ++i) {
+      src.emplace_back(bytes).fill_random(4, 2 * i + 1, stream.get());
+      dst.emplace_back(bytes);
+    }
+    MembwRow r;
+    r.bytes = bytes;
+    r.copy = summarize(time_loops(o.timing, stream, [&](int i) {
+      const auto k = static_cast<std::size_t>(i) % pairs;
+      STEPSIM_CUDA_CHECK(cudaMemcpyAsync(dst[k].data(), src[k].data(), bytes, cudaMemcpyDeviceToDevice, stream.get()));
+    }));
+    r.set = summarize(time_loops(o.timing, stream, [&](int i) {
+      STEPSIM_CUDA_CHECK(cudaMemsetAsync(dst[static_cast<std::size_t>(i) % pairs].data(), 0, bytes, stream.get()));
+    }));
+    if (r.copy.median_us > 0) r.copy_gbps = 2.0 * static_cast<double>(bytes) / (r.copy.median_us * 1e3);
+    if (r.set.median_us > 0) r.set_gbps = static_cast<double>(bytes) / (r.set.median_us * 1e3);
+    rows.push_back(r);
+    if (o.factor <= 1) break;
+  }
+  return rows;
 }
 
 }  // namespace stepsim::gpu

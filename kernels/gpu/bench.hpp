@@ -67,6 +67,23 @@ std::vector<NcclBenchRow> bench_collective(const MpiSession& mpi, const NcclComm
                                            const NcclBenchOptions& options, const Stream& stream, std::ostream* print);
 void print_nccl_tests_header(std::ostream& out, const NcclBenchOptions& options, int nranks);
 
+struct MembwOptions {
+  TimingOptions timing;
+  std::size_t min_bytes = std::size_t{1} << 20, max_bytes = std::size_t{1} << 30;  // buffer size sweep
+  double factor = 2.0;
+};
+
+// Achieved memory bandwidth over a size sweep: a device-to-device cudaMemcpyAsync (the copy
+// class: reads and writes `bytes`, 2 x bytes moved) and a cudaMemsetAsync (write-only). Buffers
+// rotate through more than 4 x L2 so no call runs from a warm cache; sizes stop at a quarter
+// of device memory. GB/s = bytes moved / median time.
+struct MembwRow {
+  std::size_t bytes = 0;
+  Timing copy, set;
+  double copy_gbps = 0, set_gbps = 0;
+};
+std::vector<MembwRow> bench_membw(const MembwOptions& options, const Stream& stream);
+
 struct ContentionOptions {
   TimingOptions timing;
   GemmShape gemm{8192, 8192, 8192, 1, Dtype::BF16};

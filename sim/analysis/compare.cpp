@@ -83,6 +83,7 @@ double by(Bytes b) { return static_cast<double>(b.count); }
 
 struct OpStats {
   std::map<std::string, double> kernel_class_ns;     // class -> summed duration
+  std::map<std::string, double> kernel_class_count;  // class -> CUDA kernels (ops' "kernels", default 1)
   std::map<std::string, double> coll_kind_ns;        // kind -> summed duration
   std::map<std::string, double> coll_kind_exposed;   // kind -> summed exposed time
   std::vector<std::string> coll_keys;                // "name" or "name #k", issue order
@@ -116,7 +117,9 @@ OpStats op_stats(const Doc& d) {
       s.coll_keys.push_back(key);
       s.coll[key] = {dur, exposed};
     } else if (kind == "kernel") {
-      s.kernel_class_ns[o.value("class", std::string{"compute"})] += dur;
+      const std::string cls = o.value("class", std::string{"compute"});
+      s.kernel_class_ns[cls] += dur;
+      s.kernel_class_count[cls] += static_cast<double>(o.value("kernels", std::int64_t{1}));
     }
   }
   return s;
@@ -140,6 +143,7 @@ double get_or_zero(const std::map<std::string, V>& m, const std::string& k) {
 std::string fmt_value(double v, const std::string& unit) {
   if (unit == "ns") return fmt::format("{:.3f} ms", v / 1e6);
   if (unit == "bytes") return fmt::format("{:.1f} MiB", v / (1024.0 * 1024.0));
+  if (unit == "kernels") return fmt::format("{:.0f}", v);
   return fmt::format("{:.2f} {}", v, unit);
 }
 
@@ -224,6 +228,8 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   OpStats sa = op_stats(ref), sb = op_stats(sub);
   for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
     add_row(r, "kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
+  for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
+    add_row(r, "kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
   for (const auto& k : union_keys(sa.coll_kind_ns, sb.coll_kind_ns)) {
     add_row(r, "collective kind", k, "ns", get_or_zero(sa.coll_kind_ns, k), get_or_zero(sb.coll_kind_ns, k));
     add_row(r, "collective kind", k + " exposed", "ns", get_or_zero(sa.coll_kind_exposed, k),
@@ -293,8 +299,9 @@ void write_compare_table(std::ostream& out, const CompareReport& r) {
   for (const auto& row : r.rows) {
     std::string rel = row.rel_error_pct ? fmt::format("{:+.2f}%", *row.rel_error_pct) : std::string("n/a");
     std::string abs = row.unit == "%" ? fmt::format("{:+.2f} pt", row.abs_error)
-                      : row.unit == "ns" ? fmt::format("{:+.3f} ms", row.abs_error / 1e6)
-                                         : fmt::format("{:+.1f} MiB", row.abs_error / (1024.0 * 1024.0));
+                      : row.unit == "ns"      ? fmt::format("{:+.3f} ms", row.abs_error / 1e6)
+                      : row.unit == "kernels" ? fmt::format("{:+.0f}", row.abs_error)
+                                              : fmt::format("{:+.1f} MiB", row.abs_error / (1024.0 * 1024.0));
     std::string gate = row.tolerance_pct ? fmt::format("{} (tol {:.2f}%)", row.pass ? "PASS" : "FAIL", *row.tolerance_pct) : "";
     out << fmt::format("{:<16} {:<34} {:>14} {:>14} {:>14} {:>9}  {}\n", row.section, row.name,
                        fmt_value(row.reference, row.unit), fmt_value(row.subject, row.unit), abs, rel, gate);

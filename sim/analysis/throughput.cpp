@@ -36,8 +36,20 @@ Throughput throughput(const Experiment& e, Time step_time) {
   const double model = model_flops_per_token(w);
   if (model <= 0 || peak == e.cluster.profile.compute.peak.end() || peak->second.flops_per_s <= 0) return t;
   double hardware = model;
-  if (w.checkpointing == Checkpointing::Full) hardware += model / 3;
-  else if (w.checkpointing == Checkpointing::Selective) hardware += attention_forward_per_token(w);
+  if (w.checkpointing == Checkpointing::Full) {
+    hardware += model / 3;
+  } else if (w.checkpointing == Checkpointing::Selective) {
+    hardware += attention_forward_per_token(w);
+  } else if (w.checkpointing != Checkpointing::None) {
+    // op_sac, every_k: the FLOPs of the ops the workload re-runs (GEMMs and attention).
+    double recomputed = 0;
+    for (const auto& l : w.layers)
+      for (const auto& op : l.recompute) {
+        for (const auto& g : op.work.gemms) recomputed += g.flops().count;
+        recomputed += op.work.attention_flops.count;
+      }
+    hardware += recomputed / static_cast<double>(w.tokens());
+  }
   t.mfu_pct = 100.0 * model * t.tokens_per_s_per_gpu / peak->second.flops_per_s;
   t.hfu_pct = 100.0 * hardware * t.tokens_per_s_per_gpu / peak->second.flops_per_s;
   return t;

@@ -10,7 +10,8 @@
 //                         s x s, not halved by the causal mask)
 //   hfu_pct               the same with the FLOPs the GPU really runs for recomputation:
 //                         full checkpointing re-runs the forward (+1/3: 8 N + 16 l h s per
-//                         token), selective re-runs attention's s x s products (+4 l h s)
+//                         token), selective re-runs attention's s x s products (+4 l h s);
+//                         op_sac and every_k add the FLOPs of the ops the workload re-runs
 // Toy workloads have no FLOPs: tokens only.
 
 #include "sim/analysis/metrics.hpp"

@@ -11,8 +11,38 @@ namespace stepsim {
 namespace fs = std::filesystem;
 
 static Checkpointing parse_ckpt(ObjectReader& r) {
-  std::string c = r.choice("activation_checkpointing", "none", {"none", "selective", "full"});
-  return c == "full" ? Checkpointing::Full : c == "selective" ? Checkpointing::Selective : Checkpointing::None;
+  std::string c = r.choice("activation_checkpointing", "none", {"none", "selective", "full", "op_sac", "every_k"});
+  if (c == "full") return Checkpointing::Full;
+  if (c == "selective") return Checkpointing::Selective;
+  if (c == "op_sac") return Checkpointing::OpSac;
+  if (c == "every_k") return Checkpointing::EveryK;
+  return Checkpointing::None;
+}
+
+// The implementation knobs over the preset's (or family's) defaults.
+static void parse_options(ObjectReader& w, WorkloadOptions& o) {
+  if (w.has("implementation")) {
+    std::string i = w.choice("implementation", {"hf", "torchtitan", "llm_foundry", "megatron"});
+    o.impl = i == "hf" ? Implementation::Hf : i == "torchtitan" ? Implementation::Torchtitan
+           : i == "llm_foundry" ? Implementation::LlmFoundry : Implementation::Megatron;
+  }
+  if (w.has("attention")) {
+    std::string a = w.choice("attention", {"flash", "sdpa_efficient", "eager"});
+    o.attention = a == "flash" ? Attention::Flash : a == "eager" ? Attention::Eager : Attention::SdpaEfficient;
+  }
+  if (w.has("dropout")) {
+    o.dropout = w.fraction("dropout", o.dropout);
+    if (o.dropout >= 1) w.fail("dropout", "a probability in [0, 1)");
+  }
+  if (w.has("attention_dropout")) {
+    o.attention_dropout = w.fraction("attention_dropout", o.attention_dropout);
+    if (o.attention_dropout >= 1) w.fail("attention_dropout", "a probability in [0, 1)");
+  }
+  o.compile = w.boolean("compile", o.compile);
+  if (o.checkpointing == Checkpointing::EveryK)
+    o.checkpoint_every = static_cast<int>(w.positive_integer("activation_checkpointing_every"));
+  else if (w.has("activation_checkpointing_every"))
+    w.fail("activation_checkpointing_every", "only with \"activation_checkpointing\": \"every_k\"");
 }
 
 static Workload parse_toy(ObjectReader& w) {
@@ -91,8 +121,11 @@ static Workload parse_workload(ObjectReader w) {
   } else {
     w.fail("preset", "a model: \"preset\" (e.g. llama3-8b), \"model\" (dimensions) or \"toy\"");
   }
+  WorkloadOptions opts = w.has("preset") && !w.has("model") ? preset_options(name) : default_options(dims.family);
+  opts.checkpointing = ckpt;
+  parse_options(w, opts);
   w.finish();
-  return build_transformer(name, dims, mb, seq, dt, ckpt);
+  return build_transformer(name, dims, mb, seq, dt, opts);
 }
 
 static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {

@@ -122,7 +122,7 @@ class Engine {
 
   Time host_cost(std::size_t i) const {
     return std::visit(Overloaded{
-                          [&](const Launch&) { return hw_.host.launch_overhead; },
+                          [&](const Launch& l) { return launch_host_time(hw_.host, l.kernel); },
                           [&](const Collective&) { return hw_.host.collective_overhead; },
                           [&](const Record&) { return hw_.host.event_overhead; },
                           [&](const Wait&) { return hw_.host.event_overhead; },
@@ -177,7 +177,7 @@ class Engine {
     return std::visit(Overloaded{
                           [&](const Launch& l) {
                             Op op = new_op(OpType::Kernel, l.stream, i);
-                            op.solo = kernel_times_.kernel_time(l.kernel.work);
+                            op.solo = kernel_times_.kernel_time(l.kernel);
                             enqueue(std::move(op));
                             return true;
                           },
@@ -518,6 +518,7 @@ class Engine {
         t.name = l.kernel.name;
         t.unit = l.kernel.unit;
         t.cls = l.kernel.cls;
+        t.kernels = l.kernel.kernels;
       } else {
         const auto& c = std::get<Collective>(p_.instructions[op.instruction]);
         t.kind = TimelineOp::Kind::Collective;

@@ -22,6 +22,7 @@ struct TimelineOp {
   std::size_t instruction = 0;  // index into Program::instructions
   // Kernels
   KernelClass cls = KernelClass::Compute;
+  int kernels = 1;  // CUDA kernels this op stands for (Kernel::kernels)
   // Collectives
   CommId comm = -1;
   CollectiveKind collective = CollectiveKind::AllReduce;

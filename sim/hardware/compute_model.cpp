@@ -53,43 +53,86 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   FlopRate peak = peak_for(c, g.dtype);
   double eff = table_efficiency(c, g, peak.flops_per_s);
   Flops work = g.flops();
-  if (eff > 0) return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff}), c.min_kernel_time);
-  // Roofline: the slower of math at the default efficiency and moving A, B and C once.
+  if (eff > 0)
+    return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff * c.gemm_in_training_factor}), c.min_kernel_time);
+  // Roofline: the slower of math at the default efficiency and moving A, B and C once. Batched
+  // small-k GEMMs (eager attention's QK^T and PV) land on the memory side.
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
   Time math = compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency});
-  return std::max({math, memory_time(c, moved), c.min_kernel_time});
+  return std::max({math, memory_time(c, moved, KernelClass::Gemm), c.min_kernel_time});
 }
 
-Time memory_time(const ComputeProfile& c, Bytes bytes) {
+Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls) {
   if (!c.model_memory_kernels || bytes.count <= 0) return Time::zero();
+  auto it = c.class_bandwidth.find(cls);
+  if (it != c.class_bandwidth.end()) return transfer_time(bytes, it->second);
   return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
 }
 
 // The non-GEMM part of a kernel's time.
-static Time other_time(const ComputeProfile& c, const KernelWork& w) {
+static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels) {
   Time t = w.fixed;
-  if (w.memory_bytes.count > 0 && c.model_memory_kernels) t += std::max(memory_time(c, w.memory_bytes), c.min_kernel_time);
-  if (w.attention_flops.count > 0) {
+  if (w.memory_bytes.count > 0 && c.model_memory_kernels) {
+    Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
+    t += std::max(memory_time(c, w.memory_bytes, cls), floor);
+  }
+  if (w.attention_flops.count > 0 || w.efficient_attention_flops.count > 0) {
     FlopRate peak = peak_for(c, Dtype::BF16);
     t += compute_time(w.attention_flops, FlopRate{peak.flops_per_s * c.attention_efficiency});
+    double eff = c.efficient_attention_efficiency > 0 ? c.efficient_attention_efficiency : c.attention_efficiency;
+    t += compute_time(w.efficient_attention_flops, FlopRate{peak.flops_per_s * eff});
   }
   return t;
 }
 
+// Attention kernels' bytes are part of their FLOP-priced time; only GEMM-free memory-bound
+// work is priced by bytes.
+static KernelClass bytes_class(KernelClass cls) { return cls == KernelClass::Compute ? KernelClass::Elementwise : cls; }
+
+static KernelWork without_attention_bytes(const KernelWork& w, KernelClass cls) {
+  if (cls != KernelClass::Attention) return w;
+  KernelWork x = w;
+  x.memory_bytes = Bytes{0};
+  return x;
+}
+
 Time kernel_time(const ComputeProfile& c, const KernelWork& w) {
-  Time t = other_time(c, w);
+  Time t = other_time(c, w, KernelClass::Elementwise, 1);
   for (const auto& g : w.gemms) t += gemm_time(c, g);
   return t;
 }
 
-Time KernelTimeCache::kernel_time(const KernelWork& w) {
-  Time t = other_time(c_, w);
+Time kernel_time(const ComputeProfile& c, const Kernel& k) {
+  KernelWork w = without_attention_bytes(k.work, k.cls);
+  Time t = other_time(c, w, bytes_class(k.cls), k.kernels);
+  for (const auto& g : w.gemms) t += gemm_time(c, g);
+  return t + Time{c.kernel_gap.ns * k.kernels};
+}
+
+Time launch_host_time(const HostProfile& h, const Kernel& k) {
+  Time base = h.launch_overhead;
+  if (k.dispatch == HostDispatch::Eager && h.eager_op_overhead.ns > 0) base = h.eager_op_overhead;
+  if (k.dispatch == HostDispatch::Autograd && h.autograd_op_overhead.ns > 0) base = h.autograd_op_overhead;
+  Time extra = h.kernel_launch_overhead.ns > 0 ? h.kernel_launch_overhead : Time::zero();
+  return base + Time{extra.ns * std::max(0, k.kernels - 1)};
+}
+
+Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernels) {
+  Time t = other_time(c_, w, cls, kernels);
   for (const auto& g : w.gemms) {
     auto it = gemm_.find(g);
     if (it == gemm_.end()) it = gemm_.emplace(g, gemm_time(c_, g)).first;
     t += it->second;
   }
   return t;
+}
+
+Time KernelTimeCache::kernel_time(const KernelWork& w) { return work_time(w, KernelClass::Elementwise, 1); }
+
+Time KernelTimeCache::kernel_time(const Kernel& k) {
+  const Time gap{c_.kernel_gap.ns * k.kernels};
+  if (k.cls == KernelClass::Attention) return work_time(without_attention_bytes(k.work, k.cls), k.cls, k.kernels) + gap;
+  return work_time(k.work, bytes_class(k.cls), k.kernels) + gap;
 }
 
 }  // namespace stepsim

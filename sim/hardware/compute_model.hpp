@@ -1,7 +1,8 @@
 #pragma once
-// Kernel cost: GEMMs from a measured efficiency table (nearest shapes, interpolated) with a
-// roofline fallback; memory-bound bytes at the calibrated HBM rate; attention FLOPs at a
-// calibrated fraction of peak; fixed times as given.
+// Kernel cost: GEMMs from a measured efficiency table (nearest shapes, interpolated; scaled by
+// the in-training factor) with a roofline fallback; memory-bound bytes at the achieved
+// bandwidth of their kernel class; attention FLOPs at a calibrated fraction of peak; fixed
+// times as given. Host cost of a launch by how the framework dispatches it.
 
 #include <map>
 
@@ -11,8 +12,15 @@
 namespace stepsim {
 
 Time gemm_time(const ComputeProfile& c, const GemmShape& g);
-Time memory_time(const ComputeProfile& c, Bytes bytes);
+// Memory-bound bytes at the class's achieved bandwidth (hbm * memory_efficiency if the profile
+// has none for the class).
+Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);
 Time kernel_time(const ComputeProfile& c, const KernelWork& w);
+// A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least
+// min_kernel_time.
+Time kernel_time(const ComputeProfile& c, const Kernel& k);
+// CPU time the host spends issuing `k` (HostProfile, by k.dispatch and k.kernels).
+Time launch_host_time(const HostProfile& h, const Kernel& k);
 
 // kernel_time with GEMM times memoized per shape. The measured-table lookup scans every table
 // entry (a fitted H100 profile holds ~1,100), while a step repeats a few dozen shapes
@@ -21,8 +29,10 @@ class KernelTimeCache {
  public:
   explicit KernelTimeCache(const ComputeProfile& c) : c_(c) {}
   Time kernel_time(const KernelWork& w);
+  Time kernel_time(const Kernel& k);
 
  private:
+  Time work_time(const KernelWork& w, KernelClass cls, int kernels);
   const ComputeProfile& c_;
   std::map<GemmShape, Time> gemm_;
 };

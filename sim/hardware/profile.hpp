@@ -107,9 +107,22 @@ struct ComputeProfile {
   double memory_efficiency = 0.8;     // fraction of `hbm` reached by memory-bound kernels
   double gemm_efficiency = 0.7;       // roofline fallback: fraction of peak without a table entry
   double attention_efficiency = 0.5;  // fraction of peak for attention FLOPs (flash attention)
+  // Fraction of peak of the memory-efficient sdpa kernel; 0 = attention_efficiency.
+  double efficient_attention_efficiency = 0;
+  // GEMMs inside a training step reach less than in an isolated microbenchmark (clocks under
+  // power limits, cold caches, SMs taken by NCCL): achieved / microbenchmark rate, applied to
+  // table lookups. 1 = the table is used as measured; "gemm_rate_source" says which was used.
+  double gemm_in_training_factor = 1.0;
   bool model_memory_kernels = true;   // false: memory-bound kernels take no time (textbook cases)
-  Time min_kernel_time;               // floor for any non-empty kernel
+  Time min_kernel_time;               // floor for any non-empty kernel (per CUDA kernel)
+  // Device-side gap between two back-to-back kernels of a stream even when the second is
+  // already queued (launch latency on the GPU): added once per CUDA kernel of a launch.
+  Time kernel_gap;
   std::vector<GemmMeasurement> gemm_table;
+  // Achieved bandwidth (read + written bytes / kernel time) per memory-bound kernel class
+  // ("memory_bandwidth_GBps": {"elementwise": ..., "reduction": ...}); a class not listed runs
+  // at hbm * memory_efficiency.
+  std::map<KernelClass, Bandwidth> class_bandwidth;
 };
 
 // Fluid contention: while a collective and a compute kernel overlap, the kernel runs at
@@ -121,7 +134,14 @@ struct ContentionProfile {
 
 // CPU cost per host instruction (the framework's Python and CUDA API overhead).
 struct HostProfile {
-  Time launch_overhead;      // per Launch
+  Time launch_overhead;      // per Launch of a kernel issued without eager dispatch (HostDispatch::Launch)
+  // Eager PyTorch's CPU cost per aten op (from the profiler's CPU op spacing): an op dispatched
+  // from Python in forward (module call, dispatcher, autograd recording, launch), and one run
+  // by the autograd engine in backward; each further kernel of a multi-kernel op costs
+  // kernel_launch_overhead. 0 = launch_overhead.
+  Time eager_op_overhead;
+  Time autograd_op_overhead;
+  Time kernel_launch_overhead;
   Time collective_overhead;  // per Collective (c10d + NCCL enqueue)
   Time event_overhead;       // per Record / Wait
   Time alloc_overhead;       // per Alloc / Free

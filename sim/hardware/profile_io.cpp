@@ -210,8 +210,18 @@ HardwareProfile parse_profile(ObjectReader& r) {
     p.compute.memory_efficiency = c.fraction("memory_efficiency", 0.8);
     p.compute.gemm_efficiency = c.fraction("gemm_efficiency", 0.7);
     p.compute.attention_efficiency = c.fraction("attention_efficiency", 0.5);
+    p.compute.efficient_attention_efficiency = c.fraction("efficient_attention_efficiency", 0);
+    p.compute.gemm_in_training_factor = c.fraction("gemm_in_training_factor", 1.0);
+    if (p.compute.gemm_in_training_factor <= 0) c.fail("gemm_in_training_factor", "a fraction in (0, 1]");
+    if (c.has("memory_bandwidth_GBps")) {
+      ObjectReader bw = c.object("memory_bandwidth_GBps");
+      for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
+        if (bw.has(k)) p.compute.class_bandwidth[parse_kernel_class(k)] = Bandwidth::from_gbps(bw.positive(k));
+      bw.finish();
+    }
     p.compute.model_memory_kernels = c.boolean("model_memory_bound_kernels", true);
     p.compute.min_kernel_time = Time::from_us(c.non_negative("min_kernel_time_us", 0));
+    p.compute.kernel_gap = Time::from_us(c.non_negative("kernel_gap_us", 0));
     if (c.has("gemm_table")) {
       for (auto& e : c.objects("gemm_table")) {
         GemmMeasurement g;
@@ -251,6 +261,9 @@ HardwareProfile parse_profile(ObjectReader& r) {
   if (r.has("host")) {
     ObjectReader h = r.object("host");
     p.host.launch_overhead = Time::from_us(h.non_negative("launch_overhead_us", 0));
+    p.host.eager_op_overhead = Time::from_us(h.non_negative("eager_op_overhead_us", 0));
+    p.host.autograd_op_overhead = Time::from_us(h.non_negative("autograd_op_overhead_us", 0));
+    p.host.kernel_launch_overhead = Time::from_us(h.non_negative("kernel_launch_overhead_us", 0));
     p.host.collective_overhead = Time::from_us(h.non_negative("collective_overhead_us", 0));
     p.host.event_overhead = Time::from_us(h.non_negative("event_overhead_us", 0));
     p.host.alloc_overhead = Time::from_us(h.non_negative("alloc_overhead_us", 0));
@@ -353,6 +366,8 @@ Json profile_to_json(const HardwareProfile& p) {
   for (const auto& g : p.compute.gemm_table)
     table.push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"batch", g.shape.batch},
                      {"dtype", to_string(g.shape.dtype)}, {"tflops", g.rate.tflops()}});
+  Json class_bw = Json::object();
+  for (const auto& [k, bw] : p.compute.class_bandwidth) class_bw[to_string(k)] = bw.gbps();
   Json out{{"name", p.name},
            {"description", p.description},
            {"memory_capacity_GiB", p.memory_capacity.gib()},
@@ -362,13 +377,20 @@ Json profile_to_json(const HardwareProfile& p) {
              {"memory_efficiency", p.compute.memory_efficiency},
              {"gemm_efficiency", p.compute.gemm_efficiency},
              {"attention_efficiency", p.compute.attention_efficiency},
+             {"efficient_attention_efficiency", p.compute.efficient_attention_efficiency},
+             {"gemm_in_training_factor", p.compute.gemm_in_training_factor},
+             {"memory_bandwidth_GBps", class_bw},
              {"model_memory_bound_kernels", p.compute.model_memory_kernels},
              {"min_kernel_time_us", p.compute.min_kernel_time.us()},
+             {"kernel_gap_us", p.compute.kernel_gap.us()},
              {"gemm_table", table}}},
            {"collectives", collectives_to_json(p)},
            {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}}},
            {"host",
             {{"launch_overhead_us", p.host.launch_overhead.us()},
+             {"eager_op_overhead_us", p.host.eager_op_overhead.us()},
+             {"autograd_op_overhead_us", p.host.autograd_op_overhead.us()},
+             {"kernel_launch_overhead_us", p.host.kernel_launch_overhead.us()},
              {"collective_overhead_us", p.host.collective_overhead.us()},
              {"event_overhead_us", p.host.event_overhead.us()},
              {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};

@@ -66,11 +66,34 @@ std::string to_string(MemCategory c) {
 std::string to_string(KernelClass c) {
   switch (c) {
     case KernelClass::Compute: return "compute";
-    case KernelClass::Copy: return "copy";
+    case KernelClass::Gemm: return "gemm";
+    case KernelClass::Attention: return "attention";
     case KernelClass::Elementwise: return "elementwise";
+    case KernelClass::ElementwiseStrided: return "elementwise_strided";
+    case KernelClass::Reduction: return "reduction";
+    case KernelClass::Norm: return "norm";
+    case KernelClass::Copy: return "copy";
+    case KernelClass::Embedding: return "embedding";
     case KernelClass::Optimizer: return "optimizer";
   }
   return "compute";
+}
+
+KernelClass parse_kernel_class(const std::string& name) {
+  for (int i = 0; i < kKernelClassCount; ++i) {
+    auto c = static_cast<KernelClass>(i);
+    if (to_string(c) == name) return c;
+  }
+  throw std::out_of_range(name);
+}
+
+bool is_memory_bound(KernelClass c) {
+  switch (c) {
+    case KernelClass::Compute:
+    case KernelClass::Gemm:
+    case KernelClass::Attention: return false;
+    default: return true;
+  }
 }
 
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
@@ -78,6 +101,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   memory_bytes += o.memory_bytes;
   attention_flops += o.attention_flops;
   fixed += o.fixed;
+  efficient_attention_flops += o.efficient_attention_flops;
   return *this;
 }
 

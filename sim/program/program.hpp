@@ -47,19 +47,55 @@ struct KernelWork {
   Bytes memory_bytes;
   Flops attention_flops;
   Time fixed;
+  // Attention FLOPs of the memory-efficient (xformers/cutlass) sdpa kernel, priced at its own
+  // efficiency (ComputeProfile::efficient_attention_efficiency).
+  Flops efficient_attention_flops;
 
   KernelWork& operator+=(const KernelWork& o);
-  bool empty() const { return gemms.empty() && memory_bytes.count == 0 && attention_flops.count == 0 && fixed.ns == 0; }
+  bool empty() const {
+    return gemms.empty() && memory_bytes.count == 0 && attention_flops.count == 0 && fixed.ns == 0 &&
+           efficient_attention_flops.count == 0;
+  }
 };
 
-enum class KernelClass { Compute, Copy, Elementwise, Optimizer };
+// What a kernel is, for pricing and for the per-class breakdown. Memory-bound classes are
+// priced at their own achieved bandwidth (ComputeProfile::class_bandwidth) because PyTorch runs
+// them through different code paths with very different efficiency:
+//  - Elementwise: TensorIterator's vectorized path (contiguous, same dtype: vectorized_elementwise_kernel)
+//  - ElementwiseStrided: its non-vectorized path (broadcast, strided or dtype-casting operands:
+//    elementwise_kernel / unrolled_elementwise_kernel), e.g. the attention-mask add, torch.max
+//    against a scalar tensor, and `.contiguous()` of a transposed view
+//    (aten/src/ATen/native/cuda/CUDALoops.cuh, gpu_kernel_impl: `if (contiguous) launch_vectorized_kernel`)
+//  - Reduction: softmax / log_softmax and their backward, sum/mean reductions (bias grads, loss)
+//  - Norm: LayerNorm / RMSNorm forward and backward
+//  - Copy: contiguous copies, casts, cat/flatten of buffers (bucket and partition bookkeeping)
+//  - Embedding: index_select forward and the sort + scatter-add backward
+//  - Optimizer: the optimizer step (multi_tensor_apply / fused kernels)
+// Gemm and Attention kernels are priced by FLOPs (GEMM table / attention efficiency); Compute is
+// a kernel with a fixed or aggregate cost (toy workloads, measured kernels).
+enum class KernelClass { Compute, Gemm, Attention, Elementwise, ElementwiseStrided, Reduction, Norm, Copy, Embedding, Optimizer };
+inline constexpr int kKernelClassCount = 10;
 std::string to_string(KernelClass c);
+// "gemm", "elementwise_strided", ...: the names of to_string; throws std::out_of_range otherwise.
+KernelClass parse_kernel_class(const std::string& name);
+// True for the classes priced by bytes at an achieved bandwidth (all but Compute, Gemm, Attention).
+bool is_memory_bound(KernelClass c);
+
+// How the host issues a kernel; HostProfile prices each. Launch: a bare launch (a compiled graph,
+// a framework's own C++/CUDA call); Eager: an aten op dispatched from Python in eager forward
+// (module call, dispatcher, autograd graph recording); Autograd: an op run by the autograd
+// engine's C++ thread in backward.
+enum class HostDispatch { Launch, Eager, Autograd };
 
 struct Kernel {
   std::string name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
   KernelClass cls = KernelClass::Compute;
   KernelWork work;
   std::string unit;   // the FSDP unit / bucket / module it belongs to, "" if none
+  // CUDA kernels this launch stands for (an aten op such as layer_norm backward or the
+  // embedding backward launches several); the GPU time is the sum, the count is reported.
+  int kernels = 1;
+  HostDispatch dispatch = HostDispatch::Launch;
 };
 
 struct Launch {

@@ -2,6 +2,7 @@
 
 #include "sim/analysis/throughput.hpp"
 #include "sim/hardware/collective_model.hpp"
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -27,6 +28,7 @@ nlohmann::json ops_to_json(const Timeline& t) {
       o["exposed_ns"] = exposed[i].ns;
     } else {
       o["class"] = to_string(op.cls);
+      if (op.kernels != 1) o["kernels"] = op.kernels;
     }
     ops.push_back(std::move(o));
   }
@@ -65,6 +67,7 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"strategy", e.strategy->effective_config()},
           {"summary", summary},
           {"metrics", metrics_to_json(r.metrics)},
+          {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))},
           {"ops", ops_to_json(r.timeline)}};
   // Communicators priced outside the group sizes the profile's collective model was fitted on
   // (issue 15): present only when there are some.

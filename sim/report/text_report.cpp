@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/analysis/throughput.hpp"
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -52,6 +53,7 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
     out << fmt::format("  {:<22}{:>14}\n", "tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
     if (tp.mfu_pct > 0) out << fmt::format("  {:<22}{:>13.1f}%   (HFU {:.1f}%)\n", "MFU", tp.mfu_pct, tp.hfu_pct);
   }
+  out << "\n" << breakdown_to_text(class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle), m.overlap.step_time);
   out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
                      m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "");
   for (const auto& [cat, b] : m.peak_breakdown)

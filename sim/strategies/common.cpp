@@ -2,16 +2,71 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace stepsim {
 
-Kernel forward_kernel(const Layer& l, int micro) {
-  (void)micro;
-  return Kernel{"fwd " + l.name, KernelClass::Compute, l.forward(), l.name};
+static bool single_op(const Layer& l) {
+  return l.modules.size() == 1 && l.modules.front().forward.size() <= 1 && l.modules.front().backward.size() <= 1;
 }
 
-Kernel backward_kernel(const Layer& l, int micro) {
+// The first op of a layer's forward (backward) carries the layer's name alone ("fwd block.3"),
+// so the start of a layer's pass is found by name as before op-level layers; the others name
+// their module and op ("fwd block.3.attn.q_proj linear").
+static bool first_op(const Layer& l, const Op& op, bool forward) {
+  if (forward) {
+    for (const auto& m : l.modules)
+      if (!m.forward.empty()) return &m.forward.front() == &op;
+  } else {
+    for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
+      if (!it->backward.empty()) return &it->backward.front() == &op;
+  }
+  return false;
+}
+
+Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
+  Kernel k;
+  const char* pass = forward ? "fwd " : "bwd ";
+  k.name = single_op(l) || first_op(l, op, forward) ? pass + l.name : pass + m.name + " " + op.name;
+  k.cls = op.cls;
+  k.work = op.work;
+  k.unit = l.name;
+  k.kernels = op.kernels;
+  k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
+  return k;
+}
+
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward) {
+  for (const auto& op : ops)
+    if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
+}
+
+// Every op launches, empty ones included (a toy layer of zero time is still a launch, as before).
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
   (void)micro;
-  return Kernel{"bwd " + l.name, KernelClass::Compute, l.backward(), l.name};
+  for (const auto& m : l.modules)
+    for (const auto& op : m.forward) b.launch(s, op_kernel(l, m, op, true));
+}
+
+void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
+  for (const auto& op : l.recompute) {
+    Kernel k;
+    k.name = "recompute " + l.name + " " + op.name;
+    k.cls = op.cls;
+    k.work = op.work;
+    k.unit = l.name;
+    k.kernels = op.kernels;
+    // Recomputation runs the forward modules again from the autograd engine's thread.
+    k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch : HostDispatch::Eager;
+    b.launch(s, std::move(k));
+  }
+}
+
+void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
+  (void)micro;
+  launch_recompute(b, s, l);
+  for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
+    for (const auto& op : it->backward) b.launch(s, op_kernel(l, *it, op, false));
 }
 
 std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro) {
@@ -20,7 +75,7 @@ std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, S
     const Layer& l = w.layers[li];
     if (l.saved_activations.count > 0)
       acts[li] = b.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, s);
-    b.launch(s, forward_kernel(l, micro));
+    launch_forward(b, s, l, micro);
   }
   return acts;
 }
@@ -31,7 +86,7 @@ void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, Bu
   if (l.recompute_activations.count > 0)
     recompute = b.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, s);
   if (before_launch) before_launch();
-  b.launch(s, backward_kernel(l, micro));
+  launch_backward(b, s, l, micro);
   if (recompute >= 0) b.free(recompute);
   if (saved >= 0) b.free(saved);
 }
@@ -42,9 +97,17 @@ Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass 
   return Kernel{std::move(name), cls, w, std::move(unit)};
 }
 
+Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
+  Kernel k = elementwise(std::move(name), bytes, std::move(unit), KernelClass::Copy);
+  k.kernels = 0;
+  return k;
+}
+
 Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name) {
   std::int64_t tensors = opt == Optimizer::AdamW ? 7 : opt == Optimizer::SGD ? 3 : 0;
-  return elementwise(std::move(name), Bytes{tensors * numel * dtype_bytes(dtype)}, "", KernelClass::Optimizer);
+  Kernel k = elementwise(std::move(name), Bytes{tensors * numel * dtype_bytes(dtype)}, "", KernelClass::Optimizer);
+  k.kernels = static_cast<int>(std::max<std::int64_t>(1, ceil_div(numel, std::int64_t{65536} * 320)));
+  return k;
 }
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {

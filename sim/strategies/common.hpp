@@ -1,6 +1,7 @@
 #pragma once
-// Pieces every strategy uses: the kernels of a layer's passes, elementwise/copy kernels sized
-// in bytes, the optimizer step, and persistent-state sizes.
+// Pieces every strategy uses: the kernels of a layer's passes (one Launch per op, as the
+// framework launches them), elementwise/copy kernels sized in bytes, the optimizer step, and
+// persistent-state sizes.
 
 #include <functional>
 #include <string>
@@ -13,27 +14,46 @@
 
 namespace stepsim {
 
-Kernel forward_kernel(const Layer& l, int micro);
-Kernel backward_kernel(const Layer& l, int micro);
+// The Kernel of one op of `l` ("fwd block.3.attn.q_proj linear"); a layer of a single op keeps
+// the layer's name ("fwd layer.0", the toy workloads).
+Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward);
+
+// Launches the layer's forward ops on `s`, in order, one Launch per op.
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
+// Launches the ops of `ops` (a module's forward or backward) on `s`.
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward);
+// Launches the recompute ops of a checkpointed layer on `s`.
+void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
+// Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.
+void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
+
+// A cudaMemcpyAsync device-to-device of `bytes` (read + write): priced as a Copy, but a copy
+// engine op, not a kernel (kernels = 0: profiler traces list it as Memcpy DtoD, and `analyze`
+// does not count it among the kernels). E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)`.
+Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
 
 // The optimizer step over `numel` parameters held in `dtype` (fused/foreach AdamW reads
-// param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors).
+// param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors). The
+// multi-tensor kernels process 65,536-element chunks, at most 320 chunks per launch (PyTorch
+// aten/src/ATen/native/cuda/MultiTensorApply.cuh kChunkSize / depth_to_max_blocks; DeepSpeed
+// FusedAdam's chunk_size 2048*32 over csrc/adam/multi_tensor_apply.cuh), so the step is
+// ceil(numel / 20,971,520) kernels.
 Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name = "optimizer.step");
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
 // momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
-// allocate its saved activations and launch its forward on `s`. Returns the activation
+// allocate its saved activations and launch its forward ops on `s`. Returns the activation
 // buffer of each layer (-1 where it saves none), freed by the caller's backward.
 std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro);
 
-// One layer's backward on `s`: the recomputed activations of a checkpointed layer are
-// allocated first, `before_launch` runs (a strategy's own allocations, e.g. FSDP2's unsharded
-// grads), the backward kernel launches, then the recomputed and the saved activations (`saved`,
-// -1 for none) are freed.
+// One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
+// head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own
+// allocations, e.g. FSDP2's unsharded grads), the backward ops launch, then the recomputed and
+// the saved activations (`saved`, -1 for none) are freed.
 void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
                     const std::function<void()>& before_launch = {});
 

@@ -404,7 +404,7 @@ void StepWriter::forward(int micro) {
     if (u != 0) pre_forward(u);
     if (l.saved_activations.count > 0)
       acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-    b_.launch(dflt_, forward_kernel(l, micro));
+    launch_forward(b_, dflt_, l, micro);
     if (u != 0) post_forward(u);
   }
   post_forward(0);

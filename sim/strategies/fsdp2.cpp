@@ -283,7 +283,7 @@ class Emitter {
       if (g != 0) pre_forward(g);
       if (l.saved_activations.count > 0)
         acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-      b_.launch(dflt_, forward_kernel(l, micro));
+      launch_forward(b_, dflt_, l, micro);
       if (g != 0) post_forward(g);
     }
     post_forward(0);

@@ -175,8 +175,7 @@ class Zero12Builder {
     if (c_.contiguous_gradients && p->numel <= c_.reduce_bucket_size) {
       // Copy into the IPG buffer on the current stream; param.grad becomes a view of it and
       // the autograd grad storage goes (stream-ordered on the current stream).
-      b_.launch(dflt_, elementwise("grad->ipg " + p->name, Bytes{2 * p->numel * p_}, fmt::format("bucket {}", bucket_seq_),
-                                   KernelClass::Copy));
+      b_.launch(dflt_, memcpy_dtod("grad->ipg " + p->name, Bytes{2 * p->numel * p_}, fmt::format("bucket {}", bucket_seq_)));
       b_.free(grad_.at(p));
       grad_.erase(p);
     }

@@ -259,7 +259,7 @@ class Zero3Builder {
         acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
       for (const Module& m : l.modules) {
         fetch(true);
-        if (!m.forward.empty()) b_.launch(dflt_, Kernel{"fwd " + m.name, KernelClass::Compute, m.forward, l.name});
+        launch_ops(b_, dflt_, l, m, m.forward, true);
         release();
       }
     }
@@ -276,13 +276,13 @@ class Zero3Builder {
         // Checkpointed layer: its params are fetched before the recomputed forward runs.
         for (std::size_t k = 0; k < l.modules.size(); ++k) fetch(false);
         recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
-        b_.launch(dflt_, Kernel{"recompute " + l.name, KernelClass::Compute, l.recompute, l.name});
+        launch_recompute(b_, dflt_, l);
       }
       const int first_step = step_id_ - (rec ? static_cast<int>(l.modules.size()) : 0);
       for (std::size_t k = l.modules.size(); k-- > 0;) {
         const Module& m = l.modules[k];
         if (!rec) fetch(false);
-        if (!m.backward.empty()) b_.launch(dflt_, Kernel{"bwd " + m.name, KernelClass::Compute, m.backward, l.name});
+        launch_ops(b_, dflt_, l, m, m.backward, false);
         for (auto p = m.params.rbegin(); p != m.params.rend(); ++p) grad_hook(id_.at(&*p));
         if (rec) {
           // release the module's step as if it had just been fetched

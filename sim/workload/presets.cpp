@@ -58,6 +58,20 @@ const ModelDims& preset_dims(const std::string& name) {
   return it->second;
 }
 
+WorkloadOptions preset_options(const std::string& name) {
+  const ModelDims& d = preset_dims(name);
+  WorkloadOptions o = default_options(d.family);
+  if (name.starts_with("gpt3-")) {
+    // GPT-3 sizes are trained Megatron-style (Megatron-LM pretrain_gpt: hidden_dropout =
+    // attention_dropout = 0.1 by default, fused kernels, flash attention).
+    o.impl = Implementation::Megatron;
+    o.attention = Attention::Flash;
+    o.dropout = 0.1;
+    o.attention_dropout = 0.1;
+  }
+  return o;
+}
+
 std::vector<std::string> preset_names() {
   std::vector<std::string> out;
   for (const auto& [k, v] : presets()) out.push_back(k);

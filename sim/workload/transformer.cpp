@@ -1,8 +1,16 @@
-// Transformer layers from dimensions: parameters, GEMM shapes of forward and backward,
-// memory-bound traffic, attention FLOPs, saved activations per checkpointing policy.
-#include "sim/workload/workload.hpp"
-
+// Transformer layers as the ops their implementation launches (HF transformers eager/sdpa,
+// torchtitan, llm-foundry MPT, Megatron-style GPT): per op its kernel count, GEMM shapes, bytes
+// read and written, and the tensors autograd saves; checkpointing policies on top.
+//
+// Op lists were read off real traces (structure only, no timing): HF OPT eager from the li-plus
+// DeepSpeed-Chat OPT-1.3B traces (23 kernels per block forward, 45 backward, memsets left out as
+// `analyze` does), Megatron GPT from the li-plus Megatron trace; the others from the modules'
+// source (cited at each builder).
 #include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sim/workload/workload.hpp"
 
 namespace stepsim {
 
@@ -20,14 +28,32 @@ std::int64_t Layer::numel() const {
 
 KernelWork Layer::forward() const {
   KernelWork w;
-  for (const auto& m : modules) w += m.forward;
+  for (const auto& m : modules)
+    for (const auto& o : m.forward) w += o.work;
   return w;
 }
 
 KernelWork Layer::backward() const {
-  KernelWork w = recompute;
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it) w += it->backward;
+  KernelWork w;
+  for (const auto& o : recompute) w += o.work;
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it)
+    for (const auto& o : it->backward) w += o.work;
   return w;
+}
+
+int Layer::forward_kernels() const {
+  int n = 0;
+  for (const auto& m : modules)
+    for (const auto& o : m.forward) n += o.kernels;
+  return n;
+}
+
+int Layer::backward_kernels() const {
+  int n = 0;
+  for (const auto& o : recompute) n += o.kernels;
+  for (const auto& m : modules)
+    for (const auto& o : m.backward) n += o.kernels;
+  return n;
 }
 
 std::vector<const Param*> Layer::params() const {
@@ -47,10 +73,12 @@ Flops Workload::model_flops() const {
   Flops f;
   for (const auto& l : layers)
     for (const auto& m : l.modules) {
-      for (const auto& g : m.forward.gemms) f += g.flops();
-      for (const auto& g : m.backward.gemms) f += g.flops();
-      f += m.forward.attention_flops;
-      f += m.backward.attention_flops;
+      for (const auto* ops : {&m.forward, &m.backward})
+        for (const auto& o : *ops) {
+          for (const auto& g : o.work.gemms) f += g.flops();
+          f += o.work.attention_flops;
+          f += o.work.efficient_attention_flops;
+        }
     }
   return f;
 }
@@ -70,175 +98,726 @@ std::string to_string(Checkpointing c) {
     case Checkpointing::None: return "none";
     case Checkpointing::Selective: return "selective";
     case Checkpointing::Full: return "full";
+    case Checkpointing::OpSac: return "op_sac";
+    case Checkpointing::EveryK: return "every_k";
   }
   return "none";
 }
 
+std::string to_string(Implementation i) {
+  switch (i) {
+    case Implementation::Hf: return "hf";
+    case Implementation::Torchtitan: return "torchtitan";
+    case Implementation::LlmFoundry: return "llm_foundry";
+    case Implementation::Megatron: return "megatron";
+  }
+  return "hf";
+}
+
+std::string to_string(Attention a) {
+  switch (a) {
+    case Attention::Flash: return "flash";
+    case Attention::SdpaEfficient: return "sdpa_efficient";
+    case Attention::Eager: return "eager";
+  }
+  return "flash";
+}
+
+WorkloadOptions default_options(const std::string& family) {
+  WorkloadOptions o;
+  if (family == "opt") {
+    // HF OPTConfig (facebook/opt-*): dropout 0.1, attention_dropout 0.0; DeepSpeed-Chat 2023
+    // trained it with HF's eager OPTAttention (the li-plus traces: aten::bmm + softmax).
+    o.impl = Implementation::Hf;
+    o.attention = Attention::Eager;
+    o.dropout = 0.1;
+  } else if (family == "gpt") {
+    // HF GPT2Config: resid_pdrop = embd_pdrop = attn_pdrop = 0.1; eager GPT2Attention.
+    o.impl = Implementation::Hf;
+    o.attention = Attention::Eager;
+    o.dropout = 0.1;
+    o.attention_dropout = 0.1;
+  } else if (family == "mpt") {
+    // llm-foundry MPTConfig defaults: attn_pdrop = resid_pdrop = emb_pdrop = 0; the benchmark
+    // yamls set attn_impl: triton.
+    o.impl = Implementation::LlmFoundry;
+    o.attention = Attention::Flash;
+  } else {
+    // torchtitan Llama: F.scaled_dot_product_attention(is_causal=True) -> flash on sm80+; no dropout.
+    o.impl = Implementation::Torchtitan;
+    o.attention = Attention::Flash;
+  }
+  return o;
+}
+
 namespace {
 
-// A linear layer y[T, out] = x[T, in] W^T: forward GEMM (m=T, n=out, k=in); backward
-// input grad (m=T, n=in, k=out) and weight grad (m=in, n=out, k=T), PyTorch's three GEMMs.
-Module linear(const std::string& name, std::int64_t in, std::int64_t out, bool bias, std::int64_t tokens, Dtype dt) {
+// ---- op constructors -----------------------------------------------------------------------
+
+Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, Dtype dt,
+        Bytes saved = {}) {
+  Op o;
+  o.name = std::move(name);
+  o.cls = KernelClass::Gemm;
+  o.work.gemms.push_back(GemmShape{m, n, k, batch, dt});
+  o.saved = saved;
+  return o;
+}
+
+Op mem(std::string name, KernelClass cls, std::int64_t read, std::int64_t written, std::int64_t saved = 0,
+       int kernels = 1) {
+  Op o;
+  o.name = std::move(name);
+  o.cls = cls;
+  o.kernels = kernels;
+  o.read = Bytes{read};
+  o.written = Bytes{written};
+  o.work.memory_bytes = Bytes{read + written};
+  o.saved = Bytes{saved};
+  return o;
+}
+
+// torch.compile (inductor): every maximal run of memory-bound ops between two GEMM/attention
+// kernels becomes one generated kernel. Assumed: the fused kernel reads what the run reads from
+// outside (sum of reads minus the intermediates the run itself wrote, never less than the
+// largest single read) and writes the run's last output plus every intermediate autograd saves.
+std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
+  std::vector<Op> out;
+  std::size_t i = 0;
+  while (i < ops.size()) {
+    if (!is_memory_bound(ops[i].cls)) {
+      out.push_back(ops[i++]);
+      continue;
+    }
+    std::size_t j = i;
+    std::int64_t read = 0, written = 0, max_read = 0, saved = 0;
+    std::string name;
+    while (j < ops.size() && is_memory_bound(ops[j].cls)) {
+      read += ops[j].read.count;
+      written += ops[j].written.count;
+      max_read = std::max(max_read, ops[j].read.count);
+      saved += ops[j].saved.count;
+      name += (name.empty() ? "" : "+") + ops[j].name;
+      ++j;
+    }
+    const Op& last = ops[j - 1];
+    std::int64_t fused_read = std::max(max_read, read - (written - last.written.count));
+    std::int64_t fused_written = last.written.count + std::min(saved, written - last.written.count);
+    Op f = mem("fused(" + name + ")", ops[i].cls == last.cls ? last.cls : KernelClass::Elementwise, fused_read,
+               fused_written, saved, 1);
+    out.push_back(f);
+    i = j;
+  }
+  return out;
+}
+
+struct Dims {
+  std::int64_t b = 0, s = 0, T = 0, h = 0, H = 0, d = 0, kvh = 0, kv = 0, I = 0, V = 0;
+  std::int64_t e = 2;   // compute dtype bytes
+  std::int64_t S2 = 0;  // b * heads * s * s: elements of one attention-score tensor
+  Dtype dt = Dtype::BF16;
+};
+
+Dims dims_of(const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt) {
+  Dims d;
+  d.b = b;
+  d.s = s;
+  d.T = b * s;
+  d.h = md.hidden;
+  d.H = md.heads;
+  d.d = md.hidden / md.heads;
+  d.kvh = md.kv_heads;
+  d.kv = md.kv_heads * d.d;
+  d.I = md.ffn;
+  d.V = md.vocab;
+  d.e = dtype_bytes(dt);
+  d.S2 = b * md.heads * s * s;
+  d.dt = dt;
+  return d;
+}
+
+// A linear layer y[T, out] = x[T, in] W^T (+ b): forward GEMM (m=T, n=out, k=in); backward input
+// grad (m=T, n=in, k=out) and weight grad (m=in, n=out, k=T), PyTorch's AddmmBackward0 / MmBackward0;
+// the bias grad is a separate sum over tokens (AddmmBackward0 > aten::sum). `saved_input` is the
+// bytes of x kept for the weight grad when this linear is the first consumer of x.
+Module linear(const std::string& name, std::int64_t in, std::int64_t out, bool bias, const Dims& d,
+              std::int64_t saved_input) {
   Module m;
   m.name = name;
   m.params.push_back(Param{name + ".weight", in * out, out});
   if (bias) m.params.push_back(Param{name + ".bias", out, out});
-  m.forward.gemms.push_back(GemmShape{tokens, out, in, 1, dt});
-  m.backward.gemms.push_back(GemmShape{tokens, in, out, 1, dt});
-  m.backward.gemms.push_back(GemmShape{in, out, tokens, 1, dt});
-  if (bias) m.backward.memory_bytes += Bytes{tokens * out * dtype_bytes(dt)};  // bias grad reduction
+  m.forward.push_back(gemm("linear", d.T, out, in, 1, d.dt, Bytes{saved_input}));
+  m.backward.push_back(gemm("linear.dgrad", d.T, in, out, 1, d.dt));
+  m.backward.push_back(gemm("linear.wgrad", in, out, d.T, 1, d.dt));
+  if (bias) m.backward.push_back(mem("bias.grad_sum", KernelClass::Reduction, d.T * out * d.e, out * d.e));
   return m;
 }
 
-// A norm over `hidden` (RMSNorm: weight; LayerNorm: weight + bias). Forward reads and writes
-// the activations once; backward about twice.
-Module norm(const std::string& name, std::int64_t hidden, bool bias, std::int64_t tokens, Dtype dt) {
+enum class NormKind { LayerNorm, ApexLayerNorm, RmsNormFp32 };
+
+// A norm over `hidden`. LayerNorm (aten::native_layer_norm; llm-foundry's low-precision
+// LayerNorm is the same kernel in bf16): one forward kernel saving the input and fp32
+// mean/rstd; backward two kernels (grad input, gamma/beta), apex's three. RMSNorm as HF
+// LlamaRMSNorm and torchtitan's RMSNorm write it: x.float(), pow(2).mean(-1), + eps, rsqrt, x *
+// rstd, .type_as(x), * weight: 8 kernels through fp32 (read 20, write 16 bytes per element);
+// saved: the fp32 input (4 B) and the bf16 normalised output (2 B) per element. Backward ~12
+// kernels over the same fp32 tensors. Compiled: one kernel forward, two backward.
+Module norm(const std::string& name, NormKind kind, bool bias, const Dims& d, bool compile) {
   Module m;
   m.name = name;
-  m.params.push_back(Param{name + ".weight", hidden, hidden});
-  if (bias) m.params.push_back(Param{name + ".bias", hidden, hidden});
-  m.forward.memory_bytes = Bytes{2 * tokens * hidden * dtype_bytes(dt)};
-  m.backward.memory_bytes = Bytes{4 * tokens * hidden * dtype_bytes(dt)};
+  m.params.push_back(Param{name + ".weight", d.h, d.h});
+  if (bias) m.params.push_back(Param{name + ".bias", d.h, d.h});
+  const std::int64_t n = d.T * d.h, e = d.e;
+  if (kind == NormKind::RmsNormFp32 && !compile) {
+    // Composite eager ops: TensorIterator's vectorized elementwise kernels (and one mean), not a
+    // fused norm kernel: priced as elementwise.
+    m.forward.push_back(mem("rmsnorm", KernelClass::Elementwise, n * 20, n * 16, n * (4 + e) + d.T * 4, 8));
+    m.backward.push_back(mem("rmsnorm.bwd", KernelClass::Elementwise, n * 40, n * 28, 0, 12));
+    return m;
+  }
+  m.forward.push_back(mem(kind == NormKind::RmsNormFp32 ? "rmsnorm" : "layer_norm", KernelClass::Norm, n * e, n * e,
+                          n * e + d.T * 8));
+  m.backward.push_back(mem("norm.bwd", KernelClass::Norm, 4 * n * e, n * e + 2 * d.h * 4, 0,
+                           kind == NormKind::ApexLayerNorm ? 3 : 2));
   return m;
 }
 
-Layer block(int index, const ModelDims& d, std::int64_t b, std::int64_t s, Dtype dt, Checkpointing ckpt) {
-  const std::int64_t T = b * s, h = d.hidden, head_dim = d.hidden / d.heads, kv = d.kv_heads * head_dim, I = d.ffn;
-  const std::int64_t e = dtype_bytes(dt);
-  const bool llama = d.family == "llama";
+// Residual dropout (aten::native_dropout: one fused_dropout kernel writing the output and a bool
+// mask, which autograd saves; backward: masked_scale) when p > 0.
+void dropout(std::vector<Op>& fwd, std::vector<Op>& bwd_front, std::int64_t n, std::int64_t e, double p) {
+  if (p <= 0) return;
+  fwd.push_back(mem("dropout", KernelClass::Elementwise, n * e, n * e + n, n));
+  bwd_front.insert(bwd_front.begin(), mem("dropout.bwd", KernelClass::Elementwise, n * e + n, n * e));
+}
+
+Op residual_add(const Dims& d) {
+  return mem("residual_add", KernelClass::Elementwise, 2 * d.T * d.h * d.e, d.T * d.h * d.e);
+}
+// Where two gradient paths meet (the residual stream, a shared input of q/k/v), autograd adds.
+Op grad_add(const Dims& d, std::int64_t n) {
+  return mem("grad_accumulate", KernelClass::Elementwise, 2 * n * d.e, n * d.e);
+}
+
+// The attention core. Flash / sdpa: one kernel saving q, k, v, out and the fp32 log-sum-exp
+// (FlashAttention-2 paper, Algorithm 1-2); causal FLOPs 2 b s^2 h forward (QK^T and PV halved)
+// and 5 b s^2 h backward; FA2's backward launches three kernels (dot(dO, O), the main loop,
+// dq conversion: flash_bwd_* in the li-plus Megatron trace), the triton kernel two.
+// q, k, v given in elements per token: sdpa sees the repeated k/v of GQA (torchtitan repeat_kv).
+Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels) {
+  Module m;
+  m.name = name;
+  const std::int64_t q = d.T * d.h, kv = d.T * kv_tokens_elems, e = d.e;
+  const std::int64_t lse = d.b * d.H * d.s * 4;
+  Op f = mem("attention", KernelClass::Attention, (q + 2 * kv) * e, q * e + lse, (q + 2 * kv + q) * e + lse);
+  Op b = mem("attention.bwd", KernelClass::Attention, (2 * q + 2 * kv) * e + q * e + lse, (q + 2 * kv) * e + q * 4, 0,
+             bwd_kernels);
+  const double s2h = static_cast<double>(d.b) * static_cast<double>(d.s) * static_cast<double>(d.s) * static_cast<double>(d.h);
+  if (a == Attention::SdpaEfficient) {
+    f.work.efficient_attention_flops = Flops{2.0 * s2h};
+    b.work.efficient_attention_flops = Flops{5.0 * s2h};
+    b.kernels = 1;
+  } else {
+    f.work.attention_flops = Flops{2.0 * s2h};
+    b.work.attention_flops = Flops{5.0 * s2h};
+  }
+  m.forward.push_back(f);
+  m.backward.push_back(b);
+  return m;
+}
+
+// What an HF eager attention does between q/k/v and the output projection.
+struct EagerStyle {
+  bool opt = false;          // OPT: q pre-scaled in q_proj, clamp via torch.max(w, finfo.min)
+  bool gpt2 = false;         // GPT-2: scale by division, causal torch.where
+  bool fp32_softmax = false; // Llama: softmax(dtype=float32).to(bf16)
+  bool copy_qkv = true;      // q, k, v made contiguous for bmm (OPT _shape().contiguous(), matmul of transposed views)
+  double attn_dropout = 0;
+};
+
+// HF eager attention (modeling_opt.py OPTAttention.forward, modeling_gpt2.py GPT2Attention._attn,
+// modeling_llama.py LlamaAttention.forward of transformers 4.3x): full b*H*s*s score tensors.
+// OPT's op list is the one in the li-plus trace: q copy, bmm, mask add, max, softmax, bmm,
+// reshape copy (+ k/v copies in their projections); backward: reshape copy, 2 bmm, softmax
+// backward (2 kernels), max backward (div, eq, where, lt, masked_fill), 2 bmm, 2 copies.
+Module eager_attention(const std::string& name, const Dims& d, const EagerStyle& st) {
+  Module m;
+  m.name = name;
+  const std::int64_t n = d.T * d.h, e = d.e, S2 = d.S2, bH = d.b * d.H;
+  auto& f = m.forward;
+  auto& b = m.backward;
+  f.push_back(mem("q.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+  f.push_back(gemm("bmm.qk", d.s, d.s, d.d, bH, d.dt));
+  if (st.gpt2) {
+    f.push_back(mem("scores.div_scale", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+    f.push_back(mem("scores.causal_where", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+  } else if (!st.opt) {
+    f.push_back(mem("scores.div_scale", KernelClass::Elementwise, S2 * e, S2 * e));
+  }
+  // Mask add: the [b, 1, s, s] mask broadcast over heads -> TensorIterator's strided path. OPT's
+  // torch.max(scores, min) saves its input (MaximumBackward0 keeps self).
+  f.push_back(mem("scores.mask_add", KernelClass::ElementwiseStrided, S2 * e, S2 * e, st.opt ? S2 * e : 0));
+  if (st.opt) f.push_back(mem("scores.max_clamp", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+  if (st.fp32_softmax) {
+    f.push_back(mem("softmax.fp32", KernelClass::Reduction, S2 * e, S2 * 4, S2 * 4));
+    f.push_back(mem("probs.to_bf16", KernelClass::Elementwise, S2 * 4, S2 * e, st.attn_dropout > 0 ? 0 : S2 * e));
+  } else {
+    f.push_back(mem("softmax", KernelClass::Reduction, S2 * e, S2 * e, S2 * e));
+  }
+  if (st.attn_dropout > 0)
+    f.push_back(mem("probs.dropout", KernelClass::Elementwise, S2 * e, S2 * e + S2, S2 + S2 * e));
+  f.push_back(gemm("bmm.pv", d.s, d.d, d.s, bH, d.dt));
+  f.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
+
+  b.push_back(mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  b.push_back(gemm("bmm.pv.dprobs", d.s, d.s, d.d, bH, d.dt));
+  b.push_back(gemm("bmm.pv.dv", d.s, d.d, d.s, bH, d.dt));
+  if (st.attn_dropout > 0) b.push_back(mem("probs.dropout.bwd", KernelClass::Elementwise, S2 * e + S2, S2 * e));
+  if (st.fp32_softmax) {
+    b.push_back(mem("probs.to_fp32", KernelClass::Elementwise, S2 * e, S2 * 4));
+    b.push_back(mem("softmax.fp32.bwd", KernelClass::Reduction, 4 * S2 * 4, 2 * S2 * 4 + S2 * e, 0, 2));
+  } else {
+    // _softmax_backward_data in bf16: a vectorized elementwise pass (grad * probs) and the
+    // warp-softmax backward reduction (two kernels in the li-plus trace).
+    b.push_back(mem("softmax.bwd.mul", KernelClass::Elementwise, 2 * S2 * e, S2 * e));
+    b.push_back(mem("softmax.bwd", KernelClass::Reduction, 2 * S2 * e, S2 * e));
+  }
+  if (st.opt) {
+    // MaximumBackward0: masks from eq / lt against the broadcast scalar (strided, bool out), then
+    // div, where, masked_fill on the contiguous scores.
+    b.push_back(mem("max_clamp.bwd.compare", KernelClass::ElementwiseStrided, 2 * S2 * e, 2 * S2, 0, 2));
+    b.push_back(mem("max_clamp.bwd.select", KernelClass::Elementwise, 4 * S2 * e + 2 * S2, 3 * S2 * e, 0, 3));
+  }
+  if (st.gpt2) {
+    b.push_back(mem("causal_where.bwd", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+    b.push_back(mem("div_scale.bwd", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+  } else if (!st.opt) {
+    b.push_back(mem("div_scale.bwd", KernelClass::Elementwise, S2 * e, S2 * e));
+  }
+  b.push_back(gemm("bmm.qk.dq", d.s, d.d, d.s, bH, d.dt));
+  b.push_back(gemm("bmm.qk.dk", d.s, d.d, d.s, bH, d.dt));
+  b.push_back(mem("dq.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  b.push_back(mem("dk.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  return m;
+}
+
+// Rotary embedding on q and k. HF (apply_rotary_pos_emb): q*cos + rotate_half(q)*sin with
+// rotate_half = cat(-x2, x1): neg, cat, mul, mul, add = 5 kernels per tensor. torchtitan
+// (apply_rotary_emb): x.float() viewed complex, * freqs_cis, view_as_real, type_as: 3 kernels
+// per tensor through fp32. Backward mirrors them.
+void rotary(std::vector<Op>& f, std::vector<Op>& b, const Dims& d, bool titan, bool compile) {
+  const std::int64_t n = d.T * (d.h + d.kv), e = d.e;
+  if (compile) {
+    f.push_back(mem("rotary", KernelClass::Elementwise, n * e, n * e, 0, 1));
+    b.push_back(mem("rotary.bwd", KernelClass::Elementwise, n * e, n * e, 0, 1));
+  } else if (titan) {
+    f.push_back(mem("rotary", KernelClass::Elementwise, n * (e + 4 + 4 + 4), n * (4 + 4 + e), 0, 6));
+    b.push_back(mem("rotary.bwd", KernelClass::Elementwise, n * (e + 4 + 4 + 4), n * (4 + 4 + e), 0, 6));
+  } else {
+    f.push_back(mem("rotary", KernelClass::Elementwise, n * e * 7, n * e * 5, n * e, 10));
+    b.push_back(mem("rotary.bwd", KernelClass::Elementwise, n * e * 7, n * e * 5, 0, 10));
+  }
+}
+
+// The MLP activation. ReLU (OPT): clamp_min, saves its output (also fc2's input, counted once);
+// GELU (erf, MPT / Megatron fused with the bias): one kernel, saves its input; HF gelu_new
+// (GPT-2): 0.5 x (1 + tanh(...)) in 8 eager kernels saving its intermediates; SwiGLU (Llama):
+// silu(w1 x) * w3 x: silu and mul, saving w1 x, silu out, w3 x (the mul output is w2's input).
+enum class Act { Relu, Gelu, GeluNew, SwiGlu };
+
+struct BlockBuild {
+  const ModelDims& md;
+  Dims d;
+  WorkloadOptions o;
+};
+
+// One transformer block as its implementation launches it.
+Layer block(int index, const BlockBuild& bb) {
+  const Dims& d = bb.d;
+  const WorkloadOptions& o = bb.o;
+  const std::string& fam = bb.md.family;
+  const std::int64_t n = d.T * d.h, e = d.e, In = d.T * d.I;
   const std::string p = fmt::format("block.{}", index);
+  const bool llama = fam == "llama";
+  const bool hf = o.impl == Implementation::Hf;
+  const bool titan = o.impl == Implementation::Torchtitan;
+  const bool foundry = o.impl == Implementation::LlmFoundry;
+  const bool megatron = o.impl == Implementation::Megatron;
+  const bool bias = !llama;
+  const NormKind nk = llama ? NormKind::RmsNormFp32 : megatron ? NormKind::ApexLayerNorm : NormKind::LayerNorm;
+  const Act act = llama ? Act::SwiGlu : fam == "opt" ? Act::Relu : (hf && fam == "gpt") ? Act::GeluNew : Act::Gelu;
+  const bool eager = o.attention == Attention::Eager;
   Layer l;
   l.name = p;
   l.kind = LayerKind::Block;
-  l.modules.push_back(norm(p + ".attn_norm", h, !llama, T, dt));
-  l.modules.push_back(linear(p + ".attn.q_proj", h, h, !llama, T, dt));
-  l.modules.push_back(linear(p + ".attn.k_proj", h, kv, !llama, T, dt));
-  l.modules.push_back(linear(p + ".attn.v_proj", h, kv, !llama, T, dt));
-  // Causal flash attention: QK^T and PV are 2 * 2*b*s*s*h FLOPs, halved by the mask; backward
-  // does 5 such products against forward's 2 (FlashAttention-2 paper, section 3.1).
-  Module attn;
-  attn.name = p + ".attn.core";
-  attn.forward.attention_flops = Flops{2.0 * b * static_cast<double>(s) * s * h};
-  attn.backward.attention_flops = Flops{5.0 * b * static_cast<double>(s) * s * h};
-  attn.forward.memory_bytes = Bytes{T * (2 * h + 2 * kv) * e};  // rotary on q, k (llama) / softmax io
-  attn.backward.memory_bytes = Bytes{2 * T * (2 * h + 2 * kv) * e};
-  l.modules.push_back(attn);
-  l.modules.push_back(linear(p + ".attn.o_proj", h, h, !llama, T, dt));
-  l.modules.push_back(norm(p + ".mlp_norm", h, !llama, T, dt));
-  if (llama) {
-    l.modules.push_back(linear(p + ".mlp.gate_proj", h, I, false, T, dt));
-    l.modules.push_back(linear(p + ".mlp.up_proj", h, I, false, T, dt));
-    Module act;
-    act.name = p + ".mlp.act";
-    act.forward.memory_bytes = Bytes{3 * T * I * e};   // silu(gate) * up: read 2, write 1
-    act.backward.memory_bytes = Bytes{5 * T * I * e};
-    l.modules.push_back(act);
-    l.modules.push_back(linear(p + ".mlp.down_proj", I, h, false, T, dt));
-  } else {
-    l.modules.push_back(linear(p + ".mlp.fc1", h, I, true, T, dt));
-    Module act;
-    act.name = p + ".mlp.act";
-    act.forward.memory_bytes = Bytes{2 * T * I * e};
-    act.backward.memory_bytes = Bytes{3 * T * I * e};
-    l.modules.push_back(act);
-    l.modules.push_back(linear(p + ".mlp.fc2", I, h, true, T, dt));
-  }
-  // Residual adds: two per block, read 2 write 1.
-  l.modules.front().forward.memory_bytes += Bytes{6 * T * h * e};
-  l.modules.front().backward.memory_bytes += Bytes{4 * T * h * e};
 
-  // Saved activations (bf16 element size e) per token, no checkpointing: norm inputs (2h),
-  // q/k/v inputs (h), q, k, v (h + 2kv), attention output = o_proj input (h), MLP input (h),
-  // MLP intermediates (llama: gate, up, act product = 3I; gpt/opt: fc1 out, act = 2I), plus
-  // the flash-attention log-sum-exp (negligible). Korthikanti et al. 2022 derive the same
-  // terms for GPT (34 s b h with dropout masks; no dropout here).
-  std::int64_t none_per_token = 2 * h + h + (h + 2 * kv) + h + h + (llama ? 3 * I : 2 * I);
-  KernelWork fwd = l.forward();
-  switch (ckpt) {
-    case Checkpointing::None:
-      l.saved_activations = Bytes{T * none_per_token * e};
-      break;
-    case Checkpointing::Selective: {
-      // Selective (Korthikanti et al.): keep GEMM inputs/outputs, recompute the attention core
-      // and the elementwise ops in backward.
-      std::int64_t kept = 2 * h + (h + 2 * kv) + h + (llama ? 2 * I : I);
-      l.saved_activations = Bytes{T * kept * e};
-      KernelWork re;
-      re.attention_flops = l.modules[4].forward.attention_flops;
-      re.memory_bytes = fwd.memory_bytes;
-      l.recompute = re;
-      l.recompute_activations = Bytes{T * (none_per_token - kept) * e};
-      break;
+  // --- attention half ---
+  l.modules.push_back(norm(p + ".attn_norm", nk, bias, d, o.compile));
+  std::int64_t kv_elems = d.kv;  // per token, as the attention kernel sees k and v
+  if (foundry || megatron || (hf && fam == "gpt")) {
+    // Fused qkv projection (MPT Wqkv, Megatron query_key_value, GPT-2 c_attn); q/k/v are views.
+    Module qkv = linear(p + ".attn.qkv_proj", d.h, d.h + 2 * d.kv, bias, d, n * e);
+    if (eager) {
+      // GPT-2 eager: matmul of the permuted k and v views copies them (torch.matmul -> bmm needs
+      // a contiguous batch stride); saved for the bmm backward.
+      qkv.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+      qkv.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+      qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
+    } else if (foundry) {
+      // MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.
     }
-    case Checkpointing::Full:
-      // Only the block input survives forward; backward re-runs the whole forward first.
-      l.saved_activations = Bytes{T * h * e};
-      l.recompute = fwd;
-      l.recompute_activations = Bytes{T * none_per_token * e};
-      break;
+    l.modules.push_back(qkv);
+  } else {
+    Module q = linear(p + ".attn.q_proj", d.h, d.h, bias, d, n * e);
+    Module k = linear(p + ".attn.k_proj", d.h, d.kv, bias, d, 0);
+    Module v = linear(p + ".attn.v_proj", d.h, d.kv, bias, d, 0);
+    if (fam == "opt" && eager) {
+      // OPTAttention: q_proj(x) * scaling; k/v: _shape(...).contiguous() (saved by the bmms).
+      q.forward.push_back(mem("q.scale", KernelClass::Elementwise, n * e, n * e));
+      q.backward.insert(q.backward.begin(), mem("q.scale.bwd", KernelClass::Elementwise, n * e, n * e));
+      k.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+      v.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+      k.backward.insert(k.backward.begin(), mem("dk.reshape", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e));
+    }
+    // The three projections share their input: its gradient is summed (2 adds).
+    k.backward.push_back(grad_add(d, n));
+    q.backward.push_back(grad_add(d, n));
+    l.modules.push_back(q);
+    l.modules.push_back(k);
+    l.modules.push_back(v);
+    if (llama) {
+      Module rot;
+      rot.name = p + ".attn.rotary";
+      rotary(rot.forward, rot.backward, d, titan, o.compile);
+      l.modules.push_back(rot);
+    }
   }
+  if (eager) {
+    EagerStyle st;
+    st.opt = fam == "opt";
+    st.gpt2 = fam == "gpt";
+    st.fp32_softmax = llama;
+    st.attn_dropout = o.attention_dropout;
+    Module core = eager_attention(p + ".attn.core", d, st);
+    if (d.kvh != d.H) {
+      // repeat_kv: expand + reshape copies k and v to all heads before the bmm.
+      core.forward.insert(core.forward.begin(), mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e,
+                                                    2 * n * e, 2 * n * e, 2));
+      core.backward.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
+    } else if (llama || st.gpt2) {
+      // q (and for llama k, v) made contiguous for bmm from the transposed [b, H, s, d] views.
+      if (llama) {
+        core.forward.insert(core.forward.begin() + 1, mem("k.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+        core.forward.insert(core.forward.begin() + 2, mem("v.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+      }
+    }
+    l.modules.push_back(core);
+  } else {
+    Module core;
+    std::int64_t kv_seen = kv_elems;
+    std::vector<Op> pre, post;
+    if (d.kvh != d.H && titan) {
+      // torchtitan repeat_kv: expand + reshape copies k and v to every head; sdpa saves the copies.
+      pre.push_back(mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e, 2 * n * e, 0, 2));
+      post.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
+      kv_seen = d.h;
+    }
+    core = fused_attention(p + ".attn.core", d, o.attention, kv_seen, foundry ? 2 : 3);
+    core.forward.insert(core.forward.begin(), pre.begin(), pre.end());
+    for (const auto& op : post) core.backward.push_back(op);
+    if (titan || hf) {
+      // output.transpose(1, 2).contiguous() before the output projection, and its gradient.
+      core.forward.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
+      core.backward.insert(core.backward.begin(), mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+    }
+    l.modules.push_back(core);
+  }
+  {
+    Module out = linear(p + ".attn.o_proj", d.h, d.h, bias, d, n * e);
+    if (megatron) {
+      // Megatron: skip_bias_add + fused bias-dropout-add (one nvfuser kernel; saves the mask).
+      out.forward.push_back(mem("bias_dropout_add", KernelClass::Elementwise, 2 * n * e, n * e + n, n));
+      out.backward.insert(out.backward.begin(), mem("bias_dropout_add.bwd", KernelClass::Elementwise, n * e + n, n * e));
+    } else {
+      std::vector<Op> bfront;
+      dropout(out.forward, bfront, n, e, o.dropout);
+      out.forward.push_back(residual_add(d));
+      out.backward.insert(out.backward.begin(), bfront.begin(), bfront.end());
+    }
+    l.modules.push_back(out);
+  }
+
+  // --- MLP half ---
+  {
+    Module ln2 = norm(p + ".mlp_norm", nk, bias, d, o.compile);
+    ln2.backward.push_back(grad_add(d, n));  // the residual stream's gradient meets the MLP's
+    l.modules.push_back(ln2);
+  }
+  if (act == Act::SwiGlu) {
+    Module w1 = linear(p + ".mlp.gate_proj", d.h, d.I, false, d, n * e);
+    Module w3 = linear(p + ".mlp.up_proj", d.h, d.I, false, d, 0);
+    w3.backward.push_back(grad_add(d, n));
+    Module a;
+    a.name = p + ".mlp.act";
+    a.forward.push_back(mem("silu", KernelClass::Elementwise, In * e, In * e, In * e));        // saves w1 x
+    a.forward.push_back(mem("mul", KernelClass::Elementwise, 2 * In * e, In * e, 2 * In * e)); // saves silu out, w3 x
+    a.backward.push_back(mem("mul.bwd", KernelClass::Elementwise, 3 * In * e, 2 * In * e, 0, 2));
+    a.backward.push_back(mem("silu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
+    l.modules.push_back(w1);
+    l.modules.push_back(w3);
+    l.modules.push_back(a);
+    l.modules.push_back(linear(p + ".mlp.down_proj", d.I, d.h, false, d, In * e));  // saves the mul output
+  } else {
+    Module fc1 = linear(p + ".mlp.fc1", d.h, d.I, true, d, n * e);
+    switch (act) {
+      case Act::Relu:
+        fc1.forward.push_back(mem("relu", KernelClass::Elementwise, In * e, In * e, In * e));
+        fc1.backward.insert(fc1.backward.begin(), mem("relu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
+        break;
+      case Act::GeluNew:
+        fc1.forward.push_back(mem("gelu_new", KernelClass::Elementwise, 10 * In * e, 8 * In * e, 3 * In * e, 8));
+        fc1.backward.insert(fc1.backward.begin(), mem("gelu_new.bwd", KernelClass::Elementwise, 14 * In * e, 10 * In * e, 0, 10));
+        break;
+      default:
+        // GELU (erf): one kernel; Megatron fuses the bias into it (bias_gelu) and saves the input.
+        fc1.forward.push_back(mem(megatron ? "bias_gelu" : "gelu", KernelClass::Elementwise, In * e, In * e, In * e));
+        fc1.backward.insert(fc1.backward.begin(), mem("gelu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
+        break;
+    }
+    l.modules.push_back(fc1);
+    // fc2's input is the activation's output: saved by fc2 except for ReLU (whose saved output is the same tensor).
+    Module fc2 = linear(p + ".mlp.fc2", d.I, d.h, true, d, act == Act::Relu ? 0 : In * e);
+    if (megatron) {
+      fc2.forward.push_back(mem("bias_dropout_add", KernelClass::Elementwise, 2 * n * e, n * e + n, n));
+      fc2.backward.insert(fc2.backward.begin(), mem("bias_dropout_add.bwd", KernelClass::Elementwise, n * e + n, n * e));
+    } else {
+      std::vector<Op> bfront;
+      dropout(fc2.forward, bfront, n, e, o.dropout);
+      fc2.forward.push_back(residual_add(d));
+      fc2.backward.insert(fc2.backward.begin(), bfront.begin(), bfront.end());
+    }
+    l.modules.push_back(fc2);
+  }
+  // The first norm's backward ends the block: its gradient meets the residual stream's.
+  l.modules.front().backward.push_back(grad_add(d, n));
+  if (o.compile)
+    for (auto& m : l.modules) {
+      m.forward = fuse_memory_bound(m.forward);
+      m.backward = fuse_memory_bound(m.backward);
+    }
   return l;
+}
+
+std::int64_t saved_of(const std::vector<Op>& ops) {
+  std::int64_t s = 0;
+  for (const auto& o : ops) s += o.saved.count;
+  return s;
+}
+
+std::int64_t saved_of(const Layer& l) {
+  std::int64_t s = 0;
+  for (const auto& m : l.modules) s += saved_of(m.forward);
+  return s;
+}
+
+// Applies a checkpointing policy to a block built without one.
+void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
+  const std::int64_t all = saved_of(l);
+  const std::int64_t input = d.T * d.h * d.e;
+  auto forward_ops = [&] {
+    std::vector<Op> ops;
+    for (const auto& m : l.modules)
+      for (const auto& o : m.forward) ops.push_back(o);
+    return ops;
+  };
+  switch (c) {
+    case Checkpointing::None:
+    case Checkpointing::EveryK:  // per block: decided by the caller
+      l.saved_activations = Bytes{all};
+      return;
+    case Checkpointing::Full:
+      // torch.utils.checkpoint: only the block input survives forward; backward re-runs the
+      // whole forward (same ops, same kernels) before the block's backward.
+      l.saved_activations = Bytes{input};
+      l.recompute = forward_ops();
+      l.recompute_activations = Bytes{all};
+      return;
+    case Checkpointing::Selective: {
+      // Korthikanti et al. 2022 section 5: recompute the attention core (everything between the
+      // q/k/v projections and the output projection), keep its inputs (q, k, v).
+      std::int64_t core_saved = 0, qkv = 0;
+      for (const auto& m : l.modules) {
+        if (m.name.ends_with(".attn.core")) {
+          for (const auto& o : m.forward) {
+            if (o.cls == KernelClass::Attention) {
+              // q, k, v stay saved; out and lse are recomputed.
+              qkv = o.read.count;
+              core_saved += o.saved.count;
+            } else {
+              core_saved += o.saved.count;
+            }
+            l.recompute.push_back(o);
+          }
+        }
+      }
+      l.saved_activations = Bytes{all - core_saved + qkv};
+      l.recompute_activations = Bytes{core_saved};
+      return;
+    }
+    case Checkpointing::OpSac: {
+      // torchtitan _save_list policy: save the outputs of the attention kernel and of every other
+      // mm (the first, third, ... in forward order), recompute everything else. Kept: the block
+      // input, the saved mm outputs (T x n of each) and the attention outputs; recomputed: every
+      // memory-bound op and the other half of the GEMMs.
+      std::int64_t kept = input;
+      int mm = 0;
+      for (const auto& m : l.modules)
+        for (const auto& o : m.forward) {
+          if (o.cls == KernelClass::Gemm && o.work.gemms.front().batch == 1) {
+            const GemmShape& g = o.work.gemms.front();
+            if (mm++ % 2 == 0) {
+              kept += g.m * g.n * d.e;
+              continue;
+            }
+          } else if (o.cls == KernelClass::Attention) {
+            kept += o.written.count;
+            continue;
+          }
+          l.recompute.push_back(o);
+        }
+      kept = std::min(kept, all);
+      l.saved_activations = Bytes{kept};
+      l.recompute_activations = Bytes{all - kept};
+      return;
+    }
+  }
 }
 
 }  // namespace
 
-Workload build_transformer(const std::string& name, const ModelDims& d, std::int64_t b, std::int64_t s, Dtype dt,
+Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
                            Checkpointing ckpt) {
+  WorkloadOptions o = default_options(md.family);
+  o.checkpointing = ckpt;
+  return build_transformer(name, md, b, s, dt, o);
+}
+
+Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
+                           const WorkloadOptions& o) {
   Workload w;
   w.name = name;
   w.dtype = dt;
   w.micro_batch = b;
   w.seq_len = s;
-  w.checkpointing = ckpt;
-  w.hidden = d.hidden;
-  const std::int64_t T = b * s, h = d.hidden, e = dtype_bytes(dt);
-  const bool llama = d.family == "llama";
+  w.checkpointing = o.checkpointing;
+  w.options = o;
+  w.hidden = md.hidden;
+  const Dims d = dims_of(md, b, s, dt);
+  const std::int64_t T = d.T, h = d.h, e = d.e, n = T * h;
+  const bool llama = md.family == "llama";
+  const bool hf = o.impl == Implementation::Hf;
+  const HostDispatch fwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Eager;
+  const HostDispatch bwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Autograd;
 
+  // --- embedding ---
   Layer embed;
   embed.name = "embed";
   embed.kind = LayerKind::Embedding;
   Module tok;
   tok.name = "embed.tokens";
-  tok.params.push_back(Param{"embed.tokens.weight", d.vocab * h, d.vocab});
-  tok.forward.memory_bytes = Bytes{2 * T * h * e};
-  // Embedding backward: scatter-add of T rows into a dense vocab x h gradient.
-  tok.backward.memory_bytes = Bytes{T * h * e + d.vocab * h * e};
+  tok.params.push_back(Param{"embed.tokens.weight", d.V * h, d.V});
+  if (hf) {
+    // HF builds the 4-D causal mask from the attention mask on every forward
+    // (_prepare_4d_causal_attention_mask: full, arange/lt, masked_fill, to, rsub, masked_fill ...):
+    // about 12 small kernels over b*s*s elements in the li-plus trace.
+    tok.forward.push_back(mem("attention_mask.prepare", KernelClass::ElementwiseStrided, b * s * s * 6, b * s * s * 6, 0, 12));
+  }
+  // aten::embedding -> index_select; saves the int64 ids.
+  tok.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, T * 8));
+  // embedding_dense_backward: zero the V x h gradient, sort the ids (cub radix sort), segment
+  // them, sum each segment's rows and scatter: ~20 kernels in the li-plus and Megatron traces.
+  tok.backward.push_back(mem("embedding.bwd", KernelClass::Embedding, n * e + T * 8 * 6, d.V * h * e + n * 4, 0, 20));
   embed.modules.push_back(tok);
   // MPT's learned position table has max_seq_len rows: the run's sequence length.
-  const std::int64_t positions = d.family == "mpt" ? s : d.max_positions;
+  const std::int64_t positions = md.family == "mpt" ? s : md.max_positions;
   if (positions > 0) {
     Module pos;
     pos.name = "embed.positions";
     pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
-    pos.forward.memory_bytes = Bytes{3 * T * h * e};
-    pos.backward.memory_bytes = Bytes{2 * T * h * e};
+    // OPT computes positions from the mask (cumsum, mul, sub, add: 4 kernels), then looks them up.
+    if (md.family == "opt") pos.forward.push_back(mem("positions.cumsum", KernelClass::Elementwise, b * s * 8 * 4, b * s * 8 * 4, 0, 4));
+    pos.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, 0));
+    pos.forward.push_back(mem("add", KernelClass::Elementwise, 2 * n * e, n * e));
+    pos.backward.push_back(mem("embedding.bwd", KernelClass::Embedding, n * e + T * 8 * 6, positions * h * e + n * 4, 0, 20));
     embed.modules.push_back(pos);
   }
-  embed.saved_activations = Bytes{T * 8};  // token ids (int64)
+  if (md.family == "gpt" && hf && o.dropout > 0) {
+    std::vector<Op> bfront;
+    dropout(embed.modules.back().forward, bfront, n, e, o.dropout);
+    auto& bw = embed.modules.back().backward;
+    bw.insert(bw.begin(), bfront.begin(), bfront.end());
+  }
+  embed.saved_activations = Bytes{saved_of(embed)};
   w.layers.push_back(embed);
 
-  for (int i = 0; i < d.layers; ++i) w.layers.push_back(block(i, d, b, s, dt, ckpt));
+  BlockBuild bb{md, d, o};
+  for (int i = 0; i < md.layers; ++i) {
+    Layer l = block(i, bb);
+    Checkpointing c = o.checkpointing;
+    if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
+    checkpoint(l, c, d);
+    w.layers.push_back(std::move(l));
+  }
 
   Layer fnorm;
   fnorm.name = "norm";
   fnorm.kind = LayerKind::Norm;
-  fnorm.modules.push_back(norm("norm", h, !llama, T, dt));
-  fnorm.saved_activations = Bytes{T * h * e};
+  fnorm.modules.push_back(norm("norm", llama ? NormKind::RmsNormFp32 : o.impl == Implementation::Megatron ? NormKind::ApexLayerNorm
+                                                                                                          : NormKind::LayerNorm,
+                               !llama, d, o.compile));
+  fnorm.saved_activations = Bytes{saved_of(fnorm)};
   w.layers.push_back(fnorm);
 
-  // LM head + cross-entropy. Tied heads (gpt, opt) reuse the embedding weight: compute, no
-  // parameters. Logits are upcast to fp32 for the loss: T * vocab * 4 bytes are saved, and
-  // the softmax backward reads and writes them.
+  // LM head + cross-entropy. Tied heads (gpt, opt, mpt) reuse the embedding weight: compute, no
+  // parameters. The loss: HF (OPT/GPT-2/Llama of 2023, model in bf16 under DeepSpeed) shifts the
+  // logits with a strided .contiguous() copy and runs log_softmax in bf16; torchtitan
+  // (cross_entropy(pred.float())), llm-foundry (autocast lists cross_entropy as fp32) and
+  // Megatron (fp32 vocab-parallel cross entropy) upcast the logits to fp32 first. Saved: the
+  // head input and log_softmax's output; the fp32 copy and the logits gradient are transients.
   Layer head;
   head.name = "head";
   head.kind = LayerKind::Head;
-  Module lm = linear("head.lm_head", h, d.vocab, false, T, dt);
-  if (d.tied_embeddings) lm.params.clear();
-  lm.forward.memory_bytes = Bytes{T * d.vocab * (e + 4 + 4)};
-  lm.backward.memory_bytes = Bytes{T * d.vocab * (4 + 4 + e)};
+  Module lm = linear("head.lm_head", h, d.V, false, d, n * e);
+  if (md.tied_embeddings) lm.params.clear();
+  const std::int64_t TV = T * d.V;
+  Module loss;
+  loss.name = "head.loss";
+  if (hf && !llama) {
+    loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
+    loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
+    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
+    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * e, 0, 2));
+    loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * e, TV * e));
+    // slice_backward: zeros of the full logits shape, then the strided copy into the slice.
+    loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, 2 * TV * e, 3 * TV * e, 0, 3));
+    head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
+  } else {
+    loss.forward.push_back(mem("logits.float", KernelClass::Elementwise, TV * e, TV * 4));
+    loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * 4, TV * 4, TV * 4));
+    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
+    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * 4, 0, 2));
+    loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * 4, TV * 4));
+    loss.backward.push_back(mem("logits.float.bwd", KernelClass::Elementwise, TV * 4, TV * e));
+    head.recompute_activations = Bytes{TV * (4 + e)};  // fp32 and bf16 logits gradients
+  }
   head.modules.push_back(lm);
-  head.saved_activations = Bytes{T * h * e + T * d.vocab * 4};
+  head.modules.push_back(loss);
+  head.saved_activations = Bytes{saved_of(head)};
   w.layers.push_back(head);
+
+  for (auto& l : w.layers) {
+    l.forward_dispatch = fwd_dispatch;
+    l.backward_dispatch = bwd_dispatch;
+  }
   return w;
 }
 
@@ -254,10 +833,19 @@ Workload build_toy(const std::vector<ToyLayerSpec>& specs, Dtype dtype) {
     Module m;
     m.name = l.name;
     if (specs[i].params > 0) m.params.push_back(Param{l.name + ".weight", specs[i].params, specs[i].params});
-    m.forward.fixed = specs[i].forward;
-    m.backward.fixed = specs[i].backward;
+    Op f;
+    f.name = "forward";
+    f.cls = KernelClass::Compute;
+    f.work.fixed = specs[i].forward;
+    Op b = f;
+    b.name = "backward";
+    b.work.fixed = specs[i].backward;
+    m.forward.push_back(f);
+    m.backward.push_back(b);
     l.modules.push_back(m);
     l.saved_activations = specs[i].activations;
+    l.forward_dispatch = HostDispatch::Launch;
+    l.backward_dispatch = HostDispatch::Launch;
     w.layers.push_back(l);
   }
   return w;

@@ -22,11 +22,26 @@ struct Param {
   std::int64_t dim0 = 0;  // rows (FSDP2 shards dim 0 and pads it to a multiple of the group)
 };
 
+// One aten-level op as the framework launches it: one Launch in the host program, `kernels` CUDA
+// kernels on the GPU. Memory-bound ops carry the bytes they read and write (by the dtypes they
+// really use: fp32 upcasts, bool dropout masks, int64 indices); GEMMs their shapes (the batched
+// attention matmuls of eager attention included, priced through the GEMM model); fused attention
+// its FLOPs. `saved` is what autograd keeps from this op until its backward (forward ops only;
+// a tensor shared by several consumers is counted once, on the first).
+struct Op {
+  std::string name;             // "q_proj", "attn.mask_add", "ln_1.bwd"
+  KernelClass cls = KernelClass::Elementwise;
+  int kernels = 1;
+  KernelWork work;              // gemms / memory_bytes (= read + written) / attention_flops
+  Bytes read, written;
+  Bytes saved;
+};
+
 struct Module {
   std::string name;             // "block.3.attn.q_proj"
   std::vector<Param> params;    // direct parameters
-  KernelWork forward;
-  KernelWork backward;          // input grad + weight grad
+  std::vector<Op> forward;      // in launch order
+  std::vector<Op> backward;     // in launch order (input grad, weight grad, bias grad, ...)
   std::int64_t numel() const;
 };
 
@@ -38,17 +53,61 @@ struct Layer {
   LayerKind kind = LayerKind::Block;
   std::vector<Module> modules;
   Bytes saved_activations;      // held from this layer's forward to its backward
-  KernelWork recompute;         // re-run forward work in backward (activation checkpointing)
+  std::vector<Op> recompute;    // forward ops re-run at the start of backward (checkpointing)
   Bytes recompute_activations;  // transient during backward when recomputing
+  HostDispatch forward_dispatch = HostDispatch::Eager;    // Launch when compiled
+  HostDispatch backward_dispatch = HostDispatch::Autograd;
 
   std::int64_t numel() const;
-  KernelWork forward() const;
+  KernelWork forward() const;   // sum over the forward ops
   KernelWork backward() const;  // recompute + backward of every module
   std::vector<const Param*> params() const;
+  int forward_kernels() const;
+  int backward_kernels() const;  // recompute included
 };
 
-enum class Checkpointing { None, Selective, Full };
+// Activation checkpointing policies (per block):
+//  none       every op's saved tensors are kept
+//  full       only the block input is kept; backward re-runs the whole block forward
+//  selective  Korthikanti et al. 2022: the attention core (QK^T, mask, softmax, dropout, PV or
+//             the fused attention kernel) is recomputed, everything else kept
+//  op_sac     torchtitan's selective op policy (torchtitan/models/llama/parallelize_llama.py,
+//             _save_list): outputs of every other matmul and of the attention kernel are saved,
+//             everything else recomputed
+//  every_k    torchtitan's `selective_ac_option: "k"`: every k-th block (index % k == 0) fully
+//             checkpointed, the others not
+enum class Checkpointing { None, Selective, Full, OpSac, EveryK };
 std::string to_string(Checkpointing c);
+
+// The implementation a layer mirrors (which ops it launches).
+//  hf         HF transformers modeling_opt/gpt2/llama (eager modules; attention per `attention`)
+//  torchtitan torchtitan models/llama/model.py (RMSNorm in fp32, complex rotary, sdpa)
+//  llm_foundry llm-foundry MPT (fused Wqkv, low-precision LayerNorm, triton flash attention)
+//  megatron   Megatron-LM GPT (apex fused LayerNorm, fused bias-gelu and bias-dropout-add, flash)
+enum class Implementation { Hf, Torchtitan, LlmFoundry, Megatron };
+std::string to_string(Implementation i);
+
+// flash: one fused kernel (FlashAttention-2 / sdpa flash / triton), causal work halved;
+// sdpa_efficient: memory-efficient sdpa (xformers cutlass kernel), causal halved, slower;
+// eager: full s^2 matmuls through the GEMM model plus the s^2 elementwise passes.
+enum class Attention { Flash, SdpaEfficient, Eager };
+std::string to_string(Attention a);
+
+struct WorkloadOptions {
+  Implementation impl = Implementation::Torchtitan;
+  Attention attention = Attention::Flash;
+  double dropout = 0;           // residual (hidden) dropout probability
+  double attention_dropout = 0; // dropout on the attention probabilities
+  bool compile = false;         // torch.compile: runs of memory-bound ops fused into one kernel
+  Checkpointing checkpointing = Checkpointing::None;
+  int checkpoint_every = 1;     // every_k: k
+};
+
+// The implementation a preset or a model family runs by default: opt-* / gpt2* = HF eager with
+// dropout 0.1 (the HF configs' dropout / resid_pdrop; OPT's attention_dropout is 0, GPT-2's
+// attn_pdrop 0.1); llama* = torchtitan (sdpa flash, no dropout); mpt-* = llm-foundry (triton
+// flash, pdrop 0 as MPTConfig's defaults); gpt3-* = Megatron-style (flash, dropout 0.1).
+WorkloadOptions default_options(const std::string& family);
 
 struct Workload {
   std::string name;
@@ -57,6 +116,7 @@ struct Workload {
   std::int64_t seq_len = 1;
   Checkpointing checkpointing = Checkpointing::None;
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
+  WorkloadOptions options;
   bool toy = false;             // fixed-time layers (textbook cases)
   std::vector<Layer> layers;
 
@@ -77,7 +137,12 @@ struct ModelDims {
 // The named presets ("llama3-8b", "opt-1.3b", ...). Throws std::out_of_range for an unknown name.
 const ModelDims& preset_dims(const std::string& name);
 std::vector<std::string> preset_names();
+// The preset's default implementation options (see default_options); gpt3-* are Megatron-style.
+WorkloadOptions preset_options(const std::string& name);
 
+Workload build_transformer(const std::string& name, const ModelDims& dims, std::int64_t micro_batch,
+                           std::int64_t seq_len, Dtype dtype, const WorkloadOptions& options);
+// The family's default options with `ckpt`.
 Workload build_transformer(const std::string& name, const ModelDims& dims, std::int64_t micro_batch,
                            std::int64_t seq_len, Dtype dtype, Checkpointing ckpt);
 

@@ -64,7 +64,7 @@ TEST_CASE("calibrate --help works without a GPU", "[cli][calibrate]") {
 TEST_CASE("calibrate rejects an unknown benchmark with exit 2 before looking for a GPU", "[cli][calibrate]") {
   Run r = run_cli("calibrate matmul");
   CHECK(r.code == 2);
-  CHECK(r.output.find("'matmul': expected gemm, nccl, contention or all") != std::string::npos);
+  CHECK(r.output.find("'matmul': expected gemm, nccl, contention, membw or all") != std::string::npos);
 }
 
 TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables, with provenance", "[cli][fit]") {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,33 @@ TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fi
   REQUIRE(sh(bin + " simulate " + STEPSIM_SOURCE_DIR + "/configs/examples/llama3-8b-ddp-8xh100.json --set cluster.profile=" +
                  prof.string(),
              &out) == 0);
+}
+
+TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth over a size sweep into the copy class",
+          "[emulated][cli]") {
+  TempDir dir("stepsim-emulated-membw");
+  const std::string bin = STEPSIM_BINARY;
+  const fs::path prof = dir.path / "profile.json";
+  std::string out;
+  // 1, 2, 4 MiB: three sizes (-b 1048576 -e 4194304 -f 2).
+  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate membw -b 1048576 -e 4194304 -f 2 -n 2 --repeats 2 --base " +
+                 STEPSIM_SOURCE_DIR + "/configs/hardware/a800-sxm-8x.json --out " + prof.string(),
+             &out) == 0);
+  INFO(out);
+  stepsim::HardwareProfile p = stepsim::load_profile(prof);
+  const auto& rows = p.provenance.at("membw");
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].at("bytes") == 1048576);
+  for (const auto& r : rows) CHECK(r.at("copy_GBps").get<double>() > 0);
+  // No size reaches 64 MiB: the copy class takes the median over all three (the middle one).
+  auto it = p.compute.class_bandwidth.find(stepsim::KernelClass::Copy);
+  REQUIRE(it != p.compute.class_bandwidth.end());
+  std::vector<double> v{rows[0].at("copy_GBps").get<double>(), rows[1].at("copy_GBps").get<double>(),
+                        rows[2].at("copy_GBps").get<double>()};
+  std::sort(v.begin(), v.end());
+  CHECK(it->second.gbps() == Approx(v[1]).epsilon(1e-6));
+  // The other classes keep the base profile's numbers.
+  CHECK(p.compute.class_bandwidth.at(stepsim::KernelClass::Elementwise).gbps() == Approx(1899));
 }
 
 TEST_CASE("emulated GPU: tools/validate_live.sh runs calibrate, simulate, live and compare over its matrix", "[emulated][cli]") {

@@ -166,7 +166,9 @@ TEST_CASE("emulated GPU: live runs an FSDP1 experiment with every buffer sized f
   fast.compute.gemm_table.clear();
   for (auto& [dtype, rate] : fast.compute.peak) rate = FlopRate{rate.flops_per_s * 1e6};
   fast.compute.hbm = Bandwidth{fast.compute.hbm.bytes_per_s * 1e6};
+  for (auto& [cls, bw] : fast.compute.class_bandwidth) bw = Bandwidth{bw.bytes_per_s * 1e6};
   fast.compute.min_kernel_time = Time::zero();
+  fast.compute.kernel_gap = Time::zero();
   nlohmann::json j = live::live_result_json(c.e, c.p, c.run);
   const std::int64_t measured_peak = j["metrics"]["peak_memory_bytes"].get<std::int64_t>();
   CHECK(measured_peak == compute_metrics(simulate_program(c.p, fast)).peak_memory.count);

@@ -51,12 +51,41 @@ std::map<MemCategory, std::int64_t> live_at(const Program& p, const std::string&
   return out;
 }
 
+// The highest live bytes in program order from the first Mark named `mark` on, with the
+// per-category bytes at that point (frees at issue, as live_at).
+std::pair<std::int64_t, std::map<MemCategory, std::int64_t>> peak_from(const Program& p, const std::string& mark) {
+  std::map<BufferId, std::pair<MemCategory, std::int64_t>> live;
+  bool after = false;
+  std::int64_t peak = -1;
+  std::map<MemCategory, std::int64_t> at_peak;
+  for (const auto& ins : p.instructions) {
+    if (const auto* m = std::get_if<Mark>(&ins); m && m->name == mark) after = true;
+    if (const auto* a = std::get_if<Alloc>(&ins)) live[a->buffer] = {a->category, a->bytes.count};
+    if (const auto* f = std::get_if<Free>(&ins)) live.erase(f->buffer);
+    if (!after) continue;
+    std::int64_t total = 0;
+    for (const auto& [b, v] : live) total += v.second;
+    if (total > peak) {
+      peak = total;
+      at_peak.clear();
+      for (const auto& [b, v] : live) at_peak[v.first] += v.second;
+    }
+  }
+  return {peak, at_peak};
+}
+
 std::int64_t model_states(const std::map<MemCategory, std::int64_t>& m) {
   auto get = [&](MemCategory c) { return m.count(c) ? m.at(c) : 0; };
   return get(MemCategory::Parameters) + get(MemCategory::Gradients) + get(MemCategory::OptimizerState);
 }
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A kernel of a layer's own forward/backward (op-level layers: every class), not a strategy's
+// bookkeeping copy or the optimizer.
+bool is_layer_op(const TimelineOp& op) {
+  return starts_with(op.name, "fwd ") || starts_with(op.name, "bwd ") || starts_with(op.name, "recompute ");
+}
 
 // Length of the part of collectives whose name starts with `prefix` that compute covers.
 struct CommOverlap {
@@ -67,7 +96,7 @@ CommOverlap overlap_of(const Timeline& t, const std::string& prefix) {
   std::vector<Interval> compute, comm;
   CommOverlap o;
   for (const auto& op : t.ops) {
-    if (op.kind == TimelineOp::Kind::Kernel && op.cls == KernelClass::Compute) compute.push_back({op.start, op.end});
+    if (op.kind == TimelineOp::Kind::Kernel && is_layer_op(op)) compute.push_back({op.start, op.end});
     if (op.kind == TimelineOp::Kind::Collective && starts_with(op.name, prefix)) {
       comm.push_back({op.start, op.end});
       ++o.count;
@@ -118,13 +147,15 @@ TEST_CASE("ZeRO-2 on Llama-2-7B at N=8 holds 2Psi + 14Psi/N model states at the 
   // straddling gate_proj grad (2 * (850,427,904 - 842,301,952) = 16,251,904 bytes).
   CHECK(model_states(live_at(r.program, "optimizer")) == 2 * kPsi + 2 * kGradsInPartition + 12 * kPart);
   CHECK(r.metrics.persistent_memory.count == 2 * kPsi + 12 * kPart);
-  // The peak is in step(), after the fp32 cast: grads_in_partition 1,700,855,808 + the bf16
-  // flat copy of the partition 2 * 842,301,952 + its fp32 cast 4 * 842,301,952 = 6,754,667,520
-  // bytes of gradients on top of 2Psi + 12Psi/N (the 1 GB IPG buffer was released in the
-  // epilogue): 30,339,122,176 bytes.
-  CHECK(r.metrics.peak_phase == "optimizer");
-  CHECK(r.metrics.peak_breakdown.at("gradients").count == 2 * kGradsInPartition + 6 * kPart);
-  CHECK(r.metrics.peak_memory.count == 2 * kPsi + 2 * kGradsInPartition + 18 * kPart);
+  // The step's own peak, after the fp32 cast: grads_in_partition 1,700,855,808 + the bf16 flat
+  // copy of the partition 2 * 842,301,952 + its fp32 cast 4 * 842,301,952 = 6,754,667,520 bytes
+  // of gradients on top of 2Psi + 12Psi/N (the 1 GB IPG buffer was released in the epilogue):
+  // 30,339,122,176 bytes. (The step's overall peak is in backward: the op-level activations of
+  // an eager Llama block at seq 1024 are larger than this.)
+  auto [step_peak, at_peak] = peak_from(r.program, "optimizer");
+  CHECK(at_peak[MemCategory::Gradients] == 2 * kGradsInPartition + 6 * kPart);
+  CHECK(step_peak == 2 * kPsi + 2 * kGradsInPartition + 18 * kPart);
+  CHECK(r.metrics.peak_memory.count >= step_peak);
 }
 
 TEST_CASE("ZeRO-3 on Llama-2-7B at N=8 holds exactly 16Psi/N model states plus the 1 GB IPG buffer and the persistent norms",
@@ -145,7 +176,7 @@ TEST_CASE("ZeRO-1 default does not overlap gradient all-reduces with backward: t
   SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", 1}}));
   Time last_bwd_kernel{0};
   for (const auto& op : r.timeline.ops)
-    if (op.kind == TimelineOp::Kind::Kernel && op.cls == KernelClass::Compute && op.phase == Phase::Backward)
+    if (op.kind == TimelineOp::Kind::Kernel && is_layer_op(op) && op.phase == Phase::Backward)
       last_bwd_kernel = std::max(last_bwd_kernel, op.end);
   int buckets = 0;
   for (const auto& op : r.timeline.ops)

@@ -77,3 +77,43 @@ TEST_CASE("fit data uses the recorded group size when the trace has it", "[trace
   CHECK(ar == 15);
   CHECK(bc == 6);
 }
+
+TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class breakdown", "[trace][fit]") {
+  CHECK(trace_kernel_class("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nt") == KernelClass::Gemm);
+  CHECK(trace_kernel_class("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>") == KernelClass::Attention);
+  CHECK(trace_kernel_class("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>") ==
+        KernelClass::Elementwise);
+  // TensorIterator's non-vectorized path (broadcast / strided / casting operands).
+  CHECK(trace_kernel_class("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<direct_copy_kernel_cuda>>") ==
+        KernelClass::ElementwiseStrided);
+  CHECK(trace_kernel_class("void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, 9>") ==
+        KernelClass::Reduction);
+  CHECK(trace_kernel_class("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>") ==
+        KernelClass::Norm);
+  CHECK(trace_kernel_class("void cuApplyLayerNorm<c10::BFloat16, float, c10::BFloat16>") == KernelClass::Norm);
+  CHECK(trace_kernel_class("void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long>") ==
+        KernelClass::Embedding);
+  CHECK(trace_kernel_class("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>") == KernelClass::Optimizer);
+  CHECK(trace_kernel_class("void at::native::(anonymous namespace)::CatArrayBatchedCopy<c10::BFloat16>") == KernelClass::Copy);
+}
+
+TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and measures eager dispatch", "[trace][fit][data]") {
+  auto t = read_kineto_trace(kTraces + "li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz");
+  TraceFitData d = extract_fit_data({t}, AnalyzeOptions{});
+  // Two steps x two 4-byte fp32 all-reduces (grad norm, overflow check): the only scalar ones.
+  int scalar = 0;
+  for (const auto& p : d.collectives) {
+    CHECK(p.host_synchronised == (p.bytes.count <= 8));
+    scalar += p.host_synchronised;
+  }
+  CHECK(scalar == 4);
+  // The launch spacing of an eager step: the forward (Python) thread issues an op every tens of
+  // microseconds, the autograd thread faster; a launch call itself takes a few.
+  CHECK(d.host.forward_launches > 1000);
+  CHECK(d.host.backward_launches > 1000);
+  CHECK(d.host.eager_op > Time::from_us(10));
+  CHECK(d.host.eager_op < Time::from_us(500));
+  CHECK(d.host.autograd_op > Time::from_us(5));
+  CHECK(d.host.kernel_launch > Time::zero());
+  CHECK(d.host.kernel_launch < d.host.eager_op);
+}

@@ -1,0 +1,211 @@
+#include <catch2/catch.hpp>
+
+#include "sim/core/error.hpp"
+#include "sim/hardware/compute_model.hpp"
+#include "sim/workload/workload.hpp"
+#include "tests/test_support.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+const Layer& first_block(const Workload& w) {
+  for (const auto& l : w.layers)
+    if (l.kind == LayerKind::Block) return l;
+  throw std::logic_error("no block");
+}
+
+Workload opt13(WorkloadOptions o) { return build_transformer("opt-1.3b", preset_dims("opt-1.3b"), 8, 512, Dtype::BF16, o); }
+
+std::int64_t gemm_count(const std::vector<Op>& ops, bool batched) {
+  std::int64_t n = 0;
+  for (const auto& o : ops)
+    for (const auto& g : o.work.gemms) n += (g.batch > 1) == batched;
+  return n;
+}
+
+std::vector<Op> all_forward(const Layer& l) {
+  std::vector<Op> ops;
+  for (const auto& m : l.modules) ops.insert(ops.end(), m.forward.begin(), m.forward.end());
+  return ops;
+}
+
+std::vector<Op> all_backward(const Layer& l) {
+  std::vector<Op> ops;
+  for (const auto& m : l.modules) ops.insert(ops.end(), m.backward.begin(), m.backward.end());
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("An HF eager OPT block launches the kernels the DeepSpeed-Chat trace shows", "[workload]") {
+  // li-plus zero1 trace, one decoder layer (memsets and the 1-element HtoD copy left out, as
+  // analyze counts kernels): forward = layer_norm, q addmm + scale mul, k addmm + contiguous,
+  // v addmm + contiguous, q contiguous, bmm, mask add, max, softmax, bmm, reshape copy, out_proj
+  // addmm, dropout, add, layer_norm, fc1 addmm, relu, fc2 addmm, dropout, add = 23 kernels;
+  // backward = 45 (counted op by op in transformer.cpp's comments).
+  Workload w = opt13(preset_options("opt-1.3b"));
+  const Layer& b = first_block(w);
+  CHECK(b.forward_kernels() == 23);
+  CHECK(b.backward_kernels() == 45);
+  // 6 linear GEMMs forward (q, k, v, out, fc1, fc2) and 12 backward; the attention matmuls are
+  // batched GEMMs: 2 forward (QK^T, PV), 4 backward.
+  CHECK(gemm_count(all_forward(b), false) == 6);
+  CHECK(gemm_count(all_forward(b), true) == 2);
+  CHECK(gemm_count(all_backward(b), false) == 12);
+  CHECK(gemm_count(all_backward(b), true) == 4);
+  // QK^T: 8*32 = 256 batches of [512 x 64] x [64 x 512].
+  for (const auto& o : all_forward(b))
+    if (o.name == "bmm.qk") CHECK(o.work.gemms.front() == GemmShape{512, 512, 64, 256, Dtype::BF16});
+}
+
+TEST_CASE("Eager OPT saves the s^2 scores twice per block, flash saves none of them", "[workload][memory]") {
+  // T = 4096 tokens, h = 2048, bf16: a [T, h] tensor is 16,777,216 B; one b*H*s*s score tensor
+  // 8*32*512*512*2 = 134,217,728 B. Eager OPT keeps: block input (layer_norm) + its mean/rstd,
+  // the q/k/v GEMM input, q, k, v, the mask-add output (torch.max's input), softmax's output,
+  // out_proj's input, ln2's input + stats, fc1's input, the ReLU output (8192 wide: 67,108,864),
+  // two bool dropout masks (4096*2048 B each).
+  const std::int64_t th = 4096LL * 2048 * 2, s2 = 8LL * 32 * 512 * 512 * 2, stats = 4096LL * 8;
+  const std::int64_t eager = 8 * th + 2 * stats + 2 * s2 + 4096LL * 8192 * 2 + 2 * 4096LL * 2048;
+  CHECK(first_block(opt13(preset_options("opt-1.3b"))).saved_activations.count == eager);
+  // Flash: no score tensors; the attention kernel keeps q, k, v, out and the fp32 log-sum-exp
+  // (8*32*512*4 B) instead of the copies, the probabilities and out_proj's separate input.
+  WorkloadOptions f = preset_options("opt-1.3b");
+  f.attention = Attention::Flash;
+  const std::int64_t lse = 8LL * 32 * 512 * 4;
+  const std::int64_t flash = th /*x*/ + stats + th /*qkv input*/ + 4 * th + lse + th /*out_proj input*/ + th + stats +
+                             th + 4096LL * 8192 * 2 + 2 * 4096LL * 2048;
+  CHECK(first_block(opt13(f)).saved_activations.count == flash);
+}
+
+TEST_CASE("Dropout 0 removes the dropout kernels and their masks", "[workload]") {
+  WorkloadOptions o = preset_options("opt-1.3b");
+  const Layer a = first_block(opt13(o));
+  o.dropout = 0;
+  const Layer b = first_block(opt13(o));
+  // Two residual dropouts per block: one forward kernel and one backward kernel each, and a
+  // 4096*2048-byte bool mask each.
+  CHECK(a.forward_kernels() - b.forward_kernels() == 2);
+  CHECK(a.backward_kernels() - b.backward_kernels() == 2);
+  CHECK(a.saved_activations.count - b.saved_activations.count == 2 * 4096LL * 2048);
+}
+
+TEST_CASE("Checkpointing policies trade saved bytes for recomputed ops", "[workload][memory]") {
+  WorkloadOptions o = preset_options("llama3-8b");
+  auto block_with = [&](Checkpointing c) {
+    o.checkpointing = c;
+    return first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o));
+  };
+  const Layer none = block_with(Checkpointing::None), full = block_with(Checkpointing::Full),
+              sel = block_with(Checkpointing::Selective), sac = block_with(Checkpointing::OpSac);
+  // Full: only the block input (2048 * 4096 * 2 B) stays; backward re-runs every forward op.
+  CHECK(full.saved_activations.count == 2048LL * 4096 * 2);
+  CHECK(full.recompute.size() == all_forward(none).size());
+  CHECK(full.recompute_activations == none.saved_activations);
+  // SwiGLU without checkpointing saves four [T, ffn] intermediates (w1 x, silu, w3 x, the
+  // product), 4 * 2048 * 14336 * 2 B, among the rest.
+  CHECK(none.saved_activations.count > 4 * 2048LL * 14336 * 2);
+  // Selective and op_sac lie in between, and both recompute something.
+  CHECK(sel.saved_activations < none.saved_activations);
+  CHECK(sel.saved_activations > full.saved_activations);
+  CHECK_FALSE(sel.recompute.empty());
+  CHECK(sac.saved_activations < none.saved_activations);
+  CHECK(sac.saved_activations > full.saved_activations);
+  CHECK_FALSE(sac.recompute.empty());
+  // every_k with k = 2: blocks 0, 2, ... are fully checkpointed, 1, 3, ... not.
+  o.checkpointing = Checkpointing::EveryK;
+  o.checkpoint_every = 2;
+  Workload w = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o);
+  CHECK(w.layers[1].saved_activations == full.saved_activations);
+  CHECK(w.layers[2].saved_activations == none.saved_activations);
+}
+
+TEST_CASE("torch.compile fuses memory-bound runs: fewer kernels and fewer bytes", "[workload]") {
+  WorkloadOptions o = preset_options("llama3-8b");
+  const Layer eager = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o));
+  o.compile = true;
+  const Layer compiled = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o));
+  CHECK(compiled.forward_kernels() < eager.forward_kernels());
+  CHECK(compiled.backward_kernels() < eager.backward_kernels());
+  CHECK(compiled.forward().memory_bytes < eager.forward().memory_bytes);
+  // The GEMMs are untouched: 7 linear GEMMs forward either way.
+  CHECK(gemm_count(all_forward(compiled), false) == 7);
+  CHECK(compiled.forward_dispatch == HostDispatch::Launch);
+  CHECK(eager.forward_dispatch == HostDispatch::Eager);
+}
+
+TEST_CASE("Presets pick their implementation's defaults", "[workload]") {
+  CHECK(preset_options("opt-1.3b").attention == Attention::Eager);
+  CHECK(preset_options("opt-1.3b").dropout == 0.1);
+  CHECK(preset_options("llama3-8b").impl == Implementation::Torchtitan);
+  CHECK(preset_options("llama3-8b").attention == Attention::Flash);
+  CHECK(preset_options("llama3-8b").dropout == 0);
+  CHECK(preset_options("mpt-7b").impl == Implementation::LlmFoundry);
+  CHECK(preset_options("gpt3-6.7b").impl == Implementation::Megatron);
+}
+
+TEST_CASE("Workload knobs are strict: a bad value names its JSON path", "[workload][config]") {
+  auto message = [](nlohmann::json wl) -> std::string {
+    nlohmann::json doc = {{"workload", wl},
+                          {"cluster", {{"profile", test::ideal_profile().name}}},
+                          {"strategy", {{"framework", "ddp"}}}};
+    try {
+      test::experiment_from_doc(doc);
+    } catch (const InputError& err) {
+      return err.what();
+    }
+    return "no error";
+  };
+  nlohmann::json base = {{"preset", "opt-125m"}, {"seq_len", 128}};
+  auto with = [&](const char* k, nlohmann::json v) {
+    nlohmann::json w = base;
+    w[k] = v;
+    return w;
+  };
+  CHECK_THAT(message(with("attention", "paged")), Catch::Contains("/workload/attention"));
+  CHECK_THAT(message(with("dropout", 1.5)), Catch::Contains("/workload/dropout"));
+  CHECK_THAT(message(with("activation_checkpointing", "some")), Catch::Contains("/workload/activation_checkpointing"));
+  CHECK_THAT(message(with("activation_checkpointing", "every_k")), Catch::Contains("activation_checkpointing_every"));
+  CHECK_THAT(message(with("activation_checkpointing_every", 2)), Catch::Contains("activation_checkpointing_every"));
+}
+
+TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth", "[compute]") {
+  ComputeProfile c;
+  c.hbm = Bandwidth::from_gbps(2000);
+  c.memory_efficiency = 0.5;
+  c.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(800);
+  Kernel k;
+  k.cls = KernelClass::ElementwiseStrided;
+  k.work.memory_bytes = Bytes{800'000'000};
+  // 800 MB at 800 GB/s = 1 ms; a class without an entry runs at 2000 * 0.5 = 1000 GB/s: 0.8 ms.
+  CHECK(kernel_time(c, k) == Time::from_ms(1));
+  k.cls = KernelClass::Reduction;
+  CHECK(kernel_time(c, k) == Time::from_us(800));
+  // Each CUDA kernel of a launch is at least min_kernel_time: 10 kernels of 4 B take 10 x 2 us.
+  c.min_kernel_time = Time::from_us(2);
+  k.work.memory_bytes = Bytes{4};
+  k.kernels = 10;
+  CHECK(kernel_time(c, k) == Time::from_us(20));
+  // The device-side gap between queued kernels is paid once per CUDA kernel: 10 x 2.1 us more.
+  c.kernel_gap = Time::from_ns(2100);
+  CHECK(kernel_time(c, k) == Time::from_us(41));
+  KernelTimeCache cache(c);
+  CHECK(cache.kernel_time(k) == Time::from_us(41));
+}
+
+TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per backward op", "[compute]") {
+  HostProfile h;
+  h.launch_overhead = Time::from_us(10);
+  h.eager_op_overhead = Time::from_us(62);
+  h.autograd_op_overhead = Time::from_us(35);
+  h.kernel_launch_overhead = Time::from_us(6);
+  Kernel k;
+  k.dispatch = HostDispatch::Eager;
+  CHECK(launch_host_time(h, k) == Time::from_us(62));
+  k.dispatch = HostDispatch::Autograd;
+  k.kernels = 3;  // two more launches at 6 us
+  CHECK(launch_host_time(h, k) == Time::from_us(47));
+  k.dispatch = HostDispatch::Launch;
+  k.kernels = 1;
+  CHECK(launch_host_time(h, k) == Time::from_us(10));
+}
