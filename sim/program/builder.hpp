@@ -13,9 +13,21 @@
 
 #include <string>
 
+#include "sim/core/error.hpp"
 #include "sim/program/program.hpp"
 
 namespace stepsim {
+
+// The largest Program a step may have (docs/limits.md): a few hundred bytes per instruction
+// in the builder and the engine, so ~1 GB at the limit. Real steps are far below (llama3-70b,
+// 80 layers, grad_accum 16 under FSDP: ~30,000); above it the builder throws ProgramTooLarge
+// (an input error) instead of growing until bad_alloc.
+inline constexpr std::size_t kMaxProgramInstructions = 4'000'000;
+
+class ProgramTooLarge : public InputError {
+ public:
+  using InputError::InputError;
+};
 
 class ProgramBuilder {
  public:
@@ -45,6 +57,7 @@ class ProgramBuilder {
   Program take() { return std::move(program_); }
 
  private:
+  void add(Instruction i);
   Program program_;
 };
 

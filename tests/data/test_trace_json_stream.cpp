@@ -236,7 +236,10 @@ TEST_CASE("The reader accepts exactly the mutated traces that nlohmann accepts",
       KinetoTrace t = read_windowed(s, window);
       outcome = accepted ? first_difference(read_kineto_trace_text(s, "text"), t) : "accepted invalid JSON";
     } catch (const InputError& e) {
-      outcome = accepted ? std::string("rejected valid JSON: ") + e.what() : "";
+      // Valid JSON may still be a bad trace: a time beyond 2^62 ns (issue 16) is refused by
+      // design, whatever the window.
+      const bool out_of_range = std::string(e.what()).find("expected a time within 2^62 ns") != std::string::npos;
+      outcome = accepted && !out_of_range ? std::string("rejected valid JSON: ") + e.what() : "";
     }
     valid += accepted ? 1 : 0;
     if (!outcome.empty() && mismatches++ == 0)
