@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/program/builder.hpp"
 #include "test_support.hpp"
 
 using stepsim::test::run_capture;
@@ -177,13 +178,23 @@ TEST_CASE("item 4: profile numbers outside their physical range are exit 2 namin
 TEST_CASE("item 5: a program above the instruction limit is exit 2, not a run to bad_alloc", "[cli][hardening]") {
   // grad_accum 1e6 once ran 28 s to bad_alloc: now above the key's maximum (65536).
   expect_input_error("simulate " + kFsdp2 + " --set training.grad_accum=1000000", "/training/grad_accum: 1000000");
-  // 100,000 toy layers x grad_accum 64 is ~6.4e6 layer-steps x several instructions each: over
-  // the 4,000,000-instruction limit, refused while building, naming the experiment file.
+  // 100,000 toy layers x grad_accum 64 x at least 2 kernels = 12.8e6 instructions, over the
+  // 1,000,000 limit: refused before any build; the largest allowed is 1e6 / (2 x 100,000) = 5.
   auto dir = scratch("item5");
   std::string exp = write(dir / "big.json", R"({"workload": {"toy": {"layers": 100000, "forward_ms": 1, "backward_ms": 1, "params_per_layer": 10}},
     "cluster": {"profile": ")" + kSrc + R"(/configs/hardware/toy-ideal.json"}, "strategy": {"framework": "ddp"},
     "training": {"grad_accum": 64}})");
-  expect_input_error("simulate " + exp, "instructions");
+  expect_input_error("simulate " + exp, "/training/grad_accum: 64: expected at most 5 micro-batches for 100000 layers");
+}
+
+TEST_CASE("item 5: the program builder stops at the instruction limit with an input error", "[hardening]") {
+  // The backstop behind the config check: the (limit + 1)-th instruction throws ProgramTooLarge,
+  // an InputError (exit 2), and the program never grows past the limit.
+  stepsim::ProgramBuilder b;
+  for (std::size_t i = 0; i < stepsim::kMaxProgramInstructions; ++i) b.host_work(stepsim::Time{1}, "w");
+  CHECK(b.program().instructions.size() == stepsim::kMaxProgramInstructions);
+  CHECK_THROWS_AS(b.host_work(stepsim::Time{1}, "w"), stepsim::InputError);
+  CHECK(b.program().instructions.size() == stepsim::kMaxProgramInstructions);
 }
 
 TEST_CASE("item 6: directories, empty or over-long includes, 1e999 and absurd log rows are exit 2, not internal errors", "[cli][hardening]") {
