@@ -46,6 +46,12 @@ OutputFile::OutputFile(std::string file, std::string what, std::ios::openmode mo
   check_not_an_input(file_, what_);
   std::error_code ec;
   if (fs::is_directory(file_, ec)) throw InputError(fmt::format("{}: is a directory: expected a file for the {}", file_, what_));
+  // A device or pipe (/dev/stdout, a FIFO) cannot be replaced by a rename: written directly.
+  if (fs::exists(file_, ec) && !fs::is_regular_file(file_, ec)) {
+    out_.open(file_, mode | std::ios::out);
+    if (!out_) throw InputError(fmt::format("{}: cannot write the {}", file_, what_));
+    return;
+  }
   // A fresh name beside the target (O_EXCL): permissions follow the umask like a plain open.
   static std::atomic<unsigned> counter{0};
   const fs::path target(file_);
@@ -96,7 +102,15 @@ void OutputFile::discard() noexcept {
 }
 
 void OutputFile::commit() {
-  if (temp_.empty()) return;
+  if (temp_.empty()) {  // written directly (a device or pipe), or already committed
+    if (out_.is_open()) {
+      out_.flush();
+      const bool ok = static_cast<bool>(out_);
+      out_.close();
+      if (!ok) throw InputError(fmt::format("{}: cannot write the {}", file_, what_));
+    }
+    return;
+  }
   out_.flush();
   const bool written = static_cast<bool>(out_);
   out_.close();
