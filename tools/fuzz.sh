@@ -16,7 +16,7 @@ FUZZERS=(fuzz_config fuzz_profile fuzz_nccl_tests fuzz_kineto fuzz_sweep_merge)
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ! grep -q "STEPSIM_FUZZ:BOOL=ON" "$BUILD_DIR/CMakeCache.txt"; then
   CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON >/dev/null
+    -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
 fi
 cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers stepsim
 

@@ -13,7 +13,7 @@ tools/setup.sh build
 if [ "${STEPSIM_HARDENING:-1}" != 0 ]; then
   SAN=build-sanitize
   CC=clang CXX=clang++ cmake -S . -B "$SAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON >/dev/null
+    -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
   cmake --build "$SAN" -j "$(nproc)" --target stepsim stepsim_tests fuzzers
   (cd "$SAN" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure -j 1)
