@@ -18,7 +18,7 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ! grep -q "STEPSIM_FUZZ:BOOL=ON" "$BU
   CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers stepsim
+[ "${STEPSIM_FUZZ_NO_BUILD:-0}" = 1 ] || cmake --build "$BUILD_DIR" -j "$(nproc)" --target fuzzers stepsim
 
 seeds="$BUILD_DIR/fuzz-seeds"
 rm -rf "$seeds"
@@ -47,12 +47,12 @@ fi
 # A complete trace, and shards of a small sweep, from stepsim itself.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$BUILD_DIR/stepsim" simulate configs/examples/seed/c1-ddp-buckets.json --trace "$tmp/c1.trace.json" >/dev/null
+"$BUILD_DIR/tools/stepsim" simulate configs/examples/seed/c1-ddp-buckets.json --trace "$tmp/c1.trace.json" >/dev/null
 cp "$tmp/c1.trace.json" "$seeds/fuzz_kineto/"
 printf '{"base": {"include": "%s"}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000]}}\n' \
   "$ROOT/configs/examples/seed/c1-ddp-buckets.json" >"$tmp/s.json"
-"$BUILD_DIR/stepsim" sweep "$tmp/s.json" --no-progress --shard 0/2 --out "$tmp/p0.csv" >/dev/null
-"$BUILD_DIR/stepsim" sweep "$tmp/s.json" --no-progress --shard 1/2 --out "$tmp/p1.csv" >/dev/null
+"$BUILD_DIR/tools/stepsim" sweep "$tmp/s.json" --no-progress --shard 0/2 --out "$tmp/p0.csv" >/dev/null
+"$BUILD_DIR/tools/stepsim" sweep "$tmp/s.json" --no-progress --shard 1/2 --out "$tmp/p1.csv" >/dev/null
 { cat "$tmp/p0.csv"; printf -- '--shard--\n'; cat "$tmp/p1.csv"; } >"$seeds/fuzz_sweep_merge/two-shards"
 
 # Each run: the grown corpus first (new inputs go there), the seeds second. No leak checking:

@@ -318,6 +318,8 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
                                  r.lineno, column, text.substr(0, 40)));
   };
+  if (c_fw <= c_status)
+    throw InputError(inputs[0].string() + ": header has framework before status: expected a stepsim sweep CSV");
   std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c_status) + 1,
                                    head.begin() + static_cast<std::ptrdiff_t>(c_fw));
   SweepSummary summary(columns, top);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/analysis/sweep.hpp"
 #include "sim/program/builder.hpp"
 #include "test_support.hpp"
 
@@ -289,4 +290,13 @@ TEST_CASE("item 10: an invalid sweep base, duplicate keys, silent log rows and n
   expect_input_error("simulate " + kFsdp2 + " --set workload.micro_batch=-3", "--set workload.micro_batch=-3: /workload/micro_batch: -3");
   fs::create_directories(dir / "gemm.d");
   expect_input_error("fit --xla-gemm " + (dir / "gemm.d").string() + " --base " + kSrc + "/configs/hardware/toy-ideal.json --out " + (dir / "o.json").string(), "is a directory");
+}
+
+TEST_CASE("fuzz finding: a shard header with framework before status is an input error, not a length_error", "[hardening][sweep]") {
+  // fuzz_sweep_merge: the varied columns sit between status and framework; reversed, the
+  // range was negative and std::vector threw length_error (exit 1).
+  auto dir = scratch("fuzz-merge");
+  std::string a = write(dir / "a.csv", "index,framework,status,step_time_ns,peak_memory_bytes,constraints_ok,points\n0,ddp,ok,5,7,true,1\n");
+  std::ostringstream out;
+  CHECK_THROWS_AS(stepsim::merge_sweep_csv({a}, out), stepsim::InputError);
 }
