@@ -412,7 +412,8 @@ void Reader::args() {
       }
       // Counter events ("ph":"C"): every numeric arg is one series; their sum is the total.
       if (e.ph.empty() || eq(e.ph, "C")) {
-        e.counter_sum += n.as_int();
+        if (__builtin_add_overflow(e.counter_sum, n.as_int(), &e.counter_sum))
+          throw InputError("counter event: args sum beyond 2^63: expected the byte counts of a real trace");
         e.counter_any = true;
         if (k != ArgKey::Total) ev_.counter_args.emplace_back(std::string(key), Bytes{n.as_int()});
       }
