@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer harness in fuzz/ for SECONDS each (default 60), one after the other.
+# Runs every libFuzzer harness in fuzz/ for SECONDS each (default 60), nproc at a time.
 #   tools/fuzz.sh [SECONDS] [BUILD_DIR]     (BUILD_DIR default: build-sanitize)
 # Configures BUILD_DIR with clang, ASan+UBSan and libFuzzer coverage if needed (tools/test.sh
 # shares that build with its sanitizer test run), seeds each corpus from configs/ and
@@ -59,13 +59,32 @@ printf '{"base": {"include": "%s"}, "axes": {"strategy.bucket_cap_bytes": [10000
 # the harnesses share process-wide caches on purpose; ASan still reports every memory error.
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-for f in "${FUZZERS[@]}"; do
-  echo "fuzz: $f for ${SECONDS_EACH}s"
+# The harnesses run side by side, as many at a time as there are cores (each single-threaded).
+run_one() {
+  local f=$1
   "$BUILD_DIR/fuzz/$f" -max_total_time="$SECONDS_EACH" -timeout=20 -rss_limit_mb=2560 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$BUILD_DIR/fuzz-artifacts/$f-" \
-    "$BUILD_DIR/fuzz-corpus/$f" "$seeds/$f" 2>"$BUILD_DIR/fuzz-artifacts/$f.log" ||
-    { echo "fuzz: $f found a problem:"; tail -n 60 "$BUILD_DIR/fuzz-artifacts/$f.log"; exit 1; }
-  grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD_DIR/fuzz-artifacts/$f.log" | tr '\n' ' '
-  echo
+    "$BUILD_DIR/fuzz-corpus/$f" "$seeds/$f" 2>"$BUILD_DIR/fuzz-artifacts/$f.log"
+}
+JOBS=$(nproc)
+declare -A pid_of
+failed=()
+for f in "${FUZZERS[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+  echo "fuzz: $f for ${SECONDS_EACH}s"
+  run_one "$f" &
+  pid_of[$f]=$!
 done
+for f in "${FUZZERS[@]}"; do
+  if wait "${pid_of[$f]}"; then
+    echo "fuzz: $f: $(grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$BUILD_DIR/fuzz-artifacts/$f.log" | tr -s ' \n' ' ')"
+  else
+    failed+=("$f")
+  fi
+done
+for f in "${failed[@]}"; do
+  echo "fuzz: $f found a problem:"
+  tail -n 60 "$BUILD_DIR/fuzz-artifacts/$f.log"
+done
+[ ${#failed[@]} -eq 0 ] || exit 1
 echo "fuzz: all ${#FUZZERS[@]} harnesses ran ${SECONDS_EACH}s each without a finding"
