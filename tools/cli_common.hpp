@@ -40,10 +40,14 @@ class OutputFile {
   bool is_open() const { return out_.is_open(); }
   std::ostream& stream() { return out_; }
   template <class T>
-  OutputFile& operator<<(const T& v) {
+  OutputFile& operator<<(const T& v) & {
     out_ << v;
     return *this;
   }
+  // `open_output(f, w) << text` would write a temporary that is never committed (so never
+  // appears): refused at compile time; name the OutputFile and commit() it.
+  template <class T>
+  OutputFile& operator<<(const T& v) && = delete;
   const std::string& file() const { return file_; }
   // Flushes, closes and renames into place; InputError "FILE: cannot write the WHAT" on failure.
   void commit();
