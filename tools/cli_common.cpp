@@ -1,6 +1,9 @@
 #include "tools/cli_common.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cerrno>
 #include <cstdlib>
@@ -11,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/input_files.hpp"
 
 namespace stepsim::cli {
 
@@ -30,10 +34,100 @@ bool parse_args(const Args& args, const std::string& usage, po::options_descript
   return true;
 }
 
-std::ofstream open_output(const std::string& file, const std::string& what, std::ios::openmode mode) {
-  std::ofstream out(file, mode);
-  if (!out) throw InputError(file + ": cannot write the " + what);
-  return out;
+void check_not_an_input(const std::string& file, const std::string& what) {
+  if (auto in = input_file_equivalent_to(file))
+    throw InputError(fmt::format("{}: is an input of this run ({}): expected a different file for the {}", file,
+                                 in->string(), what));
+}
+
+OutputFile::OutputFile(std::string file, std::string what, std::ios::openmode mode)
+    : file_(std::move(file)), what_(std::move(what)) {
+  namespace fs = std::filesystem;
+  check_not_an_input(file_, what_);
+  std::error_code ec;
+  if (fs::is_directory(file_, ec)) throw InputError(fmt::format("{}: is a directory: expected a file for the {}", file_, what_));
+  // A device or pipe (/dev/stdout, a FIFO) cannot be replaced by a rename: written directly.
+  if (fs::exists(file_, ec) && !fs::is_regular_file(file_, ec)) {
+    out_.open(file_, mode | std::ios::out);
+    if (!out_) throw InputError(fmt::format("{}: cannot write the {}", file_, what_));
+    return;
+  }
+  // A fresh name beside the target (O_EXCL): permissions follow the umask like a plain open.
+  static std::atomic<unsigned> counter{0};
+  const fs::path target(file_);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  int err = 0;
+  for (int attempt = 0; attempt < 100 && temp_.empty(); ++attempt) {
+    std::string name = fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++);
+    std::string candidate = (dir / name).string();
+    int fd = ::open(candidate.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      temp_ = candidate;
+    } else if ((err = errno) != EEXIST) {
+      break;
+    }
+  }
+  if (temp_.empty()) throw InputError(fmt::format("{}: cannot write the {} ({})", file_, what_, std::strerror(err)));
+  out_.open(temp_, mode | std::ios::out | std::ios::trunc);
+  if (!out_) {
+    discard();
+    throw InputError(fmt::format("{}: cannot write the {}", file_, what_));
+  }
+}
+
+OutputFile::OutputFile(OutputFile&& o) noexcept
+    : file_(std::move(o.file_)), what_(std::move(o.what_)), temp_(std::move(o.temp_)), out_(std::move(o.out_)) {
+  o.temp_.clear();
+}
+
+OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
+  if (this != &o) {
+    discard();
+    file_ = std::move(o.file_);
+    what_ = std::move(o.what_);
+    temp_ = std::move(o.temp_);
+    out_ = std::move(o.out_);
+    o.temp_.clear();
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+void OutputFile::discard() noexcept {
+  if (out_.is_open()) out_.close();
+  if (!temp_.empty()) ::unlink(temp_.c_str());
+  temp_.clear();
+}
+
+void OutputFile::commit() {
+  if (temp_.empty()) {  // written directly (a device or pipe), or already committed
+    if (out_.is_open()) {
+      out_.flush();
+      const bool ok = static_cast<bool>(out_);
+      out_.close();
+      if (!ok) throw InputError(fmt::format("{}: cannot write the {}", file_, what_));
+    }
+    return;
+  }
+  out_.flush();
+  const bool written = static_cast<bool>(out_);
+  out_.close();
+  int err = EIO;
+  if (written && !out_.fail()) {
+    if (::rename(temp_.c_str(), file_.c_str()) == 0) {
+      temp_.clear();
+      return;
+    }
+    err = errno;
+  }
+  discard();
+  throw InputError(fmt::format("{}: cannot write the {} ({})", file_, what_, std::strerror(err)));
+}
+
+OutputFile open_output(const std::string& file, const std::string& what, std::ios::openmode mode) {
+  return OutputFile(file, what, mode);
 }
 
 void write_output(const std::string& text, const std::string& file, const std::string& what, std::ostream& log) {
@@ -41,7 +135,9 @@ void write_output(const std::string& text, const std::string& file, const std::s
     std::cout << text;
     return;
   }
-  open_output(file, what) << text;
+  OutputFile out = open_output(file, what);
+  out << text;
+  out.commit();
   log << "wrote " << file << "\n";
 }
 

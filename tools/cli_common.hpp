@@ -21,10 +21,51 @@ namespace po = boost::program_options;
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm);
 
-// Opens `file` for writing; InputError "FILE: cannot write the WHAT" when it cannot.
-std::ofstream open_output(const std::string& file, const std::string& what, std::ios::openmode mode = std::ios::out);
+// An output file written in full or not at all: the text goes to a temporary file beside it
+// (same directory, so the rename is atomic), and commit() renames it into place. Destroyed
+// without commit() (an error, an exception), it removes the temporary and leaves `file` as it
+// was. So a failed run never leaves a half-written, truncated or emptied file.
+class OutputFile {
+ public:
+  OutputFile() = default;
+  // Refuses (InputError) a `file` that is one of this process's inputs (by file identity:
+  // note_input_file), a directory, or a place no file can be created.
+  OutputFile(std::string file, std::string what, std::ios::openmode mode = std::ios::out);
+  OutputFile(OutputFile&& o) noexcept;
+  OutputFile& operator=(OutputFile&& o) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
 
-// Writes `text` to `file`, or to stdout when `file` is empty; "wrote FILE" goes to `log`.
+  bool is_open() const { return out_.is_open(); }
+  std::ostream& stream() { return out_; }
+  template <class T>
+  OutputFile& operator<<(const T& v) & {
+    out_ << v;
+    return *this;
+  }
+  // `open_output(f, w) << text` would write a temporary that is never committed (so never
+  // appears): refused at compile time; name the OutputFile and commit() it.
+  template <class T>
+  OutputFile& operator<<(const T& v) && = delete;
+  const std::string& file() const { return file_; }
+  // Flushes, closes and renames into place; InputError "FILE: cannot write the WHAT" on failure.
+  void commit();
+
+ private:
+  void discard() noexcept;
+  std::string file_, what_, temp_;
+  std::ofstream out_;
+};
+
+// Opens `file` for writing as an OutputFile (see above); the caller commit()s it.
+OutputFile open_output(const std::string& file, const std::string& what, std::ios::openmode mode = std::ios::out);
+
+// Refuses (InputError) an output `file` that is one of this process's inputs.
+void check_not_an_input(const std::string& file, const std::string& what);
+
+// Writes `text` to `file` (through OutputFile), or to stdout when `file` is empty; "wrote
+// FILE" goes to `log`.
 void write_output(const std::string& text, const std::string& file, const std::string& what, std::ostream& log);
 
 // Runs a subcommand body with the CLI's error mapping: InputError -> "error: ..." and exit 2,

@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "calibrate/trace/trace_analysis.hpp"
+#include <fmt/format.h>
+
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"
 
@@ -27,6 +29,7 @@ int analyze(const Args& args) {
       "and the straggler spread.";
   if (!parse_args(args, usage, opts, pos, vm)) return 0;
   if (files.empty()) throw InputError("analyze: no trace given: expected at least one TRACE (see --help)");
+  if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
   trace::AnalyzeOptions o;
   o.top_exposed = top;
   if (!steps.empty()) trace::parse_step_range(steps, o);

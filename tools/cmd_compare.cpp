@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "sim/analysis/compare.hpp"
+#include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"
 
@@ -11,15 +12,8 @@ namespace stepsim::cli {
 
 namespace {
 
-nlohmann::json read_result(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError(file + ": cannot open the file");
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(file + ": not valid JSON: " + e.what());
-  }
-}
+// Strict like every config: a directory, a duplicate key or a number no double holds is bad input.
+nlohmann::json read_result(const std::string& file) { return read_json_file(file); }
 
 }  // namespace
 

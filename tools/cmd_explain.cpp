@@ -26,7 +26,11 @@ int explain(const Args& args) {
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   Explanation x = explain_experiment(e, r, !vm.count("no-sensitivities"));
-  if (!report_file.empty()) write_html_file(report_file, [&](std::ostream& o) { write_simulation_html(o, e, r, &x); });
+  if (!report_file.empty()) {
+    OutputFile out = open_output(report_file, "HTML report");
+    write_simulation_html(out.stream(), e, r, &x);
+    out.commit();
+  }
   auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
   if (vm.count("json")) {
     nlohmann::json j = explanation_to_json(x);

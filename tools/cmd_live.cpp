@@ -104,11 +104,15 @@ int live(const Args& args) {
   run.experiment_world = e.cluster.world_size();
   if (mpi.rank() == 0) {
     nlohmann::json j = live::live_result_json(e, p, run);
-    open_output(out_file, "result file") << j.dump(1) << "\n";
+    OutputFile result = open_output(out_file, "result file");
+    result << j.dump(1) << "\n";
+    OutputFile t;
     if (!trace_file.empty()) {
-      std::ofstream t = open_output(trace_file, "trace file");
-      write_chrome_trace(t, live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")");
+      t = open_output(trace_file, "trace file");
+      write_chrome_trace(t.stream(), live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")");
     }
+    result.commit();
+    if (t.is_open()) t.commit();
     const auto& st = j["live"]["step_time_ns"];
     std::cout << fmt::format(
         "live: {} on {} (MPI world {}): step time median {:.3f} ms (min {:.3f}, max {:.3f}, spread {:.1f}%) over {} steps "

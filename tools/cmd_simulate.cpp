@@ -30,14 +30,21 @@ int simulate(const Args& args) {
     return 0;
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
+  // Every output is written in full to its temporary file before any is renamed into place.
+  std::vector<OutputFile> outs;
   if (!trace_file.empty()) {
-    std::ofstream out = open_output(trace_file, "trace file");
-    write_chrome_trace(out, r.timeline, exp_file);
+    outs.push_back(open_output(trace_file, "trace file"));
+    write_chrome_trace(outs.back().stream(), r.timeline, exp_file);
   }
-  if (!report_file.empty()) write_html_report_hook(report_file, e, r);
+  if (!report_file.empty()) {
+    outs.push_back(open_output(report_file, "HTML report"));
+    write_html_report_hook(outs.back().stream(), e, r);
+  }
   if (!json_file.empty()) {
-    open_output(json_file, "JSON file") << result_to_json(e, r).dump(1) << "\n";
+    outs.push_back(open_output(json_file, "JSON file"));
+    outs.back() << result_to_json(e, r).dump(1) << "\n";
   }
+  for (auto& o : outs) o.commit();
   if (vm.count("json")) std::cout << result_to_json(e, r).dump(1) << "\n";
   else write_text_report(std::cout, e, r);
   return 0;

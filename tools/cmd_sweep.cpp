@@ -9,6 +9,7 @@
 
 #include "sim/analysis/sweep.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/input_files.hpp"
 #include "sim/report/html_report.hpp"
 #include "tools/cli_common.hpp"
 
@@ -52,14 +53,19 @@ int sweep(const Args& args) {
                         "       stepsim sweep --merge A.csv B.csv ... --out F.csv",
                   opts, pos, vm))
     return 0;
+  if (jobs < 0) throw InputError(fmt::format("--jobs {}: expected a number of worker threads >= 1 (or 0: all cores)", jobs));
   if (vm.count("merge")) {
     if (out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
     std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
-    std::ofstream out = open_output(out_file, "merged CSV", std::ios::binary);
-    SweepSummary s = merge_sweep_csv(files, out);
+    for (const auto& f : files) note_input_file(f);
+    OutputFile out = open_output(out_file, "merged CSV", std::ios::binary);
+    OutputFile report;
+    if (!report_file.empty()) report = open_output(report_file, "HTML report");
+    SweepSummary s = merge_sweep_csv(files, out.stream());
+    if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep (merged): " + out_file, s);
+    out.commit();
+    if (report.is_open()) report.commit();
     s.write_text(std::cout);
-    if (!report_file.empty())
-      write_html_file(report_file, [&](std::ostream& o) { write_sweep_html(o, "stepsim sweep (merged): " + out_file, s); });
     return 0;
   }
   if (inputs.size() != 1) throw InputError("sweep: expected exactly one SWEEP.json (or --merge with CSV files)");
@@ -69,11 +75,13 @@ int sweep(const Args& args) {
   if (!shard.empty()) parse_shard(shard, o);
   o.progress = !vm.count("no-progress") && isatty(STDERR_FILENO);
 
-  std::ofstream csv, json;
+  // All outputs are opened (checked) before the run and renamed into place only after it.
+  OutputFile csv, json, report;
   if (!out_file.empty()) {
     csv = open_output(out_file, "CSV", std::ios::binary);
     csv << sweep_csv_header(spec) << "\n";
   }
+  if (!report_file.empty()) report = open_output(report_file, "HTML report");
   bool first = true;
   if (!json_file.empty()) {
     json = open_output(json_file, "JSON", std::ios::binary);
@@ -82,18 +90,24 @@ int sweep(const Args& args) {
          << ", \"shard\": " << nlohmann::json(shard.empty() ? "0/1" : shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
   }
   // Rows are streamed as they complete in order; nothing but the summary stays in memory.
+  std::string first_invalid;
   SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) {
+    if (r.status == "invalid" && first_invalid.empty()) first_invalid = fmt::format("point {}: {}", r.index, r.error);
     if (csv.is_open()) csv << sweep_csv_row(r) << "\n";
     if (json.is_open()) {
       json << (first ? "" : ",\n") << sweep_row_json(spec, r).dump();
       first = false;
     }
   });
+  if (s.total() > 0 && s.ok() == 0 && !first_invalid.empty())
+    throw InputError(fmt::format("{}: none of the {} points is a valid experiment (the base config itself?); the first: {}",
+                                 spec.file, s.total(), first_invalid));
   if (json.is_open()) json << "\n],\n\"summary\": " << s.to_json().dump(1) << "}\n";
+  if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s);
+  for (OutputFile* f : {&csv, &json, &report})
+    if (f->is_open()) f->commit();
   std::cout << fmt::format("{}{}\n", spec.name.empty() ? spec.file : spec.name, shard.empty() ? "" : " (shard " + shard + ")");
   s.write_text(std::cout);
-  if (!report_file.empty())
-    write_html_file(report_file, [&](std::ostream& out) { write_sweep_html(out, "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s); });
   return 0;
 }
 

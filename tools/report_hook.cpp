@@ -4,8 +4,8 @@
 
 namespace stepsim::cli {
 
-void write_html_report_hook(const std::string& file, const Experiment& e, const SimulationResult& r) {
-  write_html_file(file, [&](std::ostream& out) { write_simulation_html(out, e, r); });
+void write_html_report_hook(std::ostream& out, const Experiment& e, const SimulationResult& r) {
+  write_simulation_html(out, e, r);
 }
 
 }  // namespace stepsim::cli

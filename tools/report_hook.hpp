@@ -2,6 +2,7 @@
 // `--report F.html` for simulate. The HTML report lives in sim/report/html_report.* (issue 5);
 // until it exists this says so.
 
+#include <ostream>
 #include <string>
 
 #include "sim/analysis/run.hpp"
@@ -9,6 +10,6 @@
 
 namespace stepsim::cli {
 
-void write_html_report_hook(const std::string& file, const Experiment& e, const SimulationResult& r);
+void write_html_report_hook(std::ostream& out, const Experiment& e, const SimulationResult& r);
 
 }  // namespace stepsim::cli

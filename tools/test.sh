@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
 # Quick start, step 2: install, build, and run the whole test suite (ctest). `.ci/run` calls this.
+# Then the hardening checks: the suite under ASan+UBSan and the fuzzers (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh build
-cd build
-ctest --output-on-failure -j 1
+(cd build && ctest --output-on-failure -j 1)
+
+# Hardening (issue 16), in its own build dir so `build/` is never disturbed: the whole test
+# suite again under ASan+UBSan (-fno-sanitize-recover=all: the first report fails the test),
+# built with clang and libFuzzer coverage so the same objects serve the fuzzers, then each
+# fuzz/ harness for STEPSIM_FUZZ_SECONDS (default 60) seconds. STEPSIM_HARDENING=0 skips both.
+if [ "${STEPSIM_HARDENING:-1}" != 0 ]; then
+  SAN=build-sanitize
+  CC=clang CXX=clang++ cmake -S . -B "$SAN" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
+  cmake --build "$SAN" -j "$(nproc)" --target stepsim stepsim_tests fuzzers
+  (cd "$SAN" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     ctest --output-on-failure -j 1)
+  tools/fuzz.sh "${STEPSIM_FUZZ_SECONDS:-60}" "$SAN"
+fi

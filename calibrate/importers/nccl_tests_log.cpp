@@ -1,5 +1,6 @@
 #include "calibrate/importers/nccl_tests_log.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -177,7 +178,11 @@ class Parser {
         continue;
       }
       if (!table_) continue;  // prose between runs
-      if (!comment && all_digits(tokens[0])) {
+      // A row starts with its size; one that starts like a number but is not a byte count
+      // (-5, 1e30, 2.5) is an error in add_row, not prose that silently ends the table.
+      if (!comment && (all_digits(tokens[0]) || tokens[0].find_first_of("0123456789") == 0 ||
+                       ((tokens[0][0] == '-' || tokens[0][0] == '+' || tokens[0][0] == '.') && tokens[0].size() > 1 &&
+                        std::isdigit(static_cast<unsigned char>(tokens[0][1]))))) {
         add_row(tokens, lineno);
         continue;
       }
@@ -236,8 +241,9 @@ class Parser {
     Row r;
     r.line = lineno;
     auto bytes = parse_int(tokens[static_cast<std::size_t>(t.size_idx)]);
-    if (!bytes || *bytes <= 0)
-      throw InputError(fmt::format("{}:{}: size '{}' is not a positive integer", source_, lineno,
+    constexpr long long kMaxBytes = 1LL << 48;  // 256 TiB: far above any nccl-tests message
+    if (!bytes || *bytes <= 0 || *bytes > kMaxBytes)
+      throw InputError(fmt::format("{}:{}: size '{}': expected a positive integer of at most 2^48 bytes", source_, lineno,
                                    tokens[static_cast<std::size_t>(t.size_idx)]));
     r.bytes = *bytes;
     auto num = [&](int idx, const char* what) {
@@ -249,7 +255,9 @@ class Parser {
     };
     for (std::size_t g = 0; g < t.time_idx.size(); ++g) {
       double time_us = num(t.time_idx[g], "time");
-      if (time_us <= 0) throw InputError(fmt::format("{}:{}: time must be positive", source_, lineno));
+      // nccl-tests prints microseconds with 2 decimals; 1 ns .. 10^12 us (11.6 days) holds any run.
+      if (!(time_us >= 1e-3 && time_us <= 1e12))
+        throw InputError(fmt::format("{}:{}: time {}: expected microseconds from 0.001 to 1e12", source_, lineno, time_us));
       r.times.push_back(time_us);
       r.algbw.push_back(num(t.algbw_idx[g], "algbw"));
       r.busbw.push_back(num(t.busbw_idx[g], "busbw"));

@@ -4,16 +4,23 @@
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/input_files.hpp"
 
 namespace stepsim::calib {
 
 std::string read_text_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a file", file.string()));
+  if (std::filesystem::is_character_file(file, ec) || std::filesystem::is_block_file(file, ec) || std::filesystem::is_socket(file, ec))
+    throw InputError(fmt::format("{}: is a device: expected a file", file.string()));
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
+  note_input_file(file);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "calibrate/trace/kineto_trace.hpp"
+#include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 
 namespace stepsim::trace {
@@ -133,14 +136,22 @@ std::string canonical_dtype(const std::string& raw) {
 Time parse_us_text(std::string_view text) {
   // Kineto prints microseconds, with up to 3 decimals in newer versions; at 1.7e15 us a double
   // cannot hold the nanoseconds, so integer and fraction are read as decimal digits. The text
-  // ends at its end or at a NUL character.
+  // ends at its end or at a NUL character. A time beyond 2^62 ns (146 years) is no real trace
+  // timestamp: an input error (the reader adds the file), never a wrapped value.
+  auto too_large = [&]() {
+    return InputError(fmt::format("\"{}\" us: expected a time within 2^62 ns (146 years)", text.substr(0, 40)));
+  };
   std::size_t i = 0;
   auto at = [&](std::size_t k) { return k < text.size() ? text[k] : '\0'; };
   bool neg = false;
   if (at(i) == '-') { neg = true; ++i; }
   std::int64_t whole = 0;
-  bool digits = false;
-  while (at(i) >= '0' && at(i) <= '9') { whole = whole * 10 + (at(i) - '0'); ++i; digits = true; }
+  bool digits = false, overflow = false;
+  while (at(i) >= '0' && at(i) <= '9') {
+    overflow = overflow || __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, at(i) - '0', &whole);
+    ++i;
+    digits = true;
+  }
   std::int64_t frac_ns = 0;
   if (at(i) == '.') {
     ++i;
@@ -155,9 +166,14 @@ Time parse_us_text(std::string_view text) {
   }
   if (at(i) != '\0' || !digits) {
     // Exponent form or something odd: fall back to the double value.
-    return Time{std::llround(std::strtod(std::string(text).c_str(), nullptr) * 1e3)};
+    const double ns = std::strtod(std::string(text).c_str(), nullptr) * 1e3;
+    if (!(std::fabs(ns) <= 4611686018427387904.0)) throw too_large();
+    return Time{std::llround(ns)};
   }
-  std::int64_t ns = whole * 1000 + frac_ns;
+  std::int64_t ns = 0;
+  if (overflow || __builtin_mul_overflow(whole, 1000, &ns) || __builtin_add_overflow(ns, frac_ns, &ns) ||
+      ns > (std::int64_t{1} << 62))
+    throw too_large();
   return Time{neg ? -ns : ns};
 }
 

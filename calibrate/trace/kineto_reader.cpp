@@ -16,9 +16,12 @@
 #include <string_view>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "calibrate/trace/json_stream.hpp"
 #include "calibrate/trace/kineto_trace.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/input_files.hpp"
 
 namespace stepsim::trace {
 
@@ -135,7 +138,13 @@ struct Num {
     if (kind == Kind::Float) return static_cast<std::int64_t>(std::llround(JsonNumber{false, 0, text}.to_double()));
     return 0;
   }
-  Time as_us_time() const { return kind == Kind::Int ? Time{i * 1000} : parse_us_text(text); }
+  Time as_us_time() const {
+    if (kind != Kind::Int) return parse_us_text(text);
+    std::int64_t ns = 0;
+    if (__builtin_mul_overflow(i, 1000, &ns) || ns > (std::int64_t{1} << 62) || ns < -(std::int64_t{1} << 62))
+      throw InputError(fmt::format("{} us: expected a time within 2^62 ns (146 years)", i));
+    return Time{ns};
+  }
 };
 
 // pid/tid are integers in Kineto but strings for the synthetic "Spans"/"Traces" rows.
@@ -147,7 +156,10 @@ struct Id {
   }
 };
 
-std::int64_t fold_thread(Id pid, Id tid) { return pid.v * 1000003 ^ tid.v; }
+// Unsigned arithmetic: ids are hashes or arbitrary integers, and the product may wrap (defined).
+std::int64_t fold_thread(Id pid, Id tid) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(pid.v) * 1000003u ^ static_cast<std::uint64_t>(tid.v));
+}
 
 // The fields of the current event. Views point into the JsonStream window (valid for the step).
 struct EventFields {
@@ -406,7 +418,8 @@ void Reader::args() {
       if ((e.ph.empty() || eq(e.ph, "C")) && k == ArgKey::Reserved) {
         e.counter_reserved = n;
       } else if (e.ph.empty() || eq(e.ph, "C")) {
-        e.counter_sum += n.as_int();
+        if (__builtin_add_overflow(e.counter_sum, n.as_int(), &e.counter_sum))
+          throw InputError("counter event: args sum beyond 2^63: expected the byte counts of a real trace");
         e.counter_any = true;
         if (k != ArgKey::Total) ev_.counter_args.emplace_back(std::string(key), Bytes{n.as_int()});
       }
@@ -636,14 +649,23 @@ void Reader::finish_event() {
 KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label, std::size_t chunk_bytes) {
   KinetoTrace out;
   out.file = label;
-  Reader(in, out, chunk_bytes).run();
+  try {
+    Reader(in, out, chunk_bytes).run();
+  } catch (const InputError& e) {
+    // Value errors raised below the reader (a timestamp out of range) do not know the file.
+    if (std::string_view(e.what()).substr(0, label.size()) == label) throw;
+    throw InputError(label + ": " + e.what());
+  }
   return out;
 }
 
 KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
   std::string label = file.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(label + ": is a directory: expected a trace file");
   std::ifstream raw(file, std::ios::binary);
   if (!raw) throw InputError(label + ": cannot open: expected a readable trace file");
+  note_input_file(file);
   unsigned char magic[2] = {0, 0};
   raw.read(reinterpret_cast<char*>(magic), 2);
   raw.clear();

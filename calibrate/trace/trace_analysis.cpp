@@ -18,7 +18,8 @@ void parse_step_range(const std::string& text, AnalyzeOptions& out) {
   o.last_step.reset();
   auto bad = [&]() { return InputError("--steps: " + text + ": expected N, A-B, A- or -B (ProfilerStep numbers)"); };
   auto num = [&](const std::string& s) -> std::int64_t {
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
+    // At most 18 digits: always inside int64 (stoll would throw out_of_range on more).
+    if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
     return std::stoll(s);
   };
   auto dash = text.find('-');

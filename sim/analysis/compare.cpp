@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/analysis/metrics.hpp"
+#include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/result_json.hpp"
 
@@ -54,6 +55,45 @@ Doc read_doc(const nlohmann::json& j, const std::string& label) {
   d.root = &j;
   d.mode = j.value("mode", std::string{"simulate"});
   d.device = j.value("device", std::string{});
+  // A measurement must describe a real step: every metric read below has its type and a
+  // physical range, checked here so the error names the field (not just /metrics).
+  const nlohmann::json& m = j["metrics"];
+  constexpr std::int64_t kMaxNs = std::int64_t{1} << 62;
+  auto check_int = [&](const nlohmann::json& obj, const std::string& path, const char* key, std::int64_t lo, bool required) {
+    if (!obj.contains(key)) {
+      if (required) throw InputError(fmt::format("{}: {}/{}: missing: expected an integer", label, path, key));
+      return;
+    }
+    const auto& v = obj[key];
+    // nlohmann reads a literal >= 0 as unsigned: compare in that type, then against `lo`.
+    bool ok = v.is_number_integer() && (v.is_number_unsigned()
+                                            ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxNs) &&
+                                                  static_cast<std::int64_t>(v.get<std::uint64_t>()) >= lo
+                                            : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= kMaxNs);
+    if (!ok)
+      throw InputError(fmt::format("{}: {}/{}: {}: expected an integer from {} to 2^62", label, path, key, json_value_for_message(v), lo));
+  };
+  check_int(m, "/metrics", "step_time_ns", 1, true);
+  for (const char* k : {"compute_time_ns", "comm_time_ns", "overlapped_comm_ns", "exposed_comm_ns", "idle_ns", "peak_memory_bytes"})
+    check_int(m, "/metrics", k, 0, true);
+  for (const char* k : {"peak_memory_time_ns", "persistent_memory_bytes", "memory_capacity_bytes"}) check_int(m, "/metrics", k, 0, false);
+  if (!m.contains("overlap_pct") || !m["overlap_pct"].is_number() || !(m["overlap_pct"].get<double>() >= 0) ||
+      !(m["overlap_pct"].get<double>() <= 100))
+    throw InputError(fmt::format("{}: /metrics/overlap_pct: {}: expected a percentage from 0 to 100", label,
+                                 m.contains("overlap_pct") ? json_value_for_message(m["overlap_pct"]) : "missing"));
+  if (!m.contains("phases") || !m["phases"].is_object())
+    throw InputError(fmt::format("{}: /metrics/phases: expected an object", label));
+  for (const char* k : {"forward_ns", "backward_ns", "optimizer_ns"}) check_int(m["phases"], "/metrics/phases", k, 0, false);
+  if (m.contains("peak_memory_breakdown")) {
+    if (!m["peak_memory_breakdown"].is_object())
+      throw InputError(fmt::format("{}: /metrics/peak_memory_breakdown: expected an object", label));
+    for (auto it = m["peak_memory_breakdown"].begin(); it != m["peak_memory_breakdown"].end(); ++it)
+      check_int(m["peak_memory_breakdown"], "/metrics/peak_memory_breakdown", it.key().c_str(), 0, true);
+  }
+  for (const char* k : {"fits"})
+    if (m.contains(k) && !m[k].is_boolean()) throw InputError(fmt::format("{}: /metrics/{}: expected true or false", label, k));
+  for (const char* k : {"peak_memory_phase"})
+    if (m.contains(k) && !m[k].is_string()) throw InputError(fmt::format("{}: /metrics/{}: expected a string", label, k));
   try {
     d.metrics = metrics_from_json(j["metrics"]);
   } catch (const std::exception& e) {

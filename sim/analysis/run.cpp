@@ -1,13 +1,18 @@
 #include "sim/analysis/run.hpp"
 
 #include "sim/exec/engine.hpp"
+#include "sim/program/builder.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
 SimulationResult run_experiment(const Experiment& e) {
   SimulationResult r;
-  r.program = e.strategy->build(e);
+  try {
+    r.program = e.strategy->build(e);
+  } catch (const ProgramTooLarge& ex) {
+    throw InputError(e.file + ": " + ex.what());
+  }
   r.timeline = simulate_program(r.program, e.cluster.profile, e.training.allocator);
   r.metrics = compute_metrics(r.timeline);
   return r;

@@ -156,7 +156,7 @@ SweepSpec sweep_from_json(const nlohmann::json& doc, const SourceMap& sources) {
       s.constraints.push_back(parse_constraint(cs[i].get<std::string>(), where));
     }
   }
-  s.top = static_cast<int>(r.positive_integer("top", 5));
+  s.top = r.int_in("top", 1, 1000, 5);
   r.finish();
   return s;
 }
@@ -200,6 +200,7 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
 SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
   SweepRow row;
   row.index = index;
+  row.points = spec.size();
   auto pt = spec.point(index);
   row.values.assign(spec.columns.size(), nlohmann::json());
   for (auto& [path, value] : pt) {
@@ -236,7 +237,7 @@ std::string sweep_csv_header(const SweepSpec& spec) {
   std::string out = "index,status";
   for (const auto& c : spec.columns) out += "," + csv_field(c);
   for (const auto& c : metric_columns()) out += "," + c;
-  return out;
+  return out + ",points";
 }
 
 std::string sweep_csv_row(const SweepRow& r) {
@@ -246,7 +247,7 @@ std::string sweep_csv_row(const SweepRow& r) {
     out += "," + csv_field(r.framework) + "," + (r.world_size ? std::to_string(r.world_size) : "");
     out += std::string(metric_columns().size() - 3, ',');  // empty metrics
     out += "," + csv_field(r.error);
-    return out;
+    return out + fmt::format(",{}", r.points);
   }
   const Metrics& m = r.metrics;
   const auto& o = m.overlap;
@@ -261,7 +262,8 @@ std::string sweep_csv_row(const SweepRow& r) {
   out += fmt::format(",{},{},{},{},{}", csv_field(m.peak_phase), m.persistent_memory.count, m.capacity.count,
                      m.fits ? "true" : "false", r.constraints_ok ? "true" : "false");
   const Throughput& t = r.throughput;
-  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct, t.hfu_pct);
+  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},,{}", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct, t.hfu_pct,
+                     r.points);
   return out;
 }
 

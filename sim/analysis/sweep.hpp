@@ -84,6 +84,8 @@ struct SweepRow {
   Metrics metrics;
   Throughput throughput;        // valid when status == "ok"
   bool constraints_ok = false;  // fits constraints (and memory capacity); false unless ok
+  std::uint64_t points = 0;     // points in the whole sweep: the CSV's last column, so a merge
+                                // can tell a complete set of shards from a missing or cut one
 };
 
 // The numeric value of a metric column / alias for constraints and the summary.

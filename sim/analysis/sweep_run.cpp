@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -301,7 +302,24 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     return static_cast<std::size_t>(it - head.begin());
   };
   const std::size_t c_status = col("status"), c_fw = col("framework"), c_step = col("step_time_ns"),
-                    c_mem = col("peak_memory_bytes"), c_ok = col("constraints_ok");
+                    c_mem = col("peak_memory_bytes"), c_ok = col("constraints_ok"), c_points = col("points");
+  // Every row names the sweep's point count; the merge is complete only when every point from
+  // 0 to points-1 was read (rows are unique and increasing, so counting them suffices).
+  std::uint64_t points = 0, merged = 0;
+  std::optional<std::uint64_t> first_missing;
+  const ShardReader* points_from = nullptr;
+  auto number_field = [&](const ShardReader& r, const std::string& text, const char* column) -> std::int64_t {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(text, &used);
+      if (used == text.size() && v >= 0) return v;
+    } catch (const std::exception&) {
+    }
+    throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
+                                 r.lineno, column, text.substr(0, 40)));
+  };
+  if (c_fw <= c_status)
+    throw InputError(inputs[0].string() + ": header has framework before status: expected a stepsim sweep CSV");
   std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c_status) + 1,
                                    head.begin() + static_cast<std::ptrdiff_t>(c_fw));
   SweepSummary summary(columns, top);
@@ -324,17 +342,37 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     last_from = r;
     out << r->line << "\n";
     auto f = split_csv_line(r->line);
-    if (f.size() != head.size()) throw InputError(fmt::format("point {}: {} fields, header has {}", index, f.size(), head.size()));
+    if (f.size() != head.size())
+      throw InputError(fmt::format("{}: line {}: point {}: {} fields, header has {}: expected a complete row (a shard cut short?)",
+                                   r->file.string(), r->lineno, index, f.size(), head.size()));
+    const auto n = static_cast<std::uint64_t>(number_field(*r, f[c_points], "points"));
+    if (!points_from) {
+      points = n;
+      points_from = r;
+    } else if (n != points) {
+      throw InputError(fmt::format("{}: line {}: points {}: expected {} as in {} (shards of one sweep)", r->file.string(), r->lineno, n,
+                                   points, points_from->file.string()));
+    }
+    if (index >= points)
+      throw InputError(fmt::format("{}: line {}: point {}: expected a point index below the sweep's {} points", r->file.string(),
+                                   r->lineno, index, points));
+    if (index != merged && !first_missing) first_missing = merged;  // rows increase: the first gap
+    ++merged;
     SweepPointBrief b;
     b.index = index;
     b.values.assign(f.begin() + static_cast<std::ptrdiff_t>(c_status) + 1, f.begin() + static_cast<std::ptrdiff_t>(c_fw));
     if (f[c_status] == "ok") {
-      b.step_time = Time{std::stoll(f[c_step])};
-      b.peak_memory = Bytes{std::stoll(f[c_mem])};
+      b.step_time = Time{number_field(*r, f[c_step], "step_time_ns")};
+      b.peak_memory = Bytes{number_field(*r, f[c_mem], "peak_memory_bytes")};
       b.constraints_ok = f[c_ok] == "true";
     }
     summary.add(b, f[c_status]);
     r->next();
+  }
+  if (merged != points) {
+    throw InputError(fmt::format("sweep --merge: {} of the sweep's {} points are in the {} file(s) given (point {} is missing): "
+                                 "expected every shard (one is missing or was cut short)",
+                                 merged, points, inputs.size(), first_missing ? *first_missing : merged));
   }
   return summary;
 }

@@ -235,7 +235,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
 TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::string>& overrides, const TuneOptions& opts) {
   SourceMap sources;
   nlohmann::json doc = load_with_includes(file, sources);
-  for (const auto& o : overrides) apply_override(doc, o);
+  for (const auto& o : overrides) apply_override(doc, o, &sources);
   return tune(doc, sources, opts);
 }
 

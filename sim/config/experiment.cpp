@@ -3,12 +3,35 @@
 #include <fmt/format.h>
 
 #include "sim/config/foreign_configs.hpp"
+#include "sim/core/checked.hpp"
 #include "sim/hardware/profile_cache.hpp"
+#include "sim/program/builder.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Per-key maxima (docs/limits.md). Each is far above any real training step and low enough
+// that the products the workload builder forms stay inside int64 (checked below anyway).
+constexpr std::int64_t kMaxLayers = 100'000;
+constexpr std::int64_t kMaxMicroBatch = 1 << 20;
+constexpr std::int64_t kMaxSeqLen = 1 << 24;
+constexpr std::int64_t kMaxHidden = 1 << 20;
+constexpr std::int64_t kMaxFfn = 1 << 22;
+constexpr std::int64_t kMaxVocab = std::int64_t{1} << 32;
+constexpr int kMaxNodes = 65'536;
+constexpr int kMaxGpusPerNode = 1'024;
+constexpr std::int64_t kMaxWorldSize = 1 << 20;
+constexpr int kMaxGradAccum = 65'536;
+constexpr double kMaxToyLayerMs = 1e7;  // 2.8 hours for one layer's forward or backward
+// Bytes a workload may describe before sharding: 2^56 (64 PiB) leaves 2^7 of headroom for
+// the sums the simulation forms (peak = states + activations + buffers ...).
+constexpr std::int64_t kMaxWorkloadBytes = std::int64_t{1} << 56;
+
+}  // namespace
 
 static Checkpointing parse_ckpt(ObjectReader& r) {
   std::string c = r.choice("activation_checkpointing", "none", {"none", "selective", "full", "op_sac", "every_k"});
@@ -52,24 +75,67 @@ static Workload parse_toy(ObjectReader& w) {
   if (t.has("layer_list")) {
     for (auto& l : t.objects("layer_list")) {
       ToyLayerSpec s;
-      s.forward = Time::from_ms(l.non_negative("forward_ms", 0));
-      s.backward = Time::from_ms(l.non_negative("backward_ms", 0));
-      s.params = l.non_negative_integer("params", 0);
-      s.activations = Bytes{l.non_negative_integer("activation_bytes", 0)};
+      s.forward = Time::from_ms(l.number_in("forward_ms", 0, kMaxToyLayerMs, 0));
+      s.backward = Time::from_ms(l.number_in("backward_ms", 0, kMaxToyLayerMs, 0));
+      s.params = l.integer_in("params", 0, kMaxWorkloadBytes / 32, 0);
+      s.activations = Bytes{l.integer_in("activation_bytes", 0, kMaxWorkloadBytes, 0)};
       l.finish();
       specs.push_back(s);
     }
   } else {
-    std::int64_t n = t.positive_integer("layers");
+    std::int64_t n = t.integer_in("layers", 1, kMaxLayers);
     ToyLayerSpec s;
-    s.forward = Time::from_ms(t.non_negative("forward_ms", 0));
-    s.backward = Time::from_ms(t.non_negative("backward_ms", 0));
-    s.params = t.non_negative_integer("params_per_layer", 0);
-    s.activations = Bytes{t.non_negative_integer("activation_bytes_per_layer", 0)};
+    s.forward = Time::from_ms(t.number_in("forward_ms", 0, kMaxToyLayerMs, 0));
+    s.backward = Time::from_ms(t.number_in("backward_ms", 0, kMaxToyLayerMs, 0));
+    s.params = t.integer_in("params_per_layer", 0, kMaxWorkloadBytes / 32, 0);
+    s.activations = Bytes{t.integer_in("activation_bytes_per_layer", 0, kMaxWorkloadBytes, 0)};
     specs.assign(static_cast<std::size_t>(n), s);
   }
+  if (specs.size() > static_cast<std::size_t>(kMaxLayers))
+    t.fail("layer_list", fmt::format("at most {} layers", kMaxLayers));
+  // Summed over layers, parameter states (<= 32 B per element) and activations must stay
+  // countable: overflow is an input error, not a result.
+  std::optional<std::int64_t> params = 0, acts = 0;
+  for (const auto& sp : specs) {
+    params = checked_add(params, std::optional<std::int64_t>(sp.params));
+    acts = checked_add(acts, std::optional<std::int64_t>(sp.activations.count));
+  }
+  auto state_bytes = checked_mul(params, std::optional<std::int64_t>(32));
+  if (!state_bytes || *state_bytes > kMaxWorkloadBytes || !acts || *acts > kMaxWorkloadBytes)
+    w.fail("toy", fmt::format("a model whose parameters x 32 B and activations sum to at most 2^56 bytes (64 PiB)"));
   t.finish();
   return build_toy(specs, dt);
+}
+
+// The largest sizes build_transformer forms (sim/workload/transformer.cpp), bounded from above
+// in checked arithmetic before it runs: parameters (embedding, head, per-layer projections)
+// x 32 B of states, and per-token activation bytes (at most 4 B per element, x 5 for the
+// backward working set, over all layers plus embedding and head). Overflow or more than
+// 2^56 B is an input error naming the key that made it so.
+static void check_transformer_sizes(ObjectReader& w, const ModelDims& d, std::int64_t mb, std::int64_t seq) {
+  using O = std::optional<std::int64_t>;
+  const std::int64_t h = d.hidden, I = d.ffn, L = d.layers;
+  O per_layer = checked_add(checked_add(checked_product({4, h, h}), checked_product({3, h, I})), O(8 * h));
+  O embed = checked_mul(checked_add(checked_mul(O(2), O(d.vocab)), O(d.max_positions)), O(h));
+  O params = checked_add(checked_mul(O(L), per_layer), embed);
+  O states = checked_mul(params, O(32));
+  const std::string model_key = w.has("preset") ? "preset" : "model";
+  if (!states || *states > kMaxWorkloadBytes)
+    w.fail_value(model_key, Json(params ? fmt::format("{} parameters", *params) : std::string("more than 2^63 parameters")),
+                 "a model whose parameter states (32 B per parameter) fit in 2^56 bytes (64 PiB)");
+  O tokens = checked_mul(O(mb), O(seq));
+  O per_token = checked_add(checked_add(checked_product({16, h}), checked_product({8, I})), checked_product({12, d.vocab}));
+  O act = checked_mul(checked_mul(checked_mul(tokens, per_token), O(4 * 5)), O(L + 2));
+  // The attention score FLOPs grow with seq^2: bound b * s * s * h * layers too (as FLOPs).
+  const double attn = 5.0 * static_cast<double>(mb) * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(h) *
+                      static_cast<double>(L);
+  if (!act || *act > kMaxWorkloadBytes || attn > 1e27) {
+    const std::string key = w.has("micro_batch") ? "micro_batch" : w.has("seq_len") ? "seq_len" : model_key;
+    w.fail_value(key, key == model_key ? Json(model_key) : Json(key == "micro_batch" ? mb : seq),
+                 fmt::format("a size whose activations fit in 2^56 bytes and whose attention work stays below 1e27 FLOPs "
+                             "(micro_batch {} x seq_len {} x per-token bytes x {} layers overflows)",
+                             mb, seq, L));
+  }
 }
 
 static Workload parse_workload(ObjectReader w) {
@@ -78,8 +144,8 @@ static Workload parse_workload(ObjectReader w) {
     w.finish();
     return out;
   }
-  std::int64_t mb = w.positive_integer("micro_batch", 1);
-  std::int64_t seq = w.positive_integer("seq_len", 2048);
+  std::int64_t mb = w.integer_in("micro_batch", 1, kMaxMicroBatch, 1);
+  std::int64_t seq = w.integer_in("seq_len", 1, kMaxSeqLen, 2048);
   Dtype dt = w.dtype("dtype", Dtype::BF16);
   Checkpointing ckpt = parse_ckpt(w);
   ModelDims dims;
@@ -107,13 +173,13 @@ static Workload parse_workload(ObjectReader w) {
     ObjectReader m = w.object("model");
     name = m.string("name", "custom");
     dims.family = m.choice("family", "llama", {"llama", "gpt", "opt", "mpt"});
-    dims.hidden = m.positive_integer("hidden");
-    dims.layers = m.positive_integer("layers");
-    dims.heads = m.positive_integer("heads");
-    dims.kv_heads = m.positive_integer("kv_heads", dims.heads);
-    dims.ffn = m.positive_integer("ffn");
-    dims.vocab = m.positive_integer("vocab");
-    dims.max_positions = m.non_negative_integer("max_positions", 0);
+    dims.hidden = m.integer_in("hidden", 1, kMaxHidden);
+    dims.layers = m.integer_in("layers", 1, kMaxLayers);
+    dims.heads = m.integer_in("heads", 1, kMaxHidden);
+    dims.kv_heads = m.integer_in("kv_heads", 1, kMaxHidden, dims.heads);
+    dims.ffn = m.integer_in("ffn", 1, kMaxFfn);
+    dims.vocab = m.integer_in("vocab", 1, kMaxVocab);
+    dims.max_positions = m.integer_in("max_positions", 0, kMaxSeqLen, 0);
     dims.tied_embeddings = m.boolean("tied_embeddings", dims.family != "llama");
     if (dims.hidden % dims.heads != 0) m.fail("heads", fmt::format("a divisor of hidden ({})", dims.hidden));
     if (dims.heads % dims.kv_heads != 0) m.fail("kv_heads", fmt::format("a divisor of heads ({})", dims.heads));
@@ -125,13 +191,17 @@ static Workload parse_workload(ObjectReader w) {
   opts.checkpointing = ckpt;
   parse_options(w, opts);
   w.finish();
+  check_transformer_sizes(w, dims, mb, seq);
   return build_transformer(name, dims, mb, seq, dt, opts);
 }
 
 static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   ClusterConfig out;
-  out.nodes = static_cast<int>(c.positive_integer("nodes", 1));
-  out.gpus_per_node = static_cast<int>(c.positive_integer("gpus_per_node", 8));
+  out.nodes = c.int_in("nodes", 1, kMaxNodes, 1);
+  out.gpus_per_node = c.int_in("gpus_per_node", 1, kMaxGpusPerNode, 8);
+  if (static_cast<std::int64_t>(out.nodes) * out.gpus_per_node > kMaxWorldSize)
+    c.fail("nodes", fmt::format("a world size (nodes x gpus_per_node = {} x {}) of at most {}", out.nodes,
+                                out.gpus_per_node, kMaxWorldSize));
   if (c.has("profile") && c.raw("profile").is_object()) {
     ObjectReader p = c.object("profile");
     out.profile = parse_profile(p);
@@ -149,7 +219,7 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
 
 static TrainingConfig parse_training(ObjectReader t) {
   TrainingConfig out;
-  out.grad_accum = static_cast<int>(t.positive_integer("grad_accum", 1));
+  out.grad_accum = t.int_in("grad_accum", 1, kMaxGradAccum, 1);
   out.no_sync = t.boolean("no_sync", true);
   std::string opt = t.choice("optimizer", "adamw", {"adamw", "adam", "sgd", "none"});
   out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
@@ -200,6 +270,15 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
   e.workload = parse_workload(root.object("workload"));
   e.cluster = parse_cluster(root.object("cluster"), profiles);
   e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};
+  // Every layer runs at least a forward and a backward kernel per micro-batch: refuse here,
+  // before any build, a step whose program must exceed the instruction limit (builder.hpp).
+  const std::int64_t min_instructions = 2 * static_cast<std::int64_t>(e.workload.layers.size()) * e.training.grad_accum;
+  if (min_instructions > static_cast<std::int64_t>(kMaxProgramInstructions))
+    throw_input_error(sources.file_for("/training/grad_accum"), "/training/grad_accum", Json(e.training.grad_accum),
+                      fmt::format("at most {} micro-batches for {} layers (the step's program would exceed {} instructions: "
+                                  "docs/limits.md)",
+                                  static_cast<std::int64_t>(kMaxProgramInstructions) / (2 * static_cast<std::int64_t>(e.workload.layers.size())),
+                                  e.workload.layers.size(), kMaxProgramInstructions));
   if (root.has("name")) root.string("name");
   if (root.has("description")) root.string("description");
   // Free-text notes (stepsim init writes what it guessed here); strings only.
@@ -208,7 +287,7 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
       if (!n.is_string()) root.fail("notes", "an array of strings");
   ObjectReader s = root.object("strategy");
   if (s.has("world_size")) {
-    std::int64_t ws = s.positive_integer("world_size");
+    std::int64_t ws = s.integer_in("world_size", 1, kMaxWorldSize);
     if (ws != e.cluster.world_size())
       s.fail("world_size", fmt::format("the cluster's world size {} ({} nodes x {} GPUs)", e.cluster.world_size(),
                                        e.cluster.nodes, e.cluster.gpus_per_node));
@@ -221,7 +300,7 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
 Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
   SourceMap sources;
   nlohmann::json doc = load_with_includes(file, sources);
-  for (const auto& o : overrides) apply_override(doc, o);
+  for (const auto& o : overrides) apply_override(doc, o, &sources);
   return experiment_from_json(doc, sources);
 }
 

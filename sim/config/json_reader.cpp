@@ -1,10 +1,14 @@
 #include "sim/config/json_reader.hpp"
 
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
+
+#include "sim/core/input_files.hpp"
 
 namespace stepsim {
 
@@ -97,8 +101,23 @@ double ObjectReader::fraction(const std::string& key, double fallback) {
   return d;
 }
 
+double ObjectReader::number_in(const std::string& key, double lo, double hi) {
+  double d = number(key);
+  if (!(d >= lo && d <= hi)) fail(key, fmt::format("a number from {:g} to {:g}", lo, hi));
+  return d;
+}
+
+double ObjectReader::number_in(const std::string& key, double lo, double hi, double fallback) {
+  return has(key) ? number_in(key, lo, hi) : fallback;
+}
+
 std::int64_t ObjectReader::integer(const std::string& key) {
   const Json& v = at(key);
+  if (v.is_number_unsigned()) {
+    // Above INT64_MAX (2^63 .. 2^64-1) nlohmann keeps it unsigned: not an int64.
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(v.get<std::uint64_t>());
+    fail(key, "an integer below 2^63");
+  }
   if (v.is_number_integer()) return v.get<std::int64_t>();
   // DeepSpeed-style element counts are often written 5e8: accept integral floats.
   if (v.is_number_float()) {
@@ -107,6 +126,31 @@ std::int64_t ObjectReader::integer(const std::string& key) {
   }
   fail(key, "an integer");
 }
+
+std::int64_t ObjectReader::integer_in(const std::string& key, std::int64_t lo, std::int64_t hi) {
+  const Json& v = at(key);
+  const std::string expected = fmt::format("an integer from {} to {}", lo, hi);
+  std::optional<std::int64_t> out;
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) out = static_cast<std::int64_t>(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+  } else if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi))
+      out = static_cast<std::int64_t>(d);
+  }
+  if (!out || *out < lo || *out > hi) fail(key, expected);
+  return *out;
+}
+
+std::int64_t ObjectReader::integer_in(const std::string& key, std::int64_t lo, std::int64_t hi, std::int64_t fallback) {
+  return has(key) ? integer_in(key, lo, hi) : fallback;
+}
+
+int ObjectReader::int_in(const std::string& key, int lo, int hi) { return static_cast<int>(integer_in(key, lo, hi)); }
+
+int ObjectReader::int_in(const std::string& key, int lo, int hi, int fallback) { return has(key) ? int_in(key, lo, hi) : fallback; }
 
 std::int64_t ObjectReader::integer(const std::string& key, std::int64_t fallback) {
   return has(key) ? integer(key) : fallback;
@@ -215,22 +259,83 @@ void ObjectReader::finish() const {
   }
 }
 
-Json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
-  try {
-    return Json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const Json::parse_error& e) {
-    throw InputError(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
+namespace {
+
+// Rejects a key that appears twice in one object (nlohmann would keep the last silently).
+struct DuplicateKeyCheck {
+  std::string file;
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::vector<std::string> path;            // JSON path of the open containers
+  std::string pending_key;
+  std::vector<std::size_t> array_index;     // per open container; unused for objects
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        keys.emplace_back();
+        path.push_back(pending_key);
+        break;
+      case Json::parse_event_t::array_start:
+        keys.emplace_back();
+        path.push_back(pending_key);
+        break;
+      case Json::parse_event_t::key: {
+        const std::string k = parsed.get<std::string>();
+        if (!keys.empty() && !keys.back().insert(k).second) {
+          std::string where;
+          for (std::size_t i = 1; i < path.size(); ++i) where += "/" + path[i];
+          throw InputError(fmt::format("{}: {}/{}: duplicate key: expected each key once per object", file, where, k));
+        }
+        pending_key = k;
+        break;
+      }
+      case Json::parse_event_t::object_end:
+      case Json::parse_event_t::array_end:
+        if (!keys.empty()) keys.pop_back();
+        if (!path.empty()) path.pop_back();
+        pending_key = "";
+        break;
+      case Json::parse_event_t::value:
+        break;
+    }
+    return true;
   }
+};
+
+}  // namespace
+
+Json parse_json_text(const std::string& text, const std::string& name) {
+  try {
+    return Json::parse(text, DuplicateKeyCheck{name, {}, {}, {}, {}}, true, /*ignore_comments=*/true);
+  } catch (const Json::exception& e) {
+    // parse_error (syntax), out_of_range 406 (a number such as 1e999 that no double holds).
+    throw InputError(fmt::format("{}: invalid JSON: {}", name, e.what()));
+  }
+}
+
+Json read_json_file(const fs::path& file) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a JSON file", file.string()));
+  // A device (/dev/zero, /dev/urandom) would be read forever: only files and pipes are input.
+  if (fs::is_character_file(file, ec) || fs::is_block_file(file, ec) || fs::is_socket(file, ec))
+    throw InputError(fmt::format("{}: is a device: expected a JSON file", file.string()));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
+  note_input_file(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read file", file.string()));
+  return parse_json_text(text.str(), file.string());
 }
 
 fs::path resolve_config_path(const std::string& name, const fs::path& relative_to) {
   fs::path p(name);
   if (p.is_absolute()) return p;
   fs::path candidates[] = {relative_to.parent_path() / p, fs::current_path() / p, fs::path(STEPSIM_SOURCE_DIR) / p};
-  for (const auto& c : candidates)
-    if (fs::exists(c)) return c.lexically_normal();
+  for (const auto& c : candidates) {
+    std::error_code ec;  // a name too long for the OS is "not found", not an exception
+    if (fs::exists(c, ec)) return c.lexically_normal();
+  }
   return (relative_to.parent_path() / p).lexically_normal();
 }
 
@@ -250,10 +355,13 @@ static void resolve_includes(Json& node, const fs::path& file, const std::string
   if (node.is_object()) {
     if (node.contains("include")) {
       const Json& inc = node["include"];
-      if (!inc.is_string()) throw_input_error(file.string(), path + "/include", inc, "a file name string");
+      if (!inc.is_string() || inc.get<std::string>().empty())
+        throw_input_error(file.string(), path + "/include", inc, "a file name string");
       fs::path target = resolve_config_path(inc.get<std::string>(), file);
-      if (!fs::exists(target))
+      std::error_code ec;
+      if (!fs::exists(target, ec))
         throw_input_error(file.string(), path + "/include", inc, "an existing file (not found)");
+      if (fs::is_directory(target, ec)) throw_input_error(file.string(), path + "/include", inc, "a JSON file (this is a directory)");
       Json included = read_json_file(target);
       resolve_includes(included, target, path, sources, depth + 1);
       sources.file_of_prefix[path] = target.string();
@@ -280,19 +388,29 @@ Json load_with_includes(const fs::path& file, SourceMap& sources) {
   return doc;
 }
 
-void apply_override(Json& doc, const std::string& assignment) {
+void apply_override(Json& doc, const std::string& assignment, SourceMap* sources) {
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw InputError(fmt::format("--set {}: expected path=value, e.g. strategy.bucket_cap_mb=50", assignment));
   std::string path = assignment.substr(0, eq);
   std::string text = assignment.substr(eq + 1);
-  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = text;
+  Json value;
+  try {
+    value = Json::parse(text, nullptr, /*allow_exceptions=*/true);
+  } catch (const Json::out_of_range&) {
+    // A number no double holds (1e999): refuse rather than keep it as the string "1e999".
+    throw InputError(fmt::format("--set {}: {}: expected a number that fits a double", assignment, text));
+  } catch (const Json::exception&) {
+    value = text;
+  }
   Json* node = &doc;
   std::stringstream ss(path);
   std::string part;
   std::vector<std::string> parts;
   while (std::getline(ss, part, '.')) parts.push_back(part);
+  std::string pointer;
+  for (const auto& p : parts) pointer += "/" + p;
+  if (sources) sources->file_of_prefix[pointer] = "--set " + assignment;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw InputError(fmt::format("--set {}: empty path component", assignment));
     if (!node->is_object()) throw InputError(fmt::format("--set {}: {} is not an object", assignment, parts[i]));

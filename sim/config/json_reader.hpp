@@ -50,11 +50,21 @@ class ObjectReader {
   double positive(const std::string& key, double fallback);
   double non_negative(const std::string& key, double fallback);  // >= 0
   double fraction(const std::string& key, double fallback);      // in [0, 1]
+  // A finite number in [lo, hi] (a physical range), else "expected a number from LO to HI".
+  double number_in(const std::string& key, double lo, double hi);
+  double number_in(const std::string& key, double lo, double hi, double fallback);
   std::int64_t integer(const std::string& key);
   std::int64_t integer(const std::string& key, std::int64_t fallback);
   std::int64_t positive_integer(const std::string& key);
   std::int64_t positive_integer(const std::string& key, std::int64_t fallback);
   std::int64_t non_negative_integer(const std::string& key, std::int64_t fallback);
+  // The one checked integer conversion for keys with a physical range: an integer (or an
+  // integral float such as 5e8) in [lo, hi], else "expected an integer from LO to HI".
+  std::int64_t integer_in(const std::string& key, std::int64_t lo, std::int64_t hi);
+  std::int64_t integer_in(const std::string& key, std::int64_t lo, std::int64_t hi, std::int64_t fallback);
+  // integer_in for values stored as int: `hi` must not exceed INT_MAX.
+  int int_in(const std::string& key, int lo, int hi);
+  int int_in(const std::string& key, int lo, int hi, int fallback);
   bool boolean(const std::string& key, bool fallback);
   std::string string(const std::string& key);
   std::string string(const std::string& key, const std::string& fallback);
@@ -83,8 +93,11 @@ class ObjectReader {
   mutable std::set<std::string> consumed_;
 };
 
-// Reads a JSON file; a parse error names the file, line and column.
+// Reads a JSON file; a parse error names the file, line and column. A key that appears twice
+// in one object, a number outside the double range (1e999) and a directory are input errors.
 Json read_json_file(const std::filesystem::path& file);
+// The same for JSON text already in memory; `name` is the file name for messages.
+Json parse_json_text(const std::string& text, const std::string& name);
 
 // Resolves "include" keys: an object {"include": "x.json", k: v...} is replaced by the
 // contents of x.json with k: v merged over it (recursively). Paths are relative to the file
@@ -96,8 +109,9 @@ Json load_with_includes(const std::filesystem::path& file, SourceMap& sources);
 std::filesystem::path resolve_config_path(const std::string& name, const std::filesystem::path& relative_to);
 
 // Applies `--set a.b.c=value`: the value is parsed as JSON when it parses, else taken as a
-// string. Creates intermediate objects. Throws InputError on a malformed assignment.
-void apply_override(Json& doc, const std::string& assignment);
+// string. Creates intermediate objects. Throws InputError on a malformed assignment. With
+// `sources`, errors about /a/b/c (and below) name "--set a.b.c=value" instead of a file.
+void apply_override(Json& doc, const std::string& assignment, SourceMap* sources = nullptr);
 
 // Merges `patch` over `base` (objects recursively; anything else replaces).
 void merge_over(Json& base, const Json& patch);

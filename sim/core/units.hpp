@@ -9,15 +9,29 @@
 #include <limits>
 #include <string>
 
+#include "sim/core/error.hpp"
+
 namespace stepsim {
+
+// Nanoseconds from a double, rounded to nearest. A duration beyond 2^62 ns (146 years), or
+// not a number, comes only from an input that cannot describe a real training step (sizes or
+// profile numbers far outside any machine): an input error, never a wrapped negative time.
+inline std::int64_t round_ns(double ns) {
+  constexpr double kMax = 4611686018427387904.0;  // 2^62
+  if (!(ns >= -kMax && ns <= kMax))
+    throw InputError("a duration of " + std::to_string(ns) +
+                     " ns was computed: expected at most 2^62 ns (146 years); the sizes or hardware numbers given "
+                     "cannot describe a real training step");
+  return std::llround(ns);
+}
 
 struct Time {
   std::int64_t ns = 0;
 
   static constexpr Time from_ns(std::int64_t v) { return Time{v}; }
-  static Time from_us(double v) { return Time{std::llround(v * 1e3)}; }
-  static Time from_ms(double v) { return Time{std::llround(v * 1e6)}; }
-  static Time from_s(double v) { return Time{std::llround(v * 1e9)}; }
+  static Time from_us(double v) { return Time{round_ns(v * 1e3)}; }
+  static Time from_ms(double v) { return Time{round_ns(v * 1e6)}; }
+  static Time from_s(double v) { return Time{round_ns(v * 1e9)}; }
   static constexpr Time zero() { return Time{0}; }
   static constexpr Time infinite() { return Time{std::numeric_limits<std::int64_t>::max()}; }
 
@@ -78,12 +92,12 @@ struct FlopRate {
 // Time to move `bytes` at `bw`, rounded to the nearest nanosecond.
 inline Time transfer_time(Bytes bytes, Bandwidth bw) {
   if (bytes.count <= 0) return Time::zero();
-  return Time{std::llround(static_cast<double>(bytes.count) / bw.bytes_per_s * 1e9)};
+  return Time{round_ns(static_cast<double>(bytes.count) / bw.bytes_per_s * 1e9)};
 }
 
 inline Time compute_time(Flops work, FlopRate rate) {
   if (work.count <= 0) return Time::zero();
-  return Time{std::llround(work.count / rate.flops_per_s * 1e9)};
+  return Time{round_ns(work.count / rate.flops_per_s * 1e9)};
 }
 
 inline Bandwidth achieved_bandwidth(Bytes bytes, Time t) {

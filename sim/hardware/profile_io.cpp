@@ -16,6 +16,28 @@ std::string to_string(CollectiveModelKind k) {
   return "ring";
 }
 
+// Physical ranges of profile numbers (docs/limits.md): generous bounds around any GPU,
+// interconnect or host that exists, so a typo (1e300, 2^63) is an input error, not a
+// negative capacity or a cost that silently vanishes in an int64 overflow.
+namespace limits {
+constexpr double kMaxCapacityGiB = 65536;   // 64 TiB per device
+constexpr double kMaxTflops = 1e6;          // 1 EFLOP/s per device
+constexpr double kMaxGBps = 1e6;            // 1 PB/s (HBM, links, busbw)
+constexpr double kMaxLatencyUs = 1e6;       // 1 s for one latency, overhead or minimum
+constexpr double kMaxSlowdown = 100;        // contention: 1/(1+s) of the solo rate
+constexpr double kMaxTableTimeUs = 1e9;     // 1000 s for one measured collective
+constexpr double kMaxTableBytes = 281474976710656.0;  // 2^48 bytes for one measured collective
+constexpr std::int64_t kMaxGemmDim = 1 << 24;
+constexpr int kMaxGroup = 1 << 20;
+}  // namespace limits
+
+// A positive number at most `hi`.
+static double positive_at_most(ObjectReader& r, const std::string& key, double hi) {
+  double d = r.positive(key);
+  if (d > hi) r.fail(key, fmt::format("a positive number of at most {:g}", hi));
+  return d;
+}
+
 static const char* kKindKeys[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"};
 
 static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::string& key) {
@@ -23,8 +45,8 @@ static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::stri
   for (auto& item : r.objects(key)) {
     AlphaBetaRange range;
     if (item.has("max_bytes")) range.max_bytes = Bytes{item.positive_integer("max_bytes")};
-    range.alpha = Time::from_us(item.non_negative("alpha_us", 0));
-    range.beta = Bandwidth::from_gbps(item.positive("beta_GBps"));
+    range.alpha = Time::from_us(item.number_in("alpha_us", 0, limits::kMaxLatencyUs, 0));
+    range.beta = Bandwidth::from_gbps(positive_at_most(item, "beta_GBps", limits::kMaxGBps));
     // Optional fit diagnostics written by `stepsim fit`; kept in the file, not used here.
     if (item.has("r2")) item.number("r2");
     if (item.has("max_rel_error")) item.number("max_rel_error");
@@ -51,8 +73,7 @@ static ScopeModel parse_scope(ObjectReader r) {
       ObjectReader ranks = r.object("ranks");
       for (const char* k : kKindKeys)
         if (ranks.has(k)) {
-          std::int64_t n = ranks.positive_integer(k);
-          if (n < 2) ranks.fail(k, "a group size >= 2");
+          std::int64_t n = ranks.integer_in(k, 2, limits::kMaxGroup);
           m.alpha_beta_ranks[parse_collective_kind(k)] = static_cast<int>(n);
         }
       ranks.finish();
@@ -88,15 +109,16 @@ static ScopeModel parse_scope(ObjectReader r) {
       for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
         int ranks = 0;
         try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
-        if (ranks < 2) by_size.fail(ranks_text, "a group size >= 2 as the key");
+        if (ranks < 2 || ranks > limits::kMaxGroup) by_size.fail(ranks_text, "a group size from 2 to 2^20 as the key");
         const Json& arr = by_size.raw(ranks_text);
         if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
         std::vector<MeasuredCollective> points;
         for (std::size_t i = 0; i < arr.size(); ++i) {
           const Json& p = arr[i];
-          if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || p[0].get<double>() <= 0 ||
-              p[1].get<double>() <= 0)
-            by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "a [bytes, time_us] pair of positive numbers");
+          if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() >= 1) ||
+              !(p[1].get<double>() > 0) || p[0].get<double>() > limits::kMaxTableBytes || p[1].get<double>() > limits::kMaxTableTimeUs)
+            by_size.fail_value(ranks_text + "/" + std::to_string(i), p,
+                               "a [bytes, time_us] pair: bytes from 1 to 2^48, time_us above 0 and at most 1e9");
           points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
           if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
             by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
@@ -108,11 +130,11 @@ static ScopeModel parse_scope(ObjectReader r) {
     if (m.table.empty()) r.fail("model", "a table with at least one collective");
   } else {
     m.kind = kind == "ring" ? CollectiveModelKind::Ring : kind == "tree" ? CollectiveModelKind::Tree : CollectiveModelKind::Nccl;
-    m.busbw = Bandwidth::from_gbps(r.positive("busbw_GBps"));
-    m.step_latency = Time::from_us(r.non_negative("step_latency_us", 0));
-    m.base_latency = Time::from_us(r.non_negative("base_latency_us", 0));
-    m.tree_busbw = Bandwidth::from_gbps(r.non_negative("tree_busbw_GBps", 0));
-    m.tree_step_latency = Time::from_us(r.non_negative("tree_step_latency_us", 0));
+    m.busbw = Bandwidth::from_gbps(positive_at_most(r, "busbw_GBps", limits::kMaxGBps));
+    m.step_latency = Time::from_us(r.number_in("step_latency_us", 0, limits::kMaxLatencyUs, 0));
+    m.base_latency = Time::from_us(r.number_in("base_latency_us", 0, limits::kMaxLatencyUs, 0));
+    m.tree_busbw = Bandwidth::from_gbps(r.number_in("tree_busbw_GBps", 0, limits::kMaxGBps, 0));
+    m.tree_step_latency = Time::from_us(r.number_in("tree_step_latency_us", 0, limits::kMaxLatencyUs, 0));
   }
   if (r.has("note")) r.string("note");
   r.finish();
@@ -198,15 +220,15 @@ HardwareProfile parse_profile(ObjectReader& r) {
   HardwareProfile p;
   p.name = r.string("name");
   p.description = r.string("description", "");
-  p.memory_capacity = Bytes{static_cast<std::int64_t>(r.positive("memory_capacity_GiB") * 1024.0 * 1024.0 * 1024.0)};
+  p.memory_capacity = Bytes{static_cast<std::int64_t>(positive_at_most(r, "memory_capacity_GiB", limits::kMaxCapacityGiB) * 1024.0 * 1024.0 * 1024.0)};
   {
     ObjectReader c = r.object("compute");
     ObjectReader peak = c.object("peak_tflops");
     for (const char* d : {"fp32", "tf32", "bf16", "fp16", "fp8"})
-      if (peak.has(d)) p.compute.peak[parse_dtype(d)] = FlopRate::from_tflops(peak.positive(d));
+      if (peak.has(d)) p.compute.peak[parse_dtype(d)] = FlopRate::from_tflops(positive_at_most(peak, d, limits::kMaxTflops));
     peak.finish();
     if (p.compute.peak.empty()) c.fail("peak_tflops", "at least one dtype (bf16, fp16, fp32, tf32, fp8)");
-    p.compute.hbm = Bandwidth::from_gbps(c.positive("hbm_bandwidth_GBps"));
+    p.compute.hbm = Bandwidth::from_gbps(positive_at_most(c, "hbm_bandwidth_GBps", limits::kMaxGBps));
     p.compute.memory_efficiency = c.fraction("memory_efficiency", 0.8);
     p.compute.gemm_efficiency = c.fraction("gemm_efficiency", 0.7);
     p.compute.attention_efficiency = c.fraction("attention_efficiency", 0.5);
@@ -220,17 +242,17 @@ HardwareProfile parse_profile(ObjectReader& r) {
       bw.finish();
     }
     p.compute.model_memory_kernels = c.boolean("model_memory_bound_kernels", true);
-    p.compute.min_kernel_time = Time::from_us(c.non_negative("min_kernel_time_us", 0));
-    p.compute.kernel_gap = Time::from_us(c.non_negative("kernel_gap_us", 0));
+    p.compute.min_kernel_time = Time::from_us(c.number_in("min_kernel_time_us", 0, limits::kMaxLatencyUs, 0));
+    p.compute.kernel_gap = Time::from_us(c.number_in("kernel_gap_us", 0, limits::kMaxLatencyUs, 0));
     if (c.has("gemm_table")) {
       for (auto& e : c.objects("gemm_table")) {
         GemmMeasurement g;
-        g.shape.m = e.positive_integer("m");
-        g.shape.n = e.positive_integer("n");
-        g.shape.k = e.positive_integer("k");
-        g.shape.batch = e.positive_integer("batch", 1);
+        g.shape.m = e.integer_in("m", 1, limits::kMaxGemmDim);
+        g.shape.n = e.integer_in("n", 1, limits::kMaxGemmDim);
+        g.shape.k = e.integer_in("k", 1, limits::kMaxGemmDim);
+        g.shape.batch = e.integer_in("batch", 1, limits::kMaxGemmDim, 1);
         g.shape.dtype = e.dtype("dtype", Dtype::BF16);
-        g.rate = FlopRate::from_tflops(e.positive("tflops"));
+        g.rate = FlopRate::from_tflops(positive_at_most(e, "tflops", limits::kMaxTflops));
         if (e.has("spread_pct")) e.number("spread_pct");
         if (e.has("source")) e.string("source");
         e.finish();
@@ -254,19 +276,19 @@ HardwareProfile parse_profile(ObjectReader& r) {
   }
   if (r.has("contention")) {
     ObjectReader c = r.object("contention");
-    p.contention.compute_slowdown = c.non_negative("compute_slowdown", 0);
-    p.contention.comm_slowdown = c.non_negative("comm_slowdown", 0);
+    p.contention.compute_slowdown = c.number_in("compute_slowdown", 0, limits::kMaxSlowdown, 0);
+    p.contention.comm_slowdown = c.number_in("comm_slowdown", 0, limits::kMaxSlowdown, 0);
     c.finish();
   }
   if (r.has("host")) {
     ObjectReader h = r.object("host");
-    p.host.launch_overhead = Time::from_us(h.non_negative("launch_overhead_us", 0));
-    p.host.eager_op_overhead = Time::from_us(h.non_negative("eager_op_overhead_us", 0));
-    p.host.autograd_op_overhead = Time::from_us(h.non_negative("autograd_op_overhead_us", 0));
-    p.host.kernel_launch_overhead = Time::from_us(h.non_negative("kernel_launch_overhead_us", 0));
-    p.host.collective_overhead = Time::from_us(h.non_negative("collective_overhead_us", 0));
-    p.host.event_overhead = Time::from_us(h.non_negative("event_overhead_us", 0));
-    p.host.alloc_overhead = Time::from_us(h.non_negative("alloc_overhead_us", 0));
+    p.host.launch_overhead = Time::from_us(h.number_in("launch_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.eager_op_overhead = Time::from_us(h.number_in("eager_op_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.autograd_op_overhead = Time::from_us(h.number_in("autograd_op_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.kernel_launch_overhead = Time::from_us(h.number_in("kernel_launch_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.collective_overhead = Time::from_us(h.number_in("collective_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.event_overhead = Time::from_us(h.number_in("event_overhead_us", 0, limits::kMaxLatencyUs, 0));
+    p.host.alloc_overhead = Time::from_us(h.number_in("alloc_overhead_us", 0, limits::kMaxLatencyUs, 0));
     h.finish();
   }
   if (r.has("sources")) {

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "sim/program/builder.hpp"
 
 namespace stepsim {
@@ -117,15 +119,23 @@ CommId ProgramBuilder::comm(const std::string& name, int ranks, int nodes) {
   return static_cast<CommId>(program_.comms.size() - 1);
 }
 
+void ProgramBuilder::add(Instruction i) {
+  if (program_.instructions.size() >= kMaxProgramInstructions)
+    throw ProgramTooLarge(fmt::format("the step's program exceeds {} instructions (about layers x grad_accum x 20): expected "
+                                      "fewer layers or a smaller grad_accum (docs/limits.md)",
+                                      kMaxProgramInstructions));
+  program_.instructions.push_back(std::move(i));
+}
+
 EventId ProgramBuilder::new_event() { return program_.event_count++; }
 
 void ProgramBuilder::launch(StreamId s, Kernel k) {
-  program_.instructions.emplace_back(Launch{s, std::move(k)});
+  add(Launch{s, std::move(k)});
 }
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
                                 std::string name, std::string unit) {
-  program_.instructions.emplace_back(Collective{c, s, kind, bytes, dtype, std::move(name), std::move(unit)});
+  add(Collective{c, s, kind, bytes, dtype, std::move(name), std::move(unit)});
 }
 
 EventId ProgramBuilder::record(StreamId s) {
@@ -134,8 +144,8 @@ EventId ProgramBuilder::record(StreamId s) {
   return e;
 }
 
-void ProgramBuilder::record(EventId e, StreamId s) { program_.instructions.emplace_back(Record{e, s}); }
-void ProgramBuilder::wait(StreamId s, EventId e) { program_.instructions.emplace_back(Wait{s, e}); }
+void ProgramBuilder::record(EventId e, StreamId s) { add(Record{e, s}); }
+void ProgramBuilder::wait(StreamId s, EventId e) { add(Wait{s, e}); }
 
 void ProgramBuilder::wait_stream(StreamId waiter, StreamId producer) {
   if (waiter == producer) return;
@@ -143,32 +153,32 @@ void ProgramBuilder::wait_stream(StreamId waiter, StreamId producer) {
 }
 
 void ProgramBuilder::host_sync(EventId e, std::string reason) {
-  program_.instructions.emplace_back(HostSync{HostSync::Target::Event, e, std::move(reason)});
+  add(HostSync{HostSync::Target::Event, e, std::move(reason)});
 }
 
 void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
-  program_.instructions.emplace_back(HostSync{HostSync::Target::Stream, s, std::move(reason)});
+  add(HostSync{HostSync::Target::Stream, s, std::move(reason)});
 }
 
 BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s) {
   BufferId b = program_.buffer_count++;
   program_.buffer_names.push_back(name);
-  program_.instructions.emplace_back(Alloc{b, bytes, cat, s, std::move(name)});
+  add(Alloc{b, bytes, cat, s, std::move(name)});
   return b;
 }
 
-void ProgramBuilder::free(BufferId b) { program_.instructions.emplace_back(Free{b, {}}); }
+void ProgramBuilder::free(BufferId b) { add(Free{b, {}}); }
 
 void ProgramBuilder::free_after(BufferId b, std::vector<StreamId> record_streams) {
-  program_.instructions.emplace_back(Free{b, std::move(record_streams)});
+  add(Free{b, std::move(record_streams)});
 }
 
 void ProgramBuilder::host_work(Time t, std::string name) {
-  program_.instructions.emplace_back(HostWork{t, std::move(name)});
+  add(HostWork{t, std::move(name)});
 }
 
 void ProgramBuilder::mark(std::string name, std::optional<Phase> phase) {
-  program_.instructions.emplace_back(Mark{std::move(name), phase});
+  add(Mark{std::move(name), phase});
 }
 
 }  // namespace stepsim

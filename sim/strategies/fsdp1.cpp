@@ -51,6 +51,12 @@ class StepWriter {
     for (std::size_t u = 1; u < units_.size(); ++u)
       if (units_[u].has_handle()) post_forward_order_.push_back(u);
     if (units_[0].has_handle()) post_forward_order_.push_back(0);
+    // Each unit's neighbour in those orders, looked up in O(1) per hook (a scan of the order
+    // per hook made the build quadratic in layers).
+    next_pre_forward_.assign(units_.size(), kNone);
+    prev_post_forward_.assign(units_.size(), kNone);
+    for (std::size_t i = 0; i + 1 < pre_forward_order_.size(); ++i) next_pre_forward_[pre_forward_order_[i]] = pre_forward_order_[i + 1];
+    for (std::size_t i = 1; i < post_forward_order_.size(); ++i) prev_post_forward_[post_forward_order_[i]] = post_forward_order_[i - 1];
   }
 
   Program write();
@@ -84,6 +90,8 @@ class StepWriter {
   std::vector<HandleState> h_;
   std::vector<std::size_t> unit_of_layer_;
   std::vector<std::size_t> pre_forward_order_, post_forward_order_;
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
   std::deque<EventId> free_events_;  // _FreeEventQueue (F1.9)
   std::vector<BufferId> acts_;       // saved activations per layer of the current micro-batch
   Dtype o_ = Dtype::FP32, p_ = Dtype::FP32, r_ = Dtype::FP32;
@@ -208,13 +216,10 @@ void StepWriter::pre_forward(std::size_t u) {
   b_.wait_stream(dflt_, unshard_);
   if (!c_.forward_prefetch) return;
   // Steady state: the pre-forward order recorded in iteration 0, one unit ahead.
-  for (std::size_t i = 0; i + 1 < pre_forward_order_.size(); ++i) {
-    if (pre_forward_order_[i] != u) continue;
-    std::size_t t = pre_forward_order_[i + 1];
-    if (h_[t].needs_pre_forward_unshard && !h_[t].prefetched) {
-      unshard(t, "fwd");
-      h_[t].prefetched = true;
-    }
+  const std::size_t t = next_pre_forward_[u];
+  if (t != kNone && h_[t].needs_pre_forward_unshard && !h_[t].prefetched) {
+    unshard(t, "fwd");
+    h_[t].prefetched = true;
   }
 }
 
@@ -229,13 +234,10 @@ void StepWriter::post_forward(std::size_t u) {
 // _prefetch_handle(BACKWARD): the target is the unit before this one in post-forward order
 // (backward_prefetch_limit = 1), if it still needs its pre-backward unshard.
 void StepWriter::prefetch_backward(std::size_t u) {
-  for (std::size_t i = 1; i < post_forward_order_.size(); ++i) {
-    if (post_forward_order_[i] != u) continue;
-    std::size_t t = post_forward_order_[i - 1];
-    if (h_[t].needs_pre_backward_unshard && !h_[t].prefetched) {
-      unshard(t, "bwd");
-      h_[t].prefetched = true;
-    }
+  const std::size_t t = prev_post_forward_[u];
+  if (t != kNone && h_[t].needs_pre_backward_unshard && !h_[t].prefetched) {
+    unshard(t, "bwd");
+    h_[t].prefetched = true;
   }
 }
 

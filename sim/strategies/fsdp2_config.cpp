@@ -64,8 +64,8 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
   c.shard = W;
   if (r.has("mesh")) {
     ObjectReader m = r.object("mesh");
-    std::int64_t rep = m.positive_integer("replicate", 1);
-    std::int64_t sh = m.positive_integer("shard", W / rep > 0 ? W / rep : 1);
+    std::int64_t rep = m.integer_in("replicate", 1, W, 1);
+    std::int64_t sh = m.integer_in("shard", 1, W, W / rep > 0 ? W / rep : 1);
     m.finish();
     if (rep * sh != W)
       r.fail("mesh", fmt::format("replicate x shard equal to the world size {} ({} nodes x {} GPUs)", W,
@@ -96,8 +96,9 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
     }
   }
 
-  c.forward_prefetch = static_cast<int>(r.non_negative_integer("forward_prefetch", 0));
-  c.backward_prefetch = static_cast<int>(r.positive_integer("backward_prefetch", 1));
+  // Prefetch depths and buffer counts beyond the layer count change nothing; 1024 bounds them.
+  c.forward_prefetch = r.int_in("forward_prefetch", 0, 1024, 0);
+  c.backward_prefetch = r.int_in("backward_prefetch", 1, 1024, 1);
 
   c.orig_dtype = e.training.master_dtype;
   c.param_dtype = c.orig_dtype;  // MixedPrecisionPolicy(param_dtype=None)
@@ -108,7 +109,7 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
     mp.finish();
   }
   c.unset_reduce_dtype = r.choice("unset_reduce_dtype", "param_dtype", {"param_dtype", "orig_dtype"});
-  c.rs_max_input_buffers = static_cast<int>(r.positive_integer("reduce_scatter_max_input_buffers", 1));
+  c.rs_max_input_buffers = r.int_in("reduce_scatter_max_input_buffers", 1, 1024, 1);
   return fsdp2::make_fsdp2(c);
 }
 

@@ -236,7 +236,12 @@ TEST_CASE("The reader accepts exactly the mutated traces that nlohmann accepts",
       KinetoTrace t = read_windowed(s, window);
       outcome = accepted ? first_difference(read_kineto_trace_text(s, "text"), t) : "accepted invalid JSON";
     } catch (const InputError& e) {
-      outcome = accepted ? std::string("rejected valid JSON: ") + e.what() : "";
+      // Valid JSON may still be a bad trace: a time beyond 2^62 ns (issue 16) is refused by
+      // design, whatever the window.
+      const std::string what = e.what();
+      const bool out_of_range = what.find("expected a time within 2^62 ns") != std::string::npos ||
+                                what.find("args sum beyond 2^63") != std::string::npos;
+      outcome = accepted && !out_of_range ? std::string("rejected valid JSON: ") + e.what() : "";
     }
     valid += accepted ? 1 : 0;
     if (!outcome.empty() && mismatches++ == 0)

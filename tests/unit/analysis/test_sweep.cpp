@@ -165,18 +165,19 @@ TEST_CASE("merging refuses shards of different sweeps", "[sweep]") {
   std::ofstream(b) << "index,status,y\n1,ok,1\n";
   std::ostringstream out;
   CHECK_THROWS_AS(merge_sweep_csv({a, b}, out), InputError);
-  const std::string head = "index,status,x,framework,step_time_ns,peak_memory_bytes,constraints_ok\n";
-  std::ofstream(a) << head << "0,ok,1,ddp,5,7,true\n2,ok,3,ddp,5,7,true\n";
-  std::ofstream(b) << head << "1,ok,2,ddp,4,7,true\n2,ok,3,ddp,5,7,true\n";
+  // The last column is the sweep's point count (4 here), on every row.
+  const std::string head = "index,status,x,framework,step_time_ns,peak_memory_bytes,constraints_ok,points\n";
+  std::ofstream(a) << head << "0,ok,1,ddp,5,7,true,4\n2,ok,3,ddp,5,7,true,4\n";
+  std::ofstream(b) << head << "1,ok,2,ddp,4,7,true,4\n2,ok,3,ddp,5,7,true,4\n";
   CHECK_THROWS_WITH(merge_sweep_csv({a, b}, out), Catch::Contains("point 2 appears twice") && Catch::Contains("line 3"));
   // Rows out of point order are not a stepsim shard (the merge streams, one row per file).
-  std::ofstream(b) << head << "3,ok,2,ddp,4,7,true\n1,ok,3,ddp,5,7,true\n";
+  std::ofstream(b) << head << "3,ok,2,ddp,4,7,true,4\n1,ok,3,ddp,5,7,true,4\n";
   CHECK_THROWS_WITH(merge_sweep_csv({a, b}, out), Catch::Contains("point 1 after point 3"));
   // Interleaved shards merge in point order.
-  std::ofstream(b) << head << "1,ok,2,ddp,4,7,true\n3,ok,4,ddp,6,7,true\n";
+  std::ofstream(b) << head << "1,ok,2,ddp,4,7,true,4\n3,ok,4,ddp,6,7,true,4\n";
   std::ostringstream merged;
   SweepSummary sum = merge_sweep_csv({a, b}, merged);
-  CHECK(merged.str() == head + "0,ok,1,ddp,5,7,true\n1,ok,2,ddp,4,7,true\n2,ok,3,ddp,5,7,true\n3,ok,4,ddp,6,7,true\n");
+  CHECK(merged.str() == head + "0,ok,1,ddp,5,7,true,4\n1,ok,2,ddp,4,7,true,4\n2,ok,3,ddp,5,7,true,4\n3,ok,4,ddp,6,7,true,4\n");
   CHECK(sum.total() == 4);
   REQUIRE(!sum.best().empty());
   CHECK(sum.best().front().index == 1);  // the fastest point (4 ns)
