@@ -149,28 +149,22 @@ std::string memory_svg(const Timeline& t, const Metrics& m) {
     o += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e3e3e3\"/><text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" "
                      "text-anchor=\"end\" fill=\"#555\">{:g} GiB</text>\n",
                      left, W - right, Y(v), Y(v), left - 6, Y(v) + 4, v);
-  std::string path;
-  double last_y = Y(0);
-  path += fmt::format("M{:.2f},{:.2f}", X(t.start), last_y);
-  for (const auto& s : t.memory) {
-    double x = X(s.time), y = Y(s.total.gib());
-    path += fmt::format(" L{:.2f},{:.2f} L{:.2f},{:.2f}", x, last_y, x, y);
-    last_y = y;
-  }
-  path += fmt::format(" L{:.2f},{:.2f}", X(t.end), last_y);
-  o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\"/>\n", path);
+  // A step curve through the samples of one series (bytes of a MemorySample).
+  auto step_path = [&](Bytes MemorySample::*series) {
+    double last_y = Y(0);
+    std::string path = fmt::format("M{:.2f},{:.2f}", X(t.start), last_y);
+    for (const auto& s : t.memory) {
+      double x = X(s.time), y = Y((s.*series).gib());
+      path += fmt::format(" L{:.2f},{:.2f} L{:.2f},{:.2f}", x, last_y, x, y);
+      last_y = y;
+    }
+    return path + fmt::format(" L{:.2f},{:.2f}", X(t.end), last_y);
+  };
+  o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\"/>\n", step_path(&MemorySample::total));
   // Reserved (torch.cuda.memory_reserved()): what the caching allocator holds; dashed.
   if (m.peak_reserved.count > 0) {
-    std::string rpath;
-    double ry = Y(0);
-    rpath += fmt::format("M{:.2f},{:.2f}", X(t.start), ry);
-    for (const auto& s : t.memory) {
-      double x = X(s.time), y = Y(s.reserved.gib());
-      rpath += fmt::format(" L{:.2f},{:.2f} L{:.2f},{:.2f}", x, ry, x, y);
-      ry = y;
-    }
-    rpath += fmt::format(" L{:.2f},{:.2f}", X(t.end), ry);
-    o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#f28e2b\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>\n", rpath);
+    o += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"#f28e2b\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>\n",
+                     step_path(&MemorySample::reserved));
     o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#4e79a7\">allocated</text><text x=\"{}\" y=\"{}\" font-size=\"11\" "
                      "fill=\"#f28e2b\">reserved (caching allocator)</text>\n",
                      left + 8, top + 10, left + 80, top + 10);
