@@ -2,7 +2,7 @@
 // `stepsim analyze`: the DESIGN.md section 5 metrics measured on a real (Kineto) trace, or on a
 // trace written by `stepsim simulate --trace`.
 //
-// Rules (also in the README section):
+// Rules (also in docs/analyze.md):
 //  - Steps are the `ProfilerStep#N` CPU spans; step_time is the span's duration.
 //  - A GPU op belongs to the step whose span contains the start of the CUDA runtime call that
 //    launched it (matched by correlation id); ops without a launch record (stepsim traces, lost
