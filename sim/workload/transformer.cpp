@@ -69,20 +69,6 @@ std::int64_t Workload::numel() const {
   return n;
 }
 
-Flops Workload::model_flops() const {
-  Flops f;
-  for (const auto& l : layers)
-    for (const auto& m : l.modules) {
-      for (const auto* ops : {&m.forward, &m.backward})
-        for (const auto& o : *ops) {
-          for (const auto& g : o.work.gemms) f += g.flops();
-          f += o.work.attention_flops;
-          f += o.work.efficient_attention_flops;
-        }
-    }
-  return f;
-}
-
 std::string to_string(LayerKind k) {
   switch (k) {
     case LayerKind::Embedding: return "embedding";

@@ -122,8 +122,6 @@ struct Workload {
 
   std::int64_t numel() const;
   std::int64_t tokens() const { return micro_batch * seq_len; }
-  // Model FLOPs of one micro-batch (forward + backward, no recompute): for MFU.
-  Flops model_flops() const;
 };
 
 // Transformer dimensions, enough to build a preset.
