@@ -60,18 +60,15 @@ static trace::TraceFitData add_trace_measurements(const std::vector<std::string>
                                                   bool keep_assumed, int group_size, bool use_min, int gpus_per_node,
                                                   calib::FitInputs& in) {
   std::vector<trace::KinetoTrace> traces;
-  for (const auto& f : files) {
-    traces.push_back(trace::read_kineto_trace(f));
-    in.files.push_back(f);
-  }
+  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f));
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
-  trace::TraceFitData d = trace::extract_fit_data(traces, o);
-  trace::TraceFitOptions fo{keep_assumed, group_size, use_min, gpus_per_node};
-  calib::FitInputs t = trace::fit_inputs(d, files.front(), fo);
-  in.collectives.insert(in.collectives.end(), t.collectives.begin(), t.collectives.end());
-  in.gemm.insert(in.gemm.end(), t.gemm.begin(), t.gemm.end());
-  return d;
+  trace::TraceCalibration c =
+      trace::trace_calibration(traces, files, o, trace::TraceFitOptions{keep_assumed, group_size, use_min, gpus_per_node});
+  in.files.insert(in.files.end(), c.inputs.files.begin(), c.inputs.files.end());
+  in.collectives.insert(in.collectives.end(), c.inputs.collectives.begin(), c.inputs.collectives.end());
+  in.gemm.insert(in.gemm.end(), c.inputs.gemm.begin(), c.inputs.gemm.end());
+  return std::move(c.data);
 }
 
 int fit(const Args& args) {

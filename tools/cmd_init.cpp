@@ -55,14 +55,11 @@ int init(const Args& args) {
   std::string base = r.base_profile.empty() ? "configs/hardware/h100-sxm-8x.json" : r.base_profile;
   HardwareProfile base_profile = load_profile(resolve_config_path(base, ""));
   const int gpn = r.experiment["cluster"]["gpus_per_node"].get<int>();
-  trace::TraceFitData data = trace::extract_fit_data(read, o);
-  calib::FitInputs in = trace::fit_inputs(data, traces.front(), trace::TraceFitOptions{true, 0, false, gpn});
-  for (const auto& f : traces) in.files.push_back(f);
+  trace::TraceCalibration c = trace::trace_calibration(read, traces, o, trace::TraceFitOptions{true, 0, false, gpn});
   calib::FitOptions fo;
   fo.command = "stepsim init --from-trace";
   calib::FitReport report;
-  HardwareProfile fitted = calib::fit_profile(base_profile, in, fo, report);
-  trace::apply_trace_compute(data, fitted, report.provenance);
+  HardwareProfile fitted = trace::refit_from_traces(base_profile, c, fo, report);
   fitted.name = base_profile.name + "-fitted";
   fitted.description = "fitted by stepsim init --from-trace from " + fs::path(traces.front()).filename().string() + " over " + base;
   fitted.provenance = report.provenance;

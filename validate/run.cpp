@@ -64,14 +64,9 @@ class Measurements {
     return metrics_.emplace(key, a.mean).first->second;
   }
 
-  // What `stepsim fit --trace` takes from traces: the collective and GEMM fit inputs, and the
-  // trace data its compute/host fit reads (trace::apply_trace_compute).
-  struct TraceFit {
-    trace::TraceFitData data;
-    calib::FitInputs inputs;
-  };
-  const TraceFit& trace_fit(const std::vector<fs::path>& files, const std::string& steps, bool assumed_groups,
-                            int gpus_per_node) {
+  // What `stepsim fit --trace` takes from these traces (read once, fitted once per options).
+  const trace::TraceCalibration& trace_fit(const std::vector<fs::path>& files, const std::string& steps,
+                                           bool assumed_groups, int gpus_per_node) {
     TraceKey key{{}, steps + "@" + std::to_string(gpus_per_node) + (assumed_groups ? "+assumed" : "")};
     for (const auto& f : files) key.files.push_back(f.string());
     auto it = fits_.find(key);
@@ -80,11 +75,9 @@ class Measurements {
     for (const auto& f : files) traces.push_back(trace_of(f));
     trace::AnalyzeOptions o;
     if (!steps.empty()) trace::parse_step_range(steps, o);
-    TraceFit fit;
-    fit.data = trace::extract_fit_data(traces, o);
-    fit.inputs = trace::fit_inputs(fit.data, files.front().string(), trace::TraceFitOptions{assumed_groups, 0, false, gpus_per_node});
-    for (const auto& f : files) fit.inputs.files.push_back(f.string());
-    return fits_.emplace(key, std::move(fit)).first->second;
+    trace::TraceCalibration c =
+        trace::trace_calibration(traces, key.files, o, trace::TraceFitOptions{assumed_groups, 0, false, gpus_per_node});
+    return fits_.emplace(key, std::move(c)).first->second;
   }
 
  private:
@@ -95,7 +88,7 @@ class Measurements {
   }
   std::map<std::string, trace::KinetoTrace> traces_;
   std::map<TraceKey, Metrics> metrics_;
-  std::map<TraceKey, TraceFit> fits_;
+  std::map<TraceKey, trace::TraceCalibration> fits_;
 };
 
 std::string fmt_number(double v) { return fmt::format("{:.6g}", v); }
@@ -220,8 +213,7 @@ Report run_suite(const Suite& suite) {
       calib::FitReport fit_report;
       calib::FitOptions fo;
       fo.command = "stepsim validate (fit --trace)";
-      e.cluster.profile = calib::fit_profile(e.cluster.profile, fit.inputs, fo, fit_report);
-      trace::apply_trace_compute(fit.data, e.cluster.profile, fit_report.provenance);
+      e.cluster.profile = trace::refit_from_traces(e.cluster.profile, fit, fo, fit_report);
       for (const auto& f : c.calibration_traces) {
         info.calibrated_from += (info.calibrated_from.empty() ? "" : ", ") + f.filename().string();
       }

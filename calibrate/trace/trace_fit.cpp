@@ -311,4 +311,20 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
   provenance["trace_compute"] = j;
 }
 
+TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const std::vector<std::string>& files,
+                                   const AnalyzeOptions& o, const TraceFitOptions& fo) {
+  TraceCalibration c;
+  c.data = extract_fit_data(traces, o);
+  c.inputs = fit_inputs(c.data, files.empty() ? std::string() : files.front(), fo);
+  c.inputs.files.insert(c.inputs.files.end(), files.begin(), files.end());
+  return c;
+}
+
+HardwareProfile refit_from_traces(const HardwareProfile& base, const TraceCalibration& c, const calib::FitOptions& fo,
+                                  calib::FitReport& report) {
+  HardwareProfile p = calib::fit_profile(base, c.inputs, fo, report);
+  apply_trace_compute(c.data, p, report.provenance);
+  return p;
+}
+
 }  // namespace stepsim::trace

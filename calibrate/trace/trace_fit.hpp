@@ -113,4 +113,18 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
 // fitted goes to provenance["trace_compute"].
 void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
 
+// Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the
+// collective and GEMM fit inputs, with every trace file in the inputs' provenance.
+struct TraceCalibration {
+  TraceFitData data;
+  calib::FitInputs inputs;
+};
+TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const std::vector<std::string>& files,
+                                   const AnalyzeOptions& o, const TraceFitOptions& fo);
+
+// `base` refitted from traces alone, as `fit --trace` does: the collective/GEMM fit, then the
+// compute/host side (apply_trace_compute); the provenance lands in `report`.
+HardwareProfile refit_from_traces(const HardwareProfile& base, const TraceCalibration& c, const calib::FitOptions& fo,
+                                  calib::FitReport& report);
+
 }  // namespace stepsim::trace
