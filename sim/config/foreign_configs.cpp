@@ -57,16 +57,36 @@ class HfReader {
   std::string file_;
 };
 
-ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int64_t seq_len) {
+// The keys a family names its dimensions by (its HF configuration class's attributes); an empty
+// kv_heads key means multi-head attention.
+struct DimKeys {
+  const char* family;
+  const char* hidden;
+  const char* layers;
+  const char* heads;
+  const char* kv_heads;
+  const char* ffn;
+  const char* vocab;
+  bool tied_by_default;
+  bool ffn_defaults_to_4h = false;  // GPT-2: n_inner null means 4 x n_embd
+};
+
+ModelDims read_dims(const HfReader& r, const DimKeys& k) {
   ModelDims d;
-  d.family = "llama";
-  d.hidden = r.positive("hidden_size");
-  d.layers = r.positive("num_hidden_layers");
-  d.heads = r.positive("num_attention_heads");
-  d.kv_heads = r.positive("num_key_value_heads", d.heads);
-  d.ffn = r.positive("intermediate_size");
-  d.vocab = r.positive("vocab_size");
-  d.tied_embeddings = r.boolean("tie_word_embeddings", false);
+  d.family = k.family;
+  d.hidden = r.positive(k.hidden);
+  d.layers = r.positive(k.layers);
+  d.heads = r.positive(k.heads);
+  d.kv_heads = *k.kv_heads ? r.positive(k.kv_heads, d.heads) : d.heads;
+  d.ffn = k.ffn_defaults_to_4h ? r.positive(k.ffn, 4 * d.hidden) : r.positive(k.ffn);
+  d.vocab = r.positive(k.vocab);
+  d.tied_embeddings = r.boolean("tie_word_embeddings", k.tied_by_default);
+  return d;
+}
+
+ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int64_t seq_len) {
+  ModelDims d = read_dims(r, {"llama", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+                              "intermediate_size", "vocab_size", false});
   if (r.string("hidden_act", "silu") != "silu") r.fail("hidden_act", "\"silu\" (the SwiGLU MLP stepsim models for " + model_type + ")");
   if (r.boolean("attention_bias", false)) r.fail("attention_bias", "false (attention biases are not modelled)");
   if (r.boolean("mlp_bias", false)) r.fail("mlp_bias", "false (MLP biases are not modelled)");
@@ -82,16 +102,9 @@ ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int6
 }
 
 ModelDims opt_dims(const HfReader& r) {
-  ModelDims d;
-  d.family = "opt";
-  d.hidden = r.positive("hidden_size");
-  d.layers = r.positive("num_hidden_layers");
-  d.heads = d.kv_heads = r.positive("num_attention_heads");
-  d.ffn = r.positive("ffn_dim");
-  d.vocab = r.positive("vocab_size");
+  ModelDims d = read_dims(r, {"opt", "hidden_size", "num_hidden_layers", "num_attention_heads", "", "ffn_dim", "vocab_size", true});
   // OPTLearnedPositionalEmbedding keeps 2 extra rows (its offset): 2048 -> 2050.
   d.max_positions = r.positive("max_position_embeddings") + 2;
-  d.tied_embeddings = r.boolean("tie_word_embeddings", true);
   if (r.positive("word_embed_proj_dim", d.hidden) != d.hidden)
     r.fail("word_embed_proj_dim", fmt::format("hidden_size ({}): OPT's input/output projections are not modelled", d.hidden));
   if (!r.boolean("do_layer_norm_before", true)) r.fail("do_layer_norm_before", "true (post-LayerNorm OPT is not modelled)");
@@ -101,29 +114,15 @@ ModelDims opt_dims(const HfReader& r) {
 }
 
 ModelDims gpt2_dims(const HfReader& r) {
-  ModelDims d;
-  d.family = "gpt";
-  d.hidden = r.positive("n_embd");
-  d.layers = r.positive("n_layer");
-  d.heads = d.kv_heads = r.positive("n_head");
-  d.ffn = r.positive("n_inner", 4 * d.hidden);
-  d.vocab = r.positive("vocab_size");
+  ModelDims d = read_dims(r, {"gpt", "n_embd", "n_layer", "n_head", "", "n_inner", "vocab_size", true, true});
   d.max_positions = r.positive("n_positions");
-  d.tied_embeddings = r.boolean("tie_word_embeddings", true);
   return d;
 }
 
+// GPT-NeoX: LayerNorm with bias, biased linears, GELU MLP, rotary positions (no table).
 ModelDims neox_dims(const HfReader& r) {
-  // GPT-NeoX: LayerNorm with bias, biased linears, GELU MLP, rotary positions (no table).
-  ModelDims d;
-  d.family = "gpt";
-  d.hidden = r.positive("hidden_size");
-  d.layers = r.positive("num_hidden_layers");
-  d.heads = d.kv_heads = r.positive("num_attention_heads");
-  d.ffn = r.positive("intermediate_size");
-  d.vocab = r.positive("vocab_size");
-  d.tied_embeddings = r.boolean("tie_word_embeddings", false);
-  return d;
+  return read_dims(r, {"gpt", "hidden_size", "num_hidden_layers", "num_attention_heads", "", "intermediate_size",
+                       "vocab_size", false});
 }
 
 ModelDims mpt_dims(const HfReader& r) {
