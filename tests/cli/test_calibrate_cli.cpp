@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sim/hardware/profile.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -18,17 +19,10 @@ struct Run {
   std::string output;
 };
 
+// The CLI's exit code and output (stdout and stderr).
 Run run_cli(const std::string& args) {
-  auto out = std::filesystem::temp_directory_path() / "stepsim_calibrate_cli.out";
-  std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " > " + out.string() + " 2>&1";
-  int status = std::system(cmd.c_str());
   Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.output = ss.str();
-  std::filesystem::remove(out);
+  r.code = stepsim::test::run_capture(std::string(STEPSIM_BINARY) + " " + args, r.output);
   return r;
 }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_support.hpp"
+
 namespace {
 
 struct Run {
@@ -16,17 +18,11 @@ struct Run {
   std::string output;
 };
 
+// The CLI's exit code and output (stderr too unless `merge_stderr` is false).
 Run run_cli(const std::string& args, bool merge_stderr = true) {
-  auto out = std::filesystem::temp_directory_path() / "stepsim_collective_cli.out";
-  std::string cmd = std::string(STEPSIM_BINARY) + " " + args + " > " + out.string() + (merge_stderr ? " 2>&1" : " 2>/dev/null");
-  int status = std::system(cmd.c_str());
   Run r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(out);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  r.output = ss.str();
-  std::filesystem::remove(out);
+  std::string cmd = std::string(STEPSIM_BINARY) + " " + args;
+  r.code = stepsim::test::run_capture(merge_stderr ? cmd : "(" + cmd + " 2>/dev/null)", r.output);
   return r;
 }
 
