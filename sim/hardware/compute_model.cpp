@@ -69,10 +69,11 @@ Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls) {
   return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
 }
 
-// The non-GEMM part of a kernel's time.
+// The non-GEMM part of a kernel's time. Attention kernels' bytes are part of their FLOP-priced
+// time; only GEMM-free memory-bound work is priced by bytes.
 static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels) {
   Time t = w.fixed;
-  if (w.memory_bytes.count > 0 && c.model_memory_kernels) {
+  if (w.memory_bytes.count > 0 && c.model_memory_kernels && cls != KernelClass::Attention) {
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     t += std::max(memory_time(c, w.memory_bytes, cls), floor);
   }
@@ -85,27 +86,13 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
   return t;
 }
 
-// Attention kernels' bytes are part of their FLOP-priced time; only GEMM-free memory-bound
-// work is priced by bytes.
+// The class whose achieved bandwidth prices a kernel's bytes (a whole-layer "compute" kernel's
+// memory-bound part runs at the elementwise rate).
 static KernelClass bytes_class(KernelClass cls) { return cls == KernelClass::Compute ? KernelClass::Elementwise : cls; }
 
-static KernelWork without_attention_bytes(const KernelWork& w, KernelClass cls) {
-  if (cls != KernelClass::Attention) return w;
-  KernelWork x = w;
-  x.memory_bytes = Bytes{0};
-  return x;
-}
-
-Time kernel_time(const ComputeProfile& c, const KernelWork& w) {
-  Time t = other_time(c, w, KernelClass::Elementwise, 1);
-  for (const auto& g : w.gemms) t += gemm_time(c, g);
-  return t;
-}
-
 Time kernel_time(const ComputeProfile& c, const Kernel& k) {
-  KernelWork w = without_attention_bytes(k.work, k.cls);
-  Time t = other_time(c, w, bytes_class(k.cls), k.kernels);
-  for (const auto& g : w.gemms) t += gemm_time(c, g);
+  Time t = other_time(c, k.work, bytes_class(k.cls), k.kernels);
+  for (const auto& g : k.work.gemms) t += gemm_time(c, g);
   return t + Time{c.kernel_gap.ns * k.kernels};
 }
 
@@ -127,12 +114,8 @@ Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernel
   return t;
 }
 
-Time KernelTimeCache::kernel_time(const KernelWork& w) { return work_time(w, KernelClass::Elementwise, 1); }
-
 Time KernelTimeCache::kernel_time(const Kernel& k) {
-  const Time gap{c_.kernel_gap.ns * k.kernels};
-  if (k.cls == KernelClass::Attention) return work_time(without_attention_bytes(k.work, k.cls), k.cls, k.kernels) + gap;
-  return work_time(k.work, bytes_class(k.cls), k.kernels) + gap;
+  return work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * k.kernels};
 }
 
 }  // namespace stepsim

@@ -15,7 +15,6 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g);
 // Memory-bound bytes at the class's achieved bandwidth (hbm * memory_efficiency if the profile
 // has none for the class).
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);
-Time kernel_time(const ComputeProfile& c, const KernelWork& w);
 // A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least
 // min_kernel_time.
 Time kernel_time(const ComputeProfile& c, const Kernel& k);
@@ -28,7 +27,6 @@ Time launch_host_time(const HostProfile& h, const Kernel& k);
 class KernelTimeCache {
  public:
   explicit KernelTimeCache(const ComputeProfile& c) : c_(c) {}
-  Time kernel_time(const KernelWork& w);
   Time kernel_time(const Kernel& k);
 
  private:
