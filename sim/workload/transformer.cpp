@@ -33,14 +33,6 @@ KernelWork Layer::forward() const {
   return w;
 }
 
-KernelWork Layer::backward() const {
-  KernelWork w;
-  for (const auto& o : recompute) w += o.work;
-  for (auto it = modules.rbegin(); it != modules.rend(); ++it)
-    for (const auto& o : it->backward) w += o.work;
-  return w;
-}
-
 int Layer::forward_kernels() const {
   int n = 0;
   for (const auto& m : modules)
@@ -316,7 +308,6 @@ struct EagerStyle {
   bool opt = false;          // OPT: q pre-scaled in q_proj, clamp via torch.max(w, finfo.min)
   bool gpt2 = false;         // GPT-2: scale by division, causal torch.where
   bool fp32_softmax = false; // Llama: softmax(dtype=float32).to(bf16)
-  bool copy_qkv = true;      // q, k, v made contiguous for bmm (OPT _shape().contiguous(), matmul of transposed views)
   double attn_dropout = 0;
 };
 
@@ -438,7 +429,6 @@ Layer block(int index, const BlockBuild& bb) {
 
   // --- attention half ---
   l.modules.push_back(norm(p + ".attn_norm", nk, bias, d, o.compile));
-  std::int64_t kv_elems = d.kv;  // per token, as the attention kernel sees k and v
   if (foundry || megatron || (hf && fam == "gpt")) {
     // Fused qkv projection (MPT Wqkv, Megatron query_key_value, GPT-2 c_attn); q/k/v are views.
     Module qkv = linear(p + ".attn.qkv_proj", d.h, d.h + 2 * d.kv, bias, d, n * e);
@@ -448,9 +438,8 @@ Layer block(int index, const BlockBuild& bb) {
       qkv.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
       qkv.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
       qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
-    } else if (foundry) {
-      // MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.
     }
+    // (MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.)
     l.modules.push_back(qkv);
   } else {
     Module q = linear(p + ".attn.q_proj", d.h, d.h, bias, d, n * e);
@@ -499,7 +488,7 @@ Layer block(int index, const BlockBuild& bb) {
     l.modules.push_back(core);
   } else {
     Module core;
-    std::int64_t kv_seen = kv_elems;
+    std::int64_t kv_seen = d.kv;  // per token, as the attention kernel sees k and v
     std::vector<Op> pre, post;
     if (d.kvh != d.H && titan) {
       // torchtitan repeat_kv: expand + reshape copies k and v to every head; sdpa saves the copies.
@@ -634,13 +623,8 @@ void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
       for (const auto& m : l.modules) {
         if (m.name.ends_with(".attn.core")) {
           for (const auto& o : m.forward) {
-            if (o.cls == KernelClass::Attention) {
-              // q, k, v stay saved; out and lse are recomputed.
-              qkv = o.read.count;
-              core_saved += o.saved.count;
-            } else {
-              core_saved += o.saved.count;
-            }
+            if (o.cls == KernelClass::Attention) qkv = o.read.count;  // q, k, v stay saved; out and lse are recomputed
+            core_saved += o.saved.count;
             l.recompute.push_back(o);
           }
         }
@@ -695,7 +679,6 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.micro_batch = b;
   w.seq_len = s;
   w.checkpointing = o.checkpointing;
-  w.options = o;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
   const std::int64_t T = d.T, h = d.h, e = d.e, n = T * h;

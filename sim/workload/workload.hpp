@@ -60,7 +60,6 @@ struct Layer {
 
   std::int64_t numel() const;
   KernelWork forward() const;   // sum over the forward ops
-  KernelWork backward() const;  // recompute + backward of every module
   std::vector<const Param*> params() const;
   int forward_kernels() const;
   int backward_kernels() const;  // recompute included
@@ -116,7 +115,6 @@ struct Workload {
   std::int64_t seq_len = 1;
   Checkpointing checkpointing = Checkpointing::None;
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
-  WorkloadOptions options;
   bool toy = false;             // fixed-time layers (textbook cases)
   std::vector<Layer> layers;
 
