@@ -253,7 +253,7 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
   g.nics_used = std::max(1, std::min(g.ppn, t.nics_per_node));
   // nsteps and the steps that cross nodes, tuning.cc:289-291 and :411.
   g.nsteps = ring_steps(kind, ranks);
-  g.inter_steps = g.nodes == 1 ? 0 : kind == CollectiveKind::AllReduce ? 2 * (g.nodes - 1) : g.nodes - 1;
+  g.inter_steps = inter_steps(kind, g.nodes);
   const double S = static_cast<double>(bytes.count);
   const bool multi = g.nodes > 1;
   const int arch = static_cast<int>(t.arch);
@@ -271,15 +271,16 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
     wire /= g.nics_used;
     return TopoLevel::Net;
   };
-  // Protocol efficiency on a bus bandwidth, tuning.cc:327-335. Returns the factor on time
-  // (1/efficiency), or 0 when LL's absolute cap binds (then `capped_bw` holds the cap).
-  auto add = [&](NcclAlgo a, NcclProto p, double base_wire, double intra_hops, double inter_hops, double extra_fixed,
+  // One (algorithm, protocol) candidate: base latency plus per-hop latencies, and the wire
+  // bytes at the protocol's efficiency (tuning.cc:327-335); when LL's absolute bandwidth cap
+  // binds, the time at that cap goes into the fixed part and no link is charged.
+  auto add = [&](NcclAlgo a, NcclProto p, double base_wire, double intra_hops, double inter_hops,
                  double proto_eff, bool ll_cap) {
     NcclCandidate c;
     c.algo = a;
     c.proto = p;
     int pi = static_cast<int>(p);
-    c.fixed_us = kBaseLatencyUs[row(a)][pi] + extra_fixed;
+    c.fixed_us = kBaseLatencyUs[row(a)][pi];
     double intra = kNvlinkHopUs[row(a)][pi];
     // With one GPU per node every hop is exposed: the tree's network latency (tuning.cc:387).
     double inter = (g.ppn == 1 ? kNetHopUs[0][pi] : kNetHopUs[row(a)][pi]);
@@ -360,7 +361,7 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
       out[count++] = c;
       continue;
     }
-    add(NcclAlgo::Ring, p, S * factor, g.nsteps - g.inter_steps, g.inter_steps, 0, eff, p == NcclProto::LL);
+    add(NcclAlgo::Ring, p, S * factor, g.nsteps - g.inter_steps, g.inter_steps, eff, p == NcclProto::LL);
   }
   if (kind == CollectiveKind::AllReduce && t.tree) {
     // Double binary tree: 2S per GPU (ratio .5, :380), bus bandwidth x0.92 (:331), LL /3.8
@@ -371,7 +372,7 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
       if (p == NcclProto::LL128 && !t.ll128) continue;
       double eff = 0.92 * (p == NcclProto::LL ? 1.0 / 3.8 : p == NcclProto::LL128 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
       if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[static_cast<int>(p)][log_size];
-      add(NcclAlgo::Tree, p, 2 * S, 2.0 * (g.ppn - 1), 2.0 * log2i(g.nodes), 0, eff, p == NcclProto::LL);
+      add(NcclAlgo::Tree, p, 2 * S, 2.0 * (g.ppn - 1), 2.0 * log2i(g.nodes), eff, p == NcclProto::LL);
     }
   }
   if (t.nvls_bw.bytes_per_s > 0 && g.ppn > 1) {
@@ -381,7 +382,7 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
       // store), all-gather / reduce-scatter (n-1)/n S. See docs/collectives.md: this traffic
       // count stands where the tuner uses a group-size-free efficiency (:311-318).
       double wire = kind == CollectiveKind::AllReduce ? S * (g.n + 1) / g.n : S * (g.n - 1) / g.n;
-      add(NcclAlgo::Nvls, NcclProto::Simple, wire, 1, 0, 0, 1.0, false);
+      add(NcclAlgo::Nvls, NcclProto::Simple, wire, 1, 0, 1.0, false);
     } else if (multi && kind == CollectiveKind::AllReduce) {
       // NVLS tree across nodes (:427-428): NVLS inside the node, a tree of nodes over the NICs;
       // the two stages pipeline, the slower bounds.
@@ -437,7 +438,7 @@ Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes 
   const int nics = std::max(1, std::min(ppn, t.nics_per_node));
   const bool multi = nn > 1;
   const int nsteps = ring_steps(kind, n);
-  const int inter_steps = !multi ? 0 : kind == CollectiveKind::AllReduce ? 2 * (nn - 1) : nn - 1;
+  const int crossing = inter_steps(kind, nn);
   const double S = static_cast<double>(bytes.count);
   const double s_nvl = t.nvlink_latency_scale, s_net = t.net_latency_scale;
   const double nvl_bw = t.nvlink_busbw.bytes_per_s, nic_bw = t.nic_bw.bytes_per_s;
@@ -466,7 +467,7 @@ Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes 
     double fixed = kBaseLatencyUs[1][p], intra = kNvlinkHopUs[1][p] * s_nvl;
     double inter = (ppn == 1 ? kNetHopUs[0][p] : kNetHopUs[1][p]) * s_net;
     if (multi) intra = std::max(intra, p == 2 ? 3.0 : 1.0);
-    double lat = fixed + (nsteps - inter_steps) * intra + inter_steps * inter;
+    double lat = fixed + (nsteps - crossing) * intra + crossing * inter;
     if (p == 2) lat *= plateau;
     double bw_us = (p == 0 && ring_bw * 0.5 > ll_max) ? S * factor / ll_max * 1e6 : S * factor / kRingEff[p] * inv_ring;
     best = std::min(best, lat + bw_us);
