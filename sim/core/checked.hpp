@@ -9,6 +9,12 @@
 
 namespace stepsim {
 
+// ceil(a / b) for a >= 0, b > 0 (no overflow check: a + b - 1 must fit).
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// a rounded up to a multiple of b (a >= 0, b > 0).
+constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
 // a * b, or nullopt when the product does not fit in int64.
 constexpr std::optional<std::int64_t> checked_mul(std::int64_t a, std::int64_t b) {
   std::int64_t out = 0;

@@ -5,20 +5,22 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/checked.hpp"
+
 namespace stepsim {
 
 // round_size (CUDACachingAllocator.cpp): below kMinBlockSize -> kMinBlockSize, else up to a
 // multiple of it (roundup_power2_divisions is off by default and not modelled).
 std::int64_t CachingAllocator::round_size(std::int64_t size) {
   if (size < kMinBlockSize) return kMinBlockSize;
-  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+  return round_up(size, kMinBlockSize);
 }
 
 // get_allocation_size: the cudaMalloc size of a new segment for a (rounded) request.
 std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
   if (size < kMinLargeAlloc) return kLargeBuffer;
-  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+  return round_up(size, kRoundLarge);
 }
 
 void CachingAllocator::insert_free(int b) {
@@ -83,7 +85,7 @@ int CachingAllocator::grow_expandable(int stream, bool small, std::int64_t size)
   std::int64_t page = small ? kSmallBuffer : kLargeBuffer;
   bool tail_free = tail >= 0 && !blocks_[static_cast<std::size_t>(tail)].allocated;
   std::int64_t have = tail_free ? blocks_[static_cast<std::size_t>(tail)].size : 0;
-  std::int64_t add = ((size - have + page - 1) / page) * page;
+  std::int64_t add = round_up(size - have, page);
   reserved_ += add;
   std::int64_t old_end = s.mapped;
   s.mapped += add;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/config/experiment.hpp"
+#include "sim/core/checked.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/program/program.hpp"
 #include "sim/workload/workload.hpp"
@@ -56,7 +57,5 @@ std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, S
 // the saved activations (`saved`, -1 for none) are freed.
 void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
                     const std::function<void()>& before_launch = {});
-
-inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace stepsim
