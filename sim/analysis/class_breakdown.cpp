@@ -11,12 +11,6 @@ std::int64_t ClassBreakdown::kernels() const {
   return n;
 }
 
-ClassRow* ClassBreakdown::find(const std::string& cls) {
-  for (auto& r : rows)
-    if (r.cls == cls) return &r;
-  return nullptr;
-}
-
 ClassBreakdown empty_breakdown() {
   ClassBreakdown b;
   for (int i = 0; i < kKernelClassCount; ++i) b.rows.push_back(ClassRow{to_string(static_cast<KernelClass>(i)), 0, {}});
@@ -33,11 +27,11 @@ ClassBreakdown class_breakdown(const Timeline& t, Time comm_time, Time idle) {
       r.kernels += op.kernels;
       r.time += op.duration();
     } else if (op.kind == TimelineOp::Kind::Collective) {
-      b.rows[kKernelClassCount].kernels += 1;
+      b.communication().kernels += 1;
     }
   }
-  b.rows[kKernelClassCount].time = comm_time;
-  b.rows[kKernelClassCount + 1].time = idle;
+  b.communication().time = comm_time;
+  b.idle().time = idle;
   return b;
 }
 
@@ -45,21 +39,6 @@ nlohmann::json breakdown_to_json(const ClassBreakdown& b) {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& r : b.rows) j[r.cls] = {{"kernels", r.kernels}, {"time_ns", r.time.ns}};
   return j;
-}
-
-ClassBreakdown breakdown_from_json(const nlohmann::json& j) {
-  ClassBreakdown b;
-  if (!j.is_object()) return b;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    ClassRow r;
-    r.cls = it.key();
-    if (it.value().is_object()) {
-      r.kernels = it.value().value("kernels", std::int64_t{0});
-      r.time = Time{it.value().value("time_ns", std::int64_t{0})};
-    }
-    b.rows.push_back(r);
-  }
-  return b;
 }
 
 std::string breakdown_to_text(const ClassBreakdown& b, Time step) {

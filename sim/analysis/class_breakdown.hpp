@@ -24,7 +24,8 @@ struct ClassRow {
 struct ClassBreakdown {
   std::vector<ClassRow> rows;  // every kernel class in enum order, then communication, idle
   std::int64_t kernels() const;  // compute kernels (communication and idle excluded)
-  ClassRow* find(const std::string& cls);
+  ClassRow& communication() { return rows[kKernelClassCount]; }
+  ClassRow& idle() { return rows[kKernelClassCount + 1]; }
 };
 
 // An empty breakdown with every row present (zero).
@@ -35,8 +36,6 @@ ClassBreakdown class_breakdown(const Timeline& t, Time comm_time, Time idle);
 
 // {"gemm": {"kernels": N, "time_ns": T}, ...}
 nlohmann::json breakdown_to_json(const ClassBreakdown& b);
-// Parses breakdown_to_json's output (unknown classes kept as given).
-ClassBreakdown breakdown_from_json(const nlohmann::json& j);
 // A readable table: class, time, % of `step`, kernels.
 std::string breakdown_to_text(const ClassBreakdown& b, Time step);
 
