@@ -1,8 +1,16 @@
 #pragma once
-// Shared helpers for tests: a textbook hardware profile and small program fixtures.
+// Shared helpers for tests: a textbook hardware profile, small program fixtures, and private
+// temporary directories.
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include <catch2/catch.hpp>
 
@@ -52,6 +60,61 @@ inline int run_capture(const std::string& cmd, std::string& out) {
   int status = pclose(p);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// A fresh, empty directory for one test's files, removed with everything in it when it goes
+// out of scope: <temp>/stepsim-<pid>-<n>-<what>-<test name>, where n counts the directories
+// this process has made. The pid keeps concurrent processes apart (ctest -j, two checkouts on
+// one machine), the counter two directories of one process, and the test name says whose
+// leftovers a crash left behind. Tests put every file they write in one: never a fixed name
+// under /tmp, which a parallel run of the same test would share.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& what = "") {
+    static std::atomic<unsigned> counter{0};
+    std::string name = "stepsim-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    for (const std::string& part : {what, current_test_name()}) {
+      std::string slug = slug_of(part);
+      if (!slug.empty()) name += "-" + slug;
+    }
+    path_ = std::filesystem::temp_directory_path() / name;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);  // a crashed run with a recycled pid
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  // A path inside the directory (the file is not created).
+  std::filesystem::path operator/(const std::string& file) const { return path_ / file; }
+  // The same as a string, for command lines.
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static std::string current_test_name() {
+    try {
+      return Catch::getResultCapture().getCurrentTestName();
+    } catch (...) {
+      return "";  // outside a running test case
+    }
+  }
+  // Lower-case letters and digits, other runs as one '-', at most 40 characters.
+  static std::string slug_of(const std::string& text) {
+    std::string out;
+    for (unsigned char c : text) {
+      if (out.size() >= 40) break;
+      if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
+      else if (!out.empty() && out.back() != '-') out += '-';
+    }
+    while (!out.empty() && out.back() == '-') out.pop_back();
+    return out;
+  }
+  std::filesystem::path path_;
+};
 
 }  // namespace stepsim::test
 

@@ -19,15 +19,21 @@ and just before the output block:
 In the expected output a line `...` matches any number of lines; everything else must match
 line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
 commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
+A `/tmp/` path in a command is in a private temporary directory of that block (shown as `/tmp/`
+in the output), so concurrent runs never share a file.
 Exit 0 when every block matches, 1 otherwise (each mismatch is reported with a diff).
 """
 import argparse
 import difflib
+import fcntl
 import glob
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 FENCE = re.compile(r"^```(\w*)\s*$")
 COMMENT = re.compile(r"^<!--\s*(skip|exit|tolerance)\s*:\s*(.*?)\s*-->\s*$")
@@ -90,11 +96,18 @@ def run_in_tree(cmds, build):
     env = dict(os.environ)
     env["PATH"] = os.path.abspath(os.path.join(build, "tools")) + os.pathsep + env.get("PATH", "")
     text, code = "", 0
-    for c in cmds:
-        c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
-        p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
-        text += p.stdout + p.stderr
-        code = p.returncode
+    # The documented /tmp/ paths become a private directory for the run (and back in the output),
+    # so two runs at once (ctest -j, two checkouts) never write each other's files.
+    private = tempfile.mkdtemp(prefix="stepsim-docs-")
+    try:
+        for c in cmds:
+            c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
+            c = c.replace("/tmp/", private + "/")
+            p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
+            text += (p.stdout + p.stderr).replace(private + "/", "/tmp/")
+            code = p.returncode
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return text, code
 
 
@@ -188,10 +201,15 @@ def main():
     a = ap.parse_args()
     files = a.files or ["README.md"] + sorted(glob.glob("docs/*.md"))
     total_ran = total_fail = 0
-    for f in files:
-        ran, fail = check_file(f, a.build, a.update)
-        total_ran += ran
-        total_fail += fail
+    # Some blocks write into the tree (`--trace step.json`) and every run removes what appeared
+    # there: two runs on one tree at once (two ctest runs) take turns.
+    tree = hashlib.sha1(os.path.abspath(".").encode()).hexdigest()[:12]
+    with open(os.path.join(tempfile.gettempdir(), f"stepsim-docs-{tree}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for f in files:
+            ran, fail = check_file(f, a.build, a.update)
+            total_ran += ran
+            total_fail += fail
     print(f"docs: {total_ran - total_fail} passed, {total_fail} failed")
     return 1 if total_fail else 0
 

@@ -350,6 +350,20 @@ void merge_over(Json& base, const Json& patch) {
   }
 }
 
+// Records the paths `patch` writes when merged over `base` (merge_over's recursion) as coming
+// from `file`. An object merged into an object claims only the keys it writes: the keys it
+// leaves alone keep the included file as their source.
+static void claim_patched_paths(const Json& base, const Json& patch, const std::string& path, const std::string& file,
+                                SourceMap& sources) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string p = path + "/" + it.key();
+    if (base.is_object() && base.contains(it.key()) && base[it.key()].is_object() && it.value().is_object())
+      claim_patched_paths(base[it.key()], it.value(), p, file, sources);
+    else
+      sources.file_of_prefix[p] = file;
+  }
+}
+
 static void resolve_includes(Json& node, const fs::path& file, const std::string& path, SourceMap& sources, int depth) {
   if (depth > 16) throw InputError(fmt::format("{}: {}: includes nest deeper than 16 (a cycle?)", file.string(), path));
   if (node.is_object()) {
@@ -368,8 +382,7 @@ static void resolve_includes(Json& node, const fs::path& file, const std::string
       Json overrides = node;
       overrides.erase("include");
       // Overrides written next to "include" belong to the including file.
-      for (auto it = overrides.begin(); it != overrides.end(); ++it)
-        sources.file_of_prefix[path + "/" + it.key()] = file.string();
+      claim_patched_paths(included, overrides, path, file.string(), sources);
       resolve_includes(overrides, file, path, sources, depth);
       merge_over(included, overrides);
       node = std::move(included);

@@ -23,7 +23,8 @@ const std::string kFsdp2 = kSrc + "/configs/examples/llama3-8b-fsdp2-8xh100.json
 const std::string kC1 = kSrc + "/configs/examples/seed/c1-ddp-buckets.json";
 
 fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / "stepsim-hardening-tests" / name;
+  static const stepsim::test::TempDir root("hardening");  // this process's; removed at exit
+  fs::path dir = root / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -15,10 +15,9 @@ namespace {
 const std::string kBin = STEPSIM_BINARY;
 const std::string kSrc = STEPSIM_SOURCE_DIR;
 
-// Writes `text` to a temp file in the build tree and returns its path.
+// Writes `text` to a file in this process's temporary directory and returns its path.
 std::string temp_config(const std::string& name, const std::string& text) {
-  auto dir = std::filesystem::temp_directory_path() / "stepsim-cli-tests";
-  std::filesystem::create_directories(dir);
+  static const stepsim::test::TempDir dir("simulate-cli");  // removed at exit
   auto p = dir / name;
   std::ofstream(p) << text;
   return p.string();

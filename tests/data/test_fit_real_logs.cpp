@@ -15,6 +15,7 @@
 #include "calibrate/importers/xla_tables.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/profile.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 using namespace stepsim::calib;
@@ -54,14 +55,13 @@ int check_busbw_at_64mib_and_up(const KindFit& f, const CollectiveSeries& measur
 // (so the checks see the JSON round trip a user's file goes through).
 HardwareProfile fit_write_and_load(const FitInputs& in, FitReport& report, const std::string& file_name) {
   HardwareProfile p = fit_profile(base_profile(), in, FitOptions{}, report);
-  auto path = std::filesystem::temp_directory_path() / file_name;
+  const test::TempDir dir;
+  auto path = dir / file_name;
   {
     std::ofstream out(path);
     out << fitted_profile_to_json(p, report).dump(2);
   }
-  HardwareProfile loaded = load_profile(path);
-  std::filesystem::remove(path);
-  return loaded;
+  return load_profile(path);
 }
 
 std::vector<std::string> all_logs() {

@@ -15,7 +15,8 @@ TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that re
   for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
     if (e.path().filename().string().rfind("zero1__rank_0", 0) == 0) trace = e.path().string();
   REQUIRE(!trace.empty());
-  std::string out_file = (fs::temp_directory_path() / "stepsim-fit-trace.json").string();
+  const test::TempDir dir;
+  std::string out_file = dir.file("fitted.json");
   std::string out;
   // The trace records no group size; this DP-only job's groups are the world (8), so the
   // assumed groups are right here.

@@ -16,8 +16,7 @@ const std::string kData = STEPSIM_SHARED_DATA;
 
 TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B under ZeRO-1 / ZeRO-2 on 8 A800",
           "[init][data]") {
-  auto dir = std::filesystem::temp_directory_path() / "stepsim-init-test";
-  std::filesystem::create_directories(dir);
+  const stepsim::test::TempDir dir;
   const std::string traces = kData + "/traces/li-plus_playground/";
   for (const auto& [trace, stage] : {std::pair{"zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz", 1},
                                      std::pair{"zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz", 2}}) {

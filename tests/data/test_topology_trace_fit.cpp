@@ -22,7 +22,8 @@ TEST_CASE("fit --model topology --trace on the Megatron traces reproduces the sh
   std::string list;
   for (const auto& t : traces) list += " " + t;
   const std::string base = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json";
-  std::string out_file = (fs::temp_directory_path() / "stepsim-a800-topology.json").string();
+  const test::TempDir dir;
+  std::string out_file = dir.file("a800-topology.json");
   std::string out;
   int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --model topology --collectives-only --base " + base +
                                  " --trace" + list + " --trace-group-size 2 --trace-statistic min --out " + out_file,

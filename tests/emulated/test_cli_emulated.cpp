@@ -19,6 +19,7 @@
 
 #include "live_result_checks.hpp"
 #include "sim/hardware/profile.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -30,13 +31,13 @@ const std::string kEnv = std::string("STEPSIM_GPU_BINARY=") + STEPSIM_GPU_EMULAT
 
 // Runs a shell command; returns its exit status and its output (stdout + stderr).
 int sh(const std::string& cmd, std::string* output = nullptr) {
-  const fs::path log = fs::temp_directory_path() / ("stepsim-emulated-cli-" + std::to_string(::getpid()) + ".log");
+  const stepsim::test::TempDir tmp("sh");
+  const fs::path log = tmp / "output.log";
   int rc = std::system((cmd + " > " + log.string() + " 2>&1").c_str());
   std::ifstream in(log);
   std::stringstream ss;
   ss << in.rdbuf();
   if (output) *output = ss.str();
-  fs::remove(log);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
@@ -45,22 +46,13 @@ json read_json(const fs::path& p) {
   return json::parse(in);
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 }  // namespace
 
 TEST_CASE("emulated GPU: mpirun -np 1 stepsim live writes a live result that compare and analyze read", "[emulated][cli]") {
-  TempDir dir("stepsim-emulated-live");
+  const stepsim::test::TempDir dir("emulated-live");
   const std::string bin = STEPSIM_BINARY;
   const std::string exp = std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/seed/c1-ddp-buckets.json";
-  const fs::path pred = dir.path / "pred.json", meas = dir.path / "meas.json", trace = dir.path / "meas.trace.json";
+  const fs::path pred = dir.path() / "pred.json", meas = dir.path() / "meas.json", trace = dir.path() / "meas.trace.json";
   std::string out;
   REQUIRE(sh(bin + " simulate " + exp + " --json-out " + pred.string(), &out) == 0);
   INFO(out);
@@ -89,9 +81,9 @@ TEST_CASE("emulated GPU: mpirun -np 1 stepsim live writes a live result that com
 }
 
 TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fit and simulate accept", "[emulated][cli]") {
-  TempDir dir("stepsim-emulated-calibrate");
+  const stepsim::test::TempDir dir("emulated-calibrate");
   const std::string bin = STEPSIM_BINARY;
-  const fs::path prof = dir.path / "profile.json";
+  const fs::path prof = dir.path() / "profile.json";
   std::string out;
   REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate all --no-grid --tokens 2048 -b 8 -e 16777216 -f 4 -n 4 --repeats 3 --base " +
                  STEPSIM_SOURCE_DIR + "/configs/hardware/h100-sxm-8x.json --out " + prof.string(),
@@ -110,9 +102,9 @@ TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fi
 
 TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth over a size sweep into the copy class",
           "[emulated][cli]") {
-  TempDir dir("stepsim-emulated-membw");
+  const stepsim::test::TempDir dir("emulated-membw");
   const std::string bin = STEPSIM_BINARY;
-  const fs::path prof = dir.path / "profile.json";
+  const fs::path prof = dir.path() / "profile.json";
   std::string out;
   // 1, 2, 4 MiB: three sizes (-b 1048576 -e 4194304 -f 2).
   REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate membw -b 1048576 -e 4194304 -f 2 -n 2 --repeats 2 --base " +
@@ -136,21 +128,21 @@ TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth over a 
 }
 
 TEST_CASE("emulated GPU: tools/validate_live.sh runs calibrate, simulate, live and compare over its matrix", "[emulated][cli]") {
-  TempDir dir("stepsim-emulated-validate");
+  const stepsim::test::TempDir dir("emulated-validate");
   std::string out;
   int rc = sh(kEnv + "bash " + STEPSIM_SOURCE_DIR + "/tools/validate_live.sh --build " + STEPSIM_BUILD_DIR + " --out " +
-                  dir.path.string() + " --steps 2 --warmup 1",
+                  dir.path().string() + " --steps 2 --warmup 1",
               &out);
   INFO(out);
   {
-    std::ifstream log(dir.path / "run.log");
+    std::ifstream log(dir.path() / "run.log");
     std::stringstream ss;
     ss << log.rdbuf();
     INFO(ss.str().substr(0, 4000));
     REQUIRE(rc == 0);
   }
   CHECK(out.find("calibrated on this machine") != std::string::npos);
-  std::ifstream csv(dir.path / "results.csv");
+  std::ifstream csv(dir.path() / "results.csv");
   std::string line;
   int rows = 0;
   std::getline(csv, line);
@@ -160,11 +152,11 @@ TEST_CASE("emulated GPU: tools/validate_live.sh runs calibrate, simulate, live a
   CHECK(rows == 8);  // DDP x 2 bucket sizes, FSDP1 x 3 prefetch x limit on/off
   for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/validation")) {
     const std::string name = e.path().stem().string();
-    json m = read_json(dir.path / (name + ".measured.json"));
+    json m = read_json(dir.path() / (name + ".measured.json"));
     CHECK(m["mode"] == "live");
-    CHECK(fs::exists(dir.path / (name + ".compare.txt")));
+    CHECK(fs::exists(dir.path() / (name + ".compare.txt")));
   }
-  std::ifstream md(dir.path / "results.md");
+  std::ifstream md(dir.path() / "results.md");
   std::stringstream ss;
   ss << md.rdbuf();
   CHECK(ss.str().find("one GPU: every collective ran as a world-size-1 NCCL call") != std::string::npos);

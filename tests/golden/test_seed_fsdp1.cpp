@@ -13,6 +13,7 @@
 
 #include "sim/analysis/run.hpp"
 #include "sim/config/experiment.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 
@@ -24,13 +25,12 @@ SimulationResult run_seed(const std::string& file) { return run_experiment(load_
 
 // `stepsim simulate FILE --json`, parsed.
 nlohmann::json cli_json(const std::string& file) {
-  auto out = std::filesystem::temp_directory_path() / ("stepsim-fsdp1-" + file);
+  const test::TempDir dir;
+  auto out = dir / "prediction.json";
   std::string cmd = std::string(STEPSIM_BINARY) + " simulate " + seed(file) + " --json > " + out.string();
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream in(out);
-  nlohmann::json j = nlohmann::json::parse(in);
-  std::filesystem::remove(out);
-  return j;
+  return nlohmann::json::parse(in);
 }
 
 // Names of the backward-phase collectives, in the order they ran on the communicator.

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "live_result_checks.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 
@@ -28,8 +29,7 @@ nlohmann::json read(const fs::path& p) {
 }
 
 void live_end_to_end(const std::string& experiment) {
-  const fs::path dir = fs::temp_directory_path() / ("stepsim-live-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const stepsim::test::TempDir dir;
   const std::string bin = STEPSIM_BINARY;
   const std::string pred = (dir / "pred.json").string(), meas = (dir / "meas.json").string();
   const std::string trace = (dir / "meas.trace.json").string();
@@ -41,7 +41,6 @@ void live_end_to_end(const std::string& experiment) {
   CHECK(fs::file_size(trace) > 0);
   int rc = sh(bin + " compare " + pred + " " + meas + " > /dev/null");
   CHECK((rc == 0 || rc == 3));
-  fs::remove_all(dir);
 }
 
 }  // namespace
@@ -55,8 +54,7 @@ TEST_CASE("mpirun -np 1 stepsim live runs an FSDP1 validation experiment end to 
 }
 
 TEST_CASE("mpirun -np 1 stepsim live runs the toy C1 case: 5 ms spin kernels measure as 5 ms", "[gpu][live]") {
-  const fs::path dir = fs::temp_directory_path() / ("stepsim-live-c1-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const stepsim::test::TempDir dir;
   const std::string meas = (dir / "meas.json").string();
   REQUIRE(sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 " + std::string(STEPSIM_BINARY) +
              " live " + STEPSIM_SOURCE_DIR + "/configs/examples/seed/c1-ddp-buckets.json --out " + meas +
@@ -70,5 +68,4 @@ TEST_CASE("mpirun -np 1 stepsim live runs the toy C1 case: 5 ms spin kernels mea
     ++checked;
   }
   CHECK(checked == 10);
-  fs::remove_all(dir);
 }

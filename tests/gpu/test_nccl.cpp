@@ -9,6 +9,7 @@
 #include "kernels/gpu/nccl_ops.hpp"
 #include "kernels/gpu/raii.hpp"
 #include "sim/hardware/profile.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 using namespace stepsim::gpu;
@@ -38,7 +39,8 @@ TEST_CASE("a single-rank NCCL communicator runs every collective and all_reduce 
 }
 
 TEST_CASE("mpirun -np 1 stepsim calibrate nccl writes a profile with the raw points", "[gpu][nccl][mpi]") {
-  auto out = std::filesystem::temp_directory_path() / "stepsim_calibrate_np1.json";
+  const test::TempDir dir;
+  auto out = dir / "profile.json";
   std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --allow-run-as-root -np 1 " +
                     std::string(STEPSIM_BINARY) + " calibrate nccl -b 8 -e 1048576 -f 16 -n 5 --repeats 3 --base " +
                     std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --out " + out.string();
@@ -50,5 +52,4 @@ TEST_CASE("mpirun -np 1 stepsim calibrate nccl writes a profile with the raw poi
   REQUIRE(colls.size() == 3);  // all_reduce, all_gather, reduce_scatter on the world communicator
   CHECK(colls[0].at("ranks") == 1);
   CHECK(colls[0].at("points").size() == 2 * 5);  // 8 B .. 1 MiB by 16x: 8, 128, 2K, 32K, 512K, out-of-place + in-place
-  std::filesystem::remove(out);
 }

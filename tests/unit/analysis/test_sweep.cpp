@@ -8,6 +8,7 @@
 
 #include "sim/analysis/sweep.hpp"
 #include "sim/config/json_reader.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 namespace fs = std::filesystem;
@@ -20,7 +21,8 @@ const std::string kRoot = STEPSIM_SOURCE_DIR;
 SweepSpec c1_sweep(const std::string& axes_json, const std::string& extra = "") {
   std::string text = R"({"name": "test", "base": {"include": ")" + kRoot + R"(/configs/examples/seed/c1-ddp-buckets.json"}, "axes": )" +
                      axes_json + extra + "}";
-  fs::path f = fs::temp_directory_path() / ("stepsim_test_sweep_" + std::to_string(std::hash<std::string>{}(text)) + ".json");
+  static const test::TempDir dir("sweeps");  // this process's; removed at exit
+  fs::path f = dir / ("sweep_" + std::to_string(std::hash<std::string>{}(text)) + ".json");
   std::ofstream(f) << text;
   return load_sweep(f);
 }
@@ -111,11 +113,12 @@ TEST_CASE("shards merged equal the unsharded sweep byte for byte", "[sweep]") {
   o.jobs = 2;
   const std::string whole = run_csv(s, o);
   std::vector<fs::path> parts;
+  const test::TempDir dir;
   for (int i = 0; i < 3; ++i) {
     SweepOptions so = o;
     so.shard = i;
     so.shards = 3;
-    fs::path f = fs::temp_directory_path() / ("stepsim_test_shard_" + std::to_string(i) + ".csv");
+    fs::path f = dir / ("shard_" + std::to_string(i) + ".csv");
     std::ofstream(f, std::ios::binary) << run_csv(s, so);
     parts.push_back(f);
   }
@@ -160,7 +163,8 @@ TEST_CASE("constraints must name a numeric metric and a comparison", "[sweep]") 
 }
 
 TEST_CASE("merging refuses shards of different sweeps", "[sweep]") {
-  fs::path a = fs::temp_directory_path() / "stepsim_test_merge_a.csv", b = fs::temp_directory_path() / "stepsim_test_merge_b.csv";
+  const test::TempDir dir;
+  fs::path a = dir / "merge_a.csv", b = dir / "merge_b.csv";
   std::ofstream(a) << "index,status,x\n0,ok,1\n";
   std::ofstream(b) << "index,status,y\n1,ok,1\n";
   std::ostringstream out;
@@ -181,6 +185,4 @@ TEST_CASE("merging refuses shards of different sweeps", "[sweep]") {
   CHECK(sum.total() == 4);
   REQUIRE(!sum.best().empty());
   CHECK(sum.best().front().index == 1);  // the fastest point (4 ns)
-  fs::remove(a);
-  fs::remove(b);
 }

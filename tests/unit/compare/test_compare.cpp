@@ -60,18 +60,11 @@ const CompareRow& row(const CompareReport& r, const std::string& section, const 
   throw std::logic_error("unreachable");
 }
 
-struct TmpDir {
-  fs::path dir;
-  TmpDir() {
-    dir = fs::temp_directory_path() / ("stepsim-compare-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-  }
-  ~TmpDir() { fs::remove_all(dir); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(dir / name) << text;
-    return (dir / name).string();
-  }
-};
+// Writes `text` to `name` in `dir`; returns the path.
+std::string write(const stepsim::test::TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir / name) << text;
+  return dir.file(name);
+}
 
 int run_cli(const std::string& args) {
   int rc = std::system((std::string(STEPSIM_BINARY) + " compare " + args + " > /dev/null 2>&1").c_str());
@@ -178,12 +171,12 @@ TEST_CASE("tolerances are percentages with or without a percent sign", "[compare
 }
 
 TEST_CASE("compare exits 0 inside the tolerance, 3 outside it and 2 on bad input", "[compare]") {
-  TmpDir t;
-  std::string meas = t.write("meas.json", result("live", 100, 1000).dump());
-  std::string close = t.write("close.json", result("simulate", 103, 1000).dump());
-  std::string far = t.write("far.json", result("simulate", 110, 1000).dump());
-  std::string mem = t.write("mem.json", result("simulate", 100, 1200).dump());
-  std::string junk = t.write("junk.json", "{not json");
+  const stepsim::test::TempDir t;
+  std::string meas = write(t, "meas.json", result("live", 100, 1000).dump());
+  std::string close = write(t, "close.json", result("simulate", 103, 1000).dump());
+  std::string far = write(t, "far.json", result("simulate", 110, 1000).dump());
+  std::string mem = write(t, "mem.json", result("simulate", 100, 1200).dump());
+  std::string junk = write(t, "junk.json", "{not json");
   CHECK(run_cli(close + " " + meas) == 0);                      // +3 % within the default 5 %
   CHECK(run_cli(close + " " + meas + " --tolerance 2%") == 3);  // +3 % outside 2 %
   CHECK(run_cli(far + " " + meas) == 3);                        // +10 %
@@ -192,7 +185,7 @@ TEST_CASE("compare exits 0 inside the tolerance, 3 outside it and 2 on bad input
   CHECK(run_cli(mem + " " + meas + " --memory-tolerance 25%") == 0);
   CHECK(run_cli(close + " " + meas + " --json") == 0);
   CHECK(run_cli(junk + " " + meas) == 2);
-  CHECK(run_cli(close + " " + (t.dir / "missing.json").string()) == 2);
+  CHECK(run_cli(close + " " + (t / "missing.json").string()) == 2);
   CHECK(run_cli(close + " " + meas + " --tolerance lots") == 2);
   CHECK(run_cli(close) == 2);
 }
@@ -201,8 +194,7 @@ TEST_CASE("compare takes analyze --json of a real trace as the measured side", "
   // The li-plus ZeRO-1 trace against the shipped example's prediction: the trace is the
   // reference whichever order the files are given in, and the step-time gate applies.
   const std::string bin = STEPSIM_BINARY, src = STEPSIM_SOURCE_DIR, data = STEPSIM_SHARED_DATA;
-  auto dir = std::filesystem::temp_directory_path() / "stepsim-compare-analyze";
-  std::filesystem::create_directories(dir);
+  const stepsim::test::TempDir dir;
   const std::string predicted = (dir / "predicted.json").string(), measured = (dir / "measured.json").string();
   std::string out;
   REQUIRE(stepsim::test::run_capture(bin + " simulate " + src + "/configs/examples/opt-1.3b-zero1-8xa800.json --json > " + predicted, out) == 0);

@@ -123,15 +123,12 @@ TEST_CASE("Profile \"groups\" round-trip, and bad groups are refused with the JS
   auto load_with = [&](const std::function<void(Json&)>& edit) {
     Json d = doc;
     edit(d);
-    auto path = std::filesystem::temp_directory_path() / "stepsim_test_groups_profile.json";
+    const test::TempDir dir;
+    auto path = dir / "profile.json";
     {
       std::ofstream out(path);
       out << d.dump(1);
     }
-    struct Remove {
-      std::filesystem::path p;
-      ~Remove() { std::filesystem::remove(p); }
-    } remove{path};
     return load_profile(path);
   };
   Json two = Json::array({{{"alpha_us", 16.0}, {"beta_GBps", 200.0}}});

@@ -162,8 +162,7 @@ TEST_CASE("Collective sizes come from the kernel's own args when PyTorch records
 }
 
 TEST_CASE("A gzip trace reads the same as its plain text", "[trace]") {
-  auto dir = std::filesystem::temp_directory_path() / "stepsim_trace_test";
-  std::filesystem::create_directories(dir);
+  const test::TempDir dir;
   auto gz = dir / "mini.json.gz";
   auto plain = dir / "mini.json";
   {
@@ -178,7 +177,6 @@ TEST_CASE("A gzip trace reads the same as its plain text", "[trace]") {
   auto b = analyze_trace(read_kineto_trace(plain), AnalyzeOptions{});
   a.file = b.file = "";
   CHECK(job_to_json(JobAnalysis{{a}, {}, {}, {}}) == job_to_json(JobAnalysis{{b}, {}, {}, {}}));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Malformed or step-less traces are input errors", "[trace]") {

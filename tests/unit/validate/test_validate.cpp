@@ -33,7 +33,8 @@ nlohmann::json published_case(const std::string& name, nlohmann::json published)
 // A suite directory with suite.json holding `cases` (and `pairs`); returns the suite path.
 std::string write_suite(const std::string& dir_name, const std::vector<nlohmann::json>& cases, const nlohmann::json& pairs = nlohmann::json::array(),
                         const nlohmann::json& tolerance = {{"step_time", 10}}) {
-  auto dir = std::filesystem::temp_directory_path() / ("stepsim-validate-" + dir_name);
+  static const stepsim::test::TempDir root("validate");  // this process's; removed at exit
+  auto dir = root / dir_name;
   std::filesystem::create_directories(dir);
   nlohmann::json suite{{"schema", "stepsim.validation/1"}, {"tolerance_pct", tolerance}, {"cases", nlohmann::json(cases)},
                        {"pairs", pairs}};
