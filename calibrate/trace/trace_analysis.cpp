@@ -76,24 +76,11 @@ KernelClass trace_kernel_class(const std::string& raw) {
   return KernelClass::Compute;
 }
 
-TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
-  TraceIndex idx(t);
-  TraceAnalysis a;
-  a.file = t.file;
-  a.rank = t.rank;
-  a.world_size = t.world_size;
-  int dev = t.main_device();
-  for (const auto& d : t.devices)
-    if (d.id == dev) a.device = d.name;
-  Bytes capacity = t.stepsim_capacity;
-  for (const auto& d : t.devices)
-    if (d.id == dev) capacity = d.memory;
-  if (t.stepsim_trace && a.device.empty()) a.device = t.stepsim_device;
-  a.steps_in_trace = idx.steps().size();
-  if (idx.steps().empty())
-    throw InputError(t.file + ": /traceEvents: no ProfilerStep#N span: expected a trace recorded with a profiler "
-                              "schedule (prof.step())");
+namespace {
 
+// The main device's GPU ops, grouped by the ProfilerStep span they belong to, each with its
+// phase; ops outside every step are counted in a.unattributed_gpu_ops.
+std::vector<StepOps> ops_per_step(const KinetoTrace& t, const TraceIndex& idx, int dev, TraceAnalysis& a) {
   std::vector<StepOps> per_step(idx.steps().size());
   for (std::size_t i = 0; i < t.gpu_ops.size(); ++i) {
     const GpuOp& op = t.gpu_ops[i];
@@ -106,127 +93,123 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     per_step[*s].ops.push_back(i);
     per_step[*s].phase.push_back(op.phase.empty() ? idx.kineto_phase(*s, idx.anchor(op)) : phase_from_string(op.phase));
   }
+  return per_step;
+}
 
-  for (std::size_t si = 0; si < idx.steps().size(); ++si) {
-    const CpuSpan& span = *idx.steps()[si];
-    if (o.first_step && span.step_number < *o.first_step) continue;
-    if (o.last_step && span.step_number > *o.last_step) continue;
-    StepAnalysis st;
-    st.classes = empty_breakdown();
-    st.number = span.step_number;
-    st.span_start = span.start;
-    st.span_end = span.end;
-    std::vector<Interval> compute, comm, memops;
-    Time win_start = span.start, win_end = span.end;
-    Time fwd_end = span.start, bwd_end = span.start;
-    const StepOps& so = per_step[si];
-    for (std::size_t k = 0; k < so.ops.size(); ++k) {
-      const GpuOp& op = t.gpu_ops[so.ops[k]];
-      Interval iv{op.start, op.end};
-      if (op.kind != GpuOp::Kind::Kernel) {
-        memops.push_back(iv);
-        ++st.memory_ops;
-        // Copy-engine ops: their time goes to the copy class, no kernel counted.
-        st.classes.rows[static_cast<std::size_t>(KernelClass::Copy)].time += op.end - op.start;
-        continue;
-      }
-      win_start = std::min(win_start, op.start);
-      win_end = std::max(win_end, op.end);
-      if (op.collective) {
-        comm.push_back(iv);
-        ++st.collectives;
-        st.classes.rows[kKernelClassCount].kernels += 1;
-      } else {
-        compute.push_back(iv);
-        ++st.kernels;
-        ClassRow& row = st.classes.rows[static_cast<std::size_t>(trace_kernel_class(t.name_of(op)))];
-        row.kernels += 1;
-        row.time += op.end - op.start;
-      }
-      if (so.phase[k] == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
-      if (so.phase[k] == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
+// Busy time of one step: kernel classes, overlap, idle and the phase split. Returns the
+// merged compute intervals (the exposed part of each collective is measured against them).
+std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, const StepOps& so, StepAnalysis& st) {
+  std::vector<Interval> compute, comm, memops;
+  Time win_start = span.start, win_end = span.end;
+  Time fwd_end = span.start, bwd_end = span.start;
+  for (std::size_t k = 0; k < so.ops.size(); ++k) {
+    const GpuOp& op = t.gpu_ops[so.ops[k]];
+    Interval iv{op.start, op.end};
+    if (op.kind != GpuOp::Kind::Kernel) {
+      memops.push_back(iv);
+      ++st.memory_ops;
+      // Copy-engine ops: their time goes to the copy class, no kernel counted.
+      st.classes.rows[static_cast<std::size_t>(KernelClass::Copy)].time += op.end - op.start;
+      continue;
     }
-    Metrics& m = st.metrics;
-    m.overlap = overlap_metrics(compute, comm, win_start, win_end);
-    m.overlap.step_time = span.end - span.start;
-    Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;
-    m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
-    st.classes.rows[kKernelClassCount].time = m.overlap.comm_time;
-    st.classes.rows[kKernelClassCount + 1].time = m.overlap.idle;
-    // Phases partition the span (as compute_metrics does for the simulator's timeline).
-    fwd_end = std::min(fwd_end, span.end);
-    bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);
-    m.forward = fwd_end - span.start;
-    m.backward = bwd_end - fwd_end;
-    m.optimizer = span.end - bwd_end;
-    st.memory_op_time = total_length(merge_intervals(memops));
-
-    // Memory: samples of the rank's device inside the span; the first highest one is the peak.
-    const MemSample* peak = nullptr;
-    const MemSample* last = nullptr;
-    // A stepsim trace holds one step: every sample of its counter belongs to it (the simulator
-    // counts all of them, including any recorded before the first host instruction).
-    Time mem_lo = t.stepsim_trace ? Time{std::numeric_limits<std::int64_t>::min()} : span.start;
-    Time mem_hi = t.stepsim_trace ? Time::infinite() : span.end;
-    for (const MemSample* s : idx.memory_in(dev, mem_lo, mem_hi)) {
-      // Reserved: Kineto's "Total Reserved" (torch.cuda.memory_reserved() at each allocator
-      // event) or stepsim's reserved counter; its highest value is max_memory_reserved().
-      m.peak_reserved = std::max(m.peak_reserved, s->reserved);
-      if (!s->has_allocated) continue;
-      if (!peak || s->total > peak->total) peak = s;
-      last = s;
+    win_start = std::min(win_start, op.start);
+    win_end = std::max(win_end, op.end);
+    if (op.collective) {
+      comm.push_back(iv);
+      ++st.collectives;
+      st.classes.rows[kKernelClassCount].kernels += 1;
+    } else {
+      compute.push_back(iv);
+      ++st.kernels;
+      ClassRow& row = st.classes.rows[static_cast<std::size_t>(trace_kernel_class(t.name_of(op)))];
+      row.kernels += 1;
+      row.time += op.end - op.start;
     }
-    if (peak) {
-      m.peak_memory = peak->total;
-      for (const auto& [cat, b] : peak->by_category) m.peak_breakdown[cat] = b;
-      m.peak_time = peak->time - span.start;
-      // The host program's phase at the peak (sim/analysis/metrics.hpp). A stepsim trace gives
-      // each op its issue time and phase: the last op issued at or before the peak decides, as
-      // in the simulator. A PyTorch trace: the CPU markers (backward / optimizer spans) at the
-      // peak's host time.
-      if (t.stepsim_trace) {
-        m.peak_phase = "forward";
-        std::optional<Time> last;
-        for (const GpuOp& op : t.gpu_ops) {
-          if (op.device != dev || !op.issue || *op.issue > peak->time || op.phase.empty()) continue;
-          if (!last || *op.issue >= *last) {
-            last = op.issue;
-            m.peak_phase = op.phase;
-          }
-        }
-      } else {
-        m.peak_phase = to_string(idx.kineto_phase(si, peak->time));
-      }
-      m.persistent_memory = last->total;
-    }
-    m.capacity = capacity;
-    m.fits = capacity.count == 0 || std::max(m.peak_memory, m.peak_reserved) <= capacity;
-
-    // Collectives of this step, with their exposed part against this step's compute.
-    auto compute_merged = merge_intervals(compute);
-    for (std::size_t k = 0; k < so.ops.size(); ++k) {
-      const GpuOp& op = t.gpu_ops[so.ops[k]];
-      if (op.kind != GpuOp::Kind::Kernel || !op.collective) continue;
-      CollectiveRecord r = idx.resolve_collective(so.ops[k]);
-      r.step = span.step_number;
-      r.start = op.start;
-      r.duration = op.end - op.start;
-      r.exposed = r.duration - intersection_length({Interval{op.start, op.end}}, compute_merged);
-      a.collectives.push_back(std::move(r));
-    }
-    a.steps.push_back(std::move(st));
+    if (so.phase[k] == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
+    if (so.phase[k] == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
   }
+  Metrics& m = st.metrics;
+  m.overlap = overlap_metrics(compute, comm, win_start, win_end);
+  m.overlap.step_time = span.end - span.start;
+  Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;
+  m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
+  st.classes.rows[kKernelClassCount].time = m.overlap.comm_time;
+  st.classes.rows[kKernelClassCount + 1].time = m.overlap.idle;
+  // Phases partition the span (as compute_metrics does for the simulator's timeline).
+  fwd_end = std::min(fwd_end, span.end);
+  bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);
+  m.forward = fwd_end - span.start;
+  m.backward = bwd_end - fwd_end;
+  m.optimizer = span.end - bwd_end;
+  st.memory_op_time = total_length(merge_intervals(memops));
+  return merge_intervals(compute);
+}
 
-  std::vector<Metrics> ms;
-  for (const auto& s : a.steps) ms.push_back(s.metrics);
-  if (!ms.empty()) a.mean = mean_metrics(ms);
-  std::stable_sort(a.collectives.begin(), a.collectives.end(),
-                   [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.start < y.start; });
+// The host program's phase at the memory peak (sim/analysis/metrics.hpp). A stepsim trace gives
+// each op its issue time and phase: the last op issued at or before the peak decides, as in the
+// simulator. A PyTorch trace: the CPU markers (backward / optimizer spans) at the peak's host time.
+std::string peak_phase(const KinetoTrace& t, const TraceIndex& idx, int dev, std::size_t step, Time peak_time) {
+  if (!t.stepsim_trace) return to_string(idx.kineto_phase(step, peak_time));
+  std::string phase = "forward";
+  std::optional<Time> last;
+  for (const GpuOp& op : t.gpu_ops) {
+    if (op.device != dev || !op.issue || *op.issue > peak_time || op.phase.empty()) continue;
+    if (!last || *op.issue >= *last) {
+      last = op.issue;
+      phase = op.phase;
+    }
+  }
+  return phase;
+}
 
-  // Collective table: one row per (kind, group size, S, dtype).
+// Memory: samples of the rank's device inside the span; the first highest one is the peak.
+void step_memory(const KinetoTrace& t, const TraceIndex& idx, int dev, std::size_t step, const CpuSpan& span, Bytes capacity,
+                 Metrics& m) {
+  const MemSample* peak = nullptr;
+  const MemSample* last = nullptr;
+  // A stepsim trace holds one step: every sample of its counter belongs to it (the simulator
+  // counts all of them, including any recorded before the first host instruction).
+  Time mem_lo = t.stepsim_trace ? Time{std::numeric_limits<std::int64_t>::min()} : span.start;
+  Time mem_hi = t.stepsim_trace ? Time::infinite() : span.end;
+  for (const MemSample* s : idx.memory_in(dev, mem_lo, mem_hi)) {
+    // Reserved: Kineto's "Total Reserved" (torch.cuda.memory_reserved() at each allocator
+    // event) or stepsim's reserved counter; its highest value is max_memory_reserved().
+    m.peak_reserved = std::max(m.peak_reserved, s->reserved);
+    if (!s->has_allocated) continue;
+    if (!peak || s->total > peak->total) peak = s;
+    last = s;
+  }
+  if (peak) {
+    m.peak_memory = peak->total;
+    for (const auto& [cat, b] : peak->by_category) m.peak_breakdown[cat] = b;
+    m.peak_time = peak->time - span.start;
+    m.peak_phase = peak_phase(t, idx, dev, step, peak->time);
+    m.persistent_memory = last->total;
+  }
+  m.capacity = capacity;
+  m.fits = capacity.count == 0 || std::max(m.peak_memory, m.peak_reserved) <= capacity;
+}
+
+// Collectives of one step, with their exposed part against the step's merged compute.
+void step_collectives(const KinetoTrace& t, const TraceIndex& idx, const CpuSpan& span, const StepOps& so,
+                      const std::vector<Interval>& compute_merged, std::vector<CollectiveRecord>& out) {
+  for (std::size_t k = 0; k < so.ops.size(); ++k) {
+    const GpuOp& op = t.gpu_ops[so.ops[k]];
+    if (op.kind != GpuOp::Kind::Kernel || !op.collective) continue;
+    CollectiveRecord r = idx.resolve_collective(so.ops[k]);
+    r.step = span.step_number;
+    r.start = op.start;
+    r.duration = op.end - op.start;
+    r.exposed = r.duration - intersection_length({Interval{op.start, op.end}}, compute_merged);
+    out.push_back(std::move(r));
+  }
+}
+
+// Collective table: one row per (kind, group size, S, dtype).
+std::vector<CollectiveRow> collective_table(const std::vector<CollectiveRecord>& collectives) {
   std::map<std::tuple<int, int, std::int64_t, std::string>, std::vector<const CollectiveRecord*>> groups;
-  for (const auto& r : a.collectives)
-    groups[{static_cast<int>(r.kind), r.group_size, r.bytes.count, r.dtype}].push_back(&r);
+  for (const auto& r : collectives) groups[{static_cast<int>(r.kind), r.group_size, r.bytes.count, r.dtype}].push_back(&r);
+  std::vector<CollectiveRow> table;
   for (auto& [key, recs] : groups) {
     CollectiveRow row;
     row.kind = recs.front()->kind;
@@ -249,15 +232,62 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
       row.algbw_gbps = achieved_bandwidth(row.bytes, row.median).gbps();
       row.busbw_gbps = row.algbw_gbps * collective_busbw_factor(row.kind, row.group_size);
     }
-    a.table.push_back(row);
+    table.push_back(row);
   }
+  return table;
+}
 
-  std::vector<CollectiveRecord> by_exposed = a.collectives;
+// The `top` collectives with the most exposed time, ties in start order.
+std::vector<CollectiveRecord> most_exposed(std::vector<CollectiveRecord> by_exposed, int top) {
   std::stable_sort(by_exposed.begin(), by_exposed.end(),
                    [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.exposed > y.exposed; });
-  if (by_exposed.size() > static_cast<std::size_t>(std::max(o.top_exposed, 0)))
-    by_exposed.resize(static_cast<std::size_t>(std::max(o.top_exposed, 0)));
-  a.top_exposed = std::move(by_exposed);
+  if (by_exposed.size() > static_cast<std::size_t>(std::max(top, 0))) by_exposed.resize(static_cast<std::size_t>(std::max(top, 0)));
+  return by_exposed;
+}
+
+}  // namespace
+
+TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
+  TraceIndex idx(t);
+  TraceAnalysis a;
+  a.file = t.file;
+  a.rank = t.rank;
+  a.world_size = t.world_size;
+  int dev = t.main_device();
+  for (const auto& d : t.devices)
+    if (d.id == dev) a.device = d.name;
+  Bytes capacity = t.stepsim_capacity;
+  for (const auto& d : t.devices)
+    if (d.id == dev) capacity = d.memory;
+  if (t.stepsim_trace && a.device.empty()) a.device = t.stepsim_device;
+  a.steps_in_trace = idx.steps().size();
+  if (idx.steps().empty())
+    throw InputError(t.file + ": /traceEvents: no ProfilerStep#N span: expected a trace recorded with a profiler "
+                              "schedule (prof.step())");
+
+  const std::vector<StepOps> per_step = ops_per_step(t, idx, dev, a);
+  for (std::size_t si = 0; si < idx.steps().size(); ++si) {
+    const CpuSpan& span = *idx.steps()[si];
+    if (o.first_step && span.step_number < *o.first_step) continue;
+    if (o.last_step && span.step_number > *o.last_step) continue;
+    StepAnalysis st;
+    st.classes = empty_breakdown();
+    st.number = span.step_number;
+    st.span_start = span.start;
+    st.span_end = span.end;
+    const std::vector<Interval> compute_merged = step_busy_time(t, span, per_step[si], st);
+    step_memory(t, idx, dev, si, span, capacity, st.metrics);
+    step_collectives(t, idx, span, per_step[si], compute_merged, a.collectives);
+    a.steps.push_back(std::move(st));
+  }
+
+  std::vector<Metrics> ms;
+  for (const auto& s : a.steps) ms.push_back(s.metrics);
+  if (!ms.empty()) a.mean = mean_metrics(ms);
+  std::stable_sort(a.collectives.begin(), a.collectives.end(),
+                   [](const CollectiveRecord& x, const CollectiveRecord& y) { return x.start < y.start; });
+  a.table = collective_table(a.collectives);
+  a.top_exposed = most_exposed(a.collectives, o.top_exposed);
   return a;
 }
 

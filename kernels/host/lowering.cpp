@@ -76,7 +76,22 @@ class Lowerer {
     return c;
   }
 
-  void lower_launch(const Launch& l, LoweredInstruction& li) {
+  // One instruction -> its GPU calls; the Program's ids are checked on the way (a bad id is a
+  // strategy bug: logic_error).
+  LoweredInstruction lower(std::size_t i) {
+    LoweredInstruction li;
+    li.instruction = i;
+    std::visit([&](const auto& instr) { lower_instruction(instr, li); }, p_.instructions[i]);
+    if (li.timed) ++out_.timed_ops;
+    return li;
+  }
+
+  // A kernel: its GEMMs (and the attention stand-in), a device copy for its memory traffic, a
+  // spin for its fixed time.
+  void lower_instruction(const Launch& l, LoweredInstruction& li) {
+    check_stream(l.stream, li.instruction);
+    li.timed = true;
+    li.stream = l.stream;
     const KernelWork& w = l.kernel.work;
     for (const GemmShape& g : w.gemms) {
       if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0)
@@ -108,116 +123,111 @@ class Lowerer {
     }
   }
 
-  LoweredInstruction lower(std::size_t i) {
-    LoweredInstruction li;
-    li.instruction = i;
-    std::visit(Overloaded{
-                   [&](const Launch& l) {
-                     check_stream(l.stream, i);
-                     li.timed = true;
-                     li.stream = l.stream;
-                     lower_launch(l, li);
-                   },
-                   [&](const Collective& c) {
-                     check_stream(c.stream, i);
-                     if (c.comm < 0 || static_cast<std::size_t>(c.comm) >= p_.comms.size())
-                       throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i, c.comm));
-                     li.timed = true;
-                     li.stream = c.stream;
-                     GpuCall g = make_call(CallKind::Collective, c.stream);
-                     g.comm = c.comm;
-                     g.collective = c.kind;
-                     g.dtype = c.dtype;
-                     g.bytes = c.bytes;
-                     g.name = c.name;
-                     g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[static_cast<std::size_t>(c.comm)].ranks,
-                                                c.dtype);
-                     g.in_place = c.kind != CollectiveKind::AllToAll;
-                     auto ci = static_cast<std::size_t>(c.comm);
-                     out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
-                     out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
-                     li.calls.push_back(g);
-                   },
-                   [&](const Record& r) {
-                     check_stream(r.stream, i);
-                     check_event(r.event, i);
-                     GpuCall g = make_call(CallKind::EventRecord, r.stream);
-                     g.event = r.event;
-                     li.calls.push_back(g);
-                   },
-                   [&](const Wait& w) {
-                     check_stream(w.stream, i);
-                     check_event(w.event, i);
-                     GpuCall g = make_call(CallKind::StreamWaitEvent, w.stream);
-                     g.event = w.event;
-                     li.calls.push_back(g);
-                   },
-                   [&](const HostSync& h) {
-                     GpuCall g;
-                     g.name = h.reason;
-                     if (h.target_kind == HostSync::Target::Event) {
-                       check_event(h.target, i);
-                       g.kind = CallKind::EventSynchronize;
-                       g.event = h.target;
-                     } else {
-                       check_stream(h.target, i);
-                       g.kind = CallKind::StreamSynchronize;
-                       g.stream = h.target;
-                     }
-                     li.calls.push_back(g);
-                   },
-                   [&](const Alloc& a) {
-                     check_stream(a.stream, i);
-                     auto b = static_cast<std::size_t>(check_buffer(a.buffer, i));
-                     if (alloc_stream_[b] >= 0)
-                       throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
-                     alloc_stream_[b] = a.stream;
-                     GpuCall g = make_call(CallKind::MallocAsync, a.stream);
-                     g.buffer = a.buffer;
-                     g.bytes = a.bytes;
-                     g.category = a.category;
-                     g.name = a.name;
-                     li.calls.push_back(g);
-                   },
-                   [&](const Free& f) {
-                     auto b = static_cast<std::size_t>(check_buffer(f.buffer, i));
-                     if (alloc_stream_[b] < 0)
-                       throw std::logic_error(fmt::format("instruction {}: free of buffer {} that is not live", i, f.buffer));
-                     GpuCall g;
-                     g.buffer = f.buffer;
-                     g.stream = alloc_stream_[b];
-                     if (f.record_streams.empty()) {
-                       g.kind = CallKind::FreeAsync;
-                     } else {
-                       g.kind = CallKind::DeferredFree;
-                       g.wait_streams.push_back(alloc_stream_[b]);
-                       for (StreamId s : f.record_streams) {
-                         check_stream(s, i);
-                         if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end())
-                           g.wait_streams.push_back(s);
-                       }
-                       out_.uses_deferred_free = true;
-                     }
-                     alloc_stream_[b] = -1;
-                     li.calls.push_back(g);
-                   },
-                   [&](const HostWork& h) {
-                     GpuCall g = make_call(CallKind::HostBusyWait);
-                     g.duration = h.duration;
-                     g.name = h.name;
-                     li.calls.push_back(g);
-                   },
-                   [&](const Mark& m) {
-                     GpuCall g = make_call(CallKind::Mark);
-                     g.name = m.name;
-                     g.starts_phase = m.phase.has_value();
-                     if (m.phase) g.phase = *m.phase;
-                     li.calls.push_back(g);
-                   },
-               },
-               p_.instructions[i]);
-    if (li.timed) ++out_.timed_ops;
-    return li;
+  // A collective: in place except all-to-all; the per-communicator scratch grows to its sizes.
+  void lower_instruction(const Collective& c, LoweredInstruction& li) {
+    const std::size_t i = li.instruction;
+    check_stream(c.stream, i);
+    if (c.comm < 0 || static_cast<std::size_t>(c.comm) >= p_.comms.size())
+      throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i, c.comm));
+    li.timed = true;
+    li.stream = c.stream;
+    GpuCall g = make_call(CallKind::Collective, c.stream);
+    g.comm = c.comm;
+    g.collective = c.kind;
+    g.dtype = c.dtype;
+    g.bytes = c.bytes;
+    g.name = c.name;
+    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[static_cast<std::size_t>(c.comm)].ranks, c.dtype);
+    g.in_place = c.kind != CollectiveKind::AllToAll;
+    auto ci = static_cast<std::size_t>(c.comm);
+    out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
+    out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
+    li.calls.push_back(g);
+  }
+
+  void lower_instruction(const Record& r, LoweredInstruction& li) {
+    check_stream(r.stream, li.instruction);
+    check_event(r.event, li.instruction);
+    GpuCall g = make_call(CallKind::EventRecord, r.stream);
+    g.event = r.event;
+    li.calls.push_back(g);
+  }
+
+  void lower_instruction(const Wait& w, LoweredInstruction& li) {
+    check_stream(w.stream, li.instruction);
+    check_event(w.event, li.instruction);
+    GpuCall g = make_call(CallKind::StreamWaitEvent, w.stream);
+    g.event = w.event;
+    li.calls.push_back(g);
+  }
+
+  void lower_instruction(const HostSync& h, LoweredInstruction& li) {
+    GpuCall g;
+    g.name = h.reason;
+    if (h.target_kind == HostSync::Target::Event) {
+      check_event(h.target, li.instruction);
+      g.kind = CallKind::EventSynchronize;
+      g.event = h.target;
+    } else {
+      check_stream(h.target, li.instruction);
+      g.kind = CallKind::StreamSynchronize;
+      g.stream = h.target;
+    }
+    li.calls.push_back(g);
+  }
+
+  // An allocation remembers its stream: the free returns the block to that stream's pool.
+  void lower_instruction(const Alloc& a, LoweredInstruction& li) {
+    const std::size_t i = li.instruction;
+    check_stream(a.stream, i);
+    auto b = static_cast<std::size_t>(check_buffer(a.buffer, i));
+    if (alloc_stream_[b] >= 0) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
+    alloc_stream_[b] = a.stream;
+    GpuCall g = make_call(CallKind::MallocAsync, a.stream);
+    g.buffer = a.buffer;
+    g.bytes = a.bytes;
+    g.category = a.category;
+    g.name = a.name;
+    li.calls.push_back(g);
+  }
+
+  // A free with record_streams is deferred until every stream that used the block passes it.
+  void lower_instruction(const Free& f, LoweredInstruction& li) {
+    const std::size_t i = li.instruction;
+    auto b = static_cast<std::size_t>(check_buffer(f.buffer, i));
+    if (alloc_stream_[b] < 0)
+      throw std::logic_error(fmt::format("instruction {}: free of buffer {} that is not live", i, f.buffer));
+    GpuCall g;
+    g.buffer = f.buffer;
+    g.stream = alloc_stream_[b];
+    if (f.record_streams.empty()) {
+      g.kind = CallKind::FreeAsync;
+    } else {
+      g.kind = CallKind::DeferredFree;
+      g.wait_streams.push_back(alloc_stream_[b]);
+      for (StreamId s : f.record_streams) {
+        check_stream(s, i);
+        if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
+      }
+      out_.uses_deferred_free = true;
+    }
+    alloc_stream_[b] = -1;
+    li.calls.push_back(g);
+  }
+
+  void lower_instruction(const HostWork& h, LoweredInstruction& li) {
+    GpuCall g = make_call(CallKind::HostBusyWait);
+    g.duration = h.duration;
+    g.name = h.name;
+    li.calls.push_back(g);
+  }
+
+  void lower_instruction(const Mark& m, LoweredInstruction& li) {
+    GpuCall g = make_call(CallKind::Mark);
+    g.name = m.name;
+    g.starts_phase = m.phase.has_value();
+    if (m.phase) g.phase = *m.phase;
+    li.calls.push_back(g);
   }
 
   const Program& p_;
