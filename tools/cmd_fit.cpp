@@ -11,13 +11,13 @@
 #include "calibrate/calibration_io.hpp"
 #include "calibrate/fit/profile_fit.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
-#include "calibrate/importers/text_util.hpp"
+#include "calibrate/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
 #include <optional>
 
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
-#include "calibrate/trace/trace_fit.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile.hpp"
 #include "tools/cli_common.hpp"

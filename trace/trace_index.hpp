@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
 
 namespace stepsim::trace {
 

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "calibrate/fit/profile_fit.hpp"
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
 #include "sim/hardware/profile.hpp"
 
 namespace stepsim::trace {

@@ -1,4 +1,4 @@
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "calibrate/trace/trace_index.hpp"
+#include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 

@@ -1,5 +1,5 @@
 // Spin kernel for fixed-time work in live mode (see live_spin.hpp).
-#include "kernels/gpu/live_spin.hpp"
+#include "live/live_spin.hpp"
 
 namespace stepsim::gpu {
 

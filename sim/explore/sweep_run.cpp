@@ -12,9 +12,9 @@
 
 #include <fmt/format.h>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
-#include "sim/report/text_report.hpp"
+#include "sim/core/format.hpp"
 
 namespace stepsim {
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 
 namespace stepsim::trace {
 

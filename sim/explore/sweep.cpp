@@ -1,4 +1,4 @@
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 
 #include <algorithm>
 #include <sstream>

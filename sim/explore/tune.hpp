@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 
 namespace stepsim {
 

@@ -1,4 +1,4 @@
-#include "sim/analysis/tune.hpp"
+#include "sim/explore/tune.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
-#include "sim/report/text_report.hpp"
+#include "sim/core/format.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {

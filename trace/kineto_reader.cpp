@@ -18,8 +18,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/trace/json_stream.hpp"
-#include "calibrate/trace/kineto_trace.hpp"
+#include "trace/json_stream.hpp"
+#include "trace/kineto_trace.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
 

@@ -1,12 +1,12 @@
-#include "calibrate/trace/trace_init.hpp"
+#include "calibrate/from_trace/trace_init.hpp"
 
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
-#include "calibrate/trace/trace_fit.hpp"
-#include "calibrate/trace/trace_index.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
+#include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
 
 namespace stepsim::trace {

@@ -1,4 +1,4 @@
-#include "kernels/host/measured.hpp"
+#include "live/measured.hpp"
 
 #include <algorithm>
 #include <cmath>

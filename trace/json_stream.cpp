@@ -1,4 +1,4 @@
-#include "calibrate/trace/json_stream.hpp"
+#include "trace/json_stream.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "kernels/gpu/live_executor.hpp"
+#include "live/live_executor.hpp"
 
 #include <mpi.h>
 
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "kernels/gpu/gemm.hpp"
-#include "kernels/gpu/live_spin.hpp"
+#include "live/live_spin.hpp"
 #include "kernels/gpu/nccl_ops.hpp"
 #include "sim/exec/engine.hpp"
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/trace/kineto_trace.hpp"
+#include "trace/kineto_trace.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 

@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate/trace/kineto_trace.hpp"
+#include "trace/kineto_trace.hpp"
 #include "sim/analysis/class_breakdown.hpp"
 #include "sim/analysis/metrics.hpp"
 

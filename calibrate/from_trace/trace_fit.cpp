@@ -1,4 +1,4 @@
-#include "calibrate/trace/trace_fit.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/trace/trace_index.hpp"
+#include "trace/trace_index.hpp"
 
 namespace stepsim::trace {
 

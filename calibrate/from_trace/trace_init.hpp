@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
 
 namespace stepsim::trace {
 

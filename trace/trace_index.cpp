@@ -1,4 +1,4 @@
-#include "calibrate/trace/trace_index.hpp"
+#include "trace/trace_index.hpp"
 
 #include <algorithm>
 

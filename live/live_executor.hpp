@@ -1,6 +1,6 @@
 #pragma once
-// The live executor: runs a lowered Program (kernels/host/lowering.hpp) on this process's GPU,
-// one MPI rank per GPU, and collects raw measurements per step (kernels/host/measured.hpp
+// The live executor: runs a lowered Program (live/lowering.hpp) on this process's GPU,
+// one MPI rank per GPU, and collects raw measurements per step (live/measured.hpp
 // turns them into a Timeline and the stepsim.result/1 document).
 //
 // It interprets the lowering literally and decides nothing: one CUDA stream per Program
@@ -18,8 +18,8 @@
 #include <memory>
 
 #include "kernels/gpu/mpi_bootstrap.hpp"
-#include "kernels/host/lowering.hpp"
-#include "kernels/host/measured.hpp"
+#include "live/lowering.hpp"
+#include "live/measured.hpp"
 
 namespace stepsim::gpu {
 

@@ -1,4 +1,4 @@
-#include "calibrate/importers/text_util.hpp"
+#include "calibrate/text_util.hpp"
 
 #include <cctype>
 #include <charconv>

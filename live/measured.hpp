@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/host/lowering.hpp"
+#include "live/lowering.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/exec/timeline.hpp"

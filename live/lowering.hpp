@@ -1,7 +1,7 @@
 #pragma once
 // The host-only half of live mode: lowering a Program onto GPU operations. Each Program
 // instruction becomes an ordered list of GpuCalls that say exactly which CUDA/cuBLASLt/NCCL
-// call the live executor (kernels/gpu/live_executor) makes, on which stream, with which sizes.
+// call the live executor (live/live_executor) makes, on which stream, with which sizes.
 // Plain C++ (no CUDA header) so the mapping is unit-tested without a GPU; the executor is a
 // direct interpreter of this list and decides nothing on its own.
 //
@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "sim/core/units.hpp"
+#include "sim/hardware/collective_model.hpp"
 #include "sim/program/program.hpp"
 
 namespace stepsim::live {
@@ -64,15 +65,13 @@ enum class CallKind {
 };
 std::string to_string(CallKind k);
 
-// Per-rank NCCL arguments of a collective of S bytes (nccl-tests convention, as
-// kernels/gpu/nccl_ops.hpp's collective_sizes computes them; the executor checks both agree).
-struct CollectiveSizes {
-  std::int64_t count = 0;        // NCCL's count argument (elements)
-  std::int64_t send_bytes = 0;   // this rank's send buffer
-  std::int64_t recv_bytes = 0;   // this rank's receive buffer
-  std::int64_t total_bytes = 0;  // S actually moved after rounding to whole elements per rank
-};
-CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes, int nranks, Dtype dtype);
+// Per-rank NCCL arguments of a collective of S bytes: the nccl-tests convention, defined once
+// in sim/hardware/collective_model.hpp (kernels/gpu/nccl_ops uses it too, and the executor
+// checks both agree).
+using CollectiveSizes = NcclTestsSizes;
+inline CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes, int nranks, Dtype dtype) {
+  return nccl_tests_sizes(kind, bytes, nranks, dtype);
+}
 
 struct GpuCall {
   CallKind kind = CallKind::Mark;

@@ -1,4 +1,4 @@
-#include "kernels/host/lowering.hpp"
+#include "live/lowering.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -255,36 +255,6 @@ std::string to_string(CallKind k) {
     case CallKind::Mark: return "mark";
   }
   return "mark";
-}
-
-CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes, int nranks, Dtype dtype) {
-  if (nranks < 1) throw std::invalid_argument("collective_sizes: nranks < 1");
-  const std::int64_t elem = dtype_bytes(dtype);
-  const std::int64_t n = nranks;
-  CollectiveSizes s;
-  switch (kind) {
-    case CollectiveKind::AllReduce:
-    case CollectiveKind::Broadcast:
-    case CollectiveKind::Reduce:
-      s.count = std::max<std::int64_t>(1, bytes / elem);
-      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem;
-      break;
-    case CollectiveKind::AllGather:
-      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
-      s.send_bytes = s.count * elem;
-      s.recv_bytes = s.total_bytes = s.count * elem * n;
-      break;
-    case CollectiveKind::ReduceScatter:
-      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
-      s.send_bytes = s.total_bytes = s.count * elem * n;
-      s.recv_bytes = s.count * elem;
-      break;
-    case CollectiveKind::AllToAll:
-      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
-      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem * n;
-      break;
-  }
-  return s;
 }
 
 LiveComm map_communicator(const CommDecl& c, const LoweringOptions& o) {

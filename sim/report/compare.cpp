@@ -1,4 +1,4 @@
-#include "sim/analysis/compare.hpp"
+#include "sim/report/compare.hpp"
 
 #include <cmath>
 #include <map>
