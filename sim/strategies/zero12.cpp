@@ -169,7 +169,7 @@ class Zero12Builder {
   // reduce_independent_p_g_buckets_and_remove_grads (Z4.4).
   void hook(const Param* p) {
     setup_buckets();
-    if (elements_in_ipg_bucket_ + p->numel > c_.reduce_bucket_size) flush();
+    if (elements_in_ipg_bucket_ + p->numel > c_.reduce_bucket_size) reduce_ipg_grads();
     params_in_ipg_bucket_.push_back(p);
     elements_in_ipg_bucket_ += p->numel;
     if (c_.contiguous_gradients && p->numel <= c_.reduce_bucket_size) {
@@ -189,8 +189,10 @@ class Zero12Builder {
     // its own at the next flush; without contiguous_gradients every grad stays until reduced.
   }
 
-  // reduce_ipg_grads -> average_tensor (Z4.5).
-  void flush() {
+  // reduce_ipg_grads (Z4.5): reduce the bucket on the reduction stream (average_tensor), copy
+  // this rank's part into grads_in_partition, release the reduced grads, swap the
+  // double-buffered IPG buffer.
+  void reduce_ipg_grads() {
     if (params_in_ipg_bucket_.empty()) return;
     const int k = bucket_seq_++;
     const std::string unit = fmt::format("bucket {}", k);
@@ -206,31 +208,48 @@ class Zero12Builder {
       b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
       reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, -1);
     } else {
-      b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
-      if (c_.use_multi_rank_bucket_allreduce) {
-        reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
-      } else {
-        // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
-        // (allreduce_no_retain -> allreduce_and_copy), in order of first appearance.
-        std::vector<int> ranks;
-        std::map<int, std::int64_t> per_rank;
-        for (const Param* p : params_in_ipg_bucket_)
-          for (auto [r, n] : owners(p)) {
-            if (!per_rank.count(r)) ranks.push_back(r);
-            per_rank[r] += n;
-          }
-        for (int r : ranks) {
-          if (c_.overlap_comm) {
-            // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
-            b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
-            b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
-          }
-          reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
-        }
-      }
+      average_tensor(unit, bb);
     }
-    // After the reduction, on the same stream: grads of params in this rank's partition are
-    // copied into grads_in_partition (copy_grads_in_partition); stage 2 drops the others.
+    copy_grads_in_partition(unit);
+    release_reduced_grads();
+    params_in_ipg_bucket_.clear();
+    elements_in_ipg_bucket_ = 0;
+    if (c_.overlap_comm && c_.contiguous_gradients) ipg_index_ = 1 - ipg_index_;
+  }
+
+  // average_tensor (reduce_scatter=true): divide, then one all-reduce of the bucket
+  // (use_multi_rank_bucket_allreduce) or one reduce per destination rank.
+  void average_tensor(const std::string& unit, Bytes bb) {
+    b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
+    if (c_.use_multi_rank_bucket_allreduce)
+      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
+    else
+      allreduce_no_retain(unit);
+  }
+
+  // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
+  // (allreduce_no_retain -> allreduce_and_copy), in order of first appearance.
+  void allreduce_no_retain(const std::string& unit) {
+    std::vector<int> ranks;
+    std::map<int, std::int64_t> per_rank;
+    for (const Param* p : params_in_ipg_bucket_)
+      for (auto [r, n] : owners(p)) {
+        if (!per_rank.count(r)) ranks.push_back(r);
+        per_rank[r] += n;
+      }
+    for (int r : ranks) {
+      if (c_.overlap_comm) {
+        // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
+        b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
+        b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
+      }
+      reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
+    }
+  }
+
+  // After the reduction, on the same stream: grads of params in this rank's partition are
+  // copied into grads_in_partition (copy_grads_in_partition); stage 2 drops the others.
+  void copy_grads_in_partition(const std::string& unit) {
     std::int64_t own = 0;
     for (const Param* p : params_in_ipg_bucket_)
       if (params_in_partition_.count(p)) own += p->numel;
@@ -239,20 +258,20 @@ class Zero12Builder {
       b_.launch(reduction_stream_, elementwise("copy_grads_in_partition " + unit, Bytes{own * model_bytes_ * (accumulate_ ? 3 : 2)}, unit,
                                   KernelClass::Copy));
     }
+  }
+
+  // A grad still held: an extra large param's (its partition part was copied above), or any
+  // grad without contiguous_gradients, where stage 1 keeps every grad and stage 2 the
+  // in-partition ones until the step. The others' storage returns once the reduce stream is done.
+  void release_reduced_grads() {
     for (const Param* p : params_in_ipg_bucket_) {
       auto g = grad_.find(p);
       if (g == grad_.end()) continue;
-      // A grad still held: an extra large param's (its partition part was copied above), or
-      // any grad without contiguous_gradients, where stage 1 keeps every grad and stage 2 the
-      // in-partition ones until the step. The storage returns once the reduce stream is done.
       bool keep = !c_.contiguous_gradients && (c_.stage == 1 || params_in_partition_.count(p));
       if (keep) continue;
       b_.free_after(g->second, {reduction_stream_});
       grad_.erase(g);
     }
-    params_in_ipg_bucket_.clear();
-    elements_in_ipg_bucket_ = 0;
-    if (c_.overlap_comm && c_.contiguous_gradients) ipg_index_ = 1 - ipg_index_;
   }
 
   // allreduce_bucket: flatten (a torch.cat copy of the bucket), cast to the communication
@@ -277,7 +296,7 @@ class Zero12Builder {
 
   // independent_gradient_partition_epilogue (Z4.4).
   void epilogue() {
-    flush();
+    reduce_ipg_grads();
     if (c_.overlap_comm) {
       b_.host_sync_stream(dflt_, "independent_gradient_partition_epilogue: cuda.synchronize()");
       b_.host_sync_stream(reduction_stream_, "independent_gradient_partition_epilogue: cuda.synchronize()");
