@@ -206,7 +206,6 @@ class Emitter {
     GroupState& s = state(g);
     if (G.empty()) return;
     if (s.unsharded >= 0) b_.free(s.unsharded), s.unsharded = -1;  // reshard_after_backward
-    const Dtype rdt = c_.effective_reduce_dtype();
     // 1. accumulate into the unsharded grads a previous no-sync backward left.
     if (s.accumulated >= 0 && !s.grads.empty()) {
       b_.launch(dflt_, elementwise("grad accumulate " + G.name, bytes(G.numel, param_bytes_ + 2 * reduce_bytes_), G.name));
@@ -223,13 +222,26 @@ class Emitter {
       }
       return;
     }
-    // 4. RS throttle: the compute stream waits on the oldest RS before this copy-in.
+    wait_for_reduce_scatter_inputs();
+    foreach_reduce(g);
+  }
+
+  // 4. RS throttle: the compute stream waits on the oldest RS before the next copy-in.
+  void wait_for_reduce_scatter_inputs() {
     while (static_cast<int>(rs_in_flight_.size()) >= c_.rs_max_input_buffers) {
       b_.wait(dflt_, rs_in_flight_.front().event);
       b_.free(rs_in_flight_.front().input);
       rs_in_flight_.pop_front();
     }
-    // 5. foreach_reduce: RS input on the default stream, chunk_cat of the unsharded grads.
+  }
+
+  // 5. foreach_reduce: RS input on the default stream (chunk_cat of the unsharded grads), the
+  // reduce-scatter on its stream, with HSDP the all-reduce over the replicate group, then the
+  // sharded .grad.
+  void foreach_reduce(int g) {
+    Group& G = group(g);
+    GroupState& s = state(g);
+    const Dtype rdt = c_.effective_reduce_dtype();
     BufferId rs_in = b_.alloc("RS input " + G.name, bytes(G.padded, reduce_bytes_), MemCategory::CommBuffers, dflt_);
     const std::int64_t src = s.accumulated >= 0 ? reduce_bytes_ : param_bytes_;
     b_.launch(dflt_, copy_kernel("RS copy-in " + G.name, Bytes{G.numel * src + G.padded * reduce_bytes_}, g));  // chunk_cat
@@ -255,6 +267,17 @@ class Emitter {
       post = ar_;
     }
     if (fp16) b_.launch(post, elementwise("RS post-divide " + G.name, bytes(shard, 2 * reduce_bytes_), G.name));
+    view_out_sharded_grad(g, rs_out, post, own_grad);
+    post_reduce_events_.push_back(b_.record(post));
+  }
+
+  // The reduced shard becomes .grad: as is, or cast to the orig dtype and/or added into the
+  // existing sharded .grad.
+  void view_out_sharded_grad(int g, BufferId rs_out, StreamId post, bool own_grad) {
+    Group& G = group(g);
+    GroupState& s = state(g);
+    const Dtype rdt = c_.effective_reduce_dtype();
+    const std::int64_t shard = G.shard_numel();
     if (own_grad) {
       s.sharded_grad = rs_out;
     } else {
@@ -267,7 +290,6 @@ class Emitter {
       if (c_.replicate > 1) held_ar_inputs_.push_back(rs_out);
       else b_.free(rs_out);
     }
-    post_reduce_events_.push_back(b_.record(post));
   }
 
   void forward(int micro) {
