@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 
 namespace fs = std::filesystem;
 

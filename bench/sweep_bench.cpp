@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/strategy.hpp"

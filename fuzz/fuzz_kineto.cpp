@@ -1,6 +1,6 @@
 // Fuzzes the streaming Kineto/Chrome trace reader and the overlap analysis behind `analyze`.
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
 #include "fuzz/fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -2,7 +2,7 @@
 #include <sstream>
 
 #include "fuzz/fuzz_common.hpp"
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace stepsim;

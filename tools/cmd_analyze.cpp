@@ -2,7 +2,7 @@
 // PyTorch profiler (Kineto) traces, or on `stepsim simulate --trace` output (round trip).
 #include <iostream>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"

@@ -47,6 +47,133 @@ std::vector<CollectiveKind> parse_kinds(const std::string& list) {
   return out;
 }
 
+#ifdef STEPSIM_HAVE_CUDA
+// What every benchmark of one run shares: the MPI job, the world communicator, the device, the
+// timing protocol and the collected measurements. Only rank 0 prints.
+struct BenchRun {
+  gpu::MpiSession& mpi;
+  gpu::NcclComm& world;
+  const gpu::DeviceInfo& dev;
+  gpu::TimingOptions timing;
+  gpu::CublasLtHandle& handle;
+  gpu::Stream& stream;
+  calib::CalibrationData& data;
+  bool root() const { return mpi.rank() == 0; }
+};
+
+void calibrate_gemm(BenchRun& run, const std::vector<std::int64_t>& tokens, Dtype gemm_dtype, bool grid) {
+  gpu::GemmBenchOptions go;
+  go.timing = run.timing;
+  auto shapes = calib::calibration_gemm_shapes(tokens, gemm_dtype, grid);
+  if (run.root()) std::cout << fmt::format("# GEMM {} on {}: {} shapes, warm-up {}, {} x {} timed calls\n", to_string(gemm_dtype),
+                                         run.dev.name, shapes.size(), run.timing.warmup, run.timing.repeats, run.timing.iters)
+                          << fmt::format("# {:>6} {:>6} {:>6} {:>5} {:>10} {:>9} {:>8}  algo\n", "m", "n", "k", "batch",
+                                         "median_us", "TFLOP/s", "spread%");
+  for (const auto& s : shapes) {
+    auto r = gpu::bench_gemm(run.handle, s, go, run.stream);
+    calib::GemmSample g{s, FlopRate::from_tflops(r.tflops), r.timing.spread_pct(), "stepsim calibrate gemm"};
+    run.data.gemm.push_back(g);
+    if (run.root())
+      std::cout << fmt::format("  {:>6} {:>6} {:>6} {:>5} {:>10.2f} {:>9.1f} {:>8.2f}  {}\n", s.m, s.n, s.k, s.batch,
+                               r.timing.median_us, r.tflops, r.timing.spread_pct(), r.algo);
+  }
+}
+
+// Each collective on the world communicator, and on multi-node jobs also intra- and inter-node.
+void calibrate_nccl(BenchRun& run, const std::vector<CollectiveKind>& kinds, gpu::NcclBenchOptions no) {
+  no.timing = run.timing;
+  gpu::MpiSession& mpi = run.mpi;
+  gpu::NcclComm intra = gpu::make_intra_node_comm(mpi, run.world);
+  gpu::NcclComm inter = gpu::make_inter_node_comm(mpi, run.world);
+  struct Shape { const char* label; const gpu::NcclComm* comm; int nodes; };
+  std::vector<Shape> shapes{{"world", &run.world, mpi.nodes()}};
+  if (mpi.nodes() > 1 && mpi.local_size() > 1) shapes.push_back({"intra-node", &intra, 1});
+  if (mpi.nodes() > 1) shapes.push_back({"inter-node", &inter, mpi.nodes()});
+  for (const auto& sh : shapes) {
+    for (CollectiveKind k : kinds) {
+      if (run.root()) {
+        std::cout << fmt::format("# {} on communicator '{}' ({} ranks, {} nodes)\n", to_string(k), sh.label,
+                                 sh.comm->size(), sh.nodes);
+        gpu::print_nccl_tests_header(std::cout, no, sh.comm->size());
+      }
+      // Only the communicator's rank 0 prints; ranks outside a split comm hold an empty one,
+      // but every rank of `world` is in every shape measured here.
+      auto rows = gpu::bench_collective(mpi, *sh.comm, k, no, run.stream, run.root() ? &std::cout : nullptr);
+      if (sh.comm->size() > 1 || mpi.size() == 1) run.data.collectives.push_back(gpu::to_series(rows, sh.comm->size(), sh.nodes, sh.label));
+    }
+  }
+}
+
+void calibrate_contention(BenchRun& run) {
+  gpu::ContentionOptions co;
+  co.timing = run.timing;
+  auto c = gpu::bench_contention(run.mpi, run.world, run.handle, co);
+  run.data.contention = c;
+  if (run.root())
+    std::cout << fmt::format("# contention: GEMM {:.1f} us alone, {:.1f} us with {}; collective {:.1f} us alone, {:.1f} us "
+                             "with GEMM\n",
+                             c.gemm_alone.us(), c.gemm_concurrent.us(), to_string(co.kind), c.comm_alone.us(),
+                             c.comm_concurrent.us());
+}
+
+std::vector<gpu::MembwRow> calibrate_membw(BenchRun& run, std::size_t min_bytes, std::size_t max_bytes, double factor) {
+  gpu::MembwOptions mo;
+  mo.timing = run.timing;
+  mo.min_bytes = std::max<std::size_t>(min_bytes, 4096);
+  mo.max_bytes = std::max(mo.min_bytes, std::min<std::size_t>(max_bytes, std::size_t{1} << 30));
+  mo.factor = factor;
+  std::vector<gpu::MembwRow> membw = gpu::bench_membw(mo, run.stream);
+  if (run.root()) {
+    std::cout << fmt::format("# memory bandwidth (device-to-device copy: 2 x bytes moved; memset: bytes)\n");
+    std::cout << fmt::format("# {:>14} {:>12} {:>12} {:>12} {:>12}\n", "bytes", "copy us", "copy GB/s", "set us", "set GB/s");
+    for (const auto& r : membw)
+      std::cout << fmt::format("  {:>14} {:>12.2f} {:>12.1f} {:>12.2f} {:>12.1f}\n", r.bytes, r.copy.median_us, r.copy_gbps,
+                               r.set.median_us, r.set_gbps);
+  }
+  return membw;
+}
+
+// The profile the measurements are fitted into: --base, or a minimal one from this device.
+HardwareProfile base_profile(const std::string& base_file, const gpu::DeviceInfo& dev, const calib::CalibrationData& data,
+                             Dtype gemm_dtype) {
+  if (!base_file.empty()) return load_profile(base_file);
+  HardwareProfile base;
+  base.name = fmt::format("calibrated-{}", dev.name);
+  base.memory_capacity = Bytes{static_cast<std::int64_t>(dev.memory_bytes)};
+  for (const auto& g : data.gemm) {
+    FlopRate& peak = base.compute.peak[g.shape.dtype];
+    peak.flops_per_s = std::max(peak.flops_per_s, g.rate.flops_per_s);
+  }
+  if (base.compute.peak.empty()) base.compute.peak[gemm_dtype] = FlopRate::from_tflops(1);
+  base.compute.hbm = Bandwidth::from_gbps(1000);
+  base.sources = {{"compute.peak_tflops", "no --base: the best measured GEMM rate per dtype, not the datasheet peak"},
+                  {"compute.hbm_bandwidth_GBps", "no --base: placeholder 1000 GB/s, not measured"}};
+  return base;
+}
+
+// The copy class: the median copy bandwidth over the sizes of at least 64 MiB (all sizes if
+// none is that large), where launch overhead no longer matters.
+void fit_copy_bandwidth(const std::vector<gpu::MembwRow>& membw, HardwareProfile& fitted, calib::FitReport& report) {
+  std::vector<double> big, all;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : membw) {
+    all.push_back(r.copy_gbps);
+    if (r.bytes >= (std::size_t{64} << 20)) big.push_back(r.copy_gbps);
+    rows.push_back({{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
+                    {"copy_spread_pct", r.copy.spread_pct()}, {"set_us", r.set.median_us}, {"set_GBps", r.set_gbps}});
+  }
+  std::vector<double>& use = big.empty() ? all : big;
+  std::sort(use.begin(), use.end());
+  double gbps = use[use.size() / 2];
+  if (gbps > 0) {
+    fitted.compute.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(gbps);
+    fitted.sources["compute.memory_bandwidth_GBps.copy"] =
+        "stepsim calibrate membw: median device-to-device cudaMemcpyAsync bandwidth over the sizes >= 64 MiB";
+  }
+  report.provenance["membw"] = rows;
+}
+#endif
+
 }  // namespace
 
 int calibrate(const Args& args) {
@@ -112,99 +239,25 @@ int calibrate(const Args& args) {
   data.device = {{"name", dev.name}, {"compute_capability", fmt::format("{}.{}", dev.cc_major, dev.cc_minor)},
                  {"sm_count", dev.sm_count}, {"memory_bytes", dev.memory_bytes}, {"l2_bytes", dev.l2_bytes},
                  {"ranks", mpi.size()}, {"nodes", mpi.nodes()}};
-  gpu::TimingOptions timing{warmup, iters, repeats};
   gpu::CublasLtHandle handle;
   gpu::Stream stream;
+  BenchRun run{mpi, world, dev, gpu::TimingOptions{warmup, iters, repeats}, handle, stream, data};
 
-  if (what == "gemm" || what == "all") {
-    gpu::GemmBenchOptions go;
-    go.timing = timing;
-    auto shapes = calib::calibration_gemm_shapes(tokens, gemm_dtype, !vm.count("no-grid"));
-    if (root) std::cout << fmt::format("# GEMM {} on {}: {} shapes, warm-up {}, {} x {} timed calls\n", to_string(gemm_dtype),
-                                       dev.name, shapes.size(), warmup, repeats, iters)
-                        << fmt::format("# {:>6} {:>6} {:>6} {:>5} {:>10} {:>9} {:>8}  algo\n", "m", "n", "k", "batch",
-                                       "median_us", "TFLOP/s", "spread%");
-    for (const auto& s : shapes) {
-      auto r = gpu::bench_gemm(handle, s, go, stream);
-      calib::GemmSample g{s, FlopRate::from_tflops(r.tflops), r.timing.spread_pct(), "stepsim calibrate gemm"};
-      data.gemm.push_back(g);
-      if (root)
-        std::cout << fmt::format("  {:>6} {:>6} {:>6} {:>5} {:>10.2f} {:>9.1f} {:>8.2f}  {}\n", s.m, s.n, s.k, s.batch,
-                                 r.timing.median_us, r.tflops, r.timing.spread_pct(), r.algo);
-    }
-  }
+  if (what == "gemm" || what == "all") calibrate_gemm(run, tokens, gemm_dtype, !vm.count("no-grid"));
   if (what == "nccl" || what == "all") {
     gpu::NcclBenchOptions no;
-    no.timing = timing;
     no.min_bytes = min_bytes;
     no.max_bytes = max_bytes;
     no.factor = factor;
     no.dtype = nccl_dtype;
-    gpu::NcclComm intra = gpu::make_intra_node_comm(mpi, world);
-    gpu::NcclComm inter = gpu::make_inter_node_comm(mpi, world);
-    struct Shape { const char* label; const gpu::NcclComm* comm; int nodes; };
-    std::vector<Shape> shapes{{"world", &world, mpi.nodes()}};
-    if (mpi.nodes() > 1 && mpi.local_size() > 1) shapes.push_back({"intra-node", &intra, 1});
-    if (mpi.nodes() > 1) shapes.push_back({"inter-node", &inter, mpi.nodes()});
-    for (const auto& sh : shapes) {
-      for (CollectiveKind k : kinds) {
-        if (root) {
-          std::cout << fmt::format("# {} on communicator '{}' ({} ranks, {} nodes)\n", to_string(k), sh.label,
-                                   sh.comm->size(), sh.nodes);
-          gpu::print_nccl_tests_header(std::cout, no, sh.comm->size());
-        }
-        // Only the communicator's rank 0 prints; ranks outside a split comm hold an empty one,
-        // but every rank of `world` is in every shape measured here.
-        auto rows = gpu::bench_collective(mpi, *sh.comm, k, no, stream, root ? &std::cout : nullptr);
-        if (sh.comm->size() > 1 || mpi.size() == 1) data.collectives.push_back(gpu::to_series(rows, sh.comm->size(), sh.nodes, sh.label));
-      }
-    }
+    calibrate_nccl(run, kinds, no);
   }
-  if (what == "contention" || what == "all") {
-    gpu::ContentionOptions co;
-    co.timing = timing;
-    auto c = gpu::bench_contention(mpi, world, handle, co);
-    data.contention = c;
-    if (root)
-      std::cout << fmt::format("# contention: GEMM {:.1f} us alone, {:.1f} us with {}; collective {:.1f} us alone, {:.1f} us "
-                               "with GEMM\n",
-                               c.gemm_alone.us(), c.gemm_concurrent.us(), to_string(co.kind), c.comm_alone.us(),
-                               c.comm_concurrent.us());
-  }
+  if (what == "contention" || what == "all") calibrate_contention(run);
   std::vector<gpu::MembwRow> membw;
-  if (what == "membw" || what == "all") {
-    gpu::MembwOptions mo;
-    mo.timing = timing;
-    mo.min_bytes = std::max<std::size_t>(min_bytes, 4096);
-    mo.max_bytes = std::max(mo.min_bytes, std::min<std::size_t>(max_bytes, std::size_t{1} << 30));
-    mo.factor = factor;
-    membw = gpu::bench_membw(mo, stream);
-    if (root) {
-      std::cout << fmt::format("# memory bandwidth (device-to-device copy: 2 x bytes moved; memset: bytes)\n");
-      std::cout << fmt::format("# {:>14} {:>12} {:>12} {:>12} {:>12}\n", "bytes", "copy us", "copy GB/s", "set us", "set GB/s");
-      for (const auto& r : membw)
-        std::cout << fmt::format("  {:>14} {:>12.2f} {:>12.1f} {:>12.2f} {:>12.1f}\n", r.bytes, r.copy.median_us, r.copy_gbps,
-                                 r.set.median_us, r.set_gbps);
-    }
-  }
+  if (what == "membw" || what == "all") membw = calibrate_membw(run, min_bytes, max_bytes, factor);
   if (!root) return 0;
 
-  // The profile: the base (or a minimal one from this device) with the measurements fitted in.
-  HardwareProfile base;
-  if (!base_file.empty()) {
-    base = load_profile(base_file);
-  } else {
-    base.name = fmt::format("calibrated-{}", dev.name);
-    base.memory_capacity = Bytes{static_cast<std::int64_t>(dev.memory_bytes)};
-    for (const auto& g : data.gemm) {
-      FlopRate& peak = base.compute.peak[g.shape.dtype];
-      peak.flops_per_s = std::max(peak.flops_per_s, g.rate.flops_per_s);
-    }
-    if (base.compute.peak.empty()) base.compute.peak[gemm_dtype] = FlopRate::from_tflops(1);
-    base.compute.hbm = Bandwidth::from_gbps(1000);
-    base.sources = {{"compute.peak_tflops", "no --base: the best measured GEMM rate per dtype, not the datasheet peak"},
-                    {"compute.hbm_bandwidth_GBps", "no --base: placeholder 1000 GB/s, not measured"}};
-  }
+  HardwareProfile base = base_profile(base_file, dev, data, gemm_dtype);
   calib::FitInputs in;
   in.collectives = data.collectives;
   in.gemm = data.gemm;
@@ -216,27 +269,7 @@ int calibrate(const Args& args) {
   calib::FitReport report;
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
   report.provenance["calibration"] = calib::calibration_to_json(data);
-  if (!membw.empty()) {
-    // The copy class: the median copy bandwidth over the sizes of at least 64 MiB (all sizes if
-    // none is that large), where launch overhead no longer matters.
-    std::vector<double> big, all;
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : membw) {
-      all.push_back(r.copy_gbps);
-      if (r.bytes >= (std::size_t{64} << 20)) big.push_back(r.copy_gbps);
-      rows.push_back({{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
-                      {"copy_spread_pct", r.copy.spread_pct()}, {"set_us", r.set.median_us}, {"set_GBps", r.set_gbps}});
-    }
-    std::vector<double>& use = big.empty() ? all : big;
-    std::sort(use.begin(), use.end());
-    double gbps = use[use.size() / 2];
-    if (gbps > 0) {
-      fitted.compute.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(gbps);
-      fitted.sources["compute.memory_bandwidth_GBps.copy"] =
-          "stepsim calibrate membw: median device-to-device cudaMemcpyAsync bandwidth over the sizes >= 64 MiB";
-    }
-    report.provenance["membw"] = rows;
-  }
+  if (!membw.empty()) fit_copy_bandwidth(membw, fitted, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
   std::ostringstream wrote;
   write_output(doc.dump(2) + "\n", out_file, "profile", wrote);

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "sim/analysis/compare.hpp"
+#include "sim/report/compare.hpp"
 #include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"

@@ -11,13 +11,13 @@
 #include "calibrate/calibration_io.hpp"
 #include "calibrate/fit/profile_fit.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
-#include "calibrate/importers/text_util.hpp"
+#include "calibrate/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
 #include <optional>
 
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
-#include "calibrate/trace/trace_fit.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile.hpp"
 #include "tools/cli_common.hpp"
@@ -49,6 +49,75 @@ std::vector<calib::CollectiveSeries> import_log_spec(const std::string& spec, st
     out.push_back(all[static_cast<std::size_t>(r - 1)]);
   }
   return out;
+}
+
+// The fitted topology levels and the group sizes they were fitted over.
+void print_topology_summary(std::ostream& log, const calib::TopologyFitReport& t) {
+  log << fmt::format("{:<20} {:>12} {:>14} {:>7} {:>12} {:>10}\n", "level", "GB/s", "latency_scale", "points",
+                     "median_err", "max_err");
+  for (const auto& l : t.levels) {
+    if (!l.fitted) {
+      log << fmt::format("{:<20} {}\n", l.level, l.note);
+      continue;
+    }
+    log << fmt::format("{:<20} {:>12.2f} {:>14} {:>7} {:>11.2f}% {:>9.2f}%\n", l.level, l.bandwidth_gbps,
+                       l.latency_scale >= 0 ? fmt::format("{:.3f}", l.latency_scale) : std::string("-"), l.points,
+                       100 * l.median_abs_error, 100 * l.max_abs_error);
+  }
+  const auto& r = t.range;
+  log << fmt::format("fitted group sizes: {}-{} ranks, {}-{} nodes, {}-{} GPUs per node\n", r.min_ranks, r.max_ranks,
+                     r.min_nodes, r.max_nodes, r.min_gpus_per_node, r.max_gpus_per_node);
+}
+
+// One line per fitted size range (and ring fit), then the topology levels.
+void print_fit_summary(std::ostream& log, const calib::FitReport& report) {
+  log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13} {:>13} {:>10} {:>10} {:>8} {:>8} {:>6}\n", "scope", "collective",
+                     "ranks", "nodes", "min_bytes", "max_bytes", "alpha_us", "beta_GBps", "R^2", "max_err", "points");
+  for (const auto& f : report.fits) {
+    for (const auto& r : f.ranges) {
+      if (f.derived_from)
+        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8} {:>8} {:>6}\n", f.scope,
+                           to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us, r.beta_gbps(),
+                           "derived", "-", "-");
+      else
+        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8.5f} {:>7.2f}% {:>6}{}\n",
+                           f.scope, to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us,
+                           r.beta_gbps(), r.r2, 100 * r.max_rel_error, r.points, f.in_profile ? "" : "  (report only)");
+    }
+  }
+  for (const auto& r : report.ring_fits)
+    log << fmt::format("ring fit {} {} over group sizes {}: base {:.2f} us, step {:.3f} us, busbw {:.1f} GB/s, R^2 {:.4f}, "
+                       "max_err {:.1f}%\n",
+                       r.scope, to_string(r.kind), fmt::join(r.group_sizes, ","), r.base_latency_us, r.step_latency_us,
+                       r.busbw_gbps, r.r2, 100 * r.max_rel_error);
+  if (report.topology) print_topology_summary(log, *report.topology);
+}
+
+// The measurement files given on the command line, imported into `in`.
+void import_measurements(const std::vector<std::string>& logs, const std::vector<std::string>& xla_coll,
+                         const std::vector<std::string>& xla_gemm, const std::vector<std::string>& calibrations,
+                         const std::string& device_key, calib::FitInputs& in) {
+  for (const auto& l : logs) {
+    auto series = import_log_spec(l, in.files);
+    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
+  }
+  for (const auto& f : xla_coll) {
+    auto series = calib::import_xla_collectives(f, device_key);
+    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
+    in.files.push_back(f + " [" + device_key + "]");
+  }
+  for (const auto& f : xla_gemm) {
+    auto g = calib::import_xla_gemm(f, device_key);
+    in.gemm.insert(in.gemm.end(), g.begin(), g.end());
+    in.files.push_back(f + " [" + device_key + "]");
+  }
+  for (const auto& f : calibrations) {
+    auto c = calib::import_calibration(f);
+    in.collectives.insert(in.collectives.end(), c.collectives.begin(), c.collectives.end());
+    in.gemm.insert(in.gemm.end(), c.gemm.begin(), c.gemm.end());
+    if (c.contention) in.contention.push_back(*c.contention);
+    in.files.push_back(f);
+  }
 }
 
 }  // namespace
@@ -148,27 +217,7 @@ int fit(const Args& args) {
   for (const auto& a : args) fo.command += " " + a;
 
   calib::FitInputs in;
-  for (const auto& l : logs) {
-    auto series = import_log_spec(l, in.files);
-    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
-  }
-  for (const auto& f : xla_coll) {
-    auto series = calib::import_xla_collectives(f, device_key);
-    in.collectives.insert(in.collectives.end(), series.begin(), series.end());
-    in.files.push_back(f + " [" + device_key + "]");
-  }
-  for (const auto& f : xla_gemm) {
-    auto g = calib::import_xla_gemm(f, device_key);
-    in.gemm.insert(in.gemm.end(), g.begin(), g.end());
-    in.files.push_back(f + " [" + device_key + "]");
-  }
-  for (const auto& f : calibrations) {
-    auto c = calib::import_calibration(f);
-    in.collectives.insert(in.collectives.end(), c.collectives.begin(), c.collectives.end());
-    in.gemm.insert(in.gemm.end(), c.gemm.begin(), c.gemm.end());
-    if (c.contention) in.contention.push_back(*c.contention);
-    in.files.push_back(f);
-  }
+  import_measurements(logs, xla_coll, xla_gemm, calibrations, device_key, in);
 
   std::optional<trace::TraceFitData> trace_data;
   if (!traces.empty())
@@ -191,41 +240,7 @@ int fit(const Args& args) {
 
   // Summary on stderr when the profile goes to stdout, else on stdout.
   std::ostream& log = out_file.empty() ? std::cerr : std::cout;
-  log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13} {:>13} {:>10} {:>10} {:>8} {:>8} {:>6}\n", "scope", "collective",
-                     "ranks", "nodes", "min_bytes", "max_bytes", "alpha_us", "beta_GBps", "R^2", "max_err", "points");
-  for (const auto& f : report.fits) {
-    for (const auto& r : f.ranges) {
-      if (f.derived_from)
-        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8} {:>8} {:>6}\n", f.scope,
-                           to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us, r.beta_gbps(),
-                           "derived", "-", "-");
-      else
-        log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13.0f} {:>13.0f} {:>10.3f} {:>10.2f} {:>8.5f} {:>7.2f}% {:>6}{}\n",
-                           f.scope, to_string(f.kind), f.ranks, f.nodes, r.min_bytes, r.max_bytes, r.alpha_us,
-                           r.beta_gbps(), r.r2, 100 * r.max_rel_error, r.points, f.in_profile ? "" : "  (report only)");
-    }
-  }
-  for (const auto& r : report.ring_fits)
-    log << fmt::format("ring fit {} {} over group sizes {}: base {:.2f} us, step {:.3f} us, busbw {:.1f} GB/s, R^2 {:.4f}, "
-                       "max_err {:.1f}%\n",
-                       r.scope, to_string(r.kind), fmt::join(r.group_sizes, ","), r.base_latency_us, r.step_latency_us,
-                       r.busbw_gbps, r.r2, 100 * r.max_rel_error);
-  if (report.topology) {
-    log << fmt::format("{:<20} {:>12} {:>14} {:>7} {:>12} {:>10}\n", "level", "GB/s", "latency_scale", "points",
-                       "median_err", "max_err");
-    for (const auto& l : report.topology->levels) {
-      if (!l.fitted) {
-        log << fmt::format("{:<20} {}\n", l.level, l.note);
-        continue;
-      }
-      log << fmt::format("{:<20} {:>12.2f} {:>14} {:>7} {:>11.2f}% {:>9.2f}%\n", l.level, l.bandwidth_gbps,
-                         l.latency_scale >= 0 ? fmt::format("{:.3f}", l.latency_scale) : std::string("-"), l.points,
-                         100 * l.median_abs_error, 100 * l.max_abs_error);
-    }
-    const auto& r = report.topology->range;
-    log << fmt::format("fitted group sizes: {}-{} ranks, {}-{} nodes, {}-{} GPUs per node\n", r.min_ranks, r.max_ranks,
-                       r.min_nodes, r.max_nodes, r.min_gpus_per_node, r.max_gpus_per_node);
-  }
+  print_fit_summary(log, report);
   if (!in.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
 
   write_output(doc.dump(2) + "\n", out_file, "profile", log);

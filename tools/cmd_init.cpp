@@ -1,6 +1,6 @@
 // stepsim init --from-trace TRACE... --out exp.json [--profile-out P.json] [--steps A-B]
 // A starting experiment and a fitted profile from a profiler trace of the user's own job
-// (calibrate/trace/trace_init.hpp says what is inferred and how); every guess is printed and kept
+// (calibrate/from_trace/trace_init.hpp says what is inferred and how); every guess is printed and kept
 // in the experiment's "notes".
 #include <filesystem>
 #include <iostream>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit/profile_fit.hpp"
-#include "calibrate/trace/trace_fit.hpp"
-#include "calibrate/trace/trace_init.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
+#include "calibrate/from_trace/trace_init.hpp"
 #include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile.hpp"

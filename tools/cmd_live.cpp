@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "kernels/host/lowering.hpp"
-#include "kernels/host/measured.hpp"
+#include "live/lowering.hpp"
+#include "live/measured.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/chrome_trace.hpp"
@@ -17,7 +17,7 @@
 
 #ifdef STEPSIM_HAVE_CUDA
 #include "kernels/gpu/cuda_check.hpp"
-#include "kernels/gpu/live_executor.hpp"
+#include "live/live_executor.hpp"
 #include "kernels/gpu/mpi_bootstrap.hpp"
 #endif
 

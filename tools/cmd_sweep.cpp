@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
 #include "sim/report/html_report.hpp"

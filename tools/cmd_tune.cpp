@@ -1,7 +1,7 @@
 // stepsim tune EXP.json [--memory-cap 80GiB] [--set path=value]... [--jobs N] [--max-grid N] [--json]
 #include <iostream>
 
-#include "sim/analysis/tune.hpp"
+#include "sim/explore/tune.hpp"
 #include "tools/cli_common.hpp"
 
 namespace stepsim::cli {

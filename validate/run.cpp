@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit/profile_fit.hpp"
-#include "calibrate/trace/kineto_trace.hpp"
-#include "calibrate/trace/trace_analysis.hpp"
-#include "calibrate/trace/trace_fit.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile_cache.hpp"

@@ -171,10 +171,10 @@ double predict_busbw_gbps(const KindFit& fit, double bytes, int ranks) {
   return bytes * busbw_factor(fit.kind, ranks) / (predict_time_us(fit, bytes, ranks) * 1e3);
 }
 
-// Per-scope piecewise alpha-beta ranges (the default model of `fit`), into p.intra_node /
-// p.inter_node, and the report-only NCCL-style ring constants.
-static void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, const FitOptions& opt, FitReport& report) {
-  // Group series by (scope, kind, ranks, nodes); several series of one shape are merged.
+namespace {
+
+// One fit per (scope, kind, ranks, nodes) into report.fits; several series of one shape are merged.
+void fit_measured_groups(const FitInputs& in, const FitOptions& opt, FitReport& report) {
   std::map<std::tuple<std::string, int, int, int>, KindFit> groups;
   for (const auto& s : in.collectives) {
     if (s.ranks < 2) continue;  // a one-rank communicator moves nothing (local copy): no model to fit
@@ -193,8 +193,12 @@ static void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, 
     g.ranges = fit_ranges(g.points, opt.ranges);
     report.fits.push_back(g);
   }
-  // Per (scope, kind): the fit with the most ranks goes into the profile as the kind's ranges,
-  // the other measured group sizes under "groups" (one fit per size: the one with most points).
+}
+
+// Per (scope, kind): the fit with the most ranks goes into the profile as the kind's ranges,
+// the other measured group sizes under "groups" (one fit per size: the one with most points).
+// With derive_missing, kinds not measured are derived from the first measured one.
+void choose_profile_fits(HardwareProfile& p, const FitOptions& opt, FitReport& report) {
   for (const char* scope : {"intra_node", "inter_node"}) {
     std::map<CollectiveKind, std::map<int, KindFit*>> by_ranks;
     for (auto& f : report.fits) {
@@ -235,16 +239,106 @@ static void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, 
     }
     (std::string(scope) == "intra_node" ? p.intra_node : p.inter_node) = m;
   }
-  // NCCL-style ring constants where one kind was measured at several group sizes in a scope.
-  {
-    std::map<std::pair<std::string, int>, std::vector<KindFit>> by_kind;
-    for (const auto& f : report.fits)
-      if (!f.derived_from) by_kind[{f.scope, static_cast<int>(f.kind)}].push_back(f);
-    for (const auto& [key, fits] : by_kind)
-      if (fits.size() >= 2)
-        if (auto rf = fit_ring(key.first, static_cast<CollectiveKind>(key.second), fits)) report.ring_fits.push_back(*rf);
-  }
 }
+
+// NCCL-style ring constants where one kind was measured at several group sizes in a scope.
+void fit_ring_constants(FitReport& report) {
+  std::map<std::pair<std::string, int>, std::vector<KindFit>> by_kind;
+  for (const auto& f : report.fits)
+    if (!f.derived_from) by_kind[{f.scope, static_cast<int>(f.kind)}].push_back(f);
+  for (const auto& [key, fits] : by_kind)
+    if (fits.size() >= 2)
+      if (auto rf = fit_ring(key.first, static_cast<CollectiveKind>(key.second), fits)) report.ring_fits.push_back(*rf);
+}
+
+// Per-scope piecewise alpha-beta ranges (the default model of `fit`), into p.intra_node /
+// p.inter_node, and the report-only NCCL-style ring constants.
+void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, const FitOptions& opt, FitReport& report) {
+  fit_measured_groups(in, opt, report);
+  choose_profile_fits(p, opt, report);
+  fit_ring_constants(report);
+}
+
+// The GEMM efficiency table: one entry per measured shape (a later measurement of a shape
+// wins); the median bf16 efficiency of the big shapes is the fallback. Returns its provenance.
+Json fit_gemm_table(HardwareProfile& p, const FitInputs& in) {
+  if (in.gemm.empty()) return Json::object();
+  p.compute.gemm_table.clear();
+  std::map<GemmShape, FlopRate> by_shape;
+  for (const auto& g : in.gemm) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins
+  for (const auto& [shape, rate] : by_shape) p.compute.gemm_table.push_back({shape, rate});
+  std::map<Dtype, std::vector<double>> eff;
+  for (const auto& [shape, rate] : by_shape) {
+    auto peak = p.compute.peak.find(shape.dtype);
+    if (peak != p.compute.peak.end() && shape.m >= 1024 && shape.n >= 1024 && shape.k >= 1024)
+      eff[shape.dtype].push_back(rate.flops_per_s / peak->second.flops_per_s);
+  }
+  Json eff_json = Json::object();
+  for (auto& [d, v] : eff) {
+    std::sort(v.begin(), v.end());
+    double median = v[v.size() / 2];
+    eff_json[to_string(d)] = {{"median", median}, {"min", v.front()}, {"max", v.back()}, {"shapes", v.size()}};
+    if (d == Dtype::BF16) p.compute.gemm_efficiency = std::min(1.0, median);
+  }
+  return {{"entries", p.compute.gemm_table.size()},
+          {"efficiency_vs_peak_for_m_n_k_ge_1024", eff_json},
+          {"gemm_efficiency", "median bf16 efficiency above (fallback for shapes without a table entry)"}};
+}
+
+// Contention: slowdown = concurrent / solo - 1, averaged over the samples. Returns its provenance.
+Json fit_contention(HardwareProfile& p, const FitInputs& in) {
+  if (in.contention.empty()) return Json::object();
+  double cs = 0, ms = 0;
+  for (const auto& c : in.contention) {
+    cs += std::max(0.0, static_cast<double>(c.gemm_concurrent.ns) / c.gemm_alone.ns - 1.0);
+    ms += std::max(0.0, static_cast<double>(c.comm_concurrent.ns) / c.comm_alone.ns - 1.0);
+  }
+  p.contention.compute_slowdown = cs / in.contention.size();
+  p.contention.comm_slowdown = ms / in.contention.size();
+  return {{"samples", in.contention.size()},
+          {"compute_slowdown", p.contention.compute_slowdown},
+          {"comm_slowdown", p.contention.comm_slowdown},
+          {"definition", "slowdown = concurrent time / solo time - 1, averaged over samples"}};
+}
+
+// The profile's provenance: the command, the inputs, the method and every collective fit.
+Json fit_provenance(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, const FitReport& report) {
+  Json fits = Json::array();
+  for (const auto& f : report.fits) fits.push_back(fit_json(f));
+  Json rings = Json::array();
+  for (const auto& r : report.ring_fits)
+    rings.push_back({{"scope", r.scope}, {"kind", to_string(r.kind)}, {"group_sizes", r.group_sizes},
+                     {"base_latency_us", r.base_latency_us}, {"step_latency_us", r.step_latency_us},
+                     {"busbw_GBps", r.busbw_gbps}, {"r2", r.r2}, {"max_rel_error", r.max_rel_error}, {"points", r.points},
+                     {"model", "T = base + steps(n) * step + factor(n) * S / busbw (C6.2), all sizes"}});
+  const char* sel = opt.samples == SampleSelection::Both ? "out-of-place and in-place"
+                    : opt.samples == SampleSelection::OutOfPlace ? "out-of-place" : "in-place";
+  Json provenance = {
+      {"tool", "stepsim fit"},
+      {"command", opt.command},
+      {"inputs", in.files},
+      {"base_profile", base.name},
+      {"method",
+       {{"collectives", "piecewise t = alpha + S/beta per (scope, collective), weighted least squares on time "
+                        "(weights 1/t^2); fewest size ranges whose worst point is within target_rel_error"},
+        {"target_rel_error", opt.ranges.target_rel_error},
+        {"max_ranges", opt.ranges.max_ranges},
+        {"samples", sel},
+        {"quality", "r2 on time and max_rel_error per range, recomputed from the points after the fit"}}},
+      {"collective_fits", fits},
+      {"ring_fits", rings}};
+  if (report.topology) {
+    provenance["topology_fit"] = report.topology->to_json();
+    provenance["method"] = {{"collectives", "topology-aware NCCL model (docs/collectives.md): per level bandwidth and "
+                                            "hop-latency scale, weighted least squares on time (weights 1/t^2)"},
+                            {"samples", sel}};
+    provenance.erase("collective_fits");
+    provenance.erase("ring_fits");
+  }
+  return provenance;
+}
+
+}  // namespace
 
 HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
   HardwareProfile p = base;
@@ -261,78 +355,9 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
     fit_alpha_beta_collectives(p, in, opt, report);
     if (!report.fits.empty()) p.topology.reset();  // the fitted alpha-beta ranges are the model now
   }
-  // GEMM efficiency table.
-  Json gemm_prov = Json::object();
-  if (!in.gemm.empty()) {
-    p.compute.gemm_table.clear();
-    std::map<GemmShape, FlopRate> by_shape;
-    for (const auto& g : in.gemm) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins
-    for (const auto& [shape, rate] : by_shape) p.compute.gemm_table.push_back({shape, rate});
-    std::map<Dtype, std::vector<double>> eff;
-    for (const auto& [shape, rate] : by_shape) {
-      auto peak = p.compute.peak.find(shape.dtype);
-      if (peak != p.compute.peak.end() && shape.m >= 1024 && shape.n >= 1024 && shape.k >= 1024)
-        eff[shape.dtype].push_back(rate.flops_per_s / peak->second.flops_per_s);
-    }
-    Json eff_json = Json::object();
-    for (auto& [d, v] : eff) {
-      std::sort(v.begin(), v.end());
-      double median = v[v.size() / 2];
-      eff_json[to_string(d)] = {{"median", median}, {"min", v.front()}, {"max", v.back()}, {"shapes", v.size()}};
-      if (d == Dtype::BF16) p.compute.gemm_efficiency = std::min(1.0, median);
-    }
-    gemm_prov = {{"entries", p.compute.gemm_table.size()},
-                 {"efficiency_vs_peak_for_m_n_k_ge_1024", eff_json},
-                 {"gemm_efficiency", "median bf16 efficiency above (fallback for shapes without a table entry)"}};
-  }
-  // Contention.
-  Json cont_prov = Json::object();
-  if (!in.contention.empty()) {
-    double cs = 0, ms = 0;
-    for (const auto& c : in.contention) {
-      cs += std::max(0.0, static_cast<double>(c.gemm_concurrent.ns) / c.gemm_alone.ns - 1.0);
-      ms += std::max(0.0, static_cast<double>(c.comm_concurrent.ns) / c.comm_alone.ns - 1.0);
-    }
-    p.contention.compute_slowdown = cs / in.contention.size();
-    p.contention.comm_slowdown = ms / in.contention.size();
-    cont_prov = {{"samples", in.contention.size()},
-                 {"compute_slowdown", p.contention.compute_slowdown},
-                 {"comm_slowdown", p.contention.comm_slowdown},
-                 {"definition", "slowdown = concurrent time / solo time - 1, averaged over samples"}};
-  }
-  // Provenance.
-  Json fits = Json::array();
-  for (const auto& f : report.fits) fits.push_back(fit_json(f));
-  Json rings = Json::array();
-  for (const auto& r : report.ring_fits)
-    rings.push_back({{"scope", r.scope}, {"kind", to_string(r.kind)}, {"group_sizes", r.group_sizes},
-                     {"base_latency_us", r.base_latency_us}, {"step_latency_us", r.step_latency_us},
-                     {"busbw_GBps", r.busbw_gbps}, {"r2", r.r2}, {"max_rel_error", r.max_rel_error}, {"points", r.points},
-                     {"model", "T = base + steps(n) * step + factor(n) * S / busbw (C6.2), all sizes"}});
-  const char* sel = opt.samples == SampleSelection::Both ? "out-of-place and in-place"
-                    : opt.samples == SampleSelection::OutOfPlace ? "out-of-place" : "in-place";
-  report.provenance = {
-      {"tool", "stepsim fit"},
-      {"command", opt.command},
-      {"inputs", in.files},
-      {"base_profile", base.name},
-      {"method",
-       {{"collectives", "piecewise t = alpha + S/beta per (scope, collective), weighted least squares on time "
-                        "(weights 1/t^2); fewest size ranges whose worst point is within target_rel_error"},
-        {"target_rel_error", opt.ranges.target_rel_error},
-        {"max_ranges", opt.ranges.max_ranges},
-        {"samples", sel},
-        {"quality", "r2 on time and max_rel_error per range, recomputed from the points after the fit"}}},
-      {"collective_fits", fits},
-      {"ring_fits", rings}};
-  if (report.topology) {
-    report.provenance["topology_fit"] = report.topology->to_json();
-    report.provenance["method"] = {{"collectives", "topology-aware NCCL model (docs/collectives.md): per level bandwidth and "
-                                                   "hop-latency scale, weighted least squares on time (weights 1/t^2)"},
-                                   {"samples", sel}};
-    report.provenance.erase("collective_fits");
-    report.provenance.erase("ring_fits");
-  }
+  const Json gemm_prov = fit_gemm_table(p, in);
+  const Json cont_prov = fit_contention(p, in);
+  report.provenance = fit_provenance(base, in, opt, report);
   if (!gemm_prov.empty()) report.provenance["gemm"] = gemm_prov;
   if (!cont_prov.empty()) report.provenance["contention"] = cont_prov;
   p.provenance = report.provenance;

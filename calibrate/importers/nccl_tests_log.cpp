@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "calibrate/importers/text_util.hpp"
+#include "calibrate/text_util.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
 

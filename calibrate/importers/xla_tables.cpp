@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/importers/text_util.hpp"
+#include "calibrate/text_util.hpp"
 #include "sim/core/error.hpp"
 
 namespace stepsim::calib {

@@ -1,6 +1,6 @@
 #include "kernels/gpu/nccl_ops.hpp"
 
-#include "kernels/host/lowering.hpp"
+#include "sim/hardware/collective_model.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -24,10 +24,10 @@ ncclDataType_t nccl_dtype(Dtype d) {
 
 std::size_t nccl_elem_bytes(Dtype d) { return static_cast<std::size_t>(dtype_bytes(d)); }
 
-// The nccl-tests size convention is defined once, in the host lowering (unit-tested without a
-// GPU); this is its size_t view for the NCCL calls.
+// The nccl-tests size convention is defined once, in sim/hardware/collective_model (unit-tested
+// without a GPU); this is its size_t view for the NCCL calls.
 CollectiveSizes collective_sizes(CollectiveKind kind, std::size_t bytes, int nranks, Dtype dtype) {
-  live::CollectiveSizes h = live::collective_sizes(kind, static_cast<std::int64_t>(bytes), nranks, dtype);
+  NcclTestsSizes h = nccl_tests_sizes(kind, static_cast<std::int64_t>(bytes), nranks, dtype);
   return CollectiveSizes{static_cast<std::size_t>(h.count), static_cast<std::size_t>(h.send_bytes),
                          static_cast<std::size_t>(h.recv_bytes), static_cast<std::size_t>(h.total_bytes)};
 }

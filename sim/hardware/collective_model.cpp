@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -526,6 +527,36 @@ Time collective_time(const HardwareProfile& hw, CollectiveKind kind, Bytes bytes
   if (hw.topology) return topology_collective_time(*hw.topology, kind, bytes, comm.ranks, comm.nodes);
   const ScopeModel& m = comm.nodes <= 1 ? hw.intra_node : hw.inter_node;
   return scope_collective_time(m, kind, bytes, comm.ranks, comm.nodes);
+}
+
+NcclTestsSizes nccl_tests_sizes(CollectiveKind kind, std::int64_t bytes, int nranks, Dtype dtype) {
+  if (nranks < 1) throw std::invalid_argument("collective_sizes: nranks < 1");
+  const std::int64_t elem = dtype_bytes(dtype);
+  const std::int64_t n = nranks;
+  NcclTestsSizes s;
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+    case CollectiveKind::Broadcast:
+    case CollectiveKind::Reduce:
+      s.count = std::max<std::int64_t>(1, bytes / elem);
+      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem;
+      break;
+    case CollectiveKind::AllGather:
+      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
+      s.send_bytes = s.count * elem;
+      s.recv_bytes = s.total_bytes = s.count * elem * n;
+      break;
+    case CollectiveKind::ReduceScatter:
+      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
+      s.send_bytes = s.total_bytes = s.count * elem * n;
+      s.recv_bytes = s.count * elem;
+      break;
+    case CollectiveKind::AllToAll:
+      s.count = std::max<std::int64_t>(1, bytes / (elem * n));
+      s.send_bytes = s.recv_bytes = s.total_bytes = s.count * elem * n;
+      break;
+  }
+  return s;
 }
 
 }  // namespace stepsim

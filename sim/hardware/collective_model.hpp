@@ -13,6 +13,16 @@ namespace stepsim {
 
 // nccl-tests bus-bandwidth factor (C6.1): AR 2(n-1)/n, AG/RS/A2A (n-1)/n, BC/Reduce 1.
 double busbw_factor(CollectiveKind kind, int ranks);
+
+// Per-rank NCCL arguments of a collective of S bytes on `nranks` ranks (the nccl-tests
+// convention: S is the all-reduce buffer, the all-gather output, the reduce-scatter input).
+struct NcclTestsSizes {
+  std::int64_t count = 0;        // NCCL's count argument (elements)
+  std::int64_t send_bytes = 0;   // this rank's send buffer
+  std::int64_t recv_bytes = 0;   // this rank's receive buffer
+  std::int64_t total_bytes = 0;  // S actually moved after rounding to whole elements per rank
+};
+NcclTestsSizes nccl_tests_sizes(CollectiveKind kind, std::int64_t bytes, int nranks, Dtype dtype);
 // Ring steps of one collective (C6.4 nsteps): AR 2(n-1), AG/RS/A2A n-1, others n.
 int ring_steps(CollectiveKind kind, int ranks);
 

@@ -9,7 +9,7 @@
 
 #include "sim/analysis/critical_path.hpp"
 #include "sim/analysis/run.hpp"
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/config/experiment.hpp"
 
 namespace stepsim {

@@ -11,20 +11,6 @@
 
 namespace stepsim {
 
-std::string format_time(Time t) {
-  if (t.ns >= 1'000'000'000) return fmt::format("{:.3f} s", t.seconds());
-  if (t.ns >= 1'000'000) return fmt::format("{:.3f} ms", t.ms());
-  if (t.ns >= 1'000) return fmt::format("{:.1f} us", t.us());
-  return fmt::format("{} ns", t.ns);
-}
-
-std::string format_bytes(Bytes b) {
-  if (b.count >= (1LL << 30)) return fmt::format("{:.2f} GiB", b.gib());
-  if (b.count >= (1LL << 20)) return fmt::format("{:.1f} MiB", b.mib());
-  if (b.count >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b.count) / 1024.0);
-  return fmt::format("{} B", b.count);
-}
-
 void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r) {
   const Metrics& m = r.metrics;
   const Workload& w = e.workload;

@@ -24,6 +24,131 @@ struct Bucket {
   Bytes bytes;
 };
 
+// Writes one step the way reducer.cpp runs it: one method per Reducer function, under its
+// name, in the order autograd calls them.
+class ReducerWriter {
+ public:
+  ReducerWriter(const DdpConfig& c, const Experiment& e, std::vector<Bucket> buckets)
+      : c_(c), e_(e), w_(e.workload), param_bytes_(dtype_bytes(c.param_dtype)), buckets_(std::move(buckets)),
+        pending_(buckets_.size()) {
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      for (const Param* p : buckets_[i].params) bucket_of_[p] = i;
+  }
+
+  Program write() {
+    dflt_ = b_.default_stream();
+    // c10d runs async collectives on its internal NCCL stream, which first waits on the
+    // caller's current stream (G0.3, D3.7).
+    nccl_ = b_.stream("nccl");
+    process_group_ = b_.comm("ddp", e_.cluster.world_size(), e_.cluster.nodes);
+    setup();
+    const int A = e_.training.grad_accum;
+    for (int micro = 0; micro < A; ++micro) {
+      const bool sync = micro == A - 1 || !e_.training.no_sync;
+      b_.mark(fmt::format("forward {}", micro), Phase::Forward);
+      std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro);
+      b_.mark(fmt::format("backward {}", micro), Phase::Backward);
+      backward(micro, sync, acts);
+    }
+    optimizer_step();
+    return b_.take();
+  }
+
+ private:
+  // Persistent state (M5.1): weights, bucket storage (D3.12), optimizer states.
+  void setup() {
+    b_.mark("setup", Phase::Setup);
+    b_.alloc("parameters", Bytes{w_.numel() * param_bytes_}, MemCategory::Parameters, dflt_);
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
+    Bytes opt_state = optimizer_state_bytes(e_.training.optimizer, w_.numel(), c_.param_dtype);
+    if (opt_state.count > 0) b_.alloc("optimizer state", opt_state, MemCategory::OptimizerState, dflt_);
+  }
+
+  // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
+  // parameter order. With sync, finalize_backward runs once the last hook has fired.
+  void backward(int micro, bool sync, const std::vector<BufferId>& acts) {
+    if (sync) prepare_for_backward();
+    for (std::size_t li = w_.layers.size(); li-- > 0;) {
+      const Layer& l = w_.layers[li];
+      layer_backward(b_, l, micro, dflt_, acts[li]);
+      auto ps = l.params();
+      if (ps.empty()) continue;
+      // AccumulateGrad allocates .grad on the first micro-batch (set_to_none zero_grad);
+      // with gradient_as_bucket_view it writes into the bucket view instead.
+      if (micro == 0 && !c_.gradient_as_bucket_view)
+        grads_.push_back(b_.alloc(".grad " + l.name, Bytes{l.numel() * param_bytes_}, MemCategory::Gradients, dflt_));
+      if (!sync) continue;  // no_sync: hooks return at once (D3.10)
+      for (auto p = ps.rbegin(); p != ps.rend(); ++p) autograd_hook(*p);
+    }
+    if (sync) finalize_backward();
+  }
+
+  // prepare_for_backward -> reset_bucket_counting: every bucket waits for all its gradients.
+  void prepare_for_backward() {
+    for (std::size_t& p : pending_) p = 0;
+    next_bucket_ = 0;
+  }
+
+  // autograd_hook -> mark_variable_ready.
+  void autograd_hook(const Param* p) {
+    const std::size_t bi = bucket_of_.at(p);
+    mark_variable_ready_dense(p, bi);
+    if (++pending_[bi] == buckets_[bi].params.size()) mark_bucket_ready();
+  }
+
+  // D3.6: bucket_view = grad * (1/W), one kernel on the current stream.
+  void mark_variable_ready_dense(const Param* p, std::size_t bi) {
+    const Bytes grad{p->numel * param_bytes_};
+    b_.launch(dflt_, elementwise(fmt::format("grad->bucket {}", p->name), grad * 2, fmt::format("bucket {}", bi)));
+  }
+
+  // D3.7: buckets launch strictly in order; a ready bucket waits for every earlier one.
+  void mark_bucket_ready() {
+    while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == buckets_[next_bucket_].params.size())
+      all_reduce_bucket(next_bucket_++);
+  }
+
+  void all_reduce_bucket(std::size_t bi) {
+    b_.wait_stream(nccl_, dflt_);
+    b_.collective(process_group_, nccl_, CollectiveKind::AllReduce, buckets_[bi].bytes, c_.param_dtype,
+                  fmt::format("AR bucket {}", bi), fmt::format("bucket {}", bi));
+  }
+
+  // D3.8 finalize_backward: the current stream waits for every bucket's all-reduce; without
+  // gradient_as_bucket_view each bucket is copied back into .grad (finalize_bucket_dense).
+  void finalize_backward() {
+    b_.wait_stream(dflt_, nccl_);
+    if (!c_.gradient_as_bucket_view)
+      for (std::size_t i = 0; i < buckets_.size(); ++i) finalize_bucket_dense(i);
+  }
+
+  void finalize_bucket_dense(std::size_t bi) {
+    b_.launch(dflt_, elementwise(fmt::format("bucket->grad {}", bi), buckets_[bi].bytes * 2, fmt::format("bucket {}", bi),
+                                 KernelClass::Copy));
+  }
+
+  void optimizer_step() {
+    b_.mark("optimizer", Phase::Optimizer);
+    if (e_.training.optimizer != Optimizer::None)
+      b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, w_.numel(), c_.param_dtype));
+    for (BufferId g : grads_) b_.free(g);  // zero_grad(set_to_none=True)
+  }
+
+  const DdpConfig& c_;
+  const Experiment& e_;
+  const Workload& w_;
+  const std::int64_t param_bytes_;  // bytes per element of the parameters (and buckets)
+  const std::vector<Bucket> buckets_;
+  std::map<const Param*, std::size_t> bucket_of_;
+  ProgramBuilder b_;
+  StreamId dflt_ = 0, nccl_ = 0;
+  CommId process_group_ = 0;
+  std::vector<std::size_t> pending_;  // per bucket: gradients marked ready in this backward
+  std::size_t next_bucket_ = 0;       // the next bucket to all-reduce (in order)
+  std::vector<BufferId> grads_;       // .grad per layer (AccumulateGrad), unless they alias buckets
+};
+
 class Ddp final : public Strategy {
  public:
   explicit Ddp(DdpConfig c) : c_(c) {}
@@ -60,81 +185,7 @@ class Ddp final : public Strategy {
     return buckets;
   }
 
-  Program build(const Experiment& e) const override {
-    const Workload& w = e.workload;
-    const int W = e.cluster.world_size();
-    const std::int64_t pdt = dtype_bytes(c_.param_dtype);
-    const std::int64_t numel = w.numel();
-    ProgramBuilder b;
-    const StreamId dflt = b.default_stream();
-    // c10d runs async collectives on its internal NCCL stream, which first waits on the
-    // caller's current stream (G0.3, D3.7).
-    const StreamId nccl = b.stream("nccl");
-    const CommId pg = b.comm("ddp", W, e.cluster.nodes);
-
-    std::vector<Bucket> buckets = assign_buckets(w);
-    std::map<const Param*, std::size_t> bucket_of;
-    std::vector<std::size_t> pending(buckets.size());
-    for (std::size_t i = 0; i < buckets.size(); ++i) {
-      for (const Param* p : buckets[i].params) bucket_of[p] = i;
-    }
-
-    // Persistent state (M5.1): weights, bucket storage (D3.12), optimizer states.
-    b.mark("setup", Phase::Setup);
-    b.alloc("parameters", Bytes{numel * pdt}, MemCategory::Parameters, dflt);
-    for (std::size_t i = 0; i < buckets.size(); ++i)
-      b.alloc(fmt::format("bucket {}", i), buckets[i].bytes, MemCategory::CommBuffers, dflt);
-    Bytes opt_state = optimizer_state_bytes(e.training.optimizer, numel, c_.param_dtype);
-    if (opt_state.count > 0) b.alloc("optimizer state", opt_state, MemCategory::OptimizerState, dflt);
-
-    std::vector<BufferId> grads;  // .grad per layer (AccumulateGrad), unless they alias buckets
-    const int A = e.training.grad_accum;
-    for (int micro = 0; micro < A; ++micro) {
-      const bool sync = micro == A - 1 || !e.training.no_sync;
-      b.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<BufferId> acts = replicated_forward(b, w, dflt, micro);
-      b.mark(fmt::format("backward {}", micro), Phase::Backward);
-      for (std::size_t& p : pending) p = 0;
-      std::size_t next_bucket = 0;  // D3.7: buckets launch strictly in order
-      for (std::size_t li = w.layers.size(); li-- > 0;) {
-        const Layer& l = w.layers[li];
-        layer_backward(b, l, micro, dflt, acts[li]);
-        auto ps = l.params();
-        if (ps.empty()) continue;
-        // AccumulateGrad allocates .grad on the first micro-batch (set_to_none zero_grad);
-        // with gradient_as_bucket_view it writes into the bucket view instead.
-        if (micro == 0 && !c_.gradient_as_bucket_view)
-          grads.push_back(b.alloc(".grad " + l.name, Bytes{l.numel() * pdt}, MemCategory::Gradients, dflt));
-        if (!sync) continue;  // no_sync: hooks return at once (D3.10)
-        for (auto p = ps.rbegin(); p != ps.rend(); ++p) {
-          // D3.6: bucket_view = grad * (1/W), one kernel on the current stream.
-          Bytes gb{(*p)->numel * pdt};
-          std::size_t bi = bucket_of.at(*p);
-          b.launch(dflt, elementwise(fmt::format("grad->bucket {}", (*p)->name), gb * 2, fmt::format("bucket {}", bi)));
-          if (++pending[bi] < buckets[bi].params.size()) continue;
-          while (next_bucket < buckets.size() && pending[next_bucket] == buckets[next_bucket].params.size()) {
-            b.wait_stream(nccl, dflt);
-            b.collective(pg, nccl, CollectiveKind::AllReduce, buckets[next_bucket].bytes, c_.param_dtype,
-                         fmt::format("AR bucket {}", next_bucket), fmt::format("bucket {}", next_bucket));
-            ++next_bucket;
-          }
-        }
-      }
-      if (sync) {
-        // D3.8 finalize_backward: the current stream waits for every bucket's all-reduce;
-        // without gradient_as_bucket_view the buckets are copied back into .grad.
-        b.wait_stream(dflt, nccl);
-        if (!c_.gradient_as_bucket_view)
-          for (std::size_t i = 0; i < buckets.size(); ++i)
-            b.launch(dflt, elementwise(fmt::format("bucket->grad {}", i), buckets[i].bytes * 2, fmt::format("bucket {}", i),
-                                       KernelClass::Copy));
-      }
-    }
-    b.mark("optimizer", Phase::Optimizer);
-    if (e.training.optimizer != Optimizer::None) b.launch(dflt, optimizer_kernel(e.training.optimizer, numel, c_.param_dtype));
-    for (BufferId g : grads) b.free(g);  // zero_grad(set_to_none=True)
-    return b.take();
-  }
+  Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(e.workload)).write(); }
 
  private:
   DdpConfig c_;

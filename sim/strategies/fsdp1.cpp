@@ -36,9 +36,9 @@ class StepWriter {
   StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
       : c_(c), e_(e), w_(e.workload), units_(std::move(units)), h_(units_.size()) {
     for (std::size_t i = 0; i < stale_events; ++i) free_events_.push_back(kStaleEvent);
-    o_ = e.training.master_dtype;
-    p_ = c.param_dtype(o_);
-    r_ = c.reduce_dtype(o_);
+    orig_dtype_ = e.training.master_dtype;
+    param_dtype_ = c.param_dtype(orig_dtype_);
+    reduce_dtype_ = c.reduce_dtype(orig_dtype_);
     world_ = e.cluster.world_size();
     predivide_ = fsdp1_predivide_factor(world_);
     unit_of_layer_.assign(w_.layers.size(), 0);
@@ -94,7 +94,9 @@ class StepWriter {
   std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
   std::deque<EventId> free_events_;  // _FreeEventQueue (F1.9)
   std::vector<BufferId> acts_;       // saved activations per layer of the current micro-batch
-  Dtype o_ = Dtype::FP32, p_ = Dtype::FP32, r_ = Dtype::FP32;
+  Dtype orig_dtype_ = Dtype::FP32;    // the sharded flat parameter's dtype (master weights)
+  Dtype param_dtype_ = Dtype::FP32;   // MixedPrecision.param_dtype: the unsharded forward/backward dtype
+  Dtype reduce_dtype_ = Dtype::FP32;  // MixedPrecision.reduce_dtype: the reduce-scatter dtype
   int world_ = 1;
   std::int64_t predivide_ = 1;
 
@@ -132,7 +134,7 @@ Program StepWriter::write() {
   b_.mark("optimizer", Phase::Optimizer);
   std::int64_t local = 0;  // parameters this rank's optimizer updates (fp32 shards)
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
-  if (e_.training.optimizer != Optimizer::None) b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, local, o_));
+  if (e_.training.optimizer != Optimizer::None) b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, local, orig_dtype_));
   return b_.take();
 }
 
@@ -145,11 +147,11 @@ void StepWriter::setup() {
   b_.mark("setup", Phase::Setup);
   std::int64_t local = 0;
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
-  b_.alloc("flat_param shards", bytes(local, o_), MemCategory::Parameters, dflt_);
-  Bytes opt = optimizer_state_bytes(e_.training.optimizer, local, o_);
+  b_.alloc("flat_param shards", bytes(local, orig_dtype_), MemCategory::Parameters, dflt_);
+  Bytes opt = optimizer_state_bytes(e_.training.optimizer, local, orig_dtype_);
   if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
   if (local > 0) {
-    BufferId prev = b_.alloc(".grad of the previous step", bytes(local, o_), MemCategory::Gradients, dflt_);
+    BufferId prev = b_.alloc(".grad of the previous step", bytes(local, orig_dtype_), MemCategory::Gradients, dflt_);
     b_.free(prev);  // zero_grad(set_to_none=True)
   }
   // NO_SHARD: the flat parameter *is* the unsharded parameter.
@@ -165,8 +167,8 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   if (c_.mp_param && h.mp_shard < 0 && (!c_.sharded() || !h.unsharded)) {
     // _use_low_precision_shard on the pre-unshard stream: fp32 shard -> param dtype.
     std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
-    h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, p_), MemCategory::CommBuffers, pre_unshard_);
-    b_.launch(pre_unshard_, elementwise("cast param " + unit.name, bytes(n, o_) + bytes(n, p_), unit.name));
+    h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, param_dtype_), MemCategory::CommBuffers, pre_unshard_);
+    b_.launch(pre_unshard_, elementwise("cast param " + unit.name, bytes(n, orig_dtype_) + bytes(n, param_dtype_), unit.name));
     ran_pre_unshard = true;
   }
   if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
@@ -176,9 +178,9 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
     if (ev != kStaleEvent) b_.host_sync(ev, "FullyShardedDataParallel.rate_limiter");
   }
   if (c_.sharded() && !h.unsharded) {
-    Bytes full = bytes(unit.padded_numel, p_);
+    Bytes full = bytes(unit.padded_numel, param_dtype_);
     h.full = b_.alloc("full_param " + unit.name, full, MemCategory::UnshardedParameters, unshard_);
-    b_.collective(shard_pg_, unshard_, CollectiveKind::AllGather, full, p_, fmt::format("AG {} {}", unit.name, pass),
+    b_.collective(shard_pg_, unshard_, CollectiveKind::AllGather, full, param_dtype_, fmt::format("AG {} {}", unit.name, pass),
                   unit.name);
     h.unsharded = true;
   }
@@ -258,7 +260,7 @@ void StepWriter::pre_backward(std::size_t u) {
 void StepWriter::flat_grad_ready(std::size_t u, const std::vector<BufferId>& view_grads) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
-  Bytes flat = bytes(unit.flat_numel, p_);
+  Bytes flat = bytes(unit.flat_numel, param_dtype_);
   BufferId g = b_.alloc("flat grad " + unit.name, flat, MemCategory::Gradients, dflt_);
   b_.launch(dflt_, elementwise("concat grad " + unit.name, flat * 2, unit.name, KernelClass::Copy));
   for (BufferId v : view_grads) b_.free(v);
@@ -291,21 +293,21 @@ void StepWriter::reduce_grad(std::size_t u) {
   const BufferId autograd_grad = h.grad;
   h.grad = -1;  // flat_param.grad = None
   BufferId cast = -1;
-  if (r_ != p_) {  // flat_param.grad.to(reduce_dtype)
-    cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, r_), MemCategory::Gradients, post_backward_);
-    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, p_) + bytes(unit.flat_numel, r_), n));
+  if (reduce_dtype_ != param_dtype_) {  // flat_param.grad.to(reduce_dtype)
+    cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
   }
   BufferId pad = -1;
   if (unit.padded_numel > unit.flat_numel) {  // F.pad copy (never with use_orig_params)
-    pad = b_.alloc("padded grad " + n, bytes(unit.padded_numel, r_), MemCategory::CommBuffers, post_backward_);
-    b_.launch(post_backward_, elementwise("pad grad " + n, bytes(unit.flat_numel + unit.padded_numel, r_), n,
+    pad = b_.alloc("padded grad " + n, bytes(unit.padded_numel, reduce_dtype_), MemCategory::CommBuffers, post_backward_);
+    b_.launch(post_backward_, elementwise("pad grad " + n, bytes(unit.flat_numel + unit.padded_numel, reduce_dtype_), n,
                                           KernelClass::Copy));
   }
   // new_sharded_grad; it becomes _saved_grad_shard directly when no fp32 cast follows.
-  BufferId out = b_.alloc("sharded grad " + n, bytes(unit.shard_numel, r_),
-                          r_ == o_ ? MemCategory::Gradients : MemCategory::CommBuffers, post_backward_);
-  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, bytes(unit.padded_numel, r_) * 2, n));
-  b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, r_), r_, "RS " + n, n);
+  BufferId out = b_.alloc("sharded grad " + n, bytes(unit.shard_numel, reduce_dtype_),
+                          reduce_dtype_ == orig_dtype_ ? MemCategory::Gradients : MemCategory::CommBuffers, post_backward_);
+  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, bytes(unit.padded_numel, reduce_dtype_) * 2, n));
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, reduce_dtype_), reduce_dtype_, "RS " + n, n);
   // Stream-ordered frees on the stream that allocated them (record_stream on the allocation
   // stream is a no-op in the caching allocator).
   if (pad >= 0) b_.free(pad);
@@ -313,13 +315,13 @@ void StepWriter::reduce_grad(std::size_t u) {
   const bool postdivide = world_ > predivide_;
   if (c_.hybrid()) {
     b_.wait_stream(all_reduce_, post_backward_);
-    b_.collective(replicate_pg_, all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, r_), r_,
+    b_.collective(replicate_pg_, all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
                   fmt::format("AR {} replicate", n), n);
-    if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, r_) * 2, n));
-    accumulate_sharded_grad(u, out, r_, all_reduce_);
+    if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
+    accumulate_sharded_grad(u, out, reduce_dtype_, all_reduce_);
   } else {
-    if (postdivide) b_.launch(post_backward_, elementwise("postdiv " + n, bytes(unit.shard_numel, r_) * 2, n));
-    accumulate_sharded_grad(u, out, r_, post_backward_);
+    if (postdivide) b_.launch(post_backward_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
+    accumulate_sharded_grad(u, out, reduce_dtype_, post_backward_);
   }
   // record_stream(autograd_computed_grad, post_backward_stream): reusable once the reduction
   // queued so far has run (M5.6).
@@ -332,16 +334,16 @@ void StepWriter::accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, D
   HandleState& h = h_[u];
   const std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
   BufferId g = sharded_grad;
-  if (dt != o_) {
-    g = b_.alloc("fp32 grad " + unit.name, bytes(n, o_), MemCategory::Gradients, current);
-    b_.launch(current, elementwise("cast grad fp32 " + unit.name, bytes(n, dt) + bytes(n, o_), unit.name));
+  if (dt != orig_dtype_) {
+    g = b_.alloc("fp32 grad " + unit.name, bytes(n, orig_dtype_), MemCategory::Gradients, current);
+    b_.launch(current, elementwise("cast grad fp32 " + unit.name, bytes(n, dt) + bytes(n, orig_dtype_), unit.name));
     // The low-precision grad was allocated on the post-backward stream and recorded on
     // `current` (the all-reduce stream for HSDP).
     if (current == post_backward_) b_.free(sharded_grad);
     else b_.free_after(sharded_grad, {current});
   }
   if (h.saved_grad_shard >= 0) {  // _saved_grad_shard += sharded_grad
-    b_.launch(current, elementwise("accumulate grad shard " + unit.name, bytes(n, o_) * 3, unit.name));
+    b_.launch(current, elementwise("accumulate grad shard " + unit.name, bytes(n, orig_dtype_) * 3, unit.name));
     if (current == post_backward_) b_.free(g);
     else b_.free_after(g, {current});
   } else {
@@ -356,32 +358,32 @@ void StepWriter::reduce_grad_no_shard(std::size_t u) {
   const std::string& n = unit.name;
   BufferId g = h.grad;
   h.grad = -1;
-  if (r_ != p_) {
-    BufferId cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, r_), MemCategory::Gradients, post_backward_);
-    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, p_) + bytes(unit.flat_numel, r_), n));
+  if (reduce_dtype_ != param_dtype_) {
+    BufferId cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
     b_.free_after(g, {post_backward_});
     g = cast;
   }
-  const Bytes buf = bytes(unit.flat_numel, r_);
+  const Bytes buf = bytes(unit.flat_numel, reduce_dtype_);
   if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, buf * 2, n));
-  b_.collective(shard_pg_, post_backward_, CollectiveKind::AllReduce, buf, r_, "AR " + n, n);
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::AllReduce, buf, reduce_dtype_, "AR " + n, n);
   if (world_ > predivide_) b_.launch(post_backward_, elementwise("postdiv " + n, buf * 2, n));
-  if (r_ == p_) {
+  if (reduce_dtype_ == param_dtype_) {
     // The autograd gradient itself was reduced: it was allocated on the compute stream.
-    if (r_ != o_) {
-      BufferId g32 = b_.alloc("fp32 grad " + n, bytes(unit.flat_numel, o_), MemCategory::Gradients, post_backward_);
-      b_.launch(post_backward_, elementwise("cast grad fp32 " + n, buf + bytes(unit.flat_numel, o_), n));
+    if (reduce_dtype_ != orig_dtype_) {
+      BufferId g32 = b_.alloc("fp32 grad " + n, bytes(unit.flat_numel, orig_dtype_), MemCategory::Gradients, post_backward_);
+      b_.launch(post_backward_, elementwise("cast grad fp32 " + n, buf + bytes(unit.flat_numel, orig_dtype_), n));
       b_.free_after(g, {post_backward_});
       g = g32;
     }
     if (h.saved_grad_shard >= 0) {
-      b_.launch(post_backward_, elementwise("accumulate grad " + n, bytes(unit.flat_numel, o_) * 3, n));
+      b_.launch(post_backward_, elementwise("accumulate grad " + n, bytes(unit.flat_numel, orig_dtype_) * 3, n));
       b_.free_after(g, {post_backward_});
     } else {
       h.saved_grad_shard = g;
     }
   } else {
-    accumulate_sharded_grad(u, g, r_, post_backward_);
+    accumulate_sharded_grad(u, g, reduce_dtype_, post_backward_);
   }
 }
 
@@ -425,7 +427,7 @@ void StepWriter::backward(int micro, bool sync) {
     if (u != 0) pre_backward(u);
     layer_backward(b_, l, micro, dflt_, acts_[li]);
     if (l.numel() > 0)
-      view_grads[u].push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
+      view_grads[u].push_back(b_.alloc("grads " + l.name, bytes(l.numel(), param_dtype_), MemCategory::Gradients, dflt_));
     // The post-backward hook fires once the unit's whole flat gradient exists: for the root
     // holding the embedding, at the very end of backward (F1.19).
     if (--layers_left[u] == 0 && handle(u)) {

@@ -28,9 +28,9 @@ class Emitter {
     for (int g = 0; g < n; ++g)
       for (const Layer* l : groups_[static_cast<std::size_t>(g)].layers) group_of_[l] = g;
     st_.resize(groups_.size());
-    p_ = dtype_bytes(c_.param_dtype);
-    r_ = dtype_bytes(c_.effective_reduce_dtype());
-    o_ = dtype_bytes(c_.orig_dtype);
+    param_bytes_ = dtype_bytes(c_.param_dtype);
+    reduce_bytes_ = dtype_bytes(c_.effective_reduce_dtype());
+    orig_bytes_ = dtype_bytes(c_.orig_dtype);
   }
 
   Program build() {
@@ -92,7 +92,7 @@ class Emitter {
   void setup() {
     b_.mark("setup", Phase::Setup);
     for (const Group& g : groups_) total_shard_ += g.shard_numel();
-    b_.alloc("sharded parameters", bytes(total_shard_, o_), MemCategory::Parameters, dflt_);
+    b_.alloc("sharded parameters", bytes(total_shard_, orig_bytes_), MemCategory::Parameters, dflt_);
     Bytes opt = optimizer_state_bytes(e_.training.optimizer, total_shard_, c_.orig_dtype);
     if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
   }
@@ -109,22 +109,22 @@ class Emitter {
       // _reshard_after_forward_event before reading it.
       b_.wait(copy_in_, s.reshard_event);
     }
-    BufferId out = b_.alloc("AG output " + G.name, bytes(G.padded, p_), MemCategory::CommBuffers, copy_in_);
+    BufferId out = b_.alloc("AG output " + G.name, bytes(G.padded, param_bytes_), MemCategory::CommBuffers, copy_in_);
     if (from_slice) {
       const std::int64_t slice = G.padded / c_.reshard_size;
-      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(slice, 2 * p_), g));
+      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(slice, 2 * param_bytes_), g));
     } else if (c_.param_dtype != c_.orig_dtype) {
       // Cast the orig-dtype shards into a flat param-dtype temp, then copy it into this rank's
       // slice of the output (all_gather_copy_in).
-      BufferId tmp = b_.alloc("AG input " + G.name, bytes(shard, p_), MemCategory::CommBuffers, copy_in_);
-      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, o_ + 3 * p_), g));
+      BufferId tmp = b_.alloc("AG input " + G.name, bytes(shard, param_bytes_), MemCategory::CommBuffers, copy_in_);
+      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, orig_bytes_ + 3 * param_bytes_), g));
       b_.free(tmp);
     } else {
-      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, 2 * o_), g));
+      b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, 2 * orig_bytes_), g));
     }
     b_.wait_stream(ag_, copy_in_);
     const CommId pg = from_slice ? post_forward_pg_ : shard_pg_;
-    b_.collective(pg, ag_, CollectiveKind::AllGather, bytes(G.padded, p_), c_.param_dtype,
+    b_.collective(pg, ag_, CollectiveKind::AllGather, bytes(G.padded, param_bytes_), c_.param_dtype,
                   fmt::format("AG {} {}", G.name, pass == Pass::Forward ? "fwd" : "bwd"), G.name);
     s.pending = Pending{out, b_.record(ag_)};
   }
@@ -136,8 +136,8 @@ class Emitter {
     if (!s.pending) return;
     if (pass == Pass::Forward) release_kept_all_gather();
     b_.wait(dflt_, s.pending->event);
-    s.unsharded = b_.alloc("unsharded " + G.name, bytes(G.padded, p_), MemCategory::UnshardedParameters, dflt_);
-    b_.launch(dflt_, copy_kernel("AG copy-out " + G.name, bytes(G.padded, 2 * p_), g));  // split_with_sizes_copy
+    s.unsharded = b_.alloc("unsharded " + G.name, bytes(G.padded, param_bytes_), MemCategory::UnshardedParameters, dflt_);
+    b_.launch(dflt_, copy_kernel("AG copy-out " + G.name, bytes(G.padded, 2 * param_bytes_), g));  // split_with_sizes_copy
     if (s.slice >= 0) b_.free(s.slice), s.slice = -1;
     EventId copied = b_.record(dflt_);
     if (pass == Pass::Forward) {
@@ -182,8 +182,8 @@ class Emitter {
       // to_sharded_post_forward: clone this rank's 1/k of the unsharded padded param before
       // freeing the unsharded storage.
       const std::int64_t slice = G.padded / c_.reshard_size;
-      s.slice = b_.alloc("post-forward slice " + G.name, bytes(slice, p_), MemCategory::UnshardedParameters, dflt_);
-      b_.launch(dflt_, copy_kernel("reshard slice " + G.name, bytes(slice, 2 * p_), g));
+      s.slice = b_.alloc("post-forward slice " + G.name, bytes(slice, param_bytes_), MemCategory::UnshardedParameters, dflt_);
+      b_.launch(dflt_, copy_kernel("reshard slice " + G.name, bytes(slice, 2 * param_bytes_), g));
       s.reshard_event = b_.record(dflt_);
     }
     b_.free(s.unsharded);
@@ -206,33 +206,45 @@ class Emitter {
     GroupState& s = state(g);
     if (G.empty()) return;
     if (s.unsharded >= 0) b_.free(s.unsharded), s.unsharded = -1;  // reshard_after_backward
-    const Dtype rdt = c_.effective_reduce_dtype();
     // 1. accumulate into the unsharded grads a previous no-sync backward left.
     if (s.accumulated >= 0 && !s.grads.empty()) {
-      b_.launch(dflt_, elementwise("grad accumulate " + G.name, bytes(G.numel, p_ + 2 * r_), G.name));
+      b_.launch(dflt_, elementwise("grad accumulate " + G.name, bytes(G.numel, param_bytes_ + 2 * reduce_bytes_), G.name));
       for (BufferId id : s.grads) b_.free(id);
       s.grads.clear();
     }
     if (!sync) {
       // 2. set_requires_gradient_sync(False): keep the unsharded grad in the reduce dtype.
       if (s.accumulated < 0) {
-        s.accumulated = b_.alloc("unsharded grad " + G.name, bytes(G.numel, r_), MemCategory::Gradients, dflt_);
-        b_.launch(dflt_, elementwise("grad to reduce dtype " + G.name, bytes(G.numel, p_ + r_), G.name));
+        s.accumulated = b_.alloc("unsharded grad " + G.name, bytes(G.numel, reduce_bytes_), MemCategory::Gradients, dflt_);
+        b_.launch(dflt_, elementwise("grad to reduce dtype " + G.name, bytes(G.numel, param_bytes_ + reduce_bytes_), G.name));
         for (BufferId id : s.grads) b_.free(id);
         s.grads.clear();
       }
       return;
     }
-    // 4. RS throttle: the compute stream waits on the oldest RS before this copy-in.
+    wait_for_reduce_scatter_inputs();
+    foreach_reduce(g);
+  }
+
+  // 4. RS throttle: the compute stream waits on the oldest RS before the next copy-in.
+  void wait_for_reduce_scatter_inputs() {
     while (static_cast<int>(rs_in_flight_.size()) >= c_.rs_max_input_buffers) {
       b_.wait(dflt_, rs_in_flight_.front().event);
       b_.free(rs_in_flight_.front().input);
       rs_in_flight_.pop_front();
     }
-    // 5. foreach_reduce: RS input on the default stream, chunk_cat of the unsharded grads.
-    BufferId rs_in = b_.alloc("RS input " + G.name, bytes(G.padded, r_), MemCategory::CommBuffers, dflt_);
-    const std::int64_t src = s.accumulated >= 0 ? r_ : p_;
-    b_.launch(dflt_, copy_kernel("RS copy-in " + G.name, Bytes{G.numel * src + G.padded * r_}, g));  // chunk_cat
+  }
+
+  // 5. foreach_reduce: RS input on the default stream (chunk_cat of the unsharded grads), the
+  // reduce-scatter on its stream, with HSDP the all-reduce over the replicate group, then the
+  // sharded .grad.
+  void foreach_reduce(int g) {
+    Group& G = group(g);
+    GroupState& s = state(g);
+    const Dtype rdt = c_.effective_reduce_dtype();
+    BufferId rs_in = b_.alloc("RS input " + G.name, bytes(G.padded, reduce_bytes_), MemCategory::CommBuffers, dflt_);
+    const std::int64_t src = s.accumulated >= 0 ? reduce_bytes_ : param_bytes_;
+    b_.launch(dflt_, copy_kernel("RS copy-in " + G.name, Bytes{G.numel * src + G.padded * reduce_bytes_}, g));  // chunk_cat
     for (BufferId id : s.grads) b_.free(id);
     s.grads.clear();
     if (s.accumulated >= 0) b_.free(s.accumulated), s.accumulated = -1;
@@ -241,33 +253,43 @@ class Emitter {
     const std::int64_t shard = G.shard_numel();
     // The RS output becomes .grad itself unless a cast or an accumulation needs a new tensor.
     const bool own_grad = rdt == c_.orig_dtype && s.sharded_grad < 0;
-    BufferId rs_out = b_.alloc(own_grad ? ".grad " + G.name : "RS output " + G.name, bytes(shard, r_),
+    BufferId rs_out = b_.alloc(own_grad ? ".grad " + G.name : "RS output " + G.name, bytes(shard, reduce_bytes_),
                                own_grad ? MemCategory::Gradients : MemCategory::CommBuffers, rs_);
     const bool fp16 = rdt == Dtype::FP16;  // SUM + pre/post divide; AVG inside NCCL otherwise (C6.6)
-    if (fp16) b_.launch(rs_, elementwise("RS pre-divide " + G.name, bytes(G.padded, 2 * r_), G.name));
-    b_.collective(shard_pg_, rs_, CollectiveKind::ReduceScatter, bytes(G.padded, r_), rdt, "RS " + G.name, G.name);
+    if (fp16) b_.launch(rs_, elementwise("RS pre-divide " + G.name, bytes(G.padded, 2 * reduce_bytes_), G.name));
+    b_.collective(shard_pg_, rs_, CollectiveKind::ReduceScatter, bytes(G.padded, reduce_bytes_), rdt, "RS " + G.name, G.name);
     rs_in_flight_.push_back(RsState{rs_in, b_.record(rs_)});
     StreamId post = rs_;
     if (c_.replicate > 1) {
       // HSDP: all-reduce the shard over the replicate group on its own communicator.
       b_.wait_stream(ar_, rs_);
-      b_.collective(replicate_pg_, ar_, CollectiveKind::AllReduce, bytes(shard, r_), rdt, "AR " + G.name, G.name);
+      b_.collective(replicate_pg_, ar_, CollectiveKind::AllReduce, bytes(shard, reduce_bytes_), rdt, "AR " + G.name, G.name);
       post = ar_;
     }
-    if (fp16) b_.launch(post, elementwise("RS post-divide " + G.name, bytes(shard, 2 * r_), G.name));
+    if (fp16) b_.launch(post, elementwise("RS post-divide " + G.name, bytes(shard, 2 * reduce_bytes_), G.name));
+    view_out_sharded_grad(g, rs_out, post, own_grad);
+    post_reduce_events_.push_back(b_.record(post));
+  }
+
+  // The reduced shard becomes .grad: as is, or cast to the orig dtype and/or added into the
+  // existing sharded .grad.
+  void view_out_sharded_grad(int g, BufferId rs_out, StreamId post, bool own_grad) {
+    Group& G = group(g);
+    GroupState& s = state(g);
+    const Dtype rdt = c_.effective_reduce_dtype();
+    const std::int64_t shard = G.shard_numel();
     if (own_grad) {
       s.sharded_grad = rs_out;
     } else {
       // Cast to the orig dtype (new tensor) and/or add into the existing sharded .grad.
-      const std::int64_t traffic = (rdt != c_.orig_dtype ? r_ + o_ : 0) + (s.sharded_grad >= 0 ? 3 * o_ : 0);
+      const std::int64_t traffic = (rdt != c_.orig_dtype ? reduce_bytes_ + orig_bytes_ : 0) + (s.sharded_grad >= 0 ? 3 * orig_bytes_ : 0);
       if (s.sharded_grad < 0)
-        s.sharded_grad = b_.alloc(".grad " + G.name, bytes(shard, o_), MemCategory::Gradients, post);
+        s.sharded_grad = b_.alloc(".grad " + G.name, bytes(shard, orig_bytes_), MemCategory::Gradients, post);
       b_.launch(post, elementwise("grad view-out " + G.name, bytes(shard, traffic), G.name));
       // HSDP keeps the all-reduce input alive until finalize_backward (_all_reduce_state).
       if (c_.replicate > 1) held_ar_inputs_.push_back(rs_out);
       else b_.free(rs_out);
     }
-    post_reduce_events_.push_back(b_.record(post));
   }
 
   void forward(int micro) {
@@ -304,7 +326,7 @@ class Emitter {
       if (g != 0) pre_backward(order_index.at(g));
       layer_backward(b_, l, micro, dflt_, acts_[li], [&] {
         if (l.numel() > 0)  // autograd's unsharded grads, in the param (compute) dtype
-          state(g).grads.push_back(b_.alloc("grads " + l.name, bytes(l.numel(), p_), MemCategory::Gradients, dflt_));
+          state(g).grads.push_back(b_.alloc("grads " + l.name, bytes(l.numel(), param_bytes_), MemCategory::Gradients, dflt_));
       });
       // RegisterPostBackwardFunction fires once the group's input gradient is produced.
       if (g != 0) post_backward(g, sync);
@@ -329,7 +351,9 @@ class Emitter {
   std::vector<Group> groups_;
   std::map<const Layer*, int> group_of_;
   std::vector<GroupState> st_;
-  std::int64_t p_ = 2, r_ = 2, o_ = 4;
+  // Bytes per element of MixedPrecisionPolicy.param_dtype, of its reduce_dtype, and of the
+  // sharded parameters' original dtype.
+  std::int64_t param_bytes_ = 2, reduce_bytes_ = 2, orig_bytes_ = 4;
   std::int64_t total_shard_ = 0;
   ProgramBuilder b_;
   StreamId dflt_ = 0, copy_in_ = 0, ag_ = 0, rs_ = 0, ar_ = 0;

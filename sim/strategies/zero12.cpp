@@ -17,14 +17,14 @@ namespace {
 class Zero12Builder {
  public:
   Zero12Builder(const ZeroConfig& c, const Experiment& e)
-      : c_(c), e_(e), w_(e.workload), W_(e.cluster.world_size()), p_(dtype_bytes(c.model_dtype)),
-        cb_(dtype_bytes(c.communication_data_type)) {}
+      : c_(c), e_(e), w_(e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
+        communication_bytes_(dtype_bytes(c.communication_data_type)) {}
 
   Program build() {
     dflt_ = b_.default_stream();
     // Z4.5: overlap_comm puts the flushes on reduction_stream; otherwise on the current stream.
-    red_ = c_.overlap_comm ? b_.stream("reduction") : dflt_;
-    pg_ = b_.comm("zero dp", W_, e_.cluster.nodes);
+    reduction_stream_ = c_.overlap_comm ? b_.stream("reduction") : dflt_;
+    dp_process_group_ = b_.comm("zero dp", dp_world_size_, e_.cluster.nodes);
     layout();
 
     // Persistent state (M5.1), per optimizer param group: the flat bit16 buffer (params are
@@ -32,7 +32,7 @@ class Zero12Builder {
     b_.mark("setup", Phase::Setup);
     const bool one = groups_.size() == 1;
     for (std::size_t i = 0; i < groups_.size(); ++i)
-      b_.alloc(one ? std::string("bit16_groups_flat") : fmt::format("bit16_groups_flat {}", i), Bytes{groups_[i].flat * p_},
+      b_.alloc(one ? std::string("bit16_groups_flat") : fmt::format("bit16_groups_flat {}", i), Bytes{groups_[i].flat * model_bytes_},
                MemCategory::Parameters, dflt_);
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       b_.alloc(one ? std::string("fp32 partition") : fmt::format("fp32 partition {}", i), Bytes{groups_[i].part * 4},
@@ -74,8 +74,8 @@ class Zero12Builder {
         group_of_[p] = gi;
         off += p->numel;
       }
-      g.flat = ceil_div(off, 2 * W_) * 2 * W_;
-      g.part = g.flat / W_;
+      g.flat = ceil_div(off, 2 * dp_world_size_) * 2 * dp_world_size_;
+      g.part = g.flat / dp_world_size_;
       groups_.push_back(std::move(g));
     }
     for (const Param* p : order_) {
@@ -83,8 +83,8 @@ class Zero12Builder {
       const std::int64_t lo = g.part * kZeroSimulatedRank, hi = lo + g.part;
       std::int64_t s = offset_[p], t = s + p->numel;
       if (s < hi && t > lo) {
-        in_partition_.insert(p);
-        gip_numel_ += p->numel;
+        params_in_partition_.insert(p);
+        grads_in_partition_size_ += p->numel;
       }
     }
   }
@@ -116,17 +116,17 @@ class Zero12Builder {
     // the hook only calls setup_buckets (the IPG buffer) and, off the boundary, nothing else.
     const bool hooks = c_.stage == 2 || c_.overlap_comm || c_.contiguous_gradients;
     accumulate_ = c_.stage == 2 && micro > 0;  // stage 2 adds into grads_in_partition
-    if (c_.stage == 2 && micro > 0 && gip_ >= 0) {
+    if (c_.stage == 2 && micro > 0 && grads_in_partition_ >= 0) {
       // Each backward's copy_grads_in_partition allocates a fresh grads_in_partition (the
       // epilogue's _release_ipg_buffers set it to None). Micro-batch 0's stays alive to the
       // boundary as all_grad_tensors, which the epilogue add_()s every later one into; a later
       // one lives on in the param.grad views until this backward's hooks move them into the
       // IPG buffer (independent_gradient_partition_epilogue, reduce_independent_p_g_...).
-      if (acc_gip_ < 0) acc_gip_ = gip_;
-      else prev_gip_ = gip_;
-      gip_ = -1;
+      if (accumulated_grads_in_partition_ < 0) accumulated_grads_in_partition_ = grads_in_partition_;
+      else previous_grads_in_partition_ = grads_in_partition_;
+      grads_in_partition_ = -1;
     }
-    hooked_in_partition_ = 0;
+    hooked_params_in_partition_ = 0;
     bucket_seq_ = 0;
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
@@ -137,7 +137,7 @@ class Zero12Builder {
       for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
         const Param* p = *it;
         if (!grad_.count(p))
-          grad_[p] = b_.alloc(".grad " + p->name, Bytes{p->numel * p_}, MemCategory::Gradients, dflt_);
+          grad_[p] = b_.alloc(".grad " + p->name, Bytes{p->numel * model_bytes_}, MemCategory::Gradients, dflt_);
         // grad_handling_hook -> process_gradients -> setup_buckets: the IPG buffer is
         // allocated at the first gradient of the backward, and (stage 1 off the boundary: no
         // epilogue runs) stays allocated until the boundary's epilogue releases it.
@@ -159,117 +159,136 @@ class Zero12Builder {
   // setup_buckets: one IPG buffer, two with overlap_comm (double buffering), model dtype;
   // only while none is held (ready_for_gradients).
   void setup_buckets() {
-    if (!c_.contiguous_gradients || !ipg_.empty()) return;
+    if (!c_.contiguous_gradients || !ipg_buffer_.empty()) return;
     const int n = c_.overlap_comm ? 2 : 1;
     for (int i = 0; i < n; ++i)
-      ipg_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * p_}, MemCategory::CommBuffers, dflt_));
+      ipg_buffer_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * model_bytes_}, MemCategory::CommBuffers, dflt_));
     ipg_index_ = 0;
   }
 
   // reduce_independent_p_g_buckets_and_remove_grads (Z4.4).
   void hook(const Param* p) {
     setup_buckets();
-    if (bucket_elements_ + p->numel > c_.reduce_bucket_size) flush();
-    bucket_.push_back(p);
-    bucket_elements_ += p->numel;
+    if (elements_in_ipg_bucket_ + p->numel > c_.reduce_bucket_size) reduce_ipg_grads();
+    params_in_ipg_bucket_.push_back(p);
+    elements_in_ipg_bucket_ += p->numel;
     if (c_.contiguous_gradients && p->numel <= c_.reduce_bucket_size) {
       // Copy into the IPG buffer on the current stream; param.grad becomes a view of it and
       // the autograd grad storage goes (stream-ordered on the current stream).
-      b_.launch(dflt_, memcpy_dtod("grad->ipg " + p->name, Bytes{2 * p->numel * p_}, fmt::format("bucket {}", bucket_seq_)));
+      b_.launch(dflt_, memcpy_dtod("grad->ipg " + p->name, Bytes{2 * p->numel * model_bytes_}, fmt::format("bucket {}", bucket_seq_)));
       b_.free(grad_.at(p));
       grad_.erase(p);
     }
     // Once every in-partition param's hook has run, no param.grad views the previous
     // micro-batch's grads_in_partition any more: it is freed.
-    if (in_partition_.count(p) && ++hooked_in_partition_ == in_partition_.size() && prev_gip_ >= 0) {
-      b_.free(prev_gip_);
-      prev_gip_ = -1;
+    if (params_in_partition_.count(p) && ++hooked_params_in_partition_ == params_in_partition_.size() && previous_grads_in_partition_ >= 0) {
+      b_.free(previous_grads_in_partition_);
+      previous_grads_in_partition_ = -1;
     }
     // An "extra large param" (numel > reduce_bucket_size) keeps its own grad and is reduced on
     // its own at the next flush; without contiguous_gradients every grad stays until reduced.
   }
 
-  // reduce_ipg_grads -> average_tensor (Z4.5).
-  void flush() {
-    if (bucket_.empty()) return;
+  // reduce_ipg_grads (Z4.5): reduce the bucket on the reduction stream (average_tensor), copy
+  // this rank's part into grads_in_partition, release the reduced grads, swap the
+  // double-buffered IPG buffer.
+  void reduce_ipg_grads() {
+    if (params_in_ipg_bucket_.empty()) return;
     const int k = bucket_seq_++;
     const std::string unit = fmt::format("bucket {}", k);
-    const Bytes bb{bucket_elements_ * p_};
+    const Bytes bb{elements_in_ipg_bucket_ * model_bytes_};
     if (c_.overlap_comm) {
       // reduction_stream.wait_stream(current); current.wait_stream(reduction_stream): the
       // compute stream waits for the PREVIOUS flush, so at most one overlaps compute.
-      b_.wait_stream(red_, dflt_);
-      b_.wait_stream(dflt_, red_);
+      b_.wait_stream(reduction_stream_, dflt_);
+      b_.wait_stream(dflt_, reduction_stream_);
     }
     if (!c_.reduce_scatter) {
       // gradient_reduction_w_predivide: divide, all-reduce the bucket in place.
-      b_.launch(red_, elementwise("div_ " + unit, bb * 2, unit));
-      reduce_collective(CollectiveKind::AllReduce, bucket_elements_, fmt::format("AR {}", unit), unit, -1);
+      b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
+      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, -1);
     } else {
-      b_.launch(red_, elementwise("div_ " + unit, bb * 2, unit));
-      if (c_.use_multi_rank_bucket_allreduce) {
-        reduce_collective(CollectiveKind::AllReduce, bucket_elements_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
-      } else {
-        // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
-        // (allreduce_no_retain -> allreduce_and_copy), in order of first appearance.
-        std::vector<int> ranks;
-        std::map<int, std::int64_t> per_rank;
-        for (const Param* p : bucket_)
-          for (auto [r, n] : owners(p)) {
-            if (!per_rank.count(r)) ranks.push_back(r);
-            per_rank[r] += n;
-          }
-        for (int r : ranks) {
-          if (c_.overlap_comm) {
-            // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
-            b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
-            b_.host_sync_stream(red_, "allreduce_and_copy: cuda.synchronize()");
-          }
-          reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
-        }
-      }
+      average_tensor(unit, bb);
     }
-    // After the reduction, on the same stream: grads of params in this rank's partition are
-    // copied into grads_in_partition (copy_grads_in_partition); stage 2 drops the others.
+    copy_grads_in_partition(unit);
+    release_reduced_grads();
+    params_in_ipg_bucket_.clear();
+    elements_in_ipg_bucket_ = 0;
+    if (c_.overlap_comm && c_.contiguous_gradients) ipg_index_ = 1 - ipg_index_;
+  }
+
+  // average_tensor (reduce_scatter=true): divide, then one all-reduce of the bucket
+  // (use_multi_rank_bucket_allreduce) or one reduce per destination rank.
+  void average_tensor(const std::string& unit, Bytes bb) {
+    b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
+    if (c_.use_multi_rank_bucket_allreduce)
+      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
+    else
+      allreduce_no_retain(unit);
+  }
+
+  // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
+  // (allreduce_no_retain -> allreduce_and_copy), in order of first appearance.
+  void allreduce_no_retain(const std::string& unit) {
+    std::vector<int> ranks;
+    std::map<int, std::int64_t> per_rank;
+    for (const Param* p : params_in_ipg_bucket_)
+      for (auto [r, n] : owners(p)) {
+        if (!per_rank.count(r)) ranks.push_back(r);
+        per_rank[r] += n;
+      }
+    for (int r : ranks) {
+      if (c_.overlap_comm) {
+        // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
+        b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
+        b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
+      }
+      reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
+    }
+  }
+
+  // After the reduction, on the same stream: grads of params in this rank's partition are
+  // copied into grads_in_partition (copy_grads_in_partition); stage 2 drops the others.
+  void copy_grads_in_partition(const std::string& unit) {
     std::int64_t own = 0;
-    for (const Param* p : bucket_)
-      if (in_partition_.count(p)) own += p->numel;
+    for (const Param* p : params_in_ipg_bucket_)
+      if (params_in_partition_.count(p)) own += p->numel;
     if (own > 0 && c_.contiguous_gradients) {
-      if (gip_ < 0) gip_ = b_.alloc("grads_in_partition", Bytes{gip_numel_ * p_}, MemCategory::Gradients, red_);
-      b_.launch(red_, elementwise("copy_grads_in_partition " + unit, Bytes{own * p_ * (accumulate_ ? 3 : 2)}, unit,
+      if (grads_in_partition_ < 0) grads_in_partition_ = b_.alloc("grads_in_partition", Bytes{grads_in_partition_size_ * model_bytes_}, MemCategory::Gradients, reduction_stream_);
+      b_.launch(reduction_stream_, elementwise("copy_grads_in_partition " + unit, Bytes{own * model_bytes_ * (accumulate_ ? 3 : 2)}, unit,
                                   KernelClass::Copy));
     }
-    for (const Param* p : bucket_) {
+  }
+
+  // A grad still held: an extra large param's (its partition part was copied above), or any
+  // grad without contiguous_gradients, where stage 1 keeps every grad and stage 2 the
+  // in-partition ones until the step. The others' storage returns once the reduce stream is done.
+  void release_reduced_grads() {
+    for (const Param* p : params_in_ipg_bucket_) {
       auto g = grad_.find(p);
       if (g == grad_.end()) continue;
-      // A grad still held: an extra large param's (its partition part was copied above), or
-      // any grad without contiguous_gradients, where stage 1 keeps every grad and stage 2 the
-      // in-partition ones until the step. The storage returns once the reduce stream is done.
-      bool keep = !c_.contiguous_gradients && (c_.stage == 1 || in_partition_.count(p));
+      bool keep = !c_.contiguous_gradients && (c_.stage == 1 || params_in_partition_.count(p));
       if (keep) continue;
-      b_.free_after(g->second, {red_});
+      b_.free_after(g->second, {reduction_stream_});
       grad_.erase(g);
     }
-    bucket_.clear();
-    bucket_elements_ = 0;
-    if (c_.overlap_comm && c_.contiguous_gradients) ipg_index_ = 1 - ipg_index_;
   }
 
   // allreduce_bucket: flatten (a torch.cat copy of the bucket), cast to the communication
   // dtype if it differs, the collective (synchronous on the issuing stream, G0.4), then copy
   // back the slices this rank owns.
   void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit, int dst) {
-    BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * p_}, MemCategory::CommBuffers, red_);
-    b_.launch(red_, elementwise("flatten " + unit, Bytes{2 * numel * p_}, unit, KernelClass::Copy));
+    BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * model_bytes_}, MemCategory::CommBuffers, reduction_stream_);
+    b_.launch(reduction_stream_, elementwise("flatten " + unit, Bytes{2 * numel * model_bytes_}, unit, KernelClass::Copy));
     BufferId cast = -1;
     if (c_.communication_data_type != c_.model_dtype) {
-      cast = b_.alloc("comm-dtype cast " + unit, Bytes{numel * cb_}, MemCategory::CommBuffers, red_);
-      b_.launch(red_, elementwise("cast " + unit, Bytes{numel * (p_ + cb_)}, unit));
+      cast = b_.alloc("comm-dtype cast " + unit, Bytes{numel * communication_bytes_}, MemCategory::CommBuffers, reduction_stream_);
+      b_.launch(reduction_stream_, elementwise("cast " + unit, Bytes{numel * (model_bytes_ + communication_bytes_)}, unit));
     }
-    b_.collective(pg_, red_, kind, Bytes{numel * cb_}, c_.communication_data_type, std::move(name), unit);
+    b_.collective(dp_process_group_, reduction_stream_, kind, Bytes{numel * communication_bytes_}, c_.communication_data_type, std::move(name), unit);
     if (dst == kZeroSimulatedRank) {
-      std::int64_t mine = kind == CollectiveKind::Reduce ? numel : ceil_div(numel, W_);
-      b_.launch(red_, elementwise("copy back " + unit, Bytes{2 * mine * p_}, unit, KernelClass::Copy));
+      std::int64_t mine = kind == CollectiveKind::Reduce ? numel : ceil_div(numel, dp_world_size_);
+      b_.launch(reduction_stream_, elementwise("copy back " + unit, Bytes{2 * mine * model_bytes_}, unit, KernelClass::Copy));
     }
     if (cast >= 0) b_.free(cast);
     b_.free(flat);
@@ -277,13 +296,13 @@ class Zero12Builder {
 
   // independent_gradient_partition_epilogue (Z4.4).
   void epilogue() {
-    flush();
+    reduce_ipg_grads();
     if (c_.overlap_comm) {
       b_.host_sync_stream(dflt_, "independent_gradient_partition_epilogue: cuda.synchronize()");
-      b_.host_sync_stream(red_, "independent_gradient_partition_epilogue: cuda.synchronize()");
+      b_.host_sync_stream(reduction_stream_, "independent_gradient_partition_epilogue: cuda.synchronize()");
     }
-    for (BufferId i : ipg_) b_.free(i);  // _release_ipg_buffers; re-allocated next backward
-    ipg_.clear();
+    for (BufferId i : ipg_buffer_) b_.free(i);  // _release_ipg_buffers; re-allocated next backward
+    ipg_buffer_.clear();
   }
 
   // Z4.6 (DeepSpeedZeroOptimizer.step): global norm over the bit16 grads, then per param group:
@@ -293,8 +312,8 @@ class Zero12Builder {
   // all_gather_dp_groups: one all-gather per group's flat bit16 buffer (nothing overlaps it).
   void step() {
     b_.mark("optimizer", Phase::Optimizer);
-    b_.launch(dflt_, elementwise("grad norm", Bytes{gip_numel_ * p_}));
-    b_.collective(pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
+    b_.launch(dflt_, elementwise("grad norm", Bytes{grads_in_partition_size_ * model_bytes_}));
+    b_.collective(dp_process_group_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
     const bool one = groups_.size() == 1;
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       const PGroup& g = groups_[i];
@@ -302,16 +321,16 @@ class Zero12Builder {
       // free_grad_in_param_list(params_not_in_partition[i]): grads still held (no
       // contiguous_gradients) of params this rank does not update.
       release_held_grads(i, false);
-      BufferId flat = b_.alloc("flat grad partition" + sfx, Bytes{g.part * p_}, MemCategory::Gradients, dflt_);
-      b_.launch(dflt_, elementwise("flatten grad partition" + sfx, Bytes{2 * g.part * p_}, "step", KernelClass::Copy));
+      BufferId flat = b_.alloc("flat grad partition" + sfx, Bytes{g.part * model_bytes_}, MemCategory::Gradients, dflt_);
+      b_.launch(dflt_, elementwise("flatten grad partition" + sfx, Bytes{2 * g.part * model_bytes_}, "step", KernelClass::Copy));
       BufferId g32 = b_.alloc("fp32 partition grad" + sfx, Bytes{g.part * 4}, MemCategory::Gradients, dflt_);
-      b_.launch(dflt_, elementwise("grads -> fp32 partition" + sfx, Bytes{g.part * (p_ + 4)}, "step", KernelClass::Copy));
+      b_.launch(dflt_, elementwise("grads -> fp32 partition" + sfx, Bytes{g.part * (model_bytes_ + 4)}, "step", KernelClass::Copy));
       b_.free(flat);
       // free_grad_in_param_list(params_in_partition[i]); averaged_gradients[i] = None,
       // all_grad_tensors[i] = None: after the last group nothing views grads_in_partition.
       release_held_grads(i, true);
       if (i + 1 == groups_.size()) {
-        for (BufferId* b : {&gip_, &acc_gip_, &prev_gip_})
+        for (BufferId* b : {&grads_in_partition_, &accumulated_grads_in_partition_, &previous_grads_in_partition_})
           if (*b >= 0) b_.free(*b), *b = -1;
         for (auto& [p, gb] : grad_) b_.free(gb);
         grad_.clear();
@@ -319,21 +338,21 @@ class Zero12Builder {
       if (e_.training.optimizer != Optimizer::None)
         b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, g.part, Dtype::FP32, "optimizer.step (fp32 partition" + sfx + ")"));
       b_.free(g32);
-      b_.launch(dflt_, elementwise("fp32 -> bit16 partition" + sfx, Bytes{g.part * (4 + p_)}, "step", KernelClass::Copy));
+      b_.launch(dflt_, elementwise("fp32 -> bit16 partition" + sfx, Bytes{g.part * (4 + model_bytes_)}, "step", KernelClass::Copy));
     }
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       const PGroup& g = groups_[i];
       const std::string sfx = one ? std::string() : fmt::format(" {}", i);
       if (c_.all_gather_into_tensor) {
-        b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{g.flat * p_}, c_.model_dtype, "AG step flat" + sfx, "step");
+        b_.collective(dp_process_group_, dflt_, CollectiveKind::AllGather, Bytes{g.flat * model_bytes_}, c_.model_dtype, "AG step flat" + sfx, "step");
       } else {
         // Legacy all_gather_dp_groups: the partition in allgather_bucket_size shards, one
         // dist.all_gather each (num_shards = max(1, partition * dp // allgather_bucket_size)).
-        std::int64_t shards = std::max<std::int64_t>(1, g.part * W_ / c_.allgather_bucket_size);
+        std::int64_t shards = std::max<std::int64_t>(1, g.part * dp_world_size_ / c_.allgather_bucket_size);
         std::int64_t shard = g.part / shards;
         for (std::int64_t k = 0; k < shards; ++k) {
           std::int64_t n = k == shards - 1 ? g.part - shard * (shards - 1) : shard;
-          b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{n * W_ * p_}, c_.model_dtype,
+          b_.collective(dp_process_group_, dflt_, CollectiveKind::AllGather, Bytes{n * dp_world_size_ * model_bytes_}, c_.model_dtype,
                         fmt::format("AG step flat{} shard {}", sfx, k), "step");
         }
       }
@@ -343,7 +362,7 @@ class Zero12Builder {
   // Frees the grads still held of group i's params in (or not in) this rank's partition.
   void release_held_grads(std::size_t i, bool in_partition) {
     for (const Param* p : groups_[i].params) {
-      if (in_partition_.count(p) != (in_partition ? 1u : 0u)) continue;
+      if (params_in_partition_.count(p) != (in_partition ? 1u : 0u)) continue;
       auto it = grad_.find(p);
       if (it == grad_.end()) continue;
       b_.free(it->second);
@@ -354,11 +373,12 @@ class Zero12Builder {
   const ZeroConfig& c_;
   const Experiment& e_;
   const Workload& w_;
-  const int W_;
-  const std::int64_t p_, cb_;  // bytes per element: model dtype, communication dtype
+  const int dp_world_size_;
+  const std::int64_t model_bytes_;          // bytes per element of the bit16 model dtype
+  const std::int64_t communication_bytes_;  // ... of communication_data_type
   ProgramBuilder b_;
-  StreamId dflt_ = 0, red_ = 0;
-  CommId pg_ = 0;
+  StreamId dflt_ = 0, reduction_stream_ = 0;
+  CommId dp_process_group_ = 0;
 
   struct PGroup {
     std::vector<const Param*> params;
@@ -368,20 +388,20 @@ class Zero12Builder {
   std::map<const Param*, int> group_of_;
   std::vector<const Param*> order_;
   std::map<const Param*, std::int64_t> offset_;  // within its group's flat buffer
-  std::int64_t gip_numel_ = 0;
-  std::set<const Param*> in_partition_;
+  std::int64_t grads_in_partition_size_ = 0;
+  std::set<const Param*> params_in_partition_;
 
   std::map<const Param*, BufferId> grad_;  // autograd grads still held
-  std::vector<BufferId> ipg_;
+  std::vector<BufferId> ipg_buffer_;
   int ipg_index_ = 0;
-  std::vector<const Param*> bucket_;
-  std::int64_t bucket_elements_ = 0;
+  std::vector<const Param*> params_in_ipg_bucket_;
+  std::int64_t elements_in_ipg_bucket_ = 0;
   int bucket_seq_ = 0;
   bool accumulate_ = false;
-  BufferId gip_ = -1;
-  BufferId acc_gip_ = -1;   // stage 2 with accumulation: micro-batch 0's, to the boundary
-  BufferId prev_gip_ = -1;  // the previous micro-batch's, until its views move
-  std::size_t hooked_in_partition_ = 0;
+  BufferId grads_in_partition_ = -1;
+  BufferId accumulated_grads_in_partition_ = -1;   // stage 2 with accumulation: micro-batch 0's, to the boundary
+  BufferId previous_grads_in_partition_ = -1;  // the previous micro-batch's, until its views move
+  std::size_t hooked_params_in_partition_ = 0;
 };
 
 }  // namespace

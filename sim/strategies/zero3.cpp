@@ -24,30 +24,30 @@ constexpr std::size_t kMaxPendingReduceEvents = 2;
 class Zero3Builder {
  public:
   Zero3Builder(const ZeroConfig& c, const Experiment& e)
-      : c_(c), e_(e), w_(e.workload), W_(e.cluster.world_size()), p_(dtype_bytes(c.model_dtype)),
-        cb_(dtype_bytes(c.communication_data_type)), gb_(dtype_bytes(c.grad_accum_dtype)) {}
+      : c_(c), e_(e), w_(e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
+        communication_bytes_(dtype_bytes(c.communication_data_type)), grad_accum_bytes_(dtype_bytes(c.grad_accum_dtype)) {}
 
   Program build() {
     dflt_ = b_.default_stream();
     // Z4.11/Z4.14: separate all-gather and reduce streams iff overlap_comm.
-    ag_ = c_.overlap_comm ? b_.stream("allgather") : dflt_;
-    red_ = c_.overlap_comm ? b_.stream("reduce_and_partition") : dflt_;
-    pg_ = b_.comm("zero dp", W_, e_.cluster.nodes);
-    layout();
-    make_trace();
+    allgather_stream_ = c_.overlap_comm ? b_.stream("allgather") : dflt_;
+    reduce_and_partition_stream_ = c_.overlap_comm ? b_.stream("reduce_and_partition") : dflt_;
+    dp_process_group_ = b_.comm("zero dp", dp_world_size_, e_.cluster.nodes);
+    mark_persistent_parameters();
+    record_trace();
 
     // Persistent state (M5.1 + Z4.8): ds_tensor partitions, the grad partition buffer, fp32
     // partition + Adam states, the persistent IPG buffer, persistent params kept gathered.
     b_.mark("setup", Phase::Setup);
-    b_.alloc("ds_tensor partitions", Bytes{part_total_ * p_}, MemCategory::Parameters, dflt_);
-    b_.alloc("grad_partitions_flat_buffer", Bytes{part_total_ * gb_}, MemCategory::Gradients, dflt_);
-    b_.alloc("fp32 partition", Bytes{part_total_ * 4}, MemCategory::OptimizerState, dflt_);
-    Bytes opt = optimizer_state_bytes(e_.training.optimizer, part_total_, Dtype::FP32);
+    b_.alloc("ds_tensor partitions", Bytes{partition_numel_total_ * model_bytes_}, MemCategory::Parameters, dflt_);
+    b_.alloc("grad_partitions_flat_buffer", Bytes{partition_numel_total_ * grad_accum_bytes_}, MemCategory::Gradients, dflt_);
+    b_.alloc("fp32 partition", Bytes{partition_numel_total_ * 4}, MemCategory::OptimizerState, dflt_);
+    Bytes opt = optimizer_state_bytes(e_.training.optimizer, partition_numel_total_, Dtype::FP32);
     if (opt.count > 0) b_.alloc("optimizer state (fp32 partition)", opt, MemCategory::OptimizerState, dflt_);
     if (c_.contiguous_gradients)
-      b_.alloc("ipg buffer", Bytes{c_.reduce_bucket_size * cb_}, MemCategory::CommBuffers, dflt_);
+      b_.alloc("ipg buffer", Bytes{c_.reduce_bucket_size * communication_bytes_}, MemCategory::CommBuffers, dflt_);
     if (persistent_numel_ > 0)
-      b_.alloc("persistent params (gathered)", Bytes{persistent_numel_ * p_}, MemCategory::UnshardedParameters, dflt_);
+      b_.alloc("persistent params (gathered)", Bytes{persistent_numel_ * model_bytes_}, MemCategory::UnshardedParameters, dflt_);
 
     const int A = e_.training.grad_accum;
     for (int micro = 0; micro < A; ++micro) micro_batch(micro);
@@ -56,42 +56,46 @@ class Zero3Builder {
   }
 
  private:
-  struct PState {
-    enum class S { NotAvailable, Inflight, Available } s = S::NotAvailable;
-    int handle = -1;
-    BufferId full = -1;
+  // partition_parameters.py ZeroParamStatus.
+  enum class ZeroParamStatus { NotAvailable, Inflight, Available };
+  // What a ds param carries while the step runs: ds_status, the AllGatherCoalescedHandle it
+  // waits on while in flight, and param.data once gathered.
+  struct DsParamState {
+    ZeroParamStatus ds_status = ZeroParamStatus::NotAvailable;
+    int handle = -1;        // index into allgather_handles_ while Inflight
+    BufferId data = -1;     // the unsharded param.data while Available
   };
-  struct Handle {
+  struct AllGatherCoalescedHandle {
     std::vector<int> params;
     BufferId flat = -1;  // coalesced AG output (W * sum of partitions)
     bool done = false;
   };
-  struct TraceStep {
+  struct SubmoduleStep {
     std::string name;
     std::vector<int> params;  // direct params, ds_id order
   };
 
-  std::int64_t part(int id) const { return ceil_div(params_[id]->numel, W_); }  // Z4.7
+  std::int64_t partition_numel(int id) const { return ceil_div(params_[id]->numel, dp_world_size_); }  // Z4.7
 
-  void layout() {
+  void mark_persistent_parameters() {
     std::int64_t running = 0;
     for (const Layer& l : w_.layers)
       for (const Param* p : l.params()) {
         id_[p] = static_cast<int>(params_.size());
         params_.push_back(p);
-        part_total_ += ceil_div(p->numel, W_);
+        partition_numel_total_ += ceil_div(p->numel, dp_world_size_);
         // Z4.8 mark_persistent_parameters: small params while the model total allows.
         bool persist = false;
         if (p->numel + running <= c_.model_persistence_threshold && p->numel <= c_.param_persistence_threshold) {
           persist = true;
           running += p->numel;
         }
-        persist_.push_back(persist);
+        ds_persist_.push_back(persist);
       }
     persistent_numel_ = running;
-    state_.assign(params_.size(), PState{});
+    param_state_.assign(params_.size(), DsParamState{});
     for (std::size_t i = 0; i < params_.size(); ++i)
-      if (persist_[i]) state_[i].s = PState::S::Available;
+      if (ds_persist_[i]) param_state_[i].ds_status = ZeroParamStatus::Available;
   }
 
   // Tied LM head (gpt/opt presets): the head module owns no Param in the workload but uses
@@ -106,268 +110,297 @@ class Zero3Builder {
     return out;
   }
 
-  // Z4.9/Z4.10: every module's fetch is a trace step: the root, each layer (container, no
+  // Z4.9/Z4.10: every module's fetch_sub_module is a trace step: the root, each layer (container, no
   // direct params) and its modules in forward; in backward the root, then per layer the
   // container and its modules in reverse.
-  void make_trace() {
-    trace_.push_back({"model fwd", {}});
+  void record_trace() {
+    submodule_order_.push_back({"model fwd", {}});
     for (const Layer& l : w_.layers) {
-      trace_.push_back({l.name, {}});
-      for (const Module& m : l.modules) trace_.push_back({m.name, module_params(l, m)});
+      submodule_order_.push_back({l.name, {}});
+      for (const Module& m : l.modules) submodule_order_.push_back({m.name, module_params(l, m)});
     }
-    trace_.push_back({"model bwd", {}});
+    submodule_order_.push_back({"model bwd", {}});
     for (auto l = w_.layers.rbegin(); l != w_.layers.rend(); ++l) {
-      trace_.push_back({l->name, {}});
-      for (auto m = l->modules.rbegin(); m != l->modules.rend(); ++m) trace_.push_back({m->name, module_params(*l, *m)});
+      submodule_order_.push_back({l->name, {}});
+      for (auto m = l->modules.rbegin(); m != l->modules.rend(); ++m) submodule_order_.push_back({m->name, module_params(*l, *m)});
     }
   }
 
   // reset_step (root pre-forward): the param queue restarts from the recorded trace.
   void reset_step() {
     step_id_ = 0;
-    queue_.clear();
-    for (std::size_t s = 0; s < trace_.size(); ++s)
-      for (int p : trace_[s].params) queue_.emplace_back(p, static_cast<int>(s));
-    most_recent_.assign(params_.size(), -1);
+    param_queue_.clear();
+    for (std::size_t s = 0; s < submodule_order_.size(); ++s)
+      for (int p : submodule_order_[s].params) param_queue_.emplace_back(p, static_cast<int>(s));
+    most_recent_step_id_param_fetched_for_.assign(params_.size(), -1);
   }
 
   // __all_gather_params -> all_gather_coalesced on the allgather stream (Z4.13).
-  void all_gather(std::vector<int> ps, bool forward, const std::string& name, const std::string& unit) {
+  void all_gather_params(std::vector<int> ps, bool forward, const std::string& name, const std::string& unit) {
     std::sort(ps.begin(), ps.end());
     std::int64_t parts = 0;
     for (int p : ps) {
-      parts += part(p);
-      n_available_ += params_[p]->numel;
-      state_[p].s = PState::S::Inflight;
-      state_[p].handle = static_cast<int>(handles_.size());
+      parts += partition_numel(p);
+      n_available_params_ += params_[p]->numel;
+      param_state_[p].ds_status = ZeroParamStatus::Inflight;
+      param_state_[p].handle = static_cast<int>(allgather_handles_.size());
     }
-    Handle h;
+    AllGatherCoalescedHandle h;
     h.params = ps;
     const std::string label = fmt::format("AG {} {}", name, forward ? "fwd" : "bwd");
     if (ps.size() == 1) {
       // Single param: the gathered (padded) buffer becomes the param's storage, no copy-out.
-      state_[ps[0]].full = b_.alloc("full " + params_[ps[0]]->name, Bytes{parts * W_ * p_}, MemCategory::UnshardedParameters, ag_);
+      param_state_[ps[0]].data = b_.alloc("full " + params_[ps[0]]->name, Bytes{parts * dp_world_size_ * model_bytes_}, MemCategory::UnshardedParameters, allgather_stream_);
     } else {
-      h.flat = b_.alloc("AG buffer " + name, Bytes{parts * W_ * p_}, MemCategory::UnshardedParameters, ag_);
-      b_.launch(ag_, elementwise("AG copy-in " + name, Bytes{2 * parts * p_}, unit, KernelClass::Copy));
+      h.flat = b_.alloc("AG buffer " + name, Bytes{parts * dp_world_size_ * model_bytes_}, MemCategory::UnshardedParameters, allgather_stream_);
+      b_.launch(allgather_stream_, elementwise("AG copy-in " + name, Bytes{2 * parts * model_bytes_}, unit, KernelClass::Copy));
     }
-    b_.collective(pg_, ag_, CollectiveKind::AllGather, Bytes{parts * W_ * p_}, c_.model_dtype, label, unit);
-    handles_.push_back(std::move(h));
+    b_.collective(dp_process_group_, allgather_stream_, CollectiveKind::AllGather, Bytes{parts * dp_world_size_ * model_bytes_}, c_.model_dtype, label, unit);
+    allgather_handles_.push_back(std::move(h));
   }
 
   // AllGatherCoalescedHandle.wait: per param torch.cat of its pieces into a new unsharded
   // tensor on the allgather stream; the pieces are record_stream'ed on it.
   void wait_handle(int hi) {
-    Handle& h = handles_[static_cast<std::size_t>(hi)];
+    AllGatherCoalescedHandle& h = allgather_handles_[static_cast<std::size_t>(hi)];
     if (h.done) return;
     h.done = true;
     if (h.flat < 0) return;
     for (int p : h.params) {
-      state_[p].full = b_.alloc("full " + params_[p]->name, Bytes{params_[p]->numel * p_}, MemCategory::UnshardedParameters, ag_);
-      b_.launch(ag_, elementwise("copy-out " + params_[p]->name, Bytes{2 * params_[p]->numel * p_}, params_[p]->name,
+      param_state_[p].data = b_.alloc("full " + params_[p]->name, Bytes{params_[p]->numel * model_bytes_}, MemCategory::UnshardedParameters, allgather_stream_);
+      b_.launch(allgather_stream_, elementwise("copy-out " + params_[p]->name, Bytes{2 * params_[p]->numel * model_bytes_}, params_[p]->name,
                                  KernelClass::Copy));
     }
-    b_.free_after(h.flat, {ag_});
+    b_.free_after(h.flat, {allgather_stream_});
   }
 
   // fetch_sub_module (Z4.11).
-  void fetch(bool forward) {
-    const TraceStep& st = trace_[static_cast<std::size_t>(step_id_)];
+  void fetch_sub_module(bool forward) {
+    const SubmoduleStep& st = submodule_order_[static_cast<std::size_t>(step_id_)];
     std::vector<int> missing;
     for (int p : st.params)
-      if (state_[p].s == PState::S::NotAvailable) missing.push_back(p);
-    if (!missing.empty()) all_gather(missing, forward, st.name, st.name);
+      if (param_state_[p].ds_status == ZeroParamStatus::NotAvailable) missing.push_back(p);
+    if (!missing.empty()) all_gather_params(missing, forward, st.name, st.name);
     for (int p : st.params) {
-      if (state_[p].s != PState::S::Inflight) continue;
-      if (fetch_events_.size() > kMaxOngoingFetchEvents) {
-        b_.host_sync(fetch_events_.front(), "fetch_sub_module: > 2 ongoing fetch events");
-        fetch_events_.pop_front();
+      if (param_state_[p].ds_status != ZeroParamStatus::Inflight) continue;
+      if (ongoing_fetch_events_.size() > kMaxOngoingFetchEvents) {
+        b_.host_sync(ongoing_fetch_events_.front(), "fetch_sub_module: > 2 ongoing fetch events");
+        ongoing_fetch_events_.pop_front();
       }
-      wait_handle(state_[p].handle);
-      state_[p].s = PState::S::Available;
-      fetch_events_.push_back(b_.record(ag_));
+      wait_handle(param_state_[p].handle);
+      param_state_[p].ds_status = ZeroParamStatus::Available;
+      ongoing_fetch_events_.push_back(b_.record(allgather_stream_));
     }
-    b_.wait_stream(dflt_, ag_);
+    b_.wait_stream(dflt_, allgather_stream_);
+    prefetch(st, forward);
+    ++step_id_;
+  }
 
-    // Prefetch: pop this module's params off the queue, then gather the next not-available
-    // params until min(max_live - n_available, prefetch_bucket_size) elements, in one AG.
+  // _fetch_sub_module_impl, prefetch part (Z4.11 step 4): pop this module's params off the
+  // param queue, then gather the next not-available params until
+  // min(max_live_parameters - n_available_params, prefetch_bucket_size) elements, in one AG.
+  void prefetch(const SubmoduleStep& st, bool forward) {
     std::set<int> not_fetched;
     for (int p : st.params)
-      if (most_recent_[p] < step_id_) not_fetched.insert(p);
+      if (most_recent_step_id_param_fetched_for_[p] < step_id_) not_fetched.insert(p);
     std::size_t discarded = 0;
-    while (!queue_.empty() && discarded < not_fetched.size()) {
-      auto [p, s] = queue_.front();
-      queue_.pop_front();
-      most_recent_[p] = s;
+    while (!param_queue_.empty() && discarded < not_fetched.size()) {
+      auto [p, s] = param_queue_.front();
+      param_queue_.pop_front();
+      most_recent_step_id_param_fetched_for_[p] = s;
       ++discarded;
     }
     if (c_.prefetch_bucket_size > 0) {
-      const std::int64_t limit = std::min(c_.max_live_parameters - n_available_, c_.prefetch_bucket_size);
+      const std::int64_t limit = std::min(c_.max_live_parameters - n_available_params_, c_.prefetch_bucket_size);
       std::set<int> pick;
       std::int64_t numel = 0;
       std::string first, last;
-      while (!queue_.empty() && numel < limit) {
-        auto [p, s] = queue_.front();
-        queue_.pop_front();
-        if (state_[p].s == PState::S::NotAvailable) {
+      while (!param_queue_.empty() && numel < limit) {
+        auto [p, s] = param_queue_.front();
+        param_queue_.pop_front();
+        if (param_state_[p].ds_status == ZeroParamStatus::NotAvailable) {
           pick.insert(p);
           numel += params_[p]->numel;
-          if (first.empty()) first = trace_[static_cast<std::size_t>(s)].name;
-          last = trace_[static_cast<std::size_t>(s)].name;
+          if (first.empty()) first = submodule_order_[static_cast<std::size_t>(s)].name;
+          last = submodule_order_[static_cast<std::size_t>(s)].name;
         }
-        most_recent_[p] = std::max(most_recent_[p], s);
+        most_recent_step_id_param_fetched_for_[p] = std::max(most_recent_step_id_param_fetched_for_[p], s);
       }
       if (!pick.empty()) {
         std::string name = first == last ? "prefetch " + first : fmt::format("prefetch {}..{}", first, last);
-        all_gather(std::vector<int>(pick.begin(), pick.end()), forward, name, first);
+        all_gather_params(std::vector<int>(pick.begin(), pick.end()), forward, name, first);
       }
     }
-    ++step_id_;
   }
 
   // release_sub_module (Z4.12): keep persistent params, params whose later use was already
   // popped by a prefetch, and params used again within max_reuse_distance elements.
-  void release() {
-    const TraceStep& st = trace_[static_cast<std::size_t>(step_id_ - 1)];
+  void release_sub_module() {
+    const SubmoduleStep& st = submodule_order_[static_cast<std::size_t>(step_id_ - 1)];
     for (int p : st.params) {
-      if (persist_[p] || most_recent_[p] > step_id_ || state_[p].s != PState::S::Available) continue;
-      bool reused = false;
-      std::int64_t traversed = 0;
-      for (std::size_t s = static_cast<std::size_t>(step_id_); s < trace_.size() && !reused; ++s) {
-        if (traversed >= c_.max_reuse_distance) break;
-        for (int q : trace_[s].params) {
-          if (q == p) reused = true;
-          traversed += params_[q]->numel;
-        }
-      }
-      if (reused) continue;
-      b_.free_after(state_[p].full, {dflt_});  // free_param: record_stream(current)
-      state_[p] = PState{};
-      n_available_ -= params_[p]->numel;
+      if (ds_persist_[p] || most_recent_step_id_param_fetched_for_[p] > step_id_ ||
+          param_state_[p].ds_status != ZeroParamStatus::Available || reused_within_max_reuse_distance(p))
+        continue;
+      release_param(p);
     }
+  }
+
+  // __params_to_release: is p used again by a module within the next max_reuse_distance
+  // parameter elements of the trace?
+  bool reused_within_max_reuse_distance(int p) const {
+    std::int64_t traversed = 0;
+    for (std::size_t s = static_cast<std::size_t>(step_id_); s < submodule_order_.size(); ++s) {
+      if (traversed >= c_.max_reuse_distance) return false;
+      bool reused = false;
+      for (int q : submodule_order_[s].params) {
+        if (q == p) reused = true;
+        traversed += params_[q]->numel;
+      }
+      if (reused) return true;
+    }
+    return false;
+  }
+
+  // __release_param -> free_param: record_stream(current), then the gathered data is freed.
+  void release_param(int p) {
+    b_.free_after(param_state_[p].data, {dflt_});
+    param_state_[p] = DsParamState{};
+    n_available_params_ -= params_[p]->numel;
   }
 
   void micro_batch(int micro) {
     reset_step();
+    std::vector<BufferId> acts = forward(micro);
+    backward(micro, acts);
+    independent_gradient_partition_epilogue();
+    release_and_reset_all();
+  }
+
+  // Forward: the pre-hook fetches each module, the post-hook releases it (Z4.9). Returns the
+  // saved activations per layer.
+  std::vector<BufferId> forward(int micro) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    fetch(true);  // root
+    fetch_sub_module(true);  // root
     std::vector<BufferId> acts(w_.layers.size(), -1);
     for (std::size_t li = 0; li < w_.layers.size(); ++li) {
       const Layer& l = w_.layers[li];
-      fetch(true);  // the layer container
+      fetch_sub_module(true);  // the layer container
       if (l.saved_activations.count > 0)
         acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
       for (const Module& m : l.modules) {
-        fetch(true);
+        fetch_sub_module(true);
         launch_ops(b_, dflt_, l, m, m.forward, true);
-        release();
+        release_sub_module();
       }
     }
+    return acts;
+  }
 
+  // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
+  // of its params, release. A checkpointed layer fetches all its modules before recomputing.
+  void backward(int micro, const std::vector<BufferId>& acts) {
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     accumulate_ = micro > 0;
-    fetch(false);  // root
+    fetch_sub_module(false);  // root
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
-      fetch(false);  // the layer container
+      fetch_sub_module(false);  // the layer container
       BufferId recompute = -1;
       const bool rec = !l.recompute.empty();
       if (rec) {
         // Checkpointed layer: its params are fetched before the recomputed forward runs.
-        for (std::size_t k = 0; k < l.modules.size(); ++k) fetch(false);
+        for (std::size_t k = 0; k < l.modules.size(); ++k) fetch_sub_module(false);
         recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
         launch_recompute(b_, dflt_, l);
       }
       const int first_step = step_id_ - (rec ? static_cast<int>(l.modules.size()) : 0);
       for (std::size_t k = l.modules.size(); k-- > 0;) {
         const Module& m = l.modules[k];
-        if (!rec) fetch(false);
+        if (!rec) fetch_sub_module(false);
         launch_ops(b_, dflt_, l, m, m.backward, false);
-        for (auto p = m.params.rbegin(); p != m.params.rend(); ++p) grad_hook(id_.at(&*p));
+        for (auto p = m.params.rbegin(); p != m.params.rend(); ++p) reduce_independent_p_g_buckets_and_remove_grads(id_.at(&*p));
         if (rec) {
           // release the module's step as if it had just been fetched
           int saved = step_id_;
           step_id_ = first_step + static_cast<int>(l.modules.size() - k);
-          release();
+          release_sub_module();
           step_id_ = saved;
         } else {
-          release();
+          release_sub_module();
         }
       }
       if (recompute >= 0) b_.free(recompute);
       if (acts[li] >= 0) b_.free(acts[li]);
     }
-    epilogue();
-    // release_and_reset_all: whatever is still gathered (not persistent) is partitioned.
+  }
+
+  // release_and_reset_all: whatever is still gathered (not persistent) is partitioned.
+  void release_and_reset_all() {
     for (std::size_t p = 0; p < params_.size(); ++p)
-      if (!persist_[p] && state_[p].s == PState::S::Available) {
-        b_.free_after(state_[p].full, {dflt_});
-        state_[p] = PState{};
-        n_available_ -= params_[p]->numel;
-      }
+      if (!ds_persist_[p] && param_state_[p].ds_status == ZeroParamStatus::Available) release_param(static_cast<int>(p));
   }
 
   // reduce_independent_p_g_buckets_and_remove_grads -> __add_grad_to_ipg_bucket (Z4.14).
-  void grad_hook(int p) {
+  void reduce_independent_p_g_buckets_and_remove_grads(int p) {
     const std::int64_t n = params_[p]->numel;
-    BufferId g = b_.alloc(".grad " + params_[p]->name, Bytes{n * p_}, MemCategory::Gradients, dflt_);
-    if (bucket_elements_ + n > c_.reduce_bucket_size) reduce_ipg();
-    b_.wait_stream(red_, dflt_);
-    if (c_.contiguous_gradients && bucket_elements_ + n <= c_.reduce_bucket_size) {
-      b_.launch(red_, elementwise("grad->ipg " + params_[p]->name, Bytes{n * (p_ + cb_)}, fmt::format("bucket {}", bucket_seq_),
+    BufferId g = b_.alloc(".grad " + params_[p]->name, Bytes{n * model_bytes_}, MemCategory::Gradients, dflt_);
+    if (elements_in_ipg_bucket_ + n > c_.reduce_bucket_size) reduce_and_partition_ipg_grads();
+    b_.wait_stream(reduce_and_partition_stream_, dflt_);
+    if (c_.contiguous_gradients && elements_in_ipg_bucket_ + n <= c_.reduce_bucket_size) {
+      b_.launch(reduce_and_partition_stream_, elementwise("grad->ipg " + params_[p]->name, Bytes{n * (model_bytes_ + communication_bytes_)}, fmt::format("bucket {}", bucket_seq_),
                                   KernelClass::Copy));
-      b_.free_after(g, {red_});
+      b_.free_after(g, {reduce_and_partition_stream_});
     } else {
       held_grads_.push_back(g);  // reduced from its own storage, freed after the flush
     }
-    bucket_.push_back(p);
-    bucket_elements_ += n;
+    params_in_ipg_bucket_.push_back(p);
+    elements_in_ipg_bucket_ += n;
   }
 
   // __reduce_and_partition_ipg_grads: rate limiter, then on the reduce stream the
   // rank-interleaved padded copy, div_, one reduce-scatter, copy/add into the grad partition.
-  void reduce_ipg() {
-    if (bucket_.empty()) return;
-    if (reduce_events_.size() > kMaxPendingReduceEvents) {
-      b_.host_sync(reduce_events_.front(), "__reduce_and_partition_ipg_grads: > 2 pending reductions");
-      reduce_events_.pop_front();
+  void reduce_and_partition_ipg_grads() {
+    if (params_in_ipg_bucket_.empty()) return;
+    if (param_reduce_events_.size() > kMaxPendingReduceEvents) {
+      b_.host_sync(param_reduce_events_.front(), "__reduce_and_partition_ipg_grads: > 2 pending reductions");
+      param_reduce_events_.pop_front();
     }
     const int k = bucket_seq_++;
     const std::string unit = fmt::format("bucket {}", k);
     std::int64_t parts = 0;
-    for (int p : bucket_) parts += part(p);
-    const Bytes full{parts * W_ * cb_};
+    for (int p : params_in_ipg_bucket_) parts += partition_numel(p);
+    const Bytes full{parts * dp_world_size_ * communication_bytes_};
     if (c_.reduce_scatter) {
-      BufferId inter = b_.alloc("RS interleaved " + unit, full, MemCategory::CommBuffers, red_);
-      b_.launch(red_, elementwise("interleave " + unit, full * 2, unit, KernelClass::Copy));
-      b_.launch(red_, elementwise("div_ " + unit, full * 2, unit));
-      BufferId out = b_.alloc("RS output " + unit, Bytes{parts * cb_}, MemCategory::CommBuffers, red_);
-      b_.collective(pg_, red_, CollectiveKind::ReduceScatter, full, c_.communication_data_type, "RS " + unit, unit);
+      BufferId inter = b_.alloc("RS interleaved " + unit, full, MemCategory::CommBuffers, reduce_and_partition_stream_);
+      b_.launch(reduce_and_partition_stream_, elementwise("interleave " + unit, full * 2, unit, KernelClass::Copy));
+      b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, full * 2, unit));
+      BufferId out = b_.alloc("RS output " + unit, Bytes{parts * communication_bytes_}, MemCategory::CommBuffers, reduce_and_partition_stream_);
+      b_.collective(dp_process_group_, reduce_and_partition_stream_, CollectiveKind::ReduceScatter, full, c_.communication_data_type, "RS " + unit, unit);
       b_.free(inter);
-      b_.launch(red_, elementwise("partition_grads " + unit, Bytes{parts * (cb_ + gb_ * (accumulate_ ? 2 : 1))}, unit,
+      b_.launch(reduce_and_partition_stream_, elementwise("partition_grads " + unit, Bytes{parts * (communication_bytes_ + grad_accum_bytes_ * (accumulate_ ? 2 : 1))}, unit,
                                   KernelClass::Copy));
       b_.free(out);
     } else {
       // reduce_scatter=false with contiguous grads: all-reduce the bucket, then slice.
-      b_.launch(red_, elementwise("div_ " + unit, Bytes{2 * bucket_elements_ * cb_}, unit));
-      b_.collective(pg_, red_, CollectiveKind::AllReduce, Bytes{bucket_elements_ * cb_}, c_.communication_data_type,
+      b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, Bytes{2 * elements_in_ipg_bucket_ * communication_bytes_}, unit));
+      b_.collective(dp_process_group_, reduce_and_partition_stream_, CollectiveKind::AllReduce, Bytes{elements_in_ipg_bucket_ * communication_bytes_}, c_.communication_data_type,
                     "AR " + unit, unit);
-      b_.launch(red_, elementwise("partition_grads " + unit, Bytes{parts * (cb_ + gb_ * (accumulate_ ? 2 : 1))}, unit,
+      b_.launch(reduce_and_partition_stream_, elementwise("partition_grads " + unit, Bytes{parts * (communication_bytes_ + grad_accum_bytes_ * (accumulate_ ? 2 : 1))}, unit,
                                   KernelClass::Copy));
     }
-    for (BufferId g : held_grads_) b_.free_after(g, {red_});
+    for (BufferId g : held_grads_) b_.free_after(g, {reduce_and_partition_stream_});
     held_grads_.clear();
-    bucket_.clear();
-    bucket_elements_ = 0;
-    reduce_events_.push_back(b_.record(red_));
+    params_in_ipg_bucket_.clear();
+    elements_in_ipg_bucket_ = 0;
+    param_reduce_events_.push_back(b_.record(reduce_and_partition_stream_));
   }
 
   // independent_gradient_partition_epilogue: flush, then the CPU waits for the reduce stream.
-  void epilogue() {
-    reduce_ipg();
-    b_.host_sync_stream(red_, "independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize()");
-    b_.wait_stream(dflt_, red_);
-    reduce_events_.clear();
+  void independent_gradient_partition_epilogue() {
+    reduce_and_partition_ipg_grads();
+    b_.host_sync_stream(reduce_and_partition_stream_, "independent_gradient_partition_epilogue: reduce_and_partition_stream.synchronize()");
+    b_.wait_stream(dflt_, reduce_and_partition_stream_);
+    param_reduce_events_.clear();
     bucket_seq_ = 0;
   }
 
@@ -376,12 +409,12 @@ class Zero3Builder {
   // of the (small) persistent params.
   void step() {
     b_.mark("optimizer", Phase::Optimizer);
-    b_.launch(dflt_, elementwise("grad norm", Bytes{part_total_ * gb_}));
-    b_.collective(pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
+    b_.launch(dflt_, elementwise("grad norm", Bytes{partition_numel_total_ * grad_accum_bytes_}));
+    b_.collective(dp_process_group_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
     std::vector<std::int64_t> groups;
     std::int64_t cur = 0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      cur += part(static_cast<int>(i));
+      cur += partition_numel(static_cast<int>(i));
       if (cur >= c_.sub_group_size || i + 1 == params_.size()) {
         groups.push_back(cur);
         cur = 0;
@@ -391,17 +424,17 @@ class Zero3Builder {
       const std::int64_t n = groups[g];
       const std::string unit = fmt::format("sub_group {}", g);
       BufferId g32 = b_.alloc("fp32 grad " + unit, Bytes{n * 4}, MemCategory::Gradients, dflt_);
-      b_.launch(dflt_, elementwise("grad -> fp32 " + unit, Bytes{n * (gb_ + 4)}, unit, KernelClass::Copy));
+      b_.launch(dflt_, elementwise("grad -> fp32 " + unit, Bytes{n * (grad_accum_bytes_ + 4)}, unit, KernelClass::Copy));
       if (e_.training.optimizer != Optimizer::None)
         b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, n, Dtype::FP32, "optimizer.step " + unit));
-      b_.launch(dflt_, elementwise("fp32 -> bit16 " + unit, Bytes{n * (4 + p_)}, unit, KernelClass::Copy));
+      b_.launch(dflt_, elementwise("fp32 -> bit16 " + unit, Bytes{n * (4 + model_bytes_)}, unit, KernelClass::Copy));
       b_.free(g32);
     }
     if (persistent_numel_ > 0) {
       std::int64_t parts = 0;
       for (std::size_t i = 0; i < params_.size(); ++i)
-        if (persist_[i]) parts += part(static_cast<int>(i));
-      b_.collective(pg_, dflt_, CollectiveKind::AllGather, Bytes{parts * W_ * p_}, c_.model_dtype, "AG persistent params (post step)",
+        if (ds_persist_[i]) parts += partition_numel(static_cast<int>(i));
+      b_.collective(dp_process_group_, dflt_, CollectiveKind::AllGather, Bytes{parts * dp_world_size_ * model_bytes_}, c_.model_dtype, "AG persistent params (post step)",
                     "step");
     }
   }
@@ -409,32 +442,40 @@ class Zero3Builder {
   const ZeroConfig& c_;
   const Experiment& e_;
   const Workload& w_;
-  const int W_;
-  const std::int64_t p_, cb_, gb_;  // bytes per element: model, communication, grad accumulation
+  const int dp_world_size_;               // stage3.py dp_world_size: the partition count
+  const std::int64_t model_bytes_;        // bytes per element of the bit16 model dtype
+  const std::int64_t communication_bytes_;  // ... of communication_data_type
+  const std::int64_t grad_accum_bytes_;   // ... of gradient_accumulation_dtype
   ProgramBuilder b_;
-  StreamId dflt_ = 0, ag_ = 0, red_ = 0;
-  CommId pg_ = 0;
+  StreamId dflt_ = 0;
+  StreamId allgather_stream_ = 0;             // parameter_offload.py __allgather_stream
+  StreamId reduce_and_partition_stream_ = 0;  // stage3.py reduce_and_partition_stream
+  CommId dp_process_group_ = 0;
 
+  // The partitioned parameters (partition_parameters.py).
   std::vector<const Param*> params_;  // ds_id order (model order)
-  std::map<const Param*, int> id_;
-  std::vector<bool> persist_;
-  std::int64_t part_total_ = 0, persistent_numel_ = 0;
+  std::map<const Param*, int> id_;    // Param -> ds_id
+  std::vector<bool> ds_persist_;      // per ds_id: mark_persistent_parameters chose it
+  std::int64_t partition_numel_total_ = 0;  // sum of every param's ds_tensor numel
+  std::int64_t persistent_numel_ = 0;       // sum of the persistent params' numel
 
-  std::vector<TraceStep> trace_;
-  std::deque<std::pair<int, int>> queue_;  // (param, step it is used at)
-  std::vector<int> most_recent_;
-  int step_id_ = 0;
-  std::int64_t n_available_ = 0;
-  std::vector<PState> state_;
-  std::vector<Handle> handles_;
-  std::deque<EventId> fetch_events_;
+  // The coordinator (partitioned_param_coordinator.py).
+  std::vector<SubmoduleStep> submodule_order_;   // __submodule_order, the COMPLETE trace
+  std::deque<std::pair<int, int>> param_queue_;  // __param_queue: (ds_id, step it is used at)
+  std::vector<int> most_recent_step_id_param_fetched_for_;  // per ds_id
+  int step_id_ = 0;                                         // __step_id
+  std::int64_t n_available_params_ = 0;                     // __n_available_params (elements)
+  std::vector<DsParamState> param_state_;                   // per ds_id
+  std::vector<AllGatherCoalescedHandle> allgather_handles_; // __inflight_param_registry's handles
+  std::deque<EventId> ongoing_fetch_events_;                // __ongoing_fetch_events
 
-  std::vector<int> bucket_;
-  std::int64_t bucket_elements_ = 0;
-  std::vector<BufferId> held_grads_;
-  std::deque<EventId> reduce_events_;
-  int bucket_seq_ = 0;
-  bool accumulate_ = false;
+  // The IPG bucket (stage3.py).
+  std::vector<int> params_in_ipg_bucket_;   // ds_ids
+  std::int64_t elements_in_ipg_bucket_ = 0;
+  std::vector<BufferId> held_grads_;        // grads reduced from their own storage (no IPG copy)
+  std::deque<EventId> param_reduce_events_; // __param_reduce_events
+  int bucket_seq_ = 0;                      // flush count in this backward: names "bucket k"
+  bool accumulate_ = false;                 // micro_step_id > 0: add into the grad partition
 };
 
 }  // namespace

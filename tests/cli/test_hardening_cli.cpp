@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/program/builder.hpp"
 #include "test_support.hpp"
 

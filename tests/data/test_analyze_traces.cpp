@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 
 using namespace stepsim;
 using namespace stepsim::trace;

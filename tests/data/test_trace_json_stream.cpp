@@ -10,7 +10,7 @@
 #include <random>
 #include <sstream>
 
-#include "calibrate/trace/kineto_trace.hpp"
+#include "trace/kineto_trace.hpp"
 #include "sim/core/error.hpp"
 
 using namespace stepsim;

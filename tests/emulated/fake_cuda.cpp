@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/gpu/live_spin.hpp"
+#include "live/live_spin.hpp"
 #include "kernels/gpu/raii.hpp"
 
 namespace stepsim::fake_cuda {

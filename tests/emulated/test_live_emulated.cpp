@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "kernels/gpu/bench.hpp"
-#include "kernels/gpu/live_executor.hpp"
+#include "live/live_executor.hpp"
 #include "kernels/gpu/mpi_bootstrap.hpp"
-#include "kernels/host/lowering.hpp"
-#include "kernels/host/measured.hpp"
+#include "live/lowering.hpp"
+#include "live/measured.hpp"
 #include "sim/analysis/metrics.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/exec/engine.hpp"

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/analysis/critical_path.hpp"
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/report/html_report.hpp"
 #include "test_support.hpp"
 

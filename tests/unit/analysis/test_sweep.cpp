@@ -6,7 +6,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/config/json_reader.hpp"
 #include "test_support.hpp"
 

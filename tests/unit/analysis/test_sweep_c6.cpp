@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 
 using namespace stepsim;
 

@@ -1,7 +1,7 @@
 // tune: knob discovery from the strategy, the search under a memory cap, the config diff.
 #include <catch2/catch.hpp>
 
-#include "sim/analysis/tune.hpp"
+#include "sim/explore/tune.hpp"
 #include "sim/core/error.hpp"
 
 using namespace stepsim;

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sim/analysis/compare.hpp"
+#include "sim/report/compare.hpp"
 #include "sim/core/error.hpp"
 #include "test_support.hpp"
 

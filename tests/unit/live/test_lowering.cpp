@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "kernels/host/lowering.hpp"
+#include "live/lowering.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/program/builder.hpp"

@@ -1,8 +1,8 @@
 // From raw live measurements to the simulator's Timeline and the stepsim.result/1 document.
 #include <catch2/catch.hpp>
 
-#include "kernels/host/measured.hpp"
-#include "sim/analysis/compare.hpp"
+#include "live/measured.hpp"
+#include "sim/report/compare.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/report/result_json.hpp"

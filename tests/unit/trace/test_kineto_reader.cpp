@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 #include "sim/core/error.hpp"
 #include "test_support.hpp"
 

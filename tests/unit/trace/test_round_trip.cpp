@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "calibrate/trace/trace_analysis.hpp"
+#include "trace/trace_analysis.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/report/chrome_trace.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "calibrate/trace/trace_fit.hpp"
+#include "calibrate/from_trace/trace_fit.hpp"
 
 using namespace stepsim;
 using namespace stepsim::trace;

@@ -1,0 +1,330 @@
+#include "calibrate/from_trace/trace_fit.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "trace/trace_index.hpp"
+
+namespace stepsim::trace {
+
+namespace {
+
+bool contains(const std::string& s, const char* what) { return s.find(what) != std::string::npos; }
+
+Time median_of(std::vector<Time> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];  // the lower middle: a measured value
+}
+
+bool selected(std::int64_t step, const AnalyzeOptions& o) {
+  return (!o.first_step || step >= *o.first_step) && (!o.last_step || step <= *o.last_step);
+}
+
+// GEMM shape of an aten op from its Input Dims (record_shapes=True); false if they do not fit.
+bool gemm_shape(const std::string& op, const std::vector<std::vector<std::int64_t>>& d, GemmShape& s) {
+  auto mat = [&](std::size_t a, std::size_t b) {  // [M,K] x [K,N]
+    if (d.size() <= b || d[a].size() != 2 || d[b].size() != 2 || d[a][1] != d[b][0]) return false;
+    s.m = d[a][0]; s.k = d[a][1]; s.n = d[b][1]; s.batch = 1;
+    return true;
+  };
+  auto bat = [&](std::size_t a, std::size_t b) {  // [B,M,K] x [B,K,N]
+    if (d.size() <= b || d[a].size() != 3 || d[b].size() != 3 || d[a][2] != d[b][1]) return false;
+    s.batch = d[a][0]; s.m = d[a][1]; s.k = d[a][2]; s.n = d[b][2];
+    return true;
+  };
+  if (op == "aten::mm") return mat(0, 1);
+  if (op == "aten::addmm") return mat(1, 2);
+  if (op == "aten::bmm") return bat(0, 1);
+  if (op == "aten::baddbmm") return bat(1, 2);
+  return false;
+}
+
+}  // namespace
+
+std::string kernel_class_of(const std::string& raw) {
+  std::string n = raw;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (is_nccl_kernel_name(raw)) return "collective";
+  if (contains(n, "flash") || contains(n, "fmha") || contains(n, "attention")) return "attention";
+  if (contains(n, "cudnn") || contains(n, "conv") || contains(n, "fprop") || contains(n, "dgrad") ||
+      contains(n, "wgrad"))
+    return "conv";
+  if (contains(n, "gemm") || contains(n, "cutlass") || contains(n, "xmma") || contains(n, "cublas") ||
+      contains(n, "s16816") || contains(n, "s1688") || contains(n, "splitk"))
+    return "gemm";
+  if (contains(n, "multi_tensor_apply") || contains(n, "adam") || contains(n, "sgd")) return "optimizer";
+  if (contains(n, "softmax") || contains(n, "norm") || contains(n, "reduce")) return "reduction";
+  if (contains(n, "elementwise") || contains(n, "unrolled") || contains(n, "vectorized") || contains(n, "copy") ||
+      contains(n, "fill") || contains(n, "cat_"))
+    return "elementwise";
+  return "other";
+}
+
+namespace {
+
+struct DispatchSamples {
+  std::vector<Time> forward, backward, launch;
+};
+
+// Intervals between consecutive runtime calls (kernel launches, copies) on each host thread,
+// below 1 ms (longer ones are blocking waits, not dispatch). The autograd thread is the one
+// running autograd::engine spans; the forward thread the busiest other one.
+void host_dispatch(const KinetoTrace& t, DispatchSamples& out) {
+  // Kernel launches only (a runtime call whose correlation id is a kernel's), as
+  // tools/fit_compute_from_trace.py counts cudaLaunchKernel: copies, memsets and event calls
+  // come in quick runs that are not an op's dispatch.
+  std::unordered_set<std::int64_t> kernel_corr;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.kind == GpuOp::Kind::Kernel && op.correlation >= 0) kernel_corr.insert(op.correlation);
+  std::map<std::int64_t, std::vector<const RuntimeCall*>> by_thread;
+  for (const RuntimeCall& r : t.runtime)
+    if (kernel_corr.count(r.correlation)) by_thread[r.thread].push_back(&r);
+  std::map<std::int64_t, std::size_t> backward_spans;
+  for (const CpuSpan& s : t.cpu)
+    if (s.kind == CpuSpan::Kind::Backward) ++backward_spans[s.thread];
+  std::int64_t bw_thread = -1, fw_thread = -1;
+  std::size_t best = 0;
+  for (const auto& [th, n] : backward_spans)
+    if (n > best) best = n, bw_thread = th;
+  best = 0;
+  for (const auto& [th, v] : by_thread)
+    if (th != bw_thread && v.size() > best) best = v.size(), fw_thread = th;
+  for (auto& [th, v] : by_thread) {
+    if (th != bw_thread && th != fw_thread) continue;
+    std::stable_sort(v.begin(), v.end(), [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; });
+    auto& dst = th == bw_thread ? out.backward : out.forward;
+    for (std::size_t i = 1; i < v.size(); ++i) {
+      Time gap = v[i]->start - v[i - 1]->start;
+      if (gap < Time::from_ms(1)) dst.push_back(gap);
+    }
+    for (const RuntimeCall* r : v) out.launch.push_back(r->end - r->start);
+  }
+}
+
+}  // namespace
+
+TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
+  TraceFitData d;
+  std::map<std::string, std::vector<Time>> by_class;
+  std::map<GemmShape, std::vector<Time>> by_shape, by_shape_overlapped;
+  DispatchSamples dispatch;
+  for (const KinetoTrace& t : traces) {
+    TraceAnalysis a = analyze_trace(t, o);
+    for (const CollectiveRecord& r : a.collectives) {
+      auto kind = to_collective_kind(r.kind);
+      if (!kind || r.bytes.count <= 0 || r.group_size <= 0) {
+        ++d.skipped_collectives;
+        continue;
+      }
+      d.collectives.push_back(TraceCollectivePoint{*kind, r.group_size, r.group_assumed, r.bytes, r.duration, r.dtype,
+                                                   "", t.rank, r.step, r.bytes.count <= 8});
+    }
+
+    TraceIndex idx(t);
+    int dev = t.main_device();
+    // Collective kernel intervals of this device, by start (for the contention split).
+    std::vector<std::pair<Time, Time>> colls;
+    for (const GpuOp& op : t.gpu_ops)
+      if (op.device == dev && op.collective) colls.emplace_back(op.start, op.end);
+    std::sort(colls.begin(), colls.end());
+    host_dispatch(t, dispatch);
+    for (const GpuOp& op : t.gpu_ops) {
+      if (op.device != dev || op.collective) continue;
+      auto s = idx.step_of(op);
+      if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+      std::string cls = op.kind == GpuOp::Kind::Memcpy   ? "memcpy"
+                        : op.kind == GpuOp::Kind::Memset ? "memset"
+                                                         : kernel_class_of(t.name_of(op));
+      by_class[cls].push_back(op.end - op.start);
+    }
+
+    // GEMMs: the kernels launched inside each aten::mm/addmm/bmm/baddbmm call (same thread).
+    std::unordered_map<std::int64_t, const GpuOp*> by_corr;
+    for (const GpuOp& op : t.gpu_ops)
+      if (op.correlation >= 0 && op.kind == GpuOp::Kind::Kernel && !op.collective) by_corr.emplace(op.correlation, &op);
+    std::map<std::int64_t, std::vector<const RuntimeCall*>> launches;  // thread -> by start
+    for (const RuntimeCall& r : t.runtime)
+      if (by_corr.count(r.correlation)) launches[r.thread].push_back(&r);
+    for (auto& [th, v] : launches)
+      std::stable_sort(v.begin(), v.end(), [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; });
+    for (const CpuSpan& span : t.cpu) {
+      if (span.kind != CpuSpan::Kind::Gemm) continue;
+      GemmShape shape;
+      if (!gemm_shape(t.names[static_cast<std::size_t>(span.name)], span.input_dims, shape)) continue;
+      std::string dt = canonical_dtype(span.input_type);
+      if (dt == "bf16") shape.dtype = Dtype::BF16;
+      else if (dt == "fp16") shape.dtype = Dtype::FP16;
+      else if (dt == "fp32") shape.dtype = Dtype::FP32;
+      else continue;
+      auto it = launches.find(span.thread);
+      if (it == launches.end()) continue;
+      const auto& v = it->second;
+      auto lo = std::lower_bound(v.begin(), v.end(), span.start,
+                                 [](const RuntimeCall* r, Time x) { return r->start < x; });
+      Time total;
+      const GpuOp* first = nullptr;
+      for (; lo != v.end() && (*lo)->start <= span.end; ++lo) {
+        const GpuOp* k = by_corr.at((*lo)->correlation);
+        if (!first) first = k;
+        total += k->end - k->start;
+      }
+      if (!first) continue;
+      auto s = idx.step_of(*first);
+      if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+      if (total.ns <= 0) continue;
+      // Beside an NCCL kernel: any collective of this device overlapping the first kernel.
+      auto c = std::upper_bound(colls.begin(), colls.end(), first->end,
+                                [](Time x, const std::pair<Time, Time>& iv) { return x < iv.first; });
+      bool beside = false;
+      for (auto it2 = c; it2 != colls.begin() && !beside;) {
+        --it2;
+        beside = it2->second > first->start;
+        if (first->start - it2->first > Time::from_ms(1000)) break;
+      }
+      (beside ? by_shape_overlapped : by_shape)[shape].push_back(total);
+    }
+  }
+  for (auto& [cls, v] : by_class) {
+    KernelClassTiming k;
+    k.cls = cls;
+    k.count = v.size();
+    for (Time x : v) k.total += x;
+    k.median = median_of(v);
+    d.kernel_classes.push_back(k);
+  }
+  std::vector<double> ratios;
+  for (auto& [shape, ov] : by_shape_overlapped)
+    if (!by_shape.count(shape)) by_shape[shape];  // shapes only ever seen beside NCCL
+  for (auto& [shape, v] : by_shape) {
+    GemmPoint g;
+    g.shape = shape;
+    auto ov = by_shape_overlapped.find(shape);
+    g.overlapped = ov == by_shape_overlapped.end() ? 0 : ov->second.size();
+    if (g.overlapped) g.median_overlapped = median_of(ov->second);
+    g.count = v.size() + g.overlapped;
+    g.median = v.empty() ? g.median_overlapped : median_of(v);
+    g.rate = FlopRate{shape.flops().count / g.median.seconds()};
+    if (v.size() >= 3 && g.overlapped >= 3)
+      ratios.push_back(static_cast<double>(g.median_overlapped.ns) / static_cast<double>(median_of(v).ns));
+    d.gemms.push_back(g);
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    d.contention_shapes = ratios.size();
+    d.compute_slowdown = std::max(0.0, ratios[ratios.size() / 2] - 1.0);
+  }
+  auto median_or_zero = [](const std::vector<Time>& v) { return v.empty() ? Time::zero() : median_of(v); };
+  d.host.eager_op = median_or_zero(dispatch.forward);
+  d.host.autograd_op = median_or_zero(dispatch.backward);
+  d.host.kernel_launch = median_or_zero(dispatch.launch);
+  d.host.forward_launches = dispatch.forward.size();
+  d.host.backward_launches = dispatch.backward.size();
+  return d;
+}
+
+std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collective_table(const TraceFitData& d,
+                                                                                          bool include_assumed_groups) {
+  std::map<std::tuple<CollectiveKind, int, std::int64_t>, std::vector<Time>> groups;
+  for (const auto& p : d.collectives)
+    if (include_assumed_groups || !p.ranks_assumed) groups[{p.kind, p.ranks, p.bytes.count}].push_back(p.time);
+  std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> out;
+  // std::map iteration is by (kind, ranks, bytes): each vector comes out sorted by bytes.
+  for (auto& [key, times] : groups)
+    out[std::get<0>(key)][std::get<1>(key)].push_back(MeasuredCollective{Bytes{std::get<2>(key)}, median_of(times)});
+  return out;
+}
+
+std::vector<GemmMeasurement> gemm_table(const TraceFitData& d) {
+  std::vector<GemmMeasurement> out;
+  for (const auto& g : d.gemms) out.push_back(GemmMeasurement{g.shape, g.rate});
+  return out;
+}
+
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o) {
+  calib::FitInputs in;
+  std::map<std::pair<CollectiveKind, int>, std::map<std::int64_t, std::vector<Time>>> by_group;
+  for (const auto& p : d.collectives) {
+    // A host-synchronised tiny all-reduce (the grad-norm / overflow scalar) measures the host's
+    // wait, not NCCL's latency: left out (its count is in the compute fit's provenance).
+    if (p.host_synchronised) continue;
+    if (p.ranks_assumed && o.group_size > 0) {
+      // A trace that records no group size records no output size either (record_param_comms
+      // without its arguments): an all-gather's S was taken as the per-rank input times the
+      // assumed world size (trace_index.cpp); rescale it to the stated group.
+      std::int64_t bytes = p.bytes.count;
+      if (p.kind == CollectiveKind::AllGather && p.ranks > 0) bytes = bytes / p.ranks * o.group_size;
+      by_group[{p.kind, o.group_size}][bytes].push_back(p.time);
+    } else if (!p.ranks_assumed || o.keep_assumed_groups) {
+      by_group[{p.kind, p.ranks}][p.bytes.count].push_back(p.time);
+    }
+  }
+  for (auto& [key, by_size] : by_group) {
+    if (key.second < 2) continue;
+    calib::CollectiveSeries s;
+    s.source = label;
+    s.label = fmt::format("trace, {} ranks", key.second);
+    s.kind = key.first;
+    s.ranks = key.second;
+    s.nodes = (key.second + o.gpus_per_node - 1) / o.gpus_per_node;
+    for (auto& [bytes, times] : by_size) {
+      std::sort(times.begin(), times.end());
+      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, o.use_min ? times.front() : times[times.size() / 2], false, 0});
+    }
+    in.collectives.push_back(std::move(s));
+  }
+  for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, label});
+  return in;
+}
+
+// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table.
+void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance) {
+  nlohmann::json j;
+  if (d.host.forward_launches >= 50) {
+    p.host.eager_op_overhead = d.host.eager_op;
+    p.host.kernel_launch_overhead = d.host.kernel_launch;
+    j["eager_op_overhead_us"] = d.host.eager_op.us();
+    j["kernel_launch_overhead_us"] = d.host.kernel_launch.us();
+    j["forward_launches"] = d.host.forward_launches;
+  }
+  if (d.host.backward_launches >= 50) {
+    p.host.autograd_op_overhead = d.host.autograd_op;
+    j["autograd_op_overhead_us"] = d.host.autograd_op.us();
+    j["backward_launches"] = d.host.backward_launches;
+  }
+  if (d.contention_shapes > 0) {
+    p.contention.compute_slowdown = d.compute_slowdown;
+    j["compute_slowdown"] = d.compute_slowdown;
+    j["contention_shapes"] = d.contention_shapes;
+  }
+  if (!d.gemms.empty()) {
+    p.compute.gemm_in_training_factor = 1.0;
+    j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
+  }
+  std::size_t skipped = 0;
+  for (const auto& c : d.collectives) skipped += c.host_synchronised;
+  j["host_synchronised_collectives_left_out"] = skipped;
+  provenance["trace_compute"] = j;
+}
+
+TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const std::vector<std::string>& files,
+                                   const AnalyzeOptions& o, const TraceFitOptions& fo) {
+  TraceCalibration c;
+  c.data = extract_fit_data(traces, o);
+  c.inputs = fit_inputs(c.data, files.empty() ? std::string() : files.front(), fo);
+  c.inputs.files.insert(c.inputs.files.end(), files.begin(), files.end());
+  return c;
+}
+
+HardwareProfile refit_from_traces(const HardwareProfile& base, const TraceCalibration& c, const calib::FitOptions& fo,
+                                  calib::FitReport& report) {
+  HardwareProfile p = calib::fit_profile(base, c.inputs, fo, report);
+  apply_trace_compute(c.data, p, report.provenance);
+  return p;
+}
+
+}  // namespace stepsim::trace

@@ -1,0 +1,130 @@
+#pragma once
+// Calibration data from a profile of the user's own job (`stepsim fit --trace TRACE...`):
+// measured collective points (kind, group size, S per nccl-tests, time) and compute timings
+// (per kernel class, and GEMMs with their shapes where the trace recorded shapes). The
+// calibration engineer's `fit` turns these into a HardwareProfile; collective_table() and
+// gemm_table() already give the profile's own shapes (ScopeModel::table, ComputeProfile::gemm_table).
+// See /work/notes/trace-fit-api.md.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "calibrate/fit/profile_fit.hpp"
+#include "trace/kineto_trace.hpp"
+#include "trace/trace_analysis.hpp"
+#include "sim/hardware/profile.hpp"
+
+namespace stepsim::trace {
+
+// One collective kernel of a selected step.
+struct TraceCollectivePoint {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int ranks = 0;               // group size
+  bool ranks_assumed = false;  // not in the trace: distributedInfo.world_size assumed
+  Bytes bytes;                 // S, nccl-tests convention (as in Collective::bytes)
+  Time time;                   // kernel duration on the GPU
+  std::string dtype;           // canonical ("bf16", "fp32", ...)
+  std::string group;           // process group name when recorded
+  int rank = -1;               // the trace's rank
+  std::int64_t step = 0;
+  // A scalar collective (<= 8 bytes: one fp32/fp64 value): the grad-norm / overflow all-reduce
+  // whose result the host reads at once (DeepSpeed stage_1_and_2.py get_grad_norm_direct ->
+  // .item()). Its kernel time is dominated by the ranks arriving at different times after the
+  // host sync, not by NCCL latency: left out of the latency fit.
+  bool host_synchronised = false;
+};
+
+struct KernelClassTiming {
+  std::string cls;     // "gemm", "conv", "attention", "elementwise", "reduction", "optimizer", "memcpy", ...
+  std::size_t count = 0;
+  Time total, median;
+};
+
+// A GEMM kernel (or the kernels of one aten::mm/addmm/bmm/baddbmm call, summed) with its shape.
+struct GemmPoint {
+  GemmShape shape;
+  std::size_t count = 0;  // calls of this shape
+  Time median;            // median time of one call (calls without a concurrent NCCL kernel when any)
+  FlopRate rate;          // shape.flops() / median: the in-training rate of this shape
+  std::size_t overlapped = 0;  // calls that ran beside an NCCL kernel
+  Time median_overlapped;      // their median time (0 if none)
+};
+
+// Eager PyTorch's CPU cost per op, from the spacing of kernel launches (runtime calls) on the
+// host threads: the autograd engine's thread (the one running autograd::engine spans) gives the
+// backward cost, the busiest other thread the forward cost. Medians of the intervals below 1 ms
+// between consecutive launches on a thread, and of the runtime calls' own durations.
+struct HostDispatchFit {
+  Time eager_op, autograd_op, kernel_launch;
+  std::size_t forward_launches = 0, backward_launches = 0;
+};
+
+struct TraceFitData {
+  std::vector<TraceCollectivePoint> collectives;
+  std::size_t skipped_collectives = 0;  // send/recv, unknown kind, or unknown size
+  std::vector<KernelClassTiming> kernel_classes;  // sorted by class name
+  std::vector<GemmPoint> gemms;                   // sorted by shape
+  HostDispatchFit host;
+  // Contention: median over GEMM shapes seen at least 3 times both alone and beside an NCCL
+  // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
+  double compute_slowdown = 0;
+  std::size_t contention_shapes = 0;
+};
+
+// Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->
+// gemm, cudnn/conv/implicit_gemm fprop/dgrad/wgrad -> conv, flash/fmha -> attention, ...).
+std::string kernel_class_of(const std::string& kernel_name);
+
+// Everything of the steps selected by `o` in every trace. Throws InputError as analyze does.
+TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o);
+
+// Median time per (kind, group size, S): ScopeModel::table's shape, points sorted by bytes.
+// Points whose group size was assumed are left out unless `include_assumed_groups`.
+std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collective_table(
+    const TraceFitData& d, bool include_assumed_groups);
+
+// One GemmMeasurement per shape (median rate): ComputeProfile::gemm_table's shape.
+std::vector<GemmMeasurement> gemm_table(const TraceFitData& d);
+
+// How trace measurements become fit inputs (`stepsim fit --trace` and its flags).
+struct TraceFitOptions {
+  // Keep collectives whose group size the trace does not record, taking the world size.
+  bool keep_assumed_groups = false;
+  // > 0: the size of every group the trace does not record (the user's job layout, e.g.
+  // Megatron's tensor- and data-parallel groups of 2); an all-gather's S, taken from the per-rank
+  // input times the assumed world, is rescaled to this group.
+  int group_size = 0;
+  // The fastest occurrence per size instead of the median: a collective kernel on one rank runs
+  // from that rank's launch until every rank has arrived, so the minimum over ranks and steps is
+  // the occurrence least inflated by waiting for the last rank.
+  bool use_min = false;
+  int gpus_per_node = 8;        // a group larger than this spans nodes
+};
+
+// The fit inputs of `stepsim fit --trace` (and of validate's cross-predictions and init): one
+// series per (collective, group size of at least 2) with one time per message size, and one GEMM
+// sample per shape. `label` names the source in the fit's provenance.
+calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o);
+
+// The compute/host side of a trace fit into `p`: eager dispatch costs from the launch spacing,
+// the compute slowdown beside NCCL kernels, the GEMM table taken as in-training rates; what was
+// fitted goes to provenance["trace_compute"].
+void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
+
+// Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the
+// collective and GEMM fit inputs, with every trace file in the inputs' provenance.
+struct TraceCalibration {
+  TraceFitData data;
+  calib::FitInputs inputs;
+};
+TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const std::vector<std::string>& files,
+                                   const AnalyzeOptions& o, const TraceFitOptions& fo);
+
+// `base` refitted from traces alone, as `fit --trace` does: the collective/GEMM fit, then the
+// compute/host side (apply_trace_compute); the provenance lands in `report`.
+HardwareProfile refit_from_traces(const HardwareProfile& base, const TraceCalibration& c, const calib::FitOptions& fo,
+                                  calib::FitReport& report);
+
+}  // namespace stepsim::trace

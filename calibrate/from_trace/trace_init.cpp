@@ -1,0 +1,242 @@
+#include "calibrate/from_trace/trace_init.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "calibrate/from_trace/trace_fit.hpp"
+#include "trace/trace_index.hpp"
+#include "sim/core/error.hpp"
+
+namespace stepsim::trace {
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The collectives of the first selected step of `t`, each with its phase and whether compute
+// ran beside it.
+struct StepCollectives {
+  bool ag_forward = false, rs_backward = false, ar_backward = false, ag_after_optimizer = false;
+  bool ar_overlaps_compute = false;
+  std::string dtype;
+};
+
+StepCollectives collectives_of(const KinetoTrace& t, const TraceAnalysis& a) {
+  StepCollectives out;
+  if (a.steps.empty()) return out;
+  const std::int64_t step = a.steps.front().number;
+  TraceIndex idx(t);
+  std::optional<std::size_t> si;
+  for (std::size_t i = 0; i < idx.steps().size(); ++i)
+    if (idx.steps()[i]->step_number == step) si = i;
+  for (const CollectiveRecord& r : a.collectives) {
+    if (r.step != step || !si) continue;
+    const GpuOp& op = t.gpu_ops[r.op];
+    Phase p = idx.kineto_phase(*si, idx.anchor(op));
+    if (out.dtype.empty() && r.bytes.count > 1024) out.dtype = r.dtype;
+    const bool big = r.bytes.count > 64 * 1024;  // not the grad-norm / overflow scalars
+    if (!big) continue;
+    if (r.kind == TraceCollective::AllGather && p == Phase::Forward) out.ag_forward = true;
+    if (r.kind == TraceCollective::ReduceScatter && p == Phase::Backward) out.rs_backward = true;
+    if (r.kind == TraceCollective::AllGather && p == Phase::Optimizer) out.ag_after_optimizer = true;
+    if (r.kind == TraceCollective::AllReduce && p == Phase::Backward) {
+      out.ar_backward = true;
+      if (r.exposed.ns * 10 < r.duration.ns * 9) out.ar_overlaps_compute = true;
+    }
+  }
+  return out;
+}
+
+template <typename K>
+K most_frequent(const std::map<K, std::size_t>& counts) {
+  K best{};
+  std::size_t n = 0;
+  for (const auto& [k, c] : counts)
+    if (c > n) {
+      best = k;
+      n = c;
+    }
+  return best;
+}
+
+// The workload of a transformer whose GEMM shapes the trace recorded (the rules in the header),
+// or null with a note saying why not.
+nlohmann::json infer_transformer(const TraceFitData& fit, std::size_t steps, const std::string& trace_name,
+                                 std::vector<std::string>& notes) {
+  auto note = [&](std::string s) { notes.push_back(std::move(s)); };
+  std::map<std::int64_t, std::size_t> m_count;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch == 1) m_count[g.shape.m] += g.count;
+  if (m_count.empty()) {
+    note("model: the trace records no GEMM shapes (profile with record_shapes=True); the llama3-8b preset stands in");
+    return nullptr;
+  }
+  const std::int64_t T = most_frequent(m_count);
+  std::map<std::int64_t, std::size_t> k_count;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch == 1 && g.shape.m == T) k_count[g.shape.k] += g.count;
+  const std::int64_t h = most_frequent(k_count);
+  // MLP width: the N of (T, F, h) GEMMs that also appear as (T, h, F).
+  std::map<std::int64_t, std::size_t> up, down;
+  std::int64_t vocab = 0;
+  for (const auto& g : fit.gemms) {
+    if (g.shape.batch != 1 || g.shape.m != T) continue;
+    if (g.shape.k == h && g.shape.n != h) up[g.shape.n] += g.count;
+    if (g.shape.n == h && g.shape.k != h) down[g.shape.k] += g.count;
+    if (g.shape.k == h) vocab = std::max(vocab, g.shape.n);
+  }
+  std::int64_t ffn = 0;
+  std::size_t up_n = 0, down_n = 0;
+  for (const auto& [f, c] : down)
+    if (up.count(f) && c > down_n && f != vocab) {
+      ffn = f;
+      down_n = c;
+      up_n = up[f];
+    }
+  if (ffn == 0 || down_n < 2 * steps) {
+    // No transformer MLP pair among the shapes (a CNN, or too few GEMMs recorded).
+    note(fmt::format("model: the GEMM shapes describe no transformer block (no (T, F, hidden) / (T, hidden, F) MLP pair "
+                     "at T = {}, hidden = {}); the llama3-8b preset stands in: describe the model yourself",
+                     T, h));
+    return nullptr;
+  }
+  const bool swiglu = up_n >= 2 * down_n - down_n / 4;
+  // Per layer and step: (T, h, F) runs in forward (down-projection) and in backward (the
+  // up-projection's input gradient): 2; 3 when the forward is recomputed (checkpointing).
+  const std::int64_t per_step = static_cast<std::int64_t>(down_n / steps);
+  const std::int64_t layers = std::max<std::int64_t>(1, per_step / 2);
+  note(fmt::format("tokens per micro-batch T = {} (most frequent GEMM M), hidden = {} (most frequent K at M = T), MLP width {} "
+                   "({} MLP), vocabulary {} (widest N at K = hidden)",
+                   T, h, ffn, swiglu ? "SwiGLU: two up-projections per down-projection, Llama family" : "two-matrix", vocab));
+  note(fmt::format("layers = {}: {} (T, hidden, MLP width) GEMMs per step / 2 (forward + input gradient); if activation "
+                   "checkpointing recomputes the forward, the count is 3 per layer: divide by 3 instead",
+                   layers, per_step));
+  // Heads and sequence from the batched attention matmuls (eager attention).
+  std::map<GemmShape, std::size_t> bmm;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch > 1 && g.shape.m == g.shape.n && g.shape.k < g.shape.m) bmm[g.shape] += g.count;
+  std::int64_t seq = T, heads = std::max<std::int64_t>(1, h / 128), micro = 1;
+  const GemmShape s = bmm.empty() ? GemmShape{} : most_frequent(bmm);
+  if (s.k > 0 && h % s.k == 0 && T % s.m == 0) {
+    seq = s.m;
+    heads = h / s.k;
+    micro = T / seq;
+    if (s.batch != micro * heads)
+      note(fmt::format("attention matmul batch {} is not micro-batch x heads = {}: check heads", s.batch, micro * heads));
+    note(fmt::format("sequence {} and head dim {} from the attention matmuls [{} x {} x {}]: {} heads, micro-batch {}", seq,
+                     s.k, s.batch, seq, s.k, heads, micro));
+  } else {
+    note(fmt::format("heads, sequence and micro-batch: no attention matmuls in the trace (flash attention); head dim 128 "
+                     "({} heads), micro-batch 1 and sequence {} assumed: set the real ones",
+                     heads, seq));
+  }
+  nlohmann::json model{{"name", "inferred from " + trace_name}, {"family", swiglu ? "llama" : "gpt"},
+                       {"hidden", h},   {"layers", layers}, {"heads", heads}, {"ffn", ffn}, {"vocab", std::max<std::int64_t>(1, vocab)}};
+  if (!swiglu) {
+    model["max_positions"] = seq;
+    model["tied_embeddings"] = true;
+    note(fmt::format("family gpt: LayerNorm, biases, learned positions ({} rows assumed) and tied embeddings assumed "
+                     "(GPT-2/OPT-like); not visible in GEMM shapes",
+                     seq));
+  }
+  return {{"model", model}, {"seq_len", seq}, {"micro_batch", micro}};
+}
+
+}  // namespace
+
+std::string shipped_profile_for(const std::string& device_name, Bytes memory) {
+  std::string n = lower(device_name);
+  if (has(n, "a800")) return "configs/hardware/a800-sxm-8x.json";
+  if (has(n, "a100")) return memory.gib() < 60 ? "configs/hardware/a100-sxm4-40gb-8x.json" : "configs/hardware/a100-sxm-8x.json";
+  if (has(n, "h100") || has(n, "h800")) return memory.gib() > 90 ? "configs/hardware/h100-sxm-96gb.json" : "configs/hardware/h100-sxm-8x.json";
+  return "";
+}
+
+InitResult init_from_traces(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o, const std::string& profile_ref) {
+  if (traces.empty()) throw InputError("init: no trace given");
+  const KinetoTrace& t = traces.front();
+  InitResult r;
+  auto note = [&](std::string s) { r.notes.push_back(std::move(s)); };
+  TraceAnalysis a = analyze_trace(t, o);
+  if (a.steps.empty()) throw InputError(t.file + ": no ProfilerStep span in the selected range: nothing to infer a step from");
+  const std::size_t steps = a.steps.size();
+
+  // Cluster.
+  int world = t.world_size > 0 ? t.world_size : 1;
+  if (t.world_size <= 0) note("world size: the trace has no distributedInfo; 1 rank assumed");
+  int gpn = world <= 8 ? world : 8;
+  if (world % gpn != 0) gpn = 1;
+  note(fmt::format("nodes x GPUs per node: a trace does not record them; {} x {} assumed", world / gpn, gpn));
+  std::string device;
+  Bytes memory;
+  for (const auto& d : t.devices)
+    if (d.id == t.main_device()) {
+      device = d.name;
+      memory = d.memory;
+    }
+  r.base_profile = shipped_profile_for(device, memory);
+  if (r.base_profile.empty()) note("GPU \"" + device + "\": no shipped profile of this type; the fitted profile uses configs/hardware/h100-sxm-8x.json for what the trace does not measure");
+
+  // Model dimensions from the GEMM shapes.
+  TraceFitData fit = extract_fit_data(traces, o);
+  std::map<Dtype, std::size_t> dtype_count;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch == 1) dtype_count[g.shape.dtype] += g.count;
+  std::string dtype = dtype_count.empty() ? "" : to_string(most_frequent(dtype_count));
+  if (dtype.empty()) {
+    StepCollectives c = collectives_of(t, a);
+    dtype = c.dtype == "bf16" || c.dtype == "fp16" ? c.dtype : "bf16";
+    note("dtype: no GEMM shapes in the trace (record_shapes off); " + dtype + " from the collectives or assumed");
+  }
+  nlohmann::json workload = infer_transformer(fit, steps, std::filesystem::path(t.file).filename().string(), r.notes);
+  if (workload.is_null()) workload = {{"preset", "llama3-8b"}, {"seq_len", 2048}, {"micro_batch", 1}};
+  workload["dtype"] = dtype;
+
+  // Framework.
+  StepCollectives c = collectives_of(t, a);
+  nlohmann::json strategy;
+  bool fsdp2_kernels = false;
+  for (const auto& n : t.names)
+    if (has(n, "chunk_cat") || has(n, "split_with_sizes_copy")) fsdp2_kernels = true;
+  if (world == 1) {
+    strategy = {{"framework", "ddp"}};
+    note("framework: one rank, no collectives to tell frameworks apart; ddp assumed");
+  } else if (c.ag_forward && c.rs_backward) {
+    strategy = {{"framework", fsdp2_kernels ? "fsdp2" : "fsdp1"}, {"wrap", "block"}};
+    note(std::string("framework: all-gathers in forward and reduce-scatters in backward: FSDP (") +
+         (fsdp2_kernels ? "FSDP2: its chunk_cat / split_with_sizes_copy kernels are present" : "FSDP1: no FSDP2 copy kernels") +
+         "; DeepSpeed ZeRO-3 looks the same in a trace)");
+  } else if (c.ag_after_optimizer) {
+    int stage = c.ar_overlaps_compute ? 2 : 1;
+    strategy = {{"framework", "zero"}, {"stage", stage}};
+    if (stage == 2) strategy["overlap_comm"] = true;
+    note(fmt::format("framework: gradient all-reduces{} and an all-gather of the parameters after the optimizer step: "
+                     "DeepSpeed ZeRO-{} (stage 1 and 2 differ in the trace only by that overlap)",
+                     c.ar_overlaps_compute ? " overlapping backward" : " after backward", stage));
+  } else {
+    strategy = {{"framework", "ddp"}};
+    note(c.ar_backward ? "framework: all-reduces during backward and no all-gather: DDP"
+                       : "framework: no recognisable collective pattern; ddp assumed");
+  }
+
+  r.experiment = {{"name", "inferred from " + std::filesystem::path(t.file).filename().string()},
+                  {"description", fmt::format("stepsim init --from-trace: {} ({}, rank {} of {}), {} step(s)",
+                                              t.file, device.empty() ? "unknown GPU" : device, t.rank, world, steps)},
+                  {"workload", workload},
+                  {"cluster", {{"profile", profile_ref}, {"nodes", world / gpn}, {"gpus_per_node", gpn}}},
+                  {"strategy", strategy},
+                  {"training", {{"grad_accum", 1}, {"optimizer", "adamw"}}}};
+  note("training: gradient accumulation 1 and AdamW assumed (a trace step is one optimizer step; set grad_accum if "
+       "several backward passes run per ProfilerStep)");
+  r.experiment["notes"] = r.notes;
+  return r;
+}
+
+}  // namespace stepsim::trace

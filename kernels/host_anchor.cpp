@@ -1,1 +1,0 @@
-// Anchor so the host-side kernels library is never empty.

@@ -1,0 +1,1 @@
+// Anchor so stepsim_live_host is never an empty archive.

@@ -1,0 +1,279 @@
+#include "sim/explore/tune.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.hpp"
+#include "sim/core/format.hpp"
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+
+namespace {
+
+constexpr std::int64_t kMiB = 1024 * 1024;
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+bool all_upper(const std::string& s) {
+  return !s.empty() && std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::islower(c); });
+}
+
+std::vector<nlohmann::json> strings_like(const nlohmann::json& current, std::initializer_list<const char*> names) {
+  bool upper = current.is_string() && all_upper(current.get<std::string>());
+  std::vector<nlohmann::json> out;
+  for (const char* n : names) {
+    std::string s = n;
+    if (upper) std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+// Candidate values of a strategy knob, by its name and current value; empty: not a
+// performance knob we search. Values a framework does not accept are skipped when run.
+std::vector<nlohmann::json> knob_candidates(const std::string& key, const nlohmann::json& cur) {
+  static const std::set<std::string> bool_knobs{"forward_prefetch", "limit_all_gathers", "reshard_after_forward", "gradient_as_bucket_view",
+                                                "overlap_comm", "contiguous_gradients"};
+  if (cur.is_boolean()) return bool_knobs.count(key) ? std::vector<nlohmann::json>{true, false} : std::vector<nlohmann::json>{};
+  if (key == "backward_prefetch") return strings_like(cur, {"none", "backward_post", "backward_pre"});
+  if (key == "sharding" || key == "sharding_strategy") return strings_like(cur, {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"});
+  if (key == "stage" || key == "zero_stage") return {1, 2, 3};
+  if (contains(key, "bucket") && cur.is_number()) {
+    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_mb") == 0) return {1, 5, 25, 100, 250};
+    if (contains(key, "bytes")) return {1 * kMiB, 5 * kMiB, 25 * kMiB, 100 * kMiB, 250 * kMiB};
+    return {50'000'000, 200'000'000, 500'000'000};  // DeepSpeed-style element counts
+  }
+  if (contains(key, "wrap")) {
+    if (cur.is_string()) return strings_like(cur, {"block", "size", "none"});
+    if (cur.is_number()) return {1'000'000, 10'000'000, 100'000'000};
+  }
+  return {};
+}
+
+const nlohmann::json* at_path(const nlohmann::json& doc, const std::string& dotted) {
+  const nlohmann::json* node = &doc;
+  std::size_t pos = 0;
+  while (pos <= dotted.size()) {
+    std::size_t dot = dotted.find('.', pos);
+    std::string part = dotted.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+    if (!node->is_object() || !node->contains(part)) return nullptr;
+    node = &(*node)[part];
+    if (dot == std::string::npos) break;
+    pos = dot + 1;
+  }
+  return node;
+}
+
+nlohmann::json point_of(const std::vector<TuneKnob>& knobs, const std::vector<std::size_t>& combo) {
+  nlohmann::json p = nlohmann::json::object();
+  for (std::size_t k = 0; k < knobs.size(); ++k)
+    if (combo[k] != 0)  // setting 0 is the baseline's own value: leave the document alone
+      for (const auto& [path, v] : knobs[k].settings[combo[k]]) p[path] = v;
+  return p;
+}
+
+}  // namespace
+
+Bytes parse_memory_size(const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
+  double mult = unit.empty() || unit == "b" ? 1 : unit == "gib" || unit == "g" ? 1024.0 * 1024 * 1024 : unit == "gb" ? 1e9
+              : unit == "mib" || unit == "m" ? 1024.0 * 1024 : unit == "mb" ? 1e6 : unit == "tib" ? 1024.0 * 1024 * 1024 * 1024 : -1;
+  if (used == 0 || mult < 0 || v <= 0)
+    throw InputError(fmt::format("--memory-cap {}: expected a positive size such as 80GiB, 80GB or 512MiB", text));
+  return Bytes{static_cast<std::int64_t>(v * mult)};
+}
+
+std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sources) {
+  Experiment e = experiment_from_json(doc, sources);
+  std::vector<TuneKnob> knobs;
+  nlohmann::json eff = e.strategy->effective_config();
+  for (auto it = eff.begin(); it != eff.end(); ++it) {
+    if (it.key() == "framework" || it.key() == "world_size") continue;
+    std::string path = "strategy." + it.key();
+    const nlohmann::json* given = at_path(doc, path);
+    nlohmann::json cur = given ? *given : it.value();
+    // Enumerations follow the case the user wrote; reported defaults may be spelled otherwise.
+    auto cands = knob_candidates(it.key(), given ? cur : (cur.is_string() ? nlohmann::json("") : cur));
+    if (cands.empty()) continue;
+    TuneKnob k{path, {KnobSetting{{path, cur}}}};
+    for (auto& c : cands)
+      if (c != cur && !(c.is_number() && cur.is_number() && c.get<double>() == cur.get<double>())) k.settings.push_back({{path, c}});
+    if (k.settings.size() > 1) knobs.push_back(std::move(k));
+  }
+  // Workload knobs exist for model workloads (toy workloads have fixed times).
+  const nlohmann::json& w = doc.at("workload");
+  if (!w.contains("toy")) {
+    std::int64_t mb = w.value("micro_batch", std::int64_t{1});
+    std::int64_t ga = doc.contains("training") ? doc["training"].value("grad_accum", std::int64_t{1}) : 1;
+    std::int64_t global = mb * ga;
+    TuneKnob k{"micro_batch x grad_accum (global batch " + std::to_string(global) + " per rank)",
+               {KnobSetting{{"workload.micro_batch", mb}, {"training.grad_accum", ga}}}};
+    for (std::int64_t d = 1; d <= global && d <= 64; ++d)
+      if (global % d == 0 && d != mb) k.settings.push_back({{"workload.micro_batch", d}, {"training.grad_accum", global / d}});
+    if (k.settings.size() > 1) knobs.push_back(std::move(k));
+    std::string ck = w.value("activation_checkpointing", std::string("none"));
+    TuneKnob c{"workload.activation_checkpointing", {KnobSetting{{"workload.activation_checkpointing", ck}}}};
+    for (const char* v : {"none", "selective", "full"})
+      if (ck != v) c.settings.push_back({{"workload.activation_checkpointing", v}});
+    knobs.push_back(std::move(c));
+  }
+  return knobs;
+}
+
+TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneOptions& opts) {
+  TuneResult res;
+  Experiment base = experiment_from_json(doc, sources);
+  res.framework = base.strategy->framework();
+  res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
+  res.knobs = tune_knobs(doc, sources);
+  const auto& knobs = res.knobs;
+
+  // Evaluates combos (setting index per knob) as one parallel sweep of explicit points.
+  auto profiles = std::make_shared<ProfileCache>();
+  auto evaluate = [&](const std::vector<std::vector<std::size_t>>& combos) {
+    SweepSpec spec;
+    spec.profiles = profiles;
+    spec.file = sources.root_file;
+    spec.base = doc;
+    spec.base_sources = sources;
+    for (const auto& c : combos) spec.points.push_back(point_of(knobs, c));
+    for (const auto& p : spec.points)
+      for (auto it = p.begin(); it != p.end(); ++it)
+        if (std::find(spec.columns.begin(), spec.columns.end(), it.key()) == spec.columns.end()) spec.columns.push_back(it.key());
+    if (res.memory_cap.count > 0)
+      spec.constraints.push_back(parse_constraint(fmt::format("peak_memory_bytes <= {}", res.memory_cap.count), "--memory-cap"));
+    std::vector<SweepRow> rows;
+    SweepOptions so;
+    so.jobs = opts.jobs;
+    run_sweep(spec, so, [&](const SweepRow& r) {
+      ++res.evaluated;
+      if (r.status != "ok") ++res.invalid;
+      else if (!r.constraints_ok) ++res.over_cap;
+      rows.push_back(r);
+    });
+    return rows;
+  };
+  auto better = [](const SweepRow& a, const SweepRow* b) {
+    return a.status == "ok" && a.constraints_ok && (!b || a.metrics.overlap.step_time < b->metrics.overlap.step_time);
+  };
+
+  std::vector<std::size_t> best_combo(knobs.size(), 0);
+  std::uint64_t grid = 1;
+  for (const auto& k : knobs) grid = std::min<std::uint64_t>(grid * k.settings.size(), opts.max_grid + 1);
+  std::optional<SweepRow> best;
+  if (grid <= opts.max_grid) {
+    res.method = "grid";
+    std::vector<std::vector<std::size_t>> combos;
+    std::vector<std::size_t> c(knobs.size(), 0);
+    for (std::uint64_t i = 0; i < grid; ++i) {
+      combos.push_back(c);
+      for (std::size_t k = knobs.size(); k-- > 0;) {  // odometer, last knob fastest
+        if (++c[k] < knobs[k].settings.size()) break;
+        c[k] = 0;
+      }
+    }
+    auto rows = evaluate(combos);
+    res.baseline = rows[0].metrics;
+    res.baseline_fits = rows[0].status == "ok" && rows[0].constraints_ok;
+    if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (better(rows[i], best ? &*best : nullptr)) {
+        best = rows[i];
+        best_combo = combos[i];
+      }
+  } else {
+    res.method = "coordinate descent";
+    auto rows = evaluate({best_combo});
+    if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
+    res.baseline = rows[0].metrics;
+    res.baseline_fits = rows[0].constraints_ok;
+    if (res.baseline_fits) best = rows[0];
+    for (int round = 0; round < 16; ++round) {
+      std::vector<std::vector<std::size_t>> combos;
+      for (std::size_t k = 0; k < knobs.size(); ++k)
+        for (std::size_t s = 0; s < knobs[k].settings.size(); ++s)
+          if (s != best_combo[k]) {
+            combos.push_back(best_combo);
+            combos.back()[k] = s;
+          }
+      auto rs = evaluate(combos);
+      std::optional<std::size_t> pick;
+      for (std::size_t i = 0; i < rs.size(); ++i)
+        if (better(rs[i], best ? &*best : nullptr) && (!pick || rs[i].metrics.overlap.step_time < rs[*pick].metrics.overlap.step_time)) pick = i;
+      if (!pick) break;
+      best = rs[*pick];
+      best_combo = combos[*pick];
+    }
+  }
+  if (!best) return res;
+  res.found = true;
+  res.best = best->metrics;
+  nlohmann::json eff = base.strategy->effective_config();
+  for (std::size_t k = 0; k < knobs.size(); ++k) {
+    for (std::size_t p = 0; p < knobs[k].settings[best_combo[k]].size(); ++p) {
+      const auto& [path, v] = knobs[k].settings[best_combo[k]][p];
+      const auto& old = knobs[k].settings[0][p].second;
+      if (old != v) res.diff.push_back({path, old, v});
+    }
+  }
+  return res;
+}
+
+TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::string>& overrides, const TuneOptions& opts) {
+  SourceMap sources;
+  nlohmann::json doc = load_with_includes(file, sources);
+  for (const auto& o : overrides) apply_override(doc, o, &sources);
+  return tune(doc, sources, opts);
+}
+
+void write_tune_text(std::ostream& out, const TuneResult& r) {
+  out << fmt::format("framework {}; memory cap {}; searched {} knobs by {} ({} configurations, {} invalid, {} over the cap)\n", r.framework,
+                     format_bytes(r.memory_cap), r.knobs.size(), r.method, r.evaluated, r.invalid, r.over_cap);
+  for (const auto& k : r.knobs) out << fmt::format("  knob {} ({} settings)\n", k.name, k.settings.size());
+  out << fmt::format("baseline: step {}, peak memory {}{}\n", format_time(r.baseline.overlap.step_time), format_bytes(r.baseline.peak_memory),
+                     r.baseline_fits ? "" : " (DOES NOT FIT the cap)");
+  if (!r.found) {
+    out << "no configuration fits the memory cap\n";
+    return;
+  }
+  if (r.diff.empty()) {
+    out << "the baseline is already the fastest configuration that fits\n";
+    return;
+  }
+  out << "\nconfig diff (JSON path: old -> new):\n";
+  for (const auto& d : r.diff) out << fmt::format("  {}: {} -> {}\n", d.path, d.old_value.dump(), d.new_value.dump());
+  double gain = r.baseline.overlap.step_time.ns > 0
+                    ? 100.0 * static_cast<double>((r.baseline.overlap.step_time - r.best.overlap.step_time).ns) / static_cast<double>(r.baseline.overlap.step_time.ns)
+                    : 0.0;
+  out << fmt::format("\npredicted: step {} -> {} ({:.1f}% faster, {:.3f}x), peak memory {} -> {}\n", format_time(r.baseline.overlap.step_time),
+                     format_time(r.best.overlap.step_time), gain,
+                     r.best.overlap.step_time.ns ? static_cast<double>(r.baseline.overlap.step_time.ns) / static_cast<double>(r.best.overlap.step_time.ns) : 1.0,
+                     format_bytes(r.baseline.peak_memory), format_bytes(r.best.peak_memory));
+}
+
+nlohmann::json tune_to_json(const TuneResult& r) {
+  nlohmann::json j{{"schema", "stepsim.tune/1"}, {"framework", r.framework}, {"method", r.method}, {"evaluated", r.evaluated},
+                   {"invalid", r.invalid}, {"over_cap", r.over_cap}, {"memory_cap_bytes", r.memory_cap.count},
+                   {"baseline", metrics_to_json(r.baseline)}, {"baseline_fits", r.baseline_fits}, {"found", r.found}};
+  j["knobs"] = nlohmann::json::array();
+  for (const auto& k : r.knobs) j["knobs"].push_back({{"name", k.name}, {"settings", k.settings.size()}});
+  if (r.found) j["best"] = metrics_to_json(r.best);
+  j["diff"] = nlohmann::json::array();
+  for (const auto& d : r.diff) j["diff"].push_back({{"path", d.path}, {"old", d.old_value}, {"new", d.new_value}});
+  return j;
+}
+
+}  // namespace stepsim

@@ -1,0 +1,68 @@
+#pragma once
+// `stepsim tune`: the fastest configuration of an experiment's framework knobs that fits a
+// memory cap (issue 5). Strategy-agnostic: the knobs searched are those the strategy reports
+// in effective_config() (plus the workload's micro-batch/grad-accumulation split at a fixed
+// global batch, and activation checkpointing); any combination the strategy rejects
+// (InputError) is skipped, so new frameworks join by themselves.
+//
+// Search: the full grid of all knob settings when it has at most `max_grid` points, else
+// coordinate descent from the baseline (one knob at a time, all its settings, keep the best
+// that fits; repeat until a round improves nothing).
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/explore/sweep.hpp"
+
+namespace stepsim {
+
+// One way to set a knob: the config paths it changes (usually one; micro-batch x grad_accum
+// changes two).
+using KnobSetting = std::vector<std::pair<std::string, nlohmann::json>>;
+
+struct TuneKnob {
+  std::string name;
+  std::vector<KnobSetting> settings;  // the first is the baseline's own value
+};
+
+struct TuneOptions {
+  Bytes memory_cap;        // 0: the profile's device capacity
+  std::size_t max_grid = 4096;
+  int jobs = 0;
+};
+
+struct TuneDiff {
+  std::string path;
+  nlohmann::json old_value;  // null when the key was absent (the strategy default applied)
+  nlohmann::json new_value;
+};
+
+struct TuneResult {
+  std::string framework;
+  std::vector<TuneKnob> knobs;
+  std::string method;  // "grid" | "coordinate descent"
+  std::uint64_t evaluated = 0, invalid = 0, over_cap = 0;
+  Bytes memory_cap;
+  Metrics baseline;
+  bool baseline_fits = false;
+  bool found = false;
+  Metrics best;
+  std::vector<TuneDiff> diff;  // empty when the baseline is already the best
+};
+
+// The knobs of the experiment in `doc` (a resolved experiment document).
+std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sources);
+
+TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneOptions& opts);
+TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::string>& overrides, const TuneOptions& opts);
+
+// "80GiB", "80 GB", "512MiB", "85899345920" (bytes). Throws InputError.
+Bytes parse_memory_size(const std::string& text);
+
+void write_tune_text(std::ostream& out, const TuneResult& r);
+nlohmann::json tune_to_json(const TuneResult& r);
+
+}  // namespace stepsim

@@ -1,0 +1,180 @@
+// Name recognition for trace events: NCCL kernel names, c10d op names, dtype spellings, and the
+// exact microsecond-text -> nanosecond conversion.
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "trace/kineto_trace.hpp"
+#include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
+
+namespace stepsim::trace {
+
+std::string to_string(TraceCollective k) {
+  switch (k) {
+    case TraceCollective::AllReduce: return "all_reduce";
+    case TraceCollective::AllGather: return "all_gather";
+    case TraceCollective::ReduceScatter: return "reduce_scatter";
+    case TraceCollective::Broadcast: return "broadcast";
+    case TraceCollective::Reduce: return "reduce";
+    case TraceCollective::AllToAll: return "all_to_all";
+    case TraceCollective::SendRecv: return "send_recv";
+    case TraceCollective::Unknown: return "unknown";
+  }
+  return "unknown";
+}
+
+static std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool is_nccl_kernel_name(const std::string& name) {
+  // ncclKernel_* (NCCL <= 2.18), ncclDevKernel_* (2.19+); "void ncclKernel..." in some builds.
+  return name.find("ncclKernel") != std::string::npos || name.find("ncclDevKernel") != std::string::npos;
+}
+
+TraceCollective collective_from_kernel_name(const std::string& name) {
+  // Longest names first: "AllReduce" contains "Reduce", "ReduceScatter" starts with "Reduce".
+  if (name.find("AllReduce") != std::string::npos) return TraceCollective::AllReduce;
+  if (name.find("AllGather") != std::string::npos) return TraceCollective::AllGather;
+  if (name.find("ReduceScatter") != std::string::npos) return TraceCollective::ReduceScatter;
+  if (name.find("Broadcast") != std::string::npos) return TraceCollective::Broadcast;
+  if (name.find("AllToAll") != std::string::npos) return TraceCollective::AllToAll;
+  if (name.find("SendRecv") != std::string::npos || name.find("_Send") != std::string::npos ||
+      name.find("_Recv") != std::string::npos)
+    return TraceCollective::SendRecv;
+  if (name.find("Reduce") != std::string::npos) return TraceCollective::Reduce;
+  return TraceCollective::Unknown;
+}
+
+TraceCollective collective_from_op_name(const std::string& raw) {
+  std::string n = lower(raw);
+  n.erase(std::remove(n.begin(), n.end(), '_'), n.end());  // "_all_gather_base" -> "allgatherbase"
+  if (n.rfind("nccl:", 0) == 0) n = n.substr(5);
+  if (n.find("allreduce") != std::string::npos) return TraceCollective::AllReduce;
+  if (n.find("allgather") != std::string::npos) return TraceCollective::AllGather;
+  if (n.find("reducescatter") != std::string::npos) return TraceCollective::ReduceScatter;
+  if (n.find("broadcast") != std::string::npos) return TraceCollective::Broadcast;
+  if (n.find("alltoall") != std::string::npos) return TraceCollective::AllToAll;
+  if (n == "send" || n == "recv" || n == "sendrecv" || n == "p2p") return TraceCollective::SendRecv;
+  if (n == "reduce") return TraceCollective::Reduce;
+  return TraceCollective::Unknown;
+}
+
+std::optional<CollectiveKind> to_collective_kind(TraceCollective k) {
+  switch (k) {
+    case TraceCollective::AllReduce: return CollectiveKind::AllReduce;
+    case TraceCollective::AllGather: return CollectiveKind::AllGather;
+    case TraceCollective::ReduceScatter: return CollectiveKind::ReduceScatter;
+    case TraceCollective::Broadcast: return CollectiveKind::Broadcast;
+    case TraceCollective::Reduce: return CollectiveKind::Reduce;
+    case TraceCollective::AllToAll: return CollectiveKind::AllToAll;
+    default: return std::nullopt;
+  }
+}
+
+double collective_busbw_factor(TraceCollective k, int ranks) {
+  auto kind = to_collective_kind(k);
+  if (!kind || ranks < 1) return 1.0;
+  return busbw_factor(*kind, ranks);
+}
+
+std::string dtype_from_kernel_name(const std::string& name) {
+  std::string base = name.substr(0, name.find('('));
+  for (const char* op : {"_Sum_", "_Prod_", "_Max_", "_Min_", "_Avg_", "_PreMulSum_", "_SumPostDiv_"}) {
+    auto p = base.find(op);
+    if (p == std::string::npos) continue;
+    std::string tok = base.substr(p + std::string(op).size());
+    // New style "bf16_RING_LL": the dtype ends at the algorithm; old style "int8_t" keeps its "_t".
+    for (const char* algo : {"_RING", "_TREE", "_COLLNET", "_NVLS", "_PAT"}) {
+      auto q = tok.find(algo);
+      if (q != std::string::npos) tok = tok.substr(0, q);
+    }
+    return tok;
+  }
+  return "";
+}
+
+int dtype_bytes_from_name(const std::string& raw) {
+  std::string n = lower(raw);
+  if (n.rfind("c10::", 0) == 0) n = n.substr(5);
+  if (n == "float" || n == "float32" || n == "f32" || n == "fp32" || n == "int" || n == "int32" || n == "i32" ||
+      n == "int32_t" || n == "uint32" || n == "u32" || n == "uint32_t" || n == "unsigned int")
+    return 4;
+  if (n == "bfloat16" || n == "bf16" || n == "half" || n == "f16" || n == "fp16" || n == "float16" || n == "short" ||
+      n == "int16" || n == "int16_t")
+    return 2;
+  if (n == "double" || n == "float64" || n == "f64" || n == "long" || n == "long int" || n == "int64" ||
+      n == "i64" || n == "int64_t" || n == "long long" || n == "uint64" || n == "u64" || n == "uint64_t")
+    return 8;
+  if (n == "int8_t" || n == "int8" || n == "i8" || n == "uint8" || n == "u8" || n == "uint8_t" || n == "char" ||
+      n == "signed char" || n == "unsigned char" || n == "byte" || n == "bool" || n.rfind("float8", 0) == 0 ||
+      n.rfind("f8", 0) == 0 || n.rfind("fp8", 0) == 0)
+    return 1;
+  return 0;
+}
+
+std::string canonical_dtype(const std::string& raw) {
+  std::string n = lower(raw);
+  if (n.rfind("c10::", 0) == 0) n = n.substr(5);
+  if (n == "bfloat16" || n == "bf16") return "bf16";
+  if (n == "half" || n == "f16" || n == "fp16" || n == "float16") return "fp16";
+  if (n == "float" || n == "float32" || n == "f32" || n == "fp32") return "fp32";
+  if (n == "double" || n == "float64" || n == "f64") return "fp64";
+  if (n == "long" || n == "long int" || n == "int64" || n == "int64_t" || n == "i64") return "int64";
+  if (n == "int" || n == "int32" || n == "int32_t" || n == "i32") return "int32";
+  if (n == "int8" || n == "int8_t" || n == "i8" || n == "char" || n == "signed char") return "int8";
+  if (n == "uint8" || n == "uint8_t" || n == "u8" || n == "unsigned char" || n == "byte") return "uint8";
+  return raw;
+}
+
+Time parse_us_text(std::string_view text) {
+  // Kineto prints microseconds, with up to 3 decimals in newer versions; at 1.7e15 us a double
+  // cannot hold the nanoseconds, so integer and fraction are read as decimal digits. The text
+  // ends at its end or at a NUL character. A time beyond 2^62 ns (146 years) is no real trace
+  // timestamp: an input error (the reader adds the file), never a wrapped value.
+  auto too_large = [&]() {
+    return InputError(fmt::format("\"{}\" us: expected a time within 2^62 ns (146 years)", text.substr(0, 40)));
+  };
+  std::size_t i = 0;
+  auto at = [&](std::size_t k) { return k < text.size() ? text[k] : '\0'; };
+  bool neg = false;
+  if (at(i) == '-') { neg = true; ++i; }
+  std::int64_t whole = 0;
+  bool digits = false, overflow = false;
+  while (at(i) >= '0' && at(i) <= '9') {
+    overflow = overflow || __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, at(i) - '0', &whole);
+    ++i;
+    digits = true;
+  }
+  std::int64_t frac_ns = 0;
+  if (at(i) == '.') {
+    ++i;
+    int k = 0;
+    while (at(i) >= '0' && at(i) <= '9') {
+      if (k < 3) frac_ns = frac_ns * 10 + (at(i) - '0');
+      else if (k == 3 && at(i) >= '5') frac_ns += 1;  // round half up on the 4th decimal
+      ++k;
+      ++i;
+    }
+    for (; k < 3; ++k) frac_ns *= 10;
+  }
+  if (at(i) != '\0' || !digits) {
+    // Exponent form or something odd: fall back to the double value.
+    const double ns = std::strtod(std::string(text).c_str(), nullptr) * 1e3;
+    if (!(std::fabs(ns) <= 4611686018427387904.0)) throw too_large();
+    return Time{std::llround(ns)};
+  }
+  std::int64_t ns = 0;
+  if (overflow || __builtin_mul_overflow(whole, 1000, &ns) || __builtin_add_overflow(ns, frac_ns, &ns) ||
+      ns > (std::int64_t{1} << 62))
+    throw too_large();
+  return Time{neg ? -ns : ns};
+}
+
+}  // namespace stepsim::trace

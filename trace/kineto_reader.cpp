@@ -1,0 +1,713 @@
+// Streaming Kineto / Chrome trace reader. JsonStream (json_stream.hpp) scans the text in place;
+// each trace event is one step: its fields go into reusable views and, when the event object
+// closes, turn into at most one compact record (or none: python_function, most cpu_ops, flow
+// events and annotations are dropped). The JSON document is never built, and the "args" of
+// an event whose record cannot use them (most of the bytes: python_function, cpu_op) are
+// skipped without being decoded.
+
+#include <boost/iostreams/filter/gzip.hpp>
+#include <boost/iostreams/filtering_stream.hpp>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string_view>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "trace/json_stream.hpp"
+#include "trace/kineto_trace.hpp"
+#include "sim/core/error.hpp"
+#include "sim/core/input_files.hpp"
+
+namespace stepsim::trace {
+
+namespace {
+
+// Comparisons with literals, inlined (std::string_view's == calls memcmp with a run-time
+// length; these run for every key and event).
+template <std::size_t N>
+bool eq(std::string_view s, const char (&lit)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
+template <std::size_t N>
+bool starts_with(std::string_view s, const char (&prefix)[N]) {
+  return s.size() >= N - 1 && std::memcmp(s.data(), prefix, N - 1) == 0;
+}
+
+// Keys of an event object, and of its "args", that a record can use. Matched on the decoded key
+// by length first: this runs for every key of every event.
+enum class EventKey { Other, Ph, Cat, Name, Pid, Tid, Ts, Dur, Args };
+
+EventKey event_key(std::string_view k) {
+  switch (k.size()) {
+    case 2:
+      if (eq(k, "ph")) return EventKey::Ph;
+      if (eq(k, "ts")) return EventKey::Ts;
+      break;
+    case 3:
+      if (eq(k, "cat")) return EventKey::Cat;
+      if (eq(k, "pid")) return EventKey::Pid;
+      if (eq(k, "tid")) return EventKey::Tid;
+      if (eq(k, "dur")) return EventKey::Dur;
+      break;
+    case 4:
+      if (eq(k, "name")) return EventKey::Name;
+      if (eq(k, "args")) return EventKey::Args;
+      break;
+    default: break;
+  }
+  return EventKey::Other;
+}
+
+enum class ArgKey {
+  Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, TotalReserved, Reserved, DeviceType, DeviceId,
+  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs
+};
+
+ArgKey arg_key(std::string_view k) {
+  switch (k.size()) {
+    case 4:
+      if (eq(k, "comm")) return ArgKey::GroupName;
+      break;
+    case 5:
+      if (eq(k, "bytes")) return ArgKey::Bytes;
+      if (eq(k, "dtype")) return ArgKey::Dtype;
+      if (eq(k, "phase")) return ArgKey::Phase;
+      if (eq(k, "ranks")) return ArgKey::GroupSize;
+      if (eq(k, "total")) return ArgKey::Total;
+      break;
+    case 6:
+      if (eq(k, "stream")) return ArgKey::Stream;
+      if (eq(k, "device")) return ArgKey::Device;
+      break;
+    case 8:
+      if (eq(k, "issue_ns")) return ArgKey::IssueNs;
+      if (eq(k, "reserved")) return ArgKey::Reserved;
+      break;
+    case 9:
+      if (eq(k, "Device Id")) return ArgKey::DeviceId;
+      break;
+    case 10:
+      if (eq(k, "Group size") || eq(k, "group_size")) return ArgKey::GroupSize;
+      if (eq(k, "Input Dims")) return ArgKey::InputDims;
+      if (eq(k, "Input type")) return ArgKey::InputType;
+      if (eq(k, "stepsim_op")) return ArgKey::StepsimOp;
+      if (eq(k, "collective")) return ArgKey::StepsimCollective;
+      break;
+    case 11:
+      if (eq(k, "correlation")) return ArgKey::Correlation;
+      if (eq(k, "Device Type")) return ArgKey::DeviceType;
+      if (eq(k, "total_bytes")) return ArgKey::Total;
+      break;
+    case 13:
+      if (eq(k, "In msg nelems")) return ArgKey::InElems;
+      break;
+    case 14:
+      if (eq(k, "Out msg nelems")) return ArgKey::OutElems;
+      if (eq(k, "Total Reserved")) return ArgKey::TotalReserved;
+      break;
+    case 15:
+      if (eq(k, "Collective name")) return ArgKey::CollectiveName;
+      if (eq(k, "Total Allocated")) return ArgKey::TotalAllocated;
+      break;
+    case 18:
+      if (eq(k, "Process Group Name")) return ArgKey::GroupName;
+      break;
+    default: break;
+  }
+  return ArgKey::Other;
+}
+
+// A scalar as the event fields need it: integers exactly; float tokens and strings (Chrome
+// traces may quote ts/dur) by their text, valid until the event's step ends.
+struct Num {
+  enum class Kind : std::uint8_t { Unset, Int, Float, Text };
+  Kind kind = Kind::Unset;
+  std::int64_t i = 0;
+  std::string_view text;
+
+  static Num of(const JsonNumber& n) { return n.is_int ? Num{Kind::Int, n.i, {}} : Num{Kind::Float, 0, n.text}; }
+  bool set() const { return kind != Kind::Unset; }
+  // A float rounds to the nearest integer; a string reads as 0.
+  std::int64_t as_int() const {
+    if (kind == Kind::Int) return i;
+    if (kind == Kind::Float) return static_cast<std::int64_t>(std::llround(JsonNumber{false, 0, text}.to_double()));
+    return 0;
+  }
+  Time as_us_time() const {
+    if (kind != Kind::Int) return parse_us_text(text);
+    std::int64_t ns = 0;
+    if (__builtin_mul_overflow(i, 1000, &ns) || ns > (std::int64_t{1} << 62) || ns < -(std::int64_t{1} << 62))
+      throw InputError(fmt::format("{} us: expected a time within 2^62 ns (146 years)", i));
+    return Time{ns};
+  }
+};
+
+// pid/tid are integers in Kineto but strings for the synthetic "Spans"/"Traces" rows.
+struct Id {
+  std::int64_t v = 0;
+  void set_int(std::int64_t x) { v = x; }
+  void set_str(std::string_view s) {
+    v = static_cast<std::int64_t>(std::hash<std::string_view>{}(s) | (1ULL << 62));
+  }
+};
+
+// Unsigned arithmetic: ids are hashes or arbitrary integers, and the product may wrap (defined).
+std::int64_t fold_thread(Id pid, Id tid) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(pid.v) * 1000003u ^ static_cast<std::uint64_t>(tid.v));
+}
+
+// The fields of the current event. Views point into the JsonStream window (valid for the step).
+struct EventFields {
+  struct Scalars {
+    std::string_view ph, cat, name;
+    bool ph_seen = false, cat_seen = false, name_seen = false;
+    bool args_skipped = false;
+    Id pid, tid;
+    Num ts, dur;
+    // args
+    Num stream, correlation, device, bytes, in_elems, out_elems, group_size, total_allocated, total_reserved, device_type,
+        device_id, counter_total, counter_reserved, issue_ns;
+    std::int64_t counter_sum = 0;
+    bool counter_any = false;
+    std::string_view dtype, coll_name, pg_name, stepsim_op, stepsim_coll, phase;
+  };
+  Scalars s;
+  std::vector<std::pair<std::string, Bytes>> counter_args;
+  std::vector<std::vector<std::int64_t>> input_dims;
+  std::vector<std::string_view> input_types;
+
+  void clear() {
+    s = Scalars{};
+    counter_args.clear();
+    input_dims.clear();
+    input_types.clear();
+  }
+};
+
+bool is_gemm_name(std::string_view n) {
+  return eq(n, "aten::mm") || eq(n, "aten::addmm") || eq(n, "aten::bmm") || eq(n, "aten::baddbmm");
+}
+
+// Whether the record finish_event() makes of an event with these ph/cat/name can depend on its
+// "args" (conservatively true while one of them is not known yet). Must follow finish_event.
+bool args_may_matter(const EventFields::Scalars& e) {
+  if (!e.ph_seen) return true;
+  if (eq(e.ph, "C")) return true;
+  if (eq(e.ph, "i")) return !e.name_seen || eq(e.name, "[memory]");
+  if (!eq(e.ph, "X")) return false;
+  if (!e.cat_seen) return true;
+  const std::string_view cat = e.cat;
+  if (eq(cat, "kernel") || eq(cat, "Kernel") || eq(cat, "gpu_memcpy") || eq(cat, "Memcpy") || eq(cat, "gpu_memset") ||
+      eq(cat, "Memset") || eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime"))
+    return true;
+  if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return false;
+  if (!e.name_seen) return true;
+  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name);
+}
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+class Reader {
+ public:
+  Reader(std::istream& in, KinetoTrace& out, std::size_t chunk_bytes) : s_(in, out.file, chunk_bytes), out_(out) {}
+  void run();
+
+ private:
+  void root_members();
+  void event_elements();
+  void event(bool skip_args);
+  void args();
+  void input_dims();
+  void input_types();
+  void distributed_info();
+  void device_properties();
+  void stepsim_info();
+  void finish_event();
+  int intern(std::string_view s) {
+    if (auto it = name_ids_.find(s); it != name_ids_.end()) return it->second;
+    int id = static_cast<int>(out_.names.size());
+    out_.names.emplace_back(s);
+    name_ids_.emplace(out_.names.back(), id);
+    return id;
+  }
+
+  JsonStream s_;
+  KinetoTrace& out_;
+  EventFields ev_;
+  std::unordered_map<std::string, int, StringHash, std::equal_to<>> name_ids_;
+};
+
+void Reader::run() {
+  char top = 0;
+  s_.step([&] {
+    top = s_.peek();
+    if (top == '{' || top == '[') s_.advance();
+    else s_.skip_value();
+  });
+  if (top == '{') root_members();
+  else if (top == '[') event_elements();  // the JSON-array form: events only
+  s_.step([&] {
+    if (!s_.at_end()) s_.unexpected("the end of input");
+  });
+}
+
+void Reader::root_members() {
+  // One step per member; traceEvents then streams its elements one step each.
+  for (bool first = true;; first = false) {
+    bool done = false, events = false;
+    s_.step([&] {
+      std::string_view key;
+      if (!s_.next_member(first, key)) {
+        done = true;
+        return;
+      }
+      char c = s_.peek();
+      if (eq(key, "traceEvents") && c == '[') {
+        s_.advance();
+        events = true;
+      } else if (eq(key, "distributedInfo") && c == '{') {
+        distributed_info();
+      } else if (eq(key, "deviceProperties") && c == '[') {
+        device_properties();
+      } else if (eq(key, "stepsim") && c == '{') {
+        stepsim_info();
+      } else {
+        s_.skip_value();
+      }
+    });
+    if (done) return;
+    if (events) event_elements();
+  }
+}
+
+void Reader::event_elements() {
+  for (bool first = true;; first = false) {
+    bool done = false;
+    s_.step([&] {
+      if (!s_.next_element(first)) {
+        done = true;
+        return;
+      }
+      if (s_.peek() != '{') {
+        s_.skip_value();  // not an event
+        return;
+      }
+      const char* start = s_.position();
+      event(true);
+      if (ev_.s.args_skipped && args_may_matter(ev_.s)) {
+        // A later duplicate key changed what the event is: read it again, args included.
+        s_.seek(start);
+        event(false);
+      }
+      ++out_.event_count;
+      finish_event();
+    });
+    if (done) return;
+  }
+}
+
+void Reader::event(bool skip_args) {
+  s_.advance();  // '{'
+  ev_.clear();
+  EventFields::Scalars& e = ev_.s;
+  std::string_view key;
+  for (bool first = true; s_.next_member(first, key); first = false) {
+    char c = s_.peek();
+    switch (event_key(key)) {
+      case EventKey::Ph:
+        if (c != '"') break;
+        e.ph = s_.string();
+        e.ph_seen = true;
+        continue;
+      case EventKey::Cat:
+        if (c != '"') break;
+        e.cat = s_.string();
+        e.cat_seen = true;
+        continue;
+      case EventKey::Name:
+        if (c != '"') break;
+        e.name = s_.string();
+        e.name_seen = true;
+        continue;
+      case EventKey::Pid:
+      case EventKey::Tid: {
+        Id& id = event_key(key) == EventKey::Pid ? e.pid : e.tid;
+        if (c == '"') {
+          id.set_str(s_.string());
+          continue;
+        }
+        if (JsonStream::starts_number(c)) {
+          id.set_int(Num::of(s_.number()).as_int());
+          continue;
+        }
+        break;
+      }
+      case EventKey::Ts:
+      case EventKey::Dur: {
+        Num& n = event_key(key) == EventKey::Ts ? e.ts : e.dur;
+        if (c == '"') {
+          n = Num{Num::Kind::Text, 0, s_.string()};
+          continue;
+        }
+        if (JsonStream::starts_number(c)) {
+          n = Num::of(s_.number());
+          continue;
+        }
+        break;
+      }
+      case EventKey::Args:
+        if (c != '{') break;
+        if (skip_args && !args_may_matter(e)) {
+          e.args_skipped = true;
+          break;
+        }
+        s_.advance();
+        args();
+        continue;
+      case EventKey::Other: break;
+    }
+    s_.skip_value();
+  }
+}
+
+void Reader::args() {
+  EventFields::Scalars& e = ev_.s;
+  std::string_view key;
+  for (bool first = true; s_.next_member(first, key); first = false) {
+    char c = s_.peek();
+    ArgKey k = arg_key(key);
+    if (c == '"') {
+      std::string_view v = s_.string();
+      switch (k) {
+        case ArgKey::Dtype: e.dtype = v; break;
+        case ArgKey::CollectiveName: e.coll_name = v; break;
+        case ArgKey::GroupName: e.pg_name = v; break;
+        case ArgKey::StepsimOp: e.stepsim_op = v; break;
+        case ArgKey::StepsimCollective: e.stepsim_coll = v; break;
+        case ArgKey::Phase: e.phase = v; break;
+        default: break;
+      }
+    } else if (JsonStream::starts_number(c)) {
+      Num n = Num::of(s_.number());
+      switch (k) {
+        case ArgKey::Stream: e.stream = n; break;
+        case ArgKey::Correlation: e.correlation = n; break;
+        case ArgKey::Device: e.device = n; break;
+        case ArgKey::Bytes: e.bytes = n; break;
+        case ArgKey::InElems: e.in_elems = n; break;
+        case ArgKey::OutElems: e.out_elems = n; break;
+        case ArgKey::GroupSize: e.group_size = n; break;
+        case ArgKey::TotalAllocated: e.total_allocated = n; break;
+        case ArgKey::TotalReserved: e.total_reserved = n; break;
+        case ArgKey::DeviceType: e.device_type = n; break;
+        case ArgKey::DeviceId: e.device_id = n; break;
+        case ArgKey::Total: e.counter_total = n; break;
+        case ArgKey::IssueNs: e.issue_ns = n; break;
+        default: break;
+      }
+      // Counter events ("ph":"C"): every numeric arg is one series; their sum is the total.
+      // "reserved" (stepsim's reserved counter) is not a category of the allocated total.
+      if ((e.ph.empty() || eq(e.ph, "C")) && k == ArgKey::Reserved) {
+        e.counter_reserved = n;
+      } else if (e.ph.empty() || eq(e.ph, "C")) {
+        if (__builtin_add_overflow(e.counter_sum, n.as_int(), &e.counter_sum))
+          throw InputError("counter event: args sum beyond 2^63: expected the byte counts of a real trace");
+        e.counter_any = true;
+        if (k != ArgKey::Total) ev_.counter_args.emplace_back(std::string(key), Bytes{n.as_int()});
+      }
+    } else if (c == '[' && k == ArgKey::InputDims) {
+      input_dims();
+    } else if (c == '[' && k == ArgKey::InputType) {
+      input_types();
+    } else {
+      s_.skip_value();
+    }
+  }
+}
+
+void Reader::input_dims() {
+  // [[d0, d1, ...], ...]: one list per input tensor; anything else inside is ignored.
+  s_.advance();
+  for (bool first = true; s_.next_element(first); first = false) {
+    if (s_.peek() != '[') {
+      s_.skip_value();
+      continue;
+    }
+    s_.advance();
+    auto& dims = ev_.input_dims.emplace_back();
+    for (bool f = true; s_.next_element(f); f = false) {
+      if (JsonStream::starts_number(s_.peek())) dims.push_back(Num::of(s_.number()).as_int());
+      else s_.skip_value();
+    }
+  }
+}
+
+void Reader::input_types() {
+  s_.advance();
+  for (bool first = true; s_.next_element(first); first = false) {
+    if (s_.peek() == '"') ev_.input_types.push_back(s_.string());
+    else s_.skip_value();
+  }
+}
+
+// The root-level objects are steps of their own: re-running one on a refill assigns the same
+// values again, and devices are appended only when the array is complete.
+void Reader::distributed_info() {
+  s_.advance();
+  std::string_view key;
+  for (bool first = true; s_.next_member(first, key); first = false) {
+    char c = s_.peek();
+    if (JsonStream::starts_number(c) && (eq(key, "rank") || eq(key, "world_size"))) {
+      int v = static_cast<int>(Num::of(s_.number()).as_int());
+      (eq(key, "rank") ? out_.rank : out_.world_size) = v;
+    } else if (c == '"' && eq(key, "backend")) {
+      out_.backend = std::string(s_.string());
+    } else {
+      s_.skip_value();
+    }
+  }
+}
+
+void Reader::device_properties() {
+  s_.advance();
+  std::vector<DeviceInfo> devices;
+  for (bool first = true; s_.next_element(first); first = false) {
+    if (s_.peek() != '{') {
+      s_.skip_value();
+      continue;
+    }
+    s_.advance();
+    DeviceInfo& d = devices.emplace_back();
+    std::string_view key;
+    for (bool f = true; s_.next_member(f, key); f = false) {
+      char c = s_.peek();
+      if (JsonStream::starts_number(c)) {
+        std::int64_t v = Num::of(s_.number()).as_int();
+        if (eq(key, "id")) d.id = static_cast<int>(v);
+        else if (eq(key, "totalGlobalMem")) d.memory = Bytes{v};
+        else if (eq(key, "numSms")) d.sms = static_cast<int>(v);
+        else if (eq(key, "computeMajor")) d.compute_major = static_cast<int>(v);
+        else if (eq(key, "computeMinor")) d.compute_minor = static_cast<int>(v);
+      } else if (c == '"' && eq(key, "name")) {
+        d.name = std::string(s_.string());
+      } else {
+        s_.skip_value();
+      }
+    }
+  }
+  out_.devices.insert(out_.devices.end(), devices.begin(), devices.end());
+}
+
+void Reader::stepsim_info() {
+  s_.advance();
+  out_.stepsim_trace = true;
+  std::string_view key;
+  for (bool first = true; s_.next_member(first, key); first = false) {
+    char c = s_.peek();
+    if (JsonStream::starts_number(c) && eq(key, "memory_capacity_bytes")) {
+      out_.stepsim_capacity = Bytes{Num::of(s_.number()).as_int()};
+    } else if (c == '"' && eq(key, "device")) {
+      out_.stepsim_device = std::string(s_.string());
+    } else {
+      s_.skip_value();
+    }
+  }
+}
+
+void fill_comm_from_args(const EventFields::Scalars& ev, CommParams& c) {
+  if (!ev.coll_name.empty()) c.kind = collective_from_op_name(std::string(ev.coll_name));
+  if (!ev.stepsim_coll.empty()) c.kind = collective_from_op_name(std::string(ev.stepsim_coll));
+  if (ev.in_elems.set()) c.in_elems = ev.in_elems.as_int();
+  if (ev.out_elems.set()) c.out_elems = ev.out_elems.as_int();
+  if (ev.group_size.set()) c.group_size = static_cast<int>(ev.group_size.as_int());
+  if (!ev.dtype.empty()) {
+    c.dtype = std::string(ev.dtype);
+    c.elem_bytes = dtype_bytes_from_name(c.dtype);
+  }
+  c.group_name = std::string(ev.pg_name);
+}
+
+void Reader::finish_event() {
+  const EventFields::Scalars& ev = ev_.s;
+  if (eq(ev.ph, "X")) {
+    if (!ev.ts.set()) return;
+    Time start = ev.ts.as_us_time();
+    Time end = start + (ev.dur.set() ? ev.dur.as_us_time() : Time{});
+    const std::string_view cat = ev.cat;
+    bool kernel = eq(cat, "kernel") || eq(cat, "Kernel");
+    bool memcpy = eq(cat, "gpu_memcpy") || eq(cat, "Memcpy");
+    bool memset = eq(cat, "gpu_memset") || eq(cat, "Memset");
+    if (kernel || memcpy || memset) {
+      GpuOp op;
+      op.kind = kernel ? GpuOp::Kind::Kernel : memcpy ? GpuOp::Kind::Memcpy : GpuOp::Kind::Memset;
+      op.name = intern(ev.name);
+      op.device = ev.device.set() ? static_cast<int>(ev.device.as_int()) : static_cast<int>(ev.pid.v);
+      op.stream = ev.stream.set() ? ev.stream.as_int() : ev.tid.v;
+      op.start = start;
+      op.end = end;
+      op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
+      op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
+      op.phase = std::string(ev.phase);
+      if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
+      if (kernel) {
+        op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));
+        if (op.collective) {
+          fill_comm_from_args(ev, op.comm);
+          if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();
+        }
+      }
+      out_.gpu_ops.push_back(std::move(op));
+      return;
+    }
+    if (eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime")) {
+      if (ev.correlation.set())
+        out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end});
+      return;
+    }
+    if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
+    const std::string_view n = ev.name;
+    CpuSpan span;
+    span.thread = fold_thread(ev.pid, ev.tid);
+    span.start = start;
+    span.end = end;
+    if (starts_with(n, "ProfilerStep#")) {
+      span.kind = CpuSpan::Kind::Step;
+      try {
+        span.step_number = std::stoll(std::string(n.substr(13)));
+      } catch (const std::exception&) {
+        return;  // "ProfilerStep#abc": not a step span
+      }
+    } else if (eq(n, "record_param_comms") || starts_with(n, "nccl:")) {
+      span.kind = CpuSpan::Kind::CommOp;
+      fill_comm_from_args(ev, span.comm);
+      if (!eq(n, "record_param_comms") && span.comm.kind == TraceCollective::Unknown)
+        span.comm.kind = collective_from_op_name(std::string(n.substr(5)));
+      // Input Dims of nccl:* ops: the input tensors (one list per tensor); their elements add.
+      const auto& dims = ev_.input_dims;
+      const auto& types = ev_.input_types;
+      if (span.comm.in_elems < 0 && !dims.empty() && !types.empty()) {
+        std::int64_t total = 0;
+        bool any = false;
+        for (std::size_t i = 0; i < dims.size() && i < types.size(); ++i) {
+          int eb = dtype_bytes_from_name(std::string(types[i]));
+          if (eb == 0 || dims[i].empty()) continue;
+          std::int64_t p = 1;
+          for (auto d : dims[i]) p *= d;
+          total += p;
+          any = true;
+          if (span.comm.elem_bytes == 0) {
+            span.comm.elem_bytes = eb;
+            span.comm.dtype = std::string(types[i]);
+          }
+        }
+        if (any) span.comm.in_elems = total;
+      }
+      span.comm_has_params = span.comm.in_elems >= 0 || span.comm.kind != TraceCollective::Unknown;
+    } else if (starts_with(n, "Optimizer.step#")) {
+      span.kind = CpuSpan::Kind::Optimizer;
+    } else if (starts_with(n, "autograd::engine::evaluate_function")) {
+      span.kind = CpuSpan::Kind::Backward;
+    } else if (is_gemm_name(n) && !ev_.input_dims.empty()) {
+      span.kind = CpuSpan::Kind::Gemm;
+      span.input_dims = ev_.input_dims;
+      if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
+    } else {
+      return;
+    }
+    span.name = intern(n);
+    out_.cpu.push_back(std::move(span));
+    return;
+  }
+  if (eq(ev.ph, "i") && eq(ev.name, "[memory]")) {
+    // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
+    if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
+      out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
+                                      Bytes{ev.total_allocated.as_int()}, {},
+                                      Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true});
+    return;
+  }
+  if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_any) {
+    std::int64_t total = ev.counter_total.set() ? ev.counter_total.as_int() : ev.counter_sum;
+    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
+                                    Bytes{ev.counter_reserved.set() ? ev.counter_reserved.as_int() : 0}, true});
+  } else if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_reserved.set()) {
+    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
+                                    Bytes{ev.counter_reserved.as_int()}, false});
+  }
+}
+
+}  // namespace
+
+KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label, std::size_t chunk_bytes) {
+  KinetoTrace out;
+  out.file = label;
+  try {
+    Reader(in, out, chunk_bytes).run();
+  } catch (const InputError& e) {
+    // Value errors raised below the reader (a timestamp out of range) do not know the file.
+    if (std::string_view(e.what()).substr(0, label.size()) == label) throw;
+    throw InputError(label + ": " + e.what());
+  }
+  return out;
+}
+
+KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
+  std::string label = file.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(label + ": is a directory: expected a trace file");
+  std::ifstream raw(file, std::ios::binary);
+  if (!raw) throw InputError(label + ": cannot open: expected a readable trace file");
+  note_input_file(file);
+  unsigned char magic[2] = {0, 0};
+  raw.read(reinterpret_cast<char*>(magic), 2);
+  raw.clear();
+  raw.seekg(0);
+  KinetoTrace out;
+  if (magic[0] == 0x1f && magic[1] == 0x8b) {
+    // 16 KiB buffers in the filter chain: boost's defaults (128 B for a filter) make zlib
+    // inflate and CRC a few bytes at a time, at a third of their speed.
+    constexpr std::streamsize kGzipBuffer = 1 << 14;
+    boost::iostreams::filtering_istream in;
+    in.push(boost::iostreams::gzip_decompressor(boost::iostreams::gzip::default_window_bits, kGzipBuffer),
+            kGzipBuffer);
+    in.push(raw, kGzipBuffer);
+    in.exceptions(std::ios::badbit);  // let gzip_error through istream::read
+    try {
+      out = read_kineto_trace_stream(in, label);
+    } catch (const boost::iostreams::gzip_error& e) {
+      throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
+    } catch (const std::ios::failure& e) {
+      throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
+    }
+  } else {
+    out = read_kineto_trace_stream(raw, label);
+  }
+  if (out.event_count == 0 && out.gpu_ops.empty())
+    throw InputError(label + ": /traceEvents: missing or empty: expected a Kineto/Chrome trace");
+  return out;
+}
+
+KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label) {
+  std::istringstream in(json_text);
+  return read_kineto_trace_stream(in, label);
+}
+
+int KinetoTrace::main_device() const {
+  std::map<int, std::size_t> count;
+  for (const auto& op : gpu_ops) ++count[op.device];
+  int best = 0;
+  std::size_t best_n = 0;
+  for (auto [d, n] : count)
+    if (n > best_n) { best = d; best_n = n; }
+  return best;
+}
+
+}  // namespace stepsim::trace
