@@ -33,9 +33,13 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
   if (x.vertices == 0) return x;
 
   // Vertices: timeline ops [0, nops), then host intervals. What each one waited for is the
-  // simulator's record (TimelineOp::why, HostInterval::why).
+  // simulator's record (Timeline::op_why, Timeline::host_why).
   auto end_of = [&](std::size_t v) { return v < nops ? t.ops[v].end : t.host[v - nops].end; };
-  auto why_of = [&](std::size_t v) { return v < nops ? t.ops[v].why : t.host[v - nops].why; };
+  auto why_of = [&](std::size_t v) {
+    const auto& whys = v < nops ? t.op_why : t.host_why;
+    std::size_t k = v < nops ? v : v - nops;
+    return k < whys.size() ? whys[k] : StartRecord{};
+  };
 
   // The critical path: from the vertex that ends last (a GPU op when one ends at the end),
   // back through what each one waited for.

@@ -2,7 +2,7 @@
 // `stepsim explain`: why is the step as long as it is (issue 5, DESIGN.md section 3).
 //
 // The critical path walks back from the op that ends last, each step to what it waited for
-// as the simulator recorded it (TimelineOp::why, HostInterval::why: host order, host issue,
+// as the simulator recorded it (Timeline::op_why, Timeline::host_why: host order, host issue,
 // stream order, event wait, communicator FIFO, host sync; sim/exec/timeline.hpp). The
 // dependency rules live only in the engine; nothing here re-derives them.
 

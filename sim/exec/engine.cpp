@@ -21,36 +21,40 @@ namespace {
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 
+// Kept at the 136 bytes it had before the start record was added: the field order packs the
+// 4-byte fields in pairs (a larger Op made the engine benchmark ~17% slower, by pushing ops_
+// past glibc's mmap threshold so that every run page-faults its ops afresh).
 struct Op {
   OpType type = OpType::Kernel;
+  bool started = false, done = false;
+  bool has_source = false;      // Record: its stream had a Kernel/Collective before it
   StreamId stream = 0;
-  std::size_t instruction = 0;
   Phase phase = Phase::Setup;
-  Time issue;
   // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
   // for the first record, which may come later in program order).
   EventId event = -1;
-  std::size_t event_generation = 0;
   CommId comm = -1;
   int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
+  std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
+  std::int32_t host_before = -1;     // the host interval current when it was issued
+  // Why it started when it did, resolved through Record/Wait (which are not timeline ops) to
+  // the Kernel/Collective or host interval behind them.
+  StartRecord why;
+  std::uint32_t event_generation = 0;
+  std::int32_t stream_pred = -1;     // the op before it on its stream
+  std::size_t instruction = 0;
+  Time issue;
   Time solo;
   double remaining = 0;         // solo-rate nanoseconds of work left
   double rate = 0;
   Time last_update;
   std::uint64_t version = 0;
   Time start, end;
-  bool started = false, done = false;
-  bool has_source = false;      // Record: its stream had a Kernel/Collective before it
-  long stream_pred = -1;        // the op before it on its stream
-  std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
-  std::int32_t host_before = -1;     // the host interval current when it was issued
-  // Why it started when it did, resolved through Record/Wait (which are not timeline ops) to
-  // the Kernel/Collective or host interval behind them.
-  StartRecord why;
   // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
   // and last entry index, -1 when none), in issue order.
   long waiters_head = -1, waiters_tail = -1;
 };
+static_assert(sizeof(Op) <= 136, "keep Op small: it is the engine's hot array");
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
 // free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
@@ -99,6 +103,7 @@ class Engine {
     for (const auto& ins : p.instructions) allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
     ops_.reserve(p.instructions.size());
     timeline_.host.reserve(p.instructions.size());
+    timeline_.host_why.reserve(p.instructions.size());
     timeline_.memory.reserve(2 * allocs + 1);
     alloc_log_.reserve(2 * allocs);
   }
@@ -173,10 +178,11 @@ class Engine {
 
   // A host interval starts when the one before it ends (host program order); a blocked one
   // records what released it instead (complete()).
-  void push_host(HostInterval h) {
+  void push_host(HostInterval h, StartRecord why = {}) {
     if (h.kind != HostInterval::Kind::Blocked && !timeline_.host.empty() && timeline_.host.back().end == h.start)
-      h.why = StartRecord{StartCause::HostOrder, static_cast<std::int32_t>(timeline_.host.size() - 1)};
+      why = StartRecord{StartCause::HostOrder, static_cast<std::int32_t>(timeline_.host.size() - 1)};
     timeline_.host.push_back(std::move(h));
+    timeline_.host_why.push_back(why);
   }
 
   std::string host_label(std::size_t i) const {
@@ -219,7 +225,7 @@ class Engine {
                           [&](const Wait& w) {
                             Op op = new_op(OpType::Wait, w.stream, i);
                             op.event = w.event;
-                            op.event_generation = records_.at(static_cast<std::size_t>(w.event)).size();
+                            op.event_generation = static_cast<std::uint32_t>(records_.at(static_cast<std::size_t>(w.event)).size());
                             if (op.event_generation > 0 && ops_[records_[static_cast<std::size_t>(w.event)].back()].has_source)
                               ++pending_event_deps_[static_cast<std::size_t>(w.stream)];
                             enqueue(std::move(op));
@@ -316,7 +322,7 @@ class Engine {
     std::size_t idx = ops_.size();
     StreamId s = op.stream;
     auto su = static_cast<std::size_t>(s);
-    op.stream_pred = stream_last_op_[su];
+    op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
     if (op.type == OpType::Kernel || op.type == OpType::Collective) {
       op.timeline_index = timeline_ops_++;
       // The constraints explain counts for it: its issue, the op before it on its stream, the
@@ -480,10 +486,11 @@ class Engine {
     if (blocked_on_ && *blocked_on_ == idx) {
       HostInterval blocked{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
-      if (op.timeline_index >= 0) blocked.why = StartRecord{StartCause::HostSync, op.timeline_index};
-      else if (op.why.cause == StartCause::Stream || op.why.cause == StartCause::Event) blocked.why = StartRecord{StartCause::HostSync, op.why.on};
+      StartRecord why;
+      if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op.timeline_index};
+      else if (op.why.cause == StartCause::Stream || op.why.cause == StartCause::Event) why = StartRecord{StartCause::HostSync, op.why.on};
       dependencies_ += blocked_has_source_ ? 1 : 0;
-      push_host(std::move(blocked));
+      push_host(std::move(blocked), why);
       blocked_on_.reset();
       ++pc_;
       // The host resumes now; the next instruction's CPU cost starts counting here.
@@ -591,6 +598,7 @@ class Engine {
   void finish_timeline() {
     Time end = host_done_at_;
     timeline_.ops.reserve(ops_.size());
+    timeline_.op_why.reserve(ops_.size());
     for (const Op& op : ops_) {
       end = std::max(end, op.end);
       if (op.type != OpType::Kernel && op.type != OpType::Collective) continue;
@@ -602,7 +610,7 @@ class Engine {
       t.end = op.end;
       t.instruction = op.instruction;
       t.solo_duration = op.solo;
-      t.why = op.why;
+      timeline_.op_why.push_back(op.why);
       if (op.type == OpType::Kernel) {
         const auto& l = std::get<Launch>(p_.instructions[op.instruction]);
         t.kind = TimelineOp::Kind::Kernel;

@@ -48,7 +48,6 @@ struct TimelineOp {
   Bytes bytes;
   Dtype dtype = Dtype::BF16;
   Time solo_duration;  // what the cost model gave, before contention
-  StartRecord why;     // simulated timelines only
 
   Time duration() const { return end - start; }
 };
@@ -61,7 +60,6 @@ struct HostInterval {
   std::string name;
   Time start, end;
   std::size_t instruction = 0;
-  StartRecord why;  // simulated timelines only
 };
 
 // Live bytes after a change at `time`, per category and total, and what the caching
@@ -90,6 +88,10 @@ struct Timeline {
   Bytes capacity;                       // device memory, 0 if unknown
   Bytes non_pytorch;                    // device memory outside the caching allocator (CUDA context, NCCL, ...)
   std::string device;                   // "simulated h100-sxm-8x" or the real device name
+  // Why each op / host interval started (parallel to ops / host; simulated timelines only,
+  // empty when measured). Kept apart so that TimelineOp and HostInterval keep their size.
+  std::vector<StartRecord> op_why;
+  std::vector<StartRecord> host_why;
   // Constraints the simulator checked (one per host order, issue, stream predecessor, event
   // wait with a recorded source op, communicator predecessor, host sync); 0 when measured.
   std::size_t dependencies = 0;

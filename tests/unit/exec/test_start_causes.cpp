@@ -1,4 +1,4 @@
-// The simulator's record of why each op started (TimelineOp::why, HostInterval::why) agrees
+// The simulator's record of why each op started (Timeline::op_why, Timeline::host_why) agrees
 // with the timeline on every op of every shipped example. The check recomputes each op's
 // constraints from the program and the timeline alone (not from the engine's state):
 //   issue      the end of the last host interval at or before its instruction (0 if none);
@@ -95,6 +95,8 @@ void check_example(const std::string& file) {
     if (k < 0) continue;
     const TimelineOp& op = t.ops[static_cast<std::size_t>(k)];
     INFO("op " << k << " '" << op.name << "' at instruction " << i);
+    REQUIRE(t.op_why.size() == t.ops.size());
+    const StartRecord& why = t.op_why[static_cast<std::size_t>(k)];
     auto& s = streams[static_cast<std::size_t>(op.stream)];
     long comm_prev = op.kind == TimelineOp::Kind::Collective ? last_on_comm[static_cast<std::size_t>(op.comm)] : -1;
     std::int64_t comm_ready = comm_prev >= 0 ? t.ops[static_cast<std::size_t>(comm_prev)].end.ns : kNever;
@@ -116,16 +118,16 @@ void check_example(const std::string& file) {
       want = StartCause::Issue;
       want_on = static_cast<long>(host_cursor - 1);
     }
-    CHECK(to_string(op.why.cause) == to_string(want));
-    if (want != StartCause::Event) CHECK(op.why.on == want_on);
+    CHECK(to_string(why.cause) == to_string(want));
+    if (want != StartCause::Event) CHECK(why.on == want_on);
     // What it names ends exactly at its start.
-    if (op.why.cause == StartCause::Issue) {
-      REQUIRE(op.why.on >= 0);
-      CHECK(t.host.at(static_cast<std::size_t>(op.why.on)).end == op.start);
-    } else if (op.why.cause != StartCause::None) {
-      REQUIRE(op.why.on >= 0);
-      REQUIRE(op.why.on < k);
-      CHECK(t.ops.at(static_cast<std::size_t>(op.why.on)).end == op.start);
+    if (why.cause == StartCause::Issue) {
+      REQUIRE(why.on >= 0);
+      CHECK(t.host.at(static_cast<std::size_t>(why.on)).end == op.start);
+    } else if (why.cause != StartCause::None) {
+      REQUIRE(why.on >= 0);
+      REQUIRE(why.on < k);
+      CHECK(t.ops.at(static_cast<std::size_t>(why.on)).end == op.start);
     }
     s.ready = op.end.ns;
     s.ready_on_gpu = true;
@@ -142,14 +144,14 @@ void check_example(const std::string& file) {
     const HostInterval& hi = t.host[h];
     INFO("host interval " << h << " '" << hi.name << "'");
     if (hi.kind == HostInterval::Kind::Blocked) {
-      REQUIRE(hi.why.cause == StartCause::HostSync);
-      CHECK(t.ops.at(static_cast<std::size_t>(hi.why.on)).end == hi.end);
+      REQUIRE(t.host_why.at(h).cause == StartCause::HostSync);
+      CHECK(t.ops.at(static_cast<std::size_t>(t.host_why.at(h).on)).end == hi.end);
     } else if (h == 0) {
-      CHECK(hi.why.cause == StartCause::None);
+      CHECK(t.host_why.at(h).cause == StartCause::None);
     } else {
       CHECK(hi.start == t.host[h - 1].end);
-      CHECK(hi.why.cause == StartCause::HostOrder);
-      CHECK(hi.why.on == static_cast<long>(h - 1));
+      CHECK(t.host_why.at(h).cause == StartCause::HostOrder);
+      CHECK(t.host_why.at(h).on == static_cast<long>(h - 1));
     }
   }
 
@@ -192,9 +194,9 @@ TEST_CASE("A kernel behind a Wait names the op the matching Record followed, as 
   REQUIRE(t.ops.size() == 3);
   CHECK(t.ops[1].end.ns == 2'000'000);
   CHECK(t.ops[2].start.ns == 6'000'000);
-  CHECK(t.ops[2].why.cause == StartCause::Event);
-  CHECK(t.ops[2].why.on == 0);
+  CHECK(t.op_why[2].cause == StartCause::Event);
+  CHECK(t.op_why[2].on == 0);
   // b starts at time zero, issued before any host interval (the profile has no host cost):
   // nothing constrains it.
-  CHECK(t.ops[1].why.cause == StartCause::None);
+  CHECK(t.op_why[1].cause == StartCause::None);
 }
