@@ -27,7 +27,6 @@ enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 struct Op {
   OpType type = OpType::Kernel;
   bool started = false, done = false;
-  bool has_source = false;      // Record: its stream had a Kernel/Collective before it
   StreamId stream = 0;
   Phase phase = Phase::Setup;
   // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
@@ -84,6 +83,7 @@ class Engine {
     stream_has_op_.assign(p.streams.size(), 0);
     pending_event_deps_.assign(p.streams.size(), 0);
     records_.resize(static_cast<std::size_t>(p.event_count));
+    event_has_source_.assign(static_cast<std::size_t>(p.event_count), 0);
     buffers_.resize(static_cast<std::size_t>(p.buffer_count));
     live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
@@ -217,7 +217,7 @@ class Engine {
                           [&](const Record& r) {
                             Op op = new_op(OpType::Record, r.stream, i);
                             op.event = r.event;
-                            op.has_source = stream_has_op_[static_cast<std::size_t>(r.stream)] != 0;
+                            event_has_source_[static_cast<std::size_t>(r.event)] = stream_has_op_[static_cast<std::size_t>(r.stream)];
                             records_.at(static_cast<std::size_t>(r.event)).push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
@@ -226,7 +226,7 @@ class Engine {
                             Op op = new_op(OpType::Wait, w.stream, i);
                             op.event = w.event;
                             op.event_generation = static_cast<std::uint32_t>(records_.at(static_cast<std::size_t>(w.event)).size());
-                            if (op.event_generation > 0 && ops_[records_[static_cast<std::size_t>(w.event)].back()].has_source)
+                            if (op.event_generation > 0 && event_has_source_[static_cast<std::size_t>(w.event)])
                               ++pending_event_deps_[static_cast<std::size_t>(w.stream)];
                             enqueue(std::move(op));
                             return true;
@@ -298,7 +298,7 @@ class Engine {
     if (!target || ops_[*target].done) return true;
     blocked_on_ = *target;
     blocked_has_source_ = h.target_kind == HostSync::Target::Stream ? stream_has_op_[static_cast<std::size_t>(h.target)] != 0
-                                                                    : ops_[*target].has_source;
+                                                                    : event_has_source_[static_cast<std::size_t>(h.target)] != 0;
     blocked_since_ = now_;
     return false;
   }
@@ -651,6 +651,7 @@ class Engine {
   std::size_t dependencies_ = 0;                // Timeline::dependencies, host order aside
   std::vector<char> stream_has_op_;             // a Kernel/Collective was enqueued on the stream
   std::vector<std::size_t> pending_event_deps_;  // Waits (on a recorded op) since the stream's last one
+  std::vector<char> event_has_source_;          // its latest Record's stream had a Kernel/Collective before it
   bool blocked_has_source_ = false;
   std::vector<std::vector<std::size_t>> records_;
   std::vector<std::size_t> running_;
