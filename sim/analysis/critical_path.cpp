@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/topological_sort.hpp>
 #include <fmt/format.h>
 
 #include "sim/exec/engine.hpp"
@@ -15,6 +13,7 @@ namespace stepsim {
 
 std::string to_string(DepKind k) {
   switch (k) {
+    case DepKind::None: return "start";
     case DepKind::HostOrder: return "host order";
     case DepKind::Issue: return "issued by host";
     case DepKind::Stream: return "stream order";
@@ -25,123 +24,32 @@ std::string to_string(DepKind k) {
   return "?";
 }
 
-namespace {
-
-struct VProp {
-  Time start, end;
-  bool host = false;
-  bool blocked = false;
-};
-struct EProp {
-  DepKind kind = DepKind::Stream;
-};
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VProp, EProp>;
-using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
-
-// Preference among several predecessors that all end exactly at a vertex's start: a
-// cross-stream wait explains more than "it was next in line".
-int rank(DepKind k) {
-  switch (k) {
-    case DepKind::HostSync: return 0;
-    case DepKind::Event: return 1;
-    case DepKind::CommFifo: return 2;
-    case DepKind::Stream: return 3;
-    case DepKind::Issue: return 4;
-    case DepKind::HostOrder: return 5;
-  }
-  return 6;
-}
-
-}  // namespace
-
-Explanation explain_timeline(const Program& p, const Timeline& t) {
+Explanation explain_timeline(const Program&, const Timeline& t) {
   Explanation x;
   x.step_time = t.end - t.start;
   const std::size_t nops = t.ops.size(), nhost = t.host.size();
-  Graph g(nops + nhost);
-  for (std::size_t i = 0; i < nops; ++i) g[i] = VProp{t.ops[i].start, t.ops[i].end, false, false};
-  for (std::size_t h = 0; h < nhost; ++h)
-    g[nops + h] = VProp{t.host[h].start, t.host[h].end, true, t.host[h].kind == HostInterval::Kind::Blocked};
-  auto add = [&](std::size_t from, std::size_t to, DepKind k) {
-    if (from != to) boost::add_edge(from, to, EProp{k}, g);
+  x.vertices = nops + nhost;
+  x.edges = t.dependencies;
+  if (x.vertices == 0) return x;
+
+  // Vertices: timeline ops [0, nops), then host intervals. What each one waited for is the
+  // simulator's record (Timeline::op_why, Timeline::host_why).
+  auto end_of = [&](std::size_t v) { return v < nops ? t.ops[v].end : t.host[v - nops].end; };
+  auto why_of = [&](std::size_t v) {
+    const auto& whys = v < nops ? t.op_why : t.host_why;
+    std::size_t k = v < nops ? v : v - nops;
+    return k < whys.size() ? whys[k] : StartRecord{};
   };
 
-  // Host program order.
-  for (std::size_t h = 1; h < nhost; ++h) add(nops + h - 1, nops + h, DepKind::HostOrder);
-
-  // Walk the program in order, tracking the last op per stream, the op each event's latest
-  // Record follows, and the Waits pending on each stream until its next op.
-  std::vector<long> op_of_instruction(p.instructions.size(), -1);
-  for (std::size_t i = 0; i < nops; ++i)
-    if (t.ops[i].kind != TimelineOp::Kind::Marker) op_of_instruction[t.ops[i].instruction] = static_cast<long>(i);
-  std::vector<long> blocked_of_instruction(p.instructions.size(), -1);
-  for (std::size_t h = 0; h < nhost; ++h)
-    if (t.host[h].kind == HostInterval::Kind::Blocked) blocked_of_instruction[t.host[h].instruction] = static_cast<long>(h);
-  std::vector<long> last_on_stream(p.streams.size(), -1), last_on_comm(p.comms.size(), -1);
-  std::vector<long> event_src(static_cast<std::size_t>(std::max(p.event_count, 0)), -1);
-  std::vector<std::vector<long>> pending(p.streams.size());
-  std::size_t host_cursor = 0;  // host intervals with instruction <= i are [0, host_cursor)
-  for (std::size_t i = 0; i < p.instructions.size(); ++i) {
-    while (host_cursor < nhost && t.host[host_cursor].instruction <= i) ++host_cursor;
-    const Instruction& ins = p.instructions[i];
-    if (const auto* r = std::get_if<Record>(&ins)) {
-      event_src[static_cast<std::size_t>(r->event)] = last_on_stream[static_cast<std::size_t>(r->stream)];
-    } else if (const auto* w = std::get_if<Wait>(&ins)) {
-      long src = event_src[static_cast<std::size_t>(w->event)];
-      if (src >= 0) pending[static_cast<std::size_t>(w->stream)].push_back(src);
-    } else if (const auto* s = std::get_if<HostSync>(&ins)) {
-      long src = s->target_kind == HostSync::Target::Event ? event_src[static_cast<std::size_t>(s->target)]
-                                                           : last_on_stream[static_cast<std::size_t>(s->target)];
-      long blocked = blocked_of_instruction[i];
-      if (src >= 0 && blocked >= 0) add(static_cast<std::size_t>(src), nops + static_cast<std::size_t>(blocked), DepKind::HostSync);
-    }
-    long oi = op_of_instruction[i];
-    if (oi < 0) continue;
-    const auto o = static_cast<std::size_t>(oi);
-    const auto st = static_cast<std::size_t>(t.ops[o].stream);
-    // The host interval that issued it: the last one at or before this instruction (its
-    // own issue cost, or the preceding work or blocked sync when issuing costs nothing).
-    if (host_cursor > 0) add(nops + host_cursor - 1, o, DepKind::Issue);
-    if (last_on_stream[st] >= 0) add(static_cast<std::size_t>(last_on_stream[st]), o, DepKind::Stream);
-    for (long src : pending[st]) add(static_cast<std::size_t>(src), o, DepKind::Event);
-    pending[st].clear();
-    last_on_stream[st] = oi;
-    if (t.ops[o].kind == TimelineOp::Kind::Collective && t.ops[o].comm >= 0) {
-      auto c = static_cast<std::size_t>(t.ops[o].comm);
-      if (last_on_comm[c] >= 0) add(static_cast<std::size_t>(last_on_comm[c]), o, DepKind::CommFifo);
-      last_on_comm[c] = oi;
-    }
-  }
-  x.vertices = boost::num_vertices(g);
-  x.edges = boost::num_edges(g);
-
-  // Longest duration-weighted chain (the graph is a DAG: every edge goes forward in time).
-  {
-    std::vector<Vertex> order;
-    boost::topological_sort(g, std::back_inserter(order));
-    std::vector<std::int64_t> best(x.vertices, 0);
-    std::int64_t longest = 0;
-    for (auto it = order.rbegin(); it != order.rend(); ++it) {
-      Vertex v = *it;
-      std::int64_t in = 0;
-      for (auto [e, end] = boost::in_edges(v, g); e != end; ++e) in = std::max(in, best[boost::source(*e, g)]);
-      best[v] = in + (g[v].blocked ? 0 : (g[v].end - g[v].start).ns);
-      longest = std::max(longest, best[v]);
-    }
-    x.longest_chain = Time{longest};
-  }
-
-  // The critical path: from the vertex that ends last (a GPU op when one ends at the end).
-  if (x.vertices == 0) return x;
+  // The critical path: from the vertex that ends last (a GPU op when one ends at the end),
+  // back through what each one waited for.
   std::size_t cur = 0;
-  for (std::size_t v = 0; v < x.vertices; ++v) {
-    bool better = g[v].end > g[cur].end || (g[v].end == g[cur].end && (g[cur].host && !g[v].host));
-    if (better) cur = v;
-  }
+  for (std::size_t v = 0; v < x.vertices; ++v)
+    if (end_of(v) > end_of(cur) || (end_of(v) == end_of(cur) && cur >= nops && v < nops)) cur = v;
   std::vector<CriticalStep> rev;
-  std::set<std::size_t> seen;
+  std::vector<char> seen(x.vertices, 0);
   for (;;) {
-    seen.insert(cur);
+    seen[cur] = 1;
     CriticalStep s;
     if (cur < nops) {
       const auto& op = t.ops[cur];
@@ -151,36 +59,30 @@ Explanation explain_timeline(const Program& p, const Timeline& t) {
       s.unit = op.unit;
       s.where = op.stream >= 0 && static_cast<std::size_t>(op.stream) < t.streams.size() ? t.streams[static_cast<std::size_t>(op.stream)].name
                                                                                           : fmt::format("stream {}", op.stream);
+      s.start = op.start;
+      s.end = op.end;
     } else {
       const auto& h = t.host[cur - nops];
       s.kind = h.kind == HostInterval::Kind::Blocked ? CriticalStep::Kind::Blocked : CriticalStep::Kind::Host;
       s.index = cur - nops;
       s.name = h.name;
       s.where = "host";
+      s.start = h.start;
+      s.end = h.end;
     }
-    s.start = g[cur].start;
-    s.end = g[cur].end;
-    // The binding dependency: a blocked interval is released by the op it waited for (its end
-    // equals the interval's end); anything else starts when its latest predecessor ends.
-    long pick = -1;
-    DepKind pick_kind = DepKind::Stream;
-    for (auto [e, end] = boost::in_edges(cur, g); e != end; ++e) {
-      auto src = boost::source(*e, g);
-      DepKind k = g[*e].kind;
-      bool binds = g[cur].blocked ? (k == DepKind::HostSync && g[src].end == g[cur].end) : g[src].end == g[cur].start;
-      if (!binds || seen.count(src)) continue;
-      if (pick < 0 || rank(k) < rank(pick_kind)) {
-        pick = static_cast<long>(src);
-        pick_kind = k;
-      }
-    }
+    // Blocked intervals overlap the op that released them: no time of their own.
+    if (s.kind != CriticalStep::Kind::Blocked) x.longest_chain += s.end - s.start;
     rev.push_back(s);
-    if (pick < 0) {
+    StartRecord w = why_of(cur);
+    bool on_host = w.cause == StartCause::HostOrder || w.cause == StartCause::Issue;
+    std::size_t next = on_host ? nops + static_cast<std::size_t>(w.on) : static_cast<std::size_t>(w.on);
+    bool known = w.cause != StartCause::None && w.on >= 0 && static_cast<std::size_t>(w.on) < (on_host ? nhost : nops);
+    if (!known || seen[next]) {
       rev.back().first = true;
       break;
     }
-    rev.back().via = pick_kind;  // how this step waited for the one before it on the path
-    cur = static_cast<std::size_t>(pick);
+    rev.back().via = w.cause;  // how this step waited for the one before it on the path
+    cur = next;
   }
   // Into time order: path[i].via is how path[i] waited for path[i-1].
   std::reverse(rev.begin(), rev.end());

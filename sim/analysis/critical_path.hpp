@@ -1,15 +1,10 @@
 #pragma once
 // `stepsim explain`: why is the step as long as it is (issue 5, DESIGN.md section 3).
 //
-// The executed timeline becomes a dependency graph (Boost.Graph): vertices are GPU ops and
-// host intervals; edges are host program order (host interval -> next host interval, and the
-// host interval that issued an op), stream order, event waits (the op before a Record -> the
-// first op after the matching Wait on the waiting stream), communicator FIFO order, and host
-// syncs (the op a HostSync waited for -> the blocked host interval).
-// The critical path walks back from the op that ends last: each step goes to the BINDING
-// dependency, the predecessor whose end equals this vertex's start (for a blocked host
-// interval: the op whose end released it). Vertex weights are durations; the longest
-// duration-weighted chain is reported as a cross-check.
+// The critical path walks back from the op that ends last, each step to what it waited for
+// as the simulator recorded it (Timeline::op_why, Timeline::host_why: host order, host issue,
+// stream order, event wait, communicator FIFO, host sync; sim/exec/timeline.hpp). The
+// dependency rules live only in the engine; nothing here re-derives them.
 
 #include <map>
 #include <ostream>
@@ -23,7 +18,7 @@
 
 namespace stepsim {
 
-enum class DepKind { HostOrder, Issue, Stream, Event, CommFifo, HostSync };
+using DepKind = StartCause;
 std::string to_string(DepKind k);
 
 struct CriticalStep {
@@ -53,8 +48,12 @@ struct Sensitivity {
 
 struct Explanation {
   Time step_time;
+  // vertices: ops and host intervals; edges: the constraints the simulator checked
+  // (Timeline::dependencies).
   std::size_t vertices = 0, edges = 0;
-  Time longest_chain;                 // duration-weighted longest path in the graph
+  // The durations along the critical path (blocked host time aside): the step time when the
+  // record explains every start back to time zero, less when a start has no recorded cause.
+  Time longest_chain;
   std::vector<CriticalStep> path;     // from the step's start to its end
   // Critical-path time per category: "compute", "collective <comm>", "host".
   std::vector<std::pair<std::string, Time>> path_time;
@@ -65,7 +64,7 @@ struct Explanation {
   std::vector<Sensitivity> sensitivities;
 };
 
-// The graph part (no re-simulation).
+// The part read from a simulated timeline's start records (no re-simulation).
 Explanation explain_timeline(const Program& program, const Timeline& timeline);
 
 // Re-simulates with a modified profile (and, for the compute variant, the workload's fixed

@@ -21,29 +21,39 @@ namespace {
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 
+// Kept at the 136 bytes it had before the start record was added: the field order packs the
+// 4-byte fields in pairs (a larger Op made the engine benchmark ~17% slower, by pushing ops_
+// past glibc's mmap threshold so that every run page-faults its ops afresh).
 struct Op {
   OpType type = OpType::Kernel;
+  bool started = false, done = false;
   StreamId stream = 0;
-  std::size_t instruction = 0;
   Phase phase = Phase::Setup;
-  Time issue;
   // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
   // for the first record, which may come later in program order).
   EventId event = -1;
-  std::size_t event_generation = 0;
   CommId comm = -1;
   int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
+  std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
+  std::int32_t host_before = -1;     // the host interval current when it was issued
+  // Why it started when it did, resolved through Record/Wait (which are not timeline ops) to
+  // the Kernel/Collective or host interval behind them.
+  StartRecord why;
+  std::uint32_t event_generation = 0;
+  std::int32_t stream_pred = -1;     // the op before it on its stream
+  std::size_t instruction = 0;
+  Time issue;
   Time solo;
   double remaining = 0;         // solo-rate nanoseconds of work left
   double rate = 0;
   Time last_update;
   std::uint64_t version = 0;
   Time start, end;
-  bool started = false, done = false;
   // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
   // and last entry index, -1 when none), in issue order.
   long waiters_head = -1, waiters_tail = -1;
 };
+static_assert(sizeof(Op) <= 136, "keep Op small: it is the engine's hot array");
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
 // free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
@@ -70,7 +80,10 @@ class Engine {
     stream_last_op_.assign(p.streams.size(), -1);
     comm_queue_.resize(p.comms.size());
     comm_next_.assign(p.comms.size(), 0);
+    stream_has_op_.assign(p.streams.size(), 0);
+    pending_event_deps_.assign(p.streams.size(), 0);
     records_.resize(static_cast<std::size_t>(p.event_count));
+    event_has_source_.assign(static_cast<std::size_t>(p.event_count), 0);
     buffers_.resize(static_cast<std::size_t>(p.buffer_count));
     live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
@@ -90,6 +103,7 @@ class Engine {
     for (const auto& ins : p.instructions) allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
     ops_.reserve(p.instructions.size());
     timeline_.host.reserve(p.instructions.size());
+    timeline_.host_why.reserve(p.instructions.size());
     timeline_.memory.reserve(2 * allocs + 1);
     alloc_log_.reserve(2 * allocs);
   }
@@ -146,7 +160,7 @@ class Engine {
       if (cost.ns > 0) {
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
-        timeline_.host.push_back(HostInterval{kind, host_label(i), now_ - cost, now_, i});
+        push_host(HostInterval{kind, host_label(i), now_ - cost, now_, i});
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
       ++pc_;
@@ -160,6 +174,15 @@ class Engine {
       }
     }
     host_done_at_ = now_;
+  }
+
+  // A host interval starts when the one before it ends (host program order); a blocked one
+  // records what released it instead (complete()).
+  void push_host(HostInterval h, StartRecord why = {}) {
+    if (h.kind != HostInterval::Kind::Blocked && !timeline_.host.empty() && timeline_.host.back().end == h.start)
+      why = StartRecord{StartCause::HostOrder, static_cast<std::int32_t>(timeline_.host.size() - 1)};
+    timeline_.host.push_back(std::move(h));
+    timeline_.host_why.push_back(why);
   }
 
   std::string host_label(std::size_t i) const {
@@ -194,6 +217,7 @@ class Engine {
                           [&](const Record& r) {
                             Op op = new_op(OpType::Record, r.stream, i);
                             op.event = r.event;
+                            event_has_source_[static_cast<std::size_t>(r.event)] = stream_has_op_[static_cast<std::size_t>(r.stream)];
                             records_.at(static_cast<std::size_t>(r.event)).push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
@@ -201,7 +225,9 @@ class Engine {
                           [&](const Wait& w) {
                             Op op = new_op(OpType::Wait, w.stream, i);
                             op.event = w.event;
-                            op.event_generation = records_.at(static_cast<std::size_t>(w.event)).size();
+                            op.event_generation = static_cast<std::uint32_t>(records_.at(static_cast<std::size_t>(w.event)).size());
+                            if (op.event_generation > 0 && event_has_source_[static_cast<std::size_t>(w.event)])
+                              ++pending_event_deps_[static_cast<std::size_t>(w.stream)];
                             enqueue(std::move(op));
                             return true;
                           },
@@ -271,6 +297,8 @@ class Engine {
     }
     if (!target || ops_[*target].done) return true;
     blocked_on_ = *target;
+    blocked_has_source_ = h.target_kind == HostSync::Target::Stream ? stream_has_op_[static_cast<std::size_t>(h.target)] != 0
+                                                                    : event_has_source_[static_cast<std::size_t>(h.target)] != 0;
     blocked_since_ = now_;
     return false;
   }
@@ -286,12 +314,24 @@ class Engine {
     op.instruction = i;
     op.phase = phase_;
     op.issue = now_;
+    op.host_before = static_cast<std::int32_t>(timeline_.host.size()) - 1;
     return op;
   }
 
   void enqueue(Op op) {
     std::size_t idx = ops_.size();
     StreamId s = op.stream;
+    auto su = static_cast<std::size_t>(s);
+    op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
+    if (op.type == OpType::Kernel || op.type == OpType::Collective) {
+      op.timeline_index = timeline_ops_++;
+      // The constraints explain counts for it: its issue, the op before it on its stream, the
+      // event waits queued on the stream since then, the communicator's previous collective.
+      dependencies_ += (op.host_before >= 0 ? 1 : 0) + stream_has_op_[su] + pending_event_deps_[su];
+      if (op.type == OpType::Collective && comm_queue_[static_cast<std::size_t>(op.comm)].size() > 1) ++dependencies_;
+      pending_event_deps_[su] = 0;
+      stream_has_op_[su] = 1;
+    }
     ops_.push_back(std::move(op));
     streams_[static_cast<std::size_t>(s)].push_back(idx);
     stream_last_op_[static_cast<std::size_t>(s)] = static_cast<long>(idx);
@@ -328,6 +368,7 @@ class Engine {
           if (!can_start(op, idx)) break;
           op.started = true;
           op.start = now_;
+          op.why = start_cause(op);
           op.last_update = now_;
           progress = true;
           if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
@@ -342,6 +383,56 @@ class Engine {
       }
     }
     if (running_changed || rates_dirty_) update_rates();
+  }
+
+  // Preference among constraints that are all ready exactly now: a cross-stream wait explains
+  // more than "it was next in line" (the order explain has always used).
+  static int preference(StartCause c) {
+    switch (c) {
+      case StartCause::HostSync: return 0;
+      case StartCause::Event: return 1;
+      case StartCause::CommFifo: return 2;
+      case StartCause::Stream: return 3;
+      case StartCause::Issue: return 4;
+      case StartCause::HostOrder: return 5;
+      case StartCause::None: break;
+    }
+    return 6;
+  }
+
+  // The binding constraint of an op starting now: among its issue, the op before it on its
+  // stream, the record it waits for, the communicator's previous collective, one whose ready
+  // time is now (the start is the latest of them, so one always is unless nothing constrains
+  // it). A Record or Wait ahead of it on the stream hands on its own cause, so a Kernel
+  // behind a Wait names the op the matching Record followed. Among ties, the preference
+  // above, then the earlier constraint (its issue before an inherited issue, an earlier
+  // Wait's event before a later one).
+  StartRecord start_cause(const Op& op) const {
+    StartRecord best;
+    auto consider = [&](StartRecord c) {
+      if (c.cause != StartCause::None && preference(c.cause) < preference(best.cause)) best = c;
+    };
+    if (op.issue == now_ && op.host_before >= 0) consider(StartRecord{StartCause::Issue, op.host_before});
+    if (op.stream_pred >= 0) {
+      const Op& prev = ops_[static_cast<std::size_t>(op.stream_pred)];
+      if (prev.end == now_) consider(prev.timeline_index >= 0 ? StartRecord{StartCause::Stream, prev.timeline_index} : prev.why);
+    }
+    if (op.type == OpType::Wait) {
+      const auto& recs = records_[static_cast<std::size_t>(op.event)];
+      const Op& rec = ops_[recs[op.event_generation == 0 ? 0 : op.event_generation - 1]];
+      // A Record that was only waiting for its own issue explains nothing the Wait's issue
+      // (at the same instant, later in program order) does not.
+      if (rec.end == now_ && (rec.why.cause == StartCause::Stream || rec.why.cause == StartCause::Event))
+        consider(StartRecord{StartCause::Event, rec.why.on});
+    }
+    if (op.type == OpType::Collective) {
+      auto c = static_cast<std::size_t>(op.comm);
+      if (comm_next_[c] > 0) {
+        const Op& prev = ops_[comm_queue_[c][comm_next_[c] - 1]];
+        if (prev.end == now_) consider(StartRecord{StartCause::CommFifo, prev.timeline_index});
+      }
+    }
+    return best;
   }
 
   void advance(Op& op) {
@@ -393,7 +484,13 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      timeline_.host.push_back(HostInterval{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_});
+      HostInterval blocked{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_};
+      // Released by this op, or by the op behind it when it is a Record or Wait.
+      StartRecord why;
+      if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op.timeline_index};
+      else if (op.why.cause == StartCause::Stream || op.why.cause == StartCause::Event) why = StartRecord{StartCause::HostSync, op.why.on};
+      dependencies_ += blocked_has_source_ ? 1 : 0;
+      push_host(std::move(blocked), why);
       blocked_on_.reset();
       ++pc_;
       // The host resumes now; the next instruction's CPU cost starts counting here.
@@ -501,6 +598,7 @@ class Engine {
   void finish_timeline() {
     Time end = host_done_at_;
     timeline_.ops.reserve(ops_.size());
+    timeline_.op_why.reserve(ops_.size());
     for (const Op& op : ops_) {
       end = std::max(end, op.end);
       if (op.type != OpType::Kernel && op.type != OpType::Collective) continue;
@@ -512,6 +610,7 @@ class Engine {
       t.end = op.end;
       t.instruction = op.instruction;
       t.solo_duration = op.solo;
+      timeline_.op_why.push_back(op.why);
       if (op.type == OpType::Kernel) {
         const auto& l = std::get<Launch>(p_.instructions[op.instruction]);
         t.kind = TimelineOp::Kind::Kernel;
@@ -534,6 +633,7 @@ class Engine {
     for (const auto& h : timeline_.host) end = std::max(end, h.end);
     timeline_.start = Time::zero();
     timeline_.end = end;
+    timeline_.dependencies = dependencies_ + (timeline_.host.empty() ? 0 : timeline_.host.size() - 1);
   }
 
   const Program& p_;
@@ -547,6 +647,12 @@ class Engine {
   std::vector<long> stream_last_op_;
   std::vector<std::vector<std::size_t>> comm_queue_;
   std::vector<std::size_t> comm_next_;
+  std::int32_t timeline_ops_ = 0;               // Kernel/Collective ops enqueued so far
+  std::size_t dependencies_ = 0;                // Timeline::dependencies, host order aside
+  std::vector<char> stream_has_op_;             // a Kernel/Collective was enqueued on the stream
+  std::vector<std::size_t> pending_event_deps_;  // Waits (on a recorded op) since the stream's last one
+  std::vector<char> event_has_source_;          // its latest Record's stream had a Kernel/Collective before it
+  bool blocked_has_source_ = false;
   std::vector<std::vector<std::size_t>> records_;
   std::vector<std::size_t> running_;
   bool rates_dirty_ = false;

@@ -3,6 +3,7 @@
 // thread's activity, and the memory curve. Produced by the simulator (sim/exec/engine) and by
 // the live executor, consumed by metrics, reports, explain and compare.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,24 @@
 #include "sim/program/program.hpp"
 
 namespace stepsim {
+
+// Why an op or host interval started when it did: the constraint whose ready time equals its
+// start (DESIGN.md section 1, rules 1-2), and what it waited on. Recorded by the simulator as
+// it runs (sim/exec/engine.cpp start_cause); explain walks it back from the last op.
+//   HostOrder  the previous host interval ended (on: Timeline::host index)
+//   Issue      the host issued it (on: the host interval current at its issue, Timeline::host)
+//   Stream     the previous op on its stream ended (on: Timeline::ops index)
+//   Event      an event it waits on (through Wait/Record) was reached (on: the op the Record followed)
+//   CommFifo   the previous collective of its communicator ended (on: Timeline::ops index)
+//   HostSync   a blocked host interval: the op it waited for ended (on: Timeline::ops index)
+// There is no memory cause: an Alloc never waits in the simulator (the caching allocator model
+// only counts reserved bytes), so memory never delays a start. None: nothing binds (the first
+// host interval, an op issued at time zero) or not recorded (measured timelines).
+enum class StartCause : std::uint8_t { None, HostOrder, Issue, Stream, Event, CommFifo, HostSync };
+struct StartRecord {
+  StartCause cause = StartCause::None;
+  std::int32_t on = -1;
+};
 
 struct TimelineOp {
   enum class Kind { Kernel, Collective, Marker };
@@ -69,6 +88,13 @@ struct Timeline {
   Bytes capacity;                       // device memory, 0 if unknown
   Bytes non_pytorch;                    // device memory outside the caching allocator (CUDA context, NCCL, ...)
   std::string device;                   // "simulated h100-sxm-8x" or the real device name
+  // Why each op / host interval started (parallel to ops / host; simulated timelines only,
+  // empty when measured). Kept apart so that TimelineOp and HostInterval keep their size.
+  std::vector<StartRecord> op_why;
+  std::vector<StartRecord> host_why;
+  // Constraints the simulator checked (one per host order, issue, stream predecessor, event
+  // wait with a recorded source op, communicator predecessor, host sync); 0 when measured.
+  std::size_t dependencies = 0;
 };
 
 }  // namespace stepsim
