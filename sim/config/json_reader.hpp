@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/config/config_keys.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/units.hpp"
 
@@ -35,8 +36,13 @@ std::string json_value_for_message(const Json& v);  // compact, truncated
 
 class ObjectReader {
  public:
-  // Throws if `obj` is not an object.
-  ObjectReader(const Json& obj, const SourceMap& sources, std::string path);
+  // Throws if `obj` is not an object. With `decl`, the object's keys are those declared
+  // there (config_keys.hpp): finish() lists them all, and reading an undeclared key is a
+  // programmer error (std::logic_error).
+  ObjectReader(const Json& obj, const SourceMap& sources, std::string path, const ConfigObject* decl = nullptr);
+  // Switches to `decl` (the strategy object, once its framework is known).
+  void declare(const ConfigObject& decl) { decl_ = &decl; }
+  const ConfigObject* declaration() const { return decl_; }
 
   bool has(const std::string& key) const;
   const Json& raw(const std::string& key);   // marks consumed; throws if missing
@@ -73,24 +79,39 @@ class ObjectReader {
   std::string choice(const std::string& key, std::initializer_list<const char*> choices);
   Dtype dtype(const std::string& key, Dtype fallback);
   ObjectReader object(const std::string& key);
+  ObjectReader object(const std::string& key, const ConfigObject& decl);
   std::vector<ObjectReader> objects(const std::string& key);   // an array of objects
+  std::vector<ObjectReader> objects(const std::string& key, const ConfigObject& decl);
   const Json& array(const std::string& key);
   // All (key, value) pairs of this object, for maps keyed by data (e.g. group sizes); the
   // caller reads each with raw(key).
   std::vector<std::pair<std::string, const Json*>> raw_object_items() const;
 
+  // A key read as its declaration (config_keys.hpp) says: the declared range or choices, and
+  // the declared default when absent (a declaration without a default makes the key required).
+  // The parser and the generated docs and schema thus share one range and one default.
+  std::int64_t declared_integer(const std::string& key);
+  int declared_int(const std::string& key);
+  double declared_number(const std::string& key);
+  bool declared_boolean(const std::string& key);
+  std::string declared_choice(const std::string& key);
+
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
   [[noreturn]] void fail_value(const std::string& key, const Json& value, const std::string& expected) const;
 
-  // Rejects unread keys ("unknown key"), listing the keys this object accepts.
+  // Rejects unread keys ("unknown key"): with a declaration, "did you mean" the closest
+  // declared key and the list of every key the object takes; without, the keys read so far.
   void finish() const;
 
  private:
   const Json& at(const std::string& key) const;
+  void check_declared(const std::string& key) const;
+  const ConfigKey& declared(const std::string& key) const;
   const Json* obj_;
   const SourceMap& sources_;
   std::string path_;
   mutable std::set<std::string> consumed_;
+  const ConfigObject* decl_ = nullptr;
 };
 
 // Reads a JSON file; a parse error names the file, line and column. A key that appears twice
