@@ -3,7 +3,7 @@
 // 2020-12) for editors, or as the Markdown configuration reference (docs/configuration-keys.md).
 #include <iostream>
 
-#include "sim/config/config_keys.hpp"
+#include "sim/core/config_keys.hpp"
 #include "sim/strategies/strategy_keys.hpp"
 #include "tools/cli_common.hpp"
 

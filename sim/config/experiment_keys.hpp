@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/config/config_keys.hpp"
+#include "sim/core/config_keys.hpp"
 
 namespace stepsim {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Each framework's strategy options, declared once (sim/config/config_keys.hpp): name, JSON
+// Each framework's strategy options, declared once (sim/core/config_keys.hpp): name, JSON
 // type, static range, default, doc line and the release that introduced the option. The
 // parsers (ddp.cpp, fsdp1.cpp, fsdp2_config.cpp, zero.cpp) read through these tables; tune
 // searches the keys that carry `tune` settings; `stepsim schema` and docs/configuration-keys.md
@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "sim/config/config_keys.hpp"
+#include "sim/core/config_keys.hpp"
 
 namespace stepsim {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/config/config_keys.hpp"
+#include "sim/core/config_keys.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"

@@ -1,4 +1,4 @@
-#include "sim/config/config_keys.hpp"
+#include "sim/core/config_keys.hpp"
 
 #include <algorithm>
 #include <sstream>

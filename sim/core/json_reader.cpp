@@ -1,4 +1,4 @@
-#include "sim/config/json_reader.hpp"
+#include "sim/core/json_reader.hpp"
 
 #include <algorithm>
 #include <climits>
