@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -18,16 +19,67 @@
 
 namespace stepsim::cli {
 
+namespace {
+
+bool is_positional(const po::positional_options_description& positional, const std::string& name) {
+  const unsigned n = positional.max_total_count();
+  // max_total_count() is UINT_MAX for a trailing "-1" (any number): its name repeats.
+  for (unsigned i = 0; i < n && i < 64; ++i)
+    if (positional.name_for_position(i) == name) return true;
+  return false;
+}
+
+// The option name boost reports ("--experiment", "experiment", "-j") without dashes.
+std::string bare(std::string name) {
+  while (!name.empty() && name.front() == '-') name.erase(0, 1);
+  return name;
+}
+
+// What the user calls a positional argument: its description ("experiment JSON"), never the
+// internal option name it is stored under.
+std::string argument_words(const po::options_description& visible, const std::string& name) {
+  const po::option_description* d = visible.find_nothrow(name, false);
+  return d && !d->description().empty() ? d->description() : name;
+}
+
+}  // namespace
+
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm) {
   visible.add_options()("help,h", "show this help");
+  // The first line of the usage ("usage: stepsim simulate EXP.json ...") names the arguments.
+  const std::string usage_line = usage.substr(0, usage.find('\n'));
   try {
     po::store(po::command_line_parser(args).options(visible).positional(positional).run(), vm);
     if (vm.count("help")) {
-      std::cout << usage << "\n\n" << visible << "\n";
+      // Positional arguments are shown by the usage line, not as --options they are stored under.
+      // (boost keeps the caption private: "usage: stepsim simulate ..." gives "simulate options".)
+      std::istringstream words(usage_line);
+      std::string usage_word, program, command;
+      words >> usage_word >> program >> command;
+      po::options_description shown(command.empty() ? std::string("options") : command + " options");
+      for (const auto& o : visible.options())
+        if (!is_positional(positional, o->long_name())) shown.add(o);
+      std::cout << usage << "\n\n" << shown << "\n";
       return false;
     }
     po::notify(vm);
+  } catch (const po::required_option& e) {
+    const std::string name = bare(e.get_option_name());
+    if (is_positional(positional, name))
+      throw InputError(fmt::format("missing argument: expected the {} ({})", argument_words(visible, name), usage_line));
+    throw InputError(fmt::format("missing option --{}: expected {} ({})", name, argument_words(visible, name), usage_line));
+  } catch (const po::too_many_positional_options_error&) {
+    throw InputError(fmt::format("too many arguments ({})", usage_line));
+  } catch (const po::error_with_option_name& e) {
+    // Errors about a positional argument name it by what it is, not by its internal option.
+    const std::string name = bare(e.get_option_name());
+    std::string what = e.what();
+    if (!name.empty() && is_positional(positional, name))
+      for (const std::string& form : {"'--" + name + "'", "'" + name + "'", "--" + name})
+        for (std::size_t at = what.find(form); at != std::string::npos; at = what.find(form))
+          what.replace(at, form.size(), "the " + argument_words(visible, name));
+    throw InputError(what + " (see --help)");
   } catch (const po::error& e) {
     throw InputError(std::string(e.what()) + " (see --help)");
   }

@@ -22,6 +22,7 @@ int compare(const Args& args);
 int validate(const Args& args);
 int init(const Args& args);
 int collective(const Args& args);
+int schema(const Args& args);
 
 // Runs a subcommand by name with the same error mapping as main(); for tests.
 int run(const Args& argv_without_program);

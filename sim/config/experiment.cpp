@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/config/experiment_keys.hpp"
 #include "sim/config/foreign_configs.hpp"
 #include "sim/core/checked.hpp"
 #include "sim/hardware/profile_cache.hpp"
@@ -12,29 +13,10 @@ namespace stepsim {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Per-key maxima (docs/limits.md). Each is far above any real training step and low enough
-// that the products the workload builder forms stay inside int64 (checked below anyway).
-constexpr std::int64_t kMaxLayers = 100'000;
-constexpr std::int64_t kMaxMicroBatch = 1 << 20;
-constexpr std::int64_t kMaxSeqLen = 1 << 24;
-constexpr std::int64_t kMaxHidden = 1 << 20;
-constexpr std::int64_t kMaxFfn = 1 << 22;
-constexpr std::int64_t kMaxVocab = std::int64_t{1} << 32;
-constexpr int kMaxNodes = 65'536;
-constexpr int kMaxGpusPerNode = 1'024;
-constexpr std::int64_t kMaxWorldSize = 1 << 20;
-constexpr int kMaxGradAccum = 65'536;
-constexpr double kMaxToyLayerMs = 1e7;  // 2.8 hours for one layer's forward or backward
-// Bytes a workload may describe before sharding: 2^56 (64 PiB) leaves 2^7 of headroom for
-// the sums the simulation forms (peak = states + activations + buffers ...).
-constexpr std::int64_t kMaxWorkloadBytes = std::int64_t{1} << 56;
-
-}  // namespace
+using namespace limits;
 
 static Checkpointing parse_ckpt(ObjectReader& r) {
-  std::string c = r.choice("activation_checkpointing", "none", {"none", "selective", "full", "op_sac", "every_k"});
+  std::string c = r.declared_choice("activation_checkpointing");
   if (c == "full") return Checkpointing::Full;
   if (c == "selective") return Checkpointing::Selective;
   if (c == "op_sac") return Checkpointing::OpSac;
@@ -69,26 +51,26 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
 }
 
 static Workload parse_toy(ObjectReader& w) {
-  ObjectReader t = w.object("toy");
+  ObjectReader t = w.object("toy", experiment_keys::toy());
   Dtype dt = w.dtype("dtype", Dtype::BF16);
   std::vector<ToyLayerSpec> specs;
   if (t.has("layer_list")) {
-    for (auto& l : t.objects("layer_list")) {
+    for (auto& l : t.objects("layer_list", experiment_keys::toy_layer())) {
       ToyLayerSpec s;
-      s.forward = Time::from_ms(l.number_in("forward_ms", 0, kMaxToyLayerMs, 0));
-      s.backward = Time::from_ms(l.number_in("backward_ms", 0, kMaxToyLayerMs, 0));
-      s.params = l.integer_in("params", 0, kMaxWorkloadBytes / 32, 0);
-      s.activations = Bytes{l.integer_in("activation_bytes", 0, kMaxWorkloadBytes, 0)};
+      s.forward = Time::from_ms(l.declared_number("forward_ms"));
+      s.backward = Time::from_ms(l.declared_number("backward_ms"));
+      s.params = l.declared_integer("params");
+      s.activations = Bytes{l.declared_integer("activation_bytes")};
       l.finish();
       specs.push_back(s);
     }
   } else {
-    std::int64_t n = t.integer_in("layers", 1, kMaxLayers);
+    std::int64_t n = t.declared_integer("layers");
     ToyLayerSpec s;
-    s.forward = Time::from_ms(t.number_in("forward_ms", 0, kMaxToyLayerMs, 0));
-    s.backward = Time::from_ms(t.number_in("backward_ms", 0, kMaxToyLayerMs, 0));
-    s.params = t.integer_in("params_per_layer", 0, kMaxWorkloadBytes / 32, 0);
-    s.activations = Bytes{t.integer_in("activation_bytes_per_layer", 0, kMaxWorkloadBytes, 0)};
+    s.forward = Time::from_ms(t.declared_number("forward_ms"));
+    s.backward = Time::from_ms(t.declared_number("backward_ms"));
+    s.params = t.declared_integer("params_per_layer");
+    s.activations = Bytes{t.declared_integer("activation_bytes_per_layer")};
     specs.assign(static_cast<std::size_t>(n), s);
   }
   if (specs.size() > static_cast<std::size_t>(kMaxLayers))
@@ -144,8 +126,8 @@ static Workload parse_workload(ObjectReader w) {
     w.finish();
     return out;
   }
-  std::int64_t mb = w.integer_in("micro_batch", 1, kMaxMicroBatch, 1);
-  std::int64_t seq = w.integer_in("seq_len", 1, kMaxSeqLen, 2048);
+  std::int64_t mb = w.declared_integer("micro_batch");
+  std::int64_t seq = w.declared_integer("seq_len");
   Dtype dt = w.dtype("dtype", Dtype::BF16);
   Checkpointing ckpt = parse_ckpt(w);
   ModelDims dims;
@@ -161,7 +143,7 @@ static Workload parse_workload(ObjectReader w) {
     }
   } else if (w.has("model") && w.raw("model").is_object() && w.raw("model").contains("hf_config")) {
     // A Hugging Face config.json the user already has (sim/config/foreign_configs.hpp).
-    ObjectReader m = w.object("model");
+    ObjectReader m = w.object("model", experiment_keys::hf_model());
     std::string file = m.string("hf_config");
     fs::path path = resolve_config_path(file, m.sources().file_for(m.path_of("hf_config")));
     std::error_code ec;
@@ -170,16 +152,16 @@ static Workload parse_workload(ObjectReader w) {
     name = m.string("name", name);
     m.finish();
   } else if (w.has("model")) {
-    ObjectReader m = w.object("model");
+    ObjectReader m = w.object("model", experiment_keys::model());
     name = m.string("name", "custom");
-    dims.family = m.choice("family", "llama", {"llama", "gpt", "opt", "mpt"});
-    dims.hidden = m.integer_in("hidden", 1, kMaxHidden);
-    dims.layers = m.integer_in("layers", 1, kMaxLayers);
-    dims.heads = m.integer_in("heads", 1, kMaxHidden);
+    dims.family = m.declared_choice("family");
+    dims.hidden = m.declared_integer("hidden");
+    dims.layers = m.declared_integer("layers");
+    dims.heads = m.declared_integer("heads");
     dims.kv_heads = m.integer_in("kv_heads", 1, kMaxHidden, dims.heads);
-    dims.ffn = m.integer_in("ffn", 1, kMaxFfn);
-    dims.vocab = m.integer_in("vocab", 1, kMaxVocab);
-    dims.max_positions = m.integer_in("max_positions", 0, kMaxSeqLen, 0);
+    dims.ffn = m.declared_integer("ffn");
+    dims.vocab = m.declared_integer("vocab");
+    dims.max_positions = m.declared_integer("max_positions");
     dims.tied_embeddings = m.boolean("tied_embeddings", dims.family != "llama");
     if (dims.hidden % dims.heads != 0) m.fail("heads", fmt::format("a divisor of hidden ({})", dims.hidden));
     if (dims.heads % dims.kv_heads != 0) m.fail("kv_heads", fmt::format("a divisor of heads ({})", dims.heads));
@@ -197,8 +179,8 @@ static Workload parse_workload(ObjectReader w) {
 
 static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   ClusterConfig out;
-  out.nodes = c.int_in("nodes", 1, kMaxNodes, 1);
-  out.gpus_per_node = c.int_in("gpus_per_node", 1, kMaxGpusPerNode, 8);
+  out.nodes = c.declared_int("nodes");
+  out.gpus_per_node = c.declared_int("gpus_per_node");
   if (static_cast<std::int64_t>(out.nodes) * out.gpus_per_node > kMaxWorldSize)
     c.fail("nodes", fmt::format("a world size (nodes x gpus_per_node = {} x {}) of at most {}", out.nodes,
                                 out.gpus_per_node, kMaxWorldSize));
@@ -219,14 +201,14 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
 
 static TrainingConfig parse_training(ObjectReader t) {
   TrainingConfig out;
-  out.grad_accum = t.int_in("grad_accum", 1, kMaxGradAccum, 1);
-  out.no_sync = t.boolean("no_sync", true);
-  std::string opt = t.choice("optimizer", "adamw", {"adamw", "adam", "sgd", "none"});
+  out.grad_accum = t.declared_int("grad_accum");
+  out.no_sync = t.declared_boolean("no_sync");
+  std::string opt = t.declared_choice("optimizer");
   out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("allocator")) {
-    ObjectReader a = t.object("allocator");
-    out.allocator.expandable_segments = a.boolean("expandable_segments", false);
+    ObjectReader a = t.object("allocator", experiment_keys::allocator());
+    out.allocator.expandable_segments = a.declared_boolean("expandable_segments");
     // CUDAAllocatorConfig::parseMaxSplitSize: a size in MiB, which must exceed kLargeBuffer
     // (20 MiB) upstream ("CachingAllocator option max_split_size_mb too small, must be > 20");
     // null is the default: no limit.
@@ -266,10 +248,10 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
   Experiment e;
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
   e.resolved = doc;
-  ObjectReader root(doc, sources, root_path);
-  e.workload = parse_workload(root.object("workload"));
-  e.cluster = parse_cluster(root.object("cluster"), profiles);
-  e.training = root.has("training") ? parse_training(root.object("training")) : TrainingConfig{};
+  ObjectReader root(doc, sources, root_path, &experiment_keys::root());
+  e.workload = parse_workload(root.object("workload", experiment_keys::workload()));
+  e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);
+  e.training = root.has("training") ? parse_training(root.object("training", experiment_keys::training())) : TrainingConfig{};
   // Every layer runs at least a forward and a backward kernel per micro-batch: refuse here,
   // before any build, a step whose program must exceed the instruction limit (builder.hpp).
   const std::int64_t min_instructions = 2 * static_cast<std::int64_t>(e.workload.layers.size()) * e.training.grad_accum;
@@ -279,13 +261,14 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
                                   "docs/limits.md)",
                                   static_cast<std::int64_t>(kMaxProgramInstructions) / (2 * static_cast<std::int64_t>(e.workload.layers.size())),
                                   e.workload.layers.size(), kMaxProgramInstructions));
+  if (root.has("$schema")) root.string("$schema");  // for editors (stepsim schema)
   if (root.has("name")) root.string("name");
   if (root.has("description")) root.string("description");
   // Free-text notes (stepsim init writes what it guessed here); strings only.
   if (root.has("notes"))
     for (const auto& n : root.array("notes"))
       if (!n.is_string()) root.fail("notes", "an array of strings");
-  ObjectReader s = root.object("strategy");
+  ObjectReader s = root.object("strategy", experiment_keys::strategy_common());
   if (s.has("world_size")) {
     std::int64_t ws = s.integer_in("world_size", 1, kMaxWorldSize);
     if (ws != e.cluster.world_size())

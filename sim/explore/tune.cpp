@@ -2,57 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
-#include <set>
 
 #include <fmt/format.h>
 
+#include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "sim/strategies/strategy_keys.hpp"
 
 namespace stepsim {
 
 namespace {
-
-constexpr std::int64_t kMiB = 1024 * 1024;
-
-bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
-bool all_upper(const std::string& s) {
-  return !s.empty() && std::none_of(s.begin(), s.end(), [](unsigned char c) { return std::islower(c); });
-}
-
-std::vector<nlohmann::json> strings_like(const nlohmann::json& current, std::initializer_list<const char*> names) {
-  bool upper = current.is_string() && all_upper(current.get<std::string>());
-  std::vector<nlohmann::json> out;
-  for (const char* n : names) {
-    std::string s = n;
-    if (upper) std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-    out.emplace_back(s);
-  }
-  return out;
-}
-
-// Candidate values of a strategy knob, by its name and current value; empty: not a
-// performance knob we search. Values a framework does not accept are skipped when run.
-std::vector<nlohmann::json> knob_candidates(const std::string& key, const nlohmann::json& cur) {
-  static const std::set<std::string> bool_knobs{"forward_prefetch", "limit_all_gathers", "reshard_after_forward", "gradient_as_bucket_view",
-                                                "overlap_comm", "contiguous_gradients"};
-  if (cur.is_boolean()) return bool_knobs.count(key) ? std::vector<nlohmann::json>{true, false} : std::vector<nlohmann::json>{};
-  if (key == "backward_prefetch") return strings_like(cur, {"none", "backward_post", "backward_pre"});
-  if (key == "sharding" || key == "sharding_strategy") return strings_like(cur, {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard"});
-  if (key == "stage" || key == "zero_stage") return {1, 2, 3};
-  if (contains(key, "bucket") && cur.is_number()) {
-    if (key.size() > 3 && key.compare(key.size() - 3, 3, "_mb") == 0) return {1, 5, 25, 100, 250};
-    if (contains(key, "bytes")) return {1 * kMiB, 5 * kMiB, 25 * kMiB, 100 * kMiB, 250 * kMiB};
-    return {50'000'000, 200'000'000, 500'000'000};  // DeepSpeed-style element counts
-  }
-  if (contains(key, "wrap")) {
-    if (cur.is_string()) return strings_like(cur, {"block", "size", "none"});
-    if (cur.is_number()) return {1'000'000, 10'000'000, 100'000'000};
-  }
-  return {};
-}
 
 const nlohmann::json* at_path(const nlohmann::json& doc, const std::string& dotted) {
   const nlohmann::json* node = &doc;
@@ -99,17 +60,19 @@ Bytes parse_memory_size(const std::string& text) {
 std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sources) {
   Experiment e = experiment_from_json(doc, sources);
   std::vector<TuneKnob> knobs;
+  // The knobs are the framework's keys that declare `tune` settings (strategy_keys.cpp), in
+  // the order effective_config reports them; the current value is the document's, else the
+  // effective default.
+  const ConfigObject* table = strategy_keys::for_framework(e.strategy->framework());
   nlohmann::json eff = e.strategy->effective_config();
   for (auto it = eff.begin(); it != eff.end(); ++it) {
-    if (it.key() == "framework" || it.key() == "world_size") continue;
+    const ConfigKey* key = table ? table->find(it.key()) : nullptr;
+    if (!key || key->tune.empty() || key->reported_only) continue;
     std::string path = "strategy." + it.key();
     const nlohmann::json* given = at_path(doc, path);
     nlohmann::json cur = given ? *given : it.value();
-    // Enumerations follow the case the user wrote; reported defaults may be spelled otherwise.
-    auto cands = knob_candidates(it.key(), given ? cur : (cur.is_string() ? nlohmann::json("") : cur));
-    if (cands.empty()) continue;
     TuneKnob k{path, {KnobSetting{{path, cur}}}};
-    for (auto& c : cands)
+    for (const auto& c : key->tune)
       if (c != cur && !(c.is_number() && cur.is_number() && c.get<double>() == cur.get<double>())) k.settings.push_back({{path, c}});
     if (k.settings.size() > 1) knobs.push_back(std::move(k));
   }
@@ -126,8 +89,8 @@ std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sou
     if (k.settings.size() > 1) knobs.push_back(std::move(k));
     std::string ck = w.value("activation_checkpointing", std::string("none"));
     TuneKnob c{"workload.activation_checkpointing", {KnobSetting{{"workload.activation_checkpointing", ck}}}};
-    for (const char* v : {"none", "selective", "full"})
-      if (ck != v) c.settings.push_back({{"workload.activation_checkpointing", v}});
+    for (const auto& v : experiment_keys::workload().find("activation_checkpointing")->tune)
+      if (v != ck) c.settings.push_back({{"workload.activation_checkpointing", v}});
     knobs.push_back(std::move(c));
   }
   return knobs;

@@ -1,9 +1,10 @@
 #pragma once
 // `stepsim tune`: the fastest configuration of an experiment's framework knobs that fits a
-// memory cap (issue 5). Strategy-agnostic: the knobs searched are those the strategy reports
-// in effective_config() (plus the workload's micro-batch/grad-accumulation split at a fixed
-// global batch, and activation checkpointing); any combination the strategy rejects
-// (InputError) is skipped, so new frameworks join by themselves.
+// memory cap (issue 5). Strategy-agnostic: the knobs searched are the framework's keys whose
+// declaration lists `tune` settings (sim/strategies/strategy_keys.cpp), at their current value
+// (the document's, else effective_config's), plus the workload's micro-batch/grad-accumulation
+// split at a fixed global batch, and activation checkpointing; any combination the strategy
+// rejects (InputError) is skipped.
 //
 // Search: the full grid of all knob settings when it has at most `max_grid` points, else
 // coordinate descent from the baseline (one knob at a time, all its settings, keep the best

@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "sim/config/json_reader.hpp"
+#include "sim/core/json_reader.hpp"
 #include "sim/hardware/profile.hpp"
 
 namespace stepsim {

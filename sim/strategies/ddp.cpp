@@ -208,7 +208,7 @@ std::unique_ptr<Strategy> parse_ddp(ObjectReader& r, const Experiment&) {
   // Recent distributed.py passes the user's cap as the first-bucket cap too (D3.2).
   c.first_bucket = explicit_cap ? c.bucket_cap : Bytes{1024 * 1024};
   if (r.has("first_bucket_bytes")) c.first_bucket = Bytes{r.positive_integer("first_bucket_bytes")};
-  c.gradient_as_bucket_view = r.boolean("gradient_as_bucket_view", false);
+  c.gradient_as_bucket_view = r.declared_boolean("gradient_as_bucket_view");
   c.param_dtype = r.dtype("param_dtype", Dtype::FP32);
   return std::make_unique<Ddp>(c);
 }

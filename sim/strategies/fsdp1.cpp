@@ -11,6 +11,7 @@
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/fsdp1_units.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "sim/strategies/strategy_keys.hpp"
 
 namespace stepsim {
 
@@ -479,28 +480,27 @@ Fsdp1Sharding parse_sharding(const std::string& s) {
 
 std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e) {
   Fsdp1Config c;
-  c.requested = parse_sharding(r.choice("sharding", "full_shard",
-                                        {"full_shard", "shard_grad_op", "no_shard", "hybrid_shard", "hybrid_shard_zero2"}));
+  c.requested = parse_sharding(r.declared_choice("sharding"));
   // _init_core_state: a world size of 1 silently becomes NO_SHARD.
   c.sharding = e.cluster.world_size() == 1 ? Fsdp1Sharding::NoShard : c.requested;
-  std::string bp = r.choice("backward_prefetch", "backward_pre", {"backward_pre", "backward_post", "none"});
+  std::string bp = r.declared_choice("backward_prefetch");
   c.backward_prefetch = bp == "backward_post" ? Fsdp1BackwardPrefetch::BackwardPost
                         : bp == "none"        ? Fsdp1BackwardPrefetch::None
                                               : Fsdp1BackwardPrefetch::BackwardPre;
-  c.forward_prefetch = r.boolean("forward_prefetch", false);
-  c.limit_all_gathers = r.boolean("limit_all_gathers", true);
-  std::string wrap = r.choice("wrap", "block", {"block", "size", "none"});
+  c.forward_prefetch = r.declared_boolean("forward_prefetch");
+  c.limit_all_gathers = r.declared_boolean("limit_all_gathers");
+  std::string wrap = r.declared_choice("wrap");
   c.wrap = wrap == "block" ? Fsdp1Wrap::Block : wrap == "size" ? Fsdp1Wrap::Size : Fsdp1Wrap::None;
   if (r.has("min_num_params")) {
     if (c.wrap != Fsdp1Wrap::Size) r.fail("min_num_params", "no min_num_params unless \"wrap\" is \"size\"");
     c.min_num_params = r.positive_integer("min_num_params");
   }
-  c.use_orig_params = r.boolean("use_orig_params", false);
+  c.use_orig_params = r.declared_boolean("use_orig_params");
   if (r.has("mixed_precision")) {
     const Json& mp = r.raw("mixed_precision");
     if (mp.is_string() && mp.get<std::string>() == "none") {
     } else if (!mp.is_null()) {
-      ObjectReader m = r.object("mixed_precision");
+      ObjectReader m = r.object("mixed_precision", strategy_keys::fsdp1_mixed_precision());
       if (m.has("param")) c.mp_param = m.dtype("param", Dtype::FP32);
       if (m.has("reduce")) c.mp_reduce = m.dtype("reduce", Dtype::FP32);
       m.finish();

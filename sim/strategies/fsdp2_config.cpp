@@ -6,6 +6,7 @@
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/fsdp2.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "sim/strategies/strategy_keys.hpp"
 
 namespace stepsim {
 namespace fsdp2 {
@@ -58,12 +59,12 @@ int nodes_spanned(int start, int stride, int count, int gpus_per_node) {
 std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
   fsdp2::Fsdp2Config c;
   const int W = e.cluster.world_size();
-  c.wrap = r.choice("wrap", "block", {"block", "none"});
+  c.wrap = r.declared_choice("wrap");
 
   // Mesh (F2.3): default 1-D over the world; {"replicate": R, "shard": S} is HSDP.
   c.shard = W;
   if (r.has("mesh")) {
-    ObjectReader m = r.object("mesh");
+    ObjectReader m = r.object("mesh", strategy_keys::fsdp2_mesh());
     std::int64_t rep = m.integer_in("replicate", 1, W, 1);
     std::int64_t sh = m.integer_in("shard", 1, W, W / rep > 0 ? W / rep : 1);
     m.finish();
@@ -97,19 +98,19 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
   }
 
   // Prefetch depths and buffer counts beyond the layer count change nothing; 1024 bounds them.
-  c.forward_prefetch = r.int_in("forward_prefetch", 0, 1024, 0);
-  c.backward_prefetch = r.int_in("backward_prefetch", 1, 1024, 1);
+  c.forward_prefetch = r.declared_int("forward_prefetch");
+  c.backward_prefetch = r.declared_int("backward_prefetch");
 
   c.orig_dtype = e.training.master_dtype;
   c.param_dtype = c.orig_dtype;  // MixedPrecisionPolicy(param_dtype=None)
   if (r.has("mixed_precision")) {
-    ObjectReader mp = r.object("mixed_precision");
+    ObjectReader mp = r.object("mixed_precision", strategy_keys::fsdp2_mixed_precision());
     c.param_dtype = mp.dtype("param_dtype", c.orig_dtype);
     if (mp.has("reduce_dtype")) c.reduce_dtype = mp.dtype("reduce_dtype", c.param_dtype);
     mp.finish();
   }
-  c.unset_reduce_dtype = r.choice("unset_reduce_dtype", "param_dtype", {"param_dtype", "orig_dtype"});
-  c.rs_max_input_buffers = r.int_in("reduce_scatter_max_input_buffers", 1, 1024, 1);
+  c.unset_reduce_dtype = r.declared_choice("unset_reduce_dtype");
+  c.rs_max_input_buffers = r.declared_int("reduce_scatter_max_input_buffers");
   return fsdp2::make_fsdp2(c);
 }
 

@@ -82,10 +82,10 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   if (r.has("allgather_bucket_size")) c.allgather_bucket_size = elements(r, "allgather_bucket_size");
   // overlap_comm=None -> the validator picks True for stage 3 and False otherwise (Z4.1).
   c.overlap_comm = r.boolean("overlap_comm", c.stage == 3);
-  c.contiguous_gradients = r.boolean("contiguous_gradients", true);
-  c.reduce_scatter = r.boolean("reduce_scatter", true);
-  c.use_multi_rank_bucket_allreduce = r.boolean("use_multi_rank_bucket_allreduce", true);
-  c.all_gather_into_tensor = r.boolean("all_gather_into_tensor", true);
+  c.contiguous_gradients = r.declared_boolean("contiguous_gradients");
+  c.reduce_scatter = r.declared_boolean("reduce_scatter");
+  c.use_multi_rank_bucket_allreduce = r.declared_boolean("use_multi_rank_bucket_allreduce");
+  c.all_gather_into_tensor = r.declared_boolean("all_gather_into_tensor");
   c.prefetch_bucket_size = aliased_elements(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size", c.prefetch_bucket_size);
   c.max_live_parameters = aliased_elements(r, "stage3_max_live_parameters", "max_live_parameters", c.max_live_parameters);
   c.max_reuse_distance = aliased_elements(r, "stage3_max_reuse_distance", "max_reuse_distance", c.max_reuse_distance);
@@ -96,7 +96,7 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   if (r.has("sub_group_size")) c.sub_group_size = elements(r, "sub_group_size");
   if (r.has("param_groups")) {
     if (c.stage == 3) r.fail("param_groups", "no param_groups at stage 3 (only stages 1 and 2 model them)");
-    c.two_param_groups = r.choice("param_groups", "decay_no_decay", {"decay_no_decay", "one"}) == "decay_no_decay";
+    c.two_param_groups = r.declared_choice("param_groups") == "decay_no_decay";
   }
 
   c.model_dtype = e.workload.dtype;

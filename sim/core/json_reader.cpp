@@ -1,9 +1,11 @@
-#include "sim/config/json_reader.hpp"
+#include "sim/core/json_reader.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -41,14 +43,24 @@ void throw_input_error(const std::string& file, const std::string& path, const J
   throw InputError(fmt::format("{}: {}: {}: expected {}", file, where, json_value_for_message(value), expected));
 }
 
-ObjectReader::ObjectReader(const Json& obj, const SourceMap& sources, std::string path)
-    : obj_(&obj), sources_(sources), path_(std::move(path)) {
+ObjectReader::ObjectReader(const Json& obj, const SourceMap& sources, std::string path, const ConfigObject* decl)
+    : obj_(&obj), sources_(sources), path_(std::move(path)), decl_(decl) {
   if (!obj.is_object()) throw_input_error(sources_.file_for(path_), path_, obj, "an object");
 }
 
-bool ObjectReader::has(const std::string& key) const { return obj_->contains(key); }
+void ObjectReader::check_declared(const std::string& key) const {
+  if (decl_ && !decl_->find(key))
+    throw std::logic_error(fmt::format("{}: key \"{}\" is read but not declared in the table of {} (config_keys.hpp)",
+                                       path_.empty() ? "/" : path_, key, decl_->name));
+}
+
+bool ObjectReader::has(const std::string& key) const {
+  check_declared(key);
+  return obj_->contains(key);
+}
 
 const Json& ObjectReader::at(const std::string& key) const {
+  check_declared(key);
   auto it = obj_->find(key);
   if (it == obj_->end()) {
     throw InputError(fmt::format("{}: {}: missing required key \"{}\"", sources_.file_for(path_),
@@ -227,7 +239,63 @@ Dtype ObjectReader::dtype(const std::string& key, Dtype fallback) {
   }
 }
 
+const ConfigKey& ObjectReader::declared(const std::string& key) const {
+  const ConfigKey* k = decl_ ? decl_->find(key) : nullptr;
+  if (!k) throw std::logic_error(fmt::format("{}: declared_*(\"{}\") without a declaration of the key", path_.empty() ? "/" : path_, key));
+  return *k;
+}
+
+std::int64_t ObjectReader::declared_integer(const std::string& key) {
+  const ConfigKey& k = declared(key);
+  if (!k.min || !k.max || k.min_exclusive) throw std::logic_error("declared_integer(\"" + key + "\") needs an inclusive min and a max");
+  const auto lo = static_cast<std::int64_t>(*k.min), hi = static_cast<std::int64_t>(*k.max);
+  return k.default_value ? integer_in(key, lo, hi, k.default_value->get<std::int64_t>()) : integer_in(key, lo, hi);
+}
+
+int ObjectReader::declared_int(const std::string& key) {
+  const ConfigKey& k = declared(key);
+  if (!k.max || *k.max > INT_MAX) throw std::logic_error("declared_int(\"" + key + "\") needs a max <= INT_MAX");
+  return static_cast<int>(declared_integer(key));
+}
+
+double ObjectReader::declared_number(const std::string& key) {
+  const ConfigKey& k = declared(key);
+  if (!k.min || !k.max || k.min_exclusive) throw std::logic_error("declared_number(\"" + key + "\") needs an inclusive min and a max");
+  return k.default_value ? number_in(key, *k.min, *k.max, k.default_value->get<double>()) : number_in(key, *k.min, *k.max);
+}
+
+bool ObjectReader::declared_boolean(const std::string& key) {
+  const ConfigKey& k = declared(key);
+  if (!k.default_value || !k.default_value->is_boolean()) throw std::logic_error("declared_boolean(\"" + key + "\") needs a boolean default");
+  return boolean(key, k.default_value->get<bool>());
+}
+
+std::string ObjectReader::declared_choice(const std::string& key) {
+  const ConfigKey& k = declared(key);
+  if (k.choices.empty()) throw std::logic_error("declared_choice(\"" + key + "\") needs choices");
+  if (!has(key)) {
+    if (!k.default_value) at(key);  // "missing required key"
+    return k.default_value->get<std::string>();
+  }
+  const Json& v = at(key);
+  if (v.is_string() && std::find(k.choices.begin(), k.choices.end(), v.get<std::string>()) != k.choices.end()) return v.get<std::string>();
+  std::string expected = "one of ";
+  for (std::size_t i = 0; i < k.choices.size(); ++i) expected += (i ? ", " : "") + k.choices[i];
+  fail(key, expected);
+}
+
 ObjectReader ObjectReader::object(const std::string& key) { return ObjectReader(at(key), sources_, path_of(key)); }
+
+ObjectReader ObjectReader::object(const std::string& key, const ConfigObject& decl) {
+  return ObjectReader(at(key), sources_, path_of(key), &decl);
+}
+
+std::vector<ObjectReader> ObjectReader::objects(const std::string& key, const ConfigObject& decl) {
+  const Json& v = array(key);
+  std::vector<ObjectReader> out;
+  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, fmt::format("{}/{}", path_of(key), i), &decl);
+  return out;
+}
 
 std::vector<ObjectReader> ObjectReader::objects(const std::string& key) {
   const Json& v = array(key);
@@ -251,6 +319,17 @@ std::vector<std::pair<std::string, const Json*>> ObjectReader::raw_object_items(
 void ObjectReader::finish() const {
   for (auto it = obj_->begin(); it != obj_->end(); ++it) {
     if (consumed_.count(it.key())) continue;
+    if (decl_) {
+      std::string accepted;
+      for (const auto& k : decl_->input_keys()) accepted += (accepted.empty() ? "" : ", ") + k;
+      const std::string near = closest_key(*decl_, it.key());
+      const bool declared = decl_->find(it.key()) && !decl_->find(it.key())->reported_only;
+      // A declared key left unread was not allowed here (e.g. a stage-3 key at stage 1 is read).
+      throw_input_error(sources_.file_for(path_of(it.key())), path_of(it.key()), Json(Json::value_t::discarded),
+                        fmt::format("a known key ({}{}this object takes: {})",
+                                    declared ? "not used in this configuration; " : "unknown key; ",
+                                    !declared && !near.empty() ? fmt::format("did you mean \"{}\"? ", near) : "", accepted));
+    }
     std::string accepted;
     for (const auto& k : consumed_) accepted += (accepted.empty() ? "" : ", ") + k;
     throw_input_error(sources_.file_for(path_of(it.key())), path_of(it.key()), Json(Json::value_t::discarded),
@@ -426,6 +505,7 @@ void apply_override(Json& doc, const std::string& assignment, SourceMap* sources
   if (sources) sources->file_of_prefix[pointer] = "--set " + assignment;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw InputError(fmt::format("--set {}: empty path component", assignment));
+    if (node->is_null()) *node = Json::object();  // an intermediate object the document lacks
     if (!node->is_object()) throw InputError(fmt::format("--set {}: {} is not an object", assignment, parts[i]));
     if (i + 1 == parts.size()) (*node)[parts[i]] = value;
     else node = &(*node)[parts[i]];

@@ -1,0 +1,233 @@
+#include "sim/config/experiment_keys.hpp"
+
+#include "sim/workload/workload.hpp"
+
+namespace stepsim {
+
+using Json = nlohmann::json;
+using namespace limits;
+
+const std::vector<std::string>& dtype_choices() {
+  // parse_dtype (sim/core/units.cpp) accepts these names and aliases.
+  static const std::vector<std::string> names{"fp32", "float32", "tf32", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3"};
+  return names;
+}
+
+namespace experiment_keys {
+
+namespace {
+
+constexpr const char* kStepsim = "stepsim";  // a modelling choice of this tool, not a framework option
+
+ConfigKey dtype_key(std::string name, std::string def, std::string doc, std::string since = kStepsim) {
+  ConfigKey k;
+  k.name = std::move(name);
+  k.types = kString;
+  k.choices = dtype_choices();
+  k.default_value = Json(def);
+  k.doc = std::move(doc);
+  k.since = std::move(since);
+  return k;
+}
+
+}  // namespace
+
+const ConfigObject& root() {
+  static const ConfigObject o{
+      "experiment",
+      "/",
+      "One training step to predict: workload x cluster x strategy x training.",
+      {
+          {.name = "$schema", .types = kString, .doc = "The JSON Schema an editor checks this file against (`stepsim schema`); ignored.", .since = kStepsim},
+          {.name = "name", .types = kString, .doc = "A name for the experiment; free text.", .since = kStepsim},
+          {.name = "description", .types = kString, .doc = "Free text.", .since = kStepsim},
+          {.name = "notes", .types = kArray, .items = "string", .doc = "Free-text notes (stepsim init writes what it guessed here).", .since = kStepsim},
+          {.name = "workload", .types = kObject, .objects = {"workload"}, .doc = "The model and its inputs (required).", .since = kStepsim},
+          {.name = "cluster", .types = kObject, .objects = {"cluster"}, .doc = "The hardware (required).", .since = kStepsim},
+          {.name = "strategy", .types = kObject, .objects = {"strategy.ddp", "strategy.fsdp1", "strategy.fsdp2", "strategy.zero"},
+           .doc = "The framework and its options (required); the object is chosen by \"framework\".", .since = kStepsim},
+          {.name = "training", .types = kObject, .objects = {"training"}, .doc = "Gradient accumulation, optimizer and allocator.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& workload() {
+  static const ConfigObject o = [] {
+    ConfigObject w{"workload", "/workload", "The model: a \"preset\", a \"model\" (dimensions or a Hugging Face config) or a \"toy\".", {}};
+    ConfigKey preset{.name = "preset", .types = kString, .doc = "A model preset (docs/workload-ops.md).", .since = kStepsim};
+    preset.choices = preset_names();
+    w.keys = {
+        {.name = "toy", .types = kObject, .objects = {"workload.toy"}, .doc = "Fixed-time layers for textbook cases (excludes the other keys but dtype).", .since = kStepsim},
+        {.name = "micro_batch", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxMicroBatch), .default_value = Json(1),
+         .doc = "Sequences per micro-batch per rank.", .since = kStepsim},
+        {.name = "seq_len", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxSeqLen), .default_value = Json(2048),
+         .doc = "Tokens per sequence.", .since = kStepsim},
+        dtype_key("dtype", "bf16", "The compute dtype of activations and (for DeepSpeed) the bit16 model."),
+        {.name = "activation_checkpointing", .types = kString, .choices = {"none", "selective", "full", "op_sac", "every_k"},
+         .default_value = Json("none"), .doc = "Which activations are recomputed in backward (docs/workload-ops.md).", .since = kStepsim,
+         .tune = {"none", "selective", "full"}},
+        preset,
+        {.name = "model", .types = kObject, .objects = {"workload.model", "workload.model.hf"},
+         .doc = "Dimensions, or {\"hf_config\": FILE} (a Hugging Face config.json).", .since = kStepsim},
+        {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron"},
+         .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron)",
+         .doc = "Whose model code launches the ops.", .since = kStepsim},
+        {.name = "attention", .types = kString, .choices = {"flash", "sdpa_efficient", "eager"}, .default_text = "the implementation's",
+         .doc = "The attention kernel.", .since = kStepsim},
+        {.name = "dropout", .types = kNumber, .min = 0, .max = 1, .default_text = "the implementation's (hf, megatron: 0.1; else 0)",
+         .doc = "Dropout probability in [0, 1).", .since = kStepsim},
+        {.name = "attention_dropout", .types = kNumber, .min = 0, .max = 1, .default_text = "the implementation's",
+         .doc = "Attention-probability dropout in [0, 1).", .since = kStepsim},
+        {.name = "compile", .types = kBoolean, .default_value = Json(false), .doc = "torch.compile fusion of the elementwise ops.",
+         .since = "PyTorch 2.0"},
+        {.name = "activation_checkpointing_every", .types = kInteger, .min = 1,
+         .doc = "With \"every_k\": every k-th block is fully checkpointed (required then, refused otherwise).", .since = kStepsim},
+    };
+    return w;
+  }();
+  return o;
+}
+
+const ConfigObject& model() {
+  static const ConfigObject o{
+      "workload.model",
+      "/workload/model",
+      "A transformer by its dimensions.",
+      {
+          {.name = "name", .types = kString, .default_value = Json("custom"), .doc = "The model's name in reports.", .since = kStepsim},
+          {.name = "family", .types = kString, .choices = {"llama", "gpt", "opt", "mpt"}, .default_value = Json("llama"),
+           .doc = "The architecture family (norms, activation, positions).", .since = kStepsim},
+          {.name = "hidden", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .doc = "Hidden size (required).", .since = kStepsim},
+          {.name = "layers", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxLayers), .doc = "Transformer blocks (required).", .since = kStepsim},
+          {.name = "heads", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .doc = "Attention heads, a divisor of hidden (required).",
+           .since = kStepsim},
+          {.name = "kv_heads", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .default_text = "heads",
+           .doc = "Key/value heads (grouped-query attention), a divisor of heads.", .since = kStepsim},
+          {.name = "ffn", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxFfn), .doc = "MLP intermediate size (required).", .since = kStepsim},
+          {.name = "vocab", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxVocab), .doc = "Vocabulary size (required).", .since = kStepsim},
+          {.name = "max_positions", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxSeqLen), .default_value = Json(0),
+           .doc = "Learned position embeddings (0: rotary or none).", .since = kStepsim},
+          {.name = "tied_embeddings", .types = kBoolean, .default_text = "false for llama, else true",
+           .doc = "The LM head shares the embedding weight.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& hf_model() {
+  static const ConfigObject o{
+      "workload.model.hf",
+      "/workload/model",
+      "A model read from a Hugging Face config.json (docs/configuration-foreign.md).",
+      {
+          {.name = "hf_config", .types = kString, .doc = "Path of the config.json (required).", .since = kStepsim},
+          {.name = "name", .types = kString, .default_text = "the config's model type", .doc = "The model's name in reports.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& toy() {
+  static const ConfigObject o{
+      "workload.toy",
+      "/workload/toy",
+      "Identical fixed-time layers, or a \"layer_list\" of them.",
+      {
+          {.name = "layer_list", .types = kArray, .items = "workload.toy.layer", .doc = "One object per layer (instead of the keys below).",
+           .since = kStepsim},
+          {.name = "layers", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxLayers), .doc = "Number of layers (required without layer_list).",
+           .since = kStepsim},
+          {.name = "forward_ms", .types = kNumber, .min = 0, .max = kMaxToyLayerMs, .default_value = Json(0), .doc = "Forward time of each layer.",
+           .since = kStepsim},
+          {.name = "backward_ms", .types = kNumber, .min = 0, .max = kMaxToyLayerMs, .default_value = Json(0), .doc = "Backward time of each layer.",
+           .since = kStepsim},
+          {.name = "params_per_layer", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxWorkloadBytes / 32), .default_value = Json(0),
+           .doc = "Parameters of each layer.", .since = kStepsim},
+          {.name = "activation_bytes_per_layer", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxWorkloadBytes),
+           .default_value = Json(0), .doc = "Saved activation bytes of each layer.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& toy_layer() {
+  static const ConfigObject o{
+      "workload.toy.layer",
+      "/workload/toy/layer_list/N",
+      "One fixed-time layer.",
+      {
+          {.name = "forward_ms", .types = kNumber, .min = 0, .max = kMaxToyLayerMs, .default_value = Json(0), .doc = "Forward time.", .since = kStepsim},
+          {.name = "backward_ms", .types = kNumber, .min = 0, .max = kMaxToyLayerMs, .default_value = Json(0), .doc = "Backward time.", .since = kStepsim},
+          {.name = "params", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxWorkloadBytes / 32), .default_value = Json(0),
+           .doc = "Parameters.", .since = kStepsim},
+          {.name = "activation_bytes", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxWorkloadBytes), .default_value = Json(0),
+           .doc = "Saved activation bytes.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& cluster() {
+  static const ConfigObject o{
+      "cluster",
+      "/cluster",
+      "The GPUs and their hardware profile.",
+      {
+          {.name = "nodes", .types = kInteger, .min = 1, .max = kMaxNodes, .default_value = Json(1),
+           .doc = "Nodes; nodes x gpus_per_node is the world size (at most 2^20).", .since = kStepsim},
+          {.name = "gpus_per_node", .types = kInteger, .min = 1, .max = kMaxGpusPerNode, .default_value = Json(8), .doc = "GPUs per node.",
+           .since = kStepsim},
+          {.name = "profile", .types = kString | kObject,
+           .doc = "A hardware profile file (configs/hardware/*.json) or an inline profile (docs/configuration.md, Hardware profiles; its keys are not listed here).",
+           .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& training() {
+  static const ConfigObject o{
+      "training",
+      "/training",
+      "What one optimizer step does besides the strategy.",
+      {
+          {.name = "grad_accum", .types = kInteger, .min = 1, .max = kMaxGradAccum, .default_value = Json(1), .doc = "Micro-batches per optimizer step.",
+           .since = kStepsim},
+          {.name = "no_sync", .types = kBoolean, .default_value = Json(true),
+           .doc = "Accumulate without gradient sync (the DDP/FSDP no_sync context) until the last micro-batch.", .since = "unknown"},
+          {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "none"}, .default_value = Json("adamw"),
+           .doc = "The optimizer step (adam is priced as adamw).", .since = kStepsim},
+          dtype_key("master_dtype", "fp32", "The dtype of the parameters the optimizer updates (fp32 master weights)."),
+          {.name = "allocator", .types = kObject, .objects = {"training.allocator"}, .doc = "PYTORCH_CUDA_ALLOC_CONF of the run.", .since = kStepsim},
+      }};
+  return o;
+}
+
+const ConfigObject& allocator() {
+  static const ConfigObject o{
+      "training.allocator",
+      "/training/allocator",
+      "The CUDA caching allocator's options (PYTORCH_CUDA_ALLOC_CONF).",
+      {
+          {.name = "expandable_segments", .types = kBoolean, .default_value = Json(false), .doc = "Segments grow in place instead of new cudaMallocs.",
+           .since = "PyTorch 2.1"},
+          {.name = "max_split_size_mb", .types = kNull | kNumber, .min = 20, .max = 1048576, .min_exclusive = true, .default_value = Json(nullptr),
+           .doc = "Blocks above this size (an integer MiB > 20) are never split; null: no limit.", .since = "PyTorch 1.10"},
+      }};
+  return o;
+}
+
+const ConfigObject& strategy_common() {
+  static const ConfigObject o{
+      "strategy",
+      "/strategy",
+      "The keys every strategy object holds.",
+      {
+          {.name = "framework", .types = kString, .choices = {"ddp", "fsdp1", "fsdp2", "zero"}, .doc = "The framework (required).", .since = kStepsim},
+          {.name = "world_size", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxWorldSize),
+           .default_text = "nodes x gpus_per_node", .doc = "Optional check: must equal the cluster's world size.", .since = kStepsim},
+      }};
+  return o;
+}
+
+std::vector<const ConfigObject*> objects() {
+  return {&root(), &workload(), &model(), &hf_model(), &toy(), &toy_layer(), &cluster(), &training(), &allocator()};
+}
+
+}  // namespace experiment_keys
+}  // namespace stepsim
