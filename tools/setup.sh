@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 
-PACKAGES=(cmake ninja-build g++ ccache libboost-graph-dev libboost-program-options-dev libboost-iostreams-dev
+PACKAGES=(cmake ninja-build g++ ccache libboost-program-options-dev libboost-iostreams-dev
           nlohmann-json3-dev libfmt-dev catch2 libopenmpi-dev openmpi-bin
           clang libclang-rt-dev)  # clang + libFuzzer/sanitizer runtimes: the hardening build (tools/test.sh)
 missing=()
