@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/exec/engine.hpp"
-#include "sim/report/text_report.hpp"
+#include "sim/core/format.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {

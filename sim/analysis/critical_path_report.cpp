@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "sim/analysis/critical_path.hpp"
-#include "sim/report/text_report.hpp"
+#include "sim/core/format.hpp"
 
 namespace stepsim {
 
