@@ -117,7 +117,7 @@ std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, 
     if (op.collective) {
       comm.push_back(iv);
       ++st.collectives;
-      st.classes.rows[kKernelClassCount].kernels += 1;
+      st.classes.communication().kernels += 1;
     } else {
       compute.push_back(iv);
       ++st.kernels;
@@ -133,8 +133,8 @@ std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, 
   m.overlap.step_time = span.end - span.start;
   Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;
   m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
-  st.classes.rows[kKernelClassCount].time = m.overlap.comm_time;
-  st.classes.rows[kKernelClassCount + 1].time = m.overlap.idle;
+  st.classes.communication().time = m.overlap.comm_time;
+  st.classes.idle().time = m.overlap.idle;
   // Phases partition the span (as compute_metrics does for the simulator's timeline).
   fwd_end = std::min(fwd_end, span.end);
   bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);
