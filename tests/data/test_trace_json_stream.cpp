@@ -1,4 +1,4 @@
-// The streaming trace reader (calibrate/trace/json_stream + kineto_reader): it must read every
+// The streaming trace reader (trace/json_stream + kineto_reader): it must read every
 // trace the same whatever the window size (a token or an event may straddle any boundary), and
 // accept exactly the JSON that nlohmann accepts (it replaced nlohmann's SAX parser for speed).
 

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/critical_path.hpp"
-#include "sim/analysis/sweep.hpp"
+#include "sim/explore/sweep.hpp"
 #include "sim/report/html_report.hpp"
 #include "test_support.hpp"
 
