@@ -540,7 +540,11 @@ Layer block(int index, const BlockBuild& bb) {
     l.modules.push_back(w1);
     l.modules.push_back(w3);
     l.modules.push_back(a);
-    l.modules.push_back(linear(p + ".mlp.down_proj", d.I, d.h, false, d, In * e));  // saves the mul output
+    Module down = linear(p + ".mlp.down_proj", d.I, d.h, false, d, In * e);  // saves the mul output
+    // h + mlp(norm(h)): HF LlamaDecoderLayer.forward `hidden_states = residual + hidden_states`,
+    // torchtitan models/llama/model.py TransformerBlock.forward `out = h + self.feed_forward(self.ffn_norm(h))`.
+    down.forward.push_back(residual_add(d));
+    l.modules.push_back(down);
   } else {
     Module fc1 = linear(p + ".mlp.fc1", d.h, d.I, true, d, n * e);
     switch (act) {
