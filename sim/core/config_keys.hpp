@@ -46,6 +46,10 @@ struct ConfigKey {
   std::string doc;                         // one line
   std::string since;                       // "PyTorch 1.12", "DeepSpeed 0.3.13", "stepsim", "unknown"
   std::vector<nlohmann::json> tune;        // the settings `stepsim tune` searches; empty: not a knob
+  // The same setting as another key of this object in another unit (bucket_cap_mb is
+  // bucket_cap_bytes / 2^20): tune searches the knob under the key the document writes.
+  std::string same_as;
+  double same_as_scale = 1;                // this key's value = same_as's value / scale
   bool reported_only = false;              // in effective_config only, never read from input
   bool pre_parse = false;                  // consumed before parsing (include expansion, foreign files)
 };

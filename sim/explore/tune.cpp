@@ -70,10 +70,21 @@ std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sou
     if (!key || key->tune.empty() || key->reported_only) continue;
     std::string path = "strategy." + it.key();
     const nlohmann::json* given = at_path(doc, path);
+    // The document may write the setting in another unit (bucket_cap_mb): search it there,
+    // since setting both keys is an input error.
+    double scale = 1;
+    for (const auto& alias : table->keys)
+      if (alias.same_as == it.key())
+        if (const nlohmann::json* a = at_path(doc, "strategy." + alias.name)) {
+          path = "strategy." + alias.name, given = a, scale = alias.same_as_scale;
+          break;
+        }
     nlohmann::json cur = given ? *given : it.value();
     TuneKnob k{path, {KnobSetting{{path, cur}}}};
-    for (const auto& c : key->tune)
+    for (nlohmann::json c : key->tune) {
+      if (scale != 1) c = c.get<double>() / scale;
       if (c != cur && !(c.is_number() && cur.is_number() && c.get<double>() == cur.get<double>())) k.settings.push_back({{path, c}});
+    }
     if (k.settings.size() > 1) knobs.push_back(std::move(k));
   }
   // Workload knobs exist for model workloads (toy workloads have fixed times).

@@ -74,7 +74,8 @@ const ConfigObject& ddp() {
       "ddp", "torch.nn.parallel.DistributedDataParallel (framework-semantics.md section 3).",
       {
           {.name = "bucket_cap_mb", .types = kNumber, .min = 0, .min_exclusive = true, .default_value = Json(25),
-           .doc = "Gradient bucket size in MiB (D3.2); not with bucket_cap_bytes.", .since = "PyTorch 1.0"},
+           .doc = "Gradient bucket size in MiB (D3.2); not with bucket_cap_bytes.", .since = "PyTorch 1.0",
+           .same_as = "bucket_cap_bytes", .same_as_scale = static_cast<double>(kMiB)},
           {.name = "bucket_cap_bytes", .types = kInteger, .min = 0, .min_exclusive = true, .default_value = Json(25 * kMiB),
            .doc = "The bucket size in bytes (what results report); not with bucket_cap_mb.", .since = kStepsim,
            .tune = {1 * kMiB, 5 * kMiB, 25 * kMiB, 100 * kMiB, 250 * kMiB}},

@@ -44,6 +44,32 @@ TEST_CASE("tune finds one-layer buckets for C1 and prints them as a config diff"
   CHECK(r.diff[0].new_value == 1024 * 1024);
 }
 
+TEST_CASE("tune searches the bucket cap in MiB when the file writes bucket_cap_mb", "[tune]") {
+  // Setting both bucket_cap_mb and bucket_cap_bytes is an input error, so a knob on
+  // bucket_cap_bytes would make every point of a file that writes bucket_cap_mb invalid. The
+  // knob is searched under the key the file writes, the candidates converted to MiB, and C1
+  // finds the same 53 ms optimum (1 MiB caps) with no invalid point.
+  SourceMap src;
+  nlohmann::json doc = load_with_includes(kRoot + "/configs/examples/seed/c1-ddp-buckets.json", src);
+  doc["strategy"].erase("bucket_cap_bytes");
+  doc["strategy"]["bucket_cap_mb"] = 6000000.0 / (1024 * 1024);
+  auto knobs = tune_knobs(doc, src);
+  const TuneKnob* cap = nullptr;
+  for (const auto& k : knobs)
+    if (k.name == "strategy.bucket_cap_mb") cap = &k;
+  REQUIRE(cap != nullptr);
+  CHECK(std::none_of(knobs.begin(), knobs.end(), [](const TuneKnob& k) { return k.name == "strategy.bucket_cap_bytes"; }));
+  REQUIRE(cap->settings.size() == 6);  // the file's 5.72 MiB, then 1, 5, 25, 100, 250
+  CHECK(cap->settings[1][0].second.get<double>() == 1.0);
+  TuneOptions o;
+  o.memory_cap = parse_memory_size("80GiB");
+  o.jobs = 2;
+  TuneResult r = tune(doc, src, o);
+  CHECK(r.invalid == 0);
+  REQUIRE(r.found);
+  CHECK(r.best.overlap.step_time.ns == 53'000'000);
+}
+
 TEST_CASE("tune reports that nothing fits when the memory cap is below every configuration", "[tune]") {
   TuneOptions o;
   o.memory_cap = Bytes{1000};
