@@ -145,19 +145,15 @@ class Lowerer {
     li.calls.push_back(g);
   }
 
-  void lower_instruction(const Record& r, LoweredInstruction& li) {
-    check_stream(r.stream, li.instruction);
-    check_event(r.event, li.instruction);
-    GpuCall g = make_call(CallKind::EventRecord, r.stream);
-    g.event = r.event;
-    li.calls.push_back(g);
-  }
+  void lower_instruction(const Record& r, LoweredInstruction& li) { lower_event_call(CallKind::EventRecord, r.stream, r.event, li); }
+  void lower_instruction(const Wait& w, LoweredInstruction& li) { lower_event_call(CallKind::StreamWaitEvent, w.stream, w.event, li); }
 
-  void lower_instruction(const Wait& w, LoweredInstruction& li) {
-    check_stream(w.stream, li.instruction);
-    check_event(w.event, li.instruction);
-    GpuCall g = make_call(CallKind::StreamWaitEvent, w.stream);
-    g.event = w.event;
+  // cudaEventRecord / cudaStreamWaitEvent: one call on `stream` naming `event`.
+  void lower_event_call(CallKind kind, StreamId stream, EventId event, LoweredInstruction& li) {
+    check_stream(stream, li.instruction);
+    check_event(event, li.instruction);
+    GpuCall g = make_call(kind, stream);
+    g.event = event;
     li.calls.push_back(g);
   }
 
