@@ -101,8 +101,10 @@ def run_in_tree(cmds, build):
     private = tempfile.mkdtemp(prefix="stepsim-docs-")
     try:
         for c in cmds:
-            c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
+            # The documented paths first: the build path itself may lie under /tmp/ (a clone
+            # made with mktemp -d) and must stay as it is.
             c = c.replace("/tmp/", private + "/")
+            c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
             p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
             text += (p.stdout + p.stderr).replace(private + "/", "/tmp/")
             code = p.returncode
