@@ -1,7 +1,10 @@
 // `stepsim analyze TRACE... [--steps a-b] [--json]`: the DESIGN.md section 5 metrics measured on
 // PyTorch profiler (Kineto) traces, or on `stepsim simulate --trace` output (round trip).
+#include <algorithm>
 #include <iostream>
+#include <optional>
 
+#include "trace/allocator_replay.hpp"
 #include "trace/trace_analysis.hpp"
 #include <fmt/format.h>
 
@@ -18,12 +21,14 @@ int analyze(const Args& args) {
   opts.add_options()("trace", po::value(&files)->multitoken(), "trace files (.json or .json.gz), one per rank")(
       "steps", po::value(&steps), "ProfilerStep numbers to report: N, A-B, A- or -B (default: all)")(
       "top", po::value(&top)->default_value(10), "how many top exposed collectives to list")(
-      "json", "print stepsim.analyze/1 JSON instead of the text report");
+      "json", "print stepsim.analyze/1 JSON instead of the text report")(
+      "allocator-replay", "also run each trace's own allocator events through stepsim's caching-allocator model "
+                          "(peak reserved of the real sequence; docs/analyze.md)");
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
   const std::string usage =
-      "usage: stepsim analyze TRACE... [--steps A-B] [--json]\n"
+      "usage: stepsim analyze TRACE... [--steps A-B] [--json] [--allocator-replay]\n"
       "Measures step time, compute, communication, overlap (HTA's comp_comm_overlap_pctg), idle and\n"
       "phases per ProfilerStep of Kineto traces; several traces (one per rank) add a per-rank table\n"
       "and the straggler spread.";
@@ -36,8 +41,26 @@ int analyze(const Args& args) {
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f));
   trace::JobAnalysis job = trace::analyze_job(traces, o);
-  if (vm.count("json")) std::cout << trace::job_to_json(job).dump(2) << "\n";
-  else std::cout << trace::job_to_text(job);
+  const bool json = vm.count("json") > 0;
+  nlohmann::json out = json ? trace::job_to_json(job) : nlohmann::json();
+  std::string text = json ? std::string() : trace::job_to_text(job);
+  if (vm.count("allocator-replay")) {
+    if (json) out["allocator_replay"] = nlohmann::json::array();
+    for (const auto& a : job.ranks) {
+      const auto t = std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
+      std::optional<trace::AllocatorReplay> r = trace::replay_allocator(*t, a);
+      if (json) {
+        nlohmann::json j = r ? trace::replay_to_json(*r) : nlohmann::json(nullptr);
+        out["allocator_replay"].push_back({{"file", a.file}, {"replay", j}});
+      } else {
+        text += fmt::format("\n{}:\n", a.file);
+        text += r ? trace::replay_to_text(*r) : "allocator replay: no [memory] events with Addr and Bytes in the analysed steps "
+                                                 "(record with profile_memory=True)\n";
+      }
+    }
+  }
+  if (json) std::cout << out.dump(2) << "\n";
+  else std::cout << text;
   return 0;
 }
 

@@ -65,16 +65,18 @@ EventKey event_key(std::string_view k) {
 
 enum class ArgKey {
   Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, TotalReserved, Reserved, DeviceType, DeviceId,
-  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs
+  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs, Addr, BlockBytes
 };
 
 ArgKey arg_key(std::string_view k) {
   switch (k.size()) {
     case 4:
       if (eq(k, "comm")) return ArgKey::GroupName;
+      if (eq(k, "Addr")) return ArgKey::Addr;
       break;
     case 5:
       if (eq(k, "bytes")) return ArgKey::Bytes;
+      if (eq(k, "Bytes")) return ArgKey::BlockBytes;
       if (eq(k, "dtype")) return ArgKey::Dtype;
       if (eq(k, "phase")) return ArgKey::Phase;
       if (eq(k, "ranks")) return ArgKey::GroupSize;
@@ -171,7 +173,7 @@ struct EventFields {
     Num ts, dur;
     // args
     Num stream, correlation, device, bytes, in_elems, out_elems, group_size, total_allocated, total_reserved, device_type,
-        device_id, counter_total, counter_reserved, issue_ns;
+        device_id, counter_total, counter_reserved, issue_ns, addr, block_bytes;
     std::int64_t counter_sum = 0;
     bool counter_any = false;
     std::string_view dtype, coll_name, pg_name, stepsim_op, stepsim_coll, phase;
@@ -411,6 +413,8 @@ void Reader::args() {
         case ArgKey::DeviceId: e.device_id = n; break;
         case ArgKey::Total: e.counter_total = n; break;
         case ArgKey::IssueNs: e.issue_ns = n; break;
+        case ArgKey::Addr: e.addr = n; break;
+        case ArgKey::BlockBytes: e.block_bytes = n; break;
         default: break;
       }
       // Counter events ("ph":"C"): every numeric arg is one series; their sum is the total.
@@ -631,7 +635,9 @@ void Reader::finish_event() {
     if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
       out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
                                       Bytes{ev.total_allocated.as_int()}, {},
-                                      Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true});
+                                      Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true,
+                                      ev.addr.set() ? ev.addr.as_int() : 0,
+                                      ev.block_bytes.set() ? ev.block_bytes.as_int() : 0});
     return;
   }
   if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_any) {

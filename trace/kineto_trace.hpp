@@ -89,6 +89,10 @@ struct MemSample {
   std::vector<std::pair<std::string, Bytes>> by_category;
   Bytes reserved;            // 0 when the event does not carry it
   bool has_allocated = true; // false: a reserved-only sample (stepsim's reserved counter)
+  // Kineto "[memory]" events: the block's address and size, negative for a free ("Addr",
+  // "Bytes"); 0 when absent (stepsim counters, older traces).
+  std::int64_t addr = 0;
+  std::int64_t block_bytes = 0;
 };
 
 struct DeviceInfo {
