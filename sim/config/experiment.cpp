@@ -44,6 +44,7 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
     if (o.attention_dropout >= 1) w.fail("attention_dropout", "a probability in [0, 1)");
   }
   o.compile = w.boolean("compile", o.compile);
+  if (w.has("loop_keeps_output")) o.loop_keeps_output = w.boolean("loop_keeps_output", false);
   if (o.checkpointing == Checkpointing::EveryK)
     o.checkpoint_every = static_cast<int>(w.positive_integer("activation_checkpointing_every"));
   else if (w.has("activation_checkpointing_every"))

@@ -80,6 +80,11 @@ const ConfigObject& workload() {
          .doc = "Attention-probability dropout in [0, 1).", .since = kStepsim},
         {.name = "compile", .types = kBoolean, .default_value = Json(false), .doc = "torch.compile fusion of the elementwise ops.",
          .since = "PyTorch 2.0"},
+        {.name = "loop_keeps_output", .types = kBoolean,
+         .default_text = "the implementation's (hf, llm_foundry: true; torchtitan, megatron: false)",
+         .doc = "The training loop keeps the model's output (the logits) until the next forward replaces it "
+                "(`outputs = model(**batch)`; docs/memory.md).",
+         .since = kStepsim},
         {.name = "activation_checkpointing_every", .types = kInteger, .min = 1,
          .doc = "With \"every_k\": every k-th block is fully checkpointed (required then, refused otherwise).", .since = kStepsim},
     };

@@ -36,16 +36,38 @@ Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
   return k;
 }
 
-void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward) {
-  for (const auto& op : ops)
+void KeptOutput::setup(ProgramBuilder& b, const Workload& w, StreamId s) {
+  if (w.kept_output.count > 0)
+    current_ = b.alloc("model output kept by the training loop (previous step)", w.kept_output, MemCategory::Activations, s);
+}
+
+void KeptOutput::after_forward_op(ProgramBuilder& b, const Op& op, StreamId s) {
+  if (op.kept_output.count > 0) {
+    previous_ = current_;
+    current_ = b.alloc("model output kept by the training loop", op.kept_output, MemCategory::Activations, s);
+  }
+  if (op.model_returns && previous_ >= 0) {
+    b.free(previous_);
+    previous_ = -1;
+  }
+}
+
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
+                KeptOutput* kept) {
+  for (const auto& op : ops) {
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
+    if (kept && forward) kept->after_forward_op(b, op, s);
+  }
 }
 
 // Every op launches, empty ones included (a toy layer of zero time is still a launch, as before).
-void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept) {
   (void)micro;
   for (const auto& m : l.modules)
-    for (const auto& op : m.forward) b.launch(s, op_kernel(l, m, op, true));
+    for (const auto& op : m.forward) {
+      b.launch(s, op_kernel(l, m, op, true));
+      if (kept) kept->after_forward_op(b, op, s);
+    }
 }
 
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
@@ -69,13 +91,13 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
     for (const auto& op : it->backward) b.launch(s, op_kernel(l, *it, op, false));
 }
 
-std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro) {
+std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro, KeptOutput* kept) {
   std::vector<BufferId> acts(w.layers.size(), -1);
   for (std::size_t li = 0; li < w.layers.size(); ++li) {
     const Layer& l = w.layers[li];
     if (l.saved_activations.count > 0)
       acts[li] = b.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, s);
-    launch_forward(b, s, l, micro);
+    launch_forward(b, s, l, micro, kept);
   }
   return acts;
 }

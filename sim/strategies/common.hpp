@@ -19,10 +19,28 @@ namespace stepsim {
 // the layer's name ("fwd layer.0", the toy workloads).
 Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward);
 
+// The model output the training loop keeps (Workload::kept_output, WorkloadOptions::
+// loop_keeps_output): allocated when the forward op that creates it runs, freed when the next
+// micro-batch's forward returns and the loop's `outputs = model(...)` drops the old one. So one
+// is live through backward and the optimizer step, and two from the new output's creation to
+// the model's return (the li-plus ZeRO traces show both 392.75 MiB logits blocks at the
+// forward peak, the old one freed as the model returns). A workload without it does nothing.
+class KeptOutput {
+ public:
+  // At setup: the previous step's output, live when the step starts.
+  void setup(ProgramBuilder& b, const Workload& w, StreamId s);
+  // After each forward op (launch_forward / launch_ops call it).
+  void after_forward_op(ProgramBuilder& b, const Op& op, StreamId s);
+
+ private:
+  BufferId previous_ = -1, current_ = -1;
+};
+
 // Launches the layer's forward ops on `s`, in order, one Launch per op.
-void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr);
 // Launches the ops of `ops` (a module's forward or backward) on `s`.
-void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward);
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
+                KeptOutput* kept = nullptr);
 // Launches the recompute ops of a checkpointed layer on `s`.
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
 // Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.
@@ -49,7 +67,8 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation
 // buffer of each layer (-1 where it saves none), freed by the caller's backward.
-std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro);
+std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
+                                         KeptOutput* kept = nullptr);
 
 // One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
 // head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own

@@ -46,7 +46,7 @@ class ReducerWriter {
     for (int micro = 0; micro < A; ++micro) {
       const bool sync = micro == A - 1 || !e_.training.no_sync;
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro);
+      std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
       backward(micro, sync, acts);
     }
@@ -63,6 +63,7 @@ class ReducerWriter {
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     Bytes opt_state = optimizer_state_bytes(e_.training.optimizer, w_.numel(), c_.param_dtype);
     if (opt_state.count > 0) b_.alloc("optimizer state", opt_state, MemCategory::OptimizerState, dflt_);
+    kept_output_.setup(b_, w_, dflt_);
   }
 
   // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
@@ -143,6 +144,7 @@ class ReducerWriter {
   std::map<const Param*, std::size_t> bucket_of_;
   ProgramBuilder b_;
   StreamId dflt_ = 0, nccl_ = 0;
+  KeptOutput kept_output_;
   CommId process_group_ = 0;
   std::vector<std::size_t> pending_;  // per bucket: gradients marked ready in this backward
   std::size_t next_bucket_ = 0;       // the next bucket to all-reduce (in order)

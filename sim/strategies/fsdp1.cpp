@@ -103,6 +103,7 @@ class StepWriter {
 
   ProgramBuilder b_;
   StreamId dflt_ = 0, unshard_ = 0, post_backward_ = 0, pre_unshard_ = 0, all_reduce_ = 0;
+  KeptOutput kept_output_;
   CommId shard_pg_ = 0, replicate_pg_ = -1;
 };
 
@@ -155,6 +156,7 @@ void StepWriter::setup() {
     BufferId prev = b_.alloc(".grad of the previous step", bytes(local, orig_dtype_), MemCategory::Gradients, dflt_);
     b_.free(prev);  // zero_grad(set_to_none=True)
   }
+  kept_output_.setup(b_, w_, dflt_);
   // NO_SHARD: the flat parameter *is* the unsharded parameter.
   for (auto& h : h_) h.unsharded = !c_.sharded();
 }
@@ -409,7 +411,7 @@ void StepWriter::forward(int micro) {
     if (u != 0) pre_forward(u);
     if (l.saved_activations.count > 0)
       acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-    launch_forward(b_, dflt_, l, micro);
+    launch_forward(b_, dflt_, l, micro, &kept_output_);
     if (u != 0) post_forward(u);
   }
   post_forward(0);

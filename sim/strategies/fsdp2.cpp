@@ -95,6 +95,7 @@ class Emitter {
     b_.alloc("sharded parameters", bytes(total_shard_, orig_bytes_), MemCategory::Parameters, dflt_);
     Bytes opt = optimizer_state_bytes(e_.training.optimizer, total_shard_, c_.orig_dtype);
     if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
+    kept_output_.setup(b_, w_, dflt_);
   }
 
   // FSDPParamGroup.unshard -> foreach_all_gather (F2.8).
@@ -305,7 +306,7 @@ class Emitter {
       if (g != 0) pre_forward(g);
       if (l.saved_activations.count > 0)
         acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-      launch_forward(b_, dflt_, l, micro);
+      launch_forward(b_, dflt_, l, micro, &kept_output_);
       if (g != 0) post_forward(g);
     }
     post_forward(0);
@@ -357,6 +358,7 @@ class Emitter {
   std::int64_t total_shard_ = 0;
   ProgramBuilder b_;
   StreamId dflt_ = 0, copy_in_ = 0, ag_ = 0, rs_ = 0, ar_ = 0;
+  KeptOutput kept_output_;
   CommId shard_pg_ = 0, replicate_pg_ = -1, post_forward_pg_ = -1;
   std::optional<Pending> kept_;             // comm_ctx.all_gather_state
   std::deque<RsState> rs_in_flight_;        // comm_ctx.reduce_scatter_state(s)

@@ -42,6 +42,7 @@ class Zero12Builder {
         b_.alloc(one ? std::string("optimizer state (fp32 partition)") : fmt::format("optimizer state (fp32 partition {})", i), opt,
                  MemCategory::OptimizerState, dflt_);
     }
+    kept_output_.setup(b_, w_, dflt_);
 
     const int A = e_.training.grad_accum;
     for (int micro = 0; micro < A; ++micro) micro_batch(micro, micro == A - 1);
@@ -105,7 +106,7 @@ class Zero12Builder {
 
   void micro_batch(int micro, bool boundary) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro);
+    std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
@@ -378,6 +379,7 @@ class Zero12Builder {
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   ProgramBuilder b_;
   StreamId dflt_ = 0, reduction_stream_ = 0;
+  KeptOutput kept_output_;
   CommId dp_process_group_ = 0;
 
   struct PGroup {

@@ -48,6 +48,7 @@ class Zero3Builder {
       b_.alloc("ipg buffer", Bytes{c_.reduce_bucket_size * communication_bytes_}, MemCategory::CommBuffers, dflt_);
     if (persistent_numel_ > 0)
       b_.alloc("persistent params (gathered)", Bytes{persistent_numel_ * model_bytes_}, MemCategory::UnshardedParameters, dflt_);
+    kept_output_.setup(b_, w_, dflt_);
 
     const int A = e_.training.grad_accum;
     for (int micro = 0; micro < A; ++micro) micro_batch(micro);
@@ -289,7 +290,7 @@ class Zero3Builder {
         acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
       for (const Module& m : l.modules) {
         fetch_sub_module(true);
-        launch_ops(b_, dflt_, l, m, m.forward, true);
+        launch_ops(b_, dflt_, l, m, m.forward, true, &kept_output_);
         release_sub_module();
       }
     }
@@ -448,6 +449,7 @@ class Zero3Builder {
   const std::int64_t grad_accum_bytes_;   // ... of gradient_accumulation_dtype
   ProgramBuilder b_;
   StreamId dflt_ = 0;
+  KeptOutput kept_output_;
   StreamId allgather_stream_ = 0;             // parameter_offload.py __allgather_stream
   StreamId reduce_and_partition_stream_ = 0;  // stage3.py reduce_and_partition_stream
   CommId dp_process_group_ = 0;

@@ -780,7 +780,29 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * 4, 0, 2));
     loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * 4, TV * 4));
     loss.backward.push_back(mem("logits.float.bwd", KernelClass::Elementwise, TV * 4, TV * e));
-    head.recompute_activations = Bytes{TV * (4 + e)};  // fp32 and bf16 logits gradients
+    // fp32 and bf16 logits gradients. log_softmax_backward_data allocates its fp32 grad_input
+    // while nll_loss's fp32 gradient, its input, is alive: two fp32 logits-sized tensors at once
+    // (aten/src/ATen/native/cuda/SoftMax.cu). Megatron's fused vocab-parallel cross entropy
+    // writes the gradient into its saved softmax instead (tensor_parallel/cross_entropy.py).
+    const bool fused_ce = o.impl == Implementation::Megatron;
+    head.recompute_activations = Bytes{fused_ce ? TV * (4 + e) : std::max(2 * TV * 4, TV * (4 + e))};
+  }
+  // The model output the training loop keeps (WorkloadOptions::loop_keeps_output): the logits as
+  // the model returns them. HF OPT/GPT-2 return the lm_head output in the model dtype
+  // (modeling_opt.py `logits = self.lm_head(outputs[0]).contiguous()`), HF Llama its fp32 copy
+  // (`logits = logits.float()`), both after computing the loss from it; llm-foundry's MPT returns
+  // the bf16 lm_head output and Composer computes the loss outside (`self.state.outputs =
+  // self.state.model(batch)`, then `loss(self.state.outputs, batch)`); torchtitan returns
+  // `self.output(h).float()` (models/llama/model.py at 83c879f1), the loss outside. Megatron's
+  // model returns the loss, so nothing the size of the logits outlives it.
+  const bool keeps = o.loop_keeps_output.value_or(hf || o.impl == Implementation::LlmFoundry);
+  if (keeps && o.impl != Implementation::Megatron) {
+    const bool bit16 = (hf && !llama) || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
+    Op& logits = bit16 ? lm.forward.back() : loss.forward.front();
+    logits.kept_output = Bytes{TV * (bit16 ? e : 4)};
+    Op& returns = hf ? loss.forward.back() : logits;
+    returns.model_returns = true;
+    w.kept_output = logits.kept_output;
   }
   head.modules.push_back(lm);
   head.modules.push_back(loss);

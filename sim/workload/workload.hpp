@@ -8,6 +8,7 @@
 // module's direct parameters.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ struct Op {
   KernelWork work;              // gemms / memory_bytes (= read + written) / attention_flops
   Bytes read, written;
   Bytes saved;
+  // The model output the training loop keeps (WorkloadOptions::loop_keeps_output): this op
+  // creates it (its size), and/or the model's forward returns after this op, where the loop's
+  // assignment (`outputs = model(...)`) releases the previous micro-batch's output.
+  Bytes kept_output;
+  bool model_returns = false;
 };
 
 struct Module {
@@ -98,6 +104,11 @@ struct WorkloadOptions {
   double dropout = 0;           // residual (hidden) dropout probability
   double attention_dropout = 0; // dropout on the attention probabilities
   bool compile = false;         // torch.compile: runs of memory-bound ops fused into one kernel
+  // Whether the training loop keeps the model's output (the logits) through backward until the
+  // next forward replaces it: DeepSpeed-Chat's and the HF examples' `outputs = model(**batch)`,
+  // Composer's `self.state.outputs`, torchtitan's `pred` before its #391 (`del pred`, 2024-06).
+  // Unset: the implementation's loop (hf, llm_foundry: kept; torchtitan, megatron: not).
+  std::optional<bool> loop_keeps_output;
   Checkpointing checkpointing = Checkpointing::None;
   int checkpoint_every = 1;     // every_k: k
 };
@@ -117,6 +128,7 @@ struct Workload {
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
   bool toy = false;             // fixed-time layers (textbook cases)
   std::vector<Layer> layers;
+  Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
 
   std::int64_t numel() const;
   std::int64_t tokens() const { return micro_batch * seq_len; }

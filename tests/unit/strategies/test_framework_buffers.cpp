@@ -193,3 +193,98 @@ TEST_CASE("FSDP2 reshards the root after forward when reshard_after_forward is p
   CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", true}}) == std::make_pair(1, true));
   CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", false}}) == std::make_pair(0, false));
 }
+
+namespace {
+
+int count_allocs(const Program& p, const std::string& prefix) {
+  int n = 0;
+  for (const auto& ins : p.instructions)
+    if (auto* a = std::get_if<Alloc>(&ins); a && a->name.rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+// Index of the first Launch whose kernel name ends with `suffix`, from `from`.
+long launch_index(const Program& p, const std::string& suffix, long from = 0) {
+  for (std::size_t i = static_cast<std::size_t>(from); i < p.instructions.size(); ++i)
+    if (auto* l = std::get_if<Launch>(&p.instructions[i]); l && l->kernel.name.ends_with(suffix)) return static_cast<long>(i);
+  return -1;
+}
+
+// Index of the Free of the buffer allocated at instruction `alloc`, or -1.
+long free_index(const Program& p, long alloc) {
+  BufferId id = std::get<Alloc>(p.instructions[static_cast<std::size_t>(alloc)]).buffer;
+  for (std::size_t i = static_cast<std::size_t>(alloc) + 1; i < p.instructions.size(); ++i)
+    if (auto* f = std::get_if<Free>(&p.instructions[i]); f && f->buffer == id) return static_cast<long>(i);
+  return -1;
+}
+
+const std::string kKept = "model output kept by the training loop";
+
+}  // namespace
+
+TEST_CASE("An HF training loop keeps the logits from one forward until the next forward's model returns",
+          "[memory][framework]") {
+  // DeepSpeed-Chat step 1 (main.py: `outputs = model(**batch, use_cache=False)`, then
+  // model.backward(outputs.loss)): `outputs` holds the logits through backward and the step, and
+  // the next assignment drops them only once the next forward, loss included (HF computes it
+  // inside forward), has returned. The li-plus ZeRO-1 trace shows it: step 11 allocates its
+  // 392.75 MiB logits block at 88.45 ms and frees step 10's at 89.03 ms, after the loss.
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+  Program p = e.strategy->build(e);
+  long fwd = mark_index(p, "forward 0"), bwd = mark_index(p, "backward 0");
+  long previous = alloc_index(p, kKept + " (previous step)");
+  long current = alloc_index(p, kKept, fwd);
+  REQUIRE(previous >= 0);
+  REQUIRE(previous < fwd);
+  REQUIRE(current > fwd);
+  // 8 x 512 tokens x 50,272 vocab in bf16 = 411,828,224 B, the trace's logits block exactly.
+  CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(current)]).bytes.count == 411'828'224);
+  const long log_softmax = launch_index(p, "log_softmax", fwd), nll_loss = launch_index(p, "nll_loss", fwd);
+  REQUIRE(log_softmax > fwd);
+  REQUIRE(nll_loss > log_softmax);
+  CHECK(current < log_softmax);  // the lm_head output, before the loss
+  long dropped = free_index(p, previous);
+  CHECK(dropped > nll_loss);  // after the model (and its loss) returned
+  CHECK(dropped < bwd);
+  CHECK(live_named(p, kKept, dropped) == 2);  // both at the forward's end
+  CHECK(live_named(p, kKept, bwd) == 1);
+  CHECK(free_index(p, current) == -1);  // still held when the step ends
+}
+
+TEST_CASE("With gradient accumulation each micro-batch's output replaces the previous one", "[memory][framework]") {
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 2}}, 2);
+  Program p = e.strategy->build(e);
+  CHECK(count_allocs(p, kKept) == 3);  // the previous step's and one per micro-batch
+  CHECK(live_named(p, kKept, mark_index(p, "forward 1")) == 1);
+  CHECK(live_named(p, kKept, mark_index(p, "optimizer")) == 1);
+}
+
+TEST_CASE("Which loops keep the output: torchtitan after its #391 and Megatron do not; the knob overrides",
+          "[memory][framework]") {
+  auto build = [](const std::string& preset, std::optional<bool> keeps) {
+    json w = {{"preset", preset}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}};
+    if (keeps) w["loop_keeps_output"] = *keeps;
+    json doc = {{"workload", w},
+                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", {{"framework", "fsdp2"}}},
+                {"training", {{"optimizer", "adamw"}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    return e.strategy->build(e);
+  };
+  // torchtitan train.py `del pred` before loss.backward() (e29b6b4d, 2024-06-12): nothing kept.
+  CHECK(count_allocs(build("llama2-7b", std::nullopt), kKept) == 0);
+  // Before it (83c879f1, PR #165's runs): `pred = model(input_ids)`, the model returning
+  // self.output(h).float(): 2,048 tokens x 32,000 vocab in fp32, dropped as soon as the next
+  // model call returns, before the loss.
+  Program p = build("llama2-7b", true);
+  long fwd = mark_index(p, "forward 0");
+  long current = alloc_index(p, kKept, fwd);
+  REQUIRE(current >= 0);
+  CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(current)]).bytes.count == 2048LL * 32000 * 4);
+  long dropped = free_index(p, alloc_index(p, kKept + " (previous step)"));
+  CHECK(dropped > current);
+  REQUIRE(launch_index(p, "log_softmax", fwd) > fwd);
+  CHECK(dropped < launch_index(p, "log_softmax", fwd));
+  // Megatron's model returns the loss: no logits-sized output outlives it, knob or not.
+  CHECK(count_allocs(build("gpt3-6.7b", true), kKept) == 0);
+}

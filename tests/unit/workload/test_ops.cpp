@@ -209,3 +209,12 @@ TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per
   k.kernels = 1;
   CHECK(launch_host_time(h, k) == Time::from_us(10));
 }
+
+TEST_CASE("The fp32 loss backward holds two fp32 logits-sized tensors at once", "[workload][memory]") {
+  // log_softmax_backward_data allocates its fp32 grad_input while nll_loss's fp32 gradient (its
+  // grad_output) is alive: 2 x T x V x 4 bytes, more than the fp32 gradient and its bf16 cast
+  // (T x V x 6). llama2-7b, 1 x 2048 tokens, vocab 32,000.
+  Workload w = build_transformer("llama2-7b", preset_dims("llama2-7b"), 1, 2048, Dtype::BF16, preset_options("llama2-7b"));
+  CHECK(w.layers.back().kind == LayerKind::Head);
+  CHECK(w.layers.back().recompute_activations.count == 2LL * 2048 * 32000 * 4);
+}
