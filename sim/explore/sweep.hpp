@@ -186,7 +186,7 @@ class SweepSummary {
   std::vector<SweepPointBrief> pareto_[kObjectiveCount];  // best objective first, strictly decreasing memory
   std::vector<AxisEffect> effects_;
   std::vector<SweepPointBrief> scatter_;
-  double min_tokens_per_step_ = 0, max_tokens_per_step_ = 0;
+  double min_tokens_per_step_ = 0, max_tokens_per_step_ = 0, max_mfu_pct_ = 0;
   Bytes cap_, max_capacity_;
   std::string cap_what_;
 };

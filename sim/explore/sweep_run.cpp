@@ -84,6 +84,7 @@ void SweepSummary::add(const SweepPointBrief& p, const std::string& status) {
   min_tokens_per_step_ = std::min(min_tokens_per_step_, p.tokens_per_step);
   max_tokens_per_step_ = std::max(max_tokens_per_step_, p.tokens_per_step);
   max_capacity_ = std::max(max_capacity_, p.capacity);
+  max_mfu_pct_ = std::max(max_mfu_pct_, p.mfu_pct);
   ++ok_;
   if (scatter_.size() < kScatterMax) scatter_.push_back(p);
   const ObjectiveInputs in = p.inputs();
@@ -141,6 +142,9 @@ ObjectiveChoice SweepSummary::objective() const {
     c.objective = *requested_;
     c.requested = true;
     c.reason = "as requested";
+    if (*requested_ == Objective::Mfu && ok_ > 0 && max_mfu_pct_ <= 0)
+      c.reason += "; note: MFU is 0 at every point (a toy workload, or no peak FLOP/s for the dtype in the profile), so the "
+                  "ranking is the point order";
     if (*requested_ == Objective::StepTime && varies)
       c.reason += fmt::format("; note: the tokens per step differ between points, {:.0f} to {:.0f}{}: a faster step may do less work",
                               min_tokens_per_step_, max_tokens_per_step_, through);

@@ -94,6 +94,13 @@ TEST_CASE("a requested objective is used as given, with a note when step time co
   CHECK(s.best()[0].index == 2);  // 100 ms
   SweepSummary m = ddp_like(Objective::Mfu);
   CHECK(m.best()[0].index == 3);  // 40.4 %
+  CHECK_THAT(m.objective().reason, !Catch::Contains("MFU is 0"));
+  // A toy workload has no MFU: asked for, the ranking says it is only the point order.
+  SweepSummary toy({"strategy.bucket_cap_mb"}, 5, Objective::Mfu);
+  toy.add(point(0, {"5"}, 102, 8, 0, 1), "ok");
+  toy.add(point(1, {"25"}, 100, 8, 0, 1), "ok");
+  CHECK_THAT(toy.objective().reason, Catch::Contains("MFU is 0 at every point"));
+  CHECK(toy.best()[0].index == 0);
 }
 
 TEST_CASE("the default objective is step time when every point does the same work", "[sweep][objective]") {
