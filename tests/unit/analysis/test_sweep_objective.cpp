@@ -1,11 +1,15 @@
 // The sweep objective (issue 17): what the best rows, the Pareto front and the knob effects
 // rank by, how the default is chosen, and the bounded knob-effect line.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <catch2/catch.hpp>
 
 #include "sim/core/error.hpp"
 #include "sim/explore/sweep.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 
@@ -153,4 +157,49 @@ TEST_CASE("constraints take the reserved memory, the global batch and the tokens
   CHECK(cap->first.count == 70LL * 1024 * 1024 * 1024);
   CHECK(cap->second == "peak_reserved_gib <= 70");
   CHECK_FALSE(constraint_memory_cap({parse_constraint("global_batch == 512", "f")}));
+}
+
+TEST_CASE("the shipped DDP sweep ranks by tokens/s and its best row is not the micro-batch that does the least work", "[sweep][objective]") {
+  // Nodes and micro_batch change the tokens per step (1 x 8 GPUs x 1 x 8192 = 65,536 ... 16 x 8
+  // x 4 x 8192), so tokens/s is the default. By step time, micro_batch 1 on one node was best.
+  SweepSpec spec = load_sweep(std::string(STEPSIM_SOURCE_DIR) + "/configs/sweeps/llama8b-ddp-buckets.json");
+  SweepOptions o;
+  o.jobs = 2;
+  SweepSummary s = run_sweep(spec, o, [](const SweepRow&) {});
+  REQUIRE(s.objective().objective == Objective::TokensPerS);
+  CHECK_THAT(s.objective().reason, Catch::Contains("cluster.nodes, workload.micro_batch"));
+  const auto best = s.best();
+  REQUIRE(!best.empty());
+  const auto& cols = s.columns();
+  const auto mb = static_cast<std::size_t>(std::find(cols.begin(), cols.end(), "workload.micro_batch") - cols.begin());
+  CHECK(best[0].values.at(mb) != "1");
+  CHECK(s.best(Objective::StepTime)[0].values.at(mb) == "1");
+}
+
+TEST_CASE("a merged sweep's summary ranks like the unsharded run's, objective included", "[sweep][objective]") {
+  // C1 over 1-3 nodes: the tokens per step differ (8, 16, 24), so tokens/s is the default; the
+  // merge reads tokens_per_step, mfu_pct and peak_reserved_bytes back from the CSV.
+  const test::TempDir dir;
+  const auto f = dir / "sweep.json";
+  std::ofstream(f) << R"({"base": {"include": ")" << STEPSIM_SOURCE_DIR
+                   << R"(/configs/examples/seed/c1-ddp-buckets.json"}, "axes": {"cluster.nodes": [1, 2, 3], "strategy.bucket_cap_bytes": [3000000, 30000000]}})";
+  SweepSpec spec = load_sweep(f);
+  std::ostringstream whole_text, merged_text;
+  std::vector<std::filesystem::path> parts;
+  SweepSummary whole = run_sweep(spec, SweepOptions{}, [](const SweepRow&) {});
+  for (int i = 0; i < 2; ++i) {
+    SweepOptions so;
+    so.shard = i;
+    so.shards = 2;
+    parts.push_back(dir / ("part" + std::to_string(i) + ".csv"));
+    std::ofstream out(parts.back(), std::ios::binary);
+    out << sweep_csv_header(spec) << "\n";
+    run_sweep(spec, so, [&](const SweepRow& r) { out << sweep_csv_row(r) << "\n"; });
+  }
+  std::ostringstream csv;
+  SweepSummary merged = merge_sweep_csv(parts, csv);
+  CHECK(whole.objective().objective == Objective::TokensPerS);
+  whole.write_text(whole_text);
+  merged.write_text(merged_text);
+  CHECK(merged_text.str() == whole_text.str());
 }
