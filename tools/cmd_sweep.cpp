@@ -1,4 +1,4 @@
-// stepsim sweep SWEEP.json [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]
+// stepsim sweep SWEEP.json [--objective O] [--constraint C]... [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]
 // stepsim sweep --merge A.csv B.csv ... --out F.csv
 #include <unistd.h>
 
@@ -36,9 +36,14 @@ void parse_shard(const std::string& s, SweepOptions& o) {
 int sweep(const Args& args) {
   po::options_description opts("sweep options");
   std::vector<std::string> inputs;
-  std::string out_file, json_file, report_file, shard;
+  std::string out_file, json_file, report_file, shard, objective;
+  std::vector<std::string> constraints;
   int jobs = 0;
   opts.add_options()("inputs", po::value(&inputs)->multitoken(), "SWEEP.json (or the shard CSVs with --merge)")(
+      "objective", po::value(&objective),
+      "rank by step_time, tokens_per_s or mfu (default: tokens_per_s when the points' tokens per step differ, else step_time)")(
+      "constraint", po::value(&constraints)->composing(),
+      "add a constraint \"metric OP number\" to the file's, e.g. \"peak_reserved_gib <= 70\" or \"global_batch == 512\" (repeatable)")(
       "jobs,j", po::value(&jobs), "worker threads (default: all cores)")(
       "shard", po::value(&shard), "run only points with index % n == i, as i/n (for job arrays)")(
       "out,o", po::value(&out_file), "write the CSV (one row per configuration) to this file")(
@@ -49,11 +54,14 @@ int sweep(const Args& args) {
   po::positional_options_description pos;
   pos.add("inputs", -1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: stepsim sweep SWEEP.json [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]\n"
+  if (!parse_args(args, "usage: stepsim sweep SWEEP.json [--objective step_time|tokens_per_s|mfu] [--constraint \"metric OP number\"]...\n"
+                        "                    [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]\n"
                         "       stepsim sweep --merge A.csv B.csv ... --out F.csv",
                   opts, pos, vm))
     return 0;
   if (jobs < 0) throw InputError(fmt::format("--jobs {}: expected a number of worker threads >= 1 (or 0: all cores)", jobs));
+  std::optional<Objective> requested;
+  if (vm.count("objective")) requested = parse_objective(objective);
   if (vm.count("merge")) {
     if (out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
     std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
@@ -61,7 +69,8 @@ int sweep(const Args& args) {
     OutputFile out = open_output(out_file, "merged CSV", std::ios::binary);
     OutputFile report;
     if (!report_file.empty()) report = open_output(report_file, "HTML report");
-    SweepSummary s = merge_sweep_csv(files, out.stream());
+    if (!constraints.empty()) throw InputError("sweep --merge: --constraint applies when the sweep runs; the shards' constraints_ok is kept");
+    SweepSummary s = merge_sweep_csv(files, out.stream(), 5, requested);
     if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep (merged): " + out_file, s);
     out.commit();
     if (report.is_open()) report.commit();
@@ -70,6 +79,8 @@ int sweep(const Args& args) {
   }
   if (inputs.size() != 1) throw InputError("sweep: expected exactly one SWEEP.json (or --merge with CSV files)");
   SweepSpec spec = load_sweep(inputs[0]);
+  if (requested) spec.objective = requested;
+  for (const auto& c : constraints) spec.constraints.push_back(parse_constraint(c, "--constraint"));
   SweepOptions o;
   o.jobs = jobs;
   if (!shard.empty()) parse_shard(shard, o);

@@ -122,6 +122,15 @@ nlohmann::json report_to_json(const Report& r) {
                       {"assumptions", c.assumptions},
                       {"conversions", c.conversions}};
     if (!c.calibrated_from.empty()) cj["calibrated_from"] = c.calibrated_from;
+    const CaseThroughput& t = c.throughput;
+    nlohmann::json tj{{"tokens_per_step", t.tokens_per_step}, {"predicted_tokens_per_s", t.predicted_tokens_per_s}};
+    if (t.predicted_mfu_pct > 0) {
+      tj["predicted_mfu_pct"] = t.predicted_mfu_pct;
+      tj["predicted_hfu_pct"] = t.predicted_hfu_pct;
+    }
+    if (t.measured_tokens_per_s) tj["measured_tokens_per_s"] = *t.measured_tokens_per_s;
+    if (t.measured_mfu_pct) tj["measured_mfu_pct"] = *t.measured_mfu_pct;
+    cj["throughput"] = tj;
     j["cases"].push_back(cj);
   }
   j["rows"] = nlohmann::json::array();
@@ -335,6 +344,19 @@ std::string report_to_html(const Report& r) {
                      html_escape(row.case_name), to_string(row.metric), value_text(row.metric, row.predicted),
                      value_text(row.metric, row.measured), row.pass ? "" : " class=\"fail\"",
                      error_text(row.metric, row.error), row.tolerance ? fmt::format("{:g}", *row.tolerance) : "-");
+  h << "</table><h2>Throughput</h2><p>Tokens per optimizer step over the step time, and MFU in llm-foundry's convention "
+       "(docs/metrics.md); measured tokens/s is the experiment's tokens per step over the measured step time, the measured MFU "
+       "the predicted one scaled by predicted / measured step time. Reported only: not gated, not in the baseline.</p>"
+       "<table><tr><th>case</th><th>tokens per step</th><th>predicted tokens/s</th><th>measured tokens/s</th><th>predicted MFU</th>"
+       "<th>measured MFU</th><th>predicted HFU</th></tr>";
+  for (const auto& c : r.cases) {
+    const CaseThroughput& t = c.throughput;
+    auto pct = [](double v) { return v > 0 ? fmt::format("{:.1f} %", v) : std::string("-"); };
+    h << fmt::format("<tr><td>{}</td><td>{:.0f}</td><td>{:.0f}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", html_escape(c.name),
+                     t.tokens_per_step, t.predicted_tokens_per_s,
+                     t.measured_tokens_per_s ? fmt::format("{:.0f}", *t.measured_tokens_per_s) : std::string("-"), pct(t.predicted_mfu_pct),
+                     t.measured_mfu_pct ? pct(*t.measured_mfu_pct) : std::string("-"), pct(t.predicted_hfu_pct));
+  }
   h << "</table><h2>Sources</h2><table><tr><th>case</th><th>measured by</th><th>provenance</th><th>assumptions and "
        "conversions</th></tr>";
   for (const auto& c : r.cases) {

@@ -10,6 +10,7 @@
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/analysis/run.hpp"
+#include "sim/analysis/throughput.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "validate/validate.hpp"
@@ -206,7 +207,7 @@ Report run_suite(const Suite& suite) {
     const std::string experiment_path = c.json_path + "/experiment";
     Experiment e = experiment_from_json(d.doc.at(nlohmann::json::json_pointer(experiment_path)), d.sources, &profiles,
                                         experiment_path);
-    CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}};
+    CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}};
     if (!c.calibration_traces.empty()) {
       const auto& fit = measurements.trace_fit(c.calibration_traces, c.calibration_steps, c.calibration_assumed_groups,
                                                e.cluster.gpus_per_node);
@@ -263,6 +264,15 @@ Report run_suite(const Suite& suite) {
     }
     if (predicted.count(Metric::StepTime) && measured.count(Metric::StepTime))
       step_times[c.name] = {predicted[Metric::StepTime], measured[Metric::StepTime]};
+    const Throughput tp = throughput(e, sim.metrics.overlap.step_time);
+    info.throughput.tokens_per_step = tp.tokens_per_step;
+    info.throughput.predicted_tokens_per_s = tp.tokens_per_s;
+    info.throughput.predicted_mfu_pct = tp.mfu_pct;
+    info.throughput.predicted_hfu_pct = tp.hfu_pct;
+    if (auto ms = measured.find(Metric::StepTime); ms != measured.end() && ms->second > 0) {
+      info.throughput.measured_tokens_per_s = tp.tokens_per_step * 1e9 / ms->second;
+      if (tp.mfu_pct > 0) info.throughput.measured_mfu_pct = tp.mfu_pct * static_cast<double>(sim.metrics.overlap.step_time.ns) / ms->second;
+    }
     report.cases.push_back(std::move(info));
   }
 

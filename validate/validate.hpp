@@ -130,12 +130,23 @@ struct BaselineFinding {
   bool regression = true;       // false: better than the baseline (the baseline is stale)
 };
 
+// A case's throughput (sim/analysis/throughput.hpp): reported, never gated, never in the
+// baseline. The measured tokens/s is the experiment's tokens per step over the measured step
+// time; the measured MFU is the predicted one scaled by predicted / measured step time (the
+// same model FLOPs on the same GPUs).
+struct CaseThroughput {
+  double tokens_per_step = 0;
+  double predicted_tokens_per_s = 0, predicted_mfu_pct = 0, predicted_hfu_pct = 0;  // MFU 0: toy or no peak
+  std::optional<double> measured_tokens_per_s, measured_mfu_pct;
+};
+
 struct CaseInfo {
   std::string name, source, description;
   Provenance provenance;
   std::vector<std::string> assumptions, conversions;
   std::string measured_by;      // "trace FILE steps A-B" | "published"
   std::string calibrated_from;  // "" or the traces
+  CaseThroughput throughput;
 };
 
 struct Report {

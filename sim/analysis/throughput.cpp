@@ -27,6 +27,7 @@ Throughput throughput(const Experiment& e, Time step_time) {
   const Workload& w = e.workload;
   const double world = e.cluster.world_size();
   t.tokens_per_step = static_cast<double>(w.tokens()) * e.training.grad_accum * world;
+  t.samples_per_step = static_cast<double>(w.micro_batch) * e.training.grad_accum * world;
   if (step_time.ns <= 0) return t;
   const double s = step_time.seconds();
   t.tokens_per_s = t.tokens_per_step / s;

@@ -1,6 +1,7 @@
 #pragma once
 // Throughput of a predicted (or measured) step, defined once for every report:
 //   tokens_per_step       micro_batch x seq_len x grad_accum x world size (the global batch)
+//   samples_per_step      micro_batch x grad_accum x world size (the global batch in sequences)
 //   tokens_per_s          tokens_per_step / step time; per GPU: / world size
 //   samples_per_s         sequences per second over the job
 //   mfu_pct               model FLOPs per second per GPU / the profile's dense peak of the
@@ -21,6 +22,7 @@ namespace stepsim {
 
 struct Throughput {
   double tokens_per_step = 0;
+  double samples_per_step = 0;
   double tokens_per_s = 0;
   double tokens_per_s_per_gpu = 0;
   double samples_per_s = 0;

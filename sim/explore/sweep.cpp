@@ -1,6 +1,7 @@
 #include "sim/explore/sweep.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -34,7 +35,8 @@ const std::vector<std::string>& metric_columns() {
                                "optimizer_ns",       "peak_memory_bytes", "peak_memory_gib"};
     for (int i = 0; i < kMemCategoryCount; ++i) c.push_back("mem_" + to_string(static_cast<MemCategory>(i)) + "_bytes");
     for (const char* s : {"peak_memory_phase", "persistent_memory_bytes", "memory_capacity_bytes", "fits",
-                          "constraints_ok", "tokens_per_s", "tokens_per_s_per_gpu", "mfu_pct", "hfu_pct", "error"})
+                          "constraints_ok", "tokens_per_s", "tokens_per_s_per_gpu", "mfu_pct", "hfu_pct", "tokens_per_step",
+                          "global_batch", "peak_reserved_bytes", "peak_reserved_gib", "non_pytorch_bytes", "error"})
       c.push_back(s);
     return c;
   }();
@@ -156,6 +158,15 @@ SweepSpec sweep_from_json(const nlohmann::json& doc, const SourceMap& sources) {
       s.constraints.push_back(parse_constraint(cs[i].get<std::string>(), where));
     }
   }
+  if (r.has("objective")) {
+    const nlohmann::json& o = r.raw("objective");
+    if (!o.is_string()) r.fail("objective", "one of \"step_time\", \"tokens_per_s\", \"mfu\"");
+    try {
+      s.objective = parse_objective(o.get<std::string>(), "objective");
+    } catch (const InputError&) {
+      r.fail("objective", "one of \"step_time\", \"tokens_per_s\", \"mfu\"");
+    }
+  }
   s.top = r.int_in("top", 1, 1000, 5);
   r.finish();
   return s;
@@ -189,6 +200,15 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
   if (name == "peak_memory_gb") return m.peak_memory.gb();
   if (name == "persistent_memory_bytes") return d(m.persistent_memory.count);
   if (name == "persistent_memory_gib") return m.persistent_memory.gib();
+  if (name == "peak_reserved_bytes") return d(m.peak_reserved.count);
+  if (name == "peak_reserved_gib") return m.peak_reserved.gib();
+  if (name == "peak_reserved_gb") return m.peak_reserved.gb();
+  if (name == "non_pytorch_bytes") return d(m.non_pytorch.count);
+  // What `fits` compares with the capacity (sim/analysis/metrics.hpp).
+  if (name == "device_memory_gib") return (std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch).gib();
+  if (name == "tokens_per_step") return r.throughput.tokens_per_step;
+  if (name == "global_batch") return r.throughput.samples_per_step;
+  if (name == "samples_per_s") return r.throughput.samples_per_s;
   if (name == "world_size") return r.world_size;
   if (name == "tokens_per_s") return r.throughput.tokens_per_s;
   if (name == "tokens_per_s_per_gpu") return r.throughput.tokens_per_s_per_gpu;
@@ -262,8 +282,9 @@ std::string sweep_csv_row(const SweepRow& r) {
   out += fmt::format(",{},{},{},{},{}", csv_field(m.peak_phase), m.persistent_memory.count, m.capacity.count,
                      m.fits ? "true" : "false", r.constraints_ok ? "true" : "false");
   const Throughput& t = r.throughput;
-  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},,{}", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct, t.hfu_pct,
-                     r.points);
+  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},{:.0f},{:.0f},{},{:.4f},{},,{}", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct,
+                     t.hfu_pct, t.tokens_per_step, t.samples_per_step, m.peak_reserved.count, m.peak_reserved.gib(),
+                     m.non_pytorch.count, r.points);
   return out;
 }
 
@@ -279,7 +300,9 @@ nlohmann::json sweep_row_json(const SweepSpec& spec, const SweepRow& r) {
     j["throughput"] = {{"tokens_per_s", r.throughput.tokens_per_s},
                        {"tokens_per_s_per_gpu", r.throughput.tokens_per_s_per_gpu},
                        {"mfu_pct", r.throughput.mfu_pct},
-                       {"hfu_pct", r.throughput.hfu_pct}};
+                       {"hfu_pct", r.throughput.hfu_pct},
+                       {"tokens_per_step", r.throughput.tokens_per_step},
+                       {"global_batch", r.throughput.samples_per_step}};
     j["constraints_ok"] = r.constraints_ok;
   } else {
     j["error"] = r.error;
@@ -293,8 +316,29 @@ SweepPointBrief brief_of(const SweepRow& r) {
   for (const auto& v : r.values) b.values.push_back(v.is_null() ? "" : render_value(v));
   b.step_time = r.metrics.overlap.step_time;
   b.peak_memory = r.metrics.peak_memory;
+  b.peak_reserved = r.metrics.peak_reserved;
+  b.capacity = r.metrics.capacity;
+  b.tokens_per_step = r.throughput.tokens_per_step;
+  // As the CSV writes it, so a merged sweep ranks its points exactly as the unsharded run.
+  b.mfu_pct = std::round(r.throughput.mfu_pct * 1000) / 1000;
   b.constraints_ok = r.constraints_ok;
   return b;
+}
+
+std::optional<std::pair<Bytes, std::string>> constraint_memory_cap(const std::vector<SweepConstraint>& constraints) {
+  std::optional<std::pair<Bytes, std::string>> cap;
+  for (const auto& c : constraints) {
+    if (c.op != "<=" && c.op != "<") continue;
+    const std::string& m = c.metric;
+    double bytes = -1;
+    if (m == "peak_memory_bytes" || m == "peak_reserved_bytes") bytes = c.value;
+    else if (m == "peak_memory_gib" || m == "peak_reserved_gib" || m == "device_memory_gib") bytes = c.value * 1024.0 * 1024 * 1024;
+    else if (m == "peak_memory_gb" || m == "peak_reserved_gb") bytes = c.value * 1e9;
+    if (bytes < 0) continue;
+    Bytes b{static_cast<std::int64_t>(bytes)};
+    if (!cap || b < cap->first) cap = std::make_pair(b, c.text);
+  }
+  return cap;
 }
 
 std::vector<std::string> split_csv_line(const std::string& line) {

@@ -6,7 +6,8 @@
 //   {"name": "...", "base": {experiment, may be {"include": "x.json", ...}},
 //    "axes": {"strategy.backward_prefetch": ["none", "backward_pre"], "cluster.nodes": [1, 2]},
 //    "points": [{"strategy.bucket_cap_mb": 5}, ...],      (instead of, or with no, axes)
-//    "constraints": ["peak_memory_gib <= 80", "step_time_ms < 900"],
+//    "constraints": ["peak_reserved_gib <= 80", "global_batch == 512"],
+//    "objective": "tokens_per_s",                         (optional; sim/explore/objective.hpp)
 //    "top": 5}
 // Grid point i enumerates the axes in sorted path order (JSON objects are read sorted), the
 // LAST axis varying fastest.
@@ -28,6 +29,7 @@
 
 #include "sim/analysis/run.hpp"
 #include "sim/analysis/throughput.hpp"
+#include "sim/explore/objective.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "sim/config/json_reader.hpp"
 
@@ -56,6 +58,7 @@ struct SweepSpec {
   std::vector<nlohmann::json> points;  // explicit points: objects path -> value
   std::vector<std::string> columns;  // the varied paths, in order (axes or union of point keys)
   std::vector<SweepConstraint> constraints;
+  std::optional<Objective> objective;  // requested (file or --objective); empty: the default
   int top = 5;
   // Profile files parsed once for all points (shared by copies of the spec and by threads).
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
@@ -104,31 +107,66 @@ struct SweepPointBrief {
   std::uint64_t index = 0;
   std::vector<std::string> values;   // rendered per column
   Time step_time;
-  Bytes peak_memory;
+  Bytes peak_memory;                 // peak allocated
+  Bytes peak_reserved;               // the caching allocator's high-water mark
+  Bytes capacity;                    // the device's memory
+  double tokens_per_step = 0;        // the job's
+  double mfu_pct = 0;                // rounded to 3 decimals, as in the CSV
   bool constraints_ok = false;
+  ObjectiveInputs inputs() const { return {step_time, tokens_per_step, mfu_pct}; }
+  // What the Pareto front and the memory charts use: peak reserved (what an OOM depends on),
+  // or peak allocated when the allocator was not modelled (reserved 0).
+  Bytes memory() const { return peak_reserved.count > 0 ? peak_reserved : peak_memory; }
+};
+
+// The ok points that had one value of an axis, accumulated.
+struct AxisValueStats {
+  std::uint64_t count = 0;
+  double sum_step_ns = 0, sum_tokens_per_s = 0, sum_mfu_pct = 0, sum_memory_bytes = 0, sum_tokens_per_step = 0;
+  Bytes max_memory;
+  double mean(Objective o) const;  // in the objective's display unit (ms, tokens/s, %)
+  double mean_memory_gib() const;
 };
 
 struct AxisEffect {
   std::string path;
-  // value (rendered) -> (sum of step time ns over ok points, count)
-  std::vector<std::pair<std::string, std::pair<double, std::uint64_t>>> by_value;
-  double range_ns() const;  // max mean - min mean over values with points
+  // value (rendered) -> stats over the ok points with that value, in first-seen order
+  std::vector<std::pair<std::string, AxisValueStats>> by_value;
+  // max mean - min mean over the values with points, in the objective's display unit
+  double range(Objective o) const;
+  double range_ns() const { return range(Objective::StepTime) * 1e6; }
+  // Whether the mean tokens per step differs between this axis's values.
+  bool changes_work() const;
+  // Values with points, best mean first under `o` (ties: first seen first).
+  std::vector<std::pair<std::string, AxisValueStats>> ranked(Objective o) const;
 };
 
 class SweepSummary {
  public:
-  explicit SweepSummary(std::vector<std::string> columns, int top = 5);
+  // `objective`: the requested one; empty: chosen from the points when asked (see objective()).
+  explicit SweepSummary(std::vector<std::string> columns, int top = 5, std::optional<Objective> objective = std::nullopt);
   void add(const SweepPointBrief& p, const std::string& status);
   std::uint64_t total() const { return total_; }
   std::uint64_t ok() const { return ok_; }
   std::uint64_t feasible() const { return feasible_; }
   std::uint64_t invalid() const { return total_ - ok_; }
-  // Fastest points that satisfy the constraints, fastest first.
-  std::vector<SweepPointBrief> best() const;
-  // Points not dominated in (step time, peak memory) among ok points, by step time.
-  std::vector<SweepPointBrief> pareto() const;
-  // Axes sorted by the range of mean step time across their values, largest first.
-  std::vector<AxisEffect> effects() const;
+  // The objective the outputs rank by, and why (sim/explore/objective.hpp): the requested one,
+  // else tokens_per_s when the ok points' tokens per step differ, else step_time.
+  ObjectiveChoice objective() const;
+  // Best points under the objective that satisfy the constraints, best first.
+  std::vector<SweepPointBrief> best() const { return best(objective().objective); }
+  std::vector<SweepPointBrief> best(Objective o) const;
+  // Points not dominated in (objective, memory()) among ok points, best objective first.
+  std::vector<SweepPointBrief> pareto() const { return pareto(objective().objective); }
+  std::vector<SweepPointBrief> pareto(Objective o) const;
+  // Axes sorted by the range of the objective's mean across their values, largest first.
+  std::vector<AxisEffect> effects() const { return effects(objective().objective); }
+  std::vector<AxisEffect> effects(Objective o) const;
+  // The memory limit drawn on the charts: the tightest memory constraint, else the device's
+  // capacity (largest seen); 0 when neither is known.
+  void set_memory_cap(Bytes cap, std::string what);
+  Bytes memory_cap() const;
+  std::string memory_cap_what() const;
   const std::vector<std::string>& columns() const { return columns_; }
   // A bounded sample of (step, memory, feasible) for plots: the first kScatterMax ok points.
   static constexpr std::size_t kScatterMax = 4000;
@@ -140,11 +178,17 @@ class SweepSummary {
  private:
   std::vector<std::string> columns_;
   std::size_t top_;
+  std::optional<Objective> requested_;
   std::uint64_t total_ = 0, ok_ = 0, feasible_ = 0;
-  std::vector<SweepPointBrief> best_;    // sorted, at most top_
-  std::vector<SweepPointBrief> pareto_;  // sorted by step time, strictly decreasing memory
+  // Per objective (kObjectives order): every objective is kept while streaming, so the default
+  // can be chosen from all the points at the end.
+  std::vector<SweepPointBrief> best_[kObjectiveCount];    // sorted, at most top_
+  std::vector<SweepPointBrief> pareto_[kObjectiveCount];  // best objective first, strictly decreasing memory
   std::vector<AxisEffect> effects_;
   std::vector<SweepPointBrief> scatter_;
+  double min_tokens_per_step_ = 0, max_tokens_per_step_ = 0, max_mfu_pct_ = 0;
+  Bytes cap_, max_capacity_;
+  std::string cap_what_;
 };
 
 SweepPointBrief brief_of(const SweepRow& r);
@@ -164,7 +208,12 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
 // the unsharded CSV. Streams: one pending row per shard (shards are in point order). Throws
 // InputError on mismatched headers, duplicate indices or rows out of point order.
 // Also rebuilds the summary from the rows' columns.
-SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top = 5);
+SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top = 5,
+                             std::optional<Objective> objective = std::nullopt);
+
+// The memory cap the constraints impose (the smallest bound of a `<=`/`<` constraint on a
+// peak memory metric), with its text; nullopt when there is none.
+std::optional<std::pair<Bytes, std::string>> constraint_memory_cap(const std::vector<SweepConstraint>& constraints);
 
 // Splits one CSV line (RFC 4180; no embedded newlines).
 std::vector<std::string> split_csv_line(const std::string& line);

@@ -1,6 +1,7 @@
 // The parallel sweep runner, its bounded summary, and the shard merge.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -18,12 +19,27 @@
 
 namespace stepsim {
 
-double AxisEffect::range_ns() const {
+double AxisValueStats::mean(Objective o) const {
+  if (count == 0) return 0;
+  const double n = static_cast<double>(count);
+  switch (o) {
+    case Objective::StepTime: return sum_step_ns / n / 1e6;
+    case Objective::TokensPerS: return sum_tokens_per_s / n;
+    case Objective::Mfu: return sum_mfu_pct / n;
+  }
+  return 0;
+}
+
+double AxisValueStats::mean_memory_gib() const {
+  return count ? sum_memory_bytes / static_cast<double>(count) / (1024.0 * 1024 * 1024) : 0.0;
+}
+
+double AxisEffect::range(Objective o) const {
   double lo = 0, hi = 0;
   bool any = false;
-  for (const auto& [v, sc] : by_value) {
-    if (sc.second == 0) continue;
-    double mean = sc.first / static_cast<double>(sc.second);
+  for (const auto& [v, st] : by_value) {
+    if (st.count == 0) continue;
+    double mean = st.mean(o);
     if (!any) lo = hi = mean;
     lo = std::min(lo, mean);
     hi = std::max(hi, mean);
@@ -32,105 +48,244 @@ double AxisEffect::range_ns() const {
   return hi - lo;
 }
 
-SweepSummary::SweepSummary(std::vector<std::string> columns, int top)
-    : columns_(std::move(columns)), top_(static_cast<std::size_t>(std::max(top, 1))) {
+// In a full grid the other axes contribute the same mix to every value of this one, so the
+// mean tokens per step differs between values only when this axis changes the work.
+bool AxisEffect::changes_work() const {
+  std::optional<double> first;
+  for (const auto& [v, st] : by_value) {
+    if (st.count == 0) continue;
+    const double mean = st.sum_tokens_per_step / static_cast<double>(st.count);
+    if (!first) first = mean;
+    else if (std::fabs(*first - mean) > 1e-9 * std::max(1.0, std::fabs(mean))) return true;
+  }
+  return false;
+}
+
+std::vector<std::pair<std::string, AxisValueStats>> AxisEffect::ranked(Objective o) const {
+  std::vector<std::pair<std::string, AxisValueStats>> out;
+  for (const auto& bv : by_value)
+    if (bv.second.count) out.push_back(bv);
+  const bool higher = higher_is_better(o);
+  std::stable_sort(out.begin(), out.end(), [&](const auto& a, const auto& b) {
+    return higher ? a.second.mean(o) > b.second.mean(o) : a.second.mean(o) < b.second.mean(o);
+  });
+  return out;
+}
+
+SweepSummary::SweepSummary(std::vector<std::string> columns, int top, std::optional<Objective> objective)
+    : columns_(std::move(columns)), top_(static_cast<std::size_t>(std::max(top, 1))), requested_(objective) {
   for (const auto& c : columns_) effects_.push_back(AxisEffect{c, {}});
 }
 
 void SweepSummary::add(const SweepPointBrief& p, const std::string& status) {
   ++total_;
   if (status != "ok") return;
+  if (ok_ == 0) min_tokens_per_step_ = max_tokens_per_step_ = p.tokens_per_step;
+  min_tokens_per_step_ = std::min(min_tokens_per_step_, p.tokens_per_step);
+  max_tokens_per_step_ = std::max(max_tokens_per_step_, p.tokens_per_step);
+  max_capacity_ = std::max(max_capacity_, p.capacity);
+  max_mfu_pct_ = std::max(max_mfu_pct_, p.mfu_pct);
   ++ok_;
   if (scatter_.size() < kScatterMax) scatter_.push_back(p);
+  const ObjectiveInputs in = p.inputs();
   for (std::size_t a = 0; a < effects_.size() && a < p.values.size(); ++a) {
     auto& bv = effects_[a].by_value;
     auto it = std::find_if(bv.begin(), bv.end(), [&](const auto& e) { return e.first == p.values[a]; });
     if (it == bv.end()) {
-      bv.push_back({p.values[a], {0.0, 0}});
+      bv.push_back({p.values[a], AxisValueStats{}});
       it = bv.end() - 1;
     }
-    it->second.first += static_cast<double>(p.step_time.ns);
-    it->second.second += 1;
+    AxisValueStats& st = it->second;
+    st.count += 1;
+    st.sum_tokens_per_step += p.tokens_per_step;
+    st.sum_step_ns += static_cast<double>(p.step_time.ns);
+    st.sum_tokens_per_s += in.tokens_per_s();
+    st.sum_mfu_pct += p.mfu_pct;
+    st.sum_memory_bytes += static_cast<double>(p.memory().count);
+    st.max_memory = std::max(st.max_memory, p.memory());
   }
-  auto faster = [](const SweepPointBrief& a, const SweepPointBrief& b) {
-    return a.step_time != b.step_time ? a.step_time < b.step_time : a.index < b.index;
-  };
-  if (p.constraints_ok) {
-    ++feasible_;
-    auto pos = std::lower_bound(best_.begin(), best_.end(), p, faster);
-    best_.insert(pos, p);
-    if (best_.size() > top_) best_.pop_back();
+  if (p.constraints_ok) ++feasible_;
+  for (std::size_t k = 0; k < kObjectiveCount; ++k) {
+    const Objective o = kObjectives[k];
+    // Better under the objective; ties to the smaller index (the order points arrive in).
+    auto before = [o](const SweepPointBrief& a, const SweepPointBrief& b) {
+      if (objective_better(o, a.inputs(), b.inputs())) return true;
+      if (objective_better(o, b.inputs(), a.inputs())) return false;
+      return a.index < b.index;
+    };
+    if (p.constraints_ok) {
+      auto& best = best_[k];
+      best.insert(std::lower_bound(best.begin(), best.end(), p, before), p);
+      if (best.size() > top_) best.pop_back();
+    }
+    // Pareto: drop p if some kept point is at least as good in both; else drop what p beats.
+    auto& front = pareto_[k];
+    auto at_least_as_good = [o](const SweepPointBrief& a, const SweepPointBrief& b) {
+      return !objective_better(o, b.inputs(), a.inputs()) && a.memory() <= b.memory();
+    };
+    if (std::any_of(front.begin(), front.end(), [&](const SweepPointBrief& q) { return at_least_as_good(q, p); })) continue;
+    front.erase(std::remove_if(front.begin(), front.end(), [&](const SweepPointBrief& q) { return at_least_as_good(p, q); }),
+                front.end());
+    front.insert(std::lower_bound(front.begin(), front.end(), p, before), p);
   }
-  // Pareto: drop p if some kept point is at least as good in both; else drop what p beats.
-  for (const auto& q : pareto_)
-    if (q.step_time <= p.step_time && q.peak_memory <= p.peak_memory) return;
-  pareto_.erase(std::remove_if(pareto_.begin(), pareto_.end(),
-                               [&](const SweepPointBrief& q) {
-                                 return p.step_time <= q.step_time && p.peak_memory <= q.peak_memory;
-                               }),
-                pareto_.end());
-  pareto_.insert(std::lower_bound(pareto_.begin(), pareto_.end(), p, faster), p);
 }
 
-std::vector<SweepPointBrief> SweepSummary::best() const { return best_; }
-std::vector<SweepPointBrief> SweepSummary::pareto() const { return pareto_; }
+ObjectiveChoice SweepSummary::objective() const {
+  ObjectiveChoice c;
+  std::vector<std::string> axes;
+  for (const auto& e : effects_)
+    if (e.changes_work()) axes.push_back(e.path);
+  std::string through;
+  for (const auto& a : axes) through += (through.empty() ? ", through " : ", ") + a;
+  const bool varies = ok_ > 0 && min_tokens_per_step_ != max_tokens_per_step_;
+  if (requested_) {
+    c.objective = *requested_;
+    c.requested = true;
+    c.reason = "as requested";
+    if (*requested_ == Objective::Mfu && ok_ > 0 && max_mfu_pct_ <= 0)
+      c.reason += "; note: MFU is 0 at every point (a toy workload, or no peak FLOP/s for the dtype in the profile), so the "
+                  "ranking is the point order";
+    if (*requested_ == Objective::StepTime && varies)
+      c.reason += fmt::format("; note: the tokens per step differ between points, {:.0f} to {:.0f}{}: a faster step may do less work",
+                              min_tokens_per_step_, max_tokens_per_step_, through);
+    return c;
+  }
+  if (varies) {
+    c.objective = Objective::TokensPerS;
+    c.reason = fmt::format("the default when the work differs: {:.0f} to {:.0f} tokens per step{}", min_tokens_per_step_,
+                           max_tokens_per_step_, through);
+  } else {
+    c.objective = Objective::StepTime;
+    c.reason = ok_ ? fmt::format("the default when every point does the same work ({:.0f} tokens per step)", min_tokens_per_step_)
+                   : "the default (no point ran)";
+  }
+  return c;
+}
 
-std::vector<AxisEffect> SweepSummary::effects() const {
+static std::size_t objective_slot(Objective o) {
+  for (std::size_t k = 0; k < kObjectiveCount; ++k)
+    if (kObjectives[k] == o) return k;
+  return 0;
+}
+
+std::vector<SweepPointBrief> SweepSummary::best(Objective o) const { return best_[objective_slot(o)]; }
+std::vector<SweepPointBrief> SweepSummary::pareto(Objective o) const { return pareto_[objective_slot(o)]; }
+
+std::vector<AxisEffect> SweepSummary::effects(Objective o) const {
   std::vector<AxisEffect> out = effects_;
-  std::stable_sort(out.begin(), out.end(), [](const AxisEffect& a, const AxisEffect& b) { return a.range_ns() > b.range_ns(); });
+  std::stable_sort(out.begin(), out.end(), [o](const AxisEffect& a, const AxisEffect& b) { return a.range(o) > b.range(o); });
   return out;
 }
 
-static nlohmann::json brief_json(const std::vector<std::string>& cols, const SweepPointBrief& p) {
+void SweepSummary::set_memory_cap(Bytes cap, std::string what) {
+  cap_ = cap;
+  cap_what_ = std::move(what);
+}
+
+Bytes SweepSummary::memory_cap() const {
+  if (cap_.count > 0 && (max_capacity_.count == 0 || cap_ < max_capacity_)) return cap_;
+  return max_capacity_;
+}
+
+std::string SweepSummary::memory_cap_what() const {
+  if (cap_.count > 0 && (max_capacity_.count == 0 || cap_ < max_capacity_)) return cap_what_;
+  return max_capacity_.count ? "device capacity" : "";
+}
+
+namespace {
+
+nlohmann::json brief_json(const std::vector<std::string>& cols, const SweepPointBrief& p) {
   nlohmann::json point = nlohmann::json::object();
   for (std::size_t i = 0; i < cols.size() && i < p.values.size(); ++i) point[cols[i]] = p.values[i];
   return {{"index", p.index},
           {"point", point},
           {"step_time_ns", p.step_time.ns},
+          {"tokens_per_s", p.inputs().tokens_per_s()},
+          {"mfu_pct", p.mfu_pct},
           {"peak_memory_bytes", p.peak_memory.count},
+          {"peak_reserved_bytes", p.peak_reserved.count},
           {"constraints_ok", p.constraints_ok}};
 }
 
+// "4: 1.203 s, 2: 1.190 s, ..." best first; past 5 values, the best `shown`, how many were left
+// out, and the worst: an axis of thousands of values stays one short line.
+std::string value_means(const AxisEffect& e, Objective o, std::size_t shown = 3) {
+  auto ranked = e.ranked(o);
+  auto one = [&](const std::pair<std::string, AxisValueStats>& v) {
+    const double m = v.second.mean(o);  // the unit is on the range column
+    return fmt::format("{}: {}", v.first, o == Objective::StepTime ? format_time(Time{static_cast<std::int64_t>(m * 1e6 + 0.5)})
+                                          : o == Objective::TokensPerS ? fmt::format("{:.0f}", m)
+                                                                       : fmt::format("{:.1f}%", m));
+  };
+  std::string s;
+  const bool cut = ranked.size() > 5;
+  for (std::size_t i = 0; i < ranked.size() && (!cut || i < shown); ++i) s += (s.empty() ? "" : ", ") + one(ranked[i]);
+  if (cut) s += fmt::format(", ... {} more, worst {}", ranked.size() - shown - 1, one(ranked.back()));
+  return s;
+}
+
+}  // namespace
+
 nlohmann::json SweepSummary::to_json() const {
+  const ObjectiveChoice oc = objective();
   nlohmann::json j{{"points", total_}, {"ok", ok_}, {"invalid", total_ - ok_}, {"feasible", feasible_}};
+  j["objective"] = {{"name", to_string(oc.objective)}, {"requested", oc.requested}, {"reason", oc.reason}};
   j["best"] = nlohmann::json::array();
-  for (const auto& p : best_) j["best"].push_back(brief_json(columns_, p));
+  for (const auto& p : best()) j["best"].push_back(brief_json(columns_, p));
   j["pareto"] = nlohmann::json::array();
-  for (const auto& p : pareto_) j["pareto"].push_back(brief_json(columns_, p));
+  for (const auto& p : pareto()) j["pareto"].push_back(brief_json(columns_, p));
   j["knob_effects"] = nlohmann::json::array();
   for (const auto& e : effects()) {
-    nlohmann::json means = nlohmann::json::object();
-    for (const auto& [v, sc] : e.by_value)
-      if (sc.second) means[v] = static_cast<std::int64_t>(sc.first / static_cast<double>(sc.second));
-    j["knob_effects"].push_back({{"path", e.path}, {"range_ns", static_cast<std::int64_t>(e.range_ns())}, {"mean_step_time_ns", means}});
+    nlohmann::json means = nlohmann::json::object(), tokens = nlohmann::json::object(), mfu = nlohmann::json::object();
+    for (const auto& [v, st] : e.by_value)
+      if (st.count) {
+        means[v] = static_cast<std::int64_t>(st.sum_step_ns / static_cast<double>(st.count));
+        tokens[v] = st.mean(Objective::TokensPerS);
+        mfu[v] = st.mean(Objective::Mfu);
+      }
+    j["knob_effects"].push_back({{"path", e.path},
+                                 {"range_ns", static_cast<std::int64_t>(e.range_ns())},
+                                 {"range", e.range(oc.objective)},
+                                 {"changes_work", e.changes_work()},
+                                 {"mean_step_time_ns", means},
+                                 {"mean_tokens_per_s", tokens},
+                                 {"mean_mfu_pct", mfu}});
   }
   return j;
 }
 
 void SweepSummary::write_text(std::ostream& out) const {
+  const ObjectiveChoice oc = objective();
+  const Objective o = oc.objective;
   out << fmt::format("sweep: {} points, {} ok, {} invalid, {} satisfy the constraints\n", total_, ok_, total_ - ok_, feasible_);
+  out << fmt::format("objective: {} ({}{})\n", to_string(o), oc.reason,
+                     oc.requested ? "" : "; --objective step_time|tokens_per_s|mfu to choose");
   auto describe = [&](const SweepPointBrief& p) {
     std::string s;
     for (std::size_t i = 0; i < columns_.size() && i < p.values.size(); ++i)
       s += fmt::format("{}{}={}", s.empty() ? "" : " ", columns_[i], p.values[i]);
     return s;
   };
-  out << "\nbest configurations (fastest that satisfy the constraints):\n";
-  if (best_.empty()) out << "  (none)\n";
-  for (const auto& p : best_)
-    out << fmt::format("  #{:<6} {:>12} {:>11}  {}\n", p.index, format_time(p.step_time), format_bytes(p.peak_memory), describe(p));
-  out << "\nPareto front (step time vs peak memory):\n";
-  for (const auto& p : pareto_)
-    out << fmt::format("  #{:<6} {:>12} {:>11}  {}{}\n", p.index, format_time(p.step_time), format_bytes(p.peak_memory),
-                       describe(p), p.constraints_ok ? "" : "  (violates constraints)");
-  out << "\nknobs by effect on mean step time (max - min over their values):\n";
+  const std::string head = fmt::format("  {:<7} {:>12} {:>12} {:>6} {:>11}  {}\n", "#", "step", "tokens/s", "MFU", "reserved", "configuration");
+  auto line = [&](const SweepPointBrief& p, const std::string& note) {
+    return fmt::format("  #{:<6} {:>12} {:>12.0f} {:>6} {:>11}  {}{}\n", p.index, format_time(p.step_time), p.inputs().tokens_per_s(),
+                       p.mfu_pct > 0 ? fmt::format("{:.1f}%", p.mfu_pct) : "-", format_bytes(p.memory()), describe(p), note);
+  };
+  out << fmt::format("\nbest configurations ({} that satisfy the constraints):\n",
+                     o == Objective::StepTime ? "fastest" : "highest " + objective_label(o));
+  const auto best_points = best();
+  if (best_points.empty()) out << "  (none)\n";
+  else out << head;
+  for (const auto& p : best_points) out << line(p, "");
+  out << fmt::format("\nPareto front ({} vs peak reserved memory):\n", objective_label(o));
+  for (const auto& p : pareto()) out << line(p, p.constraints_ok ? "" : "  (violates constraints)");
+  out << fmt::format("\nknobs by effect on mean {} (max - min over their values; best values first):\n", objective_label(o));
   for (const auto& e : effects()) {
-    std::string means;
-    for (const auto& [v, sc] : e.by_value)
-      if (sc.second)
-        means += fmt::format("{}{}: {}", means.empty() ? "" : ", ", v,
-                             format_time(Time{static_cast<std::int64_t>(sc.first / static_cast<double>(sc.second))}));
-    out << fmt::format("  {:<36} {:>12}   ({})\n", e.path, format_time(Time{static_cast<std::int64_t>(e.range_ns())}), means);
+    double r = e.range(o);
+    std::string range = o == Objective::StepTime ? format_time(Time{static_cast<std::int64_t>(r * 1e6 + 0.5)})
+                        : o == Objective::TokensPerS ? fmt::format("{:.0f} tokens/s", r)
+                                                     : fmt::format("{:.1f} pt MFU", r);
+    out << fmt::format("  {:<36} {:>16}   ({})\n", e.path, range, value_means(e, o));
   }
 }
 
@@ -167,7 +322,8 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
   const auto shards = static_cast<std::uint64_t>(opts.shards);
   const auto shard = static_cast<std::uint64_t>(opts.shard);
   const std::uint64_t count = n > shard ? (n - shard + shards - 1) / shards : 0;  // k-th point: shard + k * shards
-  SweepSummary summary(spec.columns, spec.top);
+  SweepSummary summary(spec.columns, spec.top, spec.objective);
+  if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
   Progress progress(opts.progress, count);
   int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(jobs), std::max<std::uint64_t>(count, 1)));
@@ -278,7 +434,8 @@ struct ShardReader {
 
 }  // namespace
 
-SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top) {
+SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top,
+                             std::optional<Objective> objective) {
   if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
   std::string header;
   std::vector<std::unique_ptr<ShardReader>> shards;
@@ -303,6 +460,14 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
   };
   const std::size_t c_status = col("status"), c_fw = col("framework"), c_step = col("step_time_ns"),
                     c_mem = col("peak_memory_bytes"), c_ok = col("constraints_ok"), c_points = col("points");
+  // Columns added with the objective (issue 17); a CSV without them merges with zeros there.
+  auto optional_col = [&](const std::string& name) -> std::optional<std::size_t> {
+    auto it = std::find(head.begin(), head.end(), name);
+    if (it == head.end()) return std::nullopt;
+    return static_cast<std::size_t>(it - head.begin());
+  };
+  const auto c_reserved = optional_col("peak_reserved_bytes"), c_capacity = optional_col("memory_capacity_bytes"),
+             c_tokens = optional_col("tokens_per_step"), c_mfu = optional_col("mfu_pct");
   // Every row names the sweep's point count; the merge is complete only when every point from
   // 0 to points-1 was read (rows are unique and increasing, so counting them suffices).
   std::uint64_t points = 0, merged = 0;
@@ -318,11 +483,21 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
                                  r.lineno, column, text.substr(0, 40)));
   };
+  auto number_double = [&](const ShardReader& r, const std::string& text, const char* column) -> double {
+    try {
+      std::size_t used = 0;
+      double v = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(v) && v >= 0) return v;
+    } catch (const std::exception&) {
+    }
+    throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected a number >= 0 (a shard cut short?)", r.file.string(), r.lineno,
+                                 column, text.substr(0, 40)));
+  };
   if (c_fw <= c_status)
     throw InputError(inputs[0].string() + ": header has framework before status: expected a stepsim sweep CSV");
   std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c_status) + 1,
                                    head.begin() + static_cast<std::ptrdiff_t>(c_fw));
-  SweepSummary summary(columns, top);
+  SweepSummary summary(columns, top, objective);
   out << header << "\n";
   // k-way merge on the point index (a handful of shards: a linear scan beats a heap).
   bool have_last = false;
@@ -364,6 +539,10 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     if (f[c_status] == "ok") {
       b.step_time = Time{number_field(*r, f[c_step], "step_time_ns")};
       b.peak_memory = Bytes{number_field(*r, f[c_mem], "peak_memory_bytes")};
+      if (c_reserved) b.peak_reserved = Bytes{number_field(*r, f[*c_reserved], "peak_reserved_bytes")};
+      if (c_capacity) b.capacity = Bytes{number_field(*r, f[*c_capacity], "memory_capacity_bytes")};
+      if (c_tokens) b.tokens_per_step = static_cast<double>(number_field(*r, f[*c_tokens], "tokens_per_step"));
+      if (c_mfu) b.mfu_pct = number_double(*r, f[*c_mfu], "mfu_pct");
       b.constraints_ok = f[c_ok] == "true";
     }
     summary.add(b, f[c_status]);

@@ -114,6 +114,11 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
   res.knobs = tune_knobs(doc, sources);
   const auto& knobs = res.knobs;
+  res.objective.objective = opts.objective.value_or(Objective::StepTime);
+  res.objective.requested = opts.objective.has_value();
+  res.objective.reason = std::string(res.objective.requested ? "as requested" : "the default") +
+                         "; tune keeps the global batch fixed, so step time, tokens/s and MFU rank alike";
+  const Objective objective = res.objective.objective;
 
   // Evaluates combos (setting index per knob) as one parallel sweep of explicit points.
   auto profiles = std::make_shared<ProfileCache>();
@@ -128,7 +133,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
       for (auto it = p.begin(); it != p.end(); ++it)
         if (std::find(spec.columns.begin(), spec.columns.end(), it.key()) == spec.columns.end()) spec.columns.push_back(it.key());
     if (res.memory_cap.count > 0)
-      spec.constraints.push_back(parse_constraint(fmt::format("peak_memory_bytes <= {}", res.memory_cap.count), "--memory-cap"));
+      spec.constraints.push_back(parse_constraint(fmt::format("peak_reserved_bytes <= {}", res.memory_cap.count), "--memory-cap"));
     std::vector<SweepRow> rows;
     SweepOptions so;
     so.jobs = opts.jobs;
@@ -140,8 +145,9 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
     });
     return rows;
   };
-  auto better = [](const SweepRow& a, const SweepRow* b) {
-    return a.status == "ok" && a.constraints_ok && (!b || a.metrics.overlap.step_time < b->metrics.overlap.step_time);
+  auto inputs = [](const SweepRow& r) { return ObjectiveInputs{r.metrics.overlap.step_time, r.throughput.tokens_per_step, r.throughput.mfu_pct}; };
+  auto better = [&](const SweepRow& a, const SweepRow* b) {
+    return a.status == "ok" && a.constraints_ok && (!b || objective_better(objective, inputs(a), inputs(*b)));
   };
 
   std::vector<std::size_t> best_combo(knobs.size(), 0);
@@ -161,6 +167,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
     }
     auto rows = evaluate(combos);
     res.baseline = rows[0].metrics;
+    res.baseline_throughput = rows[0].throughput;
     res.baseline_fits = rows[0].status == "ok" && rows[0].constraints_ok;
     if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
     for (std::size_t i = 0; i < rows.size(); ++i)
@@ -173,6 +180,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
     auto rows = evaluate({best_combo});
     if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
     res.baseline = rows[0].metrics;
+    res.baseline_throughput = rows[0].throughput;
     res.baseline_fits = rows[0].constraints_ok;
     if (res.baseline_fits) best = rows[0];
     for (int round = 0; round < 16; ++round) {
@@ -186,7 +194,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
       auto rs = evaluate(combos);
       std::optional<std::size_t> pick;
       for (std::size_t i = 0; i < rs.size(); ++i)
-        if (better(rs[i], best ? &*best : nullptr) && (!pick || rs[i].metrics.overlap.step_time < rs[*pick].metrics.overlap.step_time)) pick = i;
+        if (better(rs[i], best ? &*best : nullptr) && (!pick || objective_better(objective, inputs(rs[i]), inputs(rs[*pick])))) pick = i;
       if (!pick) break;
       best = rs[*pick];
       best_combo = combos[*pick];
@@ -195,6 +203,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   if (!best) return res;
   res.found = true;
   res.best = best->metrics;
+  res.best_throughput = best->throughput;
   nlohmann::json eff = base.strategy->effective_config();
   for (std::size_t k = 0; k < knobs.size(); ++k) {
     for (std::size_t p = 0; p < knobs[k].settings[best_combo[k]].size(); ++p) {
@@ -214,17 +223,25 @@ TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::s
 }
 
 void write_tune_text(std::ostream& out, const TuneResult& r) {
-  out << fmt::format("framework {}; memory cap {}; searched {} knobs by {} ({} configurations, {} invalid, {} over the cap)\n", r.framework,
+  out << fmt::format("framework {}; memory cap {} (peak reserved); searched {} knobs by {} ({} configurations, {} invalid, {} over the cap)\n", r.framework,
                      format_bytes(r.memory_cap), r.knobs.size(), r.method, r.evaluated, r.invalid, r.over_cap);
   for (const auto& k : r.knobs) out << fmt::format("  knob {} ({} settings)\n", k.name, k.settings.size());
-  out << fmt::format("baseline: step {}, peak memory {}{}\n", format_time(r.baseline.overlap.step_time), format_bytes(r.baseline.peak_memory),
+  out << fmt::format("objective: {} ({})\n", to_string(r.objective.objective), r.objective.reason);
+  auto rate = [](const Throughput& t) {
+    std::string s = t.tokens_per_s > 0 ? fmt::format(", {:.0f} tokens/s", t.tokens_per_s) : "";
+    if (t.mfu_pct > 0) s += fmt::format(", MFU {:.1f}%", t.mfu_pct);
+    return s;
+  };
+  out << fmt::format("baseline: step {}{}, peak memory {}, reserved {}{}\n", format_time(r.baseline.overlap.step_time),
+                     rate(r.baseline_throughput), format_bytes(r.baseline.peak_memory), format_bytes(r.baseline.peak_reserved),
                      r.baseline_fits ? "" : " (DOES NOT FIT the cap)");
   if (!r.found) {
     out << "no configuration fits the memory cap\n";
     return;
   }
   if (r.diff.empty()) {
-    out << "the baseline is already the fastest configuration that fits\n";
+    out << fmt::format("the baseline is already the {} configuration that fits\n",
+                       r.objective.objective == Objective::StepTime ? "fastest" : "highest-" + objective_label(r.objective.objective));
     return;
   }
   out << "\nconfig diff (JSON path: old -> new):\n";
@@ -232,10 +249,16 @@ void write_tune_text(std::ostream& out, const TuneResult& r) {
   double gain = r.baseline.overlap.step_time.ns > 0
                     ? 100.0 * static_cast<double>((r.baseline.overlap.step_time - r.best.overlap.step_time).ns) / static_cast<double>(r.baseline.overlap.step_time.ns)
                     : 0.0;
-  out << fmt::format("\npredicted: step {} -> {} ({:.1f}% faster, {:.3f}x), peak memory {} -> {}\n", format_time(r.baseline.overlap.step_time),
-                     format_time(r.best.overlap.step_time), gain,
+  out << fmt::format("\npredicted: step {} -> {} ({:.1f}% faster, {:.3f}x), peak memory {} -> {}, reserved {} -> {}\n",
+                     format_time(r.baseline.overlap.step_time), format_time(r.best.overlap.step_time), gain,
                      r.best.overlap.step_time.ns ? static_cast<double>(r.baseline.overlap.step_time.ns) / static_cast<double>(r.best.overlap.step_time.ns) : 1.0,
-                     format_bytes(r.baseline.peak_memory), format_bytes(r.best.peak_memory));
+                     format_bytes(r.baseline.peak_memory), format_bytes(r.best.peak_memory), format_bytes(r.baseline.peak_reserved),
+                     format_bytes(r.best.peak_reserved));
+  if (r.best_throughput.tokens_per_s > 0) {
+    out << fmt::format("           tokens/s {:.0f} -> {:.0f}", r.baseline_throughput.tokens_per_s, r.best_throughput.tokens_per_s);
+    if (r.best_throughput.mfu_pct > 0) out << fmt::format(", MFU {:.1f}% -> {:.1f}%", r.baseline_throughput.mfu_pct, r.best_throughput.mfu_pct);
+    out << "\n";
+  }
 }
 
 nlohmann::json tune_to_json(const TuneResult& r) {
@@ -244,7 +267,16 @@ nlohmann::json tune_to_json(const TuneResult& r) {
                    {"baseline", metrics_to_json(r.baseline)}, {"baseline_fits", r.baseline_fits}, {"found", r.found}};
   j["knobs"] = nlohmann::json::array();
   for (const auto& k : r.knobs) j["knobs"].push_back({{"name", k.name}, {"settings", k.settings.size()}});
-  if (r.found) j["best"] = metrics_to_json(r.best);
+  j["objective"] = {{"name", to_string(r.objective.objective)}, {"requested", r.objective.requested}, {"reason", r.objective.reason}};
+  auto tp = [](const Throughput& t) {
+    return nlohmann::json{{"tokens_per_s", t.tokens_per_s}, {"tokens_per_s_per_gpu", t.tokens_per_s_per_gpu}, {"mfu_pct", t.mfu_pct},
+                          {"hfu_pct", t.hfu_pct}, {"tokens_per_step", t.tokens_per_step}};
+  };
+  j["baseline_throughput"] = tp(r.baseline_throughput);
+  if (r.found) {
+    j["best"] = metrics_to_json(r.best);
+    j["best_throughput"] = tp(r.best_throughput);
+  }
   j["diff"] = nlohmann::json::array();
   for (const auto& d : r.diff) j["diff"].push_back({{"path", d.path}, {"old", d.old_value}, {"new", d.new_value}});
   return j;

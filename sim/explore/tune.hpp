@@ -6,6 +6,13 @@
 // split at a fixed global batch, and activation checkpointing; any combination the strategy
 // rejects (InputError) is skipped.
 //
+// Objective (sim/explore/objective.hpp): tune keeps the global batch fixed, so every
+// configuration does the same work per step and step time, tokens/s and MFU rank alike; the
+// default is step_time and --objective changes only what is printed first.
+// Memory cap: on the peak reserved memory (torch.cuda.max_memory_reserved(), what the caching
+// allocator model predicts); the device check (reserved + memory outside PyTorch <= capacity)
+// always applies.
+//
 // Search: the full grid of all knob settings when it has at most `max_grid` points, else
 // coordinate descent from the baseline (one knob at a time, all its settings, keep the best
 // that fits; repeat until a round improves nothing).
@@ -30,7 +37,8 @@ struct TuneKnob {
 };
 
 struct TuneOptions {
-  Bytes memory_cap;        // 0: the profile's device capacity
+  Bytes memory_cap;        // on peak reserved; 0: the profile's device capacity only
+  std::optional<Objective> objective;  // empty: step_time
   std::size_t max_grid = 4096;
   int jobs = 0;
 };
@@ -47,10 +55,13 @@ struct TuneResult {
   std::string method;  // "grid" | "coordinate descent"
   std::uint64_t evaluated = 0, invalid = 0, over_cap = 0;
   Bytes memory_cap;
+  ObjectiveChoice objective;
   Metrics baseline;
+  Throughput baseline_throughput;
   bool baseline_fits = false;
   bool found = false;
   Metrics best;
+  Throughput best_throughput;
   std::vector<TuneDiff> diff;  // empty when the baseline is already the best
 };
 

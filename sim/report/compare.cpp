@@ -19,7 +19,31 @@ struct Doc {
   std::string label, mode, device;
   const nlohmann::json* root = nullptr;
   Metrics metrics;
+  // From /summary of simulate --json or live (absent in analyze --json): the job's tokens per
+  // optimizer step (micro_batch x seq_len x grad_accum x world_size, sim/analysis/throughput.hpp)
+  // and the MFU at this document's step time.
+  std::optional<double> tokens_per_step, mfu_pct;
 };
+
+// Reads the throughput inputs of /summary when they are all there (optional: older results and
+// analyze documents have none).
+void read_throughput(Doc& d, const nlohmann::json& j) {
+  if (!j.contains("summary") || !j["summary"].is_object()) return;
+  const auto& s = j["summary"];
+  double tokens = 1;
+  for (const char* k : {"micro_batch", "seq_len", "grad_accum", "world_size"}) {
+    if (!s.contains(k)) return;
+    if (!s[k].is_number() || !(s[k].get<double>() > 0))
+      throw InputError(fmt::format("{}: /summary/{}: {}: expected a positive number", d.label, k, json_value_for_message(s[k])));
+    tokens *= s[k].get<double>();
+  }
+  d.tokens_per_step = tokens;
+  if (s.contains("mfu_pct")) {
+    if (!s["mfu_pct"].is_number() || !(s["mfu_pct"].get<double>() >= 0))
+      throw InputError(fmt::format("{}: /summary/mfu_pct: {}: expected a percentage >= 0", d.label, json_value_for_message(s["mfu_pct"])));
+    d.mfu_pct = s["mfu_pct"].get<double>();
+  }
+}
 
 // `stepsim analyze --json` of a real trace is a measurement too: its mean over the analysed
 // steps is compared (mode "analyze"); it has no per-op list, so no per-collective rows.
@@ -99,6 +123,7 @@ Doc read_doc(const nlohmann::json& j, const std::string& label) {
   } catch (const std::exception& e) {
     throw InputError(label + ": /metrics: " + e.what());
   }
+  read_throughput(d, j);
   return d;
 }
 
@@ -184,6 +209,7 @@ std::string fmt_value(double v, const std::string& unit) {
   if (unit == "ns") return fmt::format("{:.3f} ms", v / 1e6);
   if (unit == "bytes") return fmt::format("{:.1f} MiB", v / (1024.0 * 1024.0));
   if (unit == "kernels") return fmt::format("{:.0f}", v);
+  if (unit == "tokens/s") return fmt::format("{:.0f} tok/s", v);
   return fmt::format("{:.2f} {}", v, unit);
 }
 
@@ -253,6 +279,23 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   add_row(r, "metric", "exposed comm", "ns", ns(a.overlap.exposed_comm), ns(b.overlap.exposed_comm));
   add_row(r, "metric", "overlap", "%", a.overlap.overlap_pct, b.overlap.overlap_pct);
   add_row(r, "metric", "idle", "ns", ns(a.overlap.idle), ns(b.overlap.idle));
+  // Throughput (sim/analysis/throughput.hpp): a document without tokens per step (analyze
+  // --json, a measurement) does the other's work, so its tokens/s is the other's tokens per
+  // step over its own step time, and its MFU the other's scaled by the step-time ratio (the
+  // same model FLOPs on the same GPUs).
+  if (ref.tokens_per_step || sub.tokens_per_step) {
+    const double tokens_a = ref.tokens_per_step.value_or(*sub.tokens_per_step);
+    const double tokens_b = sub.tokens_per_step.value_or(*ref.tokens_per_step);
+    auto rate = [](double tokens, Time step) { return step.ns > 0 ? tokens * 1e9 / ns(step) : 0.0; };
+    add_row(r, "throughput", "tokens/s", "tokens/s", rate(tokens_a, a.overlap.step_time), rate(tokens_b, b.overlap.step_time));
+    auto mfu_of = [&](const Doc& self, const Doc& other) -> std::optional<double> {
+      if (self.mfu_pct) return self.mfu_pct;
+      if (self.tokens_per_step || !other.mfu_pct || self.metrics.overlap.step_time.ns <= 0) return std::nullopt;
+      return *other.mfu_pct * ns(other.metrics.overlap.step_time) / ns(self.metrics.overlap.step_time);
+    };
+    auto mfu_a = mfu_of(ref, sub), mfu_b = mfu_of(sub, ref);
+    if (mfu_a && mfu_b && (*mfu_a > 0 || *mfu_b > 0)) add_row(r, "throughput", "MFU", "%", *mfu_a, *mfu_b);
+  }
   add_row(r, "phase", "forward", "ns", ns(a.forward), ns(b.forward));
   add_row(r, "phase", "backward", "ns", ns(a.backward), ns(b.backward));
   add_row(r, "phase", "optimizer", "ns", ns(a.optimizer), ns(b.optimizer));
@@ -341,6 +384,7 @@ void write_compare_table(std::ostream& out, const CompareReport& r) {
     std::string abs = row.unit == "%" ? fmt::format("{:+.2f} pt", row.abs_error)
                       : row.unit == "ns"      ? fmt::format("{:+.3f} ms", row.abs_error / 1e6)
                       : row.unit == "kernels" ? fmt::format("{:+.0f}", row.abs_error)
+                      : row.unit == "tokens/s" ? fmt::format("{:+.0f} tok/s", row.abs_error)
                                               : fmt::format("{:+.1f} MiB", row.abs_error / (1024.0 * 1024.0));
     std::string gate = row.tolerance_pct ? fmt::format("{} (tol {:.2f}%)", row.pass ? "PASS" : "FAIL", *row.tolerance_pct) : "";
     out << fmt::format("{:<16} {:<34} {:>14} {:>14} {:>14} {:>9}  {}\n", row.section, row.name,

@@ -11,6 +11,9 @@
 // so for predicted vs measured rel_error is the usual signed prediction error, and for two
 // simulations it is the change from the first to the second.
 //
+// Throughput rows (tokens/s, MFU) appear when one side's /summary gives its tokens per step
+// (simulate, live); a side without it (analyze --json) is taken to do the same work.
+//
 // The gate (the CI check): |rel_error| of step time <= tolerance and |rel_error| of peak
 // memory <= memory tolerance; compare exits 3 when either fails.
 
@@ -29,7 +32,7 @@ struct CompareOptions {
 };
 
 struct CompareRow {
-  std::string section;  // "metric", "phase", "memory", "collective kind", "collective", "kernel class"
+  std::string section;  // "metric", "throughput", "phase", "memory", "collective kind", "collective", "kernel class"
   std::string name;
   std::string unit;     // "ns", "bytes", "%"
   double reference = 0;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/analysis/throughput.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/text_report.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -211,6 +212,21 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
   row("&nbsp;&nbsp;exposed", ov.exposed_comm);
   row("idle", ov.idle);
   out << fmt::format("<tr><td class=\"l\">overlap (of comm)</td><td colspan=\"2\">{:.1f} %</td></tr></table>\n", ov.overlap_pct);
+  if (ov.step_time.ns > 0) {
+    // sim/analysis/throughput.hpp (llm-foundry's MFU convention; docs/metrics.md).
+    const Throughput tp = throughput(e, ov.step_time);
+    out << "<table class=\"throughput\"><tr><th class=\"l\">throughput</th><th>value</th></tr>\n";
+    auto trow = [&](const char* name, const std::string& v) { out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", name, v); };
+    trow("tokens per step (job)", fmt::format("{:.0f}", tp.tokens_per_step));
+    trow("tokens/s (job)", fmt::format("{:.0f}", tp.tokens_per_s));
+    trow("tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
+    trow("samples/s (job)", fmt::format("{:.2f}", tp.samples_per_s));
+    if (tp.mfu_pct > 0) {
+      trow("MFU", fmt::format("{:.1f} %", tp.mfu_pct));
+      trow("HFU (with recomputation)", fmt::format("{:.1f} %", tp.hfu_pct));
+    }
+    out << "</table>\n";
+  }
 
   out << "<h2>Timeline</h2>\n<div class=\"legend\"><span><i style=\"background:#4e79a7\"></i>compute</span>"
          "<span><i style=\"background:#76b7b2\"></i>copy/elementwise</span><span><i style=\"background:#9c755f\"></i>optimizer</span>"

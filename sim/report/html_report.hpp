@@ -22,8 +22,9 @@ std::string html_escape(const std::string& s);
 void write_simulation_html(std::ostream& out, const Experiment& e, const SimulationResult& r,
                            const Explanation* explanation = nullptr);
 
-// The sweep: counts, Pareto plot (step time vs peak memory), best configurations, knob
-// effects, and a sortable table of the points the summary kept.
+// The sweep: counts, the objective and why, best configurations, Pareto plot (objective vs
+// peak reserved memory), a chart per axis, knob effects, and a sortable table of the points
+// the summary kept.
 void write_sweep_html(std::ostream& out, const std::string& title, const SweepSummary& s);
 
 // Opens `file` for writing or throws InputError naming it.
@@ -33,5 +34,8 @@ void write_html_file(const std::string& file, const std::function<void(std::ostr
 std::string timeline_svg(const Timeline& t, const Explanation* explanation = nullptr);
 std::string memory_svg(const Timeline& t, const Metrics& m);
 std::string pareto_svg(const SweepSummary& s);
+// One axis: the objective's mean per value, and peak reserved memory (mean, max) per value
+// with the summary's memory cap as a dashed line. At most 60 values are drawn.
+std::string axis_svg(const SweepSummary& s, const AxisEffect& e);
 
 }  // namespace stepsim

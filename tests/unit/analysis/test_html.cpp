@@ -7,7 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include "sim/analysis/critical_path.hpp"
+#include "sim/analysis/throughput.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/report/html_report.hpp"
 #include "test_support.hpp"
@@ -87,3 +90,40 @@ TEST_CASE("the sweep HTML report has a Pareto plot and a sortable table", "[html
   CHECK(html.find("strategy.bucket_cap_bytes") != std::string::npos);
 }
 
+
+TEST_CASE("the sweep HTML report names its objective and draws a chart per axis with the memory cap", "[html][objective]") {
+  const test::TempDir dir;
+  fs::path f = dir / "sweep.json";
+  // Two axes; the constraint on peak reserved memory is the cap drawn on the memory panels.
+  std::ofstream(f) << R"({"base": {"include": ")" << kSeed
+                   << R"(c1-ddp-buckets.json"}, "axes": {"strategy.bucket_cap_bytes": [3000000, 30000000],
+                         "strategy.gradient_as_bucket_view": [false, true]}, "constraints": ["peak_reserved_gib <= 50"]})";
+  SweepSpec s = load_sweep(f);
+  SweepSummary sum = run_sweep(s, SweepOptions{}, [](const SweepRow&) {});
+  REQUIRE(sum.memory_cap().count == 50LL * 1024 * 1024 * 1024);
+  std::ostringstream out;
+  write_sweep_html(out, "test sweep", sum);
+  const std::string html = out.str();
+  check_self_contained(html);
+  CHECK_THAT(html, Catch::Contains("Objective: <b>step_time</b>"));
+  CHECK_THAT(html, Catch::Contains("<h2>step time and memory per axis value</h2>"));
+  std::size_t charts = 0, caps = 0;
+  for (std::size_t p = 0; (p = html.find("class=\"axis\"", p)) != std::string::npos; ++p) ++charts;
+  for (std::size_t p = 0; (p = html.find("class=\"cap\"", p)) != std::string::npos; ++p) ++caps;
+  CHECK(charts == 2);  // one per axis
+  CHECK(caps == 2);    // the cap on each memory panel
+  CHECK_THAT(html, Catch::Contains("cap 50.0 GiB (peak_reserved_gib &lt;= 50)"));
+}
+
+TEST_CASE("the simulate HTML report has a throughput table", "[html][objective]") {
+  Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-ddp-8xh100.json");
+  SimulationResult r = run_experiment(e);
+  std::ostringstream out;
+  write_simulation_html(out, e, r);
+  const std::string html = out.str();
+  const Throughput tp = throughput(e, r.metrics.overlap.step_time);
+  REQUIRE(tp.mfu_pct > 0);
+  CHECK_THAT(html, Catch::Contains("<td class=\"l\">tokens/s per GPU</td><td>" + fmt::format("{:.0f}", tp.tokens_per_s_per_gpu) + "</td>"));
+  CHECK_THAT(html, Catch::Contains("<td class=\"l\">MFU</td><td>" + fmt::format("{:.1f} %", tp.mfu_pct) + "</td>"));
+  CHECK_THAT(c1_html(false), !Catch::Contains(">MFU<"));  // a toy workload has no FLOPs
+}

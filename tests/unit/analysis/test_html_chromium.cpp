@@ -338,9 +338,9 @@ TEST_CASE("headless Chromium runs the sweep page's sort and draws every point of
   json probe = render(browser, dir, "sweep", out.str());
 
   CHECK(probe["h1"] == "test sweep");
-  CHECK(probe["h2"] == json({"Best configurations", "Pareto front: step time vs peak memory", "Which knob moved step time most",
-                             "All points (click a header to sort)"}));
-  REQUIRE(probe["svgs"].size() == 1);
+  CHECK(probe["h2"] == json({"Best configurations", "Pareto front: step time vs peak reserved memory", "step time and memory per axis value",
+                             "Which knob moved step time most", "All points (click a header to sort)"}));
+  REQUIRE(probe["svgs"].size() == 3);  // the Pareto plot, then one chart per axis
   const json& plot = probe["svgs"][0];
   CHECK(plot["width"].get<double>() == Approx(900));
   int circles = 0, front_circles = 0, polylines = 0;

@@ -214,3 +214,27 @@ TEST_CASE("compare takes analyze --json of a real trace as the measured side", "
   CHECK(stepsim::test::run_capture(bin + " compare " + predicted + " " + (dir / "other.json").string(), out) == 2);
   CHECK_THAT(out, Catch::Contains("stepsim.analyze/1"));
 }
+
+TEST_CASE("throughput rows compare tokens/s and MFU when one side gives its tokens per step", "[compare][objective]") {
+  // Predicted 100 ms for 2 x 1024 x 4 x 8 = 65,536 tokens per step (655,360 tokens/s) at
+  // 40 % MFU; measured 125 ms for the same work: 524,288 tokens/s, MFU 40 x 100 / 125 = 32 %.
+  auto pred = result("simulate", 100, 1000);
+  pred["summary"] = {{"micro_batch", 2}, {"seq_len", 1024}, {"grad_accum", 4}, {"world_size", 8}, {"mfu_pct", 40.0}};
+  auto meas = result("live", 125, 1000);  // no summary: an analyze-like measurement
+  CompareReport r = compare_results(pred, "p", meas, "m", CompareOptions{});
+  const CompareRow& t = row(r, "throughput", "tokens/s");
+  CHECK(t.subject == Approx(655360));
+  CHECK(t.reference == Approx(524288));
+  REQUIRE(t.rel_error_pct);
+  CHECK(*t.rel_error_pct == Approx(25.0));  // (655,360 - 524,288) / 524,288
+  CHECK_FALSE(t.tolerance_pct);             // reported, not gated
+  const CompareRow& m = row(r, "throughput", "MFU");
+  CHECK(m.subject == Approx(40.0));
+  CHECK(m.reference == Approx(32.0));
+  // Neither side with tokens per step: no throughput rows.
+  CompareReport none = compare_results(result("simulate", 100, 1000), "p", meas, "m", CompareOptions{});
+  for (const auto& x : none.rows) CHECK(x.section != "throughput");
+  // A summary with a nonsense batch is named.
+  pred["summary"]["seq_len"] = -1;
+  CHECK_THROWS_WITH(compare_results(pred, "p", meas, "m", CompareOptions{}), Catch::Contains("p: /summary/seq_len: -1: expected a positive number"));
+}

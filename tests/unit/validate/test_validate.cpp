@@ -97,6 +97,28 @@ TEST_CASE("validate: tokens/s become a step time through the experiment's tokens
                         Catch::Contains("does not describe the published run"));
 }
 
+TEST_CASE("validate reports each case's predicted and measured tokens/s, outside the gated metrics", "[validate][objective]") {
+  // C1: 8 tokens per step (toy: 1 token per GPU, 8 GPUs), predicted 56 ms -> 8 / 0.056 =
+  // 142.857 tokens/s; published 100 tokens/s (an 80 ms step). A toy workload has no MFU.
+  auto file = write_suite("throughput", {published_case("tps", {{"tokens_per_s", 100.0}, {"global_batch_tokens", 8}})});
+  validate::Report r = validate::run_suite(validate::load_suite(file));
+  REQUIRE(r.cases.size() == 1);
+  const validate::CaseThroughput& t = r.cases[0].throughput;
+  CHECK(t.tokens_per_step == 8);
+  CHECK(t.predicted_tokens_per_s == Approx(8 / 0.056));
+  REQUIRE(t.measured_tokens_per_s);
+  CHECK(*t.measured_tokens_per_s == Approx(100.0));
+  CHECK(t.predicted_mfu_pct == 0);
+  CHECK_FALSE(t.measured_mfu_pct);
+  REQUIRE(r.rows.size() == 1);  // still only step_time is compared and gated
+  nlohmann::json j = validate::report_to_json(r);
+  CHECK(j["cases"][0]["throughput"]["predicted_tokens_per_s"].get<double>() == Approx(8 / 0.056));
+  CHECK(j["cases"][0]["throughput"]["measured_tokens_per_s"].get<double>() == Approx(100.0));
+  CHECK_FALSE(j["cases"][0]["throughput"].contains("predicted_mfu_pct"));
+  CHECK(j["summaries"] == validate::baseline_json(r)["summaries"]);
+  CHECK_THAT(validate::report_to_html(r), Catch::Contains("<h2>Throughput</h2>") && Catch::Contains("<td>tps</td><td>8</td><td>143</td><td>100</td>"));
+}
+
 TEST_CASE("validate CLI: a case off by 50 % exits 3; a better baseline exits 3; the current baseline passes", "[validate]") {
   std::string out;
   auto good = write_suite("cli-good", {published_case("c1", {{"step_time_s", 0.056}})});
