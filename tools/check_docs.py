@@ -16,6 +16,10 @@ and just before the output block:
 
     <!-- tolerance: 1% -->       numbers may differ by this relative amount (default: exactly)
 
+A command may continue over several lines (each but the last ending in `\`). An old-style
+example line `$ stepsim ...` (never run, so its output goes stale unnoticed) is an error unless
+its block is marked `<!-- skip: REASON -->`.
+
 In the expected output a line `...` matches any number of lines; everything else must match
 line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
 commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
@@ -62,8 +66,17 @@ def blocks(lines):
 
 def commands_of(body):
     out = []
-    for line in body:
+    joined, cont = [], ""
+    for line in body:  # `\` at the end of a line continues the command on the next one
         s = line.strip()
+        if s.endswith("\\"):
+            cont += s[:-1].rstrip() + " "
+            continue
+        joined.append(cont + s)
+        cont = ""
+    if cont:
+        joined.append(cont.strip())
+    for s in joined:
         if not s or s.startswith("#"):
             continue
         s = s.split("  #")[0].strip()
@@ -72,6 +85,18 @@ def commands_of(body):
         else:
             return []  # a block with other commands (set-up) is not a stepsim example
     return out
+
+
+OLD_STYLE = re.compile(r"^\s*\$\s+(build/tools/)?stepsim\b")
+
+
+def old_style_lines(lines, all_blocks):
+    """Line numbers (0-based) of `$ stepsim ...` lines outside a block marked skip."""
+    skipped = set()
+    for start, end, _lang, _body, directives in all_blocks:
+        if "skip" in directives:
+            skipped.update(range(start, end + 1))
+    return [i for i, l in enumerate(lines) if OLD_STYLE.match(l) and i not in skipped]
 
 
 def tree_files():
@@ -151,6 +176,10 @@ def check_file(path, build, update):
         lines = f.read().split("\n")
     all_blocks = list(blocks(lines))
     failures, ran, edits = 0, 0, []
+    for i in old_style_lines(lines, all_blocks):
+        failures += 1
+        print(f"{path}:{i + 1}: `$ stepsim` example line is never run: write it as a ```sh block followed by its "
+              f"output block (or mark the block <!-- skip: REASON -->)\n  {lines[i].strip()}")
     for k, (start, end, lang, body, directives) in enumerate(all_blocks):
         if lang != "sh" or "skip" in directives:
             continue
