@@ -4,7 +4,8 @@
     tools/check_docs.py [--build build] [--update] [FILE.md ...]     (from the repository root)
 
 A command block is a fenced block tagged `sh` whose lines run `stepsim ...` (or
-`build/tools/stepsim ...`, or `diff ...` to show that a committed file is what a command wrote); `#` comments and blank lines are ignored. The fenced block right after
+`build/tools/stepsim ...`, or `diff ...` to show that a committed file is what a command
+wrote); `#` comments and blank lines are ignored. The fenced block right after
 it (only blank lines or HTML comments between), tagged `text` or untagged, is its expected
 output: the concatenated stdout and stderr of the block's commands. Rules, as HTML comments
 written just before the command block:
