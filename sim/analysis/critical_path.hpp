@@ -94,7 +94,8 @@ struct PathGroup {
   Time each_min, each_max;     // per repetition
 };
 std::vector<PathGroup> group_path(const Explanation& x);
-// "label: N x T" (or "N x T1-T2", with the total), as one line.
+// "label: N x T (total)": T per repetition ("T1 to T2" when they differ), as one line;
+// "label (total)" for a single segment.
 std::string describe_group(const PathGroup& g);
 
 // The groups on one line, " -> " between them.

@@ -194,10 +194,16 @@ std::vector<PathGroup> group_path(const Explanation& x) {
   return out;
 }
 
+// "label: 32 x 16.378 ms", "label: 12 x 884.2 us to 917.9 us", "(A, B): 30 x 32.757 ms per repetition".
+static std::string repeat_label(const PathGroup& g) {
+  if (g.repeats == 1) return g.label;
+  std::string each = g.each_min == g.each_max ? format_time(g.each_min) : format_time(g.each_min) + " to " + format_time(g.each_max);
+  return fmt::format("{}: {} x {}{}", g.label, g.repeats, each, g.period > 1 ? " per repetition" : "");
+}
+
 std::string describe_group(const PathGroup& g) {
   if (g.repeats == 1) return fmt::format("{} ({})", g.label, format_time(g.time));
-  if (g.each_min == g.each_max) return fmt::format("{}: {} x {} ({})", g.label, g.repeats, format_time(g.each_min), format_time(g.time));
-  return fmt::format("{}: {} x {} to {} ({})", g.label, g.repeats, format_time(g.each_min), format_time(g.each_max), format_time(g.time));
+  return fmt::format("{} ({})", repeat_label(g), format_time(g.time));
 }
 
 std::string summarize_path(const Explanation& x) {
@@ -261,11 +267,7 @@ void write_explanation_text(std::ostream& out, const Explanation& x, bool verbos
   out << fmt::format("critical path, {} steps in time order (repeats over units grouped; --verbose lists every step):\n", x.path.size());
   out << fmt::format("    {:>12}  {:>12}  {}\n", "start", "time", "steps");
   for (const auto& g : group_path(x)) {
-    std::string what = g.label;
-    if (g.repeats > 1)
-      what += g.each_min == g.each_max ? fmt::format(": {} x {}", g.repeats, format_time(g.each_min))
-                                       : fmt::format(": {} x {} to {}", g.repeats, format_time(g.each_min), format_time(g.each_max));
-    out << fmt::format("    {:>12}  {:>12}  {}\n", format_time(g.start), format_time(g.time), what);
+    out << fmt::format("    {:>12}  {:>12}  {}\n", format_time(g.start), format_time(g.time), repeat_label(g));
   }
   out << "  time on the path by category:\n";
   for (const auto& [k, v] : x.path_time) out << fmt::format("    {:<40}{:>14}\n", k, format_time(v));

@@ -175,7 +175,7 @@ TEST_CASE("explain groups repeated steps over numbered units: one line per run o
   CHECK(groups[3].repeats == 3);
   CHECK(groups[3].first == 7);
   CHECK(groups[3].last == 12);
-  CHECK(describe_group(groups[3]) == "(RS block.3-1 on post_backward, AG block.2-0 bwd on unshard): 3 x 15.000 ms (45.000 ms)");
+  CHECK(describe_group(groups[3]) == "(RS block.3-1 on post_backward, AG block.2-0 bwd on unshard): 3 x 15.000 ms per repetition (45.000 ms)");
   // Two in a row are not a pattern: listed as they are.
   CHECK(groups[4].label == "AR bucket 1 on nccl");
   CHECK(groups[5].label == "AR bucket 0 on nccl");
