@@ -4,7 +4,8 @@
     tools/check_docs.py [--build build] [--update] [FILE.md ...]     (from the repository root)
 
 A command block is a fenced block tagged `sh` whose lines run `stepsim ...` (or
-`build/tools/stepsim ...`); `#` comments and blank lines are ignored. The fenced block right after
+`build/tools/stepsim ...`, or `diff ...` to show that a committed file is what a command
+wrote); `#` comments and blank lines are ignored. The fenced block right after
 it (only blank lines or HTML comments between), tagged `text` or untagged, is its expected
 output: the concatenated stdout and stderr of the block's commands. Rules, as HTML comments
 written just before the command block:
@@ -16,11 +17,16 @@ and just before the output block:
 
     <!-- tolerance: 1% -->       numbers may differ by this relative amount (default: exactly)
 
+A command may continue over several lines (each but the last ending in `\`). An old-style
+example line `$ stepsim ...` (never run, so its output goes stale unnoticed) is an error unless
+its block is marked `<!-- skip: REASON -->`.
+
 In the expected output a line `...` matches any number of lines; everything else must match
 line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
 commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
-A `/tmp/` path in a command is in a private temporary directory of that block (shown as `/tmp/`
-in the output), so concurrent runs never share a file.
+A `/tmp/` path in a command is in a private temporary directory of that file's run (shown as
+`/tmp/` in the output; the blocks of one file share it, in order, so a walkthrough can write a
+file in one block and read it in a later one), so concurrent runs never share a file.
 Exit 0 when every block matches, 1 otherwise (each mismatch is reported with a diff).
 """
 import argparse
@@ -62,16 +68,37 @@ def blocks(lines):
 
 def commands_of(body):
     out = []
-    for line in body:
+    joined, cont = [], ""
+    for line in body:  # `\` at the end of a line continues the command on the next one
         s = line.strip()
+        if s.endswith("\\"):
+            cont += s[:-1].rstrip() + " "
+            continue
+        joined.append(cont + s)
+        cont = ""
+    if cont:
+        joined.append(cont.strip())
+    for s in joined:
         if not s or s.startswith("#"):
             continue
         s = s.split("  #")[0].strip()
-        if s.startswith("stepsim ") or s.startswith("build/tools/stepsim "):
+        if s.startswith("stepsim ") or s.startswith("build/tools/stepsim ") or s.startswith("diff "):
             out.append(s)
         else:
             return []  # a block with other commands (set-up) is not a stepsim example
     return out
+
+
+OLD_STYLE = re.compile(r"^\s*\$\s+(build/tools/)?stepsim\b")
+
+
+def old_style_lines(lines, all_blocks):
+    """Line numbers (0-based) of `$ stepsim ...` lines outside a block marked skip."""
+    skipped = set()
+    for start, end, _lang, _body, directives in all_blocks:
+        if "skip" in directives:
+            skipped.update(range(start, end + 1))
+    return [i for i, l in enumerate(lines) if OLD_STYLE.match(l) and i not in skipped]
 
 
 def tree_files():
@@ -82,34 +109,30 @@ def tree_files():
     return out
 
 
-def run(cmds, build):
+def run(cmds, build, private):
     """Runs the block from the repository root; files it writes into the tree are removed after."""
     before = tree_files()
     try:
-        return run_in_tree(cmds, build)
+        return run_in_tree(cmds, build, private)
     finally:
         for f in tree_files() - before:
             os.remove(f)
 
 
-def run_in_tree(cmds, build):
+def run_in_tree(cmds, build, private):
     env = dict(os.environ)
     env["PATH"] = os.path.abspath(os.path.join(build, "tools")) + os.pathsep + env.get("PATH", "")
     text, code = "", 0
-    # The documented /tmp/ paths become a private directory for the run (and back in the output),
+    # The documented /tmp/ paths become the file's private directory (and back in the output),
     # so two runs at once (ctest -j, two checkouts) never write each other's files.
-    private = tempfile.mkdtemp(prefix="stepsim-docs-")
-    try:
-        for c in cmds:
-            # The documented paths first: the build path itself may lie under /tmp/ (a clone
-            # made with mktemp -d) and must stay as it is.
-            c = c.replace("/tmp/", private + "/")
-            c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
-            p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
-            text += (p.stdout + p.stderr).replace(private + "/", "/tmp/")
-            code = p.returncode
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+    for c in cmds:
+        # The documented paths first: the build path itself may lie under /tmp/ (a clone
+        # made with mktemp -d) and must stay as it is.
+        c = c.replace("/tmp/", private + "/")
+        c = re.sub(r"^build/tools/stepsim ", os.path.join(build, "tools", "stepsim") + " ", c)
+        p = subprocess.run(c, shell=True, env=env, capture_output=True, text=True, timeout=300)
+        text += (p.stdout + p.stderr).replace(private + "/", "/tmp/")
+        code = p.returncode
     return text, code
 
 
@@ -147,10 +170,23 @@ def matches(expected, actual, tol):
 
 
 def check_file(path, build, update):
+    private = tempfile.mkdtemp(prefix="stepsim-docs-")
+    try:
+        return check_file_in(path, build, update, private)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def check_file_in(path, build, update, private):
     with open(path) as f:
         lines = f.read().split("\n")
     all_blocks = list(blocks(lines))
     failures, ran, edits = 0, 0, []
+    for i in old_style_lines(lines, all_blocks):
+        ran += 1
+        failures += 1
+        print(f"{path}:{i + 1}: `$ stepsim` example line is never run: write it as a ```sh block followed by its "
+              f"output block (or mark the block <!-- skip: REASON -->)\n  {lines[i].strip()}")
     for k, (start, end, lang, body, directives) in enumerate(all_blocks):
         if lang != "sh" or "skip" in directives:
             continue
@@ -163,7 +199,7 @@ def check_file(path, build, update):
             between = lines[end + 1:nstart]
             if nlang in ("", "text") and all(not l.strip() or l.strip().startswith("<!--") for l in between):
                 out_block = (nstart, nend, nbody, ndirs)
-        actual, code = run(cmds, build)
+        actual, code = run(cmds, build, private)
         ran += 1
         want_code = int(directives.get("exit", "0"))
         where = f"{path}:{start + 1}"

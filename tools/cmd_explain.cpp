@@ -1,4 +1,4 @@
-// stepsim explain EXP.json [--set path=value]... [--json] [--no-sensitivities] [--report F.html]
+// stepsim explain EXP.json [--set path=value]... [--json] [--verbose] [--no-sensitivities] [--report F.html]
 #include <iostream>
 
 #include <fmt/format.h>
@@ -17,12 +17,12 @@ int explain(const Args& args) {
   std::vector<std::string> sets;
   opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
       "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable)")(
-      "json", "print the explanation as JSON")("no-sensitivities", "skip the three re-simulations")(
+      "json", "print the explanation as JSON")("verbose,v", "list every step of the critical path, not only the grouped lines")("no-sensitivities", "skip the three re-simulations")(
       "report", po::value(&report_file), "write a self-contained HTML report with the critical path outlined");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: stepsim explain EXP.json [--set path=value]... [--json] [--report F.html]", opts, pos, vm)) return 0;
+  if (!parse_args(args, "usage: stepsim explain EXP.json [--set path=value]... [--json] [--verbose] [--report F.html]", opts, pos, vm)) return 0;
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   Explanation x = explain_experiment(e, r, !vm.count("no-sensitivities"));
@@ -40,7 +40,7 @@ int explain(const Args& args) {
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << "stepsim explain: " << e.file << "\n";
-    write_explanation_text(std::cout, x);
+    write_explanation_text(std::cout, x, vm.count("verbose") > 0);
     if (!outside.empty())
       std::cout << "note: collective times extrapolated beyond the profile's fitted group sizes: " << fmt::format("{}", fmt::join(outside, "; ")) << "\n";
   }

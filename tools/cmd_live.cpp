@@ -109,7 +109,7 @@ int live(const Args& args) {
     OutputFile t;
     if (!trace_file.empty()) {
       t = open_output(trace_file, "trace file");
-      write_chrome_trace(t.stream(), live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")");
+      write_chrome_trace(t.stream(), live::live_simulation_result(p, run).timeline, exp_file + " (live, " + run.device + ")", &p);
     }
     result.commit();
     if (t.is_open()) t.commit();

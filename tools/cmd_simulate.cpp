@@ -34,7 +34,7 @@ int simulate(const Args& args) {
   std::vector<OutputFile> outs;
   if (!trace_file.empty()) {
     outs.push_back(open_output(trace_file, "trace file"));
-    write_chrome_trace(outs.back().stream(), r.timeline, exp_file);
+    write_chrome_trace(outs.back().stream(), r.timeline, exp_file, &r.program);
   }
   if (!report_file.empty()) {
     outs.push_back(open_output(report_file, "HTML report"));

@@ -75,10 +75,30 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline);
 Explanation explain_experiment(const Experiment& e, const SimulationResult& r, bool with_sensitivities = true);
 
 nlohmann::json explanation_to_json(const Explanation& x);
-void write_explanation_text(std::ostream& out, const Explanation& x);
+// verbose: also every step of the path, one line each (the grouped lines always).
+void write_explanation_text(std::ostream& out, const Explanation& x, bool verbose = false);
 
-// A compact rendering of the path: consecutive steps of one kind/stream collapsed
-// ("backward x10 on default (50.000 ms) -> AR bucket 4 on nccl (6.000 ms)").
+// The path in groups, in time order. First, consecutive non-collective steps in one place
+// collapse into one segment ("fwd+bwd x56 on default"); each collective is a segment of its
+// own. Then a pattern of 1 to 4 segments repeated at least 3 times in a row over numbered
+// units (collective names "AG block.3 fwd": the same text around a number that moves by +1 or
+// -1 per repetition; non-collective segments: the same passes on the same stream) becomes one
+// group: "AG block.0-31 fwd on unshard: 32 x 16.378 ms".
+struct PathGroup {
+  std::string label;           // what repeats, with unit ranges ("AG block.0-31 fwd on unshard")
+  std::size_t first = 0, last = 0;  // indices into Explanation::path, inclusive
+  int repeats = 1;             // 1: a single segment
+  int period = 1;              // segments per repetition
+  Time start, end;             // of the first and last step
+  Time time;                   // the steps' durations summed (blocked host time aside)
+  Time each_min, each_max;     // per repetition
+};
+std::vector<PathGroup> group_path(const Explanation& x);
+// "label: N x T (total)": T per repetition ("T1 to T2" when they differ), as one line;
+// "label (total)" for a single segment.
+std::string describe_group(const PathGroup& g);
+
+// The groups on one line, " -> " between them.
 std::string summarize_path(const Explanation& x);
 
 }  // namespace stepsim

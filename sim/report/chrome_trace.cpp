@@ -1,5 +1,10 @@
 #include "sim/report/chrome_trace.hpp"
 
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,7 +23,93 @@ static void event(std::ostream& out, bool& first, const std::string& body) {
   first = false;
 }
 
-void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string& title) {
+namespace {
+
+// A point strictly inside [start, end) on the ns grid: the middle (a flow event binds to the
+// slice enclosing its ts; the slice's own start is shared with its parent's children).
+Time inside(Time start, Time end) { return Time{start.ns + (end.ns - start.ns) / 2}; }
+
+struct Flow {
+  const char* cat;
+  const char* name;
+  int from_tid, to_tid;
+  Time from_ts, to_ts;
+};
+
+// The arrows of the header comment, in a deterministic order.
+std::vector<Flow> flows(const Timeline& t, const Program* program) {
+  std::vector<Flow> out;
+  auto tid_of = [](const TimelineOp& op) { return 1 + static_cast<int>(op.stream); };
+  auto has_length = [](Time a, Time b) { return b.ns - a.ns >= 2; };
+  // Host issue -> op: the Issue interval of the op's instruction.
+  std::map<std::size_t, std::size_t> issue_of;  // instruction -> host interval
+  for (std::size_t h = 0; h < t.host.size(); ++h)
+    if (t.host[h].kind == HostInterval::Kind::Issue) issue_of.emplace(t.host[h].instruction, h);
+  for (const auto& op : t.ops) {
+    auto it = issue_of.find(op.instruction);
+    if (it == issue_of.end() || !has_length(op.start, op.end)) continue;
+    const auto& h = t.host[it->second];
+    if (!has_length(h.start, h.end)) continue;
+    out.push_back(Flow{"issue", "issue", 0, tid_of(op), inside(h.start, h.end), inside(op.start, op.end)});
+  }
+  // Record -> Wait: the last op on the Record's stream before it (in issue order) -> the first
+  // op on the Wait's stream after the Wait, for the latest Record of the event before the Wait.
+  if (program) {
+    std::map<int, std::vector<std::size_t>> ops_on;  // stream -> timeline ops in issue order
+    for (std::size_t i = 0; i < t.ops.size(); ++i) ops_on[static_cast<int>(t.ops[i].stream)].push_back(i);
+    auto last_before = [&](int stream, std::size_t instruction) -> long {
+      auto it = ops_on.find(stream);
+      if (it == ops_on.end()) return -1;
+      long found = -1;
+      for (std::size_t i : it->second) {
+        if (t.ops[i].instruction >= instruction) break;
+        found = static_cast<long>(i);
+      }
+      return found;
+    };
+    auto first_after = [&](int stream, std::size_t instruction) -> long {
+      auto it = ops_on.find(stream);
+      if (it == ops_on.end()) return -1;
+      for (std::size_t i : it->second)
+        if (t.ops[i].instruction > instruction) return static_cast<long>(i);
+      return -1;
+    };
+    std::map<int, std::size_t> latest_record;  // event -> Record instruction
+    std::set<std::pair<long, long>> seen;
+    for (std::size_t k = 0; k < program->instructions.size(); ++k) {
+      const auto& ins = program->instructions[k];
+      if (const auto* r = std::get_if<Record>(&ins)) {
+        latest_record[static_cast<int>(r->event)] = k;
+      } else if (const auto* w = std::get_if<Wait>(&ins)) {
+        auto rec = latest_record.find(static_cast<int>(w->event));
+        if (rec == latest_record.end()) continue;
+        const auto& record = std::get<Record>(program->instructions[rec->second]);
+        long from = last_before(static_cast<int>(record.stream), rec->second);
+        long to = first_after(static_cast<int>(w->stream), k);
+        if (from < 0 || to < 0 || !seen.emplace(from, to).second) continue;
+        const auto& a = t.ops[static_cast<std::size_t>(from)];
+        const auto& b = t.ops[static_cast<std::size_t>(to)];
+        if (tid_of(a) == tid_of(b) || !has_length(a.start, a.end) || !has_length(b.start, b.end)) continue;
+        out.push_back(Flow{"event", "record -> wait", tid_of(a), tid_of(b), inside(a.start, a.end), inside(b.start, b.end)});
+      }
+    }
+  }
+  // Op -> the blocked host interval it released (the simulator's record).
+  for (std::size_t h = 0; h < t.host.size() && h < t.host_why.size(); ++h) {
+    const auto& why = t.host_why[h];
+    if (t.host[h].kind != HostInterval::Kind::Blocked || why.cause != StartCause::HostSync || why.on < 0 ||
+        static_cast<std::size_t>(why.on) >= t.ops.size())
+      continue;
+    const auto& op = t.ops[static_cast<std::size_t>(why.on)];
+    if (!has_length(op.start, op.end) || !has_length(t.host[h].start, t.host[h].end)) continue;
+    out.push_back(Flow{"host_sync", "host sync", tid_of(op), 0, inside(op.start, op.end), inside(t.host[h].start, t.host[h].end)});
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string& title, const Program* program) {
   using nlohmann::json;
   out << "{\"displayTimeUnit\": \"ns\", \"stepsim\": "
       << json{{"schema", kTraceSchema}, {"title", title}, {"device", t.device}, {"step_start_ns", t.start.ns},
@@ -68,6 +159,14 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
     // torch.cuda.memory_reserved() on its own track (`analyze` reads it back as the reserved peak).
     event(out, first, fmt::format(R"x({{"ph": "C", "pid": 0, "name": "memory reserved (bytes)", "ts": {}, "args": {{"reserved": {}}}}})x",
                                   us(m.time), m.reserved.count));
+  }
+  int id = 0;
+  for (const auto& f : flows(t, program)) {
+    ++id;
+    event(out, first, fmt::format(R"({{"ph": "s", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}"}})", id, f.from_tid,
+                                  us(f.from_ts), f.cat, f.name));
+    event(out, first, fmt::format(R"({{"ph": "f", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}", "bp": "e"}})", id,
+                                  f.to_tid, us(f.to_ts), f.cat, f.name));
   }
   out << "\n]}\n";
 }

@@ -1,7 +1,9 @@
 // explain: the dependency graph, the critical path, exposure and sensitivities on seed cases.
 #include <algorithm>
+#include <sstream>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "sim/analysis/critical_path.hpp"
 #include "sim/exec/engine.hpp"
@@ -116,4 +118,100 @@ TEST_CASE("explain on C4 with backward_prefetch none names the all-gather/reduce
   CHECK(chain.ns == 36'000'000);  // 8 AG + 4 RS x 3 ms
   CHECK(x.bound.find("collective chain") != std::string::npos);
   for (const auto& c : x.collectives) CHECK(c.exposed == c.duration);
+}
+
+namespace {
+
+// A critical path written by hand: steps back to back from t = 0, durations in ms.
+struct PathWriter {
+  Explanation x;
+  std::int64_t t = 0;
+  void add(CriticalStep::Kind kind, const std::string& name, const std::string& where, std::int64_t ms) {
+    CriticalStep s;
+    s.kind = kind;
+    s.name = name;
+    s.where = where;
+    s.start = Time{t};
+    t += ms * 1'000'000;
+    s.end = Time{t};
+    x.path.push_back(s);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("explain groups repeated steps over numbered units: one line per run of all-gathers, one per alternating RS/AG pattern",
+          "[explain]") {
+  using K = CriticalStep::Kind;
+  PathWriter w;
+  w.add(K::Host, "launch cast", "host", 1);                                    // [0] alone
+  for (int b = 0; b < 4; ++b) w.add(K::Collective, fmt::format("AG block.{} fwd", b), "unshard", b == 2 ? 12 : 10);  // [1..4]
+  w.add(K::Kernel, "fwd block.3", "default", 2);                               // [5] and [6]: one segment
+  w.add(K::Kernel, "bwd block.3", "default", 3);
+  for (int b = 3; b >= 1; --b) {                                               // [7..12]
+    w.add(K::Collective, fmt::format("RS block.{}", b), "post_backward", 5);
+    w.add(K::Collective, fmt::format("AG block.{} bwd", b - 1), "unshard", 10);
+  }
+  w.add(K::Collective, "AR bucket 1", "nccl", 4);                              // [13], [14]: only 2 in a row
+  w.add(K::Collective, "AR bucket 0", "nccl", 4);
+  auto groups = group_path(w.x);
+  REQUIRE(groups.size() == 6);
+  CHECK(groups[0].label == "launch x1 on host");  // non-collective runs are named by their first word
+  CHECK(groups[0].repeats == 1);
+  // Four all-gathers of blocks 0..3 in a row: one group, 10..12 ms each, 42 ms in all.
+  CHECK(groups[1].label == "AG block.0-3 fwd on unshard");
+  CHECK(groups[1].repeats == 4);
+  CHECK(groups[1].first == 1);
+  CHECK(groups[1].last == 4);
+  CHECK(groups[1].each_min.ns == 10'000'000);
+  CHECK(groups[1].each_max.ns == 12'000'000);
+  CHECK(groups[1].time.ns == 42'000'000);
+  CHECK(describe_group(groups[1]) == "AG block.0-3 fwd on unshard: 4 x 10.000 ms to 12.000 ms (42.000 ms)");
+  CHECK(groups[2].label == "fwd+bwd x2 on default");
+  CHECK(groups[2].time.ns == 5'000'000);
+  // RS block.k then AG block.k-1 three times (k = 3, 2, 1): one group of period 2, 15 ms per repetition.
+  CHECK(groups[3].label == "(RS block.3-1 on post_backward, AG block.2-0 bwd on unshard)");
+  CHECK(groups[3].period == 2);
+  CHECK(groups[3].repeats == 3);
+  CHECK(groups[3].first == 7);
+  CHECK(groups[3].last == 12);
+  CHECK(describe_group(groups[3]) == "(RS block.3-1 on post_backward, AG block.2-0 bwd on unshard): 3 x 15.000 ms per repetition (45.000 ms)");
+  // Two in a row are not a pattern: listed as they are.
+  CHECK(groups[4].label == "AR bucket 1 on nccl");
+  CHECK(groups[5].label == "AR bucket 0 on nccl");
+  // The groups cover the path exactly, in order.
+  for (std::size_t g = 1; g < groups.size(); ++g) CHECK(groups[g].first == groups[g - 1].last + 1);
+  CHECK(groups.back().last == w.x.path.size() - 1);
+}
+
+TEST_CASE("explain's text lists the grouped critical path and only with --verbose every step; --json keeps every step and adds the groups",
+          "[explain]") {
+  Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-fsdp1-2x8xh100-slow-net.json");
+  SimulationResult r = run_experiment(e);
+  Explanation x = explain_experiment(e, r, false);
+  std::ostringstream brief, verbose;
+  write_explanation_text(brief, x);
+  write_explanation_text(verbose, x, true);
+  // The 32 forward all-gathers of C6 (2 x 8 H100, 25 GB/s inter-node ring) run back to back on
+  // the critical path, each 16.378 ms (416 MiB per block): one line.
+  CHECK(brief.str().find("AG block.0-31 fwd on unshard: 32 x 16.378 ms") != std::string::npos);
+  CHECK(brief.str().find("step-by-step") == std::string::npos);
+  CHECK(verbose.str().find("step-by-step") != std::string::npos);
+  CHECK(verbose.str().find("AG block.17 fwd") != std::string::npos);
+  // The grouped listing is short: 15 lines for the 173 steps (host set-up, cast, AG root, the
+  // 32 forward AGs, the forward and backward kernels, 30 x (RS, AG) in backward, the tail).
+  const std::string text = brief.str();
+  auto from = text.find("critical path, ");
+  auto to = text.find("time on the path by category");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  auto lines = std::count(text.begin() + static_cast<long>(from), text.begin() + static_cast<long>(to), '\n');
+  CHECK(x.path.size() == 173);
+  CHECK(lines == 2 + 14);  // the title, the column header, 14 groups
+  auto j = explanation_to_json(x);
+  CHECK(j["critical_path"].size() == x.path.size());
+  REQUIRE(j["critical_path_groups"].size() == group_path(x).size());
+  std::size_t covered = 0;
+  for (const auto& g : j["critical_path_groups"]) covered += g["last_step"].get<std::size_t>() - g["first_step"].get<std::size_t>() + 1;
+  CHECK(covered == x.path.size());
 }

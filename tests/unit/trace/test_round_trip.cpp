@@ -27,7 +27,7 @@ RoundTrip round_trip(const std::string& example) {
   RoundTrip rt;
   rt.sim = run_experiment(load_experiment(kRoot / "configs/examples" / example));
   std::ostringstream os;
-  write_chrome_trace(os, rt.sim.timeline, example);
+  write_chrome_trace(os, rt.sim.timeline, example, &rt.sim.program);  // with flow arrows, as simulate --trace
   rt.trace = trace::read_kineto_trace_text(os.str(), example);
   rt.analysis = trace::analyze_trace(rt.trace, trace::AnalyzeOptions{});
   return rt;

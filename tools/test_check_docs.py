@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Tests of tools/check_docs.py (ctest `docs_checker`): each case writes a small Markdown file,
+runs the checker on it against the build, and states what the checker must say.
+
+    python3 tools/test_check_docs.py BUILD_DIR      (from the repository root)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BUILD = "build"
+FENCE = "```"
+
+
+def check(text):
+    """(exit code, output) of check_docs.py on a Markdown file holding `text`."""
+    with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as f:
+        f.write(text)
+    try:
+        p = subprocess.run([sys.executable, "tools/check_docs.py", "--build", BUILD, f.name], capture_output=True, text=True, timeout=120)
+        return p.returncode, p.stdout + p.stderr
+    finally:
+        os.remove(f.name)
+
+
+class CheckDocs(unittest.TestCase):
+    def test_old_style_line_fails(self):
+        # A `$ stepsim` line is never executed, so its output could go stale: an error.
+        code, out = check(f"{FENCE}\n$ stepsim simulate configs/examples/seed/c1-ddp-buckets.json\n{FENCE}\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn(":2: `$ stepsim` example line is never run", out)
+
+    def test_old_style_line_in_skipped_block_passes(self):
+        code, out = check(f"<!-- skip: needs a GPU -->\n{FENCE}\n$ stepsim live exp.json\n{FENCE}\n")
+        self.assertEqual(code, 0, out)
+        self.assertIn("docs: 0 passed, 0 failed", out)
+
+    def test_stale_output_fails_and_a_continued_command_runs(self):
+        # The C1 seed case takes 56 ms (reference/seed-cases.md); the block claims 57 ms.
+        block = (f"{FENCE}sh\nstepsim simulate configs/examples/seed/c1-ddp-buckets.json \\\n"
+                 f"    | grep 'step time'\n{FENCE}\n\n{FENCE}text\n  step time                  {{}} ms   100.0%\n{FENCE}\n")
+        code, out = check(block.format("56.000"))
+        self.assertEqual(code, 0, out)
+        code, out = check(block.format("57.000"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("output differs from the documented block", out)
+
+    def test_blocks_of_one_file_share_tmp(self):
+        # The second block reads what the first wrote under /tmp/ (the file's private directory).
+        text = (f"{FENCE}sh\nstepsim schema --out /tmp/schema.json\n{FENCE}\n\n{FENCE}text\nwrote /tmp/schema.json\n{FENCE}\n\n"
+                f"{FENCE}sh\ndiff /tmp/schema.json /tmp/schema.json\n{FENCE}\n")
+        code, out = check(text)
+        self.assertEqual(code, 0, out)
+        self.assertIn("docs: 2 passed, 0 failed", out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        BUILD = sys.argv.pop(1)
+    unittest.main(verbosity=1)
