@@ -200,6 +200,10 @@ const ConfigObject& zero() {
           {.name = "deepspeed_config", .types = kString,
            .doc = "A DeepSpeed config JSON whose keys become this object's (docs/configuration-foreign.md).", .since = kStepsim,
            .pre_parse = true},
+          {.name = "deepspeed_version", .types = kString, .default_value = Json("0.19.6"),
+           .doc = "The DeepSpeed release whose rules apply where they changed: before 0.13.0 stage 1 ignores overlap_comm and "
+                  "contiguous_gradients (#4887); before 0.18.3 the IPG buffers are allocated at the start of backward (#7665).",
+           .since = kStepsim},
           {.name = "stage", .types = kInteger, .min = 1, .max = 3, .doc = "The ZeRO stage (required).",
            .since = "DeepSpeed 0.1 (stage 1), 0.2 (stage 2), 0.3.13 (stage 3: v0.3.13 release notes, ZeRO 3 Offload #834)", .tune = {1, 2, 3}},
           elements("reduce_bucket_size", 500'000'000, "Elements per gradient (IPG) bucket.", "DeepSpeed 0.2", kElementBuckets),

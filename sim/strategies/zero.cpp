@@ -1,5 +1,6 @@
 // DeepSpeed ZeRO: configuration (DeepSpeed's own key names and 0.19 defaults, Z4.1) and the
 // dispatch to the stage 1/2 (zero12.cpp) and stage 3 (zero3.cpp) schedules.
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@ class Zero final : public Strategy {
   nlohmann::json effective_config() const override {
     nlohmann::json j = {{"framework", "zero"},
                         {"stage", c_.stage},
+                        {"deepspeed_version", c_.version.text()},
                         {"reduce_bucket_size", c_.reduce_bucket_size},
                         {"allgather_bucket_size", c_.allgather_bucket_size},
                         {"overlap_comm", c_.overlap_comm},
@@ -68,7 +70,29 @@ std::int64_t aliased_elements(ObjectReader& r, const std::string& name, const st
   return fallback;
 }
 
+// "0.12.6" or "0.12": a DeepSpeed release number.
+DeepSpeedVersion parse_version(ObjectReader& r, const std::string& key) {
+  const Json& v = r.raw(key);
+  DeepSpeedVersion out{0, 0, 0};
+  int* parts[] = {&out.major, &out.minor, &out.patch};
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    std::size_t i = 0, n = 0;
+    while (n < 3 && i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      long x = 0;
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && x < 100000) x = x * 10 + (s[i++] - '0');
+      *parts[n++] = static_cast<int>(x);
+      if (i < s.size() && s[i] == '.') ++i;
+      else break;
+    }
+    if (n >= 2 && i == s.size() && s.back() != '.' && out.major < 100000) return out;
+  }
+  r.fail_value(key, v, "a DeepSpeed release such as \"0.12.6\" or \"0.19\"");
+}
+
 }  // namespace
+
+std::string DeepSpeedVersion::text() const { return fmt::format("{}.{}.{}", major, minor, patch); }
 
 std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   ZeroConfig c;
@@ -77,12 +101,20 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   if (!st.is_number_integer() || st.get<std::int64_t>() < 1 || st.get<std::int64_t>() > 3)
     r.fail_value("stage", st, "1, 2 or 3 (stage 0 is plain data parallel: use \"ddp\")");
   c.stage = static_cast<int>(st.get<std::int64_t>());
+  if (r.has("deepspeed_version")) c.version = parse_version(r, "deepspeed_version");
 
   if (r.has("reduce_bucket_size")) c.reduce_bucket_size = elements(r, "reduce_bucket_size");
   if (r.has("allgather_bucket_size")) c.allgather_bucket_size = elements(r, "allgather_bucket_size");
   // overlap_comm=None -> the validator picks True for stage 3 and False otherwise (Z4.1).
   c.overlap_comm = r.boolean("overlap_comm", c.stage == 3);
   c.contiguous_gradients = r.declared_boolean("contiguous_gradients");
+  if (c.stage == 1 && c.version < DeepSpeedVersion{0, 13, 0}) {
+    // engine.py _configure_zero_optimizer from #2703 (0.8.0) until #4887 (af033831, 0.13.0):
+    // "Overlap and contiguous grads are meaningless in stage 1 and are ignored", and non-MoE
+    // stage 1 sets contiguous_gradients = False. The effective config reports both as false.
+    c.overlap_comm = false;
+    c.contiguous_gradients = false;
+  }
   c.reduce_scatter = r.declared_boolean("reduce_scatter");
   c.use_multi_rank_bucket_allreduce = r.declared_boolean("use_multi_rank_bucket_allreduce");
   c.all_gather_into_tensor = r.declared_boolean("all_gather_into_tensor");

@@ -9,14 +9,27 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 
 #include "sim/config/experiment.hpp"
 #include "sim/program/program.hpp"
 
 namespace stepsim {
 
+// A DeepSpeed release, for the rules that changed between releases (deepspeed_version).
+struct DeepSpeedVersion {
+  int major = 0, minor = 19, patch = 6;
+  auto operator<=>(const DeepSpeedVersion&) const = default;
+  std::string text() const;
+};
+
 struct ZeroConfig {
   int stage = 1;
+  DeepSpeedVersion version;
+  // Where stages 1/2 allocate the IPG buffers (contiguous_gradients): before 0.18.3
+  // DeepSpeedZeroOptimizer.backward() allocated them ahead of loss.backward(); since #7665
+  // (53e91a09, 0.18.3) setup_buckets() allocates them at the first gradient hook.
+  bool ipg_buffers_at_backward_start() const { return version < DeepSpeedVersion{0, 18, 3}; }
   // Z4.1 defaults of deepspeed/runtime/zero/config.py (DeepSpeed 0.19).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t allgather_bucket_size = 500'000'000;

@@ -288,3 +288,50 @@ TEST_CASE("Which loops keep the output: torchtitan after its #391 and Megatron d
   // Megatron's model returns the loss: no logits-sized output outlives it, knob or not.
   CHECK(count_allocs(build("gpt3-6.7b", true), kKept) == 0);
 }
+
+TEST_CASE("Before DeepSpeed 0.18.3 backward() allocates the IPG buffers ahead of the loss backward", "[zero][memory][framework]") {
+  // stage_1_and_2.py at v0.12.6, DeepSpeedZeroOptimizer.backward(): `self.ipg_buffer = []`,
+  // torch.empty(reduce_bucket_size) (twice with overlap_comm), then loss.backward(); #7665
+  // (53e91a09, v0.18.3) moved it into setup_buckets() at the first gradient hook. The li-plus
+  // ZeRO-2 trace allocates both 954 MiB blocks 1.2 ms before NllLossBackward0.
+  auto first_ipg_vs_loss_bwd = [](const std::string& version) {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 2}, {"overlap_comm", true}, {"deepspeed_version", version}});
+    Program p = e.strategy->build(e);
+    long bwd = mark_index(p, "backward 0");
+    // The loss backward's first kernel carries the layer's name ("bwd head"); its second is
+    // log_softmax's.
+    long loss_bwd = launch_index(p, "bwd head", bwd);
+    REQUIRE(loss_bwd > bwd);
+    return std::pair{alloc_index(p, "ipg buffer", bwd), loss_bwd};
+  };
+  auto [old_ipg, old_loss] = first_ipg_vs_loss_bwd("0.12.6");
+  CHECK(old_ipg > 0);
+  CHECK(old_ipg < old_loss);
+  auto [new_ipg, new_loss] = first_ipg_vs_loss_bwd("0.19.6");
+  CHECK(new_ipg > new_loss);
+}
+
+TEST_CASE("Before DeepSpeed 0.13.0 stage 1 ignores overlap_comm and contiguous_gradients", "[zero][framework]") {
+  // engine.py _configure_zero_optimizer from #2703 (v0.8.0) until #4887 (af033831, v0.13.0):
+  // "Overlap and contiguous grads are meaningless in stage 1 and are ignored".
+  Experiment old = opt13({{"framework", "zero"}, {"stage", 1}, {"overlap_comm", true}, {"deepspeed_version", "0.12"}});
+  json eff = old.strategy->effective_config();
+  CHECK(eff["overlap_comm"] == false);
+  CHECK(eff["contiguous_gradients"] == false);
+  CHECK(eff["deepspeed_version"] == "0.12.0");
+  CHECK(alloc_index(old.strategy->build(old), "ipg buffer") == -1);
+  Experiment now = opt13({{"framework", "zero"}, {"stage", 1}, {"overlap_comm", true}, {"deepspeed_version", "0.13.0"}});
+  CHECK(now.strategy->effective_config()["overlap_comm"] == true);
+  // Stage 2 is not affected by the stage-1 rule.
+  Experiment s2 = opt13({{"framework", "zero"}, {"stage", 2}, {"deepspeed_version", "0.12.6"}});
+  CHECK(s2.strategy->effective_config()["contiguous_gradients"] == true);
+}
+
+TEST_CASE("deepspeed_version must be a release number", "[zero][config]") {
+  for (const char* bad : {"abc", "0", "0.12.", "1.2.3.4", "0.x", ""}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", bad}}),
+                      Catch::Contains("deepspeed_version") && Catch::Contains("a DeepSpeed release"));
+  }
+  CHECK_THROWS_WITH(opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", 12}}), Catch::Contains("a DeepSpeed release"));
+}
