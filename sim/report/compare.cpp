@@ -153,6 +153,8 @@ struct OpStats {
   std::map<std::string, double> coll_kind_exposed;   // kind -> summed exposed time
   std::vector<std::string> coll_keys;                // "name" or "name #k", issue order
   std::map<std::string, std::pair<double, double>> coll;  // key -> (duration, exposed)
+  bool per_op = true;         // false: analyze --json (per-step totals, no op names)
+  bool exposed_by_kind = true;  // false: analyze --json (its collective table has no exposed time)
 };
 
 std::int64_t get_i64(const nlohmann::json& o, const char* k, const std::string& label, std::size_t i) {
@@ -161,7 +163,53 @@ std::int64_t get_i64(const nlohmann::json& o, const char* k, const std::string& 
   return o[k].get<std::int64_t>();
 }
 
+// analyze --json: per kernel class and collective kind, the mean per analysed step over every
+// trace (the same per-step figures `analyze` prints), from /traces/*/steps/*/classes and each
+// trace's collective table. The classes "communication" and "idle" are not kernel classes here
+// (simulate's ops carry collectives apart). Malformed entries are input errors.
+OpStats analyze_stats(const Doc& d) {
+  OpStats s;
+  s.per_op = false;
+  s.exposed_by_kind = false;
+  const auto& traces = (*d.root)["traces"];
+  if (!traces.is_array()) return s;
+  double steps = 0;
+  auto number = [&](const nlohmann::json& o, const char* k, const std::string& path) {
+    if (!o.is_object() || !o.contains(k) || !o[k].is_number() || !(o[k].get<double>() >= 0))
+      throw InputError(fmt::format("{}: {}/{}: {}: expected a number >= 0", d.label, path, k,
+                                   o.is_object() && o.contains(k) ? json_value_for_message(o[k]) : "missing"));
+    return o[k].get<double>();
+  };
+  for (std::size_t t = 0; t < traces.size(); ++t) {
+    const auto& tr = traces[t];
+    if (!tr.is_object() || !tr.contains("steps") || !tr["steps"].is_array()) continue;
+    const auto& st = tr["steps"];
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      if (!st[i].is_object() || !st[i].contains("classes") || !st[i]["classes"].is_object()) continue;
+      steps += 1;
+      for (auto it = st[i]["classes"].begin(); it != st[i]["classes"].end(); ++it) {
+        if (it.key() == "communication" || it.key() == "idle") continue;
+        const std::string path = fmt::format("/traces/{}/steps/{}/classes/{}", t, i, it.key());
+        s.kernel_class_ns[it.key()] += number(it.value(), "time_ns", path);
+        s.kernel_class_count[it.key()] += number(it.value(), "kernels", path);
+      }
+    }
+    if (tr.contains("collectives") && tr["collectives"].is_array())
+      for (std::size_t i = 0; i < tr["collectives"].size(); ++i) {
+        const auto& c = tr["collectives"][i];
+        if (!c.is_object() || !c.contains("kind") || !c["kind"].is_string()) continue;
+        s.coll_kind_ns[c["kind"].get<std::string>()] += number(c, "total_ns", fmt::format("/traces/{}/collectives/{}", t, i));
+      }
+  }
+  if (steps > 0) {
+    for (auto* m : {&s.kernel_class_ns, &s.kernel_class_count, &s.coll_kind_ns})
+      for (auto& [k, v] : *m) v /= steps;
+  }
+  return s;
+}
+
 OpStats op_stats(const Doc& d) {
+  if (d.mode == "analyze") return analyze_stats(d);
   OpStats s;
   if (!d.root->contains("ops")) return s;
   std::map<std::string, int> seen;
@@ -302,33 +350,46 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   add_row(r, "memory", "peak memory", "bytes", by(a.peak_memory), by(b.peak_memory), options.memory_tolerance_pct);
   r.memory_pass = r.rows.back().pass;
   add_row(r, "memory", "persistent memory", "bytes", by(a.persistent_memory), by(b.persistent_memory));
-  for (const auto& k : union_keys(a.peak_breakdown, b.peak_breakdown)) {
-    double x = a.peak_breakdown.count(k) ? by(a.peak_breakdown.at(k)) : 0.0;
-    double y = b.peak_breakdown.count(k) ? by(b.peak_breakdown.at(k)) : 0.0;
-    if (x != 0 || y != 0) add_row(r, "memory", "peak: " + k, "bytes", x, y);
+  // A Kineto trace's memory events carry no categories: no breakdown rows against one.
+  if (!a.peak_breakdown.empty() && !b.peak_breakdown.empty()) {
+    for (const auto& k : union_keys(a.peak_breakdown, b.peak_breakdown)) {
+      double x = a.peak_breakdown.count(k) ? by(a.peak_breakdown.at(k)) : 0.0;
+      double y = b.peak_breakdown.count(k) ? by(b.peak_breakdown.at(k)) : 0.0;
+      if (x != 0 || y != 0) add_row(r, "memory", "peak: " + k, "bytes", x, y);
+    }
   }
 
   OpStats sa = op_stats(ref), sb = op_stats(sub);
-  for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
-    add_row(r, "kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
-  for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
-    add_row(r, "kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
-  for (const auto& k : union_keys(sa.coll_kind_ns, sb.coll_kind_ns)) {
-    add_row(r, "collective kind", k, "ns", get_or_zero(sa.coll_kind_ns, k), get_or_zero(sb.coll_kind_ns, k));
-    add_row(r, "collective kind", k + " exposed", "ns", get_or_zero(sa.coll_kind_exposed, k),
-            get_or_zero(sb.coll_kind_exposed, k));
+  // A side without per-op data (a document with no ops) has nothing to say: no rows, rather than
+  // rows that show a measurement of 0.
+  const bool classes = !sa.kernel_class_ns.empty() && !sb.kernel_class_ns.empty();
+  auto row_unless_both_zero = [&](const char* section, const std::string& k, const char* unit, double x, double y) {
+    if (x != 0 || y != 0) add_row(r, section, k, unit, x, y);
+  };
+  if (classes) {
+    for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
+      row_unless_both_zero("kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
+    for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
+      row_unless_both_zero("kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
   }
+  if (!sa.coll_kind_ns.empty() && !sb.coll_kind_ns.empty())
+    for (const auto& k : union_keys(sa.coll_kind_ns, sb.coll_kind_ns)) {
+      add_row(r, "collective kind", k, "ns", get_or_zero(sa.coll_kind_ns, k), get_or_zero(sb.coll_kind_ns, k));
+      if (sa.exposed_by_kind && sb.exposed_by_kind)
+        add_row(r, "collective kind", k + " exposed", "ns", get_or_zero(sa.coll_kind_exposed, k),
+                get_or_zero(sb.coll_kind_exposed, k));
+    }
   for (const auto& key : sa.coll_keys) {
     auto it = sb.coll.find(key);
     if (it == sb.coll.end()) {
-      r.only_in_reference.push_back(key);
+      if (sb.per_op) r.only_in_reference.push_back(key);
       continue;
     }
     add_row(r, "collective", key, "ns", sa.coll.at(key).first, it->second.first);
     add_row(r, "collective", key + " exposed", "ns", sa.coll.at(key).second, it->second.second);
   }
   for (const auto& key : sb.coll_keys)
-    if (!sa.coll.count(key)) r.only_in_subject.push_back(key);
+    if (!sa.coll.count(key) && sa.per_op) r.only_in_subject.push_back(key);
 
   for (const char* part : {"experiment", "strategy"}) {
     nlohmann::json x = ref.root->contains(part) ? (*ref.root)[part] : nlohmann::json(nullptr);

@@ -238,3 +238,42 @@ TEST_CASE("throughput rows compare tokens/s and MFU when one side gives its toke
   pred["summary"]["seq_len"] = -1;
   CHECK_THROWS_WITH(compare_results(pred, "p", meas, "m", CompareOptions{}), Catch::Contains("p: /summary/seq_len: -1: expected a positive number"));
 }
+
+TEST_CASE("Against analyze --json, kernel classes and collective kinds are its per-step means; nothing it lacks shows as 0",
+          "[compare]") {
+  // Two steps of one trace: gemm 8 and 12 ms (mean 10 ms, 3 kernels each), communication and
+  // idle (not kernel classes), an all_reduce table total of 8 ms over the two steps (4 ms per
+  // step). The predicted side's one kernel has no "class": it counts as "compute".
+  auto ns = [](double ms) { return static_cast<std::int64_t>(ms * 1e6); };
+  nlohmann::json step = {{"classes", {{"gemm", {{"kernels", 3}, {"time_ns", ns(8)}}},
+                                      {"communication", {{"kernels", 1}, {"time_ns", ns(4)}}},
+                                      {"idle", {{"kernels", 0}, {"time_ns", ns(1)}}}}}};
+  nlohmann::json step2 = step;
+  step2["classes"]["gemm"]["time_ns"] = ns(12);
+  nlohmann::json measured = {
+      {"schema", "stepsim.analyze/1"},
+      {"mean", {{"metrics", result("live", 20, 1000)["metrics"]}}},
+      {"traces", {{{"device", "NVIDIA A800"}, {"steps", {step, step2}},
+                   {"collectives", {{{"kind", "all_reduce"}, {"total_ns", ns(8)}, {"count", 2}}}}}}}};
+  measured["mean"]["metrics"].erase("peak_memory_breakdown");
+  auto pred = result("simulate", 20, 1000);
+  pred["ops"][0]["class"] = "gemm";
+  CompareReport r = compare_results(pred, "p", measured, "m", CompareOptions{});
+  CHECK(row(r, "kernel class", "gemm").reference == Approx(1e7));
+  CHECK(row(r, "kernel class", "gemm").subject == Approx(1e7));
+  CHECK(row(r, "kernel count", "gemm").reference == Approx(3));
+  CHECK(row(r, "collective kind", "all_reduce").reference == Approx(4e6));
+  for (const auto& x : r.rows) {
+    INFO(x.section << " / " << x.name);
+    if (x.section == "metric") continue;  // the step metrics (idle among them)
+    CHECK(x.name != "communication");
+    CHECK(x.name != "idle");
+    CHECK(x.name != "all_reduce exposed");  // the trace's table has no exposed time per kind
+    CHECK(x.name.rfind("peak: ", 0) != 0);  // Kineto memory has no categories
+  }
+  CHECK(r.only_in_subject.empty());  // no op names in an analyze document to match against
+  // A negative class time is an input error naming its path.
+  measured["traces"][0]["steps"][1]["classes"]["gemm"]["time_ns"] = -1;
+  CHECK_THROWS_WITH(compare_results(pred, "p", measured, "m", CompareOptions{}),
+                    Catch::Contains("m: /traces/0/steps/1/classes/gemm/time_ns: -1: expected a number >= 0"));
+}
