@@ -54,6 +54,32 @@ StepCollectives collectives_of(const KinetoTrace& t, const TraceAnalysis& a) {
   return out;
 }
 
+// The MLP activation, from the elementwise kernels PyTorch launches for it (not from GEMM names:
+// cuBLAS kernel names such as "..._ldg8_relu_f2f_..." name an epilogue the kernel supports, not
+// one it ran). ReLU: at::relu is clamp_min (launch_clamp_scalar), its backward
+// threshold_backward; GELU: GeluCUDAKernelImpl / GeluBackwardCUDAKernelImpl, or fused
+// bias-GeLU kernels. Counts are over every kernel of the trace.
+struct Activations {
+  std::size_t relu = 0, gelu = 0;
+};
+
+Activations activation_kernels(const KinetoTrace& t) {
+  std::vector<int> kind(t.names.size(), 0);  // 1 relu, 2 gelu, per interned name
+  for (std::size_t i = 0; i < t.names.size(); ++i) {
+    const std::string n = lower(t.names[i]);
+    if (has(n, "gemm")) continue;
+    if (has(n, "gelu")) kind[i] = 2;
+    else if (has(n, "launch_clamp_scalar") || has(n, "threshold")) kind[i] = 1;
+  }
+  Activations a;
+  for (const GpuOp& op : t.gpu_ops) {
+    if (op.kind != GpuOp::Kind::Kernel || op.name < 0 || static_cast<std::size_t>(op.name) >= kind.size()) continue;
+    if (kind[static_cast<std::size_t>(op.name)] == 1) ++a.relu;
+    if (kind[static_cast<std::size_t>(op.name)] == 2) ++a.gelu;
+  }
+  return a;
+}
+
 template <typename K>
 K most_frequent(const std::map<K, std::size_t>& counts) {
   K best{};
@@ -68,7 +94,7 @@ K most_frequent(const std::map<K, std::size_t>& counts) {
 
 // The workload of a transformer whose GEMM shapes the trace recorded (the rules in the header),
 // or null with a note saying why not.
-nlohmann::json infer_transformer(const TraceFitData& fit, std::size_t steps, const std::string& trace_name,
+nlohmann::json infer_transformer(const TraceFitData& fit, const Activations& act, std::size_t steps, const std::string& trace_name,
                                  std::vector<std::string>& notes) {
   auto note = [&](std::string s) { notes.push_back(std::move(s)); };
   std::map<std::int64_t, std::size_t> m_count;
@@ -137,14 +163,20 @@ nlohmann::json infer_transformer(const TraceFitData& fit, std::size_t steps, con
                      "({} heads), micro-batch 1 and sequence {} assumed: set the real ones",
                      heads, seq));
   }
-  nlohmann::json model{{"name", "inferred from " + trace_name}, {"family", swiglu ? "llama" : "gpt"},
+  // A two-matrix MLP with ReLU is OPT's (HF OPTDecoderLayer: fc1, ReLU, fc2); with GELU (or
+  // nothing recognisable) GPT-2's. ReLU wins only when it runs at least once per layer and no
+  // GELU kernel ran at all.
+  const bool relu = !swiglu && act.gelu == 0 && act.relu >= static_cast<std::size_t>(layers);
+  const char* family = swiglu ? "llama" : relu ? "opt" : "gpt";
+  nlohmann::json model{{"name", "inferred from " + trace_name}, {"family", family},
                        {"hidden", h},   {"layers", layers}, {"heads", heads}, {"ffn", ffn}, {"vocab", std::max<std::int64_t>(1, vocab)}};
   if (!swiglu) {
     model["max_positions"] = seq;
     model["tied_embeddings"] = true;
-    note(fmt::format("family gpt: LayerNorm, biases, learned positions ({} rows assumed) and tied embeddings assumed "
-                     "(GPT-2/OPT-like); not visible in GEMM shapes",
-                     seq));
+    note(fmt::format("family {}: {} ({} ReLU and {} GELU kernels in the trace); LayerNorm, biases, learned positions ({} rows "
+                     "assumed) and tied embeddings assumed, as {} has them; not visible in GEMM shapes",
+                     family, relu ? "ReLU MLP activation (clamp_min / threshold_backward kernels)" : "GELU MLP activation assumed",
+                     act.relu, act.gelu, seq, relu ? "OPT" : "GPT-2"));
   }
   return {{"model", model}, {"seq_len", seq}, {"micro_batch", micro}};
 }
@@ -195,7 +227,7 @@ InitResult init_from_traces(const std::vector<KinetoTrace>& traces, const Analyz
     dtype = c.dtype == "bf16" || c.dtype == "fp16" ? c.dtype : "bf16";
     note("dtype: no GEMM shapes in the trace (record_shapes off); " + dtype + " from the collectives or assumed");
   }
-  nlohmann::json workload = infer_transformer(fit, steps, std::filesystem::path(t.file).filename().string(), r.notes);
+  nlohmann::json workload = infer_transformer(fit, activation_kernels(t), steps, std::filesystem::path(t.file).filename().string(), r.notes);
   if (workload.is_null()) workload = {{"preset", "llama3-8b"}, {"seq_len", 2048}, {"micro_batch", 1}};
   workload["dtype"] = dtype;
 

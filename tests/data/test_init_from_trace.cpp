@@ -38,6 +38,8 @@ TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B
     CHECK(m["ffn"] == 8192);
     CHECK(m["heads"] == 32);
     CHECK(m["vocab"] == 50272);
+    // The ReLU kernels (launch_clamp_scalar forward, threshold_backward) name the OPT family.
+    CHECK(m["family"] == "opt");
     CHECK(e["workload"]["seq_len"] == 512);
     CHECK(e["workload"]["micro_batch"] == 8);
     CHECK(e["notes"].size() >= 5);
