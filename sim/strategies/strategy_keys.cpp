@@ -58,8 +58,7 @@ ConfigKey elements(std::string name, std::int64_t def, std::string doc, std::str
   ConfigKey k;
   k.name = std::move(name);
   k.types = kInteger;
-  k.min = 0;
-  k.min_exclusive = true;
+  k.min = 0;  // DeepSpeed's config.py: Field(..., ge=0) for every element count
   k.default_value = Json(def);
   k.doc = std::move(doc);
   k.since = std::move(since);

@@ -51,13 +51,14 @@ class Zero final : public Strategy {
   ZeroConfig c_;
 };
 
-// An element count: DeepSpeed configs write these as 5e8 or 500000000; both are accepted,
-// a fractional or non-positive value is not.
+// An element count: DeepSpeed configs write these as 5e8 or 500000000; both are accepted, and
+// 0 (config.py declares every one `ge=0`: "stage3_param_persistence_threshold": 0 keeps no
+// parameter persistent), a fractional or negative value is not.
 std::int64_t elements(ObjectReader& r, const std::string& key) {
   const Json& v = r.raw(key);
-  if (!v.is_number()) r.fail_value(key, v, "a positive element count (e.g. 5e8)");
+  if (!v.is_number()) r.fail_value(key, v, "an element count >= 0 (e.g. 5e8)");
   double d = v.get<double>();
-  if (!(d > 0) || d != std::floor(d) || d > 9.2e18) r.fail_value(key, v, "a positive whole element count (e.g. 5e8)");
+  if (!(d >= 0) || d != std::floor(d) || d > 9.2e18) r.fail_value(key, v, "a whole element count >= 0 (e.g. 5e8)");
   return static_cast<std::int64_t>(d);
 }
 
@@ -118,6 +119,10 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   c.reduce_scatter = r.declared_boolean("reduce_scatter");
   c.use_multi_rank_bucket_allreduce = r.declared_boolean("use_multi_rank_bucket_allreduce");
   c.all_gather_into_tensor = r.declared_boolean("all_gather_into_tensor");
+  if (!c.all_gather_into_tensor && c.stage != 3 && c.allgather_bucket_size == 0)
+    // all_gather_dp_groups: num_shards = max(1, partition_size * dp_world_size // allgather_bucket_size).
+    r.fail("allgather_bucket_size", "a positive element count with all_gather_into_tensor false (DeepSpeed's "
+                                    "all_gather_dp_groups divides by it)");
   c.prefetch_bucket_size = aliased_elements(r, "stage3_prefetch_bucket_size", "prefetch_bucket_size", c.prefetch_bucket_size);
   c.max_live_parameters = aliased_elements(r, "stage3_max_live_parameters", "max_live_parameters", c.max_live_parameters);
   c.max_reuse_distance = aliased_elements(r, "stage3_max_reuse_distance", "max_reuse_distance", c.max_reuse_distance);

@@ -166,7 +166,9 @@ class Zero12Builder {
   // setup_buckets: one IPG buffer, two with overlap_comm (double buffering), model dtype;
   // only while none is held (ready_for_gradients).
   void setup_buckets() {
-    if (!c_.contiguous_gradients || !ipg_buffer_.empty()) return;
+    // reduce_bucket_size 0: torch.empty(0) allocates nothing, and every parameter is an "extra
+    // large param" reduced from its own gradient.
+    if (!c_.contiguous_gradients || !ipg_buffer_.empty() || c_.reduce_bucket_size == 0) return;
     const int n = c_.overlap_comm ? 2 : 1;
     for (int i = 0; i < n; ++i)
       ipg_buffer_.push_back(b_.alloc(fmt::format("ipg buffer {}", i), Bytes{c_.reduce_bucket_size * model_bytes_}, MemCategory::CommBuffers, dflt_));

@@ -44,7 +44,7 @@ class Zero3Builder {
     b_.alloc("fp32 partition", Bytes{partition_numel_total_ * 4}, MemCategory::OptimizerState, dflt_);
     Bytes opt = optimizer_state_bytes(e_.training.optimizer, partition_numel_total_, Dtype::FP32);
     if (opt.count > 0) b_.alloc("optimizer state (fp32 partition)", opt, MemCategory::OptimizerState, dflt_);
-    if (c_.contiguous_gradients)
+    if (c_.contiguous_gradients && c_.reduce_bucket_size > 0)  // torch.empty(0) allocates nothing
       b_.alloc("ipg buffer", Bytes{c_.reduce_bucket_size * communication_bytes_}, MemCategory::CommBuffers, dflt_);
     if (persistent_numel_ > 0)
       b_.alloc("persistent params (gathered)", Bytes{persistent_numel_ * model_bytes_}, MemCategory::UnshardedParameters, dflt_);

@@ -11,6 +11,7 @@
 #include "sim/analysis/run.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
+#include "sim/exec/engine.hpp"
 #include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;
@@ -313,6 +314,29 @@ TEST_CASE("Bad ZeRO input is an InputError naming the JSON path", "[zero][config
   CHECK_THAT(message({{"framework", "zero"}, {"stage", 3}, {"prefetch_bucket_size", 1e7}, {"stage3_prefetch_bucket_size", 1e7}}),
              Catch::Contains("prefetch_bucket_size"));
   CHECK_THAT(message({{"framework", "zero"}, {"stage", 2}, {"bucket_cap_mb", 25}}), Catch::Contains("bucket_cap_mb"));
+}
+
+TEST_CASE("Element counts of 0 are DeepSpeed's own: accepted and meaning what DeepSpeed does with them", "[zero][config]") {
+  // deepspeed/runtime/zero/config.py declares every element count Field(..., ge=0).
+  // stage3_param_persistence_threshold 0: no parameter is small enough to stay gathered.
+  Experiment e3 = llama7b({{"framework", "zero"}, {"stage", 3}, {"stage3_param_persistence_threshold", 0}, {"stage3_max_live_parameters", 0},
+                           {"stage3_max_reuse_distance", 0}, {"stage3_prefetch_bucket_size", 0}, {"sub_group_size", 0}});
+  CHECK(e3.strategy->effective_config()["stage3_param_persistence_threshold"] == 0);
+  Program p3 = e3.strategy->build(e3);
+  for (const auto& ins : p3.instructions)
+    if (auto* a = std::get_if<Alloc>(&ins)) CHECK(a->name != "persistent params (gathered)");
+  CHECK_NOTHROW(simulate_program(p3, e3.cluster.profile, e3.training.allocator));
+  // reduce_bucket_size 0: torch.empty(0) is no allocation, and every parameter is an "extra large
+  // param" reduced from its own gradient.
+  Experiment e2 = llama7b({{"framework", "zero"}, {"stage", 2}, {"reduce_bucket_size", 0}});
+  Program p2 = e2.strategy->build(e2);
+  for (const auto& ins : p2.instructions)
+    if (auto* a = std::get_if<Alloc>(&ins)) CHECK(a->name.rfind("ipg buffer", 0) != 0);
+  CHECK_NOTHROW(simulate_program(p2, e2.cluster.profile, e2.training.allocator));
+  // The legacy gather divides by allgather_bucket_size: 0 is refused there, naming the key.
+  CHECK_THROWS_WITH(llama7b({{"framework", "zero"}, {"stage", 1}, {"all_gather_into_tensor", false}, {"allgather_bucket_size", 0}}),
+                    Catch::Contains("/strategy/allgather_bucket_size") && Catch::Contains("divides by it"));
+  CHECK_THROWS_WITH(llama7b({{"framework", "zero"}, {"stage", 2}, {"reduce_bucket_size", -1}}), Catch::Contains(">= 0"));
 }
 
 TEST_CASE("stepsim simulate runs the shipped OPT-1.3B ZeRO-1 and ZeRO-2 examples", "[zero][cli]") {
