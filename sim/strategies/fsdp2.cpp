@@ -179,6 +179,8 @@ class Emitter {
       if (!c_.root_reshard) return;
     }
     if (G.empty() || !c_.resharded_after_forward() || s.unsharded < 0) return;
+    // torchtitan's last block: kept unsharded for its backward, which runs first.
+    if (!G.root && g == static_cast<int>(groups_.size()) - 1 && !c_.last_block_reshard) return;
     if (c_.partial_reshard()) {
       // to_sharded_post_forward: clone this rank's 1/k of the unsharded padded param before
       // freeing the unsharded storage.
@@ -385,6 +387,7 @@ class Fsdp2 final : public Strategy {
             {"mesh", {{"replicate", c_.replicate}, {"shard", c_.shard}}},
             {"reshard_after_forward", reshard},
             {"root_reshard_after_forward", c_.root_reshard},
+            {"reshard_last_block_after_forward", c_.last_block_reshard && c_.resharded_after_forward()},
             {"forward_prefetch", c_.forward_prefetch},
             {"backward_prefetch", c_.backward_prefetch},
             {"mixed_precision", mp},

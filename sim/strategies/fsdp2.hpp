@@ -35,6 +35,9 @@ struct Fsdp2Config {
   // post_forward_mesh_info; an explicit value (True or an int, as torchtitan passes) leaves
   // it, so the root is resharded like every group and all-gathered again at backward start.
   bool root_reshard = false;
+  // reshard_after_forward of the last block group (torchtitan passes False for it): false keeps
+  // it unsharded from its forward to its backward, which comes first.
+  bool last_block_reshard = true;
   // Explicit forward prefetch: each group unshards the next `forward_prefetch` groups in
   // forward order after its own unshard (set_modules_to_forward_prefetch); 0 = implicit.
   int forward_prefetch = 0;

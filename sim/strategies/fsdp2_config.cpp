@@ -97,6 +97,14 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
     }
   }
 
+  c.root_reshard = r.boolean("root_reshard_after_forward", c.root_reshard);
+  c.last_block_reshard = c.reshard_size > 0;
+  if (r.has("reshard_last_block_after_forward")) {
+    c.last_block_reshard = r.boolean("reshard_last_block_after_forward", c.last_block_reshard);
+    if (c.last_block_reshard && c.reshard_size == 0)
+      r.fail("reshard_last_block_after_forward", "false when reshard_after_forward is false (no block reshards)");
+  }
+
   // Prefetch depths and buffer counts beyond the layer count change nothing; 1024 bounds them.
   c.forward_prefetch = r.declared_int("forward_prefetch");
   c.backward_prefetch = r.declared_int("backward_prefetch");

@@ -159,7 +159,15 @@ const ConfigObject& fsdp2() {
           {.name = "reduce_scatter_max_input_buffers", .types = kInteger, .min = 1, .max = 1024, .default_value = Json(1),
            .doc = "Version knob (section 10, PR #186000): reduce-scatter inputs in flight before compute waits on the oldest.",
            .since = kStepsim},
-          reported("root_reshard_after_forward", kBoolean, "Whether the root group reshards after forward too (an explicit reshard_after_forward)."),
+          {.name = "root_reshard_after_forward", .types = kBoolean,
+           .default_text = "true when reshard_after_forward is given (PyTorch 2.9 reshards a root given an explicit value), else false",
+           .doc = "Whether the root group (embedding, final norm, head) reshards after forward and all-gathers again at backward "
+                  "start (F2.4); false also describes PyTorch before the None default, whose _lazy_init never resharded the root.",
+           .since = "PyTorch 2.4"},
+          {.name = "reshard_last_block_after_forward", .types = kBoolean, .default_text = "as reshard_after_forward",
+           .doc = "Whether the last block group reshards after forward: torchtitan passes false (\"do not reshard after forward for "
+                  "the last transformer block since FSDP would prefetch it immediately\").",
+           .since = kStepsim},
           reported("effective_reduce_dtype", kString, "The dtype gradients are reduced in."),
           reported("orig_dtype", kString, "The parameters' original (master) dtype."),
       });

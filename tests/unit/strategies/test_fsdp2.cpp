@@ -2,6 +2,8 @@
 // M5.1/M5.3, C6.5, S8.2, section 10).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <map>
 #include <string>
 
@@ -156,6 +158,33 @@ TEST_CASE("FSDP2 reshard_after_forward=false issues no backward all-gather", "[f
   CHECK(ag_bwd == 0);
   CHECK(ag_fwd == 33);
   CHECK(rs == 33);
+}
+
+TEST_CASE("torchtitan's FSDP2 wrapping: the last block and (before the None default) the root stay unsharded after forward",
+          "[fsdp2][traffic]") {
+  // torchtitan parallelize_llama.py (83c879f1): fully_shard(block, reshard_after_forward =
+  // layer_id < len(model.layers) - 1), then fully_shard(model) with no argument, whose root
+  // FSDPState._lazy_init of the time set post_forward_mesh_info = None unconditionally.
+  auto backward_gathers = [](json s) {
+    Experiment e = load(llama_doc("llama2-7b", std::move(s), 1, 8));
+    std::vector<std::string> names;
+    for (const Collective* c : collectives(e.strategy->build(e)))
+      if (c->name.ends_with(" bwd")) names.push_back(c->name);
+    return names;
+  };
+  // An explicit reshard_after_forward true reshards the root too (PyTorch 2.9): 32 blocks + root.
+  auto all = backward_gathers({{"framework", "fsdp2"}, {"reshard_after_forward", true}});
+  CHECK(all.size() == 33);
+  auto titan = backward_gathers({{"framework", "fsdp2"}, {"reshard_after_forward", true},
+                                 {"reshard_last_block_after_forward", false}, {"root_reshard_after_forward", false}});
+  CHECK(titan.size() == 31);
+  CHECK(std::find(titan.begin(), titan.end(), "AG block.31 bwd") == titan.end());
+  CHECK(std::find(titan.begin(), titan.end(), "AG root bwd") == titan.end());
+  CHECK(std::find(titan.begin(), titan.end(), "AG block.30 bwd") != titan.end());
+  // Keeping the last block while no block reshards is a contradiction, refused with its path.
+  CHECK_THROWS_WITH(load(llama_doc("llama2-7b", {{"framework", "fsdp2"}, {"reshard_after_forward", false},
+                                                 {"reshard_last_block_after_forward", true}}, 1, 8)),
+                    Catch::Contains("/strategy/reshard_last_block_after_forward"));
 }
 
 TEST_CASE("FSDP2 HSDP all-reduces each shard on the replicate communicator, apart from AG/RS", "[fsdp2][traffic][hsdp]") {
