@@ -507,7 +507,12 @@ Layer block(int index, const BlockBuild& bb) {
     l.modules.push_back(core);
   }
   {
-    Module out = linear(p + ".attn.o_proj", d.h, d.h, bias, d, n * e);
+    // llm-foundry's flash attention returns `attn_output.view(*attn_output.shape[:2], -1)`
+    // (attention.py flash_attn_fn): out_proj's saved input is the attention kernel's saved output,
+    // one storage, counted once (with the kernel). Elsewhere a transpose copy or eager bmm output
+    // comes between them.
+    const bool shares_attention_output = foundry && o.attention != Attention::Eager;
+    Module out = linear(p + ".attn.o_proj", d.h, d.h, bias, d, shares_attention_output ? 0 : n * e);
     if (megatron) {
       // Megatron: skip_bias_add + fused bias-dropout-add (one nvfuser kernel; saves the mask).
       out.forward.push_back(mem("bias_dropout_add", KernelClass::Elementwise, 2 * n * e, n * e + n, n));
