@@ -8,6 +8,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/core/overloaded.hpp"
+#include "sim/program/validate.hpp"
 
 namespace stepsim::live {
 
@@ -45,18 +46,6 @@ class Lowerer {
   }
 
  private:
-  void check_stream(StreamId s, std::size_t i) const {
-    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
-      throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i, s));
-  }
-  void check_event(EventId e, std::size_t i) const {
-    if (e < 0 || e >= p_.event_count) throw std::logic_error(fmt::format("instruction {}: event {} was not declared", i, e));
-  }
-  BufferId check_buffer(BufferId b, std::size_t i) const {
-    if (b < 0 || b >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i, b));
-    return b;
-  }
-
   int plan_for(const GemmShape& g) {
     auto it = std::find(out_.gemm_shapes.begin(), out_.gemm_shapes.end(), g);
     if (it != out_.gemm_shapes.end()) return static_cast<int>(it - out_.gemm_shapes.begin());
@@ -76,8 +65,7 @@ class Lowerer {
     return c;
   }
 
-  // One instruction -> its GPU calls; the Program's ids are checked on the way (a bad id is a
-  // strategy bug: logic_error).
+  // One instruction -> its GPU calls (the Program passed validate(): its ids are declared).
   LoweredInstruction lower(std::size_t i) {
     LoweredInstruction li;
     li.instruction = i;
@@ -89,16 +77,10 @@ class Lowerer {
   // A kernel: its GEMMs (and the attention stand-in), a device copy for its memory traffic, a
   // spin for its fixed time.
   void lower_instruction(const Launch& l, LoweredInstruction& li) {
-    check_stream(l.stream, li.instruction);
     li.timed = true;
     li.stream = l.stream;
     const KernelWork& w = l.kernel.work;
-    for (const GemmShape& g : w.gemms) {
-      if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0)
-        throw std::logic_error(fmt::format("instruction {}: kernel '{}' has an empty GEMM {}x{}x{}", li.instruction,
-                                           l.kernel.name, g.m, g.n, g.k));
-      li.calls.push_back(gemm_call(l.stream, g, false));
-    }
+    for (const GemmShape& g : w.gemms) li.calls.push_back(gemm_call(l.stream, g, false));
     if (w.attention_flops.count > 0) {
       // Attention GEMMs run in the dtype of the kernel's GEMMs (bf16 when there are none).
       Dtype dt = w.gemms.empty() ? Dtype::BF16 : w.gemms.front().dtype;
@@ -125,10 +107,6 @@ class Lowerer {
 
   // A collective: in place except all-to-all; the per-communicator scratch grows to its sizes.
   void lower_instruction(const Collective& c, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    check_stream(c.stream, i);
-    if (c.comm < 0 || static_cast<std::size_t>(c.comm) >= p_.comms.size())
-      throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i, c.comm));
     li.timed = true;
     li.stream = c.stream;
     GpuCall g = make_call(CallKind::Collective, c.stream);
@@ -150,8 +128,6 @@ class Lowerer {
 
   // cudaEventRecord / cudaStreamWaitEvent: one call on `stream` naming `event`.
   void lower_event_call(CallKind kind, StreamId stream, EventId event, LoweredInstruction& li) {
-    check_stream(stream, li.instruction);
-    check_event(event, li.instruction);
     GpuCall g = make_call(kind, stream);
     g.event = event;
     li.calls.push_back(g);
@@ -161,11 +137,9 @@ class Lowerer {
     GpuCall g;
     g.name = h.reason;
     if (h.target_kind == HostSync::Target::Event) {
-      check_event(h.target, li.instruction);
       g.kind = CallKind::EventSynchronize;
       g.event = h.target;
     } else {
-      check_stream(h.target, li.instruction);
       g.kind = CallKind::StreamSynchronize;
       g.stream = h.target;
     }
@@ -174,11 +148,7 @@ class Lowerer {
 
   // An allocation remembers its stream: the free returns the block to that stream's pool.
   void lower_instruction(const Alloc& a, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    check_stream(a.stream, i);
-    auto b = static_cast<std::size_t>(check_buffer(a.buffer, i));
-    if (alloc_stream_[b] >= 0) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
-    alloc_stream_[b] = a.stream;
+    alloc_stream_[static_cast<std::size_t>(a.buffer)] = a.stream;
     GpuCall g = make_call(CallKind::MallocAsync, a.stream);
     g.buffer = a.buffer;
     g.bytes = a.bytes;
@@ -189,10 +159,7 @@ class Lowerer {
 
   // A free with record_streams is deferred until every stream that used the block passes it.
   void lower_instruction(const Free& f, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    auto b = static_cast<std::size_t>(check_buffer(f.buffer, i));
-    if (alloc_stream_[b] < 0)
-      throw std::logic_error(fmt::format("instruction {}: free of buffer {} that is not live", i, f.buffer));
+    auto b = static_cast<std::size_t>(f.buffer);
     GpuCall g;
     g.buffer = f.buffer;
     g.stream = alloc_stream_[b];
@@ -202,7 +169,6 @@ class Lowerer {
       g.kind = CallKind::DeferredFree;
       g.wait_streams.push_back(alloc_stream_[b]);
       for (StreamId s : f.record_streams) {
-        check_stream(s, i);
         if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
       }
       out_.uses_deferred_free = true;
@@ -290,7 +256,10 @@ GemmShape attention_gemm(Flops flops, Dtype dtype) {
   return g;
 }
 
-LoweredProgram lower_program(const Program& p, const LoweringOptions& o) { return Lowerer(p, o).run(); }
+LoweredProgram lower_program(const Program& p, const LoweringOptions& o) {
+  validate(p);
+  return Lowerer(p, o).run();
+}
 
 Bytes gemm_a_bytes(const GemmShape& g) { return Bytes{g.m * g.k * g.batch * in_elem(g.dtype)}; }
 Bytes gemm_b_bytes(const GemmShape& g) { return Bytes{g.n * g.k * g.batch * in_elem(g.dtype)}; }

@@ -151,8 +151,9 @@ LiveComm map_communicator(const CommDecl& c, const LoweringOptions& o);
 // at least one. Flash attention runs below GEMM peak; so does a K=128 GEMM.
 GemmShape attention_gemm(Flops flops, Dtype dtype);
 
-// Throws InputError when a communicator cannot be mapped onto the MPI world, std::logic_error
-// on a malformed Program (undeclared stream, free of a buffer that is not live).
+// Throws std::logic_error on a malformed Program (validate(), sim/program/validate.hpp:
+// undeclared stream, free of a buffer that is not live, ...), InputError when a communicator
+// cannot be mapped onto the MPI world.
 LoweredProgram lower_program(const Program& p, const LoweringOptions& o);
 
 // Bytes of one GEMM operand per the GemmRunner layout (A: m*k, B: n*k, C: m*n per batch

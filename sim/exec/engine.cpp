@@ -14,6 +14,7 @@
 #include "sim/exec/caching_allocator.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/compute_model.hpp"
+#include "sim/program/validate.hpp"
 
 namespace stepsim {
 
@@ -93,8 +94,7 @@ class Engine {
     // NCCL communicator lazily, at its first collective.
     std::vector<char> used(p.comms.size(), 0);
     for (const auto& ins : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&ins); c && c->comm >= 0 && static_cast<std::size_t>(c->comm) < used.size())
-        used[static_cast<std::size_t>(c->comm)] = 1;
+      if (const auto* c = std::get_if<Collective>(&ins)) used[static_cast<std::size_t>(c->comm)] = 1;
     timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op and one host interval; every Alloc/Free one
@@ -233,7 +233,9 @@ class Engine {
                           },
                           [&](const HostSync& h) { return host_sync(h, i); },
                           [&](const Alloc& a) {
-                            auto& b = buffers_.at(static_cast<std::size_t>(a.buffer));
+                            auto& b = buffers_[static_cast<std::size_t>(a.buffer)];
+                            // validate() saw the Free before it; its record_stream free may still
+                            // be pending here, and the buffer cannot hold two allocations.
                             if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
                             b = BufferState{a.bytes, a.category, true};
                             live_[static_cast<std::size_t>(a.category)] += a.bytes;
@@ -243,10 +245,7 @@ class Engine {
                             return true;
                           },
                           [&](const Free& f) {
-                            auto& b = buffers_.at(static_cast<std::size_t>(f.buffer));
-                            if (!b.live || b.free_pending)
-                              throw std::logic_error(fmt::format("instruction {}: free of buffer '{}' that is not live", i,
-                                                                 p_.buffer_names.at(static_cast<std::size_t>(f.buffer))));
+                            auto& b = buffers_[static_cast<std::size_t>(f.buffer)];
                             std::size_t id = pending_frees_.size();
                             PendingFree pf{f.buffer, 0};
                             for (StreamId s : f.record_streams) {
@@ -306,8 +305,6 @@ class Engine {
   // ---- GPU streams -------------------------------------------------------------------------
 
   Op new_op(OpType type, StreamId s, std::size_t i) const {
-    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
-      throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i, s));
     Op op;
     op.type = type;
     op.stream = s;
@@ -685,6 +682,7 @@ class Engine {
 }  // namespace
 
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator) {
+  validate(program);
   return Engine(program, hw, allocator).run();
 }
 
