@@ -118,7 +118,7 @@ struct LiveExecutor::Impl {
 
   struct PendingFree {
     BufferId buffer = 0;
-    StreamId stream = 0;
+    StreamId stream{0};
     std::vector<std::size_t> events;      // into free_events
   };
   std::vector<PendingFree> pending;
@@ -127,7 +127,7 @@ struct LiveExecutor::Impl {
   Impl(const Program& prog, const live::LoweredProgram& low, const MpiSession& m, const NcclComm& world)
       : p(prog), l(low), mpi(m), info(current_device_info()), pool(info.ordinal) {
     for (const auto& s : p.streams) streams.emplace_back(s.priority);
-    for (int e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
+    for (std::size_t e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
     for (int k = 0; k < l.timed_ops; ++k) {
       op_start.emplace_back(true);
       op_end.emplace_back(true);
@@ -199,7 +199,9 @@ struct LiveExecutor::Impl {
     STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
-  cudaStream_t stream(StreamId s) const { return streams.at(static_cast<std::size_t>(s)).get(); }
+  cudaStream_t stream(StreamId s) const { return streams.at(s.index()).get(); }
+  // A call's stream; a host-only call has none, and asking for it is a lowering bug.
+  cudaStream_t stream(std::optional<StreamId> s) const { return stream(s.value()); }
   Time since(Clock::time_point t0) const {
     return Time{std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()};
   }
@@ -233,13 +235,13 @@ struct LiveExecutor::Impl {
     using live::CallKind;
     switch (c.kind) {
       case CallKind::Gemm: {
-        auto s = static_cast<std::size_t>(c.stream);
+        const std::size_t s = c.stream.value().index();
         runners.at(static_cast<std::size_t>(c.gemm_plan)).run(stream(c.stream), gemm_a.data(), gemm_b.data(), gemm_c.at(s).data(),
                                                                workspace.at(s));
         break;
       }
       case CallKind::MemoryCopy: {
-        auto s = static_cast<std::size_t>(c.stream);
+        const std::size_t s = c.stream.value().index();
         for (std::int64_t r = 0; r < c.copy_repeats; ++r)
           STEPSIM_CUDA_CHECK(cudaMemcpyAsync(copy_dst[s].data(), copy_src[s].data(), static_cast<std::size_t>(c.copy_bytes.count),
                                              cudaMemcpyDeviceToDevice, stream(c.stream)));
@@ -263,13 +265,13 @@ struct LiveExecutor::Impl {
         }
         break;
       }
-      case CallKind::EventRecord: prog_events.at(static_cast<std::size_t>(c.event)).record(stream(c.stream)); break;
+      case CallKind::EventRecord: prog_events.at(c.event.value().index()).record(stream(c.stream)); break;
       case CallKind::StreamWaitEvent:
-        STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(static_cast<std::size_t>(c.event)).get(), 0));
+        STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(c.event.value().index()).get(), 0));
         break;
       case CallKind::EventSynchronize:
         kind = HostInterval::Kind::Blocked;
-        prog_events.at(static_cast<std::size_t>(c.event)).synchronize();
+        prog_events.at(c.event.value().index()).synchronize();
         break;
       case CallKind::StreamSynchronize:
         kind = HostInterval::Kind::Blocked;
@@ -292,7 +294,7 @@ struct LiveExecutor::Impl {
         break;
       }
       case CallKind::DeferredFree: {
-        PendingFree pf{c.buffer, c.stream, {}};
+        PendingFree pf{c.buffer, c.stream.value(), {}};
         for (StreamId s : c.wait_streams) {
           std::size_t e = free_events_used++;
           free_events.at(e).record(stream(s));
@@ -320,7 +322,7 @@ struct LiveExecutor::Impl {
     free_events_used = 0;
     live::MeasuredStep m;
     const Clock::time_point t0 = Clock::now();
-    step_start.record(stream(0));
+    step_start.record(stream(StreamId{0}));
     for (std::size_t s = 1; s < streams.size(); ++s) STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(streams[s].get(), step_start.get(), 0));
     std::size_t timed = 0;
     Time host_end;
@@ -354,10 +356,10 @@ struct LiveExecutor::Impl {
     // setup, as in the simulated step: free what is still live, outside the measurement.
     for (void*& ptr : buffer_ptr)
       if (ptr) {
-        STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(0)));
+        STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(StreamId{0})));
         ptr = nullptr;
       }
-    STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(0)));
+    STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(StreamId{0})));
     return m;
   }
 };

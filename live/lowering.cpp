@@ -17,7 +17,7 @@ namespace {
 std::int64_t in_elem(Dtype d) { return d == Dtype::FP8 ? 1 : dtype_bytes(d); }
 std::int64_t out_elem(Dtype d) { return d == Dtype::FP8 ? 2 : dtype_bytes(d); }
 
-GpuCall make_call(CallKind kind, StreamId stream = -1) {
+GpuCall make_call(CallKind kind, std::optional<StreamId> stream = std::nullopt) {
   GpuCall c;
   c.kind = kind;
   c.stream = stream;
@@ -36,7 +36,7 @@ class Lowerer {
     out_.max_send_bytes_per_comm.assign(p.comms.size(), Bytes{});
     out_.max_recv_bytes_per_comm.assign(p.comms.size(), Bytes{});
     for (const CommDecl& c : p.comms) out_.comms.push_back(map_communicator(c, o));
-    alloc_stream_.assign(static_cast<std::size_t>(p.buffer_count), -1);
+    alloc_stream_.assign(p.buffer_count, std::nullopt);
   }
 
   LoweredProgram run() {
@@ -60,7 +60,7 @@ class Lowerer {
     c.gemm = g;
     c.gemm_plan = plan_for(g);
     c.from_attention = attention;
-    auto& cmax = out_.max_gemm_c_bytes_per_stream[static_cast<std::size_t>(s)];
+    auto& cmax = out_.max_gemm_c_bytes_per_stream[s.index()];
     cmax = std::max(cmax, gemm_c_bytes(g));
     return c;
   }
@@ -94,7 +94,7 @@ class Lowerer {
       c.copy_repeats = (half + chunk - 1) / chunk;
       // Equal chunks (the last one rounds up by < repeats bytes) keep one scratch size.
       c.copy_bytes = Bytes{(half + c.copy_repeats - 1) / c.copy_repeats};
-      auto& m = out_.max_copy_bytes_per_stream[static_cast<std::size_t>(l.stream)];
+      auto& m = out_.max_copy_bytes_per_stream[l.stream.index()];
       m = std::max(m, c.copy_bytes);
       li.calls.push_back(c);
     }
@@ -136,13 +136,17 @@ class Lowerer {
   void lower_instruction(const HostSync& h, LoweredInstruction& li) {
     GpuCall g;
     g.name = h.reason;
-    if (h.target_kind == HostSync::Target::Event) {
-      g.kind = CallKind::EventSynchronize;
-      g.event = h.target;
-    } else {
-      g.kind = CallKind::StreamSynchronize;
-      g.stream = h.target;
-    }
+    std::visit(Overloaded{
+                   [&](EventId e) {
+                     g.kind = CallKind::EventSynchronize;
+                     g.event = e;
+                   },
+                   [&](StreamId s) {
+                     g.kind = CallKind::StreamSynchronize;
+                     g.stream = s;
+                   },
+               },
+               h.target);
     li.calls.push_back(g);
   }
 
@@ -162,18 +166,18 @@ class Lowerer {
     auto b = static_cast<std::size_t>(f.buffer);
     GpuCall g;
     g.buffer = f.buffer;
-    g.stream = alloc_stream_[b];
+    g.stream = alloc_stream_[b];  // validate(): the buffer is live, so it has one
     if (f.record_streams.empty()) {
       g.kind = CallKind::FreeAsync;
     } else {
       g.kind = CallKind::DeferredFree;
-      g.wait_streams.push_back(alloc_stream_[b]);
+      g.wait_streams.push_back(*alloc_stream_[b]);
       for (StreamId s : f.record_streams) {
         if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
       }
       out_.uses_deferred_free = true;
     }
-    alloc_stream_[b] = -1;
+    alloc_stream_[b].reset();
     li.calls.push_back(g);
   }
 
@@ -195,7 +199,7 @@ class Lowerer {
   const Program& p_;
   const LoweringOptions& o_;
   LoweredProgram out_;
-  std::vector<StreamId> alloc_stream_;  // per buffer, -1 when not live
+  std::vector<std::optional<StreamId>> alloc_stream_;  // per buffer, none when not live
 };
 
 }  // namespace
@@ -278,9 +282,8 @@ std::string nccl_call_name(CollectiveKind k) {
 }
 
 std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l) {
-  auto stream = [&](StreamId s) {
-    return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? "'" + p.streams[static_cast<std::size_t>(s)].name + "'"
-                                                                      : std::string("(none)");
+  auto stream = [&](std::optional<StreamId> s) {
+    return s && s->index() < p.streams.size() ? "'" + p.streams[s->index()].name + "'" : std::string("(none)");
   };
   switch (c.kind) {
     case CallKind::Gemm:
@@ -296,9 +299,9 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
                          c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,
                          stream(c.stream));
     }
-    case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event, stream(c.stream));
-    case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event);
-    case CallKind::EventSynchronize: return fmt::format("cudaEventSynchronize event {} ({})", c.event, c.name);
+    case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event.value(), stream(c.stream));
+    case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event.value());
+    case CallKind::EventSynchronize: return fmt::format("cudaEventSynchronize event {} ({})", c.event.value(), c.name);
     case CallKind::StreamSynchronize: return fmt::format("cudaStreamSynchronize {} ({})", stream(c.stream), c.name);
     case CallKind::MallocAsync:
       return fmt::format("cudaMallocFromPoolAsync {} B '{}' ({}) on {}", c.bytes.count, c.name, to_string(c.category),

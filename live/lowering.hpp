@@ -39,6 +39,7 @@
 // needs g to divide the MPI world size. With one MPI process every communicator has one rank.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,7 @@ inline CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes,
 
 struct GpuCall {
   CallKind kind = CallKind::Mark;
-  StreamId stream = -1;          // the Program stream it is enqueued on (-1: host only)
+  std::optional<StreamId> stream;  // the Program stream it is enqueued on (none: host only)
   // Gemm
   int gemm_plan = -1;            // index into LoweredProgram::gemm_shapes
   GemmShape gemm;
@@ -92,7 +93,7 @@ struct GpuCall {
   CollectiveSizes sizes;
   bool in_place = false;         // one buffer (see the Collective rule above)
   // Events
-  EventId event = -1;
+  std::optional<EventId> event;
   // Memory
   BufferId buffer = -1;
   Bytes bytes;
@@ -109,7 +110,7 @@ struct GpuCall {
 struct LoweredInstruction {
   std::size_t instruction = 0;
   bool timed = false;
-  StreamId stream = -1;
+  std::optional<StreamId> stream;  // timed ops: the stream of their calls
   std::vector<GpuCall> calls;
 };
 

@@ -57,8 +57,7 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
       s.index = cur;
       s.name = op.name;
       s.unit = op.unit;
-      s.where = op.stream >= 0 && static_cast<std::size_t>(op.stream) < t.streams.size() ? t.streams[static_cast<std::size_t>(op.stream)].name
-                                                                                          : fmt::format("stream {}", op.stream);
+      s.where = op.stream.index() < t.streams.size() ? t.streams[op.stream.index()].name : fmt::format("stream {}", op.stream);
       s.start = op.start;
       s.end = op.end;
     } else {

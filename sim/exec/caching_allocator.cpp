@@ -55,7 +55,7 @@ bool CachingAllocator::should_split(const Block& b, std::int64_t size) const {
   return size < mss && remaining > kSmallSize;
 }
 
-int CachingAllocator::new_segment(int stream, bool small, std::int64_t bytes) {
+int CachingAllocator::new_segment(StreamId stream, bool small, std::int64_t bytes) {
   int seg = static_cast<int>(segments_.size());
   segments_.push_back(Segment{stream, small, false, bytes});
   reserved_ += bytes;
@@ -68,7 +68,7 @@ int CachingAllocator::new_segment(int stream, bool small, std::int64_t bytes) {
 // segment per (stream, pool); map the pages the request needs beyond a free tail block. The
 // page is 2 MiB for the small pool and 20 MiB for the large one (Note [Expandable Segments]:
 // "we use 2MiB pages for our small pool and 20MiB pages for our large pool").
-int CachingAllocator::grow_expandable(int stream, bool small, std::int64_t size) {
+int CachingAllocator::grow_expandable(StreamId stream, bool small, std::int64_t size) {
   auto key = std::make_pair(stream, small);
   auto it = expandable_.find(key);
   int seg;
@@ -117,7 +117,7 @@ int CachingAllocator::split(int b, std::int64_t size) {
   return r;
 }
 
-Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
+Bytes CachingAllocator::malloc(int id, Bytes bytes, StreamId stream) {
   if (id < 0) throw std::logic_error(fmt::format("allocator: buffer id {}", id));
   if (static_cast<std::size_t>(id) >= live_.size()) live_.resize(static_cast<std::size_t>(id) + 1, -1);
   if (live_[static_cast<std::size_t>(id)] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));

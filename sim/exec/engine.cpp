@@ -28,11 +28,11 @@ enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 struct Op {
   OpType type = OpType::Kernel;
   bool started = false, done = false;
-  StreamId stream = 0;
+  StreamId stream{0};
   Phase phase = Phase::Setup;
-  // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
-  // for the first record, which may come later in program order).
-  EventId event = -1;
+  // Record / Wait: the event (unused by the other types); for a Wait the number of records
+  // issued before it (0: wait for the first record, which may come later in program order).
+  EventId event{0};
   CommId comm = -1;
   int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
   std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
@@ -83,8 +83,8 @@ class Engine {
     comm_next_.assign(p.comms.size(), 0);
     stream_has_op_.assign(p.streams.size(), 0);
     pending_event_deps_.assign(p.streams.size(), 0);
-    records_.resize(static_cast<std::size_t>(p.event_count));
-    event_has_source_.assign(static_cast<std::size_t>(p.event_count), 0);
+    records_.resize(p.event_count);
+    event_has_source_.assign(p.event_count, 0);
     buffers_.resize(static_cast<std::size_t>(p.buffer_count));
     live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
@@ -217,17 +217,17 @@ class Engine {
                           [&](const Record& r) {
                             Op op = new_op(OpType::Record, r.stream, i);
                             op.event = r.event;
-                            event_has_source_[static_cast<std::size_t>(r.event)] = stream_has_op_[static_cast<std::size_t>(r.stream)];
-                            records_.at(static_cast<std::size_t>(r.event)).push_back(ops_.size());
+                            event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
+                            records_[r.event.index()].push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
                           },
                           [&](const Wait& w) {
                             Op op = new_op(OpType::Wait, w.stream, i);
                             op.event = w.event;
-                            op.event_generation = static_cast<std::uint32_t>(records_.at(static_cast<std::size_t>(w.event)).size());
-                            if (op.event_generation > 0 && event_has_source_[static_cast<std::size_t>(w.event)])
-                              ++pending_event_deps_[static_cast<std::size_t>(w.stream)];
+                            op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
+                            if (op.event_generation > 0 && event_has_source_[w.event.index()])
+                              ++pending_event_deps_[w.stream.index()];
                             enqueue(std::move(op));
                             return true;
                           },
@@ -249,7 +249,7 @@ class Engine {
                             std::size_t id = pending_frees_.size();
                             PendingFree pf{f.buffer, 0};
                             for (StreamId s : f.record_streams) {
-                              long last = stream_last_op_.at(static_cast<std::size_t>(s));
+                              long last = stream_last_op_[s.index()];
                               if (last < 0) continue;
                               Op& op = ops_[static_cast<std::size_t>(last)];
                               if (op.done) continue;
@@ -281,23 +281,26 @@ class Engine {
 
   bool host_sync(const HostSync& h, std::size_t i) {
     std::optional<std::size_t> target;
-    if (h.target_kind == HostSync::Target::Stream) {
-      long last = stream_last_op_.at(static_cast<std::size_t>(h.target));
+    bool has_source = false;
+    if (const auto* s = std::get_if<StreamId>(&h.target)) {
+      long last = stream_last_op_[s->index()];
       if (last >= 0) target = static_cast<std::size_t>(last);
+      has_source = stream_has_op_[s->index()] != 0;
     } else {
-      const auto& recs = records_.at(static_cast<std::size_t>(h.target));
+      const EventId e = std::get<EventId>(h.target);
+      const auto& recs = records_[e.index()];
       if (recs.empty()) {
         // CUDA would return at once; a schedule that syncs on an event it never recorded is a
         // bug in the strategy, and we say so rather than guess.
         throw DeadlockError(fmt::format("host blocks forever at instruction {} ({}): event {} was never recorded before it",
-                                        i, describe(p_, i), h.target));
+                                        i, describe(p_, i), e));
       }
       target = recs.back();
+      has_source = event_has_source_[e.index()] != 0;
     }
     if (!target || ops_[*target].done) return true;
     blocked_on_ = *target;
-    blocked_has_source_ = h.target_kind == HostSync::Target::Stream ? stream_has_op_[static_cast<std::size_t>(h.target)] != 0
-                                                                    : event_has_source_[static_cast<std::size_t>(h.target)] != 0;
+    blocked_has_source_ = has_source;
     blocked_since_ = now_;
     return false;
   }
@@ -317,8 +320,7 @@ class Engine {
 
   void enqueue(Op op) {
     std::size_t idx = ops_.size();
-    StreamId s = op.stream;
-    auto su = static_cast<std::size_t>(s);
+    const std::size_t su = op.stream.index();
     op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
     if (op.type == OpType::Kernel || op.type == OpType::Collective) {
       op.timeline_index = timeline_ops_++;
@@ -330,14 +332,14 @@ class Engine {
       stream_has_op_[su] = 1;
     }
     ops_.push_back(std::move(op));
-    streams_[static_cast<std::size_t>(s)].push_back(idx);
-    stream_last_op_[static_cast<std::size_t>(s)] = static_cast<long>(idx);
+    streams_[su].push_back(idx);
+    stream_last_op_[su] = static_cast<long>(idx);
   }
 
   bool can_start(const Op& op, std::size_t idx) const {
     switch (op.type) {
       case OpType::Wait: {
-        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        const auto& recs = records_[op.event.index()];
         std::size_t want = op.event_generation == 0 ? 0 : op.event_generation - 1;
         return want < recs.size() && ops_[recs[want]].done;
       }
@@ -415,7 +417,7 @@ class Engine {
       if (prev.end == now_) consider(prev.timeline_index >= 0 ? StartRecord{StartCause::Stream, prev.timeline_index} : prev.why);
     }
     if (op.type == OpType::Wait) {
-      const auto& recs = records_[static_cast<std::size_t>(op.event)];
+      const auto& recs = records_[op.event.index()];
       const Op& rec = ops_[recs[op.event_generation == 0 ? 0 : op.event_generation - 1]];
       // A Record that was only waiting for its own issue explains nothing the Wait's issue
       // (at the same instant, later in program order) does not.
@@ -466,7 +468,7 @@ class Engine {
     Op& op = ops_[idx];
     op.done = true;
     op.end = now_;
-    auto& q = streams_[static_cast<std::size_t>(op.stream)];
+    auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
     if (op.type == OpType::Collective) ++comm_next_[static_cast<std::size_t>(op.comm)];
     auto it = std::find(running_.begin(), running_.end(), idx);
@@ -517,7 +519,7 @@ class Engine {
     b.free_pending = false;
     allocator_.free(id);
     sample_memory(now_);
-    alloc_log_.push_back(AllocEvent{false, id, b.bytes, 0, timeline_.memory.size() - 1});
+    alloc_log_.push_back(AllocEvent{false, id, b.bytes, StreamId{0}, timeline_.memory.size() - 1});
   }
 
   // The reserved curve of a step in steady state. A measured step (a trace after warm-up, or
@@ -572,7 +574,7 @@ class Engine {
       const Op& op = ops_[streams_[s].front()];
       std::string why;
       if (op.type == OpType::Wait) {
-        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        const auto& recs = records_[op.event.index()];
         why = recs.empty() ? fmt::format(": event {} is never recorded", op.event)
                            : fmt::format(": event {} record never completes", op.event);
       } else if (op.type == OpType::Collective) {
@@ -664,7 +666,7 @@ class Engine {
     bool alloc = true;
     BufferId buffer = 0;
     Bytes bytes;
-    StreamId stream = 0;
+    StreamId stream{0};
     std::size_t sample = 0;  // the memory sample this change produced
   };
   AllocatorConfig allocator_config_;
@@ -688,10 +690,7 @@ Timeline simulate_program(const Program& program, const HardwareProfile& hw, con
 
 std::string describe(const Program& p, std::size_t i) {
   if (i >= p.instructions.size()) return "end of program";
-  auto stream_name = [&](StreamId s) {
-    return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? p.streams[static_cast<std::size_t>(s)].name
-                                                                     : fmt::format("#{}", s);
-  };
+  auto stream_name = [&](StreamId s) { return s.index() < p.streams.size() ? p.streams[s.index()].name : fmt::format("#{}", s); };
   return std::visit(Overloaded{
                         [&](const Launch& l) { return fmt::format("Launch '{}' on {}", l.kernel.name, stream_name(l.stream)); },
                         [&](const Collective& c) {
@@ -700,9 +699,13 @@ std::string describe(const Program& p, std::size_t i) {
                         [&](const Record& r) { return fmt::format("Record event {} on {}", r.event, stream_name(r.stream)); },
                         [&](const Wait& w) { return fmt::format("Wait {} on event {}", stream_name(w.stream), w.event); },
                         [&](const HostSync& h) {
-                          return h.target_kind == HostSync::Target::Event
-                                     ? fmt::format("HostSync on event {} ({})", h.target, h.reason)
-                                     : fmt::format("HostSync on stream {} ({})", stream_name(h.target), h.reason);
+                          return std::visit(Overloaded{
+                                                [&](EventId e) { return fmt::format("HostSync on event {} ({})", e, h.reason); },
+                                                [&](StreamId s) {
+                                                  return fmt::format("HostSync on stream {} ({})", stream_name(s), h.reason);
+                                                },
+                                            },
+                                            h.target);
                         },
                         [&](const Alloc& a) { return fmt::format("Alloc '{}' {} B", a.name, a.bytes.count); },
                         [&](const Free& f) {

@@ -35,7 +35,7 @@ struct TimelineOp {
   Kind kind = Kind::Kernel;
   std::string name;
   std::string unit;
-  StreamId stream = 0;
+  StreamId stream{0};
   Phase phase = Phase::Setup;
   Time issue, start, end;
   std::size_t instruction = 0;  // index into Program::instructions

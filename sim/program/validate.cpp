@@ -13,7 +13,7 @@ namespace {
 
 class Validator {
  public:
-  explicit Validator(const Program& p) : p_(p), live_(static_cast<std::size_t>(std::max(0, p.buffer_count)), 0) {}
+  explicit Validator(const Program& p) : p_(p), live_(p.buffer_count, 0) {}
 
   void run() {
     for (i_ = 0; i_ < p_.instructions.size(); ++i_) std::visit([&](const auto& instr) { check(instr); }, p_.instructions[i_]);
@@ -21,18 +21,18 @@ class Validator {
 
  private:
   void stream(StreamId s) const {
-    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
+    if (s.index() >= p_.streams.size())
       throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i_, s));
   }
   void event(EventId e) const {
-    if (e < 0 || e >= p_.event_count) throw std::logic_error(fmt::format("instruction {}: event {} was not declared", i_, e));
+    if (e.index() >= p_.event_count) throw std::logic_error(fmt::format("instruction {}: event {} was not declared", i_, e));
   }
   void comm(CommId c) const {
     if (c < 0 || static_cast<std::size_t>(c) >= p_.comms.size())
       throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i_, c));
   }
   std::size_t buffer(BufferId b) const {
-    if (b < 0 || b >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i_, b));
+    if (b < 0 || static_cast<std::size_t>(b) >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i_, b));
     return static_cast<std::size_t>(b);
   }
   std::string buffer_name(BufferId b) const {
@@ -60,8 +60,8 @@ class Validator {
     event(w.event);
   }
   void check(const HostSync& h) {
-    if (h.target_kind == HostSync::Target::Event) event(h.target);
-    else stream(h.target);
+    if (const auto* e = std::get_if<EventId>(&h.target)) event(*e);
+    else stream(std::get<StreamId>(h.target));
   }
   void check(const Alloc& a) {
     stream(a.stream);

@@ -45,7 +45,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
                                   json(h.name).dump(), us(h.start), us(h.end - h.start)));
   }
   for (const auto& op : t.ops) {
-    json args{{"stream", op.stream}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
+    json args{{"stream", op.stream.index()}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
               {"start_ns", op.start.ns}, {"end_ns", op.end.ns}};
     if (op.kind == TimelineOp::Kind::Collective) {
       args["stepsim_op"] = "collective";
@@ -59,7 +59,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
       args["class"] = to_string(op.cls);
     }
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": {}, "cat": "kernel", "name": {}, "ts": {}, "dur": {}, "args": {}}})",
-                                  1 + op.stream, json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
+                                  1 + op.stream.index(), json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
   }
   for (const auto& m : t.memory) {
     json args = json::object();

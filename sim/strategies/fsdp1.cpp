@@ -17,7 +17,6 @@ namespace stepsim {
 
 namespace {
 
-constexpr EventId kStaleEvent = -1;     // a free event of the previous step: long complete
 constexpr std::size_t kMaxInflightAllGathers = 2;  // _limiter_utils.py, "empirically chosen"
 
 // Per-unit run state of the handle (what FlatParamHandle and its flags hold).
@@ -36,7 +35,7 @@ class StepWriter {
  public:
   StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
       : c_(c), e_(e), w_(e.workload), units_(std::move(units)), h_(units_.size()) {
-    for (std::size_t i = 0; i < stale_events; ++i) free_events_.push_back(kStaleEvent);
+    free_events_.assign(stale_events, std::nullopt);
     orig_dtype_ = e.training.master_dtype;
     param_dtype_ = c.param_dtype(orig_dtype_);
     reduce_dtype_ = c.reduce_dtype(orig_dtype_);
@@ -93,7 +92,7 @@ class StepWriter {
   std::vector<std::size_t> pre_forward_order_, post_forward_order_;
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
-  std::deque<EventId> free_events_;  // _FreeEventQueue (F1.9)
+  std::deque<std::optional<EventId>> free_events_;  // _FreeEventQueue (F1.9); none: a free event of the previous step, long complete
   std::vector<BufferId> acts_;       // saved activations per layer of the current micro-batch
   Dtype orig_dtype_ = Dtype::FP32;    // the sharded flat parameter's dtype (master weights)
   Dtype param_dtype_ = Dtype::FP32;   // MixedPrecision.param_dtype: the unsharded forward/backward dtype
@@ -102,7 +101,7 @@ class StepWriter {
   std::int64_t predivide_ = 1;
 
   ProgramBuilder b_;
-  StreamId dflt_ = 0, unshard_ = 0, post_backward_ = 0, pre_unshard_ = 0, all_reduce_ = 0;
+  StreamId dflt_{0}, unshard_{0}, post_backward_{0}, pre_unshard_{0}, all_reduce_{0};
   CommId shard_pg_ = 0, replicate_pg_ = -1;
 };
 
@@ -174,9 +173,9 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   }
   if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
   if (c_.limit_all_gathers && free_events_.size() >= kMaxInflightAllGathers) {
-    EventId ev = free_events_.front();
+    std::optional<EventId> ev = free_events_.front();
     free_events_.pop_front();
-    if (ev != kStaleEvent) b_.host_sync(ev, "FullyShardedDataParallel.rate_limiter");
+    if (ev) b_.host_sync(*ev, "FullyShardedDataParallel.rate_limiter");
   }
   if (c_.sharded() && !h.unsharded) {
     Bytes full = bytes(unit.padded_numel, param_dtype_);

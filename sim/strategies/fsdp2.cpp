@@ -66,16 +66,16 @@ class Emitter {
  private:
   struct Pending {
     BufferId out = -1;
-    EventId event = -1;
+    EventId event;
   };
   struct RsState {
     BufferId input = -1;
-    EventId event = -1;
+    EventId event;
   };
   struct GroupState {
     BufferId unsharded = -1;      // unsharded params (param dtype, padded)
     BufferId slice = -1;          // reshard_after_forward=k: the post-forward 1/k slice
-    EventId reshard_event = -1;   // _reshard_after_forward_event
+    std::optional<EventId> reshard_event;  // _reshard_after_forward_event
     std::optional<Pending> pending;  // issued all-gather not yet waited on
     std::vector<BufferId> grads;  // autograd unsharded grads of this backward
     BufferId accumulated = -1;    // no_sync: unsharded grads kept across micro-batches
@@ -107,7 +107,7 @@ class Emitter {
     if (from_slice) {
       // The slice was written on the default stream at post-forward; the next unshard waits on
       // _reshard_after_forward_event before reading it.
-      b_.wait(copy_in_, s.reshard_event);
+      b_.wait(copy_in_, s.reshard_event.value());
     }
     BufferId out = b_.alloc("AG output " + G.name, bytes(G.padded, param_bytes_), MemCategory::CommBuffers, copy_in_);
     if (from_slice) {
@@ -356,7 +356,7 @@ class Emitter {
   std::int64_t param_bytes_ = 2, reduce_bytes_ = 2, orig_bytes_ = 4;
   std::int64_t total_shard_ = 0;
   ProgramBuilder b_;
-  StreamId dflt_ = 0, copy_in_ = 0, ag_ = 0, rs_ = 0, ar_ = 0;
+  StreamId dflt_{0}, copy_in_{0}, ag_{0}, rs_{0}, ar_{0};
   CommId shard_pg_ = 0, replicate_pg_ = -1, post_forward_pg_ = -1;
   std::optional<Pending> kept_;             // comm_ctx.all_gather_state
   std::deque<RsState> rs_in_flight_;        // comm_ctx.reduce_scatter_state(s)

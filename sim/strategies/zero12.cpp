@@ -377,7 +377,7 @@ class Zero12Builder {
   const std::int64_t model_bytes_;          // bytes per element of the bit16 model dtype
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   ProgramBuilder b_;
-  StreamId dflt_ = 0, reduction_stream_ = 0;
+  StreamId dflt_{0}, reduction_stream_{0};
   CommId dp_process_group_ = 0;
 
   struct PGroup {

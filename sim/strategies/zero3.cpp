@@ -447,9 +447,9 @@ class Zero3Builder {
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   const std::int64_t grad_accum_bytes_;   // ... of gradient_accumulation_dtype
   ProgramBuilder b_;
-  StreamId dflt_ = 0;
-  StreamId allgather_stream_ = 0;             // parameter_offload.py __allgather_stream
-  StreamId reduce_and_partition_stream_ = 0;  // stage3.py reduce_and_partition_stream
+  StreamId dflt_{0};
+  StreamId allgather_stream_{0};             // parameter_offload.py __allgather_stream
+  StreamId reduce_and_partition_stream_{0};  // stage3.py reduce_and_partition_stream
   CommId dp_process_group_ = 0;
 
   // The partitioned parameters (partition_parameters.py).

@@ -72,7 +72,7 @@ TEST_CASE("a measured step becomes a Timeline with the Program's names, streams 
   CHECK(t.ops[1].phase == Phase::Backward);
   CHECK(t.ops[2].kind == TimelineOp::Kind::Collective);
   CHECK(t.ops[2].name == "AR bucket 0");
-  CHECK(t.streams.at(static_cast<std::size_t>(t.ops[2].stream)).name == "nccl");
+  CHECK(t.streams.at(t.ops[2].stream.index()).name == "nccl");
   CHECK(t.ops[2].start == Time::from_us(3010));
   CHECK(t.end == Time::from_us(3510));
   CHECK(t.device == "NVIDIA H100 80GB HBM3");

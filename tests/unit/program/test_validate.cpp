@@ -49,32 +49,32 @@ TEST_CASE("validate accepts what the builder builds", "[program]") {
 TEST_CASE("validate names the instruction and the undeclared id", "[program]") {
   Program p = one_stream();
   p.instructions.push_back(Mark{"m", {}});
-  p.instructions.push_back(Launch{3, Kernel{}});
+  p.instructions.push_back(Launch{StreamId{3}, Kernel{}});
   CHECK(refusal(p) == "instruction 1: stream 3 was not declared");
 
   Program e = one_stream();
   e.event_count = 1;
-  e.instructions.push_back(Wait{0, 1});
+  e.instructions.push_back(Wait{StreamId{0}, EventId{1}});
   CHECK(refusal(e) == "instruction 0: event 1 was not declared");
 
   Program c = one_stream();
-  c.instructions.push_back(Collective{0, 0, CollectiveKind::AllGather, Bytes{8}, Dtype::BF16, "AG", ""});
+  c.instructions.push_back(Collective{0, StreamId{0}, CollectiveKind::AllGather, Bytes{8}, Dtype::BF16, "AG", ""});
   CHECK(refusal(c) == "instruction 0: communicator 0 was not declared");
 
   Program s = one_stream();
   s.event_count = 1;
-  s.instructions.push_back(HostSync{HostSync::Target::Stream, 1, "sync"});
+  s.instructions.push_back(HostSync{StreamId{1}, "sync"});
   CHECK(refusal(s) == "instruction 0: stream 1 was not declared");
 
   Program b = one_stream();
-  b.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, 0, "x"});
+  b.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
   CHECK(refusal(b) == "instruction 0: buffer 0 was not declared");
 
   Program r = one_stream();
   r.buffer_count = 1;
   r.buffer_names = {"x"};
-  r.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, 0, "x"});
-  r.instructions.push_back(Free{0, {0, 2}});
+  r.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
+  r.instructions.push_back(Free{0, {StreamId{0}, StreamId{2}}});
   CHECK(refusal(r) == "instruction 1: stream 2 was not declared");
 }
 
@@ -82,20 +82,20 @@ TEST_CASE("validate follows each buffer's life in program order", "[program]") {
   Program p = one_stream();
   p.buffer_count = 1;
   p.buffer_names = {"grad"};
-  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, 0, "grad"});
-  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, 0, "grad"});
+  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
   CHECK(refusal(p) == "instruction 1: buffer 0 allocated twice");
 
   Program f = one_stream();
   f.buffer_count = 1;
   f.buffer_names = {"grad"};
-  f.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, 0, "grad"});
-  f.instructions.push_back(Free{0, {0}});  // a record_stream free ends the life at issue too
+  f.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  f.instructions.push_back(Free{0, {StreamId{0}}});  // a record_stream free ends the life at issue too
   f.instructions.push_back(Free{0, {}});
   CHECK(refusal(f) == "instruction 2: free of buffer 'grad' that is not live");
 
   Program k = one_stream();
-  k.instructions.push_back(Launch{0, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}, {}}}});
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}, {}}}});
   CHECK(refusal(k) == "instruction 0: kernel 'mm' has an empty GEMM 8x0x8");
 }
 

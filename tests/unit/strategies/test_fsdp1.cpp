@@ -203,7 +203,7 @@ TEST_CASE("streams: AGs on unshard, RS on post_backward, the HSDP all-reduce on 
   SimulationResult r = run_experiment(load(small_llama_doc(fsdp1({{"sharding", "hybrid_shard"}}), 2, 4)));
   const Timeline& t = r.timeline;
   for (const auto* op : collectives(t)) {
-    const std::string& stream = t.streams[op->stream].name;
+    const std::string& stream = t.streams[op->stream.index()].name;
     if (op->collective == CollectiveKind::AllGather) CHECK(stream == "unshard");
     if (op->collective == CollectiveKind::ReduceScatter) CHECK(stream == "post_backward");
     if (op->collective == CollectiveKind::AllReduce) {
@@ -258,7 +258,7 @@ TEST_CASE("mixed precision: the fp32 shard is cast on pre_unshard before each AG
   for (const auto& op : mp.timeline.ops)
     if (op.name.rfind("cast param", 0) == 0) {
       ++casts;
-      CHECK(mp.timeline.streams[op.stream].name == "pre_unshard");
+      CHECK(mp.timeline.streams[op.stream.index()].name == "pre_unshard");
     }
   CHECK(casts == 8);  // 4 units x (forward + backward AG)
   SimulationResult full = run_experiment(load(toy_doc({{"framework", "fsdp1"}})));
