@@ -190,7 +190,7 @@ struct LiveExecutor::Impl {
     for (const auto& li : l.instructions)
       for (const auto& c : li.calls) {
         if (c.kind != live::CallKind::Collective) continue;
-        const NcclComm& comm = comms.at(static_cast<std::size_t>(c.comm));
+        const NcclComm& comm = comms.at(c.comm.value().index());
         CollectiveSizes g = collective_sizes(c.collective, static_cast<std::size_t>(c.bytes.count), comm.size(), c.dtype);
         if (static_cast<std::int64_t>(g.count) != c.sizes.count || static_cast<std::int64_t>(g.send_bytes) != c.sizes.send_bytes ||
             static_cast<std::int64_t>(g.recv_bytes) != c.sizes.recv_bytes)
@@ -251,7 +251,7 @@ struct LiveExecutor::Impl {
         STEPSIM_CUDA_CHECK(launch_live_spin(stream(c.stream), static_cast<unsigned long long>(c.duration.ns)));
         break;
       case CallKind::Collective: {
-        auto ci = static_cast<std::size_t>(c.comm);
+        const std::size_t ci = c.comm.value().index();
         CollectiveSizes s;
         s.count = static_cast<std::size_t>(c.sizes.count);
         s.send_bytes = static_cast<std::size_t>(c.sizes.send_bytes);

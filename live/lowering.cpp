@@ -115,9 +115,9 @@ class Lowerer {
     g.dtype = c.dtype;
     g.bytes = c.bytes;
     g.name = c.name;
-    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[static_cast<std::size_t>(c.comm)].ranks, c.dtype);
+    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[c.comm.index()].ranks, c.dtype);
     g.in_place = c.kind != CollectiveKind::AllToAll;
-    auto ci = static_cast<std::size_t>(c.comm);
+    const std::size_t ci = c.comm.index();
     out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
     out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
     li.calls.push_back(g);
@@ -293,7 +293,7 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
       return fmt::format("cudaMemcpyAsync D2D {} B x{} on {}", c.copy_bytes.count, c.copy_repeats, stream(c.stream));
     case CallKind::Spin: return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream));
     case CallKind::Collective: {
-      const LiveComm& lc = l.comms.at(static_cast<std::size_t>(c.comm));
+      const LiveComm& lc = l.comms.at(c.comm.value().index());
       return fmt::format("{} count={} {} send={} B recv={} B{} on comm '{}' ({} of {} program ranks) on {}",
                          nccl_call_name(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
                          c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,

@@ -87,7 +87,7 @@ struct GpuCall {
   // Spin / HostBusyWait
   Time duration;
   // Collective
-  CommId comm = -1;
+  std::optional<CommId> comm;
   CollectiveKind collective = CollectiveKind::AllReduce;
   Dtype dtype = Dtype::BF16;
   CollectiveSizes sizes;

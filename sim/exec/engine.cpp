@@ -33,7 +33,7 @@ struct Op {
   // Record / Wait: the event (unused by the other types); for a Wait the number of records
   // issued before it (0: wait for the first record, which may come later in program order).
   EventId event{0};
-  CommId comm = -1;
+  CommId comm{0};               // Collective only
   int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
   std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
   std::int32_t host_before = -1;     // the host interval current when it was issued
@@ -94,7 +94,7 @@ class Engine {
     // NCCL communicator lazily, at its first collective.
     std::vector<char> used(p.comms.size(), 0);
     for (const auto& ins : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&ins)) used[static_cast<std::size_t>(c->comm)] = 1;
+      if (const auto* c = std::get_if<Collective>(&ins)) used[c->comm.index()] = 1;
     timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op and one host interval; every Alloc/Free one
@@ -206,11 +206,11 @@ class Engine {
                           },
                           [&](const Collective& c) {
                             Op op = new_op(OpType::Collective, c.stream, i);
-                            const CommDecl& comm = p_.comms.at(static_cast<std::size_t>(c.comm));
+                            const CommDecl& comm = p_.comms[c.comm.index()];
                             op.comm = c.comm;
                             op.link_class = comm.nodes > 1 ? 1 : 0;
                             op.solo = collective_time(hw_, c.kind, c.bytes, comm);
-                            comm_queue_[static_cast<std::size_t>(c.comm)].push_back(ops_.size());
+                            comm_queue_[c.comm.index()].push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
                           },
@@ -327,7 +327,7 @@ class Engine {
       // The constraints explain counts for it: its issue, the op before it on its stream, the
       // event waits queued on the stream since then, the communicator's previous collective.
       dependencies_ += (op.host_before >= 0 ? 1 : 0) + stream_has_op_[su] + pending_event_deps_[su];
-      if (op.type == OpType::Collective && comm_queue_[static_cast<std::size_t>(op.comm)].size() > 1) ++dependencies_;
+      if (op.type == OpType::Collective && comm_queue_[op.comm.index()].size() > 1) ++dependencies_;
       pending_event_deps_[su] = 0;
       stream_has_op_[su] = 1;
     }
@@ -344,8 +344,7 @@ class Engine {
         return want < recs.size() && ops_[recs[want]].done;
       }
       case OpType::Collective: {
-        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
-        return q[comm_next_[static_cast<std::size_t>(op.comm)]] == idx;
+        return comm_queue_[op.comm.index()][comm_next_[op.comm.index()]] == idx;
       }
       default: return true;
     }
@@ -425,7 +424,7 @@ class Engine {
         consider(StartRecord{StartCause::Event, rec.why.on});
     }
     if (op.type == OpType::Collective) {
-      auto c = static_cast<std::size_t>(op.comm);
+      const std::size_t c = op.comm.index();
       if (comm_next_[c] > 0) {
         const Op& prev = ops_[comm_queue_[c][comm_next_[c] - 1]];
         if (prev.end == now_) consider(StartRecord{StartCause::CommFifo, prev.timeline_index});
@@ -470,7 +469,7 @@ class Engine {
     op.end = now_;
     auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
-    if (op.type == OpType::Collective) ++comm_next_[static_cast<std::size_t>(op.comm)];
+    if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
     auto it = std::find(running_.begin(), running_.end(), idx);
     if (it != running_.end()) {
       running_.erase(it);
@@ -578,10 +577,10 @@ class Engine {
         why = recs.empty() ? fmt::format(": event {} is never recorded", op.event)
                            : fmt::format(": event {} record never completes", op.event);
       } else if (op.type == OpType::Collective) {
-        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
-        std::size_t head = q[comm_next_[static_cast<std::size_t>(op.comm)]];
+        const std::size_t c = op.comm.index();
+        std::size_t head = comm_queue_[c][comm_next_[c]];
         why = fmt::format(": behind instruction {} ({}) in communicator '{}' FIFO", ops_[head].instruction,
-                          describe(p_, ops_[head].instruction), p_.comms[static_cast<std::size_t>(op.comm)].name);
+                          describe(p_, ops_[head].instruction), p_.comms[c].name);
       }
       stuck.push_back(fmt::format("stream '{}' stuck at instruction {} ({}){}", p_.streams[s].name, op.instruction,
                                   describe(p_, op.instruction), why));

@@ -116,7 +116,7 @@ StreamId ProgramBuilder::stream(const std::string& name, int priority) {
 
 CommId ProgramBuilder::comm(const std::string& name, int ranks, int nodes) {
   program_.comms.push_back(CommDecl{name, ranks, nodes});
-  return static_cast<CommId>(program_.comms.size() - 1);
+  return CommId{program_.comms.size() - 1};
 }
 
 void ProgramBuilder::add(Instruction i) {

@@ -18,7 +18,7 @@ namespace stepsim {
 // (StreamId{0} is the default stream), an event below Program::event_count.
 using StreamId = Id<struct StreamTag>;
 using EventId = Id<struct EventTag>;
-using CommId = int;
+using CommId = Id<struct CommTag>;  // into Program::comms
 using BufferId = int;
 
 enum class Phase { Setup, Forward, Backward, Optimizer };
@@ -107,7 +107,7 @@ struct Launch {
 };
 
 struct Collective {
-  CommId comm = 0;
+  CommId comm{0};
   StreamId stream{0};
   CollectiveKind kind = CollectiveKind::AllReduce;
   // nccl-tests convention (C6.1): all-reduce/broadcast/reduce: the buffer; all-gather: the

@@ -28,7 +28,7 @@ class Validator {
     if (e.index() >= p_.event_count) throw std::logic_error(fmt::format("instruction {}: event {} was not declared", i_, e));
   }
   void comm(CommId c) const {
-    if (c < 0 || static_cast<std::size_t>(c) >= p_.comms.size())
+    if (c.index() >= p_.comms.size())
       throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i_, c));
   }
   std::size_t buffer(BufferId b) const {

@@ -52,8 +52,8 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
       args["collective"] = to_string(op.collective);
       args["bytes"] = op.bytes.count;
       args["dtype"] = to_string(op.dtype);
-      args["comm"] = t.comms.at(static_cast<std::size_t>(op.comm)).name;
-      args["group_size"] = t.comms.at(static_cast<std::size_t>(op.comm)).ranks;
+      args["comm"] = t.comms.at(op.comm.value().index()).name;
+      args["group_size"] = t.comms.at(op.comm.value().index()).ranks;
     } else {
       args["stepsim_op"] = "compute";
       args["class"] = to_string(op.cls);

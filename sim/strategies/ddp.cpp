@@ -143,7 +143,7 @@ class ReducerWriter {
   std::map<const Param*, std::size_t> bucket_of_;
   ProgramBuilder b_;
   StreamId dflt_{0}, nccl_{0};
-  CommId process_group_ = 0;
+  CommId process_group_{0};
   std::vector<std::size_t> pending_;  // per bucket: gradients marked ready in this backward
   std::size_t next_bucket_ = 0;       // the next bucket to all-reduce (in order)
   std::vector<BufferId> grads_;       // .grad per layer (AccumulateGrad), unless they alias buckets

@@ -102,7 +102,8 @@ class StepWriter {
 
   ProgramBuilder b_;
   StreamId dflt_{0}, unshard_{0}, post_backward_{0}, pre_unshard_{0}, all_reduce_{0};
-  CommId shard_pg_ = 0, replicate_pg_ = -1;
+  CommId shard_pg_{0};
+  std::optional<CommId> replicate_pg_;  // hybrid sharding only
 };
 
 Program StepWriter::write() {
@@ -315,7 +316,7 @@ void StepWriter::reduce_grad(std::size_t u) {
   const bool postdivide = world_ > predivide_;
   if (c_.hybrid()) {
     b_.wait_stream(all_reduce_, post_backward_);
-    b_.collective(replicate_pg_, all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
+    b_.collective(replicate_pg_.value(), all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
                   fmt::format("AR {} replicate", n), n);
     if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
     accumulate_sharded_grad(u, out, reduce_dtype_, all_reduce_);

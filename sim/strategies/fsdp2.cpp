@@ -123,7 +123,7 @@ class Emitter {
       b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, 2 * orig_bytes_), g));
     }
     b_.wait_stream(ag_, copy_in_);
-    const CommId pg = from_slice ? post_forward_pg_ : shard_pg_;
+    const CommId pg = from_slice ? post_forward_pg_.value() : shard_pg_;
     b_.collective(pg, ag_, CollectiveKind::AllGather, bytes(G.padded, param_bytes_), c_.param_dtype,
                   fmt::format("AG {} {}", G.name, pass == Pass::Forward ? "fwd" : "bwd"), G.name);
     s.pending = Pending{out, b_.record(ag_)};
@@ -263,7 +263,7 @@ class Emitter {
     if (c_.replicate > 1) {
       // HSDP: all-reduce the shard over the replicate group on its own communicator.
       b_.wait_stream(ar_, rs_);
-      b_.collective(replicate_pg_, ar_, CollectiveKind::AllReduce, bytes(shard, reduce_bytes_), rdt, "AR " + G.name, G.name);
+      b_.collective(replicate_pg_.value(), ar_, CollectiveKind::AllReduce, bytes(shard, reduce_bytes_), rdt, "AR " + G.name, G.name);
       post = ar_;
     }
     if (fp16) b_.launch(post, elementwise("RS post-divide " + G.name, bytes(shard, 2 * reduce_bytes_), G.name));
@@ -357,7 +357,9 @@ class Emitter {
   std::int64_t total_shard_ = 0;
   ProgramBuilder b_;
   StreamId dflt_{0}, copy_in_{0}, ag_{0}, rs_{0}, ar_{0};
-  CommId shard_pg_ = 0, replicate_pg_ = -1, post_forward_pg_ = -1;
+  CommId shard_pg_{0};
+  std::optional<CommId> replicate_pg_;     // HSDP only
+  std::optional<CommId> post_forward_pg_;  // reshard_after_forward=k only
   std::optional<Pending> kept_;             // comm_ctx.all_gather_state
   std::deque<RsState> rs_in_flight_;        // comm_ctx.reduce_scatter_state(s)
   std::vector<EventId> post_reduce_events_;

@@ -378,7 +378,7 @@ class Zero12Builder {
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   ProgramBuilder b_;
   StreamId dflt_{0}, reduction_stream_{0};
-  CommId dp_process_group_ = 0;
+  CommId dp_process_group_{0};
 
   struct PGroup {
     std::vector<const Param*> params;

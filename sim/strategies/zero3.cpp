@@ -450,7 +450,7 @@ class Zero3Builder {
   StreamId dflt_{0};
   StreamId allgather_stream_{0};             // parameter_offload.py __allgather_stream
   StreamId reduce_and_partition_stream_{0};  // stage3.py reduce_and_partition_stream
-  CommId dp_process_group_ = 0;
+  CommId dp_process_group_{0};
 
   // The partitioned parameters (partition_parameters.py).
   std::vector<const Param*> params_;  // ds_id order (model order)

@@ -98,7 +98,7 @@ void check_example(const std::string& file) {
     REQUIRE(t.op_why.size() == t.ops.size());
     const StartRecord& why = t.op_why[static_cast<std::size_t>(k)];
     auto& s = streams[op.stream.index()];
-    long comm_prev = op.kind == TimelineOp::Kind::Collective ? last_on_comm[static_cast<std::size_t>(op.comm)] : -1;
+    long comm_prev = op.kind == TimelineOp::Kind::Collective ? last_on_comm[op.comm.value().index()] : -1;
     std::int64_t comm_ready = comm_prev >= 0 ? t.ops[static_cast<std::size_t>(comm_prev)].end.ns : kNever;
     // The start is the latest constraint: no constraint is later, and one attains it.
     CHECK(op.issue.ns == issue);
@@ -133,7 +133,7 @@ void check_example(const std::string& file) {
     s.ready_on_gpu = true;
     s.event_ready = kNever;
     s.last_op = k;
-    if (op.kind == TimelineOp::Kind::Collective) last_on_comm[static_cast<std::size_t>(op.comm)] = k;
+    if (op.kind == TimelineOp::Kind::Collective) last_on_comm[op.comm.value().index()] = k;
     ++checked;
   }
   CHECK(checked == t.ops.size());

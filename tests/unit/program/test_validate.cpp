@@ -58,7 +58,7 @@ TEST_CASE("validate names the instruction and the undeclared id", "[program]") {
   CHECK(refusal(e) == "instruction 0: event 1 was not declared");
 
   Program c = one_stream();
-  c.instructions.push_back(Collective{0, StreamId{0}, CollectiveKind::AllGather, Bytes{8}, Dtype::BF16, "AG", ""});
+  c.instructions.push_back(Collective{CommId{0}, StreamId{0}, CollectiveKind::AllGather, Bytes{8}, Dtype::BF16, "AG", ""});
   CHECK(refusal(c) == "instruction 0: communicator 0 was not declared");
 
   Program s = one_stream();

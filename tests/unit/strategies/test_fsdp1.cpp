@@ -64,7 +64,7 @@ std::vector<const TimelineOp*> collectives(const Timeline& t) {
 std::map<std::string, std::int64_t> traffic(const Timeline& t) {
   std::map<std::string, std::int64_t> out;
   for (const auto* op : collectives(t))
-    out[op->unit + " " + short_name(op->collective) + " " + std::to_string(t.comms[op->comm].ranks)] += op->bytes.count;
+    out[op->unit + " " + short_name(op->collective) + " " + std::to_string(t.comms[op->comm.value().index()].ranks)] += op->bytes.count;
   return out;
 }
 
@@ -208,10 +208,10 @@ TEST_CASE("streams: AGs on unshard, RS on post_backward, the HSDP all-reduce on 
     if (op->collective == CollectiveKind::ReduceScatter) CHECK(stream == "post_backward");
     if (op->collective == CollectiveKind::AllReduce) {
       CHECK(stream == "all_reduce");
-      CHECK(t.comms[op->comm].nodes == 2);
-      CHECK(t.comms[op->comm].ranks == 2);
+      CHECK(t.comms[op->comm.value().index()].nodes == 2);
+      CHECK(t.comms[op->comm.value().index()].ranks == 2);
     } else {
-      CHECK(t.comms[op->comm].nodes == 1);
+      CHECK(t.comms[op->comm.value().index()].nodes == 1);
     }
   }
   // limit_all_gathers and HSDP: the three FSDP streams get priority -1 (F1.5).

@@ -171,10 +171,10 @@ TEST_CASE("FSDP2 HSDP all-reduces each shard on the replicate communicator, apar
   REQUIRE(rs);
   REQUIRE(ar);
   CHECK(ar->comm != rs->comm);
-  CHECK(p.comms[static_cast<std::size_t>(rs->comm)].ranks == 8);
-  CHECK(p.comms[static_cast<std::size_t>(rs->comm)].nodes == 1);  // shard group = one node
-  CHECK(p.comms[static_cast<std::size_t>(ar->comm)].ranks == 2);
-  CHECK(p.comms[static_cast<std::size_t>(ar->comm)].nodes == 2);  // replicate group spans nodes
+  CHECK(p.comms[rs->comm.index()].ranks == 8);
+  CHECK(p.comms[rs->comm.index()].nodes == 1);  // shard group = one node
+  CHECK(p.comms[ar->comm.index()].ranks == 2);
+  CHECK(p.comms[ar->comm.index()].nodes == 2);  // replicate group spans nodes
   // C6.5: AR S = r * Psi_u / shard_size = 2 * 202,383,360 / 8.
   CHECK(ar->bytes.count == 2 * 202383360LL / 8);
   CHECK(ar->stream != rs->stream);
@@ -189,7 +189,7 @@ TEST_CASE("FSDP2 reshard_after_forward=k keeps a 1/k slice and gathers over k ra
   Experiment e = load(llama_doc("llama2-7b", s, 2, 8));
   Program p = e.strategy->build(e);
   for (const Collective* c : collectives(p)) {
-    const CommDecl& comm = p.comms[static_cast<std::size_t>(c->comm)];
+    const CommDecl& comm = p.comms[c->comm.index()];
     if (c->name == "AG block.3 fwd" || c->name == "RS block.3") CHECK(comm.ranks == 16);
     if (c->name == "AG block.3 bwd") {
       CHECK(comm.ranks == 8);
