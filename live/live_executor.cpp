@@ -117,7 +117,7 @@ struct LiveExecutor::Impl {
   std::vector<void*> buffer_ptr;          // index = BufferId, null when not live
 
   struct PendingFree {
-    BufferId buffer = 0;
+    BufferId buffer{0};
     StreamId stream{0};
     std::vector<std::size_t> events;      // into free_events
   };
@@ -139,7 +139,7 @@ struct LiveExecutor::Impl {
         if (c.kind == live::CallKind::DeferredFree) n_free_events += c.wait_streams.size();
     for (std::size_t k = 0; k < n_free_events; ++k) free_events.emplace_back(false);
     for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(describe(p, i));
-    buffer_ptr.assign(static_cast<std::size_t>(p.buffer_count), nullptr);
+    buffer_ptr.assign(p.buffer_count, nullptr);
 
     // GEMM plans (one per distinct shape) and operands filled with finite non-zero values.
     runners.reserve(l.gemm_shapes.size());
@@ -223,7 +223,7 @@ struct LiveExecutor::Impl {
         ++it;
         continue;
       }
-      void*& ptr = buffer_ptr.at(static_cast<std::size_t>(it->buffer));
+      void*& ptr = buffer_ptr.at(it->buffer.index());
       if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(it->stream)));
       ptr = nullptr;
       m.memory.push_back({since(t0), it->buffer, false});
@@ -282,19 +282,19 @@ struct LiveExecutor::Impl {
         void* ptr = nullptr;
         if (c.bytes.count > 0)
           STEPSIM_CUDA_CHECK(cudaMallocFromPoolAsync(&ptr, static_cast<std::size_t>(c.bytes.count), pool.get(), stream(c.stream)));
-        buffer_ptr.at(static_cast<std::size_t>(c.buffer)) = ptr;
-        m.memory.push_back({since(t0), c.buffer, true});
+        buffer_ptr.at(c.buffer.value().index()) = ptr;
+        m.memory.push_back({since(t0), c.buffer.value(), true});
         break;
       }
       case CallKind::FreeAsync: {
-        void*& ptr = buffer_ptr.at(static_cast<std::size_t>(c.buffer));
+        void*& ptr = buffer_ptr.at(c.buffer.value().index());
         if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(c.stream)));
         ptr = nullptr;
-        m.memory.push_back({since(t0), c.buffer, false});
+        m.memory.push_back({since(t0), c.buffer.value(), false});
         break;
       }
       case CallKind::DeferredFree: {
-        PendingFree pf{c.buffer, c.stream.value(), {}};
+        PendingFree pf{c.buffer.value(), c.stream.value(), {}};
         for (StreamId s : c.wait_streams) {
           std::size_t e = free_events_used++;
           free_events.at(e).record(stream(s));

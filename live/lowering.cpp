@@ -152,7 +152,7 @@ class Lowerer {
 
   // An allocation remembers its stream: the free returns the block to that stream's pool.
   void lower_instruction(const Alloc& a, LoweredInstruction& li) {
-    alloc_stream_[static_cast<std::size_t>(a.buffer)] = a.stream;
+    alloc_stream_[a.buffer.index()] = a.stream;
     GpuCall g = make_call(CallKind::MallocAsync, a.stream);
     g.buffer = a.buffer;
     g.bytes = a.bytes;
@@ -163,7 +163,7 @@ class Lowerer {
 
   // A free with record_streams is deferred until every stream that used the block passes it.
   void lower_instruction(const Free& f, LoweredInstruction& li) {
-    auto b = static_cast<std::size_t>(f.buffer);
+    const std::size_t b = f.buffer.index();
     GpuCall g;
     g.buffer = f.buffer;
     g.stream = alloc_stream_[b];  // validate(): the buffer is live, so it has one
@@ -306,11 +306,11 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
     case CallKind::MallocAsync:
       return fmt::format("cudaMallocFromPoolAsync {} B '{}' ({}) on {}", c.bytes.count, c.name, to_string(c.category),
                          stream(c.stream));
-    case CallKind::FreeAsync: return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer, stream(c.stream));
+    case CallKind::FreeAsync: return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer.value(), stream(c.stream));
     case CallKind::DeferredFree: {
       std::string ws;
       for (StreamId s : c.wait_streams) ws += (ws.empty() ? "" : ", ") + stream(s);
-      return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer,
+      return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer.value(),
                          stream(c.stream));
     }
     case CallKind::HostBusyWait: return fmt::format("host busy-wait {} ns ({})", c.duration.ns, c.name);

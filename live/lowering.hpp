@@ -95,7 +95,7 @@ struct GpuCall {
   // Events
   std::optional<EventId> event;
   // Memory
-  BufferId buffer = -1;
+  std::optional<BufferId> buffer;
   Bytes bytes;
   MemCategory category = MemCategory::Other;
   std::vector<StreamId> wait_streams;  // DeferredFree: allocation stream + record streams

@@ -117,14 +117,13 @@ int CachingAllocator::split(int b, std::int64_t size) {
   return r;
 }
 
-Bytes CachingAllocator::malloc(int id, Bytes bytes, StreamId stream) {
-  if (id < 0) throw std::logic_error(fmt::format("allocator: buffer id {}", id));
-  if (static_cast<std::size_t>(id) >= live_.size()) live_.resize(static_cast<std::size_t>(id) + 1, -1);
-  if (live_[static_cast<std::size_t>(id)] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
+Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
+  if (id.index() >= live_.size()) live_.resize(id.index() + 1, -1);
+  if (live_[id.index()] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
   if (!config_.enabled) {
     int b = static_cast<int>(blocks_.size());
     blocks_.push_back(Block{-1, 0, bytes.count, -1, -1, true});
-    live_[static_cast<std::size_t>(id)] = b;
+    live_[id.index()] = b;
     allocated_ += bytes.count;
     reserved_ += bytes.count;
     return bytes;
@@ -146,16 +145,16 @@ Bytes CachingAllocator::malloc(int id, Bytes bytes, StreamId stream) {
   if (should_split(blocks_[static_cast<std::size_t>(b)], size)) split(b, size);
   Block& k = blocks_[static_cast<std::size_t>(b)];
   k.allocated = true;
-  live_[static_cast<std::size_t>(id)] = b;
+  live_[id.index()] = b;
   allocated_ += k.size;
   return Bytes{k.size};
 }
 
-void CachingAllocator::free(int id) {
-  if (id < 0 || static_cast<std::size_t>(id) >= live_.size() || live_[static_cast<std::size_t>(id)] < 0)
+void CachingAllocator::free(BufferId id) {
+  if (id.index() >= live_.size() || live_[id.index()] < 0)
     throw std::logic_error(fmt::format("allocator: free of buffer {} that is not live", id));
-  int b = live_[static_cast<std::size_t>(id)];
-  live_[static_cast<std::size_t>(id)] = -1;
+  int b = live_[id.index()];
+  live_[id.index()] = -1;
   Block& k = blocks_[static_cast<std::size_t>(b)];
   allocated_ -= k.size;
   k.allocated = false;

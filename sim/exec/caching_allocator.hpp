@@ -54,9 +54,9 @@ class CachingAllocator {
   explicit CachingAllocator(AllocatorConfig config = {}) : config_(config) {}
 
   // Allocates `bytes` for buffer `id` on `stream`; returns the block size handed out.
-  Bytes malloc(int id, Bytes bytes, StreamId stream);
+  Bytes malloc(BufferId id, Bytes bytes, StreamId stream);
   // Returns buffer `id`'s block to its pool (merging with free neighbours).
-  void free(int id);
+  void free(BufferId id);
 
   Bytes reserved() const { return Bytes{reserved_}; }
   Bytes allocated() const { return Bytes{allocated_}; }  // sum of live block sizes

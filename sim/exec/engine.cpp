@@ -60,7 +60,7 @@ static_assert(sizeof(Op) <= 136, "keep Op small: it is the engine's hot array");
 // free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
 // wait on it, so the scan is O(1) amortized per completion (issue 16 item 5).
 struct PendingFree {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   std::size_t outstanding = 0;
 };
 
@@ -85,7 +85,7 @@ class Engine {
     pending_event_deps_.assign(p.streams.size(), 0);
     records_.resize(p.event_count);
     event_has_source_.assign(p.event_count, 0);
-    buffers_.resize(static_cast<std::size_t>(p.buffer_count));
+    buffers_.resize(p.buffer_count);
     live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
@@ -233,7 +233,7 @@ class Engine {
                           },
                           [&](const HostSync& h) { return host_sync(h, i); },
                           [&](const Alloc& a) {
-                            auto& b = buffers_[static_cast<std::size_t>(a.buffer)];
+                            auto& b = buffers_[a.buffer.index()];
                             // validate() saw the Free before it; its record_stream free may still
                             // be pending here, and the buffer cannot hold two allocations.
                             if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
@@ -245,7 +245,7 @@ class Engine {
                             return true;
                           },
                           [&](const Free& f) {
-                            auto& b = buffers_[static_cast<std::size_t>(f.buffer)];
+                            auto& b = buffers_[f.buffer.index()];
                             std::size_t id = pending_frees_.size();
                             PendingFree pf{f.buffer, 0};
                             for (StreamId s : f.record_streams) {
@@ -512,7 +512,7 @@ class Engine {
   };
 
   void release(BufferId id) {
-    auto& b = buffers_.at(static_cast<std::size_t>(id));
+    auto& b = buffers_[id.index()];
     live_[static_cast<std::size_t>(b.category)] -= b.bytes;
     b.live = false;
     b.free_pending = false;
@@ -542,7 +542,7 @@ class Engine {
       start = a.reserved();
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];
-        if (!buffers_[static_cast<std::size_t>(ev.buffer)].live) apply(ev);
+        if (!buffers_[ev.buffer.index()].live) apply(ev);
         reserved[k] = a.reserved();
       }
       if (a.reserved() == start) break;  // no new segment: the next steps repeat this one
@@ -663,7 +663,7 @@ class Engine {
   std::vector<Waiter> waiters_;
   struct AllocEvent {
     bool alloc = true;
-    BufferId buffer = 0;
+    BufferId buffer{0};
     Bytes bytes;
     StreamId stream{0};
     std::size_t sample = 0;  // the memory sample this change produced
@@ -708,9 +708,8 @@ std::string describe(const Program& p, std::size_t i) {
                         },
                         [&](const Alloc& a) { return fmt::format("Alloc '{}' {} B", a.name, a.bytes.count); },
                         [&](const Free& f) {
-                          return fmt::format("Free '{}'", f.buffer >= 0 && static_cast<std::size_t>(f.buffer) < p.buffer_names.size()
-                                                              ? p.buffer_names[static_cast<std::size_t>(f.buffer)]
-                                                              : std::to_string(f.buffer));
+                          return fmt::format("Free '{}'", f.buffer.index() < p.buffer_names.size() ? p.buffer_names[f.buffer.index()]
+                                                                                        : fmt::format("{}", f.buffer));
                         },
                         [&](const HostWork& w) { return fmt::format("HostWork '{}'", w.name); },
                         [&](const Mark& m) { return fmt::format("Mark '{}'", m.name); },

@@ -161,7 +161,7 @@ void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
 }
 
 BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s) {
-  BufferId b = program_.buffer_count++;
+  BufferId b{program_.buffer_count++};
   program_.buffer_names.push_back(name);
   add(Alloc{b, bytes, cat, s, std::move(name)});
   return b;

@@ -19,7 +19,7 @@ namespace stepsim {
 using StreamId = Id<struct StreamTag>;
 using EventId = Id<struct EventTag>;
 using CommId = Id<struct CommTag>;  // into Program::comms
-using BufferId = int;
+using BufferId = Id<struct BufferTag>;  // below Program::buffer_count
 
 enum class Phase { Setup, Forward, Backward, Optimizer };
 std::string to_string(Phase p);
@@ -129,7 +129,7 @@ struct HostSync {
 };
 
 struct Alloc {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   Bytes bytes;
   MemCategory category = MemCategory::Other;
   StreamId stream{0};
@@ -139,7 +139,7 @@ struct Alloc {
 // A plain free takes effect at issue (stream-ordered reuse). With record_streams the memory
 // returns when the GPU has finished the work queued on those streams before the free.
 struct Free {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   std::vector<StreamId> record_streams;
 };
 

@@ -32,12 +32,11 @@ class Validator {
       throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i_, c));
   }
   std::size_t buffer(BufferId b) const {
-    if (b < 0 || static_cast<std::size_t>(b) >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i_, b));
-    return static_cast<std::size_t>(b);
+    if (b.index() >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i_, b));
+    return b.index();
   }
   std::string buffer_name(BufferId b) const {
-    auto k = static_cast<std::size_t>(b);
-    return k < p_.buffer_names.size() ? p_.buffer_names[k] : std::to_string(b);
+    return b.index() < p_.buffer_names.size() ? p_.buffer_names[b.index()] : fmt::format("{}", b);
   }
 
   void check(const Launch& l) {

@@ -46,7 +46,7 @@ class ReducerWriter {
     for (int micro = 0; micro < A; ++micro) {
       const bool sync = micro == A - 1 || !e_.training.no_sync;
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro);
+      std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
       backward(micro, sync, acts);
     }
@@ -67,7 +67,7 @@ class ReducerWriter {
 
   // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
   // parameter order. With sync, finalize_backward runs once the last hook has fired.
-  void backward(int micro, bool sync, const std::vector<BufferId>& acts) {
+  void backward(int micro, bool sync, const std::vector<std::optional<BufferId>>& acts) {
     if (sync) prepare_for_backward();
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];

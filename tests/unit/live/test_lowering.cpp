@@ -294,7 +294,7 @@ TEST_CASE("a malformed program is refused by the lowering", "[live]") {
   Program p;
   p.streams = {StreamDecl{"default", 0}};
   p.buffer_count = 1;
-  p.instructions.push_back(Free{0, {}});
+  p.instructions.push_back(Free{BufferId{0}, {}});
   CHECK_THROWS_AS(lower_program(p, opts(1, 1)), std::logic_error);
   Program q;
   q.streams = {StreamDecl{"default", 0}};

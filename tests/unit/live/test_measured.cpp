@@ -53,7 +53,7 @@ MeasuredStep measured(const Small& s, std::int64_t scale_ns) {
   auto T = [&](std::int64_t us) { return Time{us * 1000 * scale_ns}; };
   m.ops = {{s.fwd, T(5), T(10), T(1010)}, {s.bwd, T(12), T(1010), T(3010)}, {s.ar, T(20), T(3010), T(3510)}};
   // weights at 1 us, activations at 2 us, activations freed at 15 us.
-  m.memory = {{T(2), 1, true}, {T(1), 0, true}, {T(15), 1, false}};
+  m.memory = {{T(2), BufferId{1}, true}, {T(1), BufferId{0}, true}, {T(15), BufferId{1}, false}};
   m.marks = {{"forward", T(2)}, {"backward", T(11)}};
   m.end = T(3510);
   m.pool_used_high = Bytes{2048};

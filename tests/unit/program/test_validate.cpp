@@ -67,14 +67,14 @@ TEST_CASE("validate names the instruction and the undeclared id", "[program]") {
   CHECK(refusal(s) == "instruction 0: stream 1 was not declared");
 
   Program b = one_stream();
-  b.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
+  b.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
   CHECK(refusal(b) == "instruction 0: buffer 0 was not declared");
 
   Program r = one_stream();
   r.buffer_count = 1;
   r.buffer_names = {"x"};
-  r.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
-  r.instructions.push_back(Free{0, {StreamId{0}, StreamId{2}}});
+  r.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
+  r.instructions.push_back(Free{BufferId{0}, {StreamId{0}, StreamId{2}}});
   CHECK(refusal(r) == "instruction 1: stream 2 was not declared");
 }
 
@@ -82,16 +82,16 @@ TEST_CASE("validate follows each buffer's life in program order", "[program]") {
   Program p = one_stream();
   p.buffer_count = 1;
   p.buffer_names = {"grad"};
-  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
-  p.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  p.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  p.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
   CHECK(refusal(p) == "instruction 1: buffer 0 allocated twice");
 
   Program f = one_stream();
   f.buffer_count = 1;
   f.buffer_names = {"grad"};
-  f.instructions.push_back(Alloc{0, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
-  f.instructions.push_back(Free{0, {StreamId{0}}});  // a record_stream free ends the life at issue too
-  f.instructions.push_back(Free{0, {}});
+  f.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  f.instructions.push_back(Free{BufferId{0}, {StreamId{0}}});  // a record_stream free ends the life at issue too
+  f.instructions.push_back(Free{BufferId{0}, {}});
   CHECK(refusal(f) == "instruction 2: free of buffer 'grad' that is not live");
 
   Program k = one_stream();
@@ -103,7 +103,7 @@ TEST_CASE("the simulator and the live lowering both refuse what validate refuses
   Program p = one_stream();
   p.buffer_count = 1;
   p.buffer_names = {"x"};
-  p.instructions.push_back(Free{0, {}});
+  p.instructions.push_back(Free{BufferId{0}, {}});
   const std::string expected = "instruction 0: free of buffer 'x' that is not live";
   CHECK(refusal(p) == expected);
   CHECK_THROWS_WITH(simulate_program(p, HardwareProfile{}), expected);

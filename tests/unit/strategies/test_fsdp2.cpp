@@ -50,7 +50,7 @@ const TimelineOp& op(const Timeline& t, const std::string& name) {
 // Live bytes per category at the first Mark named `mark`, replaying the program in issue order.
 // Valid for FSDP2 because every free is plain (stream-ordered, effective at issue).
 std::map<MemCategory, std::int64_t> live_at_mark(const Program& p, const std::string& mark) {
-  std::map<int, std::pair<MemCategory, std::int64_t>> live;
+  std::map<BufferId, std::pair<MemCategory, std::int64_t>> live;
   for (const auto& ins : p.instructions) {
     if (auto* a = std::get_if<Alloc>(&ins)) live[a->buffer] = {a->category, a->bytes.count};
     if (auto* f = std::get_if<Free>(&ins)) {
@@ -210,7 +210,7 @@ TEST_CASE("FSDP2 keeps at most two all-gather outputs alive in forward", "[fsdp2
   for (int prefetch : {0, 2}) {
     Experiment e = load(toy_doc({{"framework", "fsdp2"}, {"forward_prefetch", prefetch}}, 6));
     Program p = e.strategy->build(e);
-    std::map<int, bool> ag_out;
+    std::map<BufferId, bool> ag_out;
     int live = 0, most = 0;
     for (const auto& ins : p.instructions) {
       if (auto* m = std::get_if<Mark>(&ins); m && m->name == "backward 0") break;
