@@ -117,8 +117,8 @@ struct LiveExecutor::Impl {
   std::vector<void*> buffer_ptr;          // index = BufferId, null when not live
 
   struct PendingFree {
-    BufferId buffer = 0;
-    StreamId stream = 0;
+    BufferId buffer{0};
+    StreamId stream{0};
     std::vector<std::size_t> events;      // into free_events
   };
   std::vector<PendingFree> pending;
@@ -127,7 +127,7 @@ struct LiveExecutor::Impl {
   Impl(const Program& prog, const live::LoweredProgram& low, const MpiSession& m, const NcclComm& world)
       : p(prog), l(low), mpi(m), info(current_device_info()), pool(info.ordinal) {
     for (const auto& s : p.streams) streams.emplace_back(s.priority);
-    for (int e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
+    for (std::size_t e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
     for (int k = 0; k < l.timed_ops; ++k) {
       op_start.emplace_back(true);
       op_end.emplace_back(true);
@@ -139,7 +139,7 @@ struct LiveExecutor::Impl {
         if (c.kind == live::CallKind::DeferredFree) n_free_events += c.wait_streams.size();
     for (std::size_t k = 0; k < n_free_events; ++k) free_events.emplace_back(false);
     for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(describe(p, i));
-    buffer_ptr.assign(static_cast<std::size_t>(p.buffer_count), nullptr);
+    buffer_ptr.assign(p.buffer_count, nullptr);
 
     // GEMM plans (one per distinct shape) and operands filled with finite non-zero values.
     runners.reserve(l.gemm_shapes.size());
@@ -190,7 +190,7 @@ struct LiveExecutor::Impl {
     for (const auto& li : l.instructions)
       for (const auto& c : li.calls) {
         if (c.kind != live::CallKind::Collective) continue;
-        const NcclComm& comm = comms.at(static_cast<std::size_t>(c.comm));
+        const NcclComm& comm = comms.at(c.comm.value().index());
         CollectiveSizes g = collective_sizes(c.collective, static_cast<std::size_t>(c.bytes.count), comm.size(), c.dtype);
         if (static_cast<std::int64_t>(g.count) != c.sizes.count || static_cast<std::int64_t>(g.send_bytes) != c.sizes.send_bytes ||
             static_cast<std::int64_t>(g.recv_bytes) != c.sizes.recv_bytes)
@@ -199,7 +199,9 @@ struct LiveExecutor::Impl {
     STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
-  cudaStream_t stream(StreamId s) const { return streams.at(static_cast<std::size_t>(s)).get(); }
+  cudaStream_t stream(StreamId s) const { return streams.at(s.index()).get(); }
+  // A call's stream; a host-only call has none, and asking for it is a lowering bug.
+  cudaStream_t stream(std::optional<StreamId> s) const { return stream(s.value()); }
   Time since(Clock::time_point t0) const {
     return Time{std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()};
   }
@@ -221,7 +223,7 @@ struct LiveExecutor::Impl {
         ++it;
         continue;
       }
-      void*& ptr = buffer_ptr.at(static_cast<std::size_t>(it->buffer));
+      void*& ptr = buffer_ptr.at(it->buffer.index());
       if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(it->stream)));
       ptr = nullptr;
       m.memory.push_back({since(t0), it->buffer, false});
@@ -233,13 +235,13 @@ struct LiveExecutor::Impl {
     using live::CallKind;
     switch (c.kind) {
       case CallKind::Gemm: {
-        auto s = static_cast<std::size_t>(c.stream);
+        const std::size_t s = c.stream.value().index();
         runners.at(static_cast<std::size_t>(c.gemm_plan)).run(stream(c.stream), gemm_a.data(), gemm_b.data(), gemm_c.at(s).data(),
                                                                workspace.at(s));
         break;
       }
       case CallKind::MemoryCopy: {
-        auto s = static_cast<std::size_t>(c.stream);
+        const std::size_t s = c.stream.value().index();
         for (std::int64_t r = 0; r < c.copy_repeats; ++r)
           STEPSIM_CUDA_CHECK(cudaMemcpyAsync(copy_dst[s].data(), copy_src[s].data(), static_cast<std::size_t>(c.copy_bytes.count),
                                              cudaMemcpyDeviceToDevice, stream(c.stream)));
@@ -249,7 +251,7 @@ struct LiveExecutor::Impl {
         STEPSIM_CUDA_CHECK(launch_live_spin(stream(c.stream), static_cast<unsigned long long>(c.duration.ns)));
         break;
       case CallKind::Collective: {
-        auto ci = static_cast<std::size_t>(c.comm);
+        const std::size_t ci = c.comm.value().index();
         CollectiveSizes s;
         s.count = static_cast<std::size_t>(c.sizes.count);
         s.send_bytes = static_cast<std::size_t>(c.sizes.send_bytes);
@@ -263,13 +265,13 @@ struct LiveExecutor::Impl {
         }
         break;
       }
-      case CallKind::EventRecord: prog_events.at(static_cast<std::size_t>(c.event)).record(stream(c.stream)); break;
+      case CallKind::EventRecord: prog_events.at(c.event.value().index()).record(stream(c.stream)); break;
       case CallKind::StreamWaitEvent:
-        STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(static_cast<std::size_t>(c.event)).get(), 0));
+        STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(c.event.value().index()).get(), 0));
         break;
       case CallKind::EventSynchronize:
         kind = HostInterval::Kind::Blocked;
-        prog_events.at(static_cast<std::size_t>(c.event)).synchronize();
+        prog_events.at(c.event.value().index()).synchronize();
         break;
       case CallKind::StreamSynchronize:
         kind = HostInterval::Kind::Blocked;
@@ -280,19 +282,19 @@ struct LiveExecutor::Impl {
         void* ptr = nullptr;
         if (c.bytes.count > 0)
           STEPSIM_CUDA_CHECK(cudaMallocFromPoolAsync(&ptr, static_cast<std::size_t>(c.bytes.count), pool.get(), stream(c.stream)));
-        buffer_ptr.at(static_cast<std::size_t>(c.buffer)) = ptr;
-        m.memory.push_back({since(t0), c.buffer, true});
+        buffer_ptr.at(c.buffer.value().index()) = ptr;
+        m.memory.push_back({since(t0), c.buffer.value(), true});
         break;
       }
       case CallKind::FreeAsync: {
-        void*& ptr = buffer_ptr.at(static_cast<std::size_t>(c.buffer));
+        void*& ptr = buffer_ptr.at(c.buffer.value().index());
         if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(c.stream)));
         ptr = nullptr;
-        m.memory.push_back({since(t0), c.buffer, false});
+        m.memory.push_back({since(t0), c.buffer.value(), false});
         break;
       }
       case CallKind::DeferredFree: {
-        PendingFree pf{c.buffer, c.stream, {}};
+        PendingFree pf{c.buffer.value(), c.stream.value(), {}};
         for (StreamId s : c.wait_streams) {
           std::size_t e = free_events_used++;
           free_events.at(e).record(stream(s));
@@ -320,7 +322,7 @@ struct LiveExecutor::Impl {
     free_events_used = 0;
     live::MeasuredStep m;
     const Clock::time_point t0 = Clock::now();
-    step_start.record(stream(0));
+    step_start.record(stream(StreamId{0}));
     for (std::size_t s = 1; s < streams.size(); ++s) STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(streams[s].get(), step_start.get(), 0));
     std::size_t timed = 0;
     Time host_end;
@@ -354,10 +356,10 @@ struct LiveExecutor::Impl {
     // setup, as in the simulated step: free what is still live, outside the measurement.
     for (void*& ptr : buffer_ptr)
       if (ptr) {
-        STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(0)));
+        STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(StreamId{0})));
         ptr = nullptr;
       }
-    STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(0)));
+    STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(StreamId{0})));
     return m;
   }
 };

@@ -8,6 +8,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/core/overloaded.hpp"
+#include "sim/program/validate.hpp"
 
 namespace stepsim::live {
 
@@ -16,7 +17,7 @@ namespace {
 std::int64_t in_elem(Dtype d) { return d == Dtype::FP8 ? 1 : dtype_bytes(d); }
 std::int64_t out_elem(Dtype d) { return d == Dtype::FP8 ? 2 : dtype_bytes(d); }
 
-GpuCall make_call(CallKind kind, StreamId stream = -1) {
+GpuCall make_call(CallKind kind, std::optional<StreamId> stream = std::nullopt) {
   GpuCall c;
   c.kind = kind;
   c.stream = stream;
@@ -35,7 +36,7 @@ class Lowerer {
     out_.max_send_bytes_per_comm.assign(p.comms.size(), Bytes{});
     out_.max_recv_bytes_per_comm.assign(p.comms.size(), Bytes{});
     for (const CommDecl& c : p.comms) out_.comms.push_back(map_communicator(c, o));
-    alloc_stream_.assign(static_cast<std::size_t>(p.buffer_count), -1);
+    alloc_stream_.assign(p.buffer_count, std::nullopt);
   }
 
   LoweredProgram run() {
@@ -45,18 +46,6 @@ class Lowerer {
   }
 
  private:
-  void check_stream(StreamId s, std::size_t i) const {
-    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
-      throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i, s));
-  }
-  void check_event(EventId e, std::size_t i) const {
-    if (e < 0 || e >= p_.event_count) throw std::logic_error(fmt::format("instruction {}: event {} was not declared", i, e));
-  }
-  BufferId check_buffer(BufferId b, std::size_t i) const {
-    if (b < 0 || b >= p_.buffer_count) throw std::logic_error(fmt::format("instruction {}: buffer {} was not declared", i, b));
-    return b;
-  }
-
   int plan_for(const GemmShape& g) {
     auto it = std::find(out_.gemm_shapes.begin(), out_.gemm_shapes.end(), g);
     if (it != out_.gemm_shapes.end()) return static_cast<int>(it - out_.gemm_shapes.begin());
@@ -71,13 +60,12 @@ class Lowerer {
     c.gemm = g;
     c.gemm_plan = plan_for(g);
     c.from_attention = attention;
-    auto& cmax = out_.max_gemm_c_bytes_per_stream[static_cast<std::size_t>(s)];
+    auto& cmax = out_.max_gemm_c_bytes_per_stream[s.index()];
     cmax = std::max(cmax, gemm_c_bytes(g));
     return c;
   }
 
-  // One instruction -> its GPU calls; the Program's ids are checked on the way (a bad id is a
-  // strategy bug: logic_error).
+  // One instruction -> its GPU calls (the Program passed validate(): its ids are declared).
   LoweredInstruction lower(std::size_t i) {
     LoweredInstruction li;
     li.instruction = i;
@@ -89,16 +77,10 @@ class Lowerer {
   // A kernel: its GEMMs (and the attention stand-in), a device copy for its memory traffic, a
   // spin for its fixed time.
   void lower_instruction(const Launch& l, LoweredInstruction& li) {
-    check_stream(l.stream, li.instruction);
     li.timed = true;
     li.stream = l.stream;
     const KernelWork& w = l.kernel.work;
-    for (const GemmShape& g : w.gemms) {
-      if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0)
-        throw std::logic_error(fmt::format("instruction {}: kernel '{}' has an empty GEMM {}x{}x{}", li.instruction,
-                                           l.kernel.name, g.m, g.n, g.k));
-      li.calls.push_back(gemm_call(l.stream, g, false));
-    }
+    for (const GemmShape& g : w.gemms) li.calls.push_back(gemm_call(l.stream, g, false));
     if (w.attention_flops.count > 0) {
       // Attention GEMMs run in the dtype of the kernel's GEMMs (bf16 when there are none).
       Dtype dt = w.gemms.empty() ? Dtype::BF16 : w.gemms.front().dtype;
@@ -112,7 +94,7 @@ class Lowerer {
       c.copy_repeats = (half + chunk - 1) / chunk;
       // Equal chunks (the last one rounds up by < repeats bytes) keep one scratch size.
       c.copy_bytes = Bytes{(half + c.copy_repeats - 1) / c.copy_repeats};
-      auto& m = out_.max_copy_bytes_per_stream[static_cast<std::size_t>(l.stream)];
+      auto& m = out_.max_copy_bytes_per_stream[l.stream.index()];
       m = std::max(m, c.copy_bytes);
       li.calls.push_back(c);
     }
@@ -125,10 +107,6 @@ class Lowerer {
 
   // A collective: in place except all-to-all; the per-communicator scratch grows to its sizes.
   void lower_instruction(const Collective& c, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    check_stream(c.stream, i);
-    if (c.comm < 0 || static_cast<std::size_t>(c.comm) >= p_.comms.size())
-      throw std::logic_error(fmt::format("instruction {}: communicator {} was not declared", i, c.comm));
     li.timed = true;
     li.stream = c.stream;
     GpuCall g = make_call(CallKind::Collective, c.stream);
@@ -137,9 +115,9 @@ class Lowerer {
     g.dtype = c.dtype;
     g.bytes = c.bytes;
     g.name = c.name;
-    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[static_cast<std::size_t>(c.comm)].ranks, c.dtype);
+    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[c.comm.index()].ranks, c.dtype);
     g.in_place = c.kind != CollectiveKind::AllToAll;
-    auto ci = static_cast<std::size_t>(c.comm);
+    const std::size_t ci = c.comm.index();
     out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
     out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
     li.calls.push_back(g);
@@ -150,8 +128,6 @@ class Lowerer {
 
   // cudaEventRecord / cudaStreamWaitEvent: one call on `stream` naming `event`.
   void lower_event_call(CallKind kind, StreamId stream, EventId event, LoweredInstruction& li) {
-    check_stream(stream, li.instruction);
-    check_event(event, li.instruction);
     GpuCall g = make_call(kind, stream);
     g.event = event;
     li.calls.push_back(g);
@@ -160,25 +136,23 @@ class Lowerer {
   void lower_instruction(const HostSync& h, LoweredInstruction& li) {
     GpuCall g;
     g.name = h.reason;
-    if (h.target_kind == HostSync::Target::Event) {
-      check_event(h.target, li.instruction);
-      g.kind = CallKind::EventSynchronize;
-      g.event = h.target;
-    } else {
-      check_stream(h.target, li.instruction);
-      g.kind = CallKind::StreamSynchronize;
-      g.stream = h.target;
-    }
+    std::visit(Overloaded{
+                   [&](EventId e) {
+                     g.kind = CallKind::EventSynchronize;
+                     g.event = e;
+                   },
+                   [&](StreamId s) {
+                     g.kind = CallKind::StreamSynchronize;
+                     g.stream = s;
+                   },
+               },
+               h.target);
     li.calls.push_back(g);
   }
 
   // An allocation remembers its stream: the free returns the block to that stream's pool.
   void lower_instruction(const Alloc& a, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    check_stream(a.stream, i);
-    auto b = static_cast<std::size_t>(check_buffer(a.buffer, i));
-    if (alloc_stream_[b] >= 0) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
-    alloc_stream_[b] = a.stream;
+    alloc_stream_[a.buffer.index()] = a.stream;
     GpuCall g = make_call(CallKind::MallocAsync, a.stream);
     g.buffer = a.buffer;
     g.bytes = a.bytes;
@@ -189,25 +163,21 @@ class Lowerer {
 
   // A free with record_streams is deferred until every stream that used the block passes it.
   void lower_instruction(const Free& f, LoweredInstruction& li) {
-    const std::size_t i = li.instruction;
-    auto b = static_cast<std::size_t>(check_buffer(f.buffer, i));
-    if (alloc_stream_[b] < 0)
-      throw std::logic_error(fmt::format("instruction {}: free of buffer {} that is not live", i, f.buffer));
+    const std::size_t b = f.buffer.index();
     GpuCall g;
     g.buffer = f.buffer;
-    g.stream = alloc_stream_[b];
+    g.stream = alloc_stream_[b];  // validate(): the buffer is live, so it has one
     if (f.record_streams.empty()) {
       g.kind = CallKind::FreeAsync;
     } else {
       g.kind = CallKind::DeferredFree;
-      g.wait_streams.push_back(alloc_stream_[b]);
+      g.wait_streams.push_back(*alloc_stream_[b]);
       for (StreamId s : f.record_streams) {
-        check_stream(s, i);
         if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
       }
       out_.uses_deferred_free = true;
     }
-    alloc_stream_[b] = -1;
+    alloc_stream_[b].reset();
     li.calls.push_back(g);
   }
 
@@ -229,7 +199,7 @@ class Lowerer {
   const Program& p_;
   const LoweringOptions& o_;
   LoweredProgram out_;
-  std::vector<StreamId> alloc_stream_;  // per buffer, -1 when not live
+  std::vector<std::optional<StreamId>> alloc_stream_;  // per buffer, none when not live
 };
 
 }  // namespace
@@ -290,7 +260,10 @@ GemmShape attention_gemm(Flops flops, Dtype dtype) {
   return g;
 }
 
-LoweredProgram lower_program(const Program& p, const LoweringOptions& o) { return Lowerer(p, o).run(); }
+LoweredProgram lower_program(const Program& p, const LoweringOptions& o) {
+  validate(p);
+  return Lowerer(p, o).run();
+}
 
 Bytes gemm_a_bytes(const GemmShape& g) { return Bytes{g.m * g.k * g.batch * in_elem(g.dtype)}; }
 Bytes gemm_b_bytes(const GemmShape& g) { return Bytes{g.n * g.k * g.batch * in_elem(g.dtype)}; }
@@ -309,9 +282,8 @@ std::string nccl_call_name(CollectiveKind k) {
 }
 
 std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l) {
-  auto stream = [&](StreamId s) {
-    return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? "'" + p.streams[static_cast<std::size_t>(s)].name + "'"
-                                                                      : std::string("(none)");
+  auto stream = [&](std::optional<StreamId> s) {
+    return s && s->index() < p.streams.size() ? "'" + p.streams[s->index()].name + "'" : std::string("(none)");
   };
   switch (c.kind) {
     case CallKind::Gemm:
@@ -321,24 +293,24 @@ std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l
       return fmt::format("cudaMemcpyAsync D2D {} B x{} on {}", c.copy_bytes.count, c.copy_repeats, stream(c.stream));
     case CallKind::Spin: return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream));
     case CallKind::Collective: {
-      const LiveComm& lc = l.comms.at(static_cast<std::size_t>(c.comm));
+      const LiveComm& lc = l.comms.at(c.comm.value().index());
       return fmt::format("{} count={} {} send={} B recv={} B{} on comm '{}' ({} of {} program ranks) on {}",
                          nccl_call_name(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
                          c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,
                          stream(c.stream));
     }
-    case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event, stream(c.stream));
-    case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event);
-    case CallKind::EventSynchronize: return fmt::format("cudaEventSynchronize event {} ({})", c.event, c.name);
+    case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event.value(), stream(c.stream));
+    case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event.value());
+    case CallKind::EventSynchronize: return fmt::format("cudaEventSynchronize event {} ({})", c.event.value(), c.name);
     case CallKind::StreamSynchronize: return fmt::format("cudaStreamSynchronize {} ({})", stream(c.stream), c.name);
     case CallKind::MallocAsync:
       return fmt::format("cudaMallocFromPoolAsync {} B '{}' ({}) on {}", c.bytes.count, c.name, to_string(c.category),
                          stream(c.stream));
-    case CallKind::FreeAsync: return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer, stream(c.stream));
+    case CallKind::FreeAsync: return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer.value(), stream(c.stream));
     case CallKind::DeferredFree: {
       std::string ws;
       for (StreamId s : c.wait_streams) ws += (ws.empty() ? "" : ", ") + stream(s);
-      return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer,
+      return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer.value(),
                          stream(c.stream));
     }
     case CallKind::HostBusyWait: return fmt::format("host busy-wait {} ns ({})", c.duration.ns, c.name);

@@ -39,6 +39,7 @@
 // needs g to divide the MPI world size. With one MPI process every communicator has one rank.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,7 @@ inline CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes,
 
 struct GpuCall {
   CallKind kind = CallKind::Mark;
-  StreamId stream = -1;          // the Program stream it is enqueued on (-1: host only)
+  std::optional<StreamId> stream;  // the Program stream it is enqueued on (none: host only)
   // Gemm
   int gemm_plan = -1;            // index into LoweredProgram::gemm_shapes
   GemmShape gemm;
@@ -86,15 +87,15 @@ struct GpuCall {
   // Spin / HostBusyWait
   Time duration;
   // Collective
-  CommId comm = -1;
+  std::optional<CommId> comm;
   CollectiveKind collective = CollectiveKind::AllReduce;
   Dtype dtype = Dtype::BF16;
   CollectiveSizes sizes;
   bool in_place = false;         // one buffer (see the Collective rule above)
   // Events
-  EventId event = -1;
+  std::optional<EventId> event;
   // Memory
-  BufferId buffer = -1;
+  std::optional<BufferId> buffer;
   Bytes bytes;
   MemCategory category = MemCategory::Other;
   std::vector<StreamId> wait_streams;  // DeferredFree: allocation stream + record streams
@@ -109,7 +110,7 @@ struct GpuCall {
 struct LoweredInstruction {
   std::size_t instruction = 0;
   bool timed = false;
-  StreamId stream = -1;
+  std::optional<StreamId> stream;  // timed ops: the stream of their calls
   std::vector<GpuCall> calls;
 };
 
@@ -151,8 +152,9 @@ LiveComm map_communicator(const CommDecl& c, const LoweringOptions& o);
 // at least one. Flash attention runs below GEMM peak; so does a K=128 GEMM.
 GemmShape attention_gemm(Flops flops, Dtype dtype);
 
-// Throws InputError when a communicator cannot be mapped onto the MPI world, std::logic_error
-// on a malformed Program (undeclared stream, free of a buffer that is not live).
+// Throws std::logic_error on a malformed Program (validate(), sim/program/validate.hpp:
+// undeclared stream, free of a buffer that is not live, ...), InputError when a communicator
+// cannot be mapped onto the MPI world.
 LoweredProgram lower_program(const Program& p, const LoweringOptions& o);
 
 // Bytes of one GEMM operand per the GemmRunner layout (A: m*k, B: n*k, C: m*n per batch

@@ -68,19 +68,19 @@ Timeline build_measured_timeline(const Program& p, const MeasuredStep& m, const 
 
   // Memory: replay the changes in time order (stable: host order breaks ties) over the
   // Program's buffer sizes and categories.
-  std::vector<Bytes> size(static_cast<std::size_t>(p.buffer_count));
-  std::vector<MemCategory> cat(static_cast<std::size_t>(p.buffer_count), MemCategory::Other);
+  std::vector<Bytes> size(p.buffer_count);
+  std::vector<MemCategory> cat(p.buffer_count, MemCategory::Other);
   for (const auto& ins : p.instructions)
     if (const auto* a = std::get_if<Alloc>(&ins)) {
-      size.at(static_cast<std::size_t>(a->buffer)) = a->bytes;
-      cat.at(static_cast<std::size_t>(a->buffer)) = a->category;
+      size.at(a->buffer.index()) = a->bytes;
+      cat.at(a->buffer.index()) = a->category;
     }
   std::vector<MemoryChange> changes = m.memory;
   std::stable_sort(changes.begin(), changes.end(), [](const MemoryChange& a, const MemoryChange& b) { return a.time < b.time; });
   std::vector<Bytes> live(kMemCategoryCount);
   t.memory.push_back(MemorySample{Time::zero(), Bytes{}, live});
   for (const auto& c : changes) {
-    auto b = static_cast<std::size_t>(c.buffer);
+    const std::size_t b = c.buffer.index();
     Bytes delta = c.alloc ? size.at(b) : Bytes{} - size.at(b);
     live[static_cast<std::size_t>(cat.at(b))] += delta;
     MemorySample s{c.time, Bytes{}, live};

@@ -29,7 +29,7 @@ struct MeasuredOp {
 // record_stream: when the host saw the recorded work complete).
 struct MemoryChange {
   Time time;
-  BufferId buffer = 0;
+  BufferId buffer{0};
   bool alloc = true;
 };
 

@@ -26,8 +26,8 @@ struct Event {
 // One pass over the window's events; returns the highest reserved bytes of the pass.
 struct Replayer {
   CachingAllocator alloc;
-  std::unordered_map<std::int64_t, int> live;  // address -> buffer id
-  int next_id = 0;
+  std::unordered_map<std::int64_t, BufferId> live;  // address -> buffer id
+  std::size_t next_id = 0;
   Bytes peak_allocated;
 
   void malloc_at(std::int64_t addr, std::int64_t bytes) {
@@ -35,9 +35,9 @@ struct Replayer {
       alloc.free(it->second);
       live.erase(it);
     }
-    int id = next_id++;
-    alloc.malloc(id, Bytes{bytes}, 0);
-    live[addr] = id;
+    BufferId id{next_id++};
+    alloc.malloc(id, Bytes{bytes}, StreamId{0});
+    live.insert_or_assign(addr, id);
     peak_allocated = std::max(peak_allocated, alloc.allocated());
   }
   void free_at(std::int64_t addr) {
@@ -100,7 +100,7 @@ std::optional<AllocatorReplay> replay_allocator(const KinetoTrace& t, const Trac
   Bytes known;
   for (const auto& [addr, size] : before) known += Bytes{size};
   if (r.live_at_start > known) {  // the rest of the state at the start, one block at an address no event uses
-    rp.alloc.malloc(rp.next_id++, r.live_at_start - known, 0);
+    rp.alloc.malloc(BufferId{rp.next_id++}, r.live_at_start - known, StreamId{0});
   }
   for (const auto& [addr, size] : before) rp.malloc_at(addr, size);
   Bytes peak;

@@ -57,8 +57,7 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
       s.index = cur;
       s.name = op.name;
       s.unit = op.unit;
-      s.where = op.stream >= 0 && static_cast<std::size_t>(op.stream) < t.streams.size() ? t.streams[static_cast<std::size_t>(op.stream)].name
-                                                                                          : fmt::format("stream {}", op.stream);
+      s.where = op.stream.index() < t.streams.size() ? t.streams[op.stream.index()].name : fmt::format("stream {}", op.stream);
       s.start = op.start;
       s.end = op.end;
     } else {
@@ -102,7 +101,7 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
       case CriticalStep::Kind::Kernel: credit("compute", d); break;
       case CriticalStep::Kind::Collective: {
         const auto& op = t.ops[s.index];
-        std::string comm = op.comm >= 0 && static_cast<std::size_t>(op.comm) < t.comms.size() ? t.comms[static_cast<std::size_t>(op.comm)].name : "?";
+        std::string comm = op.comm && op.comm->index() < t.comms.size() ? t.comms[op.comm->index()].name : "?";
         credit("collective chain on '" + comm + "'", d);
         break;
       }
@@ -126,7 +125,7 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
     c.op = i;
     c.name = op.name;
     c.unit = op.unit;
-    c.comm = op.comm >= 0 && static_cast<std::size_t>(op.comm) < t.comms.size() ? t.comms[static_cast<std::size_t>(op.comm)].name : "?";
+    c.comm = op.comm && op.comm->index() < t.comms.size() ? t.comms[op.comm->index()].name : "?";
     c.kind = op.collective;
     c.phase = op.phase;
     c.duration = op.duration();

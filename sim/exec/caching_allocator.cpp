@@ -55,7 +55,7 @@ bool CachingAllocator::should_split(const Block& b, std::int64_t size) const {
   return size < mss && remaining > kSmallSize;
 }
 
-int CachingAllocator::new_segment(int stream, bool small, std::int64_t bytes) {
+int CachingAllocator::new_segment(StreamId stream, bool small, std::int64_t bytes) {
   int seg = static_cast<int>(segments_.size());
   segments_.push_back(Segment{stream, small, false, bytes});
   reserved_ += bytes;
@@ -68,7 +68,7 @@ int CachingAllocator::new_segment(int stream, bool small, std::int64_t bytes) {
 // segment per (stream, pool); map the pages the request needs beyond a free tail block. The
 // page is 2 MiB for the small pool and 20 MiB for the large one (Note [Expandable Segments]:
 // "we use 2MiB pages for our small pool and 20MiB pages for our large pool").
-int CachingAllocator::grow_expandable(int stream, bool small, std::int64_t size) {
+int CachingAllocator::grow_expandable(StreamId stream, bool small, std::int64_t size) {
   auto key = std::make_pair(stream, small);
   auto it = expandable_.find(key);
   int seg;
@@ -117,14 +117,13 @@ int CachingAllocator::split(int b, std::int64_t size) {
   return r;
 }
 
-Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
-  if (id < 0) throw std::logic_error(fmt::format("allocator: buffer id {}", id));
-  if (static_cast<std::size_t>(id) >= live_.size()) live_.resize(static_cast<std::size_t>(id) + 1, -1);
-  if (live_[static_cast<std::size_t>(id)] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
+Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
+  if (id.index() >= live_.size()) live_.resize(id.index() + 1, -1);
+  if (live_[id.index()] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
   if (!config_.enabled) {
     int b = static_cast<int>(blocks_.size());
     blocks_.push_back(Block{-1, 0, bytes.count, -1, -1, true});
-    live_[static_cast<std::size_t>(id)] = b;
+    live_[id.index()] = b;
     allocated_ += bytes.count;
     reserved_ += bytes.count;
     return bytes;
@@ -146,16 +145,16 @@ Bytes CachingAllocator::malloc(int id, Bytes bytes, int stream) {
   if (should_split(blocks_[static_cast<std::size_t>(b)], size)) split(b, size);
   Block& k = blocks_[static_cast<std::size_t>(b)];
   k.allocated = true;
-  live_[static_cast<std::size_t>(id)] = b;
+  live_[id.index()] = b;
   allocated_ += k.size;
   return Bytes{k.size};
 }
 
-void CachingAllocator::free(int id) {
-  if (id < 0 || static_cast<std::size_t>(id) >= live_.size() || live_[static_cast<std::size_t>(id)] < 0)
+void CachingAllocator::free(BufferId id) {
+  if (id.index() >= live_.size() || live_[id.index()] < 0)
     throw std::logic_error(fmt::format("allocator: free of buffer {} that is not live", id));
-  int b = live_[static_cast<std::size_t>(id)];
-  live_[static_cast<std::size_t>(id)] = -1;
+  int b = live_[id.index()];
+  live_[id.index()] = -1;
   Block& k = blocks_[static_cast<std::size_t>(b)];
   allocated_ -= k.size;
   k.allocated = false;

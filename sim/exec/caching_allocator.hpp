@@ -38,6 +38,7 @@
 
 #include "sim/core/units.hpp"
 #include "sim/exec/allocator_config.hpp"
+#include "sim/program/program.hpp"
 
 namespace stepsim {
 
@@ -53,9 +54,9 @@ class CachingAllocator {
   explicit CachingAllocator(AllocatorConfig config = {}) : config_(config) {}
 
   // Allocates `bytes` for buffer `id` on `stream`; returns the block size handed out.
-  Bytes malloc(int id, Bytes bytes, int stream);
+  Bytes malloc(BufferId id, Bytes bytes, StreamId stream);
   // Returns buffer `id`'s block to its pool (merging with free neighbours).
-  void free(int id);
+  void free(BufferId id);
 
   Bytes reserved() const { return Bytes{reserved_}; }
   Bytes allocated() const { return Bytes{allocated_}; }  // sum of live block sizes
@@ -72,7 +73,7 @@ class CachingAllocator {
     bool allocated = false;
   };
   struct Segment {
-    int stream = 0;
+    StreamId stream{0};
     bool small = false;
     bool expandable = false;
     std::int64_t mapped = 0;  // bytes backed by cudaMalloc / mapped pages
@@ -82,20 +83,20 @@ class CachingAllocator {
   using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
   using FreeSet = std::set<FreeKey>;
 
-  FreeSet& pool(int stream, bool small) { return pools_[{stream, small}]; }
+  FreeSet& pool(StreamId stream, bool small) { return pools_[{stream, small}]; }
   void insert_free(int b);
   void erase_free(int b);
   bool oversize_rejects(std::int64_t block_size, std::int64_t request) const;
   bool should_split(const Block& b, std::int64_t size) const;
-  int new_segment(int stream, bool small, std::int64_t bytes);
-  int grow_expandable(int stream, bool small, std::int64_t size);
+  int new_segment(StreamId stream, bool small, std::int64_t bytes);
+  int grow_expandable(StreamId stream, bool small, std::int64_t size);
   int split(int b, std::int64_t size);
 
   AllocatorConfig config_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  std::map<std::pair<int, bool>, FreeSet> pools_;
-  std::map<std::pair<int, bool>, int> expandable_;  // (stream, pool) -> segment
+  std::map<std::pair<StreamId, bool>, FreeSet> pools_;
+  std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
   std::map<int, int> tail_of_;                       // expandable segment -> its last block
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
   std::int64_t reserved_ = 0, allocated_ = 0;

@@ -14,6 +14,7 @@
 #include "sim/exec/caching_allocator.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/compute_model.hpp"
+#include "sim/program/validate.hpp"
 
 namespace stepsim {
 
@@ -27,12 +28,12 @@ enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 struct Op {
   OpType type = OpType::Kernel;
   bool started = false, done = false;
-  StreamId stream = 0;
+  StreamId stream{0};
   Phase phase = Phase::Setup;
-  // Record / Wait: the event; for a Wait the number of records issued before it (0: wait
-  // for the first record, which may come later in program order).
-  EventId event = -1;
-  CommId comm = -1;
+  // Record / Wait: the event (unused by the other types); for a Wait the number of records
+  // issued before it (0: wait for the first record, which may come later in program order).
+  EventId event{0};
+  CommId comm{0};               // Collective only
   int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
   std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
   std::int32_t host_before = -1;     // the host interval current when it was issued
@@ -59,7 +60,7 @@ static_assert(sizeof(Op) <= 136, "keep Op small: it is the engine's hot array");
 // free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
 // wait on it, so the scan is O(1) amortized per completion (issue 16 item 5).
 struct PendingFree {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   std::size_t outstanding = 0;
 };
 
@@ -82,9 +83,9 @@ class Engine {
     comm_next_.assign(p.comms.size(), 0);
     stream_has_op_.assign(p.streams.size(), 0);
     pending_event_deps_.assign(p.streams.size(), 0);
-    records_.resize(static_cast<std::size_t>(p.event_count));
-    event_has_source_.assign(static_cast<std::size_t>(p.event_count), 0);
-    buffers_.resize(static_cast<std::size_t>(p.buffer_count));
+    records_.resize(p.event_count);
+    event_has_source_.assign(p.event_count, 0);
+    buffers_.resize(p.buffer_count);
     live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
@@ -93,8 +94,7 @@ class Engine {
     // NCCL communicator lazily, at its first collective.
     std::vector<char> used(p.comms.size(), 0);
     for (const auto& ins : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&ins); c && c->comm >= 0 && static_cast<std::size_t>(c->comm) < used.size())
-        used[static_cast<std::size_t>(c->comm)] = 1;
+      if (const auto* c = std::get_if<Collective>(&ins)) used[c->comm.index()] = 1;
     timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op and one host interval; every Alloc/Free one
@@ -206,34 +206,36 @@ class Engine {
                           },
                           [&](const Collective& c) {
                             Op op = new_op(OpType::Collective, c.stream, i);
-                            const CommDecl& comm = p_.comms.at(static_cast<std::size_t>(c.comm));
+                            const CommDecl& comm = p_.comms[c.comm.index()];
                             op.comm = c.comm;
                             op.link_class = comm.nodes > 1 ? 1 : 0;
                             op.solo = collective_time(hw_, c.kind, c.bytes, comm);
-                            comm_queue_[static_cast<std::size_t>(c.comm)].push_back(ops_.size());
+                            comm_queue_[c.comm.index()].push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
                           },
                           [&](const Record& r) {
                             Op op = new_op(OpType::Record, r.stream, i);
                             op.event = r.event;
-                            event_has_source_[static_cast<std::size_t>(r.event)] = stream_has_op_[static_cast<std::size_t>(r.stream)];
-                            records_.at(static_cast<std::size_t>(r.event)).push_back(ops_.size());
+                            event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
+                            records_[r.event.index()].push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
                           },
                           [&](const Wait& w) {
                             Op op = new_op(OpType::Wait, w.stream, i);
                             op.event = w.event;
-                            op.event_generation = static_cast<std::uint32_t>(records_.at(static_cast<std::size_t>(w.event)).size());
-                            if (op.event_generation > 0 && event_has_source_[static_cast<std::size_t>(w.event)])
-                              ++pending_event_deps_[static_cast<std::size_t>(w.stream)];
+                            op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
+                            if (op.event_generation > 0 && event_has_source_[w.event.index()])
+                              ++pending_event_deps_[w.stream.index()];
                             enqueue(std::move(op));
                             return true;
                           },
                           [&](const HostSync& h) { return host_sync(h, i); },
                           [&](const Alloc& a) {
-                            auto& b = buffers_.at(static_cast<std::size_t>(a.buffer));
+                            auto& b = buffers_[a.buffer.index()];
+                            // validate() saw the Free before it; its record_stream free may still
+                            // be pending here, and the buffer cannot hold two allocations.
                             if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
                             b = BufferState{a.bytes, a.category, true};
                             live_[static_cast<std::size_t>(a.category)] += a.bytes;
@@ -243,14 +245,11 @@ class Engine {
                             return true;
                           },
                           [&](const Free& f) {
-                            auto& b = buffers_.at(static_cast<std::size_t>(f.buffer));
-                            if (!b.live || b.free_pending)
-                              throw std::logic_error(fmt::format("instruction {}: free of buffer '{}' that is not live", i,
-                                                                 p_.buffer_names.at(static_cast<std::size_t>(f.buffer))));
+                            auto& b = buffers_[f.buffer.index()];
                             std::size_t id = pending_frees_.size();
                             PendingFree pf{f.buffer, 0};
                             for (StreamId s : f.record_streams) {
-                              long last = stream_last_op_.at(static_cast<std::size_t>(s));
+                              long last = stream_last_op_[s.index()];
                               if (last < 0) continue;
                               Op& op = ops_[static_cast<std::size_t>(last)];
                               if (op.done) continue;
@@ -282,23 +281,26 @@ class Engine {
 
   bool host_sync(const HostSync& h, std::size_t i) {
     std::optional<std::size_t> target;
-    if (h.target_kind == HostSync::Target::Stream) {
-      long last = stream_last_op_.at(static_cast<std::size_t>(h.target));
+    bool has_source = false;
+    if (const auto* s = std::get_if<StreamId>(&h.target)) {
+      long last = stream_last_op_[s->index()];
       if (last >= 0) target = static_cast<std::size_t>(last);
+      has_source = stream_has_op_[s->index()] != 0;
     } else {
-      const auto& recs = records_.at(static_cast<std::size_t>(h.target));
+      const EventId e = std::get<EventId>(h.target);
+      const auto& recs = records_[e.index()];
       if (recs.empty()) {
         // CUDA would return at once; a schedule that syncs on an event it never recorded is a
         // bug in the strategy, and we say so rather than guess.
         throw DeadlockError(fmt::format("host blocks forever at instruction {} ({}): event {} was never recorded before it",
-                                        i, describe(p_, i), h.target));
+                                        i, describe(p_, i), e));
       }
       target = recs.back();
+      has_source = event_has_source_[e.index()] != 0;
     }
     if (!target || ops_[*target].done) return true;
     blocked_on_ = *target;
-    blocked_has_source_ = h.target_kind == HostSync::Target::Stream ? stream_has_op_[static_cast<std::size_t>(h.target)] != 0
-                                                                    : event_has_source_[static_cast<std::size_t>(h.target)] != 0;
+    blocked_has_source_ = has_source;
     blocked_since_ = now_;
     return false;
   }
@@ -306,8 +308,6 @@ class Engine {
   // ---- GPU streams -------------------------------------------------------------------------
 
   Op new_op(OpType type, StreamId s, std::size_t i) const {
-    if (s < 0 || static_cast<std::size_t>(s) >= p_.streams.size())
-      throw std::logic_error(fmt::format("instruction {}: stream {} was not declared", i, s));
     Op op;
     op.type = type;
     op.stream = s;
@@ -320,33 +320,31 @@ class Engine {
 
   void enqueue(Op op) {
     std::size_t idx = ops_.size();
-    StreamId s = op.stream;
-    auto su = static_cast<std::size_t>(s);
+    const std::size_t su = op.stream.index();
     op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
     if (op.type == OpType::Kernel || op.type == OpType::Collective) {
       op.timeline_index = timeline_ops_++;
       // The constraints explain counts for it: its issue, the op before it on its stream, the
       // event waits queued on the stream since then, the communicator's previous collective.
       dependencies_ += (op.host_before >= 0 ? 1 : 0) + stream_has_op_[su] + pending_event_deps_[su];
-      if (op.type == OpType::Collective && comm_queue_[static_cast<std::size_t>(op.comm)].size() > 1) ++dependencies_;
+      if (op.type == OpType::Collective && comm_queue_[op.comm.index()].size() > 1) ++dependencies_;
       pending_event_deps_[su] = 0;
       stream_has_op_[su] = 1;
     }
     ops_.push_back(std::move(op));
-    streams_[static_cast<std::size_t>(s)].push_back(idx);
-    stream_last_op_[static_cast<std::size_t>(s)] = static_cast<long>(idx);
+    streams_[su].push_back(idx);
+    stream_last_op_[su] = static_cast<long>(idx);
   }
 
   bool can_start(const Op& op, std::size_t idx) const {
     switch (op.type) {
       case OpType::Wait: {
-        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        const auto& recs = records_[op.event.index()];
         std::size_t want = op.event_generation == 0 ? 0 : op.event_generation - 1;
         return want < recs.size() && ops_[recs[want]].done;
       }
       case OpType::Collective: {
-        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
-        return q[comm_next_[static_cast<std::size_t>(op.comm)]] == idx;
+        return comm_queue_[op.comm.index()][comm_next_[op.comm.index()]] == idx;
       }
       default: return true;
     }
@@ -418,7 +416,7 @@ class Engine {
       if (prev.end == now_) consider(prev.timeline_index >= 0 ? StartRecord{StartCause::Stream, prev.timeline_index} : prev.why);
     }
     if (op.type == OpType::Wait) {
-      const auto& recs = records_[static_cast<std::size_t>(op.event)];
+      const auto& recs = records_[op.event.index()];
       const Op& rec = ops_[recs[op.event_generation == 0 ? 0 : op.event_generation - 1]];
       // A Record that was only waiting for its own issue explains nothing the Wait's issue
       // (at the same instant, later in program order) does not.
@@ -426,7 +424,7 @@ class Engine {
         consider(StartRecord{StartCause::Event, rec.why.on});
     }
     if (op.type == OpType::Collective) {
-      auto c = static_cast<std::size_t>(op.comm);
+      const std::size_t c = op.comm.index();
       if (comm_next_[c] > 0) {
         const Op& prev = ops_[comm_queue_[c][comm_next_[c] - 1]];
         if (prev.end == now_) consider(StartRecord{StartCause::CommFifo, prev.timeline_index});
@@ -469,9 +467,9 @@ class Engine {
     Op& op = ops_[idx];
     op.done = true;
     op.end = now_;
-    auto& q = streams_[static_cast<std::size_t>(op.stream)];
+    auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
-    if (op.type == OpType::Collective) ++comm_next_[static_cast<std::size_t>(op.comm)];
+    if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
     auto it = std::find(running_.begin(), running_.end(), idx);
     if (it != running_.end()) {
       running_.erase(it);
@@ -514,13 +512,13 @@ class Engine {
   };
 
   void release(BufferId id) {
-    auto& b = buffers_.at(static_cast<std::size_t>(id));
+    auto& b = buffers_[id.index()];
     live_[static_cast<std::size_t>(b.category)] -= b.bytes;
     b.live = false;
     b.free_pending = false;
     allocator_.free(id);
     sample_memory(now_);
-    alloc_log_.push_back(AllocEvent{false, id, b.bytes, 0, timeline_.memory.size() - 1});
+    alloc_log_.push_back(AllocEvent{false, id, b.bytes, StreamId{0}, timeline_.memory.size() - 1});
   }
 
   // The reserved curve of a step in steady state. A measured step (a trace after warm-up, or
@@ -544,7 +542,7 @@ class Engine {
       start = a.reserved();
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];
-        if (!buffers_[static_cast<std::size_t>(ev.buffer)].live) apply(ev);
+        if (!buffers_[ev.buffer.index()].live) apply(ev);
         reserved[k] = a.reserved();
       }
       if (a.reserved() == start) break;  // no new segment: the next steps repeat this one
@@ -575,14 +573,14 @@ class Engine {
       const Op& op = ops_[streams_[s].front()];
       std::string why;
       if (op.type == OpType::Wait) {
-        const auto& recs = records_.at(static_cast<std::size_t>(op.event));
+        const auto& recs = records_[op.event.index()];
         why = recs.empty() ? fmt::format(": event {} is never recorded", op.event)
                            : fmt::format(": event {} record never completes", op.event);
       } else if (op.type == OpType::Collective) {
-        const auto& q = comm_queue_[static_cast<std::size_t>(op.comm)];
-        std::size_t head = q[comm_next_[static_cast<std::size_t>(op.comm)]];
+        const std::size_t c = op.comm.index();
+        std::size_t head = comm_queue_[c][comm_next_[c]];
         why = fmt::format(": behind instruction {} ({}) in communicator '{}' FIFO", ops_[head].instruction,
-                          describe(p_, ops_[head].instruction), p_.comms[static_cast<std::size_t>(op.comm)].name);
+                          describe(p_, ops_[head].instruction), p_.comms[c].name);
       }
       stuck.push_back(fmt::format("stream '{}' stuck at instruction {} ({}){}", p_.streams[s].name, op.instruction,
                                   describe(p_, op.instruction), why));
@@ -665,9 +663,9 @@ class Engine {
   std::vector<Waiter> waiters_;
   struct AllocEvent {
     bool alloc = true;
-    BufferId buffer = 0;
+    BufferId buffer{0};
     Bytes bytes;
-    StreamId stream = 0;
+    StreamId stream{0};
     std::size_t sample = 0;  // the memory sample this change produced
   };
   AllocatorConfig allocator_config_;
@@ -685,15 +683,13 @@ class Engine {
 }  // namespace
 
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator) {
+  validate(program);
   return Engine(program, hw, allocator).run();
 }
 
 std::string describe(const Program& p, std::size_t i) {
   if (i >= p.instructions.size()) return "end of program";
-  auto stream_name = [&](StreamId s) {
-    return s >= 0 && static_cast<std::size_t>(s) < p.streams.size() ? p.streams[static_cast<std::size_t>(s)].name
-                                                                     : fmt::format("#{}", s);
-  };
+  auto stream_name = [&](StreamId s) { return s.index() < p.streams.size() ? p.streams[s.index()].name : fmt::format("#{}", s); };
   return std::visit(Overloaded{
                         [&](const Launch& l) { return fmt::format("Launch '{}' on {}", l.kernel.name, stream_name(l.stream)); },
                         [&](const Collective& c) {
@@ -702,15 +698,18 @@ std::string describe(const Program& p, std::size_t i) {
                         [&](const Record& r) { return fmt::format("Record event {} on {}", r.event, stream_name(r.stream)); },
                         [&](const Wait& w) { return fmt::format("Wait {} on event {}", stream_name(w.stream), w.event); },
                         [&](const HostSync& h) {
-                          return h.target_kind == HostSync::Target::Event
-                                     ? fmt::format("HostSync on event {} ({})", h.target, h.reason)
-                                     : fmt::format("HostSync on stream {} ({})", stream_name(h.target), h.reason);
+                          return std::visit(Overloaded{
+                                                [&](EventId e) { return fmt::format("HostSync on event {} ({})", e, h.reason); },
+                                                [&](StreamId s) {
+                                                  return fmt::format("HostSync on stream {} ({})", stream_name(s), h.reason);
+                                                },
+                                            },
+                                            h.target);
                         },
                         [&](const Alloc& a) { return fmt::format("Alloc '{}' {} B", a.name, a.bytes.count); },
                         [&](const Free& f) {
-                          return fmt::format("Free '{}'", f.buffer >= 0 && static_cast<std::size_t>(f.buffer) < p.buffer_names.size()
-                                                              ? p.buffer_names[static_cast<std::size_t>(f.buffer)]
-                                                              : std::to_string(f.buffer));
+                          return fmt::format("Free '{}'", f.buffer.index() < p.buffer_names.size() ? p.buffer_names[f.buffer.index()]
+                                                                                        : fmt::format("{}", f.buffer));
                         },
                         [&](const HostWork& w) { return fmt::format("HostWork '{}'", w.name); },
                         [&](const Mark& m) { return fmt::format("Mark '{}'", m.name); },

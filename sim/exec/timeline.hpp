@@ -4,6 +4,7 @@
 // the live executor, consumed by metrics, reports, explain and compare.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct TimelineOp {
   Kind kind = Kind::Kernel;
   std::string name;
   std::string unit;
-  StreamId stream = 0;
+  StreamId stream{0};
   Phase phase = Phase::Setup;
   Time issue, start, end;
   std::size_t instruction = 0;  // index into Program::instructions
@@ -43,7 +44,7 @@ struct TimelineOp {
   KernelClass cls = KernelClass::Compute;
   int kernels = 1;  // CUDA kernels this op stands for (Kernel::kernels)
   // Collectives
-  CommId comm = -1;
+  std::optional<CommId> comm;  // collectives
   CollectiveKind collective = CollectiveKind::AllReduce;
   Bytes bytes;
   Dtype dtype = Dtype::BF16;

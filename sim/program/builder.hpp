@@ -34,7 +34,7 @@ class ProgramBuilder {
  public:
   ProgramBuilder();
 
-  StreamId default_stream() const { return 0; }
+  StreamId default_stream() const { return StreamId{0}; }
   StreamId stream(const std::string& name, int priority = 0);
   CommId comm(const std::string& name, int ranks, int nodes);
   EventId new_event();

@@ -111,12 +111,12 @@ ProgramBuilder::ProgramBuilder() { program_.streams.push_back(StreamDecl{"defaul
 
 StreamId ProgramBuilder::stream(const std::string& name, int priority) {
   program_.streams.push_back(StreamDecl{name, priority});
-  return static_cast<StreamId>(program_.streams.size() - 1);
+  return StreamId{program_.streams.size() - 1};
 }
 
 CommId ProgramBuilder::comm(const std::string& name, int ranks, int nodes) {
   program_.comms.push_back(CommDecl{name, ranks, nodes});
-  return static_cast<CommId>(program_.comms.size() - 1);
+  return CommId{program_.comms.size() - 1};
 }
 
 void ProgramBuilder::add(Instruction i) {
@@ -127,7 +127,7 @@ void ProgramBuilder::add(Instruction i) {
   program_.instructions.push_back(std::move(i));
 }
 
-EventId ProgramBuilder::new_event() { return program_.event_count++; }
+EventId ProgramBuilder::new_event() { return EventId{static_cast<std::size_t>(program_.event_count++)}; }
 
 void ProgramBuilder::launch(StreamId s, Kernel k) {
   add(Launch{s, std::move(k)});
@@ -153,15 +153,15 @@ void ProgramBuilder::wait_stream(StreamId waiter, StreamId producer) {
 }
 
 void ProgramBuilder::host_sync(EventId e, std::string reason) {
-  add(HostSync{HostSync::Target::Event, e, std::move(reason)});
+  add(HostSync{e, std::move(reason)});
 }
 
 void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
-  add(HostSync{HostSync::Target::Stream, s, std::move(reason)});
+  add(HostSync{s, std::move(reason)});
 }
 
 BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s) {
-  BufferId b = program_.buffer_count++;
+  BufferId b{program_.buffer_count++};
   program_.buffer_names.push_back(name);
   add(Alloc{b, bytes, cat, s, std::move(name)});
   return b;

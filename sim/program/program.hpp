@@ -9,14 +9,17 @@
 #include <variant>
 #include <vector>
 
+#include "sim/core/strong_id.hpp"
 #include "sim/core/units.hpp"
 
 namespace stepsim {
 
-using StreamId = int;
-using EventId = int;
-using CommId = int;
-using BufferId = int;
+// Indices into the Program's tables (sim/core/strong_id.hpp): a stream into Program::streams
+// (StreamId{0} is the default stream), an event below Program::event_count.
+using StreamId = Id<struct StreamTag>;
+using EventId = Id<struct EventTag>;
+using CommId = Id<struct CommTag>;  // into Program::comms
+using BufferId = Id<struct BufferTag>;  // below Program::buffer_count
 
 enum class Phase { Setup, Forward, Backward, Optimizer };
 std::string to_string(Phase p);
@@ -99,13 +102,13 @@ struct Kernel {
 };
 
 struct Launch {
-  StreamId stream = 0;
+  StreamId stream{0};
   Kernel kernel;
 };
 
 struct Collective {
-  CommId comm = 0;
-  StreamId stream = 0;
+  CommId comm{0};
+  StreamId stream{0};
   CollectiveKind kind = CollectiveKind::AllReduce;
   // nccl-tests convention (C6.1): all-reduce/broadcast/reduce: the buffer; all-gather: the
   // whole gathered output; reduce-scatter: the whole unreduced input; all-to-all: total bytes.
@@ -115,30 +118,28 @@ struct Collective {
   std::string unit;
 };
 
-struct Record { EventId event = 0; StreamId stream = 0; };
-struct Wait { StreamId stream = 0; EventId event = 0; };
+struct Record { EventId event{0}; StreamId stream{0}; };
+struct Wait { StreamId stream{0}; EventId event{0}; };
 
 // The CPU blocks until the GPU reaches a point: an event's latest record, or everything
 // queued so far on a stream. `reason` names the framework call (for reports).
 struct HostSync {
-  enum class Target { Event, Stream };
-  Target target_kind = Target::Event;
-  int target = 0;  // an EventId or a StreamId, per target_kind
+  std::variant<EventId, StreamId> target{EventId{0}};  // cudaEventSynchronize / cudaStreamSynchronize
   std::string reason;
 };
 
 struct Alloc {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   Bytes bytes;
   MemCategory category = MemCategory::Other;
-  StreamId stream = 0;
+  StreamId stream{0};
   std::string name;
 };
 
 // A plain free takes effect at issue (stream-ordered reuse). With record_streams the memory
 // returns when the GPU has finished the work queued on those streams before the free.
 struct Free {
-  BufferId buffer = 0;
+  BufferId buffer{0};
   std::vector<StreamId> record_streams;
 };
 
@@ -158,8 +159,8 @@ struct CommDecl { std::string name; int ranks = 1; int nodes = 1; };
 struct Program {
   std::vector<StreamDecl> streams;   // index = StreamId; stream 0 is the default stream
   std::vector<CommDecl> comms;       // index = CommId
-  int event_count = 0;
-  int buffer_count = 0;
+  std::size_t event_count = 0;
+  std::size_t buffer_count = 0;
   std::vector<Instruction> instructions;
   std::vector<std::string> buffer_names;  // index = BufferId
 };

@@ -39,7 +39,7 @@ struct Flow {
 // The arrows of the header comment, in a deterministic order.
 std::vector<Flow> flows(const Timeline& t, const Program* program) {
   std::vector<Flow> out;
-  auto tid_of = [](const TimelineOp& op) { return 1 + static_cast<int>(op.stream); };
+  auto tid_of = [](const TimelineOp& op) { return 1 + static_cast<int>(op.stream.index()); };
   auto has_length = [](Time a, Time b) { return b.ns - a.ns >= 2; };
   // Host issue -> op: the Issue interval of the op's instruction.
   std::map<std::size_t, std::size_t> issue_of;  // instruction -> host interval
@@ -56,7 +56,7 @@ std::vector<Flow> flows(const Timeline& t, const Program* program) {
   // op on the Wait's stream after the Wait, for the latest Record of the event before the Wait.
   if (program) {
     std::map<int, std::vector<std::size_t>> ops_on;  // stream -> timeline ops in issue order
-    for (std::size_t i = 0; i < t.ops.size(); ++i) ops_on[static_cast<int>(t.ops[i].stream)].push_back(i);
+    for (std::size_t i = 0; i < t.ops.size(); ++i) ops_on[static_cast<int>(t.ops[i].stream.index())].push_back(i);
     auto last_before = [&](int stream, std::size_t instruction) -> long {
       auto it = ops_on.find(stream);
       if (it == ops_on.end()) return -1;
@@ -79,13 +79,13 @@ std::vector<Flow> flows(const Timeline& t, const Program* program) {
     for (std::size_t k = 0; k < program->instructions.size(); ++k) {
       const auto& ins = program->instructions[k];
       if (const auto* r = std::get_if<Record>(&ins)) {
-        latest_record[static_cast<int>(r->event)] = k;
+        latest_record[static_cast<int>(r->event.index())] = k;
       } else if (const auto* w = std::get_if<Wait>(&ins)) {
-        auto rec = latest_record.find(static_cast<int>(w->event));
+        auto rec = latest_record.find(static_cast<int>(w->event.index()));
         if (rec == latest_record.end()) continue;
         const auto& record = std::get<Record>(program->instructions[rec->second]);
-        long from = last_before(static_cast<int>(record.stream), rec->second);
-        long to = first_after(static_cast<int>(w->stream), k);
+        long from = last_before(static_cast<int>(record.stream.index()), rec->second);
+        long to = first_after(static_cast<int>(w->stream.index()), k);
         if (from < 0 || to < 0 || !seen.emplace(from, to).second) continue;
         const auto& a = t.ops[static_cast<std::size_t>(from)];
         const auto& b = t.ops[static_cast<std::size_t>(to)];
@@ -136,21 +136,21 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
                                   json(h.name).dump(), us(h.start), us(h.end - h.start)));
   }
   for (const auto& op : t.ops) {
-    json args{{"stream", op.stream}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
+    json args{{"stream", op.stream.index()}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
               {"start_ns", op.start.ns}, {"end_ns", op.end.ns}};
     if (op.kind == TimelineOp::Kind::Collective) {
       args["stepsim_op"] = "collective";
       args["collective"] = to_string(op.collective);
       args["bytes"] = op.bytes.count;
       args["dtype"] = to_string(op.dtype);
-      args["comm"] = t.comms.at(static_cast<std::size_t>(op.comm)).name;
-      args["group_size"] = t.comms.at(static_cast<std::size_t>(op.comm)).ranks;
+      args["comm"] = t.comms.at(op.comm.value().index()).name;
+      args["group_size"] = t.comms.at(op.comm.value().index()).ranks;
     } else {
       args["stepsim_op"] = "compute";
       args["class"] = to_string(op.cls);
     }
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": {}, "cat": "kernel", "name": {}, "ts": {}, "dur": {}, "args": {}}})",
-                                  1 + op.stream, json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
+                                  1 + op.stream.index(), json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
   }
   for (const auto& m : t.memory) {
     json args = json::object();

@@ -122,7 +122,7 @@ std::string timeline_svg(const Timeline& t, const Explanation* x) {
   for (std::size_t i = 0; i < t.ops.size(); ++i) {
     const auto& op = t.ops[i];
     if (op.kind == TimelineOp::Kind::Marker) continue;
-    double y = top + lane * static_cast<double>(op.stream + 1);
+    double y = top + lane * static_cast<double>(op.stream.index() + 1);
     double x0 = X(op.start), w = std::max(0.6, static_cast<double>(op.duration().ns) * sx);
     bool coll = op.kind == TimelineOp::Kind::Collective;
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}{} [{} - {} ms]</title></rect>", x0,

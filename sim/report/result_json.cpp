@@ -14,7 +14,7 @@ nlohmann::json ops_to_json(const Timeline& t) {
     const auto& op = t.ops[i];
     nlohmann::json o{{"name", op.name},
                      {"kind", op.kind == TimelineOp::Kind::Collective ? "collective" : "kernel"},
-                     {"stream", t.streams.at(static_cast<std::size_t>(op.stream)).name},
+                     {"stream", t.streams.at(op.stream.index()).name},
                      {"phase", to_string(op.phase)},
                      {"unit", op.unit},
                      {"issue_ns", op.issue.ns},
@@ -24,7 +24,7 @@ nlohmann::json ops_to_json(const Timeline& t) {
       o["collective"] = to_string(op.collective);
       o["bytes"] = op.bytes.count;
       o["dtype"] = to_string(op.dtype);
-      o["comm"] = t.comms.at(static_cast<std::size_t>(op.comm)).name;
+      o["comm"] = t.comms.at(op.comm.value().index()).name;
       o["exposed_ns"] = exposed[i].ns;
     } else {
       o["class"] = to_string(op.cls);

@@ -62,7 +62,7 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
   for (std::size_t i = 0; i < r.timeline.ops.size(); ++i) {
     const auto& op = r.timeline.ops[i];
     if (op.kind != TimelineOp::Kind::Collective) continue;
-    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), r.timeline.comms[static_cast<std::size_t>(op.comm)].name)];
+    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), r.timeline.comms[op.comm.value().index()].name)];
     ++a.count;
     a.bytes += op.bytes;
     a.time += op.duration();

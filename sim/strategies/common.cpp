@@ -46,9 +46,9 @@ void KeptOutput::after_forward_op(ProgramBuilder& b, const Op& op, StreamId s) {
     previous_ = current_;
     current_ = b.alloc("model output kept by the training loop", op.kept_output, MemCategory::Activations, s);
   }
-  if (op.model_returns && previous_ >= 0) {
-    b.free(previous_);
-    previous_ = -1;
+  if (op.model_returns && previous_) {
+    b.free(*previous_);
+    previous_.reset();
   }
 }
 
@@ -91,8 +91,9 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
     for (const auto& op : it->backward) b.launch(s, op_kernel(l, *it, op, false));
 }
 
-std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro, KeptOutput* kept) {
-  std::vector<BufferId> acts(w.layers.size(), -1);
+std::vector<std::optional<BufferId>> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
+                                                        KeptOutput* kept) {
+  std::vector<std::optional<BufferId>> acts(w.layers.size());
   for (std::size_t li = 0; li < w.layers.size(); ++li) {
     const Layer& l = w.layers[li];
     if (l.saved_activations.count > 0)
@@ -102,15 +103,15 @@ std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, S
   return acts;
 }
 
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, std::optional<BufferId> saved,
                     const std::function<void()>& before_launch) {
-  BufferId recompute = -1;
+  std::optional<BufferId> recompute;
   if (l.recompute_activations.count > 0)
     recompute = b.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, s);
   if (before_launch) before_launch();
   launch_backward(b, s, l, micro);
-  if (recompute >= 0) b.free(recompute);
-  if (saved >= 0) b.free(saved);
+  if (recompute.has_value()) b.free(*recompute);
+  if (saved.has_value()) b.free(*saved);
 }
 
 Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {

@@ -4,6 +4,7 @@
 // persistent-state sizes.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ class KeptOutput {
   void after_forward_op(ProgramBuilder& b, const Op& op, StreamId s);
 
  private:
-  BufferId previous_ = -1, current_ = -1;
+  std::optional<BufferId> previous_, current_;
 };
 
 // Launches the layer's forward ops on `s`, in order, one Launch per op.
@@ -67,14 +68,14 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation
 // buffer of each layer (-1 where it saves none), freed by the caller's backward.
-std::vector<BufferId> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
-                                         KeptOutput* kept = nullptr);
+std::vector<std::optional<BufferId>> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
+                                                        KeptOutput* kept = nullptr);
 
 // One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
 // head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own
 // allocations, e.g. FSDP2's unsharded grads), the backward ops launch, then the recomputed and
-// the saved activations (`saved`, -1 for none) are freed.
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, BufferId saved,
+// the saved activations (`saved`, if any) are freed.
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, std::optional<BufferId> saved,
                     const std::function<void()>& before_launch = {});
 
 }  // namespace stepsim

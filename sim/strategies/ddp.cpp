@@ -46,7 +46,7 @@ class ReducerWriter {
     for (int micro = 0; micro < A; ++micro) {
       const bool sync = micro == A - 1 || !e_.training.no_sync;
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
+      std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
       backward(micro, sync, acts);
     }
@@ -68,7 +68,7 @@ class ReducerWriter {
 
   // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
   // parameter order. With sync, finalize_backward runs once the last hook has fired.
-  void backward(int micro, bool sync, const std::vector<BufferId>& acts) {
+  void backward(int micro, bool sync, const std::vector<std::optional<BufferId>>& acts) {
     if (sync) prepare_for_backward();
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
@@ -143,9 +143,9 @@ class ReducerWriter {
   const std::vector<Bucket> buckets_;
   std::map<const Param*, std::size_t> bucket_of_;
   ProgramBuilder b_;
-  StreamId dflt_ = 0, nccl_ = 0;
+  StreamId dflt_{0}, nccl_{0};
   KeptOutput kept_output_;
-  CommId process_group_ = 0;
+  CommId process_group_{0};
   std::vector<std::size_t> pending_;  // per bucket: gradients marked ready in this backward
   std::size_t next_bucket_ = 0;       // the next bucket to all-reduce (in order)
   std::vector<BufferId> grads_;       // .grad per layer (AccumulateGrad), unless they alias buckets

@@ -17,16 +17,15 @@ namespace stepsim {
 
 namespace {
 
-constexpr EventId kStaleEvent = -1;     // a free event of the previous step: long complete
 constexpr std::size_t kMaxInflightAllGathers = 2;  // _limiter_utils.py, "empirically chosen"
 
 // Per-unit run state of the handle (what FlatParamHandle and its flags hold).
 struct HandleState {
   bool unsharded = false;            // parameters point at the unsharded flat parameter
-  BufferId full = -1;                // _full_param_padded
-  BufferId mp_shard = -1;            // _mp_shard (param mixed precision)
-  BufferId grad = -1;                // flat_param.grad: the unsharded gradient (param dtype)
-  BufferId saved_grad_shard = -1;    // _saved_grad_shard (fp32 sharded, becomes .grad)
+  std::optional<BufferId> full;                // _full_param_padded
+  std::optional<BufferId> mp_shard;            // _mp_shard (param mixed precision)
+  std::optional<BufferId> grad;                // flat_param.grad: the unsharded gradient (param dtype)
+  std::optional<BufferId> saved_grad_shard;    // _saved_grad_shard (fp32 sharded, becomes .grad)
   bool prefetched = false;
   bool needs_pre_forward_unshard = false;
   bool needs_pre_backward_unshard = false;
@@ -36,7 +35,7 @@ class StepWriter {
  public:
   StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
       : c_(c), e_(e), w_(e.workload), units_(std::move(units)), h_(units_.size()) {
-    for (std::size_t i = 0; i < stale_events; ++i) free_events_.push_back(kStaleEvent);
+    free_events_.assign(stale_events, std::nullopt);
     orig_dtype_ = e.training.master_dtype;
     param_dtype_ = c.param_dtype(orig_dtype_);
     reduce_dtype_ = c.reduce_dtype(orig_dtype_);
@@ -93,8 +92,8 @@ class StepWriter {
   std::vector<std::size_t> pre_forward_order_, post_forward_order_;
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
-  std::deque<EventId> free_events_;  // _FreeEventQueue (F1.9)
-  std::vector<BufferId> acts_;       // saved activations per layer of the current micro-batch
+  std::deque<std::optional<EventId>> free_events_;  // _FreeEventQueue (F1.9); none: a free event of the previous step, long complete
+  std::vector<std::optional<BufferId>> acts_;       // saved activations per layer of the current micro-batch
   Dtype orig_dtype_ = Dtype::FP32;    // the sharded flat parameter's dtype (master weights)
   Dtype param_dtype_ = Dtype::FP32;   // MixedPrecision.param_dtype: the unsharded forward/backward dtype
   Dtype reduce_dtype_ = Dtype::FP32;  // MixedPrecision.reduce_dtype: the reduce-scatter dtype
@@ -102,9 +101,10 @@ class StepWriter {
   std::int64_t predivide_ = 1;
 
   ProgramBuilder b_;
-  StreamId dflt_ = 0, unshard_ = 0, post_backward_ = 0, pre_unshard_ = 0, all_reduce_ = 0;
+  StreamId dflt_{0}, unshard_{0}, post_backward_{0}, pre_unshard_{0}, all_reduce_{0};
   KeptOutput kept_output_;
-  CommId shard_pg_ = 0, replicate_pg_ = -1;
+  CommId shard_pg_{0};
+  std::optional<CommId> replicate_pg_;  // hybrid sharding only
 };
 
 Program StepWriter::write() {
@@ -167,7 +167,7 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
   bool ran_pre_unshard = false;
-  if (c_.mp_param && h.mp_shard < 0 && (!c_.sharded() || !h.unsharded)) {
+  if (c_.mp_param && !h.mp_shard.has_value() && (!c_.sharded() || !h.unsharded)) {
     // _use_low_precision_shard on the pre-unshard stream: fp32 shard -> param dtype.
     std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
     h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, param_dtype_), MemCategory::CommBuffers, pre_unshard_);
@@ -176,9 +176,9 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   }
   if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
   if (c_.limit_all_gathers && free_events_.size() >= kMaxInflightAllGathers) {
-    EventId ev = free_events_.front();
+    std::optional<EventId> ev = free_events_.front();
     free_events_.pop_front();
-    if (ev != kStaleEvent) b_.host_sync(ev, "FullyShardedDataParallel.rate_limiter");
+    if (ev) b_.host_sync(*ev, "FullyShardedDataParallel.rate_limiter");
   }
   if (c_.sharded() && !h.unsharded) {
     Bytes full = bytes(unit.padded_numel, param_dtype_);
@@ -189,9 +189,9 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   }
   // post_unshard frees _mp_shard under record_stream(unshard stream) (sharded strategies only;
   // NO_SHARD computes on it until post_reshard).
-  if (c_.sharded() && h.mp_shard >= 0) {
-    b_.free_after(h.mp_shard, {unshard_});
-    h.mp_shard = -1;
+  if (c_.sharded() && h.mp_shard.has_value()) {
+    b_.free_after(*h.mp_shard, {unshard_});
+    h.mp_shard = std::nullopt;
   }
 }
 
@@ -199,16 +199,16 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
 // limit_all_gathers, enqueue a free event recorded on the compute stream.
 void StepWriter::reshard(std::size_t u, bool free) {
   HandleState& h = h_[u];
-  if (free && h.full >= 0) {
-    b_.free_after(h.full, {dflt_});
-    h.full = -1;
+  if (free && h.full.has_value()) {
+    b_.free_after(*h.full, {dflt_});
+    h.full = std::nullopt;
     h.unsharded = false;
   }
   if (c_.limit_all_gathers && free) free_events_.push_back(b_.record(dflt_));
   // post_reshard: NO_SHARD with param mixed precision frees its low-precision copy.
-  if (!c_.sharded() && h.mp_shard >= 0) {
-    b_.free_after(h.mp_shard, {dflt_});
-    h.mp_shard = -1;
+  if (!c_.sharded() && h.mp_shard.has_value()) {
+    b_.free_after(*h.mp_shard, {dflt_});
+    h.mp_shard = std::nullopt;
   }
   h.prefetched = false;
 }
@@ -267,7 +267,7 @@ void StepWriter::flat_grad_ready(std::size_t u, const std::vector<BufferId>& vie
   BufferId g = b_.alloc("flat grad " + unit.name, flat, MemCategory::Gradients, dflt_);
   b_.launch(dflt_, elementwise("concat grad " + unit.name, flat * 2, unit.name, KernelClass::Copy));
   for (BufferId v : view_grads) b_.free(v);
-  if (h.grad >= 0) {
+  if (h.grad.has_value()) {
     b_.launch(dflt_, elementwise("accumulate grad " + unit.name, flat * 3, unit.name));
     b_.free(g);
   } else {
@@ -293,14 +293,14 @@ void StepWriter::reduce_grad(std::size_t u) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
   const std::string& n = unit.name;
-  const BufferId autograd_grad = h.grad;
-  h.grad = -1;  // flat_param.grad = None
-  BufferId cast = -1;
+  const BufferId autograd_grad = h.grad.value();
+  h.grad = std::nullopt;  // flat_param.grad = None
+  std::optional<BufferId> cast;
   if (reduce_dtype_ != param_dtype_) {  // flat_param.grad.to(reduce_dtype)
     cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
     b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
   }
-  BufferId pad = -1;
+  std::optional<BufferId> pad;
   if (unit.padded_numel > unit.flat_numel) {  // F.pad copy (never with use_orig_params)
     pad = b_.alloc("padded grad " + n, bytes(unit.padded_numel, reduce_dtype_), MemCategory::CommBuffers, post_backward_);
     b_.launch(post_backward_, elementwise("pad grad " + n, bytes(unit.flat_numel + unit.padded_numel, reduce_dtype_), n,
@@ -313,12 +313,12 @@ void StepWriter::reduce_grad(std::size_t u) {
   b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, reduce_dtype_), reduce_dtype_, "RS " + n, n);
   // Stream-ordered frees on the stream that allocated them (record_stream on the allocation
   // stream is a no-op in the caching allocator).
-  if (pad >= 0) b_.free(pad);
-  if (cast >= 0) b_.free(cast);
+  if (pad.has_value()) b_.free(*pad);
+  if (cast.has_value()) b_.free(*cast);
   const bool postdivide = world_ > predivide_;
   if (c_.hybrid()) {
     b_.wait_stream(all_reduce_, post_backward_);
-    b_.collective(replicate_pg_, all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
+    b_.collective(replicate_pg_.value(), all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
                   fmt::format("AR {} replicate", n), n);
     if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
     accumulate_sharded_grad(u, out, reduce_dtype_, all_reduce_);
@@ -345,7 +345,7 @@ void StepWriter::accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, D
     if (current == post_backward_) b_.free(sharded_grad);
     else b_.free_after(sharded_grad, {current});
   }
-  if (h.saved_grad_shard >= 0) {  // _saved_grad_shard += sharded_grad
+  if (h.saved_grad_shard.has_value()) {  // _saved_grad_shard += sharded_grad
     b_.launch(current, elementwise("accumulate grad shard " + unit.name, bytes(n, orig_dtype_) * 3, unit.name));
     if (current == post_backward_) b_.free(g);
     else b_.free_after(g, {current});
@@ -359,8 +359,8 @@ void StepWriter::reduce_grad_no_shard(std::size_t u) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
   const std::string& n = unit.name;
-  BufferId g = h.grad;
-  h.grad = -1;
+  BufferId g = h.grad.value();
+  h.grad = std::nullopt;
   if (reduce_dtype_ != param_dtype_) {
     BufferId cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
     b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
@@ -379,7 +379,7 @@ void StepWriter::reduce_grad_no_shard(std::size_t u) {
       b_.free_after(g, {post_backward_});
       g = g32;
     }
-    if (h.saved_grad_shard >= 0) {
+    if (h.saved_grad_shard.has_value()) {
       b_.launch(post_backward_, elementwise("accumulate grad " + n, bytes(unit.flat_numel, orig_dtype_) * 3, n));
       b_.free_after(g, {post_backward_});
     } else {
@@ -403,7 +403,7 @@ void StepWriter::forward(int micro) {
   b_.wait_stream(unshard_, dflt_);
   b_.wait_stream(pre_unshard_, dflt_);
   for (auto& h : h_) h.needs_pre_forward_unshard = true;
-  acts_.assign(w_.layers.size(), -1);
+  acts_.assign(w_.layers.size(), std::nullopt);
   pre_forward(0);  // the root's forward wraps the whole model (S8.1)
   for (std::size_t li = 0; li < w_.layers.size(); ++li) {
     const Layer& l = w_.layers[li];

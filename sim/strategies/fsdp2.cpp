@@ -59,27 +59,27 @@ class Emitter {
     if (e_.training.optimizer != Optimizer::None)
       b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, total_shard_, c_.orig_dtype));
     for (GroupState& s : st_)  // zero_grad(set_to_none=True)
-      if (s.sharded_grad >= 0) b_.free(s.sharded_grad), s.sharded_grad = -1;
+      if (s.sharded_grad.has_value()) b_.free(*s.sharded_grad), s.sharded_grad = std::nullopt;
     return b_.take();
   }
 
  private:
   struct Pending {
-    BufferId out = -1;
-    EventId event = -1;
+    BufferId out;
+    EventId event;
   };
   struct RsState {
-    BufferId input = -1;
-    EventId event = -1;
+    BufferId input;
+    EventId event;
   };
   struct GroupState {
-    BufferId unsharded = -1;      // unsharded params (param dtype, padded)
-    BufferId slice = -1;          // reshard_after_forward=k: the post-forward 1/k slice
-    EventId reshard_event = -1;   // _reshard_after_forward_event
+    std::optional<BufferId> unsharded;      // unsharded params (param dtype, padded)
+    std::optional<BufferId> slice;          // reshard_after_forward=k: the post-forward 1/k slice
+    std::optional<EventId> reshard_event;  // _reshard_after_forward_event
     std::optional<Pending> pending;  // issued all-gather not yet waited on
     std::vector<BufferId> grads;  // autograd unsharded grads of this backward
-    BufferId accumulated = -1;    // no_sync: unsharded grads kept across micro-batches
-    BufferId sharded_grad = -1;   // the fp32 (orig dtype) sharded .grad
+    std::optional<BufferId> accumulated;    // no_sync: unsharded grads kept across micro-batches
+    std::optional<BufferId> sharded_grad;   // the fp32 (orig dtype) sharded .grad
   };
 
   Group& group(int g) { return groups_[static_cast<std::size_t>(g)]; }
@@ -102,13 +102,13 @@ class Emitter {
   void unshard(int g, Pass pass) {
     Group& G = group(g);
     GroupState& s = state(g);
-    if (G.empty() || s.unsharded >= 0 || s.pending) return;
-    const bool from_slice = pass == Pass::Backward && s.slice >= 0;
+    if (G.empty() || s.unsharded.has_value() || s.pending) return;
+    const bool from_slice = pass == Pass::Backward && s.slice.has_value();
     const std::int64_t shard = G.shard_numel();
     if (from_slice) {
       // The slice was written on the default stream at post-forward; the next unshard waits on
       // _reshard_after_forward_event before reading it.
-      b_.wait(copy_in_, s.reshard_event);
+      b_.wait(copy_in_, s.reshard_event.value());
     }
     BufferId out = b_.alloc("AG output " + G.name, bytes(G.padded, param_bytes_), MemCategory::CommBuffers, copy_in_);
     if (from_slice) {
@@ -124,7 +124,7 @@ class Emitter {
       b_.launch(copy_in_, copy_kernel("AG copy-in " + G.name, bytes(shard, 2 * orig_bytes_), g));
     }
     b_.wait_stream(ag_, copy_in_);
-    const CommId pg = from_slice ? post_forward_pg_ : shard_pg_;
+    const CommId pg = from_slice ? post_forward_pg_.value() : shard_pg_;
     b_.collective(pg, ag_, CollectiveKind::AllGather, bytes(G.padded, param_bytes_), c_.param_dtype,
                   fmt::format("AG {} {}", G.name, pass == Pass::Forward ? "fwd" : "bwd"), G.name);
     s.pending = Pending{out, b_.record(ag_)};
@@ -139,7 +139,7 @@ class Emitter {
     b_.wait(dflt_, s.pending->event);
     s.unsharded = b_.alloc("unsharded " + G.name, bytes(G.padded, param_bytes_), MemCategory::UnshardedParameters, dflt_);
     b_.launch(dflt_, copy_kernel("AG copy-out " + G.name, bytes(G.padded, 2 * param_bytes_), g));  // split_with_sizes_copy
-    if (s.slice >= 0) b_.free(s.slice), s.slice = -1;
+    if (s.slice.has_value()) b_.free(*s.slice), s.slice = std::nullopt;
     EventId copied = b_.record(dflt_);
     if (pass == Pass::Forward) {
       kept_ = Pending{s.pending->out, copied};  // all_gather_state: freed at the next wait
@@ -178,7 +178,7 @@ class Emitter {
       release_kept_all_gather();
       if (!c_.root_reshard) return;
     }
-    if (G.empty() || !c_.resharded_after_forward() || s.unsharded < 0) return;
+    if (G.empty() || !c_.resharded_after_forward() || !s.unsharded.has_value()) return;
     // torchtitan's last block: kept unsharded for its backward, which runs first.
     if (!G.root && g == static_cast<int>(groups_.size()) - 1 && !c_.last_block_reshard) return;
     if (c_.partial_reshard()) {
@@ -189,8 +189,8 @@ class Emitter {
       b_.launch(dflt_, copy_kernel("reshard slice " + G.name, bytes(slice, 2 * param_bytes_), g));
       s.reshard_event = b_.record(dflt_);
     }
-    b_.free(s.unsharded);
-    s.unsharded = -1;
+    b_.free(s.unsharded.value());
+    s.unsharded = std::nullopt;
   }
 
   // FSDPState._pre_backward (F2.13): unshard (no-op if prefetched), copy-out, then prefetch
@@ -208,16 +208,16 @@ class Emitter {
     Group& G = group(g);
     GroupState& s = state(g);
     if (G.empty()) return;
-    if (s.unsharded >= 0) b_.free(s.unsharded), s.unsharded = -1;  // reshard_after_backward
+    if (s.unsharded.has_value()) b_.free(*s.unsharded), s.unsharded = std::nullopt;  // reshard_after_backward
     // 1. accumulate into the unsharded grads a previous no-sync backward left.
-    if (s.accumulated >= 0 && !s.grads.empty()) {
+    if (s.accumulated.has_value() && !s.grads.empty()) {
       b_.launch(dflt_, elementwise("grad accumulate " + G.name, bytes(G.numel, param_bytes_ + 2 * reduce_bytes_), G.name));
       for (BufferId id : s.grads) b_.free(id);
       s.grads.clear();
     }
     if (!sync) {
       // 2. set_requires_gradient_sync(False): keep the unsharded grad in the reduce dtype.
-      if (s.accumulated < 0) {
+      if (!s.accumulated.has_value()) {
         s.accumulated = b_.alloc("unsharded grad " + G.name, bytes(G.numel, reduce_bytes_), MemCategory::Gradients, dflt_);
         b_.launch(dflt_, elementwise("grad to reduce dtype " + G.name, bytes(G.numel, param_bytes_ + reduce_bytes_), G.name));
         for (BufferId id : s.grads) b_.free(id);
@@ -246,16 +246,16 @@ class Emitter {
     GroupState& s = state(g);
     const Dtype rdt = c_.effective_reduce_dtype();
     BufferId rs_in = b_.alloc("RS input " + G.name, bytes(G.padded, reduce_bytes_), MemCategory::CommBuffers, dflt_);
-    const std::int64_t src = s.accumulated >= 0 ? reduce_bytes_ : param_bytes_;
+    const std::int64_t src = s.accumulated.has_value() ? reduce_bytes_ : param_bytes_;
     b_.launch(dflt_, copy_kernel("RS copy-in " + G.name, Bytes{G.numel * src + G.padded * reduce_bytes_}, g));  // chunk_cat
     for (BufferId id : s.grads) b_.free(id);
     s.grads.clear();
-    if (s.accumulated >= 0) b_.free(s.accumulated), s.accumulated = -1;
+    if (s.accumulated.has_value()) b_.free(*s.accumulated), s.accumulated = std::nullopt;
 
     b_.wait_stream(rs_, dflt_);
     const std::int64_t shard = G.shard_numel();
     // The RS output becomes .grad itself unless a cast or an accumulation needs a new tensor.
-    const bool own_grad = rdt == c_.orig_dtype && s.sharded_grad < 0;
+    const bool own_grad = rdt == c_.orig_dtype && !s.sharded_grad.has_value();
     BufferId rs_out = b_.alloc(own_grad ? ".grad " + G.name : "RS output " + G.name, bytes(shard, reduce_bytes_),
                                own_grad ? MemCategory::Gradients : MemCategory::CommBuffers, rs_);
     const bool fp16 = rdt == Dtype::FP16;  // SUM + pre/post divide; AVG inside NCCL otherwise (C6.6)
@@ -266,7 +266,7 @@ class Emitter {
     if (c_.replicate > 1) {
       // HSDP: all-reduce the shard over the replicate group on its own communicator.
       b_.wait_stream(ar_, rs_);
-      b_.collective(replicate_pg_, ar_, CollectiveKind::AllReduce, bytes(shard, reduce_bytes_), rdt, "AR " + G.name, G.name);
+      b_.collective(replicate_pg_.value(), ar_, CollectiveKind::AllReduce, bytes(shard, reduce_bytes_), rdt, "AR " + G.name, G.name);
       post = ar_;
     }
     if (fp16) b_.launch(post, elementwise("RS post-divide " + G.name, bytes(shard, 2 * reduce_bytes_), G.name));
@@ -285,8 +285,8 @@ class Emitter {
       s.sharded_grad = rs_out;
     } else {
       // Cast to the orig dtype (new tensor) and/or add into the existing sharded .grad.
-      const std::int64_t traffic = (rdt != c_.orig_dtype ? reduce_bytes_ + orig_bytes_ : 0) + (s.sharded_grad >= 0 ? 3 * orig_bytes_ : 0);
-      if (s.sharded_grad < 0)
+      const std::int64_t traffic = (rdt != c_.orig_dtype ? reduce_bytes_ + orig_bytes_ : 0) + (s.sharded_grad.has_value() ? 3 * orig_bytes_ : 0);
+      if (!s.sharded_grad.has_value())
         s.sharded_grad = b_.alloc(".grad " + G.name, bytes(shard, orig_bytes_), MemCategory::Gradients, post);
       b_.launch(post, elementwise("grad view-out " + G.name, bytes(shard, traffic), G.name));
       // HSDP keeps the all-reduce input alive until finalize_backward (_all_reduce_state).
@@ -297,7 +297,7 @@ class Emitter {
 
   void forward(int micro) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    acts_.assign(w_.layers.size(), -1);
+    acts_.assign(w_.layers.size(), std::nullopt);
     // F2.7 root pre-forward: both AG streams wait for the current stream (optimizer step).
     b_.wait_stream(copy_in_, dflt_);
     b_.wait_stream(ag_, dflt_);
@@ -359,14 +359,16 @@ class Emitter {
   std::int64_t param_bytes_ = 2, reduce_bytes_ = 2, orig_bytes_ = 4;
   std::int64_t total_shard_ = 0;
   ProgramBuilder b_;
-  StreamId dflt_ = 0, copy_in_ = 0, ag_ = 0, rs_ = 0, ar_ = 0;
+  StreamId dflt_{0}, copy_in_{0}, ag_{0}, rs_{0}, ar_{0};
   KeptOutput kept_output_;
-  CommId shard_pg_ = 0, replicate_pg_ = -1, post_forward_pg_ = -1;
+  CommId shard_pg_{0};
+  std::optional<CommId> replicate_pg_;     // HSDP only
+  std::optional<CommId> post_forward_pg_;  // reshard_after_forward=k only
   std::optional<Pending> kept_;             // comm_ctx.all_gather_state
   std::deque<RsState> rs_in_flight_;        // comm_ctx.reduce_scatter_state(s)
   std::vector<EventId> post_reduce_events_;
   std::vector<BufferId> held_ar_inputs_;
-  std::vector<BufferId> acts_;
+  std::vector<std::optional<BufferId>> acts_;
   std::vector<int> backward_order_;         // reverse post-forward order
 };
 

@@ -106,7 +106,7 @@ class Zero12Builder {
 
   void micro_batch(int micro, bool boundary) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    std::vector<BufferId> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
+    std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
@@ -117,15 +117,15 @@ class Zero12Builder {
     // the hook only calls setup_buckets (the IPG buffer) and, off the boundary, nothing else.
     const bool hooks = c_.stage == 2 || c_.overlap_comm || c_.contiguous_gradients;
     accumulate_ = c_.stage == 2 && micro > 0;  // stage 2 adds into grads_in_partition
-    if (c_.stage == 2 && micro > 0 && grads_in_partition_ >= 0) {
+    if (c_.stage == 2 && micro > 0 && grads_in_partition_.has_value()) {
       // Each backward's copy_grads_in_partition allocates a fresh grads_in_partition (the
       // epilogue's _release_ipg_buffers set it to None). Micro-batch 0's stays alive to the
       // boundary as all_grad_tensors, which the epilogue add_()s every later one into; a later
       // one lives on in the param.grad views until this backward's hooks move them into the
       // IPG buffer (independent_gradient_partition_epilogue, reduce_independent_p_g_...).
-      if (accumulated_grads_in_partition_ < 0) accumulated_grads_in_partition_ = grads_in_partition_;
+      if (!accumulated_grads_in_partition_.has_value()) accumulated_grads_in_partition_ = grads_in_partition_;
       else previous_grads_in_partition_ = grads_in_partition_;
-      grads_in_partition_ = -1;
+      grads_in_partition_ = std::nullopt;
     }
     hooked_params_in_partition_ = 0;
     bucket_seq_ = 0;
@@ -144,7 +144,7 @@ class Zero12Builder {
       for (auto it = ps.rbegin(); it != ps.rend(); ++it) {
         const Param* p = *it;
         if (!grad_.count(p))
-          grad_[p] = b_.alloc(".grad " + p->name, Bytes{p->numel * model_bytes_}, MemCategory::Gradients, dflt_);
+          grad_.emplace(p, b_.alloc(".grad " + p->name, Bytes{p->numel * model_bytes_}, MemCategory::Gradients, dflt_));
         // grad_handling_hook -> process_gradients -> setup_buckets: the IPG buffer is
         // allocated at the first gradient of the backward, and (stage 1 off the boundary: no
         // epilogue runs) stays allocated until the boundary's epilogue releases it.
@@ -190,9 +190,9 @@ class Zero12Builder {
     }
     // Once every in-partition param's hook has run, no param.grad views the previous
     // micro-batch's grads_in_partition any more: it is freed.
-    if (params_in_partition_.count(p) && ++hooked_params_in_partition_ == params_in_partition_.size() && previous_grads_in_partition_ >= 0) {
-      b_.free(previous_grads_in_partition_);
-      previous_grads_in_partition_ = -1;
+    if (params_in_partition_.count(p) && ++hooked_params_in_partition_ == params_in_partition_.size() && previous_grads_in_partition_.has_value()) {
+      b_.free(*previous_grads_in_partition_);
+      previous_grads_in_partition_ = std::nullopt;
     }
     // An "extra large param" (numel > reduce_bucket_size) keeps its own grad and is reduced on
     // its own at the next flush; without contiguous_gradients every grad stays until reduced.
@@ -263,7 +263,7 @@ class Zero12Builder {
     for (const Param* p : params_in_ipg_bucket_)
       if (params_in_partition_.count(p)) own += p->numel;
     if (own > 0 && c_.contiguous_gradients) {
-      if (grads_in_partition_ < 0) grads_in_partition_ = b_.alloc("grads_in_partition", Bytes{grads_in_partition_size_ * model_bytes_}, MemCategory::Gradients, reduction_stream_);
+      if (!grads_in_partition_.has_value()) grads_in_partition_ = b_.alloc("grads_in_partition", Bytes{grads_in_partition_size_ * model_bytes_}, MemCategory::Gradients, reduction_stream_);
       b_.launch(reduction_stream_, elementwise("copy_grads_in_partition " + unit, Bytes{own * model_bytes_ * (accumulate_ ? 3 : 2)}, unit,
                                   KernelClass::Copy));
     }
@@ -289,7 +289,7 @@ class Zero12Builder {
   void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit, int dst) {
     BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * model_bytes_}, MemCategory::CommBuffers, reduction_stream_);
     b_.launch(reduction_stream_, elementwise("flatten " + unit, Bytes{2 * numel * model_bytes_}, unit, KernelClass::Copy));
-    BufferId cast = -1;
+    std::optional<BufferId> cast;
     if (c_.communication_data_type != c_.model_dtype) {
       cast = b_.alloc("comm-dtype cast " + unit, Bytes{numel * communication_bytes_}, MemCategory::CommBuffers, reduction_stream_);
       b_.launch(reduction_stream_, elementwise("cast " + unit, Bytes{numel * (model_bytes_ + communication_bytes_)}, unit));
@@ -299,7 +299,7 @@ class Zero12Builder {
       std::int64_t mine = kind == CollectiveKind::Reduce ? numel : ceil_div(numel, dp_world_size_);
       b_.launch(reduction_stream_, elementwise("copy back " + unit, Bytes{2 * mine * model_bytes_}, unit, KernelClass::Copy));
     }
-    if (cast >= 0) b_.free(cast);
+    if (cast.has_value()) b_.free(*cast);
     b_.free(flat);
   }
 
@@ -339,8 +339,8 @@ class Zero12Builder {
       // all_grad_tensors[i] = None: after the last group nothing views grads_in_partition.
       release_held_grads(i, true);
       if (i + 1 == groups_.size()) {
-        for (BufferId* b : {&grads_in_partition_, &accumulated_grads_in_partition_, &previous_grads_in_partition_})
-          if (*b >= 0) b_.free(*b), *b = -1;
+        for (std::optional<BufferId>* b : {&grads_in_partition_, &accumulated_grads_in_partition_, &previous_grads_in_partition_})
+          if (b->has_value()) b_.free(**b), b->reset();
         for (auto& [p, gb] : grad_) b_.free(gb);
         grad_.clear();
       }
@@ -386,9 +386,9 @@ class Zero12Builder {
   const std::int64_t model_bytes_;          // bytes per element of the bit16 model dtype
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   ProgramBuilder b_;
-  StreamId dflt_ = 0, reduction_stream_ = 0;
+  StreamId dflt_{0}, reduction_stream_{0};
   KeptOutput kept_output_;
-  CommId dp_process_group_ = 0;
+  CommId dp_process_group_{0};
 
   struct PGroup {
     std::vector<const Param*> params;
@@ -408,9 +408,9 @@ class Zero12Builder {
   std::int64_t elements_in_ipg_bucket_ = 0;
   int bucket_seq_ = 0;
   bool accumulate_ = false;
-  BufferId grads_in_partition_ = -1;
-  BufferId accumulated_grads_in_partition_ = -1;   // stage 2 with accumulation: micro-batch 0's, to the boundary
-  BufferId previous_grads_in_partition_ = -1;  // the previous micro-batch's, until its views move
+  std::optional<BufferId> grads_in_partition_;
+  std::optional<BufferId> accumulated_grads_in_partition_;   // stage 2 with accumulation: micro-batch 0's, to the boundary
+  std::optional<BufferId> previous_grads_in_partition_;  // the previous micro-batch's, until its views move
   std::size_t hooked_params_in_partition_ = 0;
 };
 

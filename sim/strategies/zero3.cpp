@@ -64,11 +64,11 @@ class Zero3Builder {
   struct DsParamState {
     ZeroParamStatus ds_status = ZeroParamStatus::NotAvailable;
     int handle = -1;        // index into allgather_handles_ while Inflight
-    BufferId data = -1;     // the unsharded param.data while Available
+    std::optional<BufferId> data;     // the unsharded param.data while Available
   };
   struct AllGatherCoalescedHandle {
     std::vector<int> params;
-    BufferId flat = -1;  // coalesced AG output (W * sum of partitions)
+    std::optional<BufferId> flat;  // coalesced AG output (W * sum of partitions)
     bool done = false;
   };
   struct SubmoduleStep {
@@ -166,13 +166,13 @@ class Zero3Builder {
     AllGatherCoalescedHandle& h = allgather_handles_[static_cast<std::size_t>(hi)];
     if (h.done) return;
     h.done = true;
-    if (h.flat < 0) return;
+    if (!h.flat.has_value()) return;
     for (int p : h.params) {
       param_state_[p].data = b_.alloc("full " + params_[p]->name, Bytes{params_[p]->numel * model_bytes_}, MemCategory::UnshardedParameters, allgather_stream_);
       b_.launch(allgather_stream_, elementwise("copy-out " + params_[p]->name, Bytes{2 * params_[p]->numel * model_bytes_}, params_[p]->name,
                                  KernelClass::Copy));
     }
-    b_.free_after(h.flat, {allgather_stream_});
+    b_.free_after(h.flat.value(), {allgather_stream_});
   }
 
   // fetch_sub_module (Z4.11).
@@ -264,14 +264,14 @@ class Zero3Builder {
 
   // __release_param -> free_param: record_stream(current), then the gathered data is freed.
   void release_param(int p) {
-    b_.free_after(param_state_[p].data, {dflt_});
+    b_.free_after(param_state_[p].data.value(), {dflt_});
     param_state_[p] = DsParamState{};
     n_available_params_ -= params_[p]->numel;
   }
 
   void micro_batch(int micro) {
     reset_step();
-    std::vector<BufferId> acts = forward(micro);
+    std::vector<std::optional<BufferId>> acts = forward(micro);
     backward(micro, acts);
     independent_gradient_partition_epilogue();
     release_and_reset_all();
@@ -279,10 +279,10 @@ class Zero3Builder {
 
   // Forward: the pre-hook fetches each module, the post-hook releases it (Z4.9). Returns the
   // saved activations per layer.
-  std::vector<BufferId> forward(int micro) {
+  std::vector<std::optional<BufferId>> forward(int micro) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
     fetch_sub_module(true);  // root
-    std::vector<BufferId> acts(w_.layers.size(), -1);
+    std::vector<std::optional<BufferId>> acts(w_.layers.size());
     for (std::size_t li = 0; li < w_.layers.size(); ++li) {
       const Layer& l = w_.layers[li];
       fetch_sub_module(true);  // the layer container
@@ -299,14 +299,14 @@ class Zero3Builder {
 
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
-  void backward(int micro, const std::vector<BufferId>& acts) {
+  void backward(int micro, const std::vector<std::optional<BufferId>>& acts) {
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     accumulate_ = micro > 0;
     fetch_sub_module(false);  // root
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
       fetch_sub_module(false);  // the layer container
-      BufferId recompute = -1;
+      std::optional<BufferId> recompute;
       const bool rec = !l.recompute.empty();
       if (rec) {
         // Checkpointed layer: its params are fetched before the recomputed forward runs.
@@ -330,8 +330,8 @@ class Zero3Builder {
           release_sub_module();
         }
       }
-      if (recompute >= 0) b_.free(recompute);
-      if (acts[li] >= 0) b_.free(acts[li]);
+      if (recompute.has_value()) b_.free(*recompute);
+      if (acts[li].has_value()) b_.free(*acts[li]);
     }
   }
 
@@ -448,11 +448,11 @@ class Zero3Builder {
   const std::int64_t communication_bytes_;  // ... of communication_data_type
   const std::int64_t grad_accum_bytes_;   // ... of gradient_accumulation_dtype
   ProgramBuilder b_;
-  StreamId dflt_ = 0;
+  StreamId dflt_{0};
   KeptOutput kept_output_;
-  StreamId allgather_stream_ = 0;             // parameter_offload.py __allgather_stream
-  StreamId reduce_and_partition_stream_ = 0;  // stage3.py reduce_and_partition_stream
-  CommId dp_process_group_ = 0;
+  StreamId allgather_stream_{0};             // parameter_offload.py __allgather_stream
+  StreamId reduce_and_partition_stream_{0};  // stage3.py reduce_and_partition_stream
+  CommId dp_process_group_{0};
 
   // The partitioned parameters (partition_parameters.py).
   std::vector<const Param*> params_;  // ds_id order (model order)

@@ -223,7 +223,7 @@ void check_explain_page(const SimulationPage& p, const json& probe) {
   for (const auto& op : t.ops) {
     if (op.kind == TimelineOp::Kind::Marker) continue;
     want_titles.push_back(op_title(op));
-    want_lane.push_back(static_cast<std::size_t>(op.stream) + 1);
+    want_lane.push_back(op.stream.index() + 1);
     want_start.push_back(op.start);
   }
   REQUIRE(titled.size() == want_titles.size());

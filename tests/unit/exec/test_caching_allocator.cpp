@@ -42,73 +42,73 @@ TEST_CASE("Small requests are packed into one 2 MiB segment until it is full", "
   CachingAllocator a;
   // Four 500 KB requests: rounded to 500,224 B (977 x 512); four of them (2,000,896 B) fit in
   // 2,097,152 B, so one segment; the fifth needs a second 2 MiB segment.
-  for (int i = 0; i < 4; ++i) a.malloc(i, Bytes{500'000}, 0);
+  for (std::size_t i = 0; i < 4; ++i) a.malloc(BufferId{i}, Bytes{500'000}, StreamId{0});
   CHECK(a.reserved().count == 2 * MiB);
   CHECK(a.allocated().count == 4 * 500'224);
-  a.malloc(4, Bytes{500'000}, 0);
+  a.malloc(BufferId{4}, Bytes{500'000}, StreamId{0});
   CHECK(a.reserved().count == 4 * MiB);
 }
 
 TEST_CASE("A 3 MiB request takes a 20 MiB segment and the 17 MiB rest serves later requests", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{3 * MiB}, 0);
+  a.malloc(BufferId{0}, Bytes{3 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 20 * MiB);
   // should_split (large pool): rest 17 MiB > 1 MiB, so split; a 5 MiB request fits the rest.
-  a.malloc(1, Bytes{5 * MiB}, 0);
+  a.malloc(BufferId{1}, Bytes{5 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 20 * MiB);
   CHECK(a.segments() == 1);
 }
 
 TEST_CASE("A large block is not split when the rest would be <= 1 MiB: the request holds the whole block", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{12 * MiB}, 0);  // a 12 MiB segment, exactly
-  a.free(0);
+  a.malloc(BufferId{0}, Bytes{12 * MiB}, StreamId{0});  // a 12 MiB segment, exactly
+  a.free(BufferId{0});
   // 11.5 MiB from the cached 12 MiB block: the rest (0.5 MiB) is <= kSmallSize, not split, so
   // the block counts whole in allocated (as torch.cuda.memory_allocated() does).
-  CHECK(a.malloc(1, Bytes{11 * MiB + MiB / 2}, 0).count == 12 * MiB);
+  CHECK(a.malloc(BufferId{1}, Bytes{11 * MiB + MiB / 2}, StreamId{0}).count == 12 * MiB);
   CHECK(a.allocated().count == 12 * MiB);
   CHECK(a.reserved().count == 12 * MiB);
 }
 
 TEST_CASE("Freed neighbours merge: two halves freed give back one block that fits the whole", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{8 * MiB}, 0);  // 20 MiB segment: [8 | 12 free]
-  a.malloc(1, Bytes{8 * MiB}, 0);  //                 [8 | 8 | 4 free]
-  a.free(0);
-  a.free(1);                       // merges with both neighbours: one free 20 MiB block
-  a.malloc(2, Bytes{18 * MiB}, 0);
+  a.malloc(BufferId{0}, Bytes{8 * MiB}, StreamId{0});  // 20 MiB segment: [8 | 12 free]
+  a.malloc(BufferId{1}, Bytes{8 * MiB}, StreamId{0});  //                 [8 | 8 | 4 free]
+  a.free(BufferId{0});
+  a.free(BufferId{1});                       // merges with both neighbours: one free 20 MiB block
+  a.malloc(BufferId{2}, Bytes{18 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 20 * MiB);
   CHECK(a.segments() == 1);
 }
 
 TEST_CASE("Blocks are cached per stream: a block freed on one stream is not reused by another", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{16 * MiB}, 0);
-  a.free(0);
-  a.malloc(1, Bytes{16 * MiB}, 1);  // stream 1 cannot take stream 0's cached block
+  a.malloc(BufferId{0}, Bytes{16 * MiB}, StreamId{0});
+  a.free(BufferId{0});
+  a.malloc(BufferId{1}, Bytes{16 * MiB}, StreamId{1});  // stream 1 cannot take stream 0's cached block
   CHECK(a.reserved().count == 32 * MiB);
-  a.malloc(2, Bytes{16 * MiB}, 0);  // stream 0 reuses its own
+  a.malloc(BufferId{2}, Bytes{16 * MiB}, StreamId{0});  // stream 0 reuses its own
   CHECK(a.reserved().count == 32 * MiB);
 }
 
 TEST_CASE("Segments are not released within a step: reserved never goes down", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{100 * MiB}, 0);
-  a.free(0);
+  a.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  a.free(BufferId{0});
   CHECK(a.reserved().count == 100 * MiB);
   CHECK(a.allocated().count == 0);
 }
 
 TEST_CASE("Best fit: the smallest cached block that fits is used", "[allocator]") {
   CachingAllocator a;
-  a.malloc(0, Bytes{40 * MiB}, 0);
-  a.malloc(1, Bytes{30 * MiB}, 0);
-  a.free(0);
-  a.free(1);
+  a.malloc(BufferId{0}, Bytes{40 * MiB}, StreamId{0});
+  a.malloc(BufferId{1}, Bytes{30 * MiB}, StreamId{0});
+  a.free(BufferId{0});
+  a.free(BufferId{1});
   // Both segments cached (40 and 30 MiB); a 30 MiB request takes the 30 MiB one exactly, so a
   // later 40 MiB request still fits without a new segment.
-  a.malloc(2, Bytes{30 * MiB}, 0);
-  a.malloc(3, Bytes{40 * MiB}, 0);
+  a.malloc(BufferId{2}, Bytes{30 * MiB}, StreamId{0});
+  a.malloc(BufferId{3}, Bytes{40 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 70 * MiB);
 }
 
@@ -116,29 +116,29 @@ TEST_CASE("max_split_size_mb: a smaller request never takes an oversize block, a
   AllocatorConfig c;
   c.max_split_size = Bytes{64 * MiB};
   CachingAllocator a(c);
-  a.malloc(0, Bytes{100 * MiB}, 0);
-  a.free(0);
+  a.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  a.free(BufferId{0});
   // get_free_block: request 30 MiB < max_split (64 MiB) and the cached block 100 MiB >= it: a
   // new 30 MiB segment instead of splitting the 100 MiB one.
-  a.malloc(1, Bytes{30 * MiB}, 0);
+  a.malloc(BufferId{1}, Bytes{30 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 130 * MiB);
   // An oversize request takes the oversize block only if it is < request + 20 MiB: 90 MiB may
   // take the 100 MiB block (whole: not split), 70 MiB may not (100 >= 70 + 20).
   CachingAllocator b(c);
-  b.malloc(0, Bytes{100 * MiB}, 0);
-  b.free(0);
-  CHECK(b.malloc(1, Bytes{90 * MiB}, 0).count == 100 * MiB);
+  b.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  b.free(BufferId{0});
+  CHECK(b.malloc(BufferId{1}, Bytes{90 * MiB}, StreamId{0}).count == 100 * MiB);
   CHECK(b.reserved().count == 100 * MiB);
   CachingAllocator d(c);
-  d.malloc(0, Bytes{100 * MiB}, 0);
-  d.free(0);
-  d.malloc(1, Bytes{70 * MiB}, 0);
+  d.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  d.free(BufferId{0});
+  d.malloc(BufferId{1}, Bytes{70 * MiB}, StreamId{0});
   CHECK(d.reserved().count == 170 * MiB);
   // Without max_split_size the same 70 MiB request splits the cached 100 MiB block.
   CachingAllocator e;
-  e.malloc(0, Bytes{100 * MiB}, 0);
-  e.free(0);
-  e.malloc(1, Bytes{70 * MiB}, 0);
+  e.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  e.free(BufferId{0});
+  e.malloc(BufferId{1}, Bytes{70 * MiB}, StreamId{0});
   CHECK(e.reserved().count == 100 * MiB);
 }
 
@@ -149,15 +149,15 @@ TEST_CASE("expandable_segments: one segment per stream that grows by 20 MiB page
   // 11 MiB + 11 MiB + 11 MiB: without expandable segments that is three 12 MiB segments
   // (36 MiB); with them, 33 MiB rounded up to 20 MiB pages = 40 MiB, and the second request
   // uses the 9 MiB left in the first page plus a new page.
-  a.malloc(0, Bytes{11 * MiB}, 0);
+  a.malloc(BufferId{0}, Bytes{11 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 20 * MiB);
-  a.malloc(1, Bytes{11 * MiB}, 0);
+  a.malloc(BufferId{1}, Bytes{11 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 40 * MiB);
-  a.malloc(2, Bytes{11 * MiB}, 0);
+  a.malloc(BufferId{2}, Bytes{11 * MiB}, StreamId{0});
   CHECK(a.reserved().count == 40 * MiB);
   CHECK(a.segments() == 1);
   CachingAllocator plain;
-  for (int i = 0; i < 3; ++i) plain.malloc(i, Bytes{11 * MiB}, 0);
+  for (std::size_t i = 0; i < 3; ++i) plain.malloc(BufferId{i}, Bytes{11 * MiB}, StreamId{0});
   CHECK(plain.reserved().count == 36 * MiB);
 }
 
@@ -167,10 +167,10 @@ TEST_CASE("The engine reports reserved next to allocated; a record_stream free k
   // A 30 MiB buffer used on `side` (record_stream) for 5 ms; freed at 0 ms by the host, but
   // the block returns to the pool only at 5 ms. A second 30 MiB request at 0 ms therefore
   // needs a new segment: reserved 60 MiB while allocated (live bytes) is 60 MiB too.
-  auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   b.launch(side, fixed_kernel("use x", Time::from_ms(5)));
   b.free_after(x, {side});
-  auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   b.free(y);
   Timeline t = simulate_program(b.take(), ideal_profile());
   Metrics m = compute_metrics(t);
@@ -180,10 +180,10 @@ TEST_CASE("The engine reports reserved next to allocated; a record_stream free k
   // The same without record_stream: x's block is back at once and y reuses it.
   ProgramBuilder c;
   auto side2 = c.stream("side");
-  auto x2 = c.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  auto x2 = c.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   c.launch(side2, fixed_kernel("use x", Time::from_ms(5)));
   c.free(x2);
-  auto y2 = c.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, 0);
+  auto y2 = c.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   c.free(y2);
   Metrics m2 = compute_metrics(simulate_program(c.take(), ideal_profile()));
   CHECK(m2.peak_memory.count == 30 * MiB);
@@ -192,7 +192,7 @@ TEST_CASE("The engine reports reserved next to allocated; a record_stream free k
 
 TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity", "[allocator][metrics]") {
   ProgramBuilder b;
-  auto x = b.alloc("x", Bytes{3 * MiB}, MemCategory::Activations, 0);  // one 20 MiB segment
+  auto x = b.alloc("x", Bytes{3 * MiB}, MemCategory::Activations, StreamId{0});  // one 20 MiB segment
   b.free(x);
   HardwareProfile hw = ideal_profile();
   hw.memory_capacity = Bytes{25 * MiB};
@@ -210,7 +210,7 @@ TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity"
   ProgramBuilder c;
   auto used = c.comm("used", 8, 1);
   c.comm("idle", 8, 1);
-  c.collective(used, 0, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR");
+  c.collective(used, StreamId{0}, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR");
   hw.outside_allocator.nccl_per_communicator = Bytes{10 * MiB};
   CHECK(compute_metrics(simulate_program(c.take(), hw)).non_pytorch.count == 16 * MiB);
 }
@@ -277,8 +277,8 @@ TEST_CASE("record_stream frees keyed on their last op: released when the last re
   ProgramBuilder b;
   auto s1 = b.stream("s1");
   auto s2 = b.stream("s2");
-  auto x = b.alloc("x", Bytes{1 * MiB}, MemCategory::Activations, 0);
-  auto y = b.alloc("y", Bytes{2 * MiB}, MemCategory::CommBuffers, 0);
+  auto x = b.alloc("x", Bytes{1 * MiB}, MemCategory::Activations, StreamId{0});
+  auto y = b.alloc("y", Bytes{2 * MiB}, MemCategory::CommBuffers, StreamId{0});
   b.launch(s1, fixed_kernel("s1 work", Time::from_ms(2)));
   b.launch(s2, fixed_kernel("s2 work", Time::from_ms(5)));
   b.free_after(x, {s1, s2});  // waits for both: released when s2's kernel ends

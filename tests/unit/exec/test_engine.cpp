@@ -23,8 +23,8 @@ const TimelineOp& op_named(const Timeline& t, const std::string& name) {
 TEST_CASE("A GPU op starts at max(issue, stream predecessor end, awaited event); concurrent kernels share the GPU", "[engine]") {
   ProgramBuilder b;
   auto side = b.stream("side");
-  b.launch(0, fixed_kernel("a", Time::from_ms(5)));
-  auto ev = b.record(0);
+  b.launch(StreamId{0}, fixed_kernel("a", Time::from_ms(5)));
+  auto ev = b.record(StreamId{0});
   b.launch(side, fixed_kernel("b", Time::from_ms(1)));   // independent: starts at 0
   b.wait(side, ev);
   b.launch(side, fixed_kernel("c", Time::from_ms(2)));   // waits for a
@@ -46,8 +46,8 @@ TEST_CASE("Communicator FIFO: a collective blocked on its stream blocks every la
   auto post = b.stream("post_backward");
   auto unshard = b.stream("unshard");
   auto pg = b.comm("pg", 8, 1);
-  b.launch(0, fixed_kernel("compute", Time::from_ms(10)));
-  b.wait_stream(post, 0);
+  b.launch(StreamId{0}, fixed_kernel("compute", Time::from_ms(10)));
+  b.wait_stream(post, StreamId{0});
   b.collective(pg, post, CollectiveKind::ReduceScatter, Bytes{3'000'000}, Dtype::BF16, "RS");  // 3 ms
   b.collective(pg, unshard, CollectiveKind::AllGather, Bytes{3'000'000}, Dtype::BF16, "AG");   // 3 ms
   Timeline t = simulate_program(b.take(), ideal_profile());
@@ -93,7 +93,7 @@ TEST_CASE("Contention factors slow a kernel and a collective while they overlap"
   ProgramBuilder b;
   auto s = b.stream("comm");
   auto pg = b.comm("pg", 8, 1);
-  b.launch(0, fixed_kernel("k", Time::from_ms(4)));
+  b.launch(StreamId{0}, fixed_kernel("k", Time::from_ms(4)));
   b.collective(pg, s, CollectiveKind::AllReduce, Bytes{1'000'000}, Dtype::BF16, "AR");  // 1 ms solo
   Timeline t = simulate_program(b.take(), hw);
   // AR: 1 ms of work at rate 1/2 -> ends at 2 ms. Kernel: 2 ms at 0.8 = 1.6 ms of work done,
@@ -106,10 +106,10 @@ TEST_CASE("A host sync blocks the host thread until the GPU reaches the event", 
   HardwareProfile hw = ideal_profile();
   hw.host.launch_overhead = Time::from_ms(1);
   ProgramBuilder b;
-  b.launch(0, fixed_kernel("long", Time::from_ms(10)));   // issued at 1 ms, runs 1..11
-  auto ev = b.record(0);
+  b.launch(StreamId{0}, fixed_kernel("long", Time::from_ms(10)));   // issued at 1 ms, runs 1..11
+  auto ev = b.record(StreamId{0});
   b.host_sync(ev, "event.synchronize()");
-  b.launch(0, fixed_kernel("after", Time::from_ms(1)));    // host resumes at 11, issues at 12
+  b.launch(StreamId{0}, fixed_kernel("after", Time::from_ms(1)));    // host resumes at 11, issues at 12
   Timeline t = simulate_program(b.take(), hw);
   CHECK(op_named(t, "long").start == Time::from_ms(1));
   CHECK(op_named(t, "after").issue == Time::from_ms(12));
@@ -126,10 +126,10 @@ TEST_CASE("A host sync blocks the host thread until the GPU reaches the event", 
 
 TEST_CASE("A record_stream free lands when the recorded stream's queued work completes; a plain free at issue", "[engine]") {
   ProgramBuilder b;
-  auto buf = b.alloc("full_param", Bytes{1000}, MemCategory::UnshardedParameters, 0);
-  auto tmp = b.alloc("tmp", Bytes{500}, MemCategory::Other, 0);
-  b.launch(0, fixed_kernel("compute", Time::from_ms(5)));
-  b.free_after(buf, {0});  // FSDP1 _free_unsharded_flat_param: reusable at 5 ms
+  auto buf = b.alloc("full_param", Bytes{1000}, MemCategory::UnshardedParameters, StreamId{0});
+  auto tmp = b.alloc("tmp", Bytes{500}, MemCategory::Other, StreamId{0});
+  b.launch(StreamId{0}, fixed_kernel("compute", Time::from_ms(5)));
+  b.free_after(buf, {StreamId{0}});  // FSDP1 _free_unsharded_flat_param: reusable at 5 ms
   b.free(tmp);             // FSDP2-style: at issue (t = 0)
   Timeline t = simulate_program(b.take(), ideal_profile());
   // Samples: start 0; +1000; +500; -500 at 0; -1000 at 5 ms.
@@ -170,8 +170,8 @@ TEST_CASE("The same program twice gives identical timelines and trace bytes", "[
     auto s = b.stream("comm");
     auto pg = b.comm("pg", 8, 1);
     for (int i = 0; i < 20; ++i) {
-      b.launch(0, fixed_kernel("k" + std::to_string(i), Time::from_us(100 + i)));
-      b.wait_stream(s, 0);
+      b.launch(StreamId{0}, fixed_kernel("k" + std::to_string(i), Time::from_us(100 + i)));
+      b.wait_stream(s, StreamId{0});
       b.collective(pg, s, CollectiveKind::AllReduce, Bytes{50'000 + i}, Dtype::BF16, "AR" + std::to_string(i));
     }
     return b.take();

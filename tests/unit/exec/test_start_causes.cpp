@@ -60,7 +60,7 @@ void check_example(const std::string& file) {
   std::vector<long> op_of(p.instructions.size(), -1);
   for (std::size_t k = 0; k < t.ops.size(); ++k) op_of[t.ops[k].instruction] = static_cast<long>(k);
   std::vector<StreamState> streams(p.streams.size());
-  std::vector<std::vector<RecordDone>> records(static_cast<std::size_t>(p.event_count));
+  std::vector<std::vector<RecordDone>> records(p.event_count);
   std::vector<long> last_on_comm(p.comms.size(), -1);
   std::size_t host_cursor = 0;  // host intervals with instruction <= i are [0, host_cursor)
   std::size_t checked = 0;
@@ -69,17 +69,17 @@ void check_example(const std::string& file) {
     const std::int64_t issue = host_cursor > 0 ? t.host[host_cursor - 1].end.ns : 0;
     const Instruction& ins = p.instructions[i];
     if (const auto* rec = std::get_if<Record>(&ins)) {
-      auto& s = streams[static_cast<std::size_t>(rec->stream)];
+      auto& s = streams[rec->stream.index()];
       std::int64_t done = std::max(issue, s.ready);
       bool on_gpu = s.ready == done && s.ready_on_gpu;
-      records[static_cast<std::size_t>(rec->event)].push_back(RecordDone{done, on_gpu});
+      records[rec->event.index()].push_back(RecordDone{done, on_gpu});
       s.ready = done;
       s.ready_on_gpu = on_gpu;
       continue;
     }
     if (const auto* w = std::get_if<Wait>(&ins)) {
-      auto& s = streams[static_cast<std::size_t>(w->stream)];
-      const auto& recs = records[static_cast<std::size_t>(w->event)];
+      auto& s = streams[w->stream.index()];
+      const auto& recs = records[w->event.index()];
       // Every shipped program records an event before waiting on it (a Wait before any
       // Record waits for a later one, which this one-pass check does not follow).
       REQUIRE_FALSE(recs.empty());
@@ -97,8 +97,8 @@ void check_example(const std::string& file) {
     INFO("op " << k << " '" << op.name << "' at instruction " << i);
     REQUIRE(t.op_why.size() == t.ops.size());
     const StartRecord& why = t.op_why[static_cast<std::size_t>(k)];
-    auto& s = streams[static_cast<std::size_t>(op.stream)];
-    long comm_prev = op.kind == TimelineOp::Kind::Collective ? last_on_comm[static_cast<std::size_t>(op.comm)] : -1;
+    auto& s = streams[op.stream.index()];
+    long comm_prev = op.kind == TimelineOp::Kind::Collective ? last_on_comm[op.comm.value().index()] : -1;
     std::int64_t comm_ready = comm_prev >= 0 ? t.ops[static_cast<std::size_t>(comm_prev)].end.ns : kNever;
     // The start is the latest constraint: no constraint is later, and one attains it.
     CHECK(op.issue.ns == issue);
@@ -133,7 +133,7 @@ void check_example(const std::string& file) {
     s.ready_on_gpu = true;
     s.event_ready = kNever;
     s.last_op = k;
-    if (op.kind == TimelineOp::Kind::Collective) last_on_comm[static_cast<std::size_t>(op.comm)] = k;
+    if (op.kind == TimelineOp::Kind::Collective) last_on_comm[op.comm.value().index()] = k;
     ++checked;
   }
   CHECK(checked == t.ops.size());

@@ -2,6 +2,8 @@
 // instruction becomes, on which stream, with which sizes.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -38,7 +40,7 @@ LoweringOptions opts(int experiment_world, int live_world, int rank = 0) {
   return o;
 }
 
-const std::string& stream_name(const Program& p, StreamId s) { return p.streams.at(static_cast<std::size_t>(s)).name; }
+const std::string& stream_name(const Program& p, std::optional<StreamId> s) { return p.streams.at(s.value().index()).name; }
 
 }  // namespace
 
@@ -292,11 +294,11 @@ TEST_CASE("a malformed program is refused by the lowering", "[live]") {
   Program p;
   p.streams = {StreamDecl{"default", 0}};
   p.buffer_count = 1;
-  p.instructions.push_back(Free{0, {}});
+  p.instructions.push_back(Free{BufferId{0}, {}});
   CHECK_THROWS_AS(lower_program(p, opts(1, 1)), std::logic_error);
   Program q;
   q.streams = {StreamDecl{"default", 0}};
-  q.instructions.push_back(Launch{3, Kernel{}});
+  q.instructions.push_back(Launch{StreamId{3}, Kernel{}});
   CHECK_THROWS_AS(lower_program(q, opts(1, 1)), std::logic_error);
 }
 

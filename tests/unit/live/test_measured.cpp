@@ -53,7 +53,7 @@ MeasuredStep measured(const Small& s, std::int64_t scale_ns) {
   auto T = [&](std::int64_t us) { return Time{us * 1000 * scale_ns}; };
   m.ops = {{s.fwd, T(5), T(10), T(1010)}, {s.bwd, T(12), T(1010), T(3010)}, {s.ar, T(20), T(3010), T(3510)}};
   // weights at 1 us, activations at 2 us, activations freed at 15 us.
-  m.memory = {{T(2), 1, true}, {T(1), 0, true}, {T(15), 1, false}};
+  m.memory = {{T(2), BufferId{1}, true}, {T(1), BufferId{0}, true}, {T(15), BufferId{1}, false}};
   m.marks = {{"forward", T(2)}, {"backward", T(11)}};
   m.end = T(3510);
   m.pool_used_high = Bytes{2048};
@@ -72,7 +72,7 @@ TEST_CASE("a measured step becomes a Timeline with the Program's names, streams 
   CHECK(t.ops[1].phase == Phase::Backward);
   CHECK(t.ops[2].kind == TimelineOp::Kind::Collective);
   CHECK(t.ops[2].name == "AR bucket 0");
-  CHECK(t.streams.at(static_cast<std::size_t>(t.ops[2].stream)).name == "nccl");
+  CHECK(t.streams.at(t.ops[2].stream.index()).name == "nccl");
   CHECK(t.ops[2].start == Time::from_us(3010));
   CHECK(t.end == Time::from_us(3510));
   CHECK(t.device == "NVIDIA H100 80GB HBM3");

@@ -64,7 +64,7 @@ std::vector<const TimelineOp*> collectives(const Timeline& t) {
 std::map<std::string, std::int64_t> traffic(const Timeline& t) {
   std::map<std::string, std::int64_t> out;
   for (const auto* op : collectives(t))
-    out[op->unit + " " + short_name(op->collective) + " " + std::to_string(t.comms[op->comm].ranks)] += op->bytes.count;
+    out[op->unit + " " + short_name(op->collective) + " " + std::to_string(t.comms[op->comm.value().index()].ranks)] += op->bytes.count;
   return out;
 }
 
@@ -203,15 +203,15 @@ TEST_CASE("streams: AGs on unshard, RS on post_backward, the HSDP all-reduce on 
   SimulationResult r = run_experiment(load(small_llama_doc(fsdp1({{"sharding", "hybrid_shard"}}), 2, 4)));
   const Timeline& t = r.timeline;
   for (const auto* op : collectives(t)) {
-    const std::string& stream = t.streams[op->stream].name;
+    const std::string& stream = t.streams[op->stream.index()].name;
     if (op->collective == CollectiveKind::AllGather) CHECK(stream == "unshard");
     if (op->collective == CollectiveKind::ReduceScatter) CHECK(stream == "post_backward");
     if (op->collective == CollectiveKind::AllReduce) {
       CHECK(stream == "all_reduce");
-      CHECK(t.comms[op->comm].nodes == 2);
-      CHECK(t.comms[op->comm].ranks == 2);
+      CHECK(t.comms[op->comm.value().index()].nodes == 2);
+      CHECK(t.comms[op->comm.value().index()].ranks == 2);
     } else {
-      CHECK(t.comms[op->comm].nodes == 1);
+      CHECK(t.comms[op->comm.value().index()].nodes == 1);
     }
   }
   // limit_all_gathers and HSDP: the three FSDP streams get priority -1 (F1.5).
@@ -258,7 +258,7 @@ TEST_CASE("mixed precision: the fp32 shard is cast on pre_unshard before each AG
   for (const auto& op : mp.timeline.ops)
     if (op.name.rfind("cast param", 0) == 0) {
       ++casts;
-      CHECK(mp.timeline.streams[op.stream].name == "pre_unshard");
+      CHECK(mp.timeline.streams[op.stream.index()].name == "pre_unshard");
     }
   CHECK(casts == 8);  // 4 units x (forward + backward AG)
   SimulationResult full = run_experiment(load(toy_doc({{"framework", "fsdp1"}})));

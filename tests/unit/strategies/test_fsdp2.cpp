@@ -52,7 +52,7 @@ const TimelineOp& op(const Timeline& t, const std::string& name) {
 // Live bytes per category at the first Mark named `mark`, replaying the program in issue order.
 // Valid for FSDP2 because every free is plain (stream-ordered, effective at issue).
 std::map<MemCategory, std::int64_t> live_at_mark(const Program& p, const std::string& mark) {
-  std::map<int, std::pair<MemCategory, std::int64_t>> live;
+  std::map<BufferId, std::pair<MemCategory, std::int64_t>> live;
   for (const auto& ins : p.instructions) {
     if (auto* a = std::get_if<Alloc>(&ins)) live[a->buffer] = {a->category, a->bytes.count};
     if (auto* f = std::get_if<Free>(&ins)) {
@@ -200,10 +200,10 @@ TEST_CASE("FSDP2 HSDP all-reduces each shard on the replicate communicator, apar
   REQUIRE(rs);
   REQUIRE(ar);
   CHECK(ar->comm != rs->comm);
-  CHECK(p.comms[static_cast<std::size_t>(rs->comm)].ranks == 8);
-  CHECK(p.comms[static_cast<std::size_t>(rs->comm)].nodes == 1);  // shard group = one node
-  CHECK(p.comms[static_cast<std::size_t>(ar->comm)].ranks == 2);
-  CHECK(p.comms[static_cast<std::size_t>(ar->comm)].nodes == 2);  // replicate group spans nodes
+  CHECK(p.comms[rs->comm.index()].ranks == 8);
+  CHECK(p.comms[rs->comm.index()].nodes == 1);  // shard group = one node
+  CHECK(p.comms[ar->comm.index()].ranks == 2);
+  CHECK(p.comms[ar->comm.index()].nodes == 2);  // replicate group spans nodes
   // C6.5: AR S = r * Psi_u / shard_size = 2 * 202,383,360 / 8.
   CHECK(ar->bytes.count == 2 * 202383360LL / 8);
   CHECK(ar->stream != rs->stream);
@@ -218,7 +218,7 @@ TEST_CASE("FSDP2 reshard_after_forward=k keeps a 1/k slice and gathers over k ra
   Experiment e = load(llama_doc("llama2-7b", s, 2, 8));
   Program p = e.strategy->build(e);
   for (const Collective* c : collectives(p)) {
-    const CommDecl& comm = p.comms[static_cast<std::size_t>(c->comm)];
+    const CommDecl& comm = p.comms[c->comm.index()];
     if (c->name == "AG block.3 fwd" || c->name == "RS block.3") CHECK(comm.ranks == 16);
     if (c->name == "AG block.3 bwd") {
       CHECK(comm.ranks == 8);
@@ -239,7 +239,7 @@ TEST_CASE("FSDP2 keeps at most two all-gather outputs alive in forward", "[fsdp2
   for (int prefetch : {0, 2}) {
     Experiment e = load(toy_doc({{"framework", "fsdp2"}, {"forward_prefetch", prefetch}}, 6));
     Program p = e.strategy->build(e);
-    std::map<int, bool> ag_out;
+    std::map<BufferId, bool> ag_out;
     int live = 0, most = 0;
     for (const auto& ins : p.instructions) {
       if (auto* m = std::get_if<Mark>(&ins); m && m->name == "backward 0") break;

@@ -78,7 +78,7 @@ TEST_CASE("analyze of simulate's trace sees every simulated collective with its 
     auto kind = trace::to_collective_kind(r.kind);
     REQUIRE(kind.has_value());
     CHECK(*kind == sim_colls[i]->collective);
-    CHECK(r.group_size == rt.sim.timeline.comms.at(static_cast<std::size_t>(sim_colls[i]->comm)).ranks);
+    CHECK(r.group_size == rt.sim.timeline.comms.at(sim_colls[i]->comm.value().index()).ranks);
     CHECK_FALSE(r.group_assumed);
   }
 }

@@ -1,0 +1,111 @@
+// sim/program/validate: the one well-formedness check both executors run before they start.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "live/lowering.hpp"
+#include "sim/exec/engine.hpp"
+#include "sim/program/builder.hpp"
+#include "sim/program/validate.hpp"
+
+using namespace stepsim;
+
+namespace {
+
+// The exception text of validate(p), "" when it accepts p.
+std::string refusal(const Program& p) {
+  try {
+    validate(p);
+  } catch (const std::logic_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Program one_stream() {
+  Program p;
+  p.streams = {StreamDecl{"default", 0}};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("validate accepts what the builder builds", "[program]") {
+  ProgramBuilder b;
+  auto side = b.stream("side");
+  auto pg = b.comm("pg", 2, 1);
+  auto buf = b.alloc("x", Bytes{64}, MemCategory::Other, side);
+  b.launch(side, Kernel{"k", KernelClass::Gemm, KernelWork{{GemmShape{8, 8, 8}}, {}, {}, {}, {}}});
+  b.collective(pg, side, CollectiveKind::AllReduce, Bytes{64}, Dtype::BF16, "AR");
+  b.wait_stream(b.default_stream(), side);
+  b.host_sync_stream(side, "sync");
+  b.free_after(buf, {side, b.default_stream()});
+  auto again = b.alloc("y", Bytes{64}, MemCategory::Other, b.default_stream());
+  b.free(again);
+  CHECK(refusal(b.program()).empty());
+}
+
+// Each message names the instruction (its index in Program::instructions) and the id.
+TEST_CASE("validate names the instruction and the undeclared id", "[program]") {
+  Program p = one_stream();
+  p.instructions.push_back(Mark{"m", {}});
+  p.instructions.push_back(Launch{StreamId{3}, Kernel{}});
+  CHECK(refusal(p) == "instruction 1: stream 3 was not declared");
+
+  Program e = one_stream();
+  e.event_count = 1;
+  e.instructions.push_back(Wait{StreamId{0}, EventId{1}});
+  CHECK(refusal(e) == "instruction 0: event 1 was not declared");
+
+  Program c = one_stream();
+  c.instructions.push_back(Collective{CommId{0}, StreamId{0}, CollectiveKind::AllGather, Bytes{8}, Dtype::BF16, "AG", ""});
+  CHECK(refusal(c) == "instruction 0: communicator 0 was not declared");
+
+  Program s = one_stream();
+  s.event_count = 1;
+  s.instructions.push_back(HostSync{StreamId{1}, "sync"});
+  CHECK(refusal(s) == "instruction 0: stream 1 was not declared");
+
+  Program b = one_stream();
+  b.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
+  CHECK(refusal(b) == "instruction 0: buffer 0 was not declared");
+
+  Program r = one_stream();
+  r.buffer_count = 1;
+  r.buffer_names = {"x"};
+  r.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Other, StreamId{0}, "x"});
+  r.instructions.push_back(Free{BufferId{0}, {StreamId{0}, StreamId{2}}});
+  CHECK(refusal(r) == "instruction 1: stream 2 was not declared");
+}
+
+TEST_CASE("validate follows each buffer's life in program order", "[program]") {
+  Program p = one_stream();
+  p.buffer_count = 1;
+  p.buffer_names = {"grad"};
+  p.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  p.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  CHECK(refusal(p) == "instruction 1: buffer 0 allocated twice");
+
+  Program f = one_stream();
+  f.buffer_count = 1;
+  f.buffer_names = {"grad"};
+  f.instructions.push_back(Alloc{BufferId{0}, Bytes{8}, MemCategory::Gradients, StreamId{0}, "grad"});
+  f.instructions.push_back(Free{BufferId{0}, {StreamId{0}}});  // a record_stream free ends the life at issue too
+  f.instructions.push_back(Free{BufferId{0}, {}});
+  CHECK(refusal(f) == "instruction 2: free of buffer 'grad' that is not live");
+
+  Program k = one_stream();
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}, {}}}});
+  CHECK(refusal(k) == "instruction 0: kernel 'mm' has an empty GEMM 8x0x8");
+}
+
+TEST_CASE("the simulator and the live lowering both refuse what validate refuses", "[program]") {
+  Program p = one_stream();
+  p.buffer_count = 1;
+  p.buffer_names = {"x"};
+  p.instructions.push_back(Free{BufferId{0}, {}});
+  const std::string expected = "instruction 0: free of buffer 'x' that is not live";
+  CHECK(refusal(p) == expected);
+  CHECK_THROWS_WITH(simulate_program(p, HardwareProfile{}), expected);
+  CHECK_THROWS_WITH(live::lower_program(p, live::LoweringOptions{}), expected);
+}
