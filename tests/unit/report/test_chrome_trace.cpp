@@ -122,7 +122,8 @@ TEST_CASE("The Chrome trace has flow arrows from each host issue to its op and f
   std::ostringstream bare;
   write_chrome_trace(bare, r.timeline, "c6");
   int bare_events = 0;
-  for (const auto& ev : nlohmann::json::parse(bare.str())["traceEvents"])
+  const nlohmann::json bare_trace = nlohmann::json::parse(bare.str());  // a range-for over a temporary's member dangles
+  for (const auto& ev : bare_trace["traceEvents"])
     bare_events += ev["ph"] == "s" && ev["cat"] == "event";
   CHECK(bare_events == 0);
 }
