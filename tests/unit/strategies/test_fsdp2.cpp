@@ -168,7 +168,8 @@ TEST_CASE("torchtitan's FSDP2 wrapping: the last block and (before the None defa
   auto backward_gathers = [](json s) {
     Experiment e = load(llama_doc("llama2-7b", std::move(s), 1, 8));
     std::vector<std::string> names;
-    for (const Collective* c : collectives(e.strategy->build(e)))
+    const Program p = e.strategy->build(e);  // collectives() points into it
+    for (const Collective* c : collectives(p))
       if (c->name.ends_with(" bwd")) names.push_back(c->name);
     return names;
   };
