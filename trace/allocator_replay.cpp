@@ -10,13 +10,13 @@
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
 #include "sim/exec/caching_allocator.hpp"
+#include "trace/trace_index.hpp"
 
 namespace stepsim::trace {
 
 namespace {
 
 constexpr std::int64_t kMaxBlock = std::int64_t{1} << 48;  // 256 TiB: beyond any device
-constexpr int kMaxPasses = 5;                               // as the engine's steady state
 
 struct Event {
   std::int64_t addr = 0, bytes = 0;  // bytes < 0: a free
@@ -63,11 +63,10 @@ std::optional<AllocatorReplay> replay_allocator(const KinetoTrace& t, const Trac
   if (a.steps.empty() || t.stepsim_trace) return std::nullopt;
   const int dev = t.main_device();
   const Time lo = a.steps.front().span_start, hi = a.steps.back().span_end;
-  std::vector<const MemSample*> window;
-  for (const MemSample& s : t.memory)
-    if (s.device == dev && s.has_allocated && s.block_bytes != 0 && s.time >= lo && s.time < hi) window.push_back(&s);
+  std::vector<const MemSample*> window;  // in time order, file order among equal times
+  for (const MemSample* s : TraceIndex(t).memory_in(dev, lo, hi))
+    if (s->has_allocated && s->block_bytes != 0 && s->time < hi) window.push_back(s);
   if (window.empty()) return std::nullopt;
-  std::stable_sort(window.begin(), window.end(), [](const MemSample* x, const MemSample* y) { return x->time < y->time; });
 
   AllocatorReplay r;
   r.device = dev;
@@ -104,12 +103,12 @@ std::optional<AllocatorReplay> replay_allocator(const KinetoTrace& t, const Trac
   }
   for (const auto& [addr, size] : before) rp.malloc_at(addr, size);
   Bytes peak;
-  for (r.passes = 1; r.passes <= kMaxPasses; ++r.passes) {
+  for (r.passes = 1; r.passes <= kMaxSteadyStatePasses; ++r.passes) {
     const std::size_t segments = rp.alloc.segments();
     peak = rp.pass(events);
     if (rp.alloc.segments() == segments && r.passes > 1) break;  // nothing new: the next passes repeat it
   }
-  r.passes = std::min(r.passes, kMaxPasses);
+  r.passes = std::min(r.passes, kMaxSteadyStatePasses);
   r.replay_reserved_peak = peak;
   r.replay_allocated_peak = rp.peak_allocated;
   return r;

@@ -48,6 +48,9 @@ inline constexpr std::int64_t kSmallBuffer = 2097152;
 inline constexpr std::int64_t kLargeBuffer = 20971520;
 inline constexpr std::int64_t kMinLargeAlloc = 10485760;
 inline constexpr std::int64_t kRoundLarge = 2097152;
+// A step's allocator traffic replayed until a pass adds no segment, at most this many passes:
+// the steady-state reserved bytes (Engine::steady_state_reserved, analyze --allocator-replay).
+inline constexpr int kMaxSteadyStatePasses = 5;
 
 class CachingAllocator {
  public:

@@ -527,8 +527,7 @@ class Engine {
   // allocator traffic of this step is replayed as the following steps issue it: buffers still
   // live at the end of the step (the persistent state) stay allocated, every other buffer is
   // allocated and freed again in the same order, until a replayed step adds no segment (at
-  // most kMaxReplayedSteps); the last replayed step's reserved bytes become the curve.
-  static constexpr int kMaxReplayedSteps = 5;
+  // most kMaxSteadyStatePasses); the last replayed step's reserved bytes become the curve.
   void steady_state_reserved() {
     if (!allocator_config_.enabled || alloc_log_.empty()) return;
     CachingAllocator& a = allocator_;  // holds the step as run above
@@ -538,7 +537,7 @@ class Engine {
     };
     std::vector<Bytes> reserved(alloc_log_.size());
     Bytes start = a.reserved();
-    for (int step = 2; step <= kMaxReplayedSteps; ++step) {
+    for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];

@@ -12,6 +12,7 @@
 
 #include "sim/core/error.hpp"
 #include "trace/allocator_replay.hpp"
+#include "trace/trace_index.hpp"
 
 using namespace stepsim;
 using namespace stepsim::trace;
@@ -127,10 +128,8 @@ TEST_CASE("li-plus ZeRO-1: each step allocates its logits before it drops the pr
   parse_step_range("11", o);
   TraceAnalysis a = analyze_trace(t, o);
   REQUIRE(a.steps.size() == 1);
-  std::vector<const MemSample*> step;  // the step's samples in time order (the file is not)
-  for (const MemSample& s : t.memory)
-    if (s.time >= a.steps[0].span_start && s.time < a.steps[0].span_end) step.push_back(&s);
-  std::stable_sort(step.begin(), step.end(), [](const MemSample* x, const MemSample* y) { return x->time < y->time; });
+  // The step's samples in time order (the file is not).
+  const auto step = TraceIndex(t).memory_in(t.main_device(), a.steps[0].span_start, a.steps[0].span_end);
   const MemSample* alloc = nullptr;
   const MemSample* drop = nullptr;
   for (const MemSample* s : step) {
