@@ -1,7 +1,7 @@
 // DeepSpeed ZeRO: configuration (DeepSpeed's own key names and 0.19 defaults, Z4.1) and the
 // dispatch to the stage 1/2 (zero12.cpp) and stage 3 (zero3.cpp) schedules.
-#include <cctype>
 #include <cmath>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -73,21 +73,11 @@ std::int64_t aliased_elements(ObjectReader& r, const std::string& name, const st
 
 // "0.12.6" or "0.12": a DeepSpeed release number.
 DeepSpeedVersion parse_version(ObjectReader& r, const std::string& key) {
+  static const std::regex release(R"(([0-9]{1,5})\.([0-9]{1,5})(?:\.([0-9]{1,5}))?)");
   const Json& v = r.raw(key);
-  DeepSpeedVersion out{0, 0, 0};
-  int* parts[] = {&out.major, &out.minor, &out.patch};
-  if (v.is_string()) {
-    const std::string& s = v.get_ref<const std::string&>();
-    std::size_t i = 0, n = 0;
-    while (n < 3 && i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-      long x = 0;
-      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])) && x < 100000) x = x * 10 + (s[i++] - '0');
-      *parts[n++] = static_cast<int>(x);
-      if (i < s.size() && s[i] == '.') ++i;
-      else break;
-    }
-    if (n >= 2 && i == s.size() && s.back() != '.' && out.major < 100000) return out;
-  }
+  std::smatch m;
+  if (v.is_string() && std::regex_match(v.get_ref<const std::string&>(), m, release))
+    return {std::stoi(m[1]), std::stoi(m[2]), m[3].matched ? std::stoi(m[3]) : 0};
   r.fail_value(key, v, "a DeepSpeed release such as \"0.12.6\" or \"0.19\"");
 }
 
