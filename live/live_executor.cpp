@@ -104,7 +104,8 @@ struct LiveExecutor::Impl {
   Event step_start;
   std::vector<Event> stream_end;          // index = StreamId
   std::vector<Event> free_events;         // record_stream free points, reused every step
-  std::vector<std::string> host_labels;   // index = instruction (precomputed: no formatting while timing)
+  std::shared_ptr<TextPool> label_text = std::make_shared<TextPool>();
+  std::vector<Text> host_labels;          // index = instruction, in label_text (precomputed: no formatting while timing)
 
   CublasLtHandle cublas;
   std::vector<GemmRunner> runners;        // index = gemm plan
@@ -138,7 +139,7 @@ struct LiveExecutor::Impl {
       for (const auto& c : li.calls)
         if (c.kind == live::CallKind::DeferredFree) n_free_events += c.wait_streams.size();
     for (std::size_t k = 0; k < n_free_events; ++k) free_events.emplace_back(false);
-    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(describe(p, i));
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(label_text->add(describe(p, i)));
     buffer_ptr.assign(p.buffer_count, nullptr);
 
     // GEMM plans (one per distinct shape) and operands filled with finite non-zero values.
@@ -321,6 +322,7 @@ struct LiveExecutor::Impl {
     pending.clear();
     free_events_used = 0;
     live::MeasuredStep m;
+    m.text = label_text;
     const Clock::time_point t0 = Clock::now();
     step_start.record(stream(StreamId{0}));
     for (std::size_t s = 1; s < streams.size(); ++s) STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(streams[s].get(), step_start.get(), 0));

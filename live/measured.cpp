@@ -29,6 +29,7 @@ Timeline build_measured_timeline(const Program& p, const MeasuredStep& m, const 
   t.capacity = capacity;
   t.start = Time::zero();
   t.end = m.end;
+  if (m.text) t.text = m.text;  // the host intervals' names
   t.host = m.host;
   t.marks = m.marks;
   const auto phases = instruction_phases(p);
@@ -44,14 +45,14 @@ Timeline build_measured_timeline(const Program& p, const MeasuredStep& m, const 
     op.solo_duration = op.end - op.start;
     if (const auto* l = std::get_if<Launch>(&p.instructions[mo.instruction])) {
       op.kind = TimelineOp::Kind::Kernel;
-      op.name = l->kernel.name;
-      op.unit = l->kernel.unit;
+      op.name = t.text->add(l->kernel.name);
+      op.unit = t.text->add(l->kernel.unit);
       op.stream = l->stream;
       op.cls = l->kernel.cls;
     } else if (const auto* c = std::get_if<Collective>(&p.instructions[mo.instruction])) {
       op.kind = TimelineOp::Kind::Collective;
-      op.name = c->name;
-      op.unit = c->unit;
+      op.name = t.text->add(c->name);
+      op.unit = t.text->add(c->unit);
       op.stream = c->stream;
       op.comm = c->comm;
       op.collective = c->kind;

@@ -8,6 +8,7 @@
 // took its own t0 with an idle device, so host (steady_clock - t0) and GPU (event elapsed time
 // from the start event) share an origin to within the launch latency (a few microseconds).
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct MemoryChange {
 struct MeasuredStep {
   std::vector<MeasuredOp> ops;         // in issue order
   std::vector<HostInterval> host;      // Issue / Work / Blocked, in host order
+  std::shared_ptr<TextPool> text;      // holds the host intervals' names (null: none named)
   std::vector<MemoryChange> memory;    // in host order
   std::vector<PhaseMark> marks;
   Time end;                            // last op end on any stream or host end

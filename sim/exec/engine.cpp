@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <iterator>
 #include <queue>
 #include <stdexcept>
 
@@ -19,6 +20,51 @@
 namespace stepsim {
 
 namespace {
+
+// describe(), written to `out` (the engine labels host intervals with it, 100,000s of times per
+// run, so without a temporary string each).
+template <class Out>
+Out describe_to(Out out, const Program& p, std::size_t i) {
+  if (i >= p.instructions.size()) return fmt::format_to(out, "end of program");
+  auto stream_name = [&](StreamId s) -> std::string_view {
+    return s.index() < p.streams.size() ? std::string_view(p.streams[s.index()].name) : std::string_view("#");
+  };
+  auto stream_suffix = [&](StreamId s) { return s.index() < p.streams.size() ? std::string() : fmt::format("{}", s); };
+  return std::visit(Overloaded{
+                        [&](const Launch& l) {
+                          return fmt::format_to(out, "Launch '{}' on {}{}", l.kernel.name, stream_name(l.stream), stream_suffix(l.stream));
+                        },
+                        [&](const Collective& c) {
+                          return fmt::format_to(out, "Collective {} '{}' on {}{}", to_string(c.kind), c.name, stream_name(c.stream),
+                                                stream_suffix(c.stream));
+                        },
+                        [&](const Record& r) {
+                          return fmt::format_to(out, "Record event {} on {}{}", r.event, stream_name(r.stream), stream_suffix(r.stream));
+                        },
+                        [&](const Wait& w) {
+                          return fmt::format_to(out, "Wait {}{} on event {}", stream_name(w.stream), stream_suffix(w.stream), w.event);
+                        },
+                        [&](const HostSync& h) {
+                          return std::visit(Overloaded{
+                                                [&](EventId e) { return fmt::format_to(out, "HostSync on event {} ({})", e, h.reason); },
+                                                [&](StreamId s) {
+                                                  return fmt::format_to(out, "HostSync on stream {}{} ({})", stream_name(s),
+                                                                        stream_suffix(s), h.reason);
+                                                },
+                                            },
+                                            h.target);
+                        },
+                        [&](const Alloc& a) { return fmt::format_to(out, "Alloc '{}' {} B", a.name, a.bytes.count); },
+                        [&](const Free& f) {
+                          if (f.buffer.index() < p.buffer_names.size())
+                            return fmt::format_to(out, "Free '{}'", p.buffer_names[f.buffer.index()]);
+                          return fmt::format_to(out, "Free '{}'", f.buffer);
+                        },
+                        [&](const HostWork& w) { return fmt::format_to(out, "HostWork '{}'", w.name); },
+                        [&](const Mark& m) { return fmt::format_to(out, "Mark '{}'", m.name); },
+                    },
+                    p.instructions[i]);
+}
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 
@@ -99,9 +145,16 @@ class Engine {
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op and one host interval; every Alloc/Free one
     // memory sample each: reserve once instead of reallocating large arrays as they grow.
-    std::size_t allocs = 0;
-    for (const auto& ins : p.instructions) allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
-    ops_.reserve(p.instructions.size());
+    std::size_t allocs = 0, ops = 0, launches = 0;
+    for (const auto& ins : p.instructions) {
+      allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
+      launches += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins);
+      ops += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins) ||
+             std::holds_alternative<Record>(ins) || std::holds_alternative<Wait>(ins);
+    }
+    ops_.reserve(ops);
+    timeline_.ops.reserve(launches);
+    timeline_.op_why.reserve(launches);
     timeline_.host.reserve(p.instructions.size());
     timeline_.host_why.reserve(p.instructions.size());
     timeline_.memory.reserve(2 * allocs + 1);
@@ -168,8 +221,14 @@ class Engine {
       if (pc_ < p_.instructions.size()) {
         Time next = host_cost(pc_);
         if (next.ns > 0) {
-          schedule_host(now_ + next);
-          return;
+          // Nothing else happens before the host's next instruction: run it now instead of
+          // through the heap (the order is the same: an event due at that very instant, which
+          // the heap would put first, falls back to the heap).
+          if (!heap_.empty() && heap_.top().time <= now_ + next) {
+            schedule_host(now_ + next);
+            return;
+          }
+          now_ = now_ + next;
         }
       }
     }
@@ -185,12 +244,17 @@ class Engine {
     timeline_.host_why.push_back(why);
   }
 
-  std::string host_label(std::size_t i) const {
+  Text host_label(std::size_t i) {
+    TextPool& text = *timeline_.text;
     return std::visit(Overloaded{
-                          [&](const Launch& l) { return "launch " + l.kernel.name; },
-                          [&](const Collective& c) { return "issue " + c.name; },
-                          [&](const HostWork& w) { return w.name; },
-                          [&](const auto&) { return describe(p_, i); },
+                          [&](const Launch& l) { return text.add("launch ", l.kernel.name); },
+                          [&](const Collective& c) { return text.add("issue ", c.name); },
+                          [&](const HostWork& w) { return text.add(w.name); },
+                          [&](const auto&) {
+                            label_.clear();
+                            describe_to(std::back_inserter(label_), p_, i);
+                            return text.add(std::string_view(label_.data(), label_.size()));
+                          },
                       },
                       p_.instructions[i]);
   }
@@ -201,6 +265,10 @@ class Engine {
                           [&](const Launch& l) {
                             Op op = new_op(OpType::Kernel, l.stream, i);
                             op.solo = kernel_times_.kernel_time(l.kernel);
+                            TimelineOp& t = add_timeline_op(op, l.kernel.name, l.kernel.unit);
+                            t.kind = TimelineOp::Kind::Kernel;
+                            t.cls = l.kernel.cls;
+                            t.kernels = l.kernel.kernels;
                             enqueue(std::move(op));
                             return true;
                           },
@@ -210,6 +278,12 @@ class Engine {
                             op.comm = c.comm;
                             op.link_class = comm.nodes > 1 ? 1 : 0;
                             op.solo = collective_time(hw_, c.kind, c.bytes, comm);
+                            TimelineOp& t = add_timeline_op(op, c.name, c.unit);
+                            t.kind = TimelineOp::Kind::Collective;
+                            t.comm = c.comm;
+                            t.collective = c.kind;
+                            t.bytes = c.bytes;
+                            t.dtype = c.dtype;
                             comm_queue_[c.comm.index()].push_back(ops_.size());
                             enqueue(std::move(op));
                             return true;
@@ -318,6 +392,23 @@ class Engine {
     return op;
   }
 
+  // The timeline's record of a Kernel/Collective op, made as it is issued (its start, end and
+  // start cause are filled in as it runs).
+  TimelineOp& add_timeline_op(const Op& op, const std::string& name, const std::string& unit) {
+    TimelineOp& t = timeline_.ops.emplace_back();
+    t.stream = op.stream;
+    t.phase = op.phase;
+    t.issue = op.issue;
+    t.instruction = op.instruction;
+    t.solo_duration = op.solo;
+    t.name = timeline_.text->add(name);
+    // Consecutive ops mostly belong to the same unit: its name is stored once per run of them.
+    if (last_unit_ != unit) last_unit_ = timeline_.text->add(unit);
+    t.unit = last_unit_;
+    timeline_.op_why.emplace_back();
+    return t;
+  }
+
   void enqueue(Op op) {
     std::size_t idx = ops_.size();
     const std::size_t su = op.stream.index();
@@ -367,6 +458,10 @@ class Engine {
           op.started = true;
           op.start = now_;
           op.why = start_cause(op);
+          if (op.timeline_index >= 0) {
+            timeline_.ops[static_cast<std::size_t>(op.timeline_index)].start = now_;
+            timeline_.op_why[static_cast<std::size_t>(op.timeline_index)] = op.why;
+          }
           op.last_update = now_;
           progress = true;
           if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
@@ -467,6 +562,8 @@ class Engine {
     Op& op = ops_[idx];
     op.done = true;
     op.end = now_;
+    if (op.timeline_index >= 0) timeline_.ops[static_cast<std::size_t>(op.timeline_index)].end = now_;
+    ops_end_ = std::max(ops_end_, now_);
     auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
     if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
@@ -482,7 +579,7 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      HostInterval blocked{HostInterval::Kind::Blocked, "blocked: " + sync_reason(pc_), blocked_since_, now_, pc_};
+      HostInterval blocked{HostInterval::Kind::Blocked, timeline_.text->add("blocked: ", sync_reason(pc_)), blocked_since_, now_, pc_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
       StartRecord why;
       if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op.timeline_index};
@@ -593,40 +690,7 @@ class Engine {
   }
 
   void finish_timeline() {
-    Time end = host_done_at_;
-    timeline_.ops.reserve(ops_.size());
-    timeline_.op_why.reserve(ops_.size());
-    for (const Op& op : ops_) {
-      end = std::max(end, op.end);
-      if (op.type != OpType::Kernel && op.type != OpType::Collective) continue;
-      TimelineOp t;
-      t.stream = op.stream;
-      t.phase = op.phase;
-      t.issue = op.issue;
-      t.start = op.start;
-      t.end = op.end;
-      t.instruction = op.instruction;
-      t.solo_duration = op.solo;
-      timeline_.op_why.push_back(op.why);
-      if (op.type == OpType::Kernel) {
-        const auto& l = std::get<Launch>(p_.instructions[op.instruction]);
-        t.kind = TimelineOp::Kind::Kernel;
-        t.name = l.kernel.name;
-        t.unit = l.kernel.unit;
-        t.cls = l.kernel.cls;
-        t.kernels = l.kernel.kernels;
-      } else {
-        const auto& c = std::get<Collective>(p_.instructions[op.instruction]);
-        t.kind = TimelineOp::Kind::Collective;
-        t.name = c.name;
-        t.unit = c.unit;
-        t.comm = c.comm;
-        t.collective = c.kind;
-        t.bytes = c.bytes;
-        t.dtype = c.dtype;
-      }
-      timeline_.ops.push_back(std::move(t));
-    }
+    Time end = std::max(host_done_at_, ops_end_);
     for (const auto& h : timeline_.host) end = std::max(end, h.end);
     timeline_.start = Time::zero();
     timeline_.end = end;
@@ -677,6 +741,9 @@ class Engine {
   Time blocked_since_;
   Time host_done_at_;
   Timeline timeline_;
+  fmt::memory_buffer label_;  // host_label's scratch
+  Text last_unit_;  // the unit name last stored (add_timeline_op)
+  Time ops_end_;    // the latest end of any op
 };
 
 }  // namespace
@@ -687,33 +754,9 @@ Timeline simulate_program(const Program& program, const HardwareProfile& hw, con
 }
 
 std::string describe(const Program& p, std::size_t i) {
-  if (i >= p.instructions.size()) return "end of program";
-  auto stream_name = [&](StreamId s) { return s.index() < p.streams.size() ? p.streams[s.index()].name : fmt::format("#{}", s); };
-  return std::visit(Overloaded{
-                        [&](const Launch& l) { return fmt::format("Launch '{}' on {}", l.kernel.name, stream_name(l.stream)); },
-                        [&](const Collective& c) {
-                          return fmt::format("Collective {} '{}' on {}", to_string(c.kind), c.name, stream_name(c.stream));
-                        },
-                        [&](const Record& r) { return fmt::format("Record event {} on {}", r.event, stream_name(r.stream)); },
-                        [&](const Wait& w) { return fmt::format("Wait {} on event {}", stream_name(w.stream), w.event); },
-                        [&](const HostSync& h) {
-                          return std::visit(Overloaded{
-                                                [&](EventId e) { return fmt::format("HostSync on event {} ({})", e, h.reason); },
-                                                [&](StreamId s) {
-                                                  return fmt::format("HostSync on stream {} ({})", stream_name(s), h.reason);
-                                                },
-                                            },
-                                            h.target);
-                        },
-                        [&](const Alloc& a) { return fmt::format("Alloc '{}' {} B", a.name, a.bytes.count); },
-                        [&](const Free& f) {
-                          return fmt::format("Free '{}'", f.buffer.index() < p.buffer_names.size() ? p.buffer_names[f.buffer.index()]
-                                                                                        : fmt::format("{}", f.buffer));
-                        },
-                        [&](const HostWork& w) { return fmt::format("HostWork '{}'", w.name); },
-                        [&](const Mark& m) { return fmt::format("Mark '{}'", m.name); },
-                    },
-                    p.instructions[i]);
+  fmt::memory_buffer buf;
+  describe_to(std::back_inserter(buf), p, i);
+  return fmt::to_string(buf);
 }
 
 }  // namespace stepsim

@@ -4,10 +4,12 @@
 // the live executor, consumed by metrics, reports, explain and compare.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "sim/core/text_pool.hpp"
 #include "sim/core/units.hpp"
 #include "sim/program/program.hpp"
 
@@ -34,8 +36,8 @@ struct StartRecord {
 struct TimelineOp {
   enum class Kind { Kernel, Collective, Marker };
   Kind kind = Kind::Kernel;
-  std::string name;
-  std::string unit;
+  Text name;  // held by Timeline::text
+  Text unit;
   StreamId stream{0};
   Phase phase = Phase::Setup;
   Time issue, start, end;
@@ -58,7 +60,7 @@ struct TimelineOp {
 struct HostInterval {
   enum class Kind { Issue, Work, Blocked };
   Kind kind = Kind::Issue;
-  std::string name;
+  Text name;  // held by Timeline::text
   Time start, end;
   std::size_t instruction = 0;
 };
@@ -78,6 +80,9 @@ struct PhaseMark {
 };
 
 struct Timeline {
+  // The names of ops and host intervals (TimelineOp::name, unit, HostInterval::name) live here;
+  // copies of the timeline share it. A name stored in this timeline comes from this pool.
+  std::shared_ptr<TextPool> text = std::make_shared<TextPool>();
   std::vector<StreamDecl> streams;
   std::vector<CommDecl> comms;
   std::vector<TimelineOp> ops;          // in issue order

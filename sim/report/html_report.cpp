@@ -14,7 +14,7 @@
 
 namespace stepsim {
 
-std::string html_escape(const std::string& s) {
+std::string html_escape(std::string_view s) {
   std::string o;
   o.reserve(s.size());
   for (char c : s) {
@@ -128,7 +128,7 @@ std::string timeline_svg(const Timeline& t, const Explanation* x) {
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{}{} [{} - {} ms]</title></rect>", x0,
                      y + 3, w, lane - 6, color_of(op), crit_ops.count(i) ? " stroke=\"#000\" stroke-width=\"1.5\"" : " stroke=\"#fff\" stroke-width=\"0.3\"",
                      html_escape(op.name), op.unit.empty() ? "" : " (" + html_escape(op.unit) + ")", ms(op.start), ms(op.end));
-    std::string text = coll ? short_name(op.collective) + " " + (op.unit.empty() ? op.name : op.unit) : op.name;
+    std::string text = coll ? short_name(op.collective) + " " + (op.unit.empty() ? op.name : op.unit) : op.name.str();
     if (w > 7.0 * static_cast<double>(text.size()))
       o += fmt::format("<text x=\"{:.2f}\" y=\"{}\" font-size=\"11\" fill=\"#fff\" text-anchor=\"middle\">{}</text>", x0 + w / 2, y + lane / 2 + 4,
                        html_escape(text));

@@ -14,7 +14,7 @@
 
 namespace stepsim {
 
-std::string html_escape(const std::string& s);
+std::string html_escape(std::string_view s);
 
 // Timeline per stream (collectives labelled by unit), memory curve with the peak and its
 // breakdown, the metric table; with `explanation` also the critical path (outlined in the

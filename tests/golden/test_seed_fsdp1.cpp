@@ -40,7 +40,7 @@ std::vector<std::string> backward_collective_order(const Timeline& t) {
     if (op.kind == TimelineOp::Kind::Collective && op.phase == Phase::Backward) ops.push_back(&op);
   std::stable_sort(ops.begin(), ops.end(), [](const TimelineOp* a, const TimelineOp* b) { return a->start < b->start; });
   std::vector<std::string> names;
-  for (const auto* op : ops) names.push_back(op->name);
+  for (const auto* op : ops) names.push_back(op->name.str());
   return names;
 }
 

@@ -26,12 +26,12 @@ int allgathers_ahead(const Timeline& t, const std::string& at) {
   std::map<std::string, Time> compute_start;
   for (const auto& op : t.ops)
     if (op.kind == TimelineOp::Kind::Kernel && op.phase == Phase::Forward && op.name == "fwd " + op.unit)
-      compute_start[op.unit] = op.start;
+      compute_start[op.unit.str()] = op.start;
   const Time start = compute_start.at(at);
   int ahead = 0;
   for (const auto& op : t.ops)
     if (op.kind == TimelineOp::Kind::Collective && op.phase == Phase::Forward && op.unit.rfind("block.", 0) == 0 &&
-        op.issue <= start && compute_start.at(op.unit) > start)
+        op.issue <= start && compute_start.at(op.unit.str()) > start)
       ++ahead;
   return ahead;
 }

@@ -80,7 +80,7 @@ std::int64_t model_states(const std::map<MemCategory, std::int64_t>& m) {
   return get(MemCategory::Parameters) + get(MemCategory::Gradients) + get(MemCategory::OptimizerState);
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
 
 // A kernel of a layer's own forward/backward (op-level layers: every class), not a strategy's
 // bookkeeping copy or the optimizer.
