@@ -127,6 +127,18 @@ struct LiveExecutor::Impl {
 
   Impl(const Program& prog, const live::LoweredProgram& low, const MpiSession& m, const NcclComm& world)
       : p(prog), l(low), mpi(m), info(current_device_info()), pool(info.ordinal) {
+    create_streams_and_events();
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(describe(p, i));
+    buffer_ptr.assign(p.buffer_count, nullptr);
+    plan_gemms_and_copies();
+    create_communicators(world);
+    check_collective_sizes();
+    STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  // One CUDA stream per Program stream, one event per Program event, a timing pair per timed
+  // op, an end event per stream, and the events of every record_stream free of a step.
+  void create_streams_and_events() {
     for (const auto& s : p.streams) streams.emplace_back(s.priority);
     for (std::size_t e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
     for (int k = 0; k < l.timed_ops; ++k) {
@@ -139,10 +151,11 @@ struct LiveExecutor::Impl {
       for (const auto& c : li.calls)
         if (const auto* f = std::get_if<live::calls::DeferredFree>(&c)) n_free_events += f->wait_streams.size();
     for (std::size_t k = 0; k < n_free_events; ++k) free_events.emplace_back(false);
-    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(describe(p, i));
-    buffer_ptr.assign(p.buffer_count, nullptr);
+  }
 
-    // GEMM plans (one per distinct shape) and operands filled with finite non-zero values.
+  // GEMM plans (one per distinct shape) and operands filled with finite non-zero values; the
+  // per-stream GEMM output, workspace and copy scratch.
+  void plan_gemms_and_copies() {
     runners.reserve(l.gemm_shapes.size());
     std::size_t ws_bytes = 0;
     for (const auto& g : l.gemm_shapes) {
@@ -168,17 +181,20 @@ struct LiveExecutor::Impl {
       copy_dst.emplace_back(cp);
       if (cp > 0) copy_src.back().fill_random(4, 10 + s, s0);
     }
+  }
 
-    // One NCCL communicator per Program communicator: ncclCommSplit is collective over the
-    // world, so every rank creates them in the same order.
+  // One NCCL communicator per Program communicator: ncclCommSplit is collective over the
+  // world, so every rank creates them in the same order. Per communicator: a send buffer for
+  // out-of-place calls and a receive buffer that also holds the in-place calls (their one
+  // buffer is the larger side: S bytes).
+  void create_communicators(const NcclComm& world) {
     for (const auto& lc : l.comms) {
       comms.push_back(split_comm(world, lc.color, lc.key));
       if (!comms.back() || comms.back().size() != lc.ranks)
         throw std::runtime_error(fmt::format("communicator '{}': ncclCommSplit gave {} ranks, the lowering expects {}", lc.name,
                                              comms.back() ? comms.back().size() : 0, lc.ranks));
     }
-    // Per communicator: a send buffer for out-of-place calls and a receive buffer that also
-    // holds the in-place calls (their one buffer is the larger side: S bytes).
+    const cudaStream_t s0 = streams.at(0).get();
     for (std::size_t c = 0; c < l.comms.size(); ++c) {
       const auto send = static_cast<std::size_t>(l.max_send_bytes_per_comm.at(c).count);
       const auto recv = static_cast<std::size_t>(l.max_recv_bytes_per_comm.at(c).count);
@@ -187,7 +203,10 @@ struct LiveExecutor::Impl {
       if (coll_send.back().bytes() > 0) coll_send.back().fill_random(2, 100 + c, s0);
       if (coll_recv.back().bytes() > 0) coll_recv.back().fill_random(2, 200 + c, s0);
     }
-    // The lowering's sizes must be exactly what nccl_ops computes for the live communicator.
+  }
+
+  // The lowering's sizes must be exactly what nccl_ops computes for the live communicator.
+  void check_collective_sizes() const {
     for (const auto& li : l.instructions)
       for (const auto& call : li.calls) {
         const auto* c = std::get_if<live::calls::Collective>(&call);
@@ -198,7 +217,6 @@ struct LiveExecutor::Impl {
             static_cast<std::int64_t>(g.recv_bytes) != c->sizes.recv_bytes)
           throw std::logic_error(fmt::format("instruction {}: lowered collective sizes disagree with nccl_ops", li.instruction));
       }
-    STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   cudaStream_t stream(StreamId s) const { return streams.at(s.index()).get(); }
