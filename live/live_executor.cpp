@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -127,6 +128,18 @@ struct LiveExecutor::Impl {
 
   Impl(const Program& prog, const live::LoweredProgram& low, const MpiSession& m, const NcclComm& world)
       : p(prog), l(low), mpi(m), info(current_device_info()), pool(info.ordinal) {
+    create_streams_and_events();
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(label_text->add(describe(p, i)));
+    buffer_ptr.assign(p.buffer_count, nullptr);
+    plan_gemms_and_copies();
+    create_communicators(world);
+    check_collective_sizes();
+    STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  // One CUDA stream per Program stream, one event per Program event, a timing pair per timed
+  // op, an end event per stream, and the events of every record_stream free of a step.
+  void create_streams_and_events() {
     for (const auto& s : p.streams) streams.emplace_back(s.priority);
     for (std::size_t e = 0; e < p.event_count; ++e) prog_events.emplace_back(false);
     for (int k = 0; k < l.timed_ops; ++k) {
@@ -137,12 +150,13 @@ struct LiveExecutor::Impl {
     std::size_t n_free_events = 0;
     for (const auto& li : l.instructions)
       for (const auto& c : li.calls)
-        if (c.kind == live::CallKind::DeferredFree) n_free_events += c.wait_streams.size();
+        if (const auto* f = std::get_if<live::calls::DeferredFree>(&c)) n_free_events += f->wait_streams.size();
     for (std::size_t k = 0; k < n_free_events; ++k) free_events.emplace_back(false);
-    for (std::size_t i = 0; i < p.instructions.size(); ++i) host_labels.push_back(label_text->add(describe(p, i)));
-    buffer_ptr.assign(p.buffer_count, nullptr);
+  }
 
-    // GEMM plans (one per distinct shape) and operands filled with finite non-zero values.
+  // GEMM plans (one per distinct shape) and operands filled with finite non-zero values; the
+  // per-stream GEMM output, workspace and copy scratch.
+  void plan_gemms_and_copies() {
     runners.reserve(l.gemm_shapes.size());
     std::size_t ws_bytes = 0;
     for (const auto& g : l.gemm_shapes) {
@@ -168,17 +182,20 @@ struct LiveExecutor::Impl {
       copy_dst.emplace_back(cp);
       if (cp > 0) copy_src.back().fill_random(4, 10 + s, s0);
     }
+  }
 
-    // One NCCL communicator per Program communicator: ncclCommSplit is collective over the
-    // world, so every rank creates them in the same order.
+  // One NCCL communicator per Program communicator: ncclCommSplit is collective over the
+  // world, so every rank creates them in the same order. Per communicator: a send buffer for
+  // out-of-place calls and a receive buffer that also holds the in-place calls (their one
+  // buffer is the larger side: S bytes).
+  void create_communicators(const NcclComm& world) {
     for (const auto& lc : l.comms) {
       comms.push_back(split_comm(world, lc.color, lc.key));
       if (!comms.back() || comms.back().size() != lc.ranks)
         throw std::runtime_error(fmt::format("communicator '{}': ncclCommSplit gave {} ranks, the lowering expects {}", lc.name,
                                              comms.back() ? comms.back().size() : 0, lc.ranks));
     }
-    // Per communicator: a send buffer for out-of-place calls and a receive buffer that also
-    // holds the in-place calls (their one buffer is the larger side: S bytes).
+    const cudaStream_t s0 = streams.at(0).get();
     for (std::size_t c = 0; c < l.comms.size(); ++c) {
       const auto send = static_cast<std::size_t>(l.max_send_bytes_per_comm.at(c).count);
       const auto recv = static_cast<std::size_t>(l.max_recv_bytes_per_comm.at(c).count);
@@ -187,21 +204,24 @@ struct LiveExecutor::Impl {
       if (coll_send.back().bytes() > 0) coll_send.back().fill_random(2, 100 + c, s0);
       if (coll_recv.back().bytes() > 0) coll_recv.back().fill_random(2, 200 + c, s0);
     }
-    // The lowering's sizes must be exactly what nccl_ops computes for the live communicator.
+  }
+
+  // The lowering's sizes must be exactly what nccl_ops computes for the live communicator.
+  void check_collective_sizes() const {
     for (const auto& li : l.instructions)
-      for (const auto& c : li.calls) {
-        if (c.kind != live::CallKind::Collective) continue;
-        const NcclComm& comm = comms.at(c.comm.value().index());
-        CollectiveSizes g = collective_sizes(c.collective, static_cast<std::size_t>(c.bytes.count), comm.size(), c.dtype);
-        if (static_cast<std::int64_t>(g.count) != c.sizes.count || static_cast<std::int64_t>(g.send_bytes) != c.sizes.send_bytes ||
-            static_cast<std::int64_t>(g.recv_bytes) != c.sizes.recv_bytes)
+      for (const auto& call : li.calls) {
+        const auto* c = std::get_if<live::calls::Collective>(&call);
+        if (!c) continue;
+        const NcclComm& comm = comms.at(c->comm.index());
+        CollectiveSizes g = collective_sizes(c->kind, static_cast<std::size_t>(c->bytes.count), comm.size(), c->dtype);
+        if (static_cast<std::int64_t>(g.count) != c->sizes.count || static_cast<std::int64_t>(g.send_bytes) != c->sizes.send_bytes ||
+            static_cast<std::int64_t>(g.recv_bytes) != c->sizes.recv_bytes)
           throw std::logic_error(fmt::format("instruction {}: lowered collective sizes disagree with nccl_ops", li.instruction));
       }
-    STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   cudaStream_t stream(StreamId s) const { return streams.at(s.index()).get(); }
-  // A call's stream; a host-only call has none, and asking for it is a lowering bug.
+  // A timed op's stream; only the lowering's Launch and Collective have one.
   cudaStream_t stream(std::optional<StreamId> s) const { return stream(s.value()); }
   Time since(Clock::time_point t0) const {
     return Time{std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()};
@@ -232,88 +252,85 @@ struct LiveExecutor::Impl {
     }
   }
 
-  void execute(const live::GpuCall& c, live::MeasuredStep& m, Clock::time_point t0, HostInterval::Kind& kind) {
-    using live::CallKind;
-    switch (c.kind) {
-      case CallKind::Gemm: {
-        const std::size_t s = c.stream.value().index();
-        runners.at(static_cast<std::size_t>(c.gemm_plan)).run(stream(c.stream), gemm_a.data(), gemm_b.data(), gemm_c.at(s).data(),
-                                                               workspace.at(s));
-        break;
-      }
-      case CallKind::MemoryCopy: {
-        const std::size_t s = c.stream.value().index();
-        for (std::int64_t r = 0; r < c.copy_repeats; ++r)
-          STEPSIM_CUDA_CHECK(cudaMemcpyAsync(copy_dst[s].data(), copy_src[s].data(), static_cast<std::size_t>(c.copy_bytes.count),
-                                             cudaMemcpyDeviceToDevice, stream(c.stream)));
-        break;
-      }
-      case CallKind::Spin:
-        STEPSIM_CUDA_CHECK(launch_live_spin(stream(c.stream), static_cast<unsigned long long>(c.duration.ns)));
-        break;
-      case CallKind::Collective: {
-        const std::size_t ci = c.comm.value().index();
-        CollectiveSizes s;
-        s.count = static_cast<std::size_t>(c.sizes.count);
-        s.send_bytes = static_cast<std::size_t>(c.sizes.send_bytes);
-        s.recv_bytes = static_cast<std::size_t>(c.sizes.recv_bytes);
-        s.total_bytes = static_cast<std::size_t>(c.sizes.total_bytes);
-        if (c.in_place) {
-          CollectivePointers in = in_place_pointers(c.collective, s, c.dtype, comms[ci].rank(), coll_recv[ci].data());
-          run_collective(comms[ci], stream(c.stream), c.collective, s, c.dtype, in.send, in.recv);
-        } else {
-          run_collective(comms[ci], stream(c.stream), c.collective, s, c.dtype, coll_send[ci].data(), coll_recv[ci].data());
-        }
-        break;
-      }
-      case CallKind::EventRecord: prog_events.at(c.event.value().index()).record(stream(c.stream)); break;
-      case CallKind::StreamWaitEvent:
-        STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(c.event.value().index()).get(), 0));
-        break;
-      case CallKind::EventSynchronize:
-        kind = HostInterval::Kind::Blocked;
-        prog_events.at(c.event.value().index()).synchronize();
-        break;
-      case CallKind::StreamSynchronize:
-        kind = HostInterval::Kind::Blocked;
-        STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(c.stream)));
-        break;
-      case CallKind::MallocAsync: {
-        process_pending_frees(m, t0);
-        void* ptr = nullptr;
-        if (c.bytes.count > 0)
-          STEPSIM_CUDA_CHECK(cudaMallocFromPoolAsync(&ptr, static_cast<std::size_t>(c.bytes.count), pool.get(), stream(c.stream)));
-        buffer_ptr.at(c.buffer.value().index()) = ptr;
-        m.memory.push_back({since(t0), c.buffer.value(), true});
-        break;
-      }
-      case CallKind::FreeAsync: {
-        void*& ptr = buffer_ptr.at(c.buffer.value().index());
-        if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(c.stream)));
-        ptr = nullptr;
-        m.memory.push_back({since(t0), c.buffer.value(), false});
-        break;
-      }
-      case CallKind::DeferredFree: {
-        PendingFree pf{c.buffer.value(), c.stream.value(), {}};
-        for (StreamId s : c.wait_streams) {
-          std::size_t e = free_events_used++;
-          free_events.at(e).record(stream(s));
-          pf.events.push_back(e);
-        }
-        pending.push_back(std::move(pf));
-        break;
-      }
-      case CallKind::HostBusyWait: {
-        kind = HostInterval::Kind::Work;
-        const auto until = Clock::now() + std::chrono::nanoseconds(c.duration.ns);
-        while (Clock::now() < until) {
-        }
-        break;
-      }
-      case CallKind::Mark: m.marks.push_back(PhaseMark{c.name, since(t0)}); break;
+  // What the calls of one step share: its measurements, its host clock origin, and what the
+  // host is doing during the current instruction (issuing, blocked, busy).
+  struct StepState {
+    live::MeasuredStep& m;
+    Clock::time_point t0;
+    HostInterval::Kind kind = HostInterval::Kind::Issue;
+  };
+
+  // One call of the lowering, exactly as it says (live/lowering.hpp).
+  void execute(const live::calls::Gemm& c, StepState&) {
+    const std::size_t s = c.stream.index();
+    runners.at(static_cast<std::size_t>(c.plan)).run(stream(c.stream), gemm_a.data(), gemm_b.data(), gemm_c.at(s).data(),
+                                                     workspace.at(s));
+  }
+  void execute(const live::calls::MemoryCopy& c, StepState&) {
+    const std::size_t s = c.stream.index();
+    for (std::int64_t r = 0; r < c.repeats; ++r)
+      STEPSIM_CUDA_CHECK(cudaMemcpyAsync(copy_dst[s].data(), copy_src[s].data(), static_cast<std::size_t>(c.bytes.count),
+                                         cudaMemcpyDeviceToDevice, stream(c.stream)));
+  }
+  void execute(const live::calls::Spin& c, StepState&) {
+    STEPSIM_CUDA_CHECK(launch_live_spin(stream(c.stream), static_cast<unsigned long long>(c.duration.ns)));
+  }
+  void execute(const live::calls::Collective& c, StepState&) {
+    const std::size_t ci = c.comm.index();
+    CollectiveSizes s;
+    s.count = static_cast<std::size_t>(c.sizes.count);
+    s.send_bytes = static_cast<std::size_t>(c.sizes.send_bytes);
+    s.recv_bytes = static_cast<std::size_t>(c.sizes.recv_bytes);
+    s.total_bytes = static_cast<std::size_t>(c.sizes.total_bytes);
+    if (c.in_place) {
+      CollectivePointers in = in_place_pointers(c.kind, s, c.dtype, comms[ci].rank(), coll_recv[ci].data());
+      run_collective(comms[ci], stream(c.stream), c.kind, s, c.dtype, in.send, in.recv);
+    } else {
+      run_collective(comms[ci], stream(c.stream), c.kind, s, c.dtype, coll_send[ci].data(), coll_recv[ci].data());
     }
   }
+  void execute(const live::calls::EventRecord& c, StepState&) { prog_events.at(c.event.index()).record(stream(c.stream)); }
+  void execute(const live::calls::StreamWaitEvent& c, StepState&) {
+    STEPSIM_CUDA_CHECK(cudaStreamWaitEvent(stream(c.stream), prog_events.at(c.event.index()).get(), 0));
+  }
+  void execute(const live::calls::EventSynchronize& c, StepState& st) {
+    st.kind = HostInterval::Kind::Blocked;
+    prog_events.at(c.event.index()).synchronize();
+  }
+  void execute(const live::calls::StreamSynchronize& c, StepState& st) {
+    st.kind = HostInterval::Kind::Blocked;
+    STEPSIM_CUDA_CHECK(cudaStreamSynchronize(stream(c.stream)));
+  }
+  void execute(const live::calls::MallocAsync& c, StepState& st) {
+    process_pending_frees(st.m, st.t0);
+    void* ptr = nullptr;
+    if (c.bytes.count > 0)
+      STEPSIM_CUDA_CHECK(cudaMallocFromPoolAsync(&ptr, static_cast<std::size_t>(c.bytes.count), pool.get(), stream(c.stream)));
+    buffer_ptr.at(c.buffer.index()) = ptr;
+    st.m.memory.push_back({since(st.t0), c.buffer, true});
+  }
+  void execute(const live::calls::FreeAsync& c, StepState& st) {
+    void*& ptr = buffer_ptr.at(c.buffer.index());
+    if (ptr) STEPSIM_CUDA_CHECK(cudaFreeAsync(ptr, stream(c.stream)));
+    ptr = nullptr;
+    st.m.memory.push_back({since(st.t0), c.buffer, false});
+  }
+  void execute(const live::calls::DeferredFree& c, StepState&) {
+    PendingFree pf{c.buffer, c.stream, {}};
+    for (StreamId s : c.wait_streams) {
+      std::size_t e = free_events_used++;
+      free_events.at(e).record(stream(s));
+      pf.events.push_back(e);
+    }
+    pending.push_back(std::move(pf));
+  }
+  void execute(const live::calls::HostBusyWait& c, StepState& st) {
+    st.kind = HostInterval::Kind::Work;
+    const auto until = Clock::now() + std::chrono::nanoseconds(c.duration.ns);
+    while (Clock::now() < until) {
+    }
+  }
+  void execute(const live::calls::Mark& c, StepState& st) { st.m.marks.push_back(PhaseMark{c.name, since(st.t0)}); }
 
   live::MeasuredStep run_step() {
     STEPSIM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -330,16 +347,16 @@ struct LiveExecutor::Impl {
     Time host_end;
     for (const auto& li : l.instructions) {
       const Time h0 = since(t0);
-      HostInterval::Kind kind = HostInterval::Kind::Issue;
+      StepState st{m, t0};
       if (li.timed) op_start[timed].record(stream(li.stream));
-      for (const auto& c : li.calls) execute(c, m, t0, kind);
+      for (const auto& c : li.calls) std::visit([&](const auto& call) { execute(call, st); }, c);
       if (li.timed) {
         op_end[timed].record(stream(li.stream));
         m.ops.push_back(live::MeasuredOp{li.instruction, h0, {}, {}});
         ++timed;
       }
       host_end = since(t0);
-      m.host.push_back(HostInterval{kind, host_labels[li.instruction], h0, host_end, li.instruction});
+      m.host.push_back(HostInterval{st.kind, host_labels[li.instruction], h0, host_end, li.instruction});
     }
     for (std::size_t s = 0; s < streams.size(); ++s) stream_end[s].record(streams[s].get());
     for (auto& e : stream_end) e.synchronize();

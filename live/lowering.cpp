@@ -17,13 +17,6 @@ namespace {
 std::int64_t in_elem(Dtype d) { return d == Dtype::FP8 ? 1 : dtype_bytes(d); }
 std::int64_t out_elem(Dtype d) { return d == Dtype::FP8 ? 2 : dtype_bytes(d); }
 
-GpuCall make_call(CallKind kind, std::optional<StreamId> stream = std::nullopt) {
-  GpuCall c;
-  c.kind = kind;
-  c.stream = stream;
-  return c;
-}
-
 // Attention stand-in per batch entry: m = n = 2048, k = 128.
 constexpr std::int64_t kAttnM = 2048, kAttnN = 2048, kAttnK = 128;
 
@@ -55,14 +48,10 @@ class Lowerer {
     return static_cast<int>(out_.gemm_shapes.size() - 1);
   }
 
-  GpuCall gemm_call(StreamId s, const GemmShape& g, bool attention) {
-    GpuCall c = make_call(CallKind::Gemm, s);
-    c.gemm = g;
-    c.gemm_plan = plan_for(g);
-    c.from_attention = attention;
+  calls::Gemm gemm_call(StreamId s, const GemmShape& g, bool attention) {
     auto& cmax = out_.max_gemm_c_bytes_per_stream[s.index()];
     cmax = std::max(cmax, gemm_c_bytes(g));
-    return c;
+    return calls::Gemm{s, plan_for(g), g, attention};
   }
 
   // One instruction -> its GPU calls (the Program passed validate(): its ids are declared).
@@ -90,111 +79,70 @@ class Lowerer {
       // memory_bytes counts reads + writes; a copy of N bytes reads N and writes N.
       std::int64_t half = std::max<std::int64_t>(1, (w.memory_bytes.count + 1) / 2);
       std::int64_t chunk = std::max<std::int64_t>(1, o_.copy_chunk.count);
-      GpuCall c = make_call(CallKind::MemoryCopy, l.stream);
-      c.copy_repeats = (half + chunk - 1) / chunk;
+      calls::MemoryCopy c{l.stream, Bytes{}, (half + chunk - 1) / chunk};
       // Equal chunks (the last one rounds up by < repeats bytes) keep one scratch size.
-      c.copy_bytes = Bytes{(half + c.copy_repeats - 1) / c.copy_repeats};
+      c.bytes = Bytes{(half + c.repeats - 1) / c.repeats};
       auto& m = out_.max_copy_bytes_per_stream[l.stream.index()];
-      m = std::max(m, c.copy_bytes);
+      m = std::max(m, c.bytes);
       li.calls.push_back(c);
     }
-    if (w.fixed.ns > 0) {
-      GpuCall c = make_call(CallKind::Spin, l.stream);
-      c.duration = w.fixed;
-      li.calls.push_back(c);
-    }
+    if (w.fixed.ns > 0) li.calls.push_back(calls::Spin{l.stream, w.fixed});
   }
 
   // A collective: in place except all-to-all; the per-communicator scratch grows to its sizes.
   void lower_instruction(const Collective& c, LoweredInstruction& li) {
     li.timed = true;
     li.stream = c.stream;
-    GpuCall g = make_call(CallKind::Collective, c.stream);
-    g.comm = c.comm;
-    g.collective = c.kind;
-    g.dtype = c.dtype;
-    g.bytes = c.bytes;
-    g.name = c.name;
-    g.sizes = collective_sizes(c.kind, c.bytes.count, out_.comms[c.comm.index()].ranks, c.dtype);
-    g.in_place = c.kind != CollectiveKind::AllToAll;
+    calls::Collective g{c.stream,
+                        c.comm,
+                        c.kind,
+                        c.dtype,
+                        c.bytes,
+                        collective_sizes(c.kind, c.bytes.count, out_.comms[c.comm.index()].ranks, c.dtype),
+                        c.kind != CollectiveKind::AllToAll,
+                        c.name};
     const std::size_t ci = c.comm.index();
     out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
     out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
     li.calls.push_back(g);
   }
 
-  void lower_instruction(const Record& r, LoweredInstruction& li) { lower_event_call(CallKind::EventRecord, r.stream, r.event, li); }
-  void lower_instruction(const Wait& w, LoweredInstruction& li) { lower_event_call(CallKind::StreamWaitEvent, w.stream, w.event, li); }
-
-  // cudaEventRecord / cudaStreamWaitEvent: one call on `stream` naming `event`.
-  void lower_event_call(CallKind kind, StreamId stream, EventId event, LoweredInstruction& li) {
-    GpuCall g = make_call(kind, stream);
-    g.event = event;
-    li.calls.push_back(g);
-  }
+  void lower_instruction(const Record& r, LoweredInstruction& li) { li.calls.push_back(calls::EventRecord{r.stream, r.event}); }
+  void lower_instruction(const Wait& w, LoweredInstruction& li) { li.calls.push_back(calls::StreamWaitEvent{w.stream, w.event}); }
 
   void lower_instruction(const HostSync& h, LoweredInstruction& li) {
-    GpuCall g;
-    g.name = h.reason;
-    std::visit(Overloaded{
-                   [&](EventId e) {
-                     g.kind = CallKind::EventSynchronize;
-                     g.event = e;
-                   },
-                   [&](StreamId s) {
-                     g.kind = CallKind::StreamSynchronize;
-                     g.stream = s;
-                   },
-               },
-               h.target);
-    li.calls.push_back(g);
+    li.calls.push_back(std::visit(Overloaded{
+                                      [&](EventId e) -> GpuCall { return calls::EventSynchronize{e, h.reason}; },
+                                      [&](StreamId s) -> GpuCall { return calls::StreamSynchronize{s, h.reason}; },
+                                  },
+                                  h.target));
   }
 
   // An allocation remembers its stream: the free returns the block to that stream's pool.
   void lower_instruction(const Alloc& a, LoweredInstruction& li) {
     alloc_stream_[a.buffer.index()] = a.stream;
-    GpuCall g = make_call(CallKind::MallocAsync, a.stream);
-    g.buffer = a.buffer;
-    g.bytes = a.bytes;
-    g.category = a.category;
-    g.name = a.name;
-    li.calls.push_back(g);
+    li.calls.push_back(calls::MallocAsync{a.stream, a.buffer, a.bytes, a.category, a.name});
   }
 
   // A free with record_streams is deferred until every stream that used the block passes it.
   void lower_instruction(const Free& f, LoweredInstruction& li) {
     const std::size_t b = f.buffer.index();
-    GpuCall g;
-    g.buffer = f.buffer;
-    g.stream = alloc_stream_[b];  // validate(): the buffer is live, so it has one
-    if (f.record_streams.empty()) {
-      g.kind = CallKind::FreeAsync;
-    } else {
-      g.kind = CallKind::DeferredFree;
-      g.wait_streams.push_back(*alloc_stream_[b]);
-      for (StreamId s : f.record_streams) {
-        if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
-      }
-      out_.uses_deferred_free = true;
-    }
+    const StreamId stream = alloc_stream_[b].value();  // validate(): the buffer is live, so it has one
     alloc_stream_[b].reset();
-    li.calls.push_back(g);
+    if (f.record_streams.empty()) {
+      li.calls.push_back(calls::FreeAsync{stream, f.buffer});
+      return;
+    }
+    calls::DeferredFree g{stream, f.buffer, {stream}};
+    for (StreamId s : f.record_streams) {
+      if (std::find(g.wait_streams.begin(), g.wait_streams.end(), s) == g.wait_streams.end()) g.wait_streams.push_back(s);
+    }
+    out_.uses_deferred_free = true;
+    li.calls.push_back(std::move(g));
   }
 
-  void lower_instruction(const HostWork& h, LoweredInstruction& li) {
-    GpuCall g = make_call(CallKind::HostBusyWait);
-    g.duration = h.duration;
-    g.name = h.name;
-    li.calls.push_back(g);
-  }
-
-  void lower_instruction(const Mark& m, LoweredInstruction& li) {
-    GpuCall g = make_call(CallKind::Mark);
-    g.name = m.name;
-    g.starts_phase = m.phase.has_value();
-    if (m.phase) g.phase = *m.phase;
-    li.calls.push_back(g);
-  }
+  void lower_instruction(const HostWork& h, LoweredInstruction& li) { li.calls.push_back(calls::HostBusyWait{h.duration, h.name}); }
+  void lower_instruction(const Mark& m, LoweredInstruction& li) { li.calls.push_back(calls::Mark{m.name, m.phase}); }
 
   const Program& p_;
   const LoweringOptions& o_;
@@ -204,23 +152,14 @@ class Lowerer {
 
 }  // namespace
 
-std::string to_string(CallKind k) {
-  switch (k) {
-    case CallKind::Gemm: return "cublasLtMatmul";
-    case CallKind::MemoryCopy: return "cudaMemcpyAsync";
-    case CallKind::Spin: return "spin_kernel";
-    case CallKind::Collective: return "nccl";
-    case CallKind::EventRecord: return "cudaEventRecord";
-    case CallKind::StreamWaitEvent: return "cudaStreamWaitEvent";
-    case CallKind::EventSynchronize: return "cudaEventSynchronize";
-    case CallKind::StreamSynchronize: return "cudaStreamSynchronize";
-    case CallKind::MallocAsync: return "cudaMallocFromPoolAsync";
-    case CallKind::FreeAsync: return "cudaFreeAsync";
-    case CallKind::DeferredFree: return "cudaFreeAsync(deferred)";
-    case CallKind::HostBusyWait: return "host_busy_wait";
-    case CallKind::Mark: return "mark";
-  }
-  return "mark";
+std::optional<StreamId> stream_of(const GpuCall& c) {
+  return std::visit(Overloaded{
+                        [](const calls::EventSynchronize&) -> std::optional<StreamId> { return std::nullopt; },
+                        [](const calls::HostBusyWait&) -> std::optional<StreamId> { return std::nullopt; },
+                        [](const calls::Mark&) -> std::optional<StreamId> { return std::nullopt; },
+                        [](const auto& on_stream) -> std::optional<StreamId> { return on_stream.stream; },
+                    },
+                    c);
 }
 
 LiveComm map_communicator(const CommDecl& c, const LoweringOptions& o) {
@@ -281,42 +220,50 @@ std::string nccl_call_name(CollectiveKind k) {
   return "ncclAllReduce";
 }
 
-std::string describe(const GpuCall& c, const Program& p, const LoweredProgram& l) {
-  auto stream = [&](std::optional<StreamId> s) {
-    return s && s->index() < p.streams.size() ? "'" + p.streams[s->index()].name + "'" : std::string("(none)");
+std::string describe(const GpuCall& call, const Program& p, const LoweredProgram& l) {
+  auto stream = [&](StreamId s) {
+    return s.index() < p.streams.size() ? "'" + p.streams[s.index()].name + "'" : std::string("(none)");
   };
-  switch (c.kind) {
-    case CallKind::Gemm:
-      return fmt::format("cublasLtMatmul {}x{}x{} x{} {}{} on {}", c.gemm.m, c.gemm.n, c.gemm.k, c.gemm.batch,
-                         to_string(c.gemm.dtype), c.from_attention ? " (attention)" : "", stream(c.stream));
-    case CallKind::MemoryCopy:
-      return fmt::format("cudaMemcpyAsync D2D {} B x{} on {}", c.copy_bytes.count, c.copy_repeats, stream(c.stream));
-    case CallKind::Spin: return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream));
-    case CallKind::Collective: {
-      const LiveComm& lc = l.comms.at(c.comm.value().index());
-      return fmt::format("{} count={} {} send={} B recv={} B{} on comm '{}' ({} of {} program ranks) on {}",
-                         nccl_call_name(c.collective), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
-                         c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,
-                         stream(c.stream));
-    }
-    case CallKind::EventRecord: return fmt::format("cudaEventRecord event {} on {}", c.event.value(), stream(c.stream));
-    case CallKind::StreamWaitEvent: return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event.value());
-    case CallKind::EventSynchronize: return fmt::format("cudaEventSynchronize event {} ({})", c.event.value(), c.name);
-    case CallKind::StreamSynchronize: return fmt::format("cudaStreamSynchronize {} ({})", stream(c.stream), c.name);
-    case CallKind::MallocAsync:
-      return fmt::format("cudaMallocFromPoolAsync {} B '{}' ({}) on {}", c.bytes.count, c.name, to_string(c.category),
-                         stream(c.stream));
-    case CallKind::FreeAsync: return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer.value(), stream(c.stream));
-    case CallKind::DeferredFree: {
-      std::string ws;
-      for (StreamId s : c.wait_streams) ws += (ws.empty() ? "" : ", ") + stream(s);
-      return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer.value(),
-                         stream(c.stream));
-    }
-    case CallKind::HostBusyWait: return fmt::format("host busy-wait {} ns ({})", c.duration.ns, c.name);
-    case CallKind::Mark: return fmt::format("mark '{}'", c.name);
-  }
-  return "?";
+  return std::visit(
+      Overloaded{
+          [&](const calls::Gemm& c) {
+            return fmt::format("cublasLtMatmul {}x{}x{} x{} {}{} on {}", c.shape.m, c.shape.n, c.shape.k, c.shape.batch,
+                               to_string(c.shape.dtype), c.from_attention ? " (attention)" : "", stream(c.stream));
+          },
+          [&](const calls::MemoryCopy& c) {
+            return fmt::format("cudaMemcpyAsync D2D {} B x{} on {}", c.bytes.count, c.repeats, stream(c.stream));
+          },
+          [&](const calls::Spin& c) { return fmt::format("spin_kernel {} ns on {}", c.duration.ns, stream(c.stream)); },
+          [&](const calls::Collective& c) {
+            const LiveComm& lc = l.comms.at(c.comm.index());
+            return fmt::format("{} count={} {} send={} B recv={} B{} on comm '{}' ({} of {} program ranks) on {}",
+                               nccl_call_name(c.kind), c.sizes.count, to_string(c.dtype), c.sizes.send_bytes,
+                               c.sizes.recv_bytes, c.in_place ? " in place" : "", lc.name, lc.ranks, lc.program_ranks,
+                               stream(c.stream));
+          },
+          [&](const calls::EventRecord& c) { return fmt::format("cudaEventRecord event {} on {}", c.event, stream(c.stream)); },
+          [&](const calls::StreamWaitEvent& c) {
+            return fmt::format("cudaStreamWaitEvent {} waits event {}", stream(c.stream), c.event);
+          },
+          [&](const calls::EventSynchronize& c) { return fmt::format("cudaEventSynchronize event {} ({})", c.event, c.reason); },
+          [&](const calls::StreamSynchronize& c) {
+            return fmt::format("cudaStreamSynchronize {} ({})", stream(c.stream), c.reason);
+          },
+          [&](const calls::MallocAsync& c) {
+            return fmt::format("cudaMallocFromPoolAsync {} B '{}' ({}) on {}", c.bytes.count, c.name, to_string(c.category),
+                               stream(c.stream));
+          },
+          [&](const calls::FreeAsync& c) { return fmt::format("cudaFreeAsync buffer {} on {}", c.buffer, stream(c.stream)); },
+          [&](const calls::DeferredFree& c) {
+            std::string ws;
+            for (StreamId s : c.wait_streams) ws += (ws.empty() ? "" : ", ") + stream(s);
+            return fmt::format("cudaEventRecord on {}, then cudaFreeAsync buffer {} on {} once they complete", ws, c.buffer,
+                               stream(c.stream));
+          },
+          [&](const calls::HostBusyWait& c) { return fmt::format("host busy-wait {} ns ({})", c.duration.ns, c.name); },
+          [&](const calls::Mark& c) { return fmt::format("mark '{}'", c.name); },
+      },
+      call);
 }
 
 }  // namespace stepsim::live

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "sim/core/units.hpp"
@@ -48,23 +49,6 @@
 #include "sim/program/program.hpp"
 
 namespace stepsim::live {
-
-enum class CallKind {
-  Gemm,               // cublasLtMatmul, GemmRunner `gemm_plan`
-  MemoryCopy,         // cudaMemcpyAsync device-to-device, `copy_bytes` x `copy_repeats`
-  Spin,               // spin kernel for `duration`
-  Collective,         // ncclAllReduce / ncclAllGather / ... on live communicator `comm`
-  EventRecord,        // cudaEventRecord(event, stream)
-  StreamWaitEvent,    // cudaStreamWaitEvent(stream, event)
-  EventSynchronize,   // cudaEventSynchronize(event)
-  StreamSynchronize,  // cudaStreamSynchronize(stream)
-  MallocAsync,        // cudaMallocFromPoolAsync(bytes, stream)
-  FreeAsync,          // cudaFreeAsync(ptr, stream): stream = the buffer's allocation stream
-  DeferredFree,       // record_stream free: events on `wait_streams`, freed once all completed
-  HostBusyWait,       // the host thread spins for `duration`
-  Mark,               // no call
-};
-std::string to_string(CallKind k);
 
 // Per-rank NCCL arguments of a collective of S bytes: the nccl-tests convention, defined once
 // in sim/hardware/collective_model.hpp (kernels/gpu/nccl_ops uses it too, and the executor
@@ -74,36 +58,104 @@ inline CollectiveSizes collective_sizes(CollectiveKind kind, std::int64_t bytes,
   return nccl_tests_sizes(kind, bytes, nranks, dtype);
 }
 
-struct GpuCall {
-  CallKind kind = CallKind::Mark;
-  std::optional<StreamId> stream;  // the Program stream it is enqueued on (none: host only)
-  // Gemm
-  int gemm_plan = -1;            // index into LoweredProgram::gemm_shapes
-  GemmShape gemm;
-  bool from_attention = false;   // the GEMM stands in for attention FLOPs
-  // MemoryCopy
-  Bytes copy_bytes;              // bytes of one cudaMemcpyAsync (reads and writes this much)
-  std::int64_t copy_repeats = 0;
-  // Spin / HostBusyWait
+// One call per kind, each holding only its own arguments; `stream` is the Program stream
+// it is enqueued on (host-only calls have none).
+namespace calls {
+
+// cublasLtMatmul with the GemmRunner planned for `plan` (index into LoweredProgram::gemm_shapes).
+struct Gemm {
+  StreamId stream{0};
+  int plan = 0;
+  GemmShape shape;
+  bool from_attention = false;  // the GEMM stands in for attention FLOPs
+};
+
+// cudaMemcpyAsync device-to-device, `repeats` times `bytes` (each reads and writes that much).
+struct MemoryCopy {
+  StreamId stream{0};
+  Bytes bytes;
+  std::int64_t repeats = 0;
+};
+
+// A spin kernel that holds the stream for `duration`.
+struct Spin {
+  StreamId stream{0};
   Time duration;
-  // Collective
-  std::optional<CommId> comm;
-  CollectiveKind collective = CollectiveKind::AllReduce;
+};
+
+// ncclAllReduce / ncclAllGather / ... on the live communicator of `comm`.
+struct Collective {
+  StreamId stream{0};
+  CommId comm{0};
+  CollectiveKind kind = CollectiveKind::AllReduce;
   Dtype dtype = Dtype::BF16;
-  CollectiveSizes sizes;
+  Bytes bytes;                   // the Program collective's S
+  CollectiveSizes sizes;         // NCCL arguments for the live communicator's size
   bool in_place = false;         // one buffer (see the Collective rule above)
-  // Events
-  std::optional<EventId> event;
-  // Memory
-  std::optional<BufferId> buffer;
+  std::string name;
+};
+
+struct EventRecord {  // cudaEventRecord(event, stream)
+  StreamId stream{0};
+  EventId event{0};
+};
+
+struct StreamWaitEvent {  // cudaStreamWaitEvent(stream, event)
+  StreamId stream{0};
+  EventId event{0};
+};
+
+struct EventSynchronize {  // cudaEventSynchronize(event); `reason` names the framework call
+  EventId event{0};
+  std::string reason;
+};
+
+struct StreamSynchronize {  // cudaStreamSynchronize(stream)
+  StreamId stream{0};
+  std::string reason;
+};
+
+struct MallocAsync {  // cudaMallocFromPoolAsync(bytes, stream)
+  StreamId stream{0};
+  BufferId buffer{0};
   Bytes bytes;
   MemCategory category = MemCategory::Other;
-  std::vector<StreamId> wait_streams;  // DeferredFree: allocation stream + record streams
-  // Mark
   std::string name;
-  bool starts_phase = false;
-  Phase phase = Phase::Setup;
 };
+
+struct FreeAsync {  // cudaFreeAsync(ptr, stream): stream = the buffer's allocation stream
+  StreamId stream{0};
+  BufferId buffer{0};
+};
+
+// record_stream free: an event recorded on every one of `wait_streams` (the allocation
+// stream first, then the recorded streams), then cudaFreeAsync on `stream` (the allocation
+// stream) once all of them have completed.
+struct DeferredFree {
+  StreamId stream{0};
+  BufferId buffer{0};
+  std::vector<StreamId> wait_streams;
+};
+
+struct HostBusyWait {  // the host thread spins for `duration`
+  Time duration;
+  std::string name;
+};
+
+struct Mark {  // no call; with a phase, starts that phase for the ops after it
+  std::string name;
+  std::optional<Phase> phase;
+};
+
+}  // namespace calls
+
+using GpuCall = std::variant<calls::Gemm, calls::MemoryCopy, calls::Spin, calls::Collective, calls::EventRecord,
+                             calls::StreamWaitEvent, calls::EventSynchronize, calls::StreamSynchronize, calls::MallocAsync,
+                             calls::FreeAsync, calls::DeferredFree, calls::HostBusyWait, calls::Mark>;
+
+// The Program stream a call is enqueued on; none for the host-only calls (EventSynchronize,
+// HostBusyWait, Mark).
+std::optional<StreamId> stream_of(const GpuCall& c);
 
 // One Program instruction and what it became. `timed` ops (Launch, Collective) get a CUDA
 // event pair around all their calls on `stream`.

@@ -21,6 +21,69 @@ std::vector<Phase> instruction_phases(const Program& p) {
   return out;
 }
 
+namespace {
+
+// One measured Launch or Collective as a Timeline op: the Program's names, its measured times
+// (`phases`: instruction_phases(p)).
+TimelineOp measured_op(const Program& p, const MeasuredOp& mo, const std::vector<Phase>& phases, TextPool& text) {
+  if (mo.instruction >= p.instructions.size())
+    throw std::logic_error(fmt::format("measured op for instruction {} of {}", mo.instruction, p.instructions.size()));
+  TimelineOp op;
+  op.instruction = mo.instruction;
+  op.phase = phases[mo.instruction];
+  op.issue = mo.issue;
+  op.start = mo.start;
+  op.end = std::max(mo.start, mo.end);
+  op.solo_duration = op.end - op.start;
+  if (const auto* l = std::get_if<Launch>(&p.instructions[mo.instruction])) {
+    op.kind = TimelineOp::Kind::Kernel;
+    op.name = text.add(l->kernel.name);
+    op.unit = text.add(l->kernel.unit);
+    op.stream = l->stream;
+    op.cls = l->kernel.cls;
+  } else if (const auto* c = std::get_if<Collective>(&p.instructions[mo.instruction])) {
+    op.kind = TimelineOp::Kind::Collective;
+    op.name = text.add(c->name);
+    op.unit = text.add(c->unit);
+    op.stream = c->stream;
+    op.comm = c->comm;
+    op.collective = c->kind;
+    op.bytes = c->bytes;
+    op.dtype = c->dtype;
+  } else {
+    throw std::logic_error(fmt::format("measured op for instruction {}, which is neither a Launch nor a Collective",
+                                       mo.instruction));
+  }
+  return op;
+}
+
+// Memory: replay the changes in time order (stable: host order breaks ties) over the
+// Program's buffer sizes and categories.
+std::vector<MemorySample> replay_memory(const Program& p, const MeasuredStep& m) {
+  std::vector<Bytes> size(p.buffer_count);
+  std::vector<MemCategory> cat(p.buffer_count, MemCategory::Other);
+  for (const auto& ins : p.instructions)
+    if (const auto* a = std::get_if<Alloc>(&ins)) {
+      size.at(a->buffer.index()) = a->bytes;
+      cat.at(a->buffer.index()) = a->category;
+    }
+  std::vector<MemoryChange> changes = m.memory;
+  std::stable_sort(changes.begin(), changes.end(), [](const MemoryChange& a, const MemoryChange& b) { return a.time < b.time; });
+  std::vector<Bytes> live(kMemCategoryCount);
+  std::vector<MemorySample> samples{MemorySample{Time::zero(), Bytes{}, live}};
+  for (const auto& c : changes) {
+    const std::size_t b = c.buffer.index();
+    Bytes delta = c.alloc ? size.at(b) : Bytes{} - size.at(b);
+    live[static_cast<std::size_t>(cat.at(b))] += delta;
+    MemorySample s{c.time, Bytes{}, live};
+    for (const auto& x : live) s.total += x;
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+}  // namespace
+
 Timeline build_measured_timeline(const Program& p, const MeasuredStep& m, const std::string& device, Bytes capacity) {
   Timeline t;
   t.streams = p.streams;
@@ -34,60 +97,12 @@ Timeline build_measured_timeline(const Program& p, const MeasuredStep& m, const 
   t.marks = m.marks;
   const auto phases = instruction_phases(p);
   for (const MeasuredOp& mo : m.ops) {
-    if (mo.instruction >= p.instructions.size())
-      throw std::logic_error(fmt::format("measured op for instruction {} of {}", mo.instruction, p.instructions.size()));
-    TimelineOp op;
-    op.instruction = mo.instruction;
-    op.phase = phases[mo.instruction];
-    op.issue = mo.issue;
-    op.start = mo.start;
-    op.end = std::max(mo.start, mo.end);
-    op.solo_duration = op.end - op.start;
-    if (const auto* l = std::get_if<Launch>(&p.instructions[mo.instruction])) {
-      op.kind = TimelineOp::Kind::Kernel;
-      op.name = t.text->add(l->kernel.name);
-      op.unit = t.text->add(l->kernel.unit);
-      op.stream = l->stream;
-      op.cls = l->kernel.cls;
-    } else if (const auto* c = std::get_if<Collective>(&p.instructions[mo.instruction])) {
-      op.kind = TimelineOp::Kind::Collective;
-      op.name = t.text->add(c->name);
-      op.unit = t.text->add(c->unit);
-      op.stream = c->stream;
-      op.comm = c->comm;
-      op.collective = c->kind;
-      op.bytes = c->bytes;
-      op.dtype = c->dtype;
-    } else {
-      throw std::logic_error(fmt::format("measured op for instruction {}, which is neither a Launch nor a Collective",
-                                         mo.instruction));
-    }
+    TimelineOp op = measured_op(p, mo, phases, *t.text);
     t.end = std::max(t.end, op.end);
     t.ops.push_back(std::move(op));
   }
   for (const auto& h : t.host) t.end = std::max(t.end, h.end);
-
-  // Memory: replay the changes in time order (stable: host order breaks ties) over the
-  // Program's buffer sizes and categories.
-  std::vector<Bytes> size(p.buffer_count);
-  std::vector<MemCategory> cat(p.buffer_count, MemCategory::Other);
-  for (const auto& ins : p.instructions)
-    if (const auto* a = std::get_if<Alloc>(&ins)) {
-      size.at(a->buffer.index()) = a->bytes;
-      cat.at(a->buffer.index()) = a->category;
-    }
-  std::vector<MemoryChange> changes = m.memory;
-  std::stable_sort(changes.begin(), changes.end(), [](const MemoryChange& a, const MemoryChange& b) { return a.time < b.time; });
-  std::vector<Bytes> live(kMemCategoryCount);
-  t.memory.push_back(MemorySample{Time::zero(), Bytes{}, live});
-  for (const auto& c : changes) {
-    const std::size_t b = c.buffer.index();
-    Bytes delta = c.alloc ? size.at(b) : Bytes{} - size.at(b);
-    live[static_cast<std::size_t>(cat.at(b))] += delta;
-    MemorySample s{c.time, Bytes{}, live};
-    for (const auto& x : live) s.total += x;
-    t.memory.push_back(std::move(s));
-  }
+  t.memory = replay_memory(p, m);
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -25,8 +26,6 @@ namespace stepsim::cli {
 
 namespace {
 
-constexpr const char* kNoGpu = "no CUDA device present: calibrate needs a GPU";
-
 std::vector<CollectiveKind> parse_kinds(const std::string& list) {
   std::vector<CollectiveKind> out;
   std::string item;
@@ -45,6 +44,65 @@ std::vector<CollectiveKind> parse_kinds(const std::string& list) {
     }
   }
   return out;
+}
+
+// Everything `calibrate` reads from its command line, checked (dtypes and collectives parsed).
+struct CalibrateArgs {
+  std::string what = "all", out_file, base_file;
+  Dtype gemm_dtype = Dtype::BF16, nccl_dtype = Dtype::FP32;
+  std::vector<CollectiveKind> kinds;
+  std::vector<std::int64_t> tokens{2048, 4096, 8192, 16384};
+  bool grid = true;
+  std::size_t min_bytes = 8, max_bytes = std::size_t{4} << 30;
+  double factor = 2.0;
+  int warmup = 5, iters = 20, repeats = 5;
+  bool wants(const char* bench) const { return what == bench || what == "all"; }
+};
+
+// The options, parsed; none when --help was given (the usage is printed).
+std::optional<CalibrateArgs> read_calibrate_args(const Args& args) {
+  CalibrateArgs a;
+  std::string dtype_name = "bf16", coll_list = "all_reduce,all_gather,reduce_scatter", nccl_dtype_name = "fp32";
+  po::options_description opts("calibrate options");
+  opts.add_options()
+      ("what", po::value(&a.what)->default_value("all"), "gemm, nccl, contention, membw or all")
+      ("out", po::value(&a.out_file), "output profile JSON (rank 0 writes it)")
+      ("base", po::value(&a.base_file), "profile supplying what is not measured (name, peaks, HBM, host costs)")
+      ("dtype", po::value(&dtype_name)->default_value("bf16"), "GEMM dtype: bf16, fp16, fp32, tf32, fp8")
+      ("tokens", po::value(&a.tokens)->multitoken(), "token counts for the transformer-block GEMM shapes")
+      ("no-grid", "only the transformer-block shapes, not the {1k..8k}^3 grid")
+      ("collectives", po::value(&coll_list)->default_value(coll_list), "comma-separated collectives for nccl")
+      ("nccl-dtype", po::value(&nccl_dtype_name)->default_value("fp32"), "NCCL element type (nccl-tests: float)")
+      ("min-bytes,b", po::value(&a.min_bytes)->default_value(8), "smallest S (nccl-tests -b)")
+      ("max-bytes,e", po::value(&a.max_bytes)->default_value(a.max_bytes), "largest S (nccl-tests -e)")
+      ("factor,f", po::value(&a.factor)->default_value(2.0), "size multiplier (nccl-tests -f)")
+      ("warmup,w", po::value(&a.warmup)->default_value(5), "untimed calls per size")
+      ("iters,n", po::value(&a.iters)->default_value(20), "back-to-back calls per timed loop")
+      ("repeats", po::value(&a.repeats)->default_value(5), "timed loops per size (median and spread)");
+  po::positional_options_description pos;
+  pos.add("what", 1);
+  po::variables_map vm;
+  const std::string usage =
+      "usage: stepsim calibrate [gemm|nccl|contention|membw|all] [--out profile.json] [--base PROFILE.json]\n"
+      "       mpirun -np N stepsim calibrate nccl -b 8 -e 4G -f 2 --out profile.json\n"
+      "Runs the GEMM (cuBLASLt), NCCL and co-run contention microbenchmarks with the nccl-tests protocol\n"
+      "and writes a profile with the raw measurements under provenance.calibration. Needs a GPU.";
+  if (!parse_args(args, usage, opts, pos, vm)) return std::nullopt;
+  a.grid = !vm.count("no-grid");
+  if (a.what != "gemm" && a.what != "nccl" && a.what != "contention" && a.what != "membw" && a.what != "all")
+    throw InputError(fmt::format("calibrate: '{}': expected gemm, nccl, contention, membw or all", a.what));
+  try {
+    a.gemm_dtype = parse_dtype(dtype_name);
+    a.nccl_dtype = parse_dtype(nccl_dtype_name);
+  } catch (const std::exception& e) {
+    throw InputError(std::string("calibrate: ") + e.what());
+  }
+  a.kinds = parse_kinds(coll_list);
+  if (a.min_bytes < 1 || a.max_bytes < a.min_bytes || a.factor < 1)
+    throw InputError("calibrate: expected 1 <= --min-bytes <= --max-bytes and --factor >= 1");
+  if (a.warmup < 0 || a.iters < 1 || a.repeats < 1)
+    throw InputError("calibrate: expected --warmup >= 0, --iters >= 1, --repeats >= 1");
+  return a;
 }
 
 #ifdef STEPSIM_HAVE_CUDA
@@ -172,92 +230,36 @@ void fit_copy_bandwidth(const std::vector<gpu::MembwRow>& membw, HardwareProfile
   }
   report.provenance["membw"] = rows;
 }
-#endif
-
-}  // namespace
-
-int calibrate(const Args& args) {
-  po::options_description opts("calibrate options");
-  std::string what = "all", out_file, base_file, dtype_name = "bf16", coll_list = "all_reduce,all_gather,reduce_scatter";
-  std::string nccl_dtype_name = "fp32";
-  std::vector<std::int64_t> tokens{2048, 4096, 8192, 16384};
-  std::size_t min_bytes = 8, max_bytes = std::size_t{4} << 30;
-  double factor = 2.0;
-  int warmup = 5, iters = 20, repeats = 5;
-  opts.add_options()
-      ("what", po::value(&what)->default_value("all"), "gemm, nccl, contention, membw or all")
-      ("out", po::value(&out_file), "output profile JSON (rank 0 writes it)")
-      ("base", po::value(&base_file), "profile supplying what is not measured (name, peaks, HBM, host costs)")
-      ("dtype", po::value(&dtype_name)->default_value("bf16"), "GEMM dtype: bf16, fp16, fp32, tf32, fp8")
-      ("tokens", po::value(&tokens)->multitoken(), "token counts for the transformer-block GEMM shapes")
-      ("no-grid", "only the transformer-block shapes, not the {1k..8k}^3 grid")
-      ("collectives", po::value(&coll_list)->default_value(coll_list), "comma-separated collectives for nccl")
-      ("nccl-dtype", po::value(&nccl_dtype_name)->default_value("fp32"), "NCCL element type (nccl-tests: float)")
-      ("min-bytes,b", po::value(&min_bytes)->default_value(8), "smallest S (nccl-tests -b)")
-      ("max-bytes,e", po::value(&max_bytes)->default_value(max_bytes), "largest S (nccl-tests -e)")
-      ("factor,f", po::value(&factor)->default_value(2.0), "size multiplier (nccl-tests -f)")
-      ("warmup,w", po::value(&warmup)->default_value(5), "untimed calls per size")
-      ("iters,n", po::value(&iters)->default_value(20), "back-to-back calls per timed loop")
-      ("repeats", po::value(&repeats)->default_value(5), "timed loops per size (median and spread)");
-  po::positional_options_description pos;
-  pos.add("what", 1);
-  po::variables_map vm;
-  const std::string usage =
-      "usage: stepsim calibrate [gemm|nccl|contention|membw|all] [--out profile.json] [--base PROFILE.json]\n"
-      "       mpirun -np N stepsim calibrate nccl -b 8 -e 4G -f 2 --out profile.json\n"
-      "Runs the GEMM (cuBLASLt), NCCL and co-run contention microbenchmarks with the nccl-tests protocol\n"
-      "and writes a profile with the raw measurements under provenance.calibration. Needs a GPU.";
-  if (!parse_args(args, usage, opts, pos, vm)) return 0;
-  if (what != "gemm" && what != "nccl" && what != "contention" && what != "membw" && what != "all")
-    throw InputError(fmt::format("calibrate: '{}': expected gemm, nccl, contention, membw or all", what));
-  Dtype gemm_dtype = Dtype::BF16, nccl_dtype = Dtype::FP32;
-  try {
-    gemm_dtype = parse_dtype(dtype_name);
-    nccl_dtype = parse_dtype(nccl_dtype_name);
-  } catch (const std::exception& e) {
-    throw InputError(std::string("calibrate: ") + e.what());
-  }
-  auto kinds = parse_kinds(coll_list);
-  if (min_bytes < 1 || max_bytes < min_bytes || factor < 1)
-    throw InputError("calibrate: expected 1 <= --min-bytes <= --max-bytes and --factor >= 1");
-  if (warmup < 0 || iters < 1 || repeats < 1) throw InputError("calibrate: expected --warmup >= 0, --iters >= 1, --repeats >= 1");
-
-#ifndef STEPSIM_HAVE_CUDA
-  // `stepsim`: the arguments are valid; the benchmarks are stepsim-gpu's.
-  (void)gemm_dtype, (void)nccl_dtype, (void)kinds, (void)kNoGpu;
-  return exec_gpu_binary("calibrate", args);
-#else
-  if (gpu::cuda_device_count_or_zero() == 0) {
-    std::cerr << kNoGpu << "\n";
-    return 2;
-  }
-  gpu::MpiSession mpi;
-  const bool root = mpi.rank() == 0;
-  gpu::NcclComm world = gpu::make_world_comm(mpi);  // also selects this rank's device
-  gpu::DeviceInfo dev = gpu::current_device_info();
-  calib::CalibrationData data;
-  data.device = {{"name", dev.name}, {"compute_capability", fmt::format("{}.{}", dev.cc_major, dev.cc_minor)},
-                 {"sm_count", dev.sm_count}, {"memory_bytes", dev.memory_bytes}, {"l2_bytes", dev.l2_bytes},
-                 {"ranks", mpi.size()}, {"nodes", mpi.nodes()}};
-  gpu::CublasLtHandle handle;
-  gpu::Stream stream;
-  BenchRun run{mpi, world, dev, gpu::TimingOptions{warmup, iters, repeats}, handle, stream, data};
-
-  if (what == "gemm" || what == "all") calibrate_gemm(run, tokens, gemm_dtype, !vm.count("no-grid"));
-  if (what == "nccl" || what == "all") {
+// Each benchmark `a.what` asks for, in order: GEMMs, NCCL, contention, memory bandwidth (the
+// copy-bandwidth rows, empty unless asked).
+std::vector<gpu::MembwRow> run_benchmarks(BenchRun& run, const CalibrateArgs& a) {
+  if (a.wants("gemm")) calibrate_gemm(run, a.tokens, a.gemm_dtype, a.grid);
+  if (a.wants("nccl")) {
     gpu::NcclBenchOptions no;
-    no.min_bytes = min_bytes;
-    no.max_bytes = max_bytes;
-    no.factor = factor;
-    no.dtype = nccl_dtype;
-    calibrate_nccl(run, kinds, no);
+    no.min_bytes = a.min_bytes;
+    no.max_bytes = a.max_bytes;
+    no.factor = a.factor;
+    no.dtype = a.nccl_dtype;
+    calibrate_nccl(run, a.kinds, no);
   }
-  if (what == "contention" || what == "all") calibrate_contention(run);
+  if (a.wants("contention")) calibrate_contention(run);
   std::vector<gpu::MembwRow> membw;
-  if (what == "membw" || what == "all") membw = calibrate_membw(run, min_bytes, max_bytes, factor);
-  if (!root) return 0;
+  if (a.wants("membw")) membw = calibrate_membw(run, a.min_bytes, a.max_bytes, a.factor);
+  return membw;
+}
 
-  HardwareProfile base = base_profile(base_file, dev, data, gemm_dtype);
+// The device as the calibration records it.
+nlohmann::json device_json(const gpu::DeviceInfo& dev, const gpu::MpiSession& mpi) {
+  return {{"name", dev.name}, {"compute_capability", fmt::format("{}.{}", dev.cc_major, dev.cc_minor)},
+          {"sm_count", dev.sm_count}, {"memory_bytes", dev.memory_bytes}, {"l2_bytes", dev.l2_bytes},
+          {"ranks", mpi.size()}, {"nodes", mpi.nodes()}};
+}
+
+// Rank 0: the measurements fitted into the base profile, the raw points kept under
+// provenance.calibration, written to --out (or stdout) with "# wrote FILE" as a comment.
+void write_calibrated_profile(const CalibrateArgs& a, const Args& args, const gpu::DeviceInfo& dev,
+                              const calib::CalibrationData& data, const std::vector<gpu::MembwRow>& membw) {
+  HardwareProfile base = base_profile(a.base_file, dev, data, a.gemm_dtype);
   calib::FitInputs in;
   in.collectives = data.collectives;
   in.gemm = data.gemm;
@@ -265,16 +267,47 @@ int calibrate(const Args& args) {
   in.files.push_back("(this calibration run)");
   calib::FitOptions fo;
   fo.command = "stepsim calibrate";
-  for (const auto& a : args) fo.command += " " + a;
+  for (const auto& arg : args) fo.command += " " + arg;
   calib::FitReport report;
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
   report.provenance["calibration"] = calib::calibration_to_json(data);
   if (!membw.empty()) fit_copy_bandwidth(membw, fitted, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
   std::ostringstream wrote;
-  write_output(doc.dump(2) + "\n", out_file, "profile", wrote);
+  write_output(doc.dump(2) + "\n", a.out_file, "profile", wrote);
   if (!wrote.str().empty()) std::cout << "# " << wrote.str();  // a comment, as calibrate's tables
+}
+
+// The benchmarks on this rank's GPU under MPI; rank 0 writes the profile. Exit 2 without a GPU.
+int run_calibration(const CalibrateArgs& a, const Args& args) {
+  if (gpu::cuda_device_count_or_zero() == 0) {
+    std::cerr << "no CUDA device present: calibrate needs a GPU\n";
+    return 2;
+  }
+  gpu::MpiSession mpi;
+  gpu::NcclComm world = gpu::make_world_comm(mpi);  // also selects this rank's device
+  gpu::DeviceInfo dev = gpu::current_device_info();
+  calib::CalibrationData data;
+  data.device = device_json(dev, mpi);
+  gpu::CublasLtHandle handle;
+  gpu::Stream stream;
+  BenchRun run{mpi, world, dev, gpu::TimingOptions{a.warmup, a.iters, a.repeats}, handle, stream, data};
+  const std::vector<gpu::MembwRow> membw = run_benchmarks(run, a);
+  if (run.root()) write_calibrated_profile(a, args, dev, data, membw);
   return 0;
+}
+#endif
+
+}  // namespace
+
+int calibrate(const Args& args) {
+  const std::optional<CalibrateArgs> a = read_calibrate_args(args);
+  if (!a) return 0;
+#ifndef STEPSIM_HAVE_CUDA
+  // `stepsim`: the arguments are valid; the benchmarks are stepsim-gpu's.
+  return exec_gpu_binary("calibrate", args);
+#else
+  return run_calibration(*a, args);
 #endif
 }
 

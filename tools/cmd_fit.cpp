@@ -3,8 +3,9 @@
 // C++ in calibrate/fit; this file only reads options, imports, and writes the profile.
 #include <algorithm>
 #include <fstream>
-#include <map>
 #include <iostream>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -13,8 +14,6 @@
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
-#include <optional>
-
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
@@ -120,63 +119,53 @@ void import_measurements(const std::vector<std::string>& logs, const std::vector
   }
 }
 
-}  // namespace
-
-// Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
-// microbenchmark logs (trace::fit_inputs states the options: assumed groups, a stated group
-// size, the fastest occurrence instead of the median). Returns the trace data for the compute fit.
-static trace::TraceFitData add_trace_measurements(const std::vector<std::string>& files, const std::string& steps,
-                                                  bool keep_assumed, int group_size, bool use_min, int gpus_per_node,
-                                                  calib::FitInputs& in) {
-  std::vector<trace::KinetoTrace> traces;
-  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f));
-  trace::AnalyzeOptions o;
-  if (!steps.empty()) trace::parse_step_range(steps, o);
-  trace::TraceCalibration c =
-      trace::trace_calibration(traces, files, o, trace::TraceFitOptions{keep_assumed, group_size, use_min, gpus_per_node});
-  in.files.insert(in.files.end(), c.inputs.files.begin(), c.inputs.files.end());
-  in.collectives.insert(in.collectives.end(), c.inputs.collectives.begin(), c.inputs.collectives.end());
-  in.gemm.insert(in.gemm.end(), c.inputs.gemm.begin(), c.inputs.gemm.end());
-  return std::move(c.data);
-}
-
-int fit(const Args& args) {
-  po::options_description opts("fit options");
+// Everything `fit` reads from its command line.
+struct FitArgs {
   std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes, traces;
   std::string trace_steps;
   int gpus_per_node = 8;
   int trace_group_size = 0;
+  bool trace_group_size_given = false;
+  bool trace_assumed_groups = false;
   std::string trace_statistic = "median";
   std::string base_file, out_file, device_key = "sm_90", samples = "both", name, description;
   double target = 0.05;
   int max_ranges = 6;
   std::string model = "alpha_beta";
   double min_bytes = 0;
+  bool collectives_only = false;
+  bool no_derive = false;
+};
+
+// The parsed command line; none when --help was given (the usage is printed).
+std::optional<FitArgs> read_fit_args(const Args& args) {
+  FitArgs a;
+  po::options_description opts("fit options");
   opts.add_options()
-      ("nccl-tests", po::value(&logs)->multitoken(), "nccl-tests logs (or all_reduce_bench markdown); LOG@N keeps run N")
-      ("xla-collectives", po::value(&xla_coll)->multitoken(), "XLA collective_perf_table.csv")
-      ("xla-gemm", po::value(&xla_gemm)->multitoken(), "XLA matmul_perf_table.csv (GEMM efficiency table)")
-      ("gemm", po::value(&xla_gemm)->multitoken(), "same as --xla-gemm")
-      ("xla-device", po::value(&device_key)->default_value("sm_90"), "device_key rows to take from the XLA tables")
-      ("calibration", po::value(&calibrations)->multitoken(), "profiles written by stepsim calibrate (raw points)")
-      ("trace", po::value(&traces)->multitoken(), "PyTorch profiler traces (.json/.json.gz) of your own job: NCCL kernel times by size and GEMM rates")
-      ("trace-steps", po::value(&trace_steps), "with --trace: the ProfilerStep range a-b to use (default: all)")
+      ("nccl-tests", po::value(&a.logs)->multitoken(), "nccl-tests logs (or all_reduce_bench markdown); LOG@N keeps run N")
+      ("xla-collectives", po::value(&a.xla_coll)->multitoken(), "XLA collective_perf_table.csv")
+      ("xla-gemm", po::value(&a.xla_gemm)->multitoken(), "XLA matmul_perf_table.csv (GEMM efficiency table)")
+      ("gemm", po::value(&a.xla_gemm)->multitoken(), "same as --xla-gemm")
+      ("xla-device", po::value(&a.device_key)->default_value("sm_90"), "device_key rows to take from the XLA tables")
+      ("calibration", po::value(&a.calibrations)->multitoken(), "profiles written by stepsim calibrate (raw points)")
+      ("trace", po::value(&a.traces)->multitoken(), "PyTorch profiler traces (.json/.json.gz) of your own job: NCCL kernel times by size and GEMM rates")
+      ("trace-steps", po::value(&a.trace_steps), "with --trace: the ProfilerStep range a-b to use (default: all)")
       ("trace-assumed-groups", "with --trace: keep collectives whose group size the trace does not record (world size assumed; wrong for sub-groups)")
-      ("trace-group-size", po::value(&trace_group_size), "with --trace: the size of the groups the trace does not record (e.g. 2 for tensor-parallel pairs); all such points get it")
-      ("trace-statistic", po::value(&trace_statistic)->default_value("median"), "with --trace: median or min of the kernel times per (collective, group, size); min drops the wait for late ranks")
-      ("gpus-per-node", po::value(&gpus_per_node)->default_value(8), "with --trace: a group larger than this spans nodes (inter_node scope)")
-      ("base", po::value(&base_file), "profile supplying everything not measured (name, peaks, HBM, host costs)")
-      ("name", po::value(&name), "profile name (default: the base profile's)")
-      ("description", po::value(&description), "profile description (default: the base profile's)")
-      ("target-error", po::value(&target)->default_value(0.05), "worst relative error per size range to aim for")
-      ("max-ranges", po::value(&max_ranges)->default_value(6), "most size ranges per collective")
-      ("samples", po::value(&samples)->default_value("both"), "nccl-tests columns: both, out-of-place, in-place")
-      ("note", po::value(&notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
-      ("model", po::value(&model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
-      ("min-bytes", po::value(&min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
+      ("trace-group-size", po::value(&a.trace_group_size), "with --trace: the size of the groups the trace does not record (e.g. 2 for tensor-parallel pairs); all such points get it")
+      ("trace-statistic", po::value(&a.trace_statistic)->default_value("median"), "with --trace: median or min of the kernel times per (collective, group, size); min drops the wait for late ranks")
+      ("gpus-per-node", po::value(&a.gpus_per_node)->default_value(8), "with --trace: a group larger than this spans nodes (inter_node scope)")
+      ("base", po::value(&a.base_file), "profile supplying everything not measured (name, peaks, HBM, host costs)")
+      ("name", po::value(&a.name), "profile name (default: the base profile's)")
+      ("description", po::value(&a.description), "profile description (default: the base profile's)")
+      ("target-error", po::value(&a.target)->default_value(0.05), "worst relative error per size range to aim for")
+      ("max-ranges", po::value(&a.max_ranges)->default_value(6), "most size ranges per collective")
+      ("samples", po::value(&a.samples)->default_value("both"), "nccl-tests columns: both, out-of-place, in-place")
+      ("note", po::value(&a.notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
+      ("model", po::value(&a.model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
+      ("min-bytes", po::value(&a.min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
       ("collectives-only", "fit only the collective model; compute, contention and host numbers stay the base profile's (GEMMs in --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
-      ("out", po::value(&out_file), "output profile JSON (default: stdout)");
+      ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
   po::positional_options_description pos;
   po::variables_map vm;
   const std::string usage =
@@ -185,65 +174,116 @@ int fit(const Args& args) {
       "Fits piecewise alpha-beta collective models (least squares on time, R^2 and worst relative\n"
       "error reported per size range), a GEMM efficiency table and contention factors, and writes a\n"
       "profile recording the command and every input under \"provenance\".";
-  if (!parse_args(args, usage, opts, pos, vm)) return 0;
-  if (base_file.empty())
-    throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
-  if (logs.empty() && xla_coll.empty() && xla_gemm.empty() && calibrations.empty() && traces.empty())
-    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --calibration or --trace");
-  if (trace_statistic != "median" && trace_statistic != "min")
-    throw InputError(fmt::format("fit: --trace-statistic {}: expected median or min", trace_statistic));
-  if (vm.count("trace-group-size") && trace_group_size < 2)
-    throw InputError(fmt::format("fit: --trace-group-size {}: expected a group size >= 2", trace_group_size));
-  if (gpus_per_node < 1) throw InputError(fmt::format("fit: --gpus-per-node {}: expected a positive integer", gpus_per_node));
-  if (target <= 0 || target >= 1) throw InputError(fmt::format("fit: --target-error {}: expected a fraction in (0, 1)", target));
-  if (max_ranges < 1 || max_ranges > 32) throw InputError(fmt::format("fit: --max-ranges {}: expected 1..32", max_ranges));
+  if (!parse_args(args, usage, opts, pos, vm)) return std::nullopt;
+  a.trace_group_size_given = vm.count("trace-group-size") > 0;
+  a.trace_assumed_groups = vm.count("trace-assumed-groups") > 0;
+  a.collectives_only = vm.count("collectives-only") > 0;
+  a.no_derive = vm.count("no-derive") > 0;
+  return a;
+}
 
+// The arguments that need no file: a base, some measurements, and values in range.
+void check_fit_args(const FitArgs& a) {
+  if (a.base_file.empty())
+    throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
+  if (a.logs.empty() && a.xla_coll.empty() && a.xla_gemm.empty() && a.calibrations.empty() && a.traces.empty())
+    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --calibration or --trace");
+  if (a.trace_statistic != "median" && a.trace_statistic != "min")
+    throw InputError(fmt::format("fit: --trace-statistic {}: expected median or min", a.trace_statistic));
+  if (a.trace_group_size_given && a.trace_group_size < 2)
+    throw InputError(fmt::format("fit: --trace-group-size {}: expected a group size >= 2", a.trace_group_size));
+  if (a.gpus_per_node < 1) throw InputError(fmt::format("fit: --gpus-per-node {}: expected a positive integer", a.gpus_per_node));
+  if (a.target <= 0 || a.target >= 1) throw InputError(fmt::format("fit: --target-error {}: expected a fraction in (0, 1)", a.target));
+  if (a.max_ranges < 1 || a.max_ranges > 32) throw InputError(fmt::format("fit: --max-ranges {}: expected 1..32", a.max_ranges));
+}
+
+// How to fit: size ranges, nccl-tests columns, model, and the command for the provenance.
+calib::FitOptions fit_options(const FitArgs& a, const Args& args) {
   calib::FitOptions fo;
-  fo.ranges.target_rel_error = target;
-  fo.ranges.max_ranges = max_ranges;
-  if (samples == "both") fo.samples = calib::SampleSelection::Both;
-  else if (samples == "out-of-place") fo.samples = calib::SampleSelection::OutOfPlace;
-  else if (samples == "in-place") fo.samples = calib::SampleSelection::InPlace;
-  else throw InputError(fmt::format("fit: --samples {}: expected one of both, out-of-place, in-place", samples));
-  fo.derive_missing = !vm.count("no-derive");
-  if (model != "alpha_beta" && model != "topology")
-    throw InputError(fmt::format("fit: --model {}: expected one of alpha_beta, topology", model));
-  if (min_bytes < 0) throw InputError(fmt::format("fit: --min-bytes {}: expected a non-negative size", min_bytes));
-  fo.topology = model == "topology";
-  fo.topology_options.min_bytes = min_bytes;
+  fo.ranges.target_rel_error = a.target;
+  fo.ranges.max_ranges = a.max_ranges;
+  if (a.samples == "both") fo.samples = calib::SampleSelection::Both;
+  else if (a.samples == "out-of-place") fo.samples = calib::SampleSelection::OutOfPlace;
+  else if (a.samples == "in-place") fo.samples = calib::SampleSelection::InPlace;
+  else throw InputError(fmt::format("fit: --samples {}: expected one of both, out-of-place, in-place", a.samples));
+  fo.derive_missing = !a.no_derive;
+  if (a.model != "alpha_beta" && a.model != "topology")
+    throw InputError(fmt::format("fit: --model {}: expected one of alpha_beta, topology", a.model));
+  if (a.min_bytes < 0) throw InputError(fmt::format("fit: --min-bytes {}: expected a non-negative size", a.min_bytes));
+  fo.topology = a.model == "topology";
+  fo.topology_options.min_bytes = a.min_bytes;
   fo.topology_options.in_place = fo.samples != calib::SampleSelection::OutOfPlace;
   fo.topology_options.out_of_place = fo.samples != calib::SampleSelection::InPlace;
   fo.command = "stepsim fit";
-  for (const auto& a : args) fo.command += " " + a;
+  for (const auto& arg : args) fo.command += " " + arg;
+  return fo;
+}
 
-  calib::FitInputs in;
-  import_measurements(logs, xla_coll, xla_gemm, calibrations, device_key, in);
+// Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
+// microbenchmark logs (trace::fit_inputs states the options: assumed groups, a stated group
+// size, the fastest occurrence instead of the median). Returns the trace data for the compute fit.
+trace::TraceFitData add_trace_measurements(const FitArgs& a, calib::FitInputs& in) {
+  std::vector<trace::KinetoTrace> traces;
+  for (const auto& f : a.traces) traces.push_back(trace::read_kineto_trace(f));
+  trace::AnalyzeOptions o;
+  if (!a.trace_steps.empty()) trace::parse_step_range(a.trace_steps, o);
+  trace::TraceCalibration c = trace::trace_calibration(
+      traces, a.traces, o,
+      trace::TraceFitOptions{a.trace_assumed_groups, a.trace_group_size, a.trace_statistic == "min", a.gpus_per_node});
+  in.files.insert(in.files.end(), c.inputs.files.begin(), c.inputs.files.end());
+  in.collectives.insert(in.collectives.end(), c.inputs.collectives.begin(), c.inputs.collectives.end());
+  in.gemm.insert(in.gemm.end(), c.inputs.gemm.begin(), c.inputs.gemm.end());
+  return std::move(c.data);
+}
 
-  std::optional<trace::TraceFitData> trace_data;
-  if (!traces.empty())
-    trace_data = add_trace_measurements(traces, trace_steps, vm.count("trace-assumed-groups") > 0, trace_group_size,
-                                        trace_statistic == "min", gpus_per_node, in);
+// Every measurement the command line names, imported.
+struct Measurements {
+  calib::FitInputs inputs;
+  std::optional<trace::TraceFitData> trace;  // with --trace: its compute side
+};
 
-  if (vm.count("collectives-only")) {
-    in.gemm.clear();
-    in.contention.clear();
+Measurements read_measurements(const FitArgs& a) {
+  Measurements m;
+  import_measurements(a.logs, a.xla_coll, a.xla_gemm, a.calibrations, a.device_key, m.inputs);
+  if (!a.traces.empty()) m.trace = add_trace_measurements(a, m.inputs);
+  if (a.collectives_only) {
+    m.inputs.gemm.clear();
+    m.inputs.contention.clear();
   }
-  HardwareProfile base = load_profile(base_file);
-  calib::FitReport report;
-  HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
-  if (!name.empty()) fitted.name = name;
-  if (!description.empty()) fitted.description = description;
-  if (!notes.empty()) report.provenance["notes"] = notes;
-  if (trace_data) trace::apply_trace_compute(*trace_data, fitted, report.provenance);
+  return m;
+}
+
+// The base profile with the measurements fitted in, named and with its provenance.
+HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, const calib::FitOptions& fo,
+                                     calib::FitReport& report) {
+  HardwareProfile base = load_profile(a.base_file);
+  HardwareProfile fitted = calib::fit_profile(base, m.inputs, fo, report);
+  if (!a.name.empty()) fitted.name = a.name;
+  if (!a.description.empty()) fitted.description = a.description;
+  if (!a.notes.empty()) report.provenance["notes"] = a.notes;
+  if (m.trace) trace::apply_trace_compute(*m.trace, fitted, report.provenance);
   fitted.provenance = report.provenance;
+  return fitted;
+}
+
+}  // namespace
+
+int fit(const Args& args) {
+  const std::optional<FitArgs> a = read_fit_args(args);
+  if (!a) return 0;
+  check_fit_args(*a);
+  const calib::FitOptions fo = fit_options(*a, args);
+  const Measurements m = read_measurements(*a);
+  calib::FitReport report;
+  const HardwareProfile fitted = fit_measured_profile(*a, m, fo, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
 
   // Summary on stderr when the profile goes to stdout, else on stdout.
-  std::ostream& log = out_file.empty() ? std::cerr : std::cout;
+  std::ostream& log = a->out_file.empty() ? std::cerr : std::cout;
   print_fit_summary(log, report);
-  if (!in.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
+  if (!m.inputs.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
 
-  write_output(doc.dump(2) + "\n", out_file, "profile", log);
+  write_output(doc.dump(2) + "\n", a->out_file, "profile", log);
   return 0;
 }
 

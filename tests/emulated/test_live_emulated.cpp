@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <sstream>
+#include <type_traits>
+#include <variant>
 
 #include "kernels/gpu/bench.hpp"
 #include "live/live_executor.hpp"
@@ -17,6 +19,7 @@
 #include "live/measured.hpp"
 #include "sim/analysis/metrics.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/core/overloaded.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "tests/emulated/fake_cuda.hpp"
@@ -62,11 +65,17 @@ LiveCase run_live(const std::string& experiment, int steps, int warmup, bool pri
   return c;
 }
 
-std::int64_t count_calls(const live::LoweredProgram& l, live::CallKind kind) {
+// How many CUDA/NCCL calls of type Call the lowering makes per step (a chunked copy is
+// `repeats` cudaMemcpyAsync calls).
+template <class Call>
+std::int64_t count_calls(const live::LoweredProgram& l) {
   std::int64_t n = 0;
   for (const auto& li : l.instructions)
     for (const auto& call : li.calls)
-      if (call.kind == kind) n += kind == live::CallKind::MemoryCopy ? call.copy_repeats : 1;
+      if (const auto* c = std::get_if<Call>(&call)) {
+        if constexpr (std::is_same_v<Call, live::calls::MemoryCopy>) n += c->repeats;
+        else ++n;
+      }
   return n;
 }
 
@@ -75,15 +84,20 @@ std::int64_t count_calls(const live::LoweredProgram& l, live::CallKind kind) {
 double emulated_ns(const live::LoweredInstruction& li, bool price_one_rank) {
   double ns = 0;
   for (const auto& call : li.calls) {
-    if (call.kind == live::CallKind::Gemm) ns += call.gemm.flops().count / fake_cuda::kGemmFlopsPerS * 1e9;
-    if (call.kind == live::CallKind::MemoryCopy)
-      ns += static_cast<double>(call.copy_bytes.count * call.copy_repeats) / fake_cuda::kCopyBytesPerS * 1e9;
-    if (call.kind == live::CallKind::Spin) ns += static_cast<double>(call.duration.ns);
-    if (call.kind == live::CallKind::Collective) {
-      const double bytes = static_cast<double>(call.sizes.total_bytes);
-      if (price_one_rank) ns += bytes / fake_cuda::kCollectiveBytesPerS * 1e9;
-      else if (!call.in_place) ns += bytes / fake_cuda::kCopyBytesPerS * 1e9;  // NCCL one rank: memcpy
-    }
+    std::visit(Overloaded{
+                   [&](const live::calls::Gemm& c) { ns += c.shape.flops().count / fake_cuda::kGemmFlopsPerS * 1e9; },
+                   [&](const live::calls::MemoryCopy& c) {
+                     ns += static_cast<double>(c.bytes.count * c.repeats) / fake_cuda::kCopyBytesPerS * 1e9;
+                   },
+                   [&](const live::calls::Spin& c) { ns += static_cast<double>(c.duration.ns); },
+                   [&](const live::calls::Collective& c) {
+                     const double bytes = static_cast<double>(c.sizes.total_bytes);
+                     if (price_one_rank) ns += bytes / fake_cuda::kCollectiveBytesPerS * 1e9;
+                     else if (!c.in_place) ns += bytes / fake_cuda::kCopyBytesPerS * 1e9;  // NCCL one rank: memcpy
+                   },
+                   [](const auto&) {},  // events, memory and marks take no GPU time in the emulation
+               },
+               call);
   }
   return ns;
 }
@@ -109,8 +123,8 @@ TEST_CASE("emulated GPU: live runs seed case C1 and measures the schedule the si
   REQUIRE(fake_cuda::violations().empty());
   REQUIRE(c.run.steps.size() == 2);
   const int runs = 3;  // warm-up + measured
-  CHECK(fake_cuda::counters().spins == runs * count_calls(c.l, live::CallKind::Spin));
-  CHECK(fake_cuda::counters().collectives == runs * count_calls(c.l, live::CallKind::Collective));
+  CHECK(fake_cuda::counters().spins == runs * count_calls<live::calls::Spin>(c.l));
+  CHECK(fake_cuda::counters().collectives == runs * count_calls<live::calls::Collective>(c.l));
   CHECK(fake_cuda::pool_used() == 0);  // every allocation of every step was freed
 
   // Each op's event pair brackets exactly its own work: 5 ms spins, S / 100 GB/s all-reduces,
@@ -146,10 +160,10 @@ TEST_CASE("emulated GPU: live runs an FSDP1 experiment with every buffer sized f
   INFO(violations_text());
   REQUIRE(fake_cuda::violations().empty());
   const int runs = 3;
-  CHECK(fake_cuda::counters().gemms == runs * count_calls(c.l, live::CallKind::Gemm));
-  CHECK(fake_cuda::counters().copies == runs * count_calls(c.l, live::CallKind::MemoryCopy));
-  CHECK(fake_cuda::counters().collectives == runs * count_calls(c.l, live::CallKind::Collective));
-  CHECK(fake_cuda::counters().pool_allocs == runs * count_calls(c.l, live::CallKind::MallocAsync));
+  CHECK(fake_cuda::counters().gemms == runs * count_calls<live::calls::Gemm>(c.l));
+  CHECK(fake_cuda::counters().copies == runs * count_calls<live::calls::MemoryCopy>(c.l));
+  CHECK(fake_cuda::counters().collectives == runs * count_calls<live::calls::Collective>(c.l));
+  CHECK(fake_cuda::counters().pool_allocs == runs * count_calls<live::calls::MallocAsync>(c.l));
   CHECK(fake_cuda::counters().pool_frees == fake_cuda::counters().pool_allocs);
   CHECK(fake_cuda::pool_used() == 0);
   REQUIRE(c.l.uses_deferred_free);  // FSDP1 frees unsharded parameters with record_stream

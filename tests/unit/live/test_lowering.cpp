@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <variant>
 
 #include "live/lowering.hpp"
 #include "sim/config/experiment.hpp"
@@ -57,35 +58,43 @@ TEST_CASE("every instruction of the C1 DDP program lowers to the CUDA call of it
       ++launches;
       CHECK(li.timed);
       CHECK(li.stream == x->stream);
-      for (const auto& c : li.calls) CHECK(c.stream == x->stream);
+      for (const auto& c : li.calls) CHECK(stream_of(c) == x->stream);
     } else if (const auto* x = std::get_if<Collective>(&ins)) {
       ++collectives;
       REQUIRE(li.calls.size() == 1);
-      CHECK(li.calls[0].kind == CallKind::Collective);
-      CHECK(li.calls[0].stream == x->stream);
-      CHECK(li.calls[0].comm == x->comm);
+      const auto* c = std::get_if<calls::Collective>(&li.calls[0]);
+      REQUIRE(c);
+      CHECK(c->stream == x->stream);
+      CHECK(c->comm == x->comm);
     } else if (const auto* x = std::get_if<Record>(&ins)) {
       REQUIRE(li.calls.size() == 1);
-      CHECK(li.calls[0].kind == CallKind::EventRecord);
-      CHECK(li.calls[0].event == x->event);
-      CHECK(li.calls[0].stream == x->stream);
+      const auto* c = std::get_if<calls::EventRecord>(&li.calls[0]);
+      REQUIRE(c);
+      CHECK(c->event == x->event);
+      CHECK(c->stream == x->stream);
     } else if (const auto* x = std::get_if<Wait>(&ins)) {
       REQUIRE(li.calls.size() == 1);
-      CHECK(li.calls[0].kind == CallKind::StreamWaitEvent);
-      CHECK(li.calls[0].event == x->event);
-      CHECK(li.calls[0].stream == x->stream);
+      const auto* c = std::get_if<calls::StreamWaitEvent>(&li.calls[0]);
+      REQUIRE(c);
+      CHECK(c->event == x->event);
+      CHECK(c->stream == x->stream);
     } else if (const auto* x = std::get_if<Alloc>(&ins)) {
       REQUIRE(li.calls.size() == 1);
-      CHECK(li.calls[0].kind == CallKind::MallocAsync);
-      CHECK(li.calls[0].bytes == x->bytes);
-      CHECK(li.calls[0].stream == x->stream);
+      const auto* c = std::get_if<calls::MallocAsync>(&li.calls[0]);
+      REQUIRE(c);
+      CHECK(c->bytes == x->bytes);
+      CHECK(c->stream == x->stream);
+      CHECK(c->buffer == x->buffer);
     } else if (std::holds_alternative<Free>(ins)) {
       REQUIRE(li.calls.size() == 1);
       // DDP frees are plain (stream-ordered) frees.
-      CHECK(li.calls[0].kind == CallKind::FreeAsync);
-    } else if (std::holds_alternative<Mark>(ins)) {
+      CHECK(std::holds_alternative<calls::FreeAsync>(li.calls[0]));
+    } else if (const auto* x = std::get_if<Mark>(&ins)) {
       REQUIRE(li.calls.size() == 1);
-      CHECK(li.calls[0].kind == CallKind::Mark);
+      const auto* c = std::get_if<calls::Mark>(&li.calls[0]);
+      REQUIRE(c);
+      CHECK(c->name == x->name);
+      CHECK(c->phase == x->phase);
     }
     if (!std::holds_alternative<Launch>(ins) && !std::holds_alternative<Collective>(ins)) CHECK_FALSE(li.timed);
   }
@@ -103,10 +112,10 @@ TEST_CASE("C1's toy backward layers become 5 ms spin kernels on the default stre
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
     if (!x || x->kernel.name.rfind("bwd ", 0) != 0) continue;
     REQUIRE(l.instructions[i].calls.size() == 1);
-    const GpuCall& c = l.instructions[i].calls[0];
-    CHECK(c.kind == CallKind::Spin);
-    CHECK(c.duration == Time::from_ms(5));  // backward_ms 5
-    CHECK(stream_name(b.p, c.stream) == "default");
+    const auto* c = std::get_if<calls::Spin>(&l.instructions[i].calls[0]);
+    REQUIRE(c);
+    CHECK(c->duration == Time::from_ms(5));  // backward_ms 5
+    CHECK(stream_name(b.p, c->stream) == "default");
     ++spins;
   }
   CHECK(spins == 10);
@@ -121,15 +130,17 @@ TEST_CASE("C1's bucket all-reduces are 6e6-byte fp32 ncclAllReduce calls on the 
     CHECK(l.comms[0].ranks == world);
     CHECK(l.comms[0].program_ranks == 8);
     for (const auto& li : l.instructions)
-      for (const auto& c : li.calls) {
-        if (c.kind != CallKind::Collective) continue;
-        CHECK(c.collective == CollectiveKind::AllReduce);
-        CHECK(stream_name(b.p, c.stream) == "nccl");
-        CHECK(c.dtype == Dtype::FP32);
+      for (const auto& call : li.calls) {
+        const auto* c = std::get_if<calls::Collective>(&call);
+        if (!c) continue;
+        CHECK(c->kind == CollectiveKind::AllReduce);
+        CHECK(stream_name(b.p, c->stream) == "nccl");
+        CHECK(c->dtype == Dtype::FP32);
+        CHECK(c->in_place);  // DDP all-reduces the bucket in place
         // All-reduce: S = count * 4 B whatever the rank count; 6e6 / 4 = 1.5e6 elements.
-        CHECK(c.sizes.count == 1'500'000);
-        CHECK(c.sizes.send_bytes == 6'000'000);
-        CHECK(c.sizes.recv_bytes == 6'000'000);
+        CHECK(c->sizes.count == 1'500'000);
+        CHECK(c->sizes.send_bytes == 6'000'000);
+        CHECK(c->sizes.recv_bytes == 6'000'000);
       }
     CHECK(l.max_send_bytes_per_comm.at(0) == Bytes{6'000'000});
   }
@@ -143,9 +154,9 @@ TEST_CASE("an elementwise kernel of N bytes read+write becomes one device copy o
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
     if (!x || x->kernel.work.memory_bytes.count == 0) continue;
     REQUIRE(l.instructions[i].calls.size() == 1);
-    const GpuCall& c = l.instructions[i].calls[0];
-    CHECK(c.kind == CallKind::MemoryCopy);
-    CHECK(c.copy_bytes.count * c.copy_repeats == x->kernel.work.memory_bytes.count / 2);
+    const auto* c = std::get_if<calls::MemoryCopy>(&l.instructions[i].calls[0]);
+    REQUIRE(c);
+    CHECK(c->bytes.count * c->repeats == x->kernel.work.memory_bytes.count / 2);
     ++copies;
   }
   // grad->bucket per layer (10 layers: 2 * 3e6 B -> 3e6 B copies) and bucket->grad per bucket
@@ -163,23 +174,23 @@ TEST_CASE("the Llama-3-8B example lowers its GEMMs shape for shape, planned once
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
     if (!x) continue;
     const KernelWork& w = x->kernel.work;
-    std::vector<const GpuCall*> gemms;
-    for (const auto& c : l.instructions[i].calls)
-      if (c.kind == CallKind::Gemm && !c.from_attention) gemms.push_back(&c);
+    std::vector<const calls::Gemm*> gemms, attention;
+    for (const auto& call : l.instructions[i].calls)
+      if (const auto* c = std::get_if<calls::Gemm>(&call)) (c->from_attention ? attention : gemms).push_back(c);
     REQUIRE(gemms.size() == w.gemms.size());
     for (std::size_t g = 0; g < gemms.size(); ++g) {
-      CHECK(gemms[g]->gemm == w.gemms[g]);
-      CHECK(l.gemm_shapes.at(static_cast<std::size_t>(gemms[g]->gemm_plan)) == w.gemms[g]);
+      CHECK(gemms[g]->shape == w.gemms[g]);
+      CHECK(l.gemm_shapes.at(static_cast<std::size_t>(gemms[g]->plan)) == w.gemms[g]);
       CHECK(gemms[g]->stream == x->stream);
       distinct.insert(w.gemms[g]);
       ++gemm_calls;
     }
-    for (const auto& c : l.instructions[i].calls)
-      if (c.from_attention) {
-        // Same FLOPs to within half a batch entry (2 * 2048 * 2048 * 128 FLOPs).
-        CHECK(std::abs(c.gemm.flops().count - w.attention_flops.count) <= 0.5 * 2.0 * 2048 * 2048 * 128);
-        distinct.insert(c.gemm);
-      }
+    for (const calls::Gemm* c : attention) {
+      // Same FLOPs to within half a batch entry (2 * 2048 * 2048 * 128 FLOPs).
+      CHECK(std::abs(c->shape.flops().count - w.attention_flops.count) <= 0.5 * 2.0 * 2048 * 2048 * 128);
+      CHECK(l.gemm_shapes.at(static_cast<std::size_t>(c->plan)) == c->shape);
+      distinct.insert(c->shape);
+    }
   }
   CHECK(gemm_calls > 0);
   CHECK(l.gemm_shapes.size() == distinct.size());
@@ -197,13 +208,13 @@ TEST_CASE("the optimizer's huge memory traffic is copied in chunks no larger tha
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
     if (!x || x->kernel.cls != KernelClass::Optimizer) continue;
     found = true;
-    const GpuCall& c = l.instructions[i].calls.at(0);
-    REQUIRE(c.kind == CallKind::MemoryCopy);
+    const auto* c = std::get_if<calls::MemoryCopy>(&l.instructions[i].calls.at(0));
+    REQUIRE(c);
     std::int64_t half = x->kernel.work.memory_bytes.count / 2;
-    CHECK(c.copy_bytes <= Bytes::from_mib(256));
+    CHECK(c->bytes <= Bytes::from_mib(256));
     // Equal chunks cover half the traffic, rounding up by less than one byte per chunk.
-    CHECK(c.copy_bytes.count * c.copy_repeats >= half);
-    CHECK(c.copy_bytes.count * c.copy_repeats < half + c.copy_repeats + 1);
+    CHECK(c->bytes.count * c->repeats >= half);
+    CHECK(c->bytes.count * c->repeats < half + c->repeats + 1);
   }
   CHECK(found);
   for (const auto& m : l.max_copy_bytes_per_stream) CHECK(m <= Bytes::from_mib(256));
@@ -257,19 +268,21 @@ TEST_CASE("a record_stream free waits for the allocation stream and every record
   b.free(plain);
   Program p = b.take();
   LoweredProgram l = lower_program(p, opts(1, 1));
-  const GpuCall* deferred = nullptr;
-  const GpuCall* plain_free = nullptr;
+  const calls::DeferredFree* deferred = nullptr;
+  const calls::FreeAsync* plain_free = nullptr;
   for (const auto& li : l.instructions)
     for (const auto& c : li.calls) {
-      if (c.kind == CallKind::DeferredFree) deferred = &c;
-      if (c.kind == CallKind::FreeAsync) plain_free = &c;
+      if (const auto* d = std::get_if<calls::DeferredFree>(&c)) deferred = d;
+      if (const auto* f = std::get_if<calls::FreeAsync>(&c)) plain_free = f;
     }
   REQUIRE(deferred);
   CHECK(deferred->stream == side);  // freed on the allocation stream once the events complete
+  CHECK(deferred->buffer == buf);
   CHECK(deferred->wait_streams == std::vector<StreamId>{side, dflt});
   CHECK(l.uses_deferred_free);
   REQUIRE(plain_free);
   CHECK(plain_free->stream == side);
+  CHECK(plain_free->buffer == plain);
 }
 
 TEST_CASE("host syncs and host work lower to blocking CUDA calls and host busy-waits", "[live]") {
@@ -281,13 +294,22 @@ TEST_CASE("host syncs and host work lower to blocking CUDA calls and host busy-w
   b.host_work(Time::from_us(40), "python hook");
   Program p = b.take();
   LoweredProgram l = lower_program(p, opts(1, 1));
-  std::vector<CallKind> kinds;
-  for (const auto& li : l.instructions)
-    for (const auto& c : li.calls) kinds.push_back(c.kind);
-  CHECK(kinds == std::vector<CallKind>{CallKind::EventRecord, CallKind::EventSynchronize, CallKind::StreamSynchronize,
-                                       CallKind::HostBusyWait});
-  CHECK(l.instructions[3].calls[0].duration == Time::from_us(40));
-  CHECK(l.instructions[2].calls[0].stream == s);
+  REQUIRE(l.instructions.size() == 4);
+  for (const auto& li : l.instructions) REQUIRE(li.calls.size() == 1);
+  CHECK(std::holds_alternative<calls::EventRecord>(l.instructions[0].calls[0]));
+  const auto* event_sync = std::get_if<calls::EventSynchronize>(&l.instructions[1].calls[0]);
+  REQUIRE(event_sync);
+  CHECK(event_sync->event == e);
+  CHECK(event_sync->reason == "event.synchronize()");
+  CHECK_FALSE(stream_of(l.instructions[1].calls[0]).has_value());  // the host waits, no stream is enqueued on
+  const auto* stream_sync = std::get_if<calls::StreamSynchronize>(&l.instructions[2].calls[0]);
+  REQUIRE(stream_sync);
+  CHECK(stream_sync->stream == s);
+  const auto* busy = std::get_if<calls::HostBusyWait>(&l.instructions[3].calls[0]);
+  REQUIRE(busy);
+  CHECK(busy->duration == Time::from_us(40));
+  CHECK(busy->name == "python hook");
+  CHECK_FALSE(stream_of(l.instructions[3].calls[0]).has_value());
 }
 
 TEST_CASE("a malformed program is refused by the lowering", "[live]") {
