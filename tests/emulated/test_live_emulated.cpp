@@ -16,8 +16,8 @@
 #include "live/lowering.hpp"
 #include "live/measured.hpp"
 #include "sim/analysis/metrics.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "tests/emulated/fake_cuda.hpp"
 

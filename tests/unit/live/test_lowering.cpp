@@ -9,9 +9,9 @@
 #include <set>
 
 #include "live/lowering.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/program/builder.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;
