@@ -245,6 +245,209 @@ std::int64_t hidden_size_of(const Json& doc) {
 
 }  // namespace
 
+namespace {
+
+// One DeepSpeed config translated into the experiment's keys, one function per part of the
+// file; every key goes through the declaration (foreign_keys.cpp).
+class DeepSpeedTranslation {
+ public:
+  DeepSpeedTranslation(Json& doc, SourceMap& sources, const Json& ds, std::string ds_file, std::string where)
+      : doc_(doc), sources_(sources), strategy_(doc["strategy"]), ds_(ds), ds_file_(std::move(ds_file)), where_(std::move(where)),
+        r_(ds, ds_file_) {}
+
+  void run() {
+    check_declared();
+    precision();
+    unmodelled_features();
+    batch();
+    optimizer();
+    reduction_dtypes();
+    zero_optimization();
+  }
+
+ private:
+  // A top-level key read below, through the declaration (an undeclared one is a programmer error).
+  bool has(const std::string& key) const { return (void)top_.at(key), ds_.contains(key); }
+  void put_key(const std::string& section, const std::string& key, const Json& value, const std::string& ds_path) {
+    put(doc_, sources_, section, key, value, ds_file_, ds_path);
+  }
+
+  // Every key of the file is declared: read, checked, or accepted.
+  void check_declared() {
+    for (auto it = ds_.begin(); it != ds_.end(); ++it) {
+      const ForeignKey* k = top_.find(it.key());
+      if (!k)
+        r_.fail("/" + it.key(), it.value(),
+                "a DeepSpeed key stepsim translates or knows to leave the step unchanged (unsupported or unknown key; see "
+                "docs/configuration-foreign-keys.md)");
+      // The checked top-level keys are objects (hybrid_engine, amp, activation_checkpointing):
+      // anything else would pass their checks unread.
+      if (k->use == ForeignKey::Use::Checked && !it.value().is_object() && !it.value().is_null())
+        r_.fail("/" + it.key(), it.value(), "an object with " + k->accepts);
+    }
+  }
+
+  // A bf16 / fp16 block's "enabled": true | false | "auto" (nullopt).
+  std::optional<bool> enabled(const std::string& key) const {
+    if (!has(key)) return false;
+    const Json& b = ds_[key];
+    if (!b.is_object()) r_.fail("/" + key, b, "an object {\"enabled\": ...}");
+    if (!b.contains("enabled")) return false;
+    if (is_auto(b["enabled"])) return std::nullopt;
+    if (!b["enabled"].is_boolean()) r_.fail("/" + key + "/enabled", b["enabled"], "true, false or \"auto\"");
+    return b["enabled"].get<bool>();
+  }
+
+  void precision() {
+    // DeepSpeed reads "bf16" and its older spelling "bfloat16" (runtime/config.py), which
+    // DeepSpeed-Chat still writes.
+    if (has("bf16") && has("bfloat16")) r_.fail("/bfloat16", ds_["bfloat16"], "either bf16 or bfloat16, not both");
+    auto bf16 = enabled(has("bfloat16") ? "bfloat16" : "bf16"), fp16 = enabled("fp16");
+    if (bf16.value_or(false) && fp16.value_or(false)) r_.fail("/fp16/enabled", ds_["fp16"]["enabled"], "false when bf16 is enabled");
+    if (bf16.value_or(false)) put_key("workload", "dtype", "bf16", "/bf16/enabled");
+    else if (fp16.value_or(false)) put_key("workload", "dtype", "fp16", "/fp16/enabled");
+    else if (bf16 && fp16) put_key("workload", "dtype", "fp32", "/bf16/enabled");
+    // "auto": the HF Trainer takes it from TrainingArguments, here the experiment's workload.dtype.
+  }
+
+  void unmodelled_features() {
+    for (const char* off : {"hybrid_engine", "amp"})
+      if (has(off) && ds_[off].is_object() && ds_[off].value("enabled", false))
+        r_.fail(std::string("/") + off + "/enabled", ds_[off]["enabled"], "false (not modelled)");
+    if (has("activation_checkpointing") && ds_["activation_checkpointing"].is_object() &&
+        (ds_["activation_checkpointing"].value("partition_activations", false) ||
+         ds_["activation_checkpointing"].value("cpu_checkpointing", false)))
+      r_.fail("/activation_checkpointing", ds_["activation_checkpointing"],
+              "no partition_activations or cpu_checkpointing (set workload.activation_checkpointing instead)");
+  }
+
+  // The batch triangle (DeepSpeed runtime/config.py _set_batch_related_parameters).
+  void batch() {
+    const Json& cluster = doc_.value("cluster", Json::object());
+    std::int64_t world = cluster.value("nodes", 1) * cluster.value("gpus_per_node", 8);
+    auto tbs = batch_value(ds_, "train_batch_size", r_);
+    auto micro = batch_value(ds_, "train_micro_batch_size_per_gpu", r_);
+    auto ga = batch_value(ds_, "gradient_accumulation_steps", r_);
+    const Json& w = doc_.value("workload", Json::object());
+    const Json& t = doc_.value("training", Json::object());
+    // "auto" (HF Trainer): the experiment's own value.
+    if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch") && w["micro_batch"].is_number_integer())
+      micro = w["micro_batch"].get<std::int64_t>();
+    if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum") && t["grad_accum"].is_number_integer())
+      ga = t["grad_accum"].get<std::int64_t>();
+    const Json& tbs_value = ds_.value("train_batch_size", Json());
+    if (tbs && micro && ga) {
+      if (*tbs != *micro * *ga * world)
+        r_.fail("/train_batch_size", tbs_value,
+                fmt::format("train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size = {} x {} x {} = {}", *micro,
+                            *ga, world, *micro * *ga * world));
+    } else if (tbs && micro) {
+      if (*tbs % (*micro * world) != 0)
+        r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of micro batch x world size ({})", *micro * world));
+      ga = *tbs / (*micro * world);
+    } else if (tbs && ga) {
+      if (*tbs % (*ga * world) != 0)
+        r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of accumulation x world size ({})", *ga * world));
+      micro = *tbs / (*ga * world);
+    } else if (tbs) {
+      if (*tbs % world != 0) r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of the world size {}", world));
+      ga = 1;
+      micro = *tbs / world;
+    } else if (micro) {
+      if (!ga) ga = 1;
+    } else if (!w.contains("micro_batch")) {
+      r_.fail("/train_micro_batch_size_per_gpu", ds_.value("train_micro_batch_size_per_gpu", Json()),
+              "a number, or train_batch_size (DeepSpeed needs one of them; \"auto\" takes workload.micro_batch)");
+    }
+    if (micro) put_key("workload", "micro_batch", *micro, "/train_micro_batch_size_per_gpu");
+    if (ga) put_key("training", "grad_accum", *ga, "/gradient_accumulation_steps");
+  }
+
+  void optimizer() {
+    if (!has("optimizer")) return;
+    const Json& o = ds_["optimizer"];
+    if (!o.is_object() || !o.contains("type") || !o["type"].is_string()) r_.fail("/optimizer", o, "{\"type\": \"AdamW\", ...}");
+    std::string lower;
+    for (char c : o["type"].get<std::string>()) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "adam" || lower == "adamw" || lower == "fusedadam") put_key("training", "optimizer", "adamw", "/optimizer/type");
+    else if (lower == "sgd") put_key("training", "optimizer", "sgd", "/optimizer/type");
+    else r_.fail("/optimizer/type", o["type"], "Adam, AdamW or SGD (the optimizers stepsim models)");
+  }
+
+  void reduction_dtypes() {
+    if (has("communication_data_type") && !ds_["communication_data_type"].is_null())
+      strategy_["communication_data_type"] = ds_["communication_data_type"];
+    if (!has("data_types")) return;
+    const Json& dt = ds_["data_types"];
+    if (!dt.is_object()) r_.fail("/data_types", dt, "an object");
+    for (auto it = dt.begin(); it != dt.end(); ++it) {
+      if (it.key() != "grad_accum_dtype") r_.fail("/data_types/" + it.key(), it.value(), "only grad_accum_dtype");
+      if (!it.value().is_null()) strategy_["grad_accum_dtype"] = it.value();
+    }
+  }
+
+  void zero_optimization() {
+    const Json zero = ds_.value("zero_optimization", Json::object());
+    if (!zero.is_object()) r_.fail("/zero_optimization", zero, "an object");
+    if (!zero.contains("stage")) r_.fail("/zero_optimization", zero, "a ZeRO stage (zero_optimization.stage 1, 2 or 3)");
+    const ForeignObject& decl = foreign_keys::deepspeed_zero();
+    for (auto it = zero.begin(); it != zero.end(); ++it) {
+      const std::string path = "/zero_optimization/" + it.key();
+      const ForeignKey* k = decl.find(it.key());
+      if (!k)
+        r_.fail(path, it.value(), "a zero_optimization key stepsim translates or knows to leave the step unchanged (unknown key)");
+      if (k->use == ForeignKey::Use::Read) zero_key(it.key(), path, it.value(), *k);
+      else if (k->use == ForeignKey::Use::Checked) check_zero_key(it.key(), path, it.value(), *k);
+      // NoEffect, NotModelled: accepted, not read (the declaration says why).
+    }
+  }
+
+  // The zero strategy's key of the same name (its table checks the value).
+  void zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) {
+    if (is_auto(v)) {
+      // The HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize),
+      // for the keys the declaration says take it.
+      const std::int64_t hidden = hidden_size_of(doc_);
+      if (k.key.choices.empty()) r_.fail(path, v, "a number (\"auto\" is resolved only for the buckets and persistence threshold)");
+      if (hidden <= 0) r_.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset or model dimensions)");
+      if (key == "reduce_bucket_size") strategy_[key] = hidden * hidden;
+      else if (key == "stage3_prefetch_bucket_size" || key == "prefetch_bucket_size")
+        strategy_[key] = static_cast<std::int64_t>(0.9 * static_cast<double>(hidden * hidden));
+      else strategy_[key] = 10 * hidden;  // (stage3_)param_persistence_threshold
+    } else {
+      if (strategy_.contains(key) && strategy_[key] != v)
+        throw InputError(fmt::format("{}: /strategy/{}: {}: expected the value of {} {} ({}), or remove one of them", where_, key,
+                                     json_value_for_message(strategy_[key]), ds_file_, path, json_value_for_message(v)));
+      strategy_[key] = v;
+    }
+    sources_.file_of_prefix["/strategy/" + key] = ds_file_;
+  }
+
+  void check_zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) const {
+    if (key == "offload_param" || key == "offload_optimizer") {
+      if (!v.is_null() && !(v.is_object() && v.value("device", "none") == "none"))
+        r_.fail(path, v, "no offload (device \"none\"): CPU/NVMe offload is not modelled");
+    } else if (k.neutral) {
+      // One accepted value, of the declared type (an integral 1.0 is not 1; stepsim asks for the plain value).
+      const bool typed = k.key.types == kBoolean ? v.is_boolean() : v.is_number_integer();
+      if (!typed || v != *k.neutral) r_.fail(path, v, fmt::format("{} (the other setting is not modelled)", k.accepts));
+    } else {  // mics_shard_size: any integer up to the declared maximum (MiCS off)
+      if (!v.is_number_integer() || static_cast<double>(v.get<std::int64_t>()) > *k.key.max)
+        r_.fail(path, v, fmt::format("{} (MiCS is not modelled)", k.accepts));
+    }
+  }
+
+  Json& doc_;
+  SourceMap& sources_;
+  Json& strategy_;
+  const Json& ds_;
+  std::string ds_file_, where_;
+  DsReader r_;
+  const ForeignObject& top_ = foreign_keys::deepspeed();
+};
+
+}  // namespace
+
 void expand_deepspeed_config(Json& doc, SourceMap& sources) {
   if (!doc.is_object() || !doc.contains("strategy") || !doc["strategy"].is_object() ||
       !doc["strategy"].contains("deepspeed_config"))
@@ -257,169 +460,13 @@ void expand_deepspeed_config(Json& doc, SourceMap& sources) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
     throw_input_error(where, "/strategy/deepspeed_config", name, "an existing DeepSpeed config file (not found)");
-  const std::string ds_file = file.string();
-  Json ds = read_json_file(file);
-  DsReader r(ds, ds_file);
-  if (!ds.is_object()) r.fail("", ds, "a DeepSpeed config object");
+  const Json ds = read_json_file(file);
+  if (!ds.is_object()) throw_input_error(file.string(), "", ds, "a DeepSpeed config object");
   strategy.erase("deepspeed_config");
   if (strategy.contains("framework") && strategy["framework"] != "zero")
     throw_input_error(where, "/strategy/framework", strategy["framework"], "\"zero\" (or none) with a deepspeed_config");
   strategy["framework"] = "zero";
-
-  // Every key of the file is declared (foreign_keys.cpp): read, checked, or accepted.
-  const ForeignObject& top = foreign_keys::deepspeed();
-  for (auto it = ds.begin(); it != ds.end(); ++it) {
-    const ForeignKey* k = top.find(it.key());
-    if (!k)
-      r.fail("/" + it.key(), it.value(),
-             "a DeepSpeed key stepsim translates or knows to leave the step unchanged (unsupported or unknown key; see "
-             "docs/configuration-foreign-keys.md)");
-    // The checked top-level keys are objects (hybrid_engine, amp, activation_checkpointing):
-    // anything else would pass their checks unread.
-    if (k->use == ForeignKey::Use::Checked && !it.value().is_object() && !it.value().is_null())
-      r.fail("/" + it.key(), it.value(), "an object with " + k->accepts);
-  }
-  // The keys read below, through the declaration (an undeclared one is a programmer error).
-  auto has = [&](const std::string& key) { return (void)top.at(key), ds.contains(key); };
-
-  // Precision: bf16 / fp16 blocks ("enabled": true | false | "auto").
-  auto enabled = [&](const std::string& key) -> std::optional<bool> {
-    if (!has(key)) return false;
-    const Json& b = ds[key];
-    if (!b.is_object()) r.fail("/" + key, b, "an object {\"enabled\": ...}");
-    if (!b.contains("enabled")) return false;
-    if (is_auto(b["enabled"])) return std::nullopt;
-    if (!b["enabled"].is_boolean()) r.fail("/" + key + "/enabled", b["enabled"], "true, false or \"auto\"");
-    return b["enabled"].get<bool>();
-  };
-  // DeepSpeed reads "bf16" and its older spelling "bfloat16" (runtime/config.py), which
-  // DeepSpeed-Chat still writes.
-  if (has("bf16") && has("bfloat16")) r.fail("/bfloat16", ds["bfloat16"], "either bf16 or bfloat16, not both");
-  auto bf16 = enabled(has("bfloat16") ? "bfloat16" : "bf16"), fp16 = enabled("fp16");
-  if (bf16.value_or(false) && fp16.value_or(false)) r.fail("/fp16/enabled", ds["fp16"]["enabled"], "false when bf16 is enabled");
-  if (bf16.value_or(false)) put(doc, sources, "workload", "dtype", "bf16", ds_file, "/bf16/enabled");
-  else if (fp16.value_or(false)) put(doc, sources, "workload", "dtype", "fp16", ds_file, "/fp16/enabled");
-  else if (bf16 && fp16) put(doc, sources, "workload", "dtype", "fp32", ds_file, "/bf16/enabled");
-  // "auto": the HF Trainer takes it from TrainingArguments, here the experiment's workload.dtype.
-  for (const char* off : {"hybrid_engine", "amp"})
-    if (has(off) && ds[off].is_object() && ds[off].value("enabled", false))
-      r.fail(std::string("/") + off + "/enabled", ds[off]["enabled"], "false (not modelled)");
-  if (has("activation_checkpointing") && ds["activation_checkpointing"].is_object() &&
-      (ds["activation_checkpointing"].value("partition_activations", false) ||
-       ds["activation_checkpointing"].value("cpu_checkpointing", false)))
-    r.fail("/activation_checkpointing", ds["activation_checkpointing"],
-           "no partition_activations or cpu_checkpointing (set workload.activation_checkpointing instead)");
-
-  // The batch triangle (DeepSpeed runtime/config.py _set_batch_related_parameters).
-  const Json& cluster = doc.value("cluster", Json::object());
-  std::int64_t world = cluster.value("nodes", 1) * cluster.value("gpus_per_node", 8);
-  auto tbs = batch_value(ds, "train_batch_size", r);
-  auto micro = batch_value(ds, "train_micro_batch_size_per_gpu", r);
-  auto ga = batch_value(ds, "gradient_accumulation_steps", r);
-  const Json& w = doc.value("workload", Json::object());
-  const Json& t = doc.value("training", Json::object());
-  // "auto" (HF Trainer): the experiment's own value.
-  if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch") && w["micro_batch"].is_number_integer())
-    micro = w["micro_batch"].get<std::int64_t>();
-  if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum") && t["grad_accum"].is_number_integer())
-    ga = t["grad_accum"].get<std::int64_t>();
-  if (tbs && micro && ga) {
-    if (*tbs != *micro * *ga * world)
-      r.fail("/train_batch_size", ds["train_batch_size"],
-             fmt::format("train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size = {} x {} x {} = {}", *micro,
-                         *ga, world, *micro * *ga * world));
-  } else if (tbs && micro) {
-    if (*tbs % (*micro * world) != 0)
-      r.fail("/train_batch_size", ds["train_batch_size"], fmt::format("a multiple of micro batch x world size ({})", *micro * world));
-    ga = *tbs / (*micro * world);
-  } else if (tbs && ga) {
-    if (*tbs % (*ga * world) != 0)
-      r.fail("/train_batch_size", ds["train_batch_size"], fmt::format("a multiple of accumulation x world size ({})", *ga * world));
-    micro = *tbs / (*ga * world);
-  } else if (tbs) {
-    if (*tbs % world != 0) r.fail("/train_batch_size", ds["train_batch_size"], fmt::format("a multiple of the world size {}", world));
-    ga = 1;
-    micro = *tbs / world;
-  } else if (micro) {
-    if (!ga) ga = 1;
-  } else if (!w.contains("micro_batch")) {
-    r.fail("/train_micro_batch_size_per_gpu", ds.value("train_micro_batch_size_per_gpu", Json()),
-           "a number, or train_batch_size (DeepSpeed needs one of them; \"auto\" takes workload.micro_batch)");
-  }
-  if (micro) put(doc, sources, "workload", "micro_batch", *micro, ds_file, "/train_micro_batch_size_per_gpu");
-  if (ga) put(doc, sources, "training", "grad_accum", *ga, ds_file, "/gradient_accumulation_steps");
-
-  if (has("optimizer")) {
-    const Json& o = ds["optimizer"];
-    if (!o.is_object() || !o.contains("type") || !o["type"].is_string()) r.fail("/optimizer", o, "{\"type\": \"AdamW\", ...}");
-    std::string type = o["type"].get<std::string>();
-    std::string lower;
-    for (char c : type) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower == "adam" || lower == "adamw" || lower == "fusedadam") put(doc, sources, "training", "optimizer", "adamw", ds_file, "/optimizer/type");
-    else if (lower == "sgd") put(doc, sources, "training", "optimizer", "sgd", ds_file, "/optimizer/type");
-    else r.fail("/optimizer/type", o["type"], "Adam, AdamW or SGD (the optimizers stepsim models)");
-  }
-  if (has("communication_data_type") && !ds["communication_data_type"].is_null())
-    strategy["communication_data_type"] = ds["communication_data_type"];
-  if (has("data_types")) {
-    const Json& dt = ds["data_types"];
-    if (!dt.is_object()) r.fail("/data_types", dt, "an object");
-    for (auto it = dt.begin(); it != dt.end(); ++it) {
-      if (it.key() != "grad_accum_dtype") r.fail("/data_types/" + it.key(), it.value(), "only grad_accum_dtype");
-      if (!it.value().is_null()) strategy["grad_accum_dtype"] = it.value();
-    }
-  }
-
-  const Json zero = ds.value("zero_optimization", Json::object());
-  if (!zero.is_object()) r.fail("/zero_optimization", zero, "an object");
-  if (!zero.contains("stage")) r.fail("/zero_optimization", zero, "a ZeRO stage (zero_optimization.stage 1, 2 or 3)");
-  const ForeignObject& zero_decl = foreign_keys::deepspeed_zero();
-  const std::int64_t hidden = hidden_size_of(doc);
-  for (auto it = zero.begin(); it != zero.end(); ++it) {
-    const std::string& key = it.key();
-    const std::string path = "/zero_optimization/" + key;
-    const Json& v = it.value();
-    const ForeignKey* k = zero_decl.find(key);
-    if (!k) r.fail(path, v, "a zero_optimization key stepsim translates or knows to leave the step unchanged (unknown key)");
-    switch (k->use) {
-      case ForeignKey::Use::Read:  // the zero strategy's key of the same name (its table checks the value)
-        if (is_auto(v)) {
-          // The HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize),
-          // for the keys the declaration says take it.
-          if (k->key.choices.empty()) r.fail(path, v, "a number (\"auto\" is resolved only for the buckets and persistence threshold)");
-          if (hidden <= 0) r.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset or model dimensions)");
-          if (key == "reduce_bucket_size") strategy[key] = hidden * hidden;
-          else if (key == "stage3_prefetch_bucket_size" || key == "prefetch_bucket_size")
-            strategy[key] = static_cast<std::int64_t>(0.9 * static_cast<double>(hidden * hidden));
-          else strategy[key] = 10 * hidden;  // (stage3_)param_persistence_threshold
-        } else {
-          if (strategy.contains(key) && strategy[key] != v)
-            throw InputError(fmt::format("{}: /strategy/{}: {}: expected the value of {} {} ({}), or remove one of them",
-                                         where, key, json_value_for_message(strategy[key]), ds_file, path,
-                                         json_value_for_message(v)));
-          strategy[key] = v;
-        }
-        sources.file_of_prefix["/strategy/" + key] = ds_file;
-        break;
-      case ForeignKey::Use::Checked:
-        if (key == "offload_param" || key == "offload_optimizer") {
-          if (!v.is_null() && !(v.is_object() && v.value("device", "none") == "none"))
-            r.fail(path, v, "no offload (device \"none\"): CPU/NVMe offload is not modelled");
-        } else if (k->neutral) {
-          // One accepted value, of the declared type (an integral 1.0 is not 1, as DeepSpeed's pydantic model
-          // would coerce; stepsim asks for the plain value).
-          const bool typed = k->key.types == kBoolean ? v.is_boolean() : v.is_number_integer();
-          if (!typed || v != *k->neutral) r.fail(path, v, fmt::format("{} (the other setting is not modelled)", k->accepts));
-        } else {  // mics_shard_size: any integer up to the declared maximum (MiCS off)
-          if (!v.is_number_integer() || static_cast<double>(v.get<std::int64_t>()) > *k->key.max)
-            r.fail(path, v, fmt::format("{} (MiCS is not modelled)", k->accepts));
-        }
-        break;
-      case ForeignKey::Use::NoEffect:
-      case ForeignKey::Use::NotModelled:
-        break;
-    }
-  }
+  DeepSpeedTranslation(doc, sources, ds, file.string(), where).run();
 }
 
 }  // namespace stepsim

@@ -262,10 +262,8 @@ ForeignKey tied(bool def, std::string since) {
   return read(flag("tie_word_embeddings", def, "The output head shares the embedding's weight.", std::move(since)), "tied_embeddings");
 }
 
-}  // namespace
-
-const ForeignObject* hf_family(const std::string& type) {
-  static const ForeignObject llama = hf_object(
+const ForeignObject& hf_llama() {
+  static const ForeignObject o = hf_object(
       "hf.llama", "model_type llama, mistral or qwen2: a pre-norm decoder with a SwiGLU MLP and rotary positions.",
       {
           model_type({"llama", "mistral", "qwen2"}),
@@ -295,7 +293,11 @@ const ForeignObject* hf_family(const std::string& type) {
           not_modelled("attention_dropout", "Not read: the experiment's workload.attention_dropout applies."),
           no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
-  static const ForeignObject opt = hf_object(
+  return o;
+}
+
+const ForeignObject& hf_opt() {
+  static const ForeignObject o = hf_object(
       "hf.opt", "model_type opt: Meta's OPT (learned positions, ReLU MLP).",
       {
           model_type({"opt"}),
@@ -321,7 +323,11 @@ const ForeignObject* hf_family(const std::string& type) {
           not_modelled("enable_bias", "false: OPT without linear biases (a fraction of a percent of the parameters); stepsim builds them."),
           no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
-  static const ForeignObject gpt2 = hf_object(
+  return o;
+}
+
+const ForeignObject& hf_gpt2() {
+  static const ForeignObject o = hf_object(
       "hf.gpt2", "model_type gpt2: GPT-2 (learned positions, GELU MLP).",
       {
           model_type({"gpt2"}),
@@ -336,7 +342,11 @@ const ForeignObject* hf_family(const std::string& type) {
           not_modelled("reorder_and_upcast_attn", "true: eager attention's scores in fp32 (more bytes); stepsim's attention kernels are workload.attention's."),
           no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
-  static const ForeignObject neox = hf_object(
+  return o;
+}
+
+const ForeignObject& hf_neox() {
+  static const ForeignObject o = hf_object(
       "hf.gpt_neox", "model_type gpt_neox: GPT-NeoX / Pythia (LayerNorm with bias, biased linears, GELU MLP, rotary positions).",
       {
           model_type({"gpt_neox"}),
@@ -349,7 +359,11 @@ const ForeignObject* hf_family(const std::string& type) {
           tied(false, "unknown"),
           no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
-  static const ForeignObject mpt = hf_object(
+  return o;
+}
+
+const ForeignObject& hf_mpt() {
+  static const ForeignObject o = hf_object(
       "hf.mpt", "model_type mpt: MosaicML MPT as llm-foundry's benchmarks ran it (MPTConfig defaults of 2023; embeddings tied).",
       {
           model_type({"mpt"}),
@@ -370,11 +384,17 @@ const ForeignObject* hf_family(const std::string& type) {
                   "alibi false or absent (ALiBi MPT is not modelled yet)"),
           no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
-  if (type == "llama" || type == "mistral" || type == "qwen2") return &llama;
-  if (type == "opt") return &opt;
-  if (type == "gpt2") return &gpt2;
-  if (type == "gpt_neox") return &neox;
-  if (type == "mpt") return &mpt;
+  return o;
+}
+
+}  // namespace
+
+const ForeignObject* hf_family(const std::string& type) {
+  if (type == "llama" || type == "mistral" || type == "qwen2") return &hf_llama();
+  if (type == "opt") return &hf_opt();
+  if (type == "gpt2") return &hf_gpt2();
+  if (type == "gpt_neox") return &hf_neox();
+  if (type == "mpt") return &hf_mpt();
   return nullptr;
 }
 
