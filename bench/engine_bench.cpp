@@ -7,6 +7,7 @@
 
 #include "sim/analysis/run.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 int main(int argc, char** argv) {

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/config/experiment.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace {

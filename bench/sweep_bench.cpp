@@ -16,6 +16,7 @@
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;

@@ -5,8 +5,8 @@
 // assignment per line.
 #include "fuzz/fuzz_common.hpp"
 #include "sim/analysis/run.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,9 +14,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/config/experiment.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/program/builder.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 namespace stepsim::test {
 

@@ -23,11 +23,6 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 # dropped from the graph before cycles are searched (and printed, so it stays visible).
 # Whole folder edges:
 ALLOWED_EDGES = {
-    # config/experiment.cpp asks the strategy registry to parse "strategy" (each framework's
-    # key table lives with its strategy), and the strategies read the experiment they build
-    # from: config -> strategies -> config. Breaking it needs the experiment to hold the
-    # strategy's JSON until the registry builds it (not done in issue 18's first pass).
-    ("sim/config", "sim/strategies"): "experiment.cpp parses the strategy through the registry",
 }
 # Single includes (file, included path):
 ALLOWED_INCLUDES = {

@@ -7,6 +7,7 @@
 #include "sim/analysis/critical_path.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/report/html_report.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "tools/cli_common.hpp"
 
 namespace stepsim::cli {

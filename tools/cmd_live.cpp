@@ -9,9 +9,9 @@
 
 #include "live/lowering.hpp"
 #include "live/measured.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/chrome_trace.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "tools/cli_common.hpp"
 

@@ -7,6 +7,7 @@
 #include "sim/report/chrome_trace.hpp"
 #include "sim/report/result_json.hpp"
 #include "sim/report/text_report.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/report_hook.hpp"
 

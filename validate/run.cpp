@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/fit/profile_fit.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"

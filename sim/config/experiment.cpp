@@ -7,7 +7,6 @@
 #include "sim/core/checked.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "sim/program/builder.hpp"
-#include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
@@ -225,8 +224,8 @@ static TrainingConfig parse_training(ObjectReader t) {
   return out;
 }
 
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
-                                const std::string& root_path) {
+Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
+                           ProfileCache* profiles, const std::string& root_path) {
   // A DeepSpeed config named by the strategy becomes the experiment's own keys first.
   const bool ds = doc.is_object() && doc.contains("strategy") && doc["strategy"].is_object() &&
                   doc["strategy"].contains("deepspeed_config");
@@ -234,7 +233,7 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
     Json expanded = doc;
     SourceMap expanded_sources = sources;
     expand_deepspeed_config(expanded, expanded_sources);
-    return experiment_from_json(expanded, expanded_sources, profiles, root_path);
+    return read_experiment(expanded, expanded_sources, read_strategy, profiles, root_path);
   }
   if (ds) {
     // Embedded (validate): expand a standalone copy whose paths are relative to the embedding.
@@ -244,7 +243,7 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
       if (prefix.rfind(root_path, 0) == 0 && prefix.size() > root_path.size()) local.file_of_prefix[prefix.substr(root_path.size())] = file;
     Json expanded = doc;
     expand_deepspeed_config(expanded, local);
-    return experiment_from_json(expanded, local, profiles, "");
+    return read_experiment(expanded, local, read_strategy, profiles, "");
   }
   Experiment e;
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
@@ -276,16 +275,15 @@ Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sour
       s.fail("world_size", fmt::format("the cluster's world size {} ({} nodes x {} GPUs)", e.cluster.world_size(),
                                        e.cluster.nodes, e.cluster.gpus_per_node));
   }
-  e.strategy = parse_strategy(s, e);
+  e.strategy = read_strategy(s, e);
   root.finish();
   return e;
 }
 
-Experiment load_experiment(const fs::path& file, const std::vector<std::string>& overrides) {
-  SourceMap sources;
-  nlohmann::json doc = load_with_includes(file, sources);
+Json load_experiment_document(const fs::path& file, const std::vector<std::string>& overrides, SourceMap& sources) {
+  Json doc = load_with_includes(file, sources);
   for (const auto& o : overrides) apply_override(doc, o, &sources);
-  return experiment_from_json(doc, sources);
+  return doc;
 }
 
 }  // namespace stepsim

@@ -3,8 +3,7 @@
 // JSON with includes and --set overrides, validated once, then immutable.
 
 #include <filesystem>
-
-#include "sim/exec/allocator_config.hpp"
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config/json_reader.hpp"
+#include "sim/exec/allocator_config.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/workload/workload.hpp"
 
@@ -37,6 +37,8 @@ struct TrainingConfig {
   AllocatorConfig allocator;
 };
 
+// The strategy is held as an opaque handle: sim/config reads workload, cluster and training and
+// never names a framework; the strategy registry (sim/strategies) builds the Strategy.
 class Strategy;
 class ProfileCache;
 
@@ -49,13 +51,25 @@ struct Experiment {
   std::shared_ptr<const Strategy> strategy;
 };
 
-// Loads and validates. Throws InputError with file, JSON path, value and expectation.
-Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
-// Same, from an already-resolved document (sweeps build many from one base). With `profiles`,
-// profile files are parsed once and shared across experiments. `root_path` is the JSON path of
-// `doc` inside the file `sources` describes ("" for a whole experiment file; validate reads an
-// experiment embedded in a suite at "/cases/3/experiment"), so errors name the path the user wrote.
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr,
-                                const std::string& root_path = "");
+// Reads the "strategy" object of an experiment whose workload, cluster and training are read:
+// `strategy` is positioned at /strategy ("world_size" consumed and checked). The one such
+// reader is the strategy registry's (sim/strategies/load_experiment.hpp), which owns each
+// framework's keys.
+using StrategyReader = std::function<std::shared_ptr<const Strategy>(ObjectReader& strategy, const Experiment& e)>;
+
+// The experiment file with its includes merged and the --set overrides applied; `sources`
+// names the file each JSON path came from.
+nlohmann::json load_experiment_document(const std::filesystem::path& file, const std::vector<std::string>& overrides,
+                                        SourceMap& sources);
+
+// Parses and validates an already-resolved experiment document, the strategy object through
+// `read_strategy`. Throws InputError with file, JSON path, value and expectation. With
+// `profiles`, profile files are parsed once and shared across experiments. `root_path` is the
+// JSON path of `doc` inside the file `sources` describes ("" for a whole experiment file;
+// validate reads an experiment embedded in a suite at "/cases/3/experiment"), so errors name
+// the path the user wrote. Callers use load_experiment / experiment_from_json
+// (sim/strategies/load_experiment.hpp), which pass the registry.
+Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
+                           ProfileCache* profiles = nullptr, const std::string& root_path = "");
 
 }  // namespace stepsim

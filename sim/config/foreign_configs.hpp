@@ -5,8 +5,10 @@
 //  - a DeepSpeed config (`"strategy": {"deepspeed_config": "ds_config.json"}`): zero_optimization,
 //    bf16/fp16, the batch triangle (train_batch_size, train_micro_batch_size_per_gpu,
 //    gradient_accumulation_steps) and "auto" values resolved as the HF Trainer resolves them.
-// Every key of a DeepSpeed config is either translated, known to leave the step unchanged, or
-// rejected in one line naming it; errors name the foreign file and its JSON path.
+// The keys read from both are declared once in foreign_keys.cpp (what each becomes, which values
+// are accepted): every key of a DeepSpeed config is declared (translated, checked, accepted) or
+// rejected in one line naming it; a config.json key not declared is ignored (foreign_keys.hpp
+// says why). Errors name the foreign file and its JSON path.
 
 #include <cstdint>
 #include <filesystem>

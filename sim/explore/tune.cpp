@@ -8,6 +8,7 @@
 #include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "sim/strategies/strategy_keys.hpp"
 

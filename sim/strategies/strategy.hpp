@@ -32,6 +32,8 @@ std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e);
 std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e);
 std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e);
 
+// The registry (registry.cpp): reads "framework", declares that framework's key table and
+// calls its parser. load_experiment (load_experiment.hpp) hands it the experiment's strategy.
 std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e);
 
 }  // namespace stepsim

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "sim/config/experiment.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "validate/validate.hpp"
 
 using namespace stepsim;

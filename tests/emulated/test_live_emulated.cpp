@@ -21,6 +21,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/core/overloaded.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "tests/emulated/fake_cuda.hpp"
 

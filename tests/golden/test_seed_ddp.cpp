@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/analysis/run.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

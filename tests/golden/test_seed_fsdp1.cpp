@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
-#include "sim/config/experiment.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

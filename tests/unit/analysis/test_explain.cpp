@@ -8,6 +8,7 @@
 #include "sim/analysis/critical_path.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/program/builder.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 

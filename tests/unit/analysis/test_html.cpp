@@ -13,6 +13,7 @@
 #include "sim/analysis/throughput.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/report/html_report.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

@@ -22,6 +22,7 @@
 #include "sim/analysis/critical_path.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/report/html_report.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

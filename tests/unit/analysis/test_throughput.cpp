@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/analysis/throughput.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "sim/core/config_keys.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "sim/strategies/strategy_keys.hpp"
 

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;

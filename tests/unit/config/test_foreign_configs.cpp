@@ -7,6 +7,7 @@
 #include "sim/analysis/run.hpp"
 #include "sim/core/error.hpp"
 #include "sim/config/foreign_configs.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "test_support.hpp"
 

@@ -20,6 +20,7 @@
 #include "sim/analysis/run.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/program/builder.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 

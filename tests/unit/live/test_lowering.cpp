@@ -10,9 +10,9 @@
 #include <variant>
 
 #include "live/lowering.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/program/builder.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;

@@ -6,6 +6,7 @@
 #include "sim/analysis/run.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/report/result_json.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 using namespace stepsim::live;

@@ -9,6 +9,7 @@
 
 #include "sim/analysis/run.hpp"
 #include "sim/report/chrome_trace.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 

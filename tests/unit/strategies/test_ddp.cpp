@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "sim/analysis/run.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "test_support.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "sim/analysis/run.hpp"
-#include "sim/config/experiment.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 

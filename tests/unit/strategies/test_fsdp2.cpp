@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "test_support.hpp"
 

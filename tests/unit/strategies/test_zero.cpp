@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
-#include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;

@@ -8,6 +8,7 @@
 #include "trace/trace_analysis.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/report/chrome_trace.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 

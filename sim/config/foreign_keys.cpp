@@ -1,0 +1,475 @@
+#include "sim/config/foreign_keys.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace stepsim {
+
+using Json = nlohmann::json;
+using Use = ForeignKey::Use;
+
+const ForeignKey* ForeignObject::find(const std::string& key) const {
+  for (const auto& k : keys)
+    if (k.key.name == key) return &k;
+  return nullptr;
+}
+
+const ForeignKey& ForeignObject::at(const std::string& key) const {
+  if (const ForeignKey* k = find(key)) return *k;
+  throw std::logic_error("foreign config key \"" + key + "\" read but not declared in " + name + " (foreign_keys.cpp)");
+}
+
+const ForeignKey& ForeignObject::reading(const std::string& becomes) const {
+  for (const auto& k : keys)
+    if (k.use == Use::Read && k.becomes == becomes) return k;
+  throw std::logic_error("no key of " + name + " is read as \"" + becomes + "\" (foreign_keys.cpp)");
+}
+
+namespace foreign_keys {
+
+namespace {
+
+constexpr double kMaxDim = static_cast<double>(std::int64_t{1} << 40);  // HfReader's bound on a dimension
+
+ForeignKey read(ConfigKey k, std::string becomes) { return {std::move(k), Use::Read, std::move(becomes), std::nullopt, ""}; }
+
+ForeignKey checked(ConfigKey k, std::optional<Json> neutral, std::string accepts) {
+  return {std::move(k), Use::Checked, "", std::move(neutral), std::move(accepts)};
+}
+
+ForeignKey no_effect(std::string name, std::string doc, std::string since = "unknown") {
+  return {{.name = std::move(name), .doc = std::move(doc), .since = std::move(since)}, Use::NoEffect, "", std::nullopt, ""};
+}
+
+ForeignKey not_modelled(std::string name, std::string doc, std::string since = "unknown") {
+  return {{.name = std::move(name), .doc = std::move(doc), .since = std::move(since)}, Use::NotModelled, "", std::nullopt, ""};
+}
+
+// A model dimension of a config.json: a positive integer (at most 2^40).
+ConfigKey dim(std::string name, std::string doc, std::string since, std::optional<Json> def = std::nullopt, std::string def_text = "") {
+  ConfigKey k{.name = std::move(name), .types = kInteger, .min = 1, .max = kMaxDim, .doc = std::move(doc), .since = std::move(since)};
+  k.default_value = std::move(def);
+  k.default_text = std::move(def_text);
+  return k;
+}
+
+ConfigKey flag(std::string name, bool def, std::string doc, std::string since) {
+  return {.name = std::move(name), .types = kBoolean | kNull, .default_value = Json(def), .doc = std::move(doc), .since = std::move(since)};
+}
+
+// A DeepSpeed precision block: {"enabled": true | false | "auto"}.
+ForeignKey precision(std::string name, std::string doc, std::string since) {
+  return read({.name = std::move(name), .types = kObject, .doc = std::move(doc), .since = std::move(since)}, "workload.dtype");
+}
+
+// A zero_optimization key with the zero strategy's own name (its type and range are those of
+// strategy.zero); `auto_rule` says how the HF Trainer resolves "auto" ("": "auto" is refused).
+ForeignKey zero_key(std::string name, std::string doc, std::string auto_rule = "") {
+  ConfigKey k{.name = name, .doc = std::move(doc), .since = "as strategy.zero"};
+  if (!auto_rule.empty()) {
+    k.types = kString;
+    k.choices = {"auto"};
+    k.doc += " \"auto\": " + auto_rule + " (transformers integrations/deepspeed.py, trainer_config_finalize).";
+  }
+  return read(std::move(k), "strategy." + name);
+}
+
+ConfigKey nullable(ConfigKey k) {
+  k.types |= kNull;
+  return k;
+}
+
+}  // namespace
+
+const ForeignObject& deepspeed() {
+  static const ForeignObject o{
+      "deepspeed",
+      "DeepSpeed config",
+      "/",
+      "The file `\"strategy\": {\"deepspeed_config\": ...}` names; its keys become the experiment's (framework zero).",
+      ForeignObject::Unlisted::Rejected,
+      {
+          read({.name = "train_batch_size", .types = kInteger | kString, .choices = {"auto"}, .min = 1,
+                .doc = "Global batch = micro batch x accumulation x world size; any two of the three determine the third, "
+                       "alone it means accumulation 1 (runtime/config.py _set_batch_related_parameters).",
+                .since = "unknown"},
+               "workload.micro_batch, training.grad_accum"),
+          read({.name = "train_micro_batch_size_per_gpu", .types = kInteger | kString, .choices = {"auto"}, .min = 1,
+                .doc = "Sequences per micro-batch per rank; \"auto\" takes workload.micro_batch (HF Trainer).", .since = "unknown"},
+               "workload.micro_batch"),
+          read({.name = "gradient_accumulation_steps", .types = kInteger | kString, .choices = {"auto"}, .min = 1,
+                .doc = "Micro-batches per optimizer step; \"auto\" takes training.grad_accum (HF Trainer).", .since = "unknown"},
+               "training.grad_accum"),
+          read({.name = "zero_optimization", .types = kObject, .objects = {"deepspeed.zero_optimization"},
+                .doc = "The ZeRO stage and its options (required: a stage).", .since = "DeepSpeed 0.1"},
+               "strategy (framework zero)"),
+          precision("bf16", "{\"enabled\": true | false | \"auto\"}: bf16 compute; \"auto\" keeps workload.dtype.", "unknown"),
+          precision("bfloat16", "The older spelling of bf16 (DeepSpeed-Chat writes it); not both.", "unknown"),
+          precision("fp16", "{\"enabled\": true | false | \"auto\"}: fp16 compute; not with bf16 enabled.", "unknown"),
+          read({.name = "optimizer", .types = kObject, .doc = "{\"type\": Adam, AdamW, FusedAdam or SGD, ...}; other types are exit 2.",
+                .since = "unknown"},
+               "training.optimizer"),
+          read({.name = "communication_data_type", .types = kString | kNull, .doc = "The dtype gradients are reduced in; null: unset.",
+                .since = "unknown"},
+               "strategy.communication_data_type"),
+          read({.name = "data_types", .types = kObject, .doc = "{\"grad_accum_dtype\": ...} only; other keys are exit 2.", .since = "unknown"},
+               "strategy.grad_accum_dtype"),
+          checked({.name = "hybrid_engine", .types = kObject, .doc = "DeepSpeed-Chat's RLHF inference engine.", .since = "unknown"},
+                  std::nullopt, "\"enabled\": false (or absent)"),
+          checked({.name = "amp", .types = kObject, .doc = "NVIDIA Apex AMP.", .since = "unknown"}, std::nullopt,
+                  "\"enabled\": false (or absent)"),
+          checked({.name = "activation_checkpointing", .types = kObject,
+                   .doc = "DeepSpeed's activation checkpointing (set workload.activation_checkpointing instead).", .since = "unknown"},
+                  std::nullopt, "partition_activations and cpu_checkpointing false (or absent)"),
+          not_modelled("gradient_clipping",
+                       "Clip the gradient norm: the norm is modelled (computed every step), the multiply over the gradient "
+                       "partition when the norm exceeds the limit is not (it depends on the data)."),
+          not_modelled("prescale_gradients", "true: divide gradients before the reduction instead of after (one elementwise pass moves)."),
+          not_modelled("gradient_predivide_factor", "Part of the averaging division done before the reduction (an elementwise pass)."),
+          not_modelled("wall_clock_breakdown",
+                       "true: DeepSpeed's timers around forward, backward and step (CUDA events or device synchronizations, "
+                       "by release)."),
+          not_modelled("memory_breakdown", "true: DeepSpeed prints memory usage during the step (host time)."),
+          no_effect("steps_per_print", "Logging."),
+          no_effect("dump_state", "Prints the engine's state at start."),
+          no_effect("tensorboard", "Monitoring."),
+          no_effect("wandb", "Monitoring."),
+          no_effect("csv_monitor", "Monitoring."),
+          no_effect("comet", "Monitoring."),
+          no_effect("monitor_config", "Monitoring."),
+          no_effect("timers", "Throughput timer settings (logging)."),
+          no_effect("flops_profiler", "Profiles one step (profile_step), not the steady state."),
+          no_effect("scheduler", "The learning-rate schedule: host arithmetic per step."),
+          no_effect("seed", "Random seed."),
+          no_effect("checkpoint", "Checkpoint saving and loading."),
+          no_effect("zero_allow_untested_optimizer", "Allows a client optimizer with ZeRO; the optimizer is training.optimizer."),
+          no_effect("zero_force_ds_cpu_optimizer", "Only with CPU offload (which is refused)."),
+          no_effect("sparse_gradients", "Sparse all-reduce for sparse embedding gradients; the models stepsim builds have dense ones."),
+          no_effect("disable_allgather", "Kept from stepsim's first list; its effect on ZeRO 1-3 is not re-verified."),
+      }};
+  return o;
+}
+
+const ForeignObject& deepspeed_zero() {
+  static const ForeignObject o{
+      "deepspeed.zero_optimization",
+      "DeepSpeed config",
+      "/zero_optimization",
+      "ZeRO's options: most become the zero strategy's keys of the same name.",
+      ForeignObject::Unlisted::Rejected,
+      {
+          zero_key("stage", "The ZeRO stage (required)."),
+          zero_key("reduce_bucket_size", "Elements per gradient (IPG) bucket.", "hidden^2"),
+          zero_key("allgather_bucket_size", "Elements per post-step all-gather."),
+          zero_key("overlap_comm", "Reduce gradients on a side stream."),
+          zero_key("contiguous_gradients", "Copy reduced gradients into one contiguous buffer."),
+          zero_key("reduce_scatter", "Reduce by reduce-scatter (else all-reduce)."),
+          zero_key("use_multi_rank_bucket_allreduce", "One all-reduce per IPG bucket."),
+          zero_key("sub_group_size", "Stage 3: optimizer step sub-group elements."),
+          zero_key("stage3_prefetch_bucket_size", "Stage 3: parameter elements prefetched ahead.", "0.9 x hidden^2"),
+          zero_key("prefetch_bucket_size", "Alias of stage3_prefetch_bucket_size.", "0.9 x hidden^2"),
+          zero_key("stage3_max_live_parameters", "Stage 3: gathered parameter elements kept live."),
+          zero_key("max_live_parameters", "Alias of stage3_max_live_parameters."),
+          zero_key("stage3_max_reuse_distance", "Stage 3: a parameter reused within this distance is not released."),
+          zero_key("max_reuse_distance", "Alias of stage3_max_reuse_distance."),
+          zero_key("stage3_param_persistence_threshold", "Stage 3: parameters this small stay gathered.", "10 x hidden"),
+          zero_key("param_persistence_threshold", "Alias of stage3_param_persistence_threshold.", "10 x hidden"),
+          zero_key("stage3_model_persistence_threshold", "Stage 3: at most this many persistent elements."),
+          zero_key("model_persistence_threshold", "Alias of stage3_model_persistence_threshold."),
+          checked({.name = "offload_param", .types = kObject | kNull, .doc = "Stage 3 parameter offload to CPU/NVMe.", .since = "unknown"},
+                  std::nullopt, "null or {\"device\": \"none\", ...}: offload is not modelled"),
+          checked({.name = "offload_optimizer", .types = kObject | kNull, .doc = "Optimizer state offload to CPU/NVMe.", .since = "unknown"},
+                  std::nullopt, "null or {\"device\": \"none\", ...}: offload is not modelled"),
+          checked({.name = "allgather_partitions", .types = kBoolean, .default_value = Json(true),
+                   .doc = "Stages 1/2: all-gather the updated partitions (false: broadcasts).", .since = "unknown"},
+                  Json(true), "true"),
+          checked({.name = "legacy_stage1", .types = kBoolean, .default_value = Json(false), .doc = "The old stage 1 optimizer.",
+                   .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "cpu_offload", .types = kBoolean, .default_value = Json(false), .doc = "The old spelling of optimizer offload.",
+                   .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "cpu_offload_param", .types = kBoolean, .default_value = Json(false),
+                   .doc = "The old spelling of parameter offload.", .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "zero_quantized_weights", .types = kBoolean, .default_value = Json(false), .doc = "ZeRO++ qwZ.",
+                   .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "zero_quantized_gradients", .types = kBoolean, .default_value = Json(false), .doc = "ZeRO++ qgZ.",
+                   .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "zero_quantized_nontrainable_weights", .types = kBoolean, .default_value = Json(false),
+                   .doc = "ZeRO++ quantized frozen weights.", .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "zeropp_loco_param", .types = kBoolean, .default_value = Json(false), .doc = "ZeRO++ LoCo.", .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "use_all_reduce_for_fetch_params", .types = kBoolean, .default_value = Json(false),
+                   .doc = "Stage 3: fetch parameters by all-reduce.", .since = "unknown"},
+                  Json(false), "false"),
+          checked({.name = "zero_hpz_partition_size", .types = kInteger, .default_value = Json(1), .doc = "ZeRO++ hpZ secondary partition.",
+                   .since = "unknown"},
+                  Json(1), "1"),
+          checked({.name = "mics_shard_size", .types = kInteger, .max = 0, .default_value = Json(-1), .doc = "MiCS shard size.",
+                   .since = "unknown"},
+                  std::nullopt, "an integer <= 0 (MiCS off)"),
+          checked({.name = "module_granularity_threshold", .types = kInteger, .default_value = Json(0),
+                   .doc = "Stage 3: fetch small modules as one unit.", .since = "unknown"},
+                  Json(0), "0"),
+          not_modelled("memory_efficient_linear",
+                       "Stage 3: nn.Linear through LinearFunctionForZeroStage3 (DeepSpeed's default true is what stepsim "
+                       "builds; false is not modelled); no effect at stages 1/2."),
+          not_modelled("round_robin_gradients",
+                       "Stages 1/2: reorders parameters across the ranks' partitions (meant for CPU offload); stepsim "
+                       "partitions in model order."),
+          no_effect("load_from_fp32_weights", "Checkpoint loading."),
+          no_effect("elastic_checkpoint", "Checkpoint format."),
+          no_effect("stage3_gather_16bit_weights_on_model_save", "Checkpoint saving."),
+          no_effect("stage3_gather_fp16_weights_on_model_save", "Checkpoint saving (old spelling)."),
+          no_effect("gather_16bit_weights_on_model_save", "Checkpoint saving."),
+          no_effect("pipeline_loading_checkpoint", "Checkpoint loading."),
+          no_effect("ignore_unused_parameters", "Only with unused parameters; the models stepsim builds use every parameter."),
+          no_effect("override_module_apply", "Stage 3: module.apply at initialisation."),
+          no_effect("log_trace_cache_warnings", "Logging."),
+          no_effect("cpu_offload_use_pin_memory", "Only with CPU offload (which is refused)."),
+      }};
+  return o;
+}
+
+namespace {
+
+const std::string kLlama = "transformers 4.28 (Llama), 4.34 (Mistral), 4.37 (Qwen2)";
+
+ForeignObject hf_object(std::string name, std::string doc, std::vector<ForeignKey> keys) {
+  return {std::move(name), "Hugging Face config.json", "/", std::move(doc), ForeignObject::Unlisted::Ignored, std::move(keys)};
+}
+
+ForeignKey name_or_path() {
+  return read({.name = "_name_or_path", .types = kString | kNull,
+               .doc = "The model's name in reports (default: \"MODEL_TYPE (FILE)\"); the experiment's model.name overrides it.",
+               .since = "unknown"},
+              "workload name");
+}
+
+ForeignKey model_type(std::vector<std::string> values) {
+  return read({.name = "model_type", .types = kString, .choices = std::move(values),
+               .doc = "Picks this table (llama, mistral, qwen2, opt, gpt2, gpt_neox, mpt); any other is exit 2.", .since = "unknown"},
+              "the family");
+}
+
+ForeignKey tied(bool def, std::string since) {
+  return read(flag("tie_word_embeddings", def, "The output head shares the embedding's weight.", std::move(since)), "tied_embeddings");
+}
+
+const ForeignObject& hf_llama() {
+  static const ForeignObject o = hf_object(
+      "hf.llama", "model_type llama, mistral or qwen2: a pre-norm decoder with a SwiGLU MLP and rotary positions.",
+      {
+          model_type({"llama", "mistral", "qwen2"}),
+          name_or_path(),
+          read(dim("hidden_size", "Hidden size.", kLlama), "hidden"),
+          read(dim("num_hidden_layers", "Decoder layers.", kLlama), "layers"),
+          read(dim("num_attention_heads", "Attention heads.", kLlama), "heads"),
+          read(dim("num_key_value_heads", "Key/value heads (grouped-query attention).", "transformers 4.31 (Llama 2); Mistral, Qwen2 from the start",
+                   std::nullopt, "num_attention_heads"),
+               "kv_heads"),
+          read(dim("intermediate_size", "MLP inner size.", kLlama), "ffn"),
+          read(dim("vocab_size", "Vocabulary.", kLlama), "vocab"),
+          tied(false, kLlama),
+          checked({.name = "hidden_act", .types = kString | kNull, .default_value = Json("silu"), .doc = "The MLP activation.", .since = kLlama},
+                  Json("silu"), "\"silu\" (the SwiGLU MLP stepsim models)"),
+          checked(flag("attention_bias", false, "Biases on q/k/v/o projections.", "unknown"), Json(false), "false (attention biases are not modelled)"),
+          checked(flag("mlp_bias", false, "Biases on the MLP projections.", "unknown"), Json(false), "false (MLP biases are not modelled)"),
+          checked(nullable(dim("head_dim", "A head dimension of its own.", "unknown", std::nullopt, "hidden_size / num_attention_heads")), std::nullopt,
+                  "null or hidden_size / num_attention_heads"),
+          checked(nullable(dim("sliding_window", "Sliding-window attention span (Mistral, Qwen2).", "transformers 4.34 (Mistral), 4.37 (Qwen2)")),
+                  std::nullopt, "null or at least the experiment's seq_len (a shorter window is not modelled)"),
+          read(flag("use_sliding_window", true, "Whether sliding_window applies (Qwen2).", "transformers 4.37 (Qwen2)"),
+               "whether sliding_window is checked"),
+          not_modelled("pretraining_tp",
+                       "> 1: HF splits each projection into this many matmuls (same FLOPs, more kernels); stepsim builds one.",
+                       "transformers 4.31 (Llama 2)"),
+          not_modelled("attention_dropout", "Not read: the experiment's workload.attention_dropout applies."),
+          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+      });
+  return o;
+}
+
+const ForeignObject& hf_opt() {
+  static const ForeignObject o = hf_object(
+      "hf.opt", "model_type opt: Meta's OPT (learned positions, ReLU MLP).",
+      {
+          model_type({"opt"}),
+          name_or_path(),
+          read(dim("hidden_size", "Hidden size.", "transformers 4.19 (OPTConfig)"), "hidden"),
+          read(dim("num_hidden_layers", "Decoder layers.", "transformers 4.19 (OPTConfig)"), "layers"),
+          read(dim("num_attention_heads", "Attention heads.", "transformers 4.19 (OPTConfig)"), "heads"),
+          read(dim("ffn_dim", "MLP inner size.", "transformers 4.19 (OPTConfig)"), "ffn"),
+          read(dim("vocab_size", "Vocabulary.", "transformers 4.19 (OPTConfig)"), "vocab"),
+          read(dim("max_position_embeddings",
+                   "Learned positions; the table has 2 more rows (OPTLearnedPositionalEmbedding's offset: 2048 -> 2050).",
+                   "transformers 4.19 (OPTConfig)"),
+               "max_positions"),
+          tied(true, "transformers 4.19 (OPTConfig)"),
+          checked(dim("word_embed_proj_dim", "The embedding's own width, projected to hidden_size (opt-350m).", "transformers 4.19 (OPTConfig)",
+                      std::nullopt, "hidden_size"),
+                  std::nullopt, "hidden_size (OPT's input/output projections are not modelled)"),
+          checked(flag("do_layer_norm_before", true, "Pre-LayerNorm (false: post-LayerNorm, opt-350m).", "transformers 4.19 (OPTConfig)"),
+                  Json(true), "true (post-LayerNorm OPT is not modelled)"),
+          checked({.name = "activation_function", .types = kString | kNull, .default_value = Json("relu"), .doc = "The MLP activation.",
+                   .since = "transformers 4.19 (OPTConfig)"},
+                  std::nullopt, "\"relu\" or \"gelu\""),
+          not_modelled("enable_bias", "false: OPT without linear biases (a fraction of a percent of the parameters); stepsim builds them."),
+          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+      });
+  return o;
+}
+
+const ForeignObject& hf_gpt2() {
+  static const ForeignObject o = hf_object(
+      "hf.gpt2", "model_type gpt2: GPT-2 (learned positions, GELU MLP).",
+      {
+          model_type({"gpt2"}),
+          name_or_path(),
+          read(dim("n_embd", "Hidden size.", "unknown"), "hidden"),
+          read(dim("n_layer", "Decoder layers.", "unknown"), "layers"),
+          read(dim("n_head", "Attention heads.", "unknown"), "heads"),
+          read(nullable(dim("n_inner", "MLP inner size; null: 4 x n_embd.", "unknown", std::nullopt, "4 x n_embd")), "ffn"),
+          read(dim("vocab_size", "Vocabulary.", "unknown"), "vocab"),
+          read(dim("n_positions", "Learned position table rows.", "unknown"), "max_positions"),
+          tied(true, "unknown"),
+          not_modelled("reorder_and_upcast_attn", "true: eager attention's scores in fp32 (more bytes); stepsim's attention kernels are workload.attention's."),
+          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+      });
+  return o;
+}
+
+const ForeignObject& hf_neox() {
+  static const ForeignObject o = hf_object(
+      "hf.gpt_neox", "model_type gpt_neox: GPT-NeoX / Pythia (LayerNorm with bias, biased linears, GELU MLP, rotary positions).",
+      {
+          model_type({"gpt_neox"}),
+          name_or_path(),
+          read(dim("hidden_size", "Hidden size.", "unknown"), "hidden"),
+          read(dim("num_hidden_layers", "Decoder layers.", "unknown"), "layers"),
+          read(dim("num_attention_heads", "Attention heads.", "unknown"), "heads"),
+          read(dim("intermediate_size", "MLP inner size.", "unknown"), "ffn"),
+          read(dim("vocab_size", "Vocabulary.", "unknown"), "vocab"),
+          tied(false, "unknown"),
+          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+      });
+  return o;
+}
+
+const ForeignObject& hf_mpt() {
+  static const ForeignObject o = hf_object(
+      "hf.mpt", "model_type mpt: MosaicML MPT as llm-foundry's benchmarks ran it (MPTConfig defaults of 2023; embeddings tied).",
+      {
+          model_type({"mpt"}),
+          name_or_path(),
+          read(dim("d_model", "Hidden size.", "unknown"), "hidden"),
+          read(dim("n_layers", "Decoder layers.", "unknown"), "layers"),
+          read(dim("n_heads", "Attention heads (and key/value heads).", "unknown"), "heads"),
+          read(dim("expansion_ratio", "MLP inner size = expansion_ratio x d_model.", "unknown", Json(4)), "ffn"),
+          read(dim("vocab_size", "Vocabulary.", "unknown"), "vocab"),
+          checked(flag("no_bias", false, "Bias-free linears and norms (the MPT-7B release).", "unknown"), Json(false),
+                  "false (bias-free MPT is not modelled yet)"),
+          checked(flag("learned_pos_emb", true, "A learned position table (false: ALiBi only).", "unknown"), Json(true),
+                  "true (ALiBi-only MPT is not modelled yet)"),
+          checked({.name = "attn_config", .types = kObject | kNull,
+                   .doc = "Attention options; only alibi is read (attn_impl and the rest are not: workload.attention picks the kernels).",
+                   .since = "unknown"},
+                  std::nullopt,
+                  "alibi false or absent (ALiBi MPT is not modelled yet)"),
+          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+      });
+  return o;
+}
+
+}  // namespace
+
+const ForeignObject* hf_family(const std::string& type) {
+  if (type == "llama" || type == "mistral" || type == "qwen2") return &hf_llama();
+  if (type == "opt") return &hf_opt();
+  if (type == "gpt2") return &hf_gpt2();
+  if (type == "gpt_neox") return &hf_neox();
+  if (type == "mpt") return &hf_mpt();
+  return nullptr;
+}
+
+const std::vector<std::string>& hf_model_types() {
+  static const std::vector<std::string> types{"llama", "mistral", "qwen2", "opt", "gpt2", "gpt_neox", "mpt"};
+  return types;
+}
+
+std::vector<const ForeignObject*> objects() {
+  std::vector<const ForeignObject*> out{&deepspeed(), &deepspeed_zero()};
+  for (const char* t : {"llama", "opt", "gpt2", "gpt_neox", "mpt"}) out.push_back(hf_family(t));
+  return out;
+}
+
+}  // namespace foreign_keys
+
+namespace {
+
+std::string cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string type_text(const ForeignKey& k) {
+  std::string t = k.key.types ? describe_type(k.key) : "";
+  if (k.becomes.rfind("strategy.", 0) == 0 && k.key.since == "as strategy.zero")
+    return fmt::format("as `strategy.zero` `{}`{}", k.key.name, t.empty() ? "" : " | " + t);
+  return t.empty() ? "any (not read)" : t;
+}
+
+std::string use_text(const ForeignKey& k) {
+  switch (k.use) {
+    case Use::Read: return "read: " + k.becomes;
+    case Use::Checked: return "checked: " + k.accepts;
+    case Use::NoEffect: return "accepted, no effect";
+    case Use::NotModelled: return "accepted, **not modelled**";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string foreign_markdown_reference() {
+  std::ostringstream out;
+  out << "# Foreign configuration keys\n\n"
+         "<!-- Generated from the declaration in sim/config/foreign_keys.cpp by `stepsim schema --foreign`;\n"
+         "     do not edit. A unit test checks this file equals the output: after changing the declaration run\n"
+         "     `build/tools/stepsim schema --foreign > docs/configuration-foreign-keys.md`. -->\n\n"
+         "Every key stepsim reads from a DeepSpeed config JSON (`\"strategy\": {\"deepspeed_config\": ...}`) and\n"
+         "from a Hugging Face `config.json` (`\"workload\": {\"model\": {\"hf_config\": ...}}`), one table per\n"
+         "JSON object; docs/configuration-foreign.md explains the translation. The \"stepsim\" column says\n"
+         "what stepsim does with the key:\n\n"
+         "- **read**: translated into the experiment key or model dimension named;\n"
+         "- **checked**: accepted only at the values named, any other value is exit 2 naming the file and key;\n"
+         "- **accepted, no effect**: not read, and it does not change one step's schedule or GPU memory;\n"
+         "- **accepted, not modelled**: not read although it can change the step; the meaning says how.\n\n"
+         "A key a table does not list: in a DeepSpeed config it is exit 2 naming the file and the key (any\n"
+         "DeepSpeed option may change the schedule or memory); in a config.json it is ignored (the file holds\n"
+         "token ids, RoPE and initialisation settings and more that do not change a step's cost; the keys\n"
+         "that do are listed). \"Since\" is the DeepSpeed or transformers release that introduced the key\n"
+         "(\"unknown\": not traced yet; \"as strategy.zero\": see that table in configuration-keys.md).\n";
+  for (const ForeignObject* o : foreign_keys::objects()) {
+    out << fmt::format("\n## `{}`\n\n{}, at `{}`: {} Keys not listed: {}.\n\n", o->name, o->file, o->path, o->doc,
+                       o->unlisted == ForeignObject::Unlisted::Rejected ? "exit 2" : "ignored");
+    out << "| key | type | default | since | stepsim | meaning |\n|---|---|---|---|---|---|\n";
+    for (const auto& k : o->keys)
+      out << fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k.key.name, cell(type_text(k)), cell(describe_default(k.key)),
+                         cell(k.key.since), cell(use_text(k)), cell(k.key.doc));
+  }
+  return out.str();
+}
+
+}  // namespace stepsim

@@ -1,0 +1,24 @@
+#include "sim/strategies/load_experiment.hpp"
+
+#include "sim/strategies/strategy.hpp"
+
+namespace stepsim {
+
+namespace {
+
+std::shared_ptr<const Strategy> read_registered_strategy(ObjectReader& r, const Experiment& e) { return parse_strategy(r, e); }
+
+}  // namespace
+
+Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
+                                const std::string& root_path) {
+  return read_experiment(doc, sources, read_registered_strategy, profiles, root_path);
+}
+
+Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  SourceMap sources;
+  nlohmann::json doc = load_experiment_document(file, overrides, sources);
+  return experiment_from_json(doc, sources);
+}
+
+}  // namespace stepsim
