@@ -1,6 +1,7 @@
 #include "live/measured.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -69,7 +70,7 @@ std::vector<MemorySample> replay_memory(const Program& p, const MeasuredStep& m)
     }
   std::vector<MemoryChange> changes = m.memory;
   std::stable_sort(changes.begin(), changes.end(), [](const MemoryChange& a, const MemoryChange& b) { return a.time < b.time; });
-  std::vector<Bytes> live(kMemCategoryCount);
+  std::array<Bytes, kMemCategoryCount> live{};
   std::vector<MemorySample> samples{MemorySample{Time::zero(), Bytes{}, live}};
   for (const auto& c : changes) {
     const std::size_t b = c.buffer.index();

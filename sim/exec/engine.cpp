@@ -1,6 +1,7 @@
 #include "sim/exec/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <iterator>
@@ -68,39 +69,44 @@ Out describe_to(Out out, const Program& p, std::size_t i) {
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 
-// Kept at the 136 bytes it had before the start record was added: the field order packs the
-// 4-byte fields in pairs (a larger Op made the engine benchmark ~17% slower, by pushing ops_
-// past glibc's mmap threshold so that every run page-faults its ops afresh).
+// One per Kernel/Collective/Record/Wait, for the whole run (a 4,096-layer step has 221,000):
+// kept to 80 bytes, because this array is the engine's largest and is page-faulted afresh on
+// every run once it passes glibc's mmap threshold. What a timeline op records (start, end,
+// phase, name) lives in Timeline::ops; the rate state of a running op lives in running_.
 struct Op {
   OpType type = OpType::Kernel;
   bool started = false, done = false;
+  std::uint8_t link_class = 0;       // collectives: 0 intra-node, 1 inter-node
   StreamId stream{0};
-  Phase phase = Phase::Setup;
   // Record / Wait: the event (unused by the other types); for a Wait the number of records
   // issued before it (0: wait for the first record, which may come later in program order).
   EventId event{0};
-  CommId comm{0};               // Collective only
-  int link_class = 0;           // collectives: 0 intra-node, 1 inter-node
+  CommId comm{0};                    // Collective only
   std::int32_t timeline_index = -1;  // Kernel/Collective: its index in Timeline::ops
   std::int32_t host_before = -1;     // the host interval current when it was issued
+  std::int32_t stream_pred = -1;     // the op before it on its stream
+  std::uint32_t event_generation = 0;
   // Why it started when it did, resolved through Record/Wait (which are not timeline ops) to
   // the Kernel/Collective or host interval behind them.
   StartRecord why;
-  std::uint32_t event_generation = 0;
-  std::int32_t stream_pred = -1;     // the op before it on its stream
-  std::size_t instruction = 0;
-  Time issue;
-  Time solo;
-  double remaining = 0;         // solo-rate nanoseconds of work left
-  double rate = 0;
-  Time last_update;
-  std::uint64_t version = 0;
-  Time start, end;
+  std::uint32_t instruction = 0;     // Program instructions are bounded by kMaxProgramInstructions
+  std::uint32_t version = 0;         // of its latest finish event in the heap
   // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
   // and last entry index, -1 when none), in issue order.
-  long waiters_head = -1, waiters_tail = -1;
+  std::int32_t waiters_head = -1, waiters_tail = -1;
+  Time issue;
+  Time solo;
+  Time end;
 };
-static_assert(sizeof(Op) <= 136, "keep Op small: it is the engine's hot array");
+static_assert(sizeof(Op) <= 80, "keep Op small: it is the engine's hot array");
+
+// A running Kernel/Collective: the work it has left at its current rate.
+struct Running {
+  std::size_t op = 0;
+  double remaining = 0;  // solo-rate nanoseconds of work left
+  double rate = 0;
+  Time last_update;
+};
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
 // free). It is keyed on those ops: each completion decrements `outstanding` of the frees that
@@ -115,7 +121,7 @@ struct HeapEvent {
   std::uint64_t seq = 0;
   bool host = false;
   std::size_t op = 0;
-  std::uint64_t version = 0;
+  std::uint32_t version = 0;
   bool operator>(const HeapEvent& o) const { return time > o.time || (time == o.time && seq > o.seq); }
 };
 
@@ -124,6 +130,7 @@ class Engine {
   Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator)
       : p_(p), hw_(hw), kernel_times_(hw.compute), allocator_config_(allocator), allocator_(allocator) {
     streams_.resize(p.streams.size());
+    stream_dirty_.assign(p.streams.size(), 0);
     stream_last_op_.assign(p.streams.size(), -1);
     comm_queue_.resize(p.comms.size());
     comm_next_.assign(p.comms.size(), 0);
@@ -132,26 +139,26 @@ class Engine {
     records_.resize(p.event_count);
     event_has_source_.assign(p.event_count, 0);
     buffers_.resize(p.buffer_count);
-    live_.assign(kMemCategoryCount, Bytes{});
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
-    // NCCL buffers belong to communicators that run a collective: ProcessGroupNCCL creates the
-    // NCCL communicator lazily, at its first collective.
+    // One pass over the program (it is the largest array the engine reads): the communicators
+    // that run a collective, and how many ops, timeline ops and allocations it makes.
     std::vector<char> used(p.comms.size(), 0);
-    for (const auto& ins : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&ins)) used[c->comm.index()] = 1;
-    timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
-    timeline_.device = "simulated " + hw.name;
-    // Every instruction makes at most one op and one host interval; every Alloc/Free one
-    // memory sample each: reserve once instead of reallocating large arrays as they grow.
     std::size_t allocs = 0, ops = 0, launches = 0;
     for (const auto& ins : p.instructions) {
-      allocs += std::holds_alternative<Alloc>(ins) ? 1 : 0;
+      if (const auto* c = std::get_if<Collective>(&ins)) used[c->comm.index()] = 1;
+      allocs += std::holds_alternative<Alloc>(ins);
       launches += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins);
       ops += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins) ||
              std::holds_alternative<Record>(ins) || std::holds_alternative<Wait>(ins);
     }
+    // NCCL buffers belong to communicators that run a collective: ProcessGroupNCCL creates the
+    // NCCL communicator lazily, at its first collective.
+    timeline_.non_pytorch = hw.non_pytorch_memory(static_cast<std::size_t>(std::count(used.begin(), used.end(), 1)));
+    timeline_.device = "simulated " + hw.name;
+    // Every instruction makes at most one op and one host interval; every Alloc/Free one
+    // memory sample each: reserve once instead of reallocating large arrays as they grow.
     ops_.reserve(ops);
     timeline_.ops.reserve(launches);
     timeline_.op_why.reserve(launches);
@@ -171,9 +178,8 @@ class Engine {
       if (ev.host) {
         run_host();
       } else {
-        Op& op = ops_[ev.op];
+        const Op& op = ops_[ev.op];
         if (op.done || op.version != ev.version) continue;
-        advance(op);
         complete(ev.op);
       }
       pump();
@@ -329,7 +335,7 @@ class Engine {
                               if (op.done) continue;
                               if (op.waiters_tail >= 0 && waiters_[static_cast<std::size_t>(op.waiters_tail)].free == id)
                                 continue;  // the same stream listed twice
-                              auto w = static_cast<long>(waiters_.size());
+                              auto w = static_cast<std::int32_t>(waiters_.size());
                               waiters_.push_back(Waiter{id, -1});
                               if (op.waiters_tail >= 0) waiters_[static_cast<std::size_t>(op.waiters_tail)].next = w;
                               else op.waiters_head = w;
@@ -385,8 +391,7 @@ class Engine {
     Op op;
     op.type = type;
     op.stream = s;
-    op.instruction = i;
-    op.phase = phase_;
+    op.instruction = static_cast<std::uint32_t>(i);
     op.issue = now_;
     op.host_before = static_cast<std::int32_t>(timeline_.host.size()) - 1;
     return op;
@@ -397,7 +402,7 @@ class Engine {
   TimelineOp& add_timeline_op(const Op& op, const std::string& name, const std::string& unit) {
     TimelineOp& t = timeline_.ops.emplace_back();
     t.stream = op.stream;
-    t.phase = op.phase;
+    t.phase = phase_;
     t.issue = op.issue;
     t.instruction = op.instruction;
     t.solo_duration = op.solo;
@@ -424,6 +429,7 @@ class Engine {
     }
     ops_.push_back(std::move(op));
     streams_[su].push_back(idx);
+    stream_dirty_[su] = 1;
     stream_last_op_[su] = static_cast<long>(idx);
   }
 
@@ -449,6 +455,8 @@ class Engine {
     while (progress) {
       progress = false;
       for (std::size_t s = 0; s < streams_.size(); ++s) {
+        if (!stream_dirty_[s]) continue;  // its front cannot have become startable
+        stream_dirty_[s] = 0;
         auto& q = streams_[s];
         while (!q.empty()) {
           std::size_t idx = q.front();
@@ -456,20 +464,17 @@ class Engine {
           if (op.started) break;  // running
           if (!can_start(op, idx)) break;
           op.started = true;
-          op.start = now_;
           op.why = start_cause(op);
           if (op.timeline_index >= 0) {
             timeline_.ops[static_cast<std::size_t>(op.timeline_index)].start = now_;
             timeline_.op_why[static_cast<std::size_t>(op.timeline_index)] = op.why;
           }
-          op.last_update = now_;
           progress = true;
           if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
             complete(idx);
             continue;
           }
-          op.remaining = static_cast<double>(op.solo.ns);
-          running_.push_back(idx);
+          running_.push_back(Running{idx, static_cast<double>(op.solo.ns), 0, now_});
           running_changed = true;
           break;
         }
@@ -528,33 +533,33 @@ class Engine {
     return best;
   }
 
-  void advance(Op& op) {
-    op.remaining -= static_cast<double>((now_ - op.last_update).ns) * op.rate;
-    if (op.remaining < 0) op.remaining = 0;
-    op.last_update = now_;
+  static void advance(Running& r, Time now) {
+    r.remaining -= static_cast<double>((now - r.last_update).ns) * r.rate;
+    if (r.remaining < 0) r.remaining = 0;
+    r.last_update = now;
   }
 
   void update_rates() {
     rates_dirty_ = false;
     int kernels = 0, colls[2] = {0, 0};
-    for (std::size_t idx : running_) {
-      const Op& op = ops_[idx];
+    for (const Running& r : running_) {
+      const Op& op = ops_[r.op];
       if (op.type == OpType::Kernel) ++kernels;
       else ++colls[op.link_class];
     }
     bool any_coll = colls[0] + colls[1] > 0;
-    for (std::size_t idx : running_) {
-      Op& op = ops_[idx];
+    for (Running& r : running_) {
+      Op& op = ops_[r.op];
       double rate;
       if (op.type == OpType::Kernel) rate = 1.0 / kernels / (1.0 + (any_coll ? hw_.contention.compute_slowdown : 0.0));
       else rate = 1.0 / colls[op.link_class] / (1.0 + (kernels > 0 ? hw_.contention.comm_slowdown : 0.0));
-      if (rate == op.rate) continue;
-      advance(op);
-      op.rate = rate;
+      if (rate == r.rate) continue;
+      advance(r, now_);
+      r.rate = rate;
       ++op.version;
-      double left = op.remaining / rate;
+      double left = r.remaining / rate;
       Time finish = now_ + Time{static_cast<std::int64_t>(std::ceil(left - 1e-6))};
-      heap_.push(HeapEvent{finish, seq_++, false, idx, op.version});
+      heap_.push(HeapEvent{finish, seq_++, false, r.op, op.version});
     }
   }
 
@@ -566,15 +571,19 @@ class Engine {
     ops_end_ = std::max(ops_end_, now_);
     auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
+    // The next op of its stream may start; a Record may release a Wait, a collective the next
+    // one of its communicator, on any stream.
+    if (op.type == OpType::Record || op.type == OpType::Collective) std::fill(stream_dirty_.begin(), stream_dirty_.end(), 1);
+    else stream_dirty_[op.stream.index()] = 1;
     if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
-    auto it = std::find(running_.begin(), running_.end(), idx);
+    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.op == idx; });
     if (it != running_.end()) {
       running_.erase(it);
       rates_dirty_ = true;
     }
     // Deferred (record_stream) frees whose last outstanding op this was, in the order they
     // were issued (a free becomes ready exactly at the completion of its last op).
-    for (long w = op.waiters_head; w >= 0; w = waiters_[static_cast<std::size_t>(w)].next) {
+    for (std::int32_t w = op.waiters_head; w >= 0; w = waiters_[static_cast<std::size_t>(w)].next) {
       PendingFree& pf = pending_frees_[waiters_[static_cast<std::size_t>(w)].free];
       if (--pf.outstanding == 0) release(pf.buffer);
     }
@@ -705,6 +714,10 @@ class Engine {
   std::priority_queue<HeapEvent, std::vector<HeapEvent>, std::greater<>> heap_;
   std::vector<Op> ops_;
   std::vector<std::deque<std::size_t>> streams_;
+  // Streams whose front op may have become startable since pump() last looked (an op was
+  // enqueued on it, its front completed, or a Record or collective completed anywhere): pump()
+  // skips the others, which could only have stopped where they are.
+  std::vector<char> stream_dirty_;
   std::vector<long> stream_last_op_;
   std::vector<std::vector<std::size_t>> comm_queue_;
   std::vector<std::size_t> comm_next_;
@@ -715,13 +728,13 @@ class Engine {
   std::vector<char> event_has_source_;          // its latest Record's stream had a Kernel/Collective before it
   bool blocked_has_source_ = false;
   std::vector<std::vector<std::size_t>> records_;
-  std::vector<std::size_t> running_;
+  std::vector<Running> running_;
   bool rates_dirty_ = false;
   std::vector<BufferState> buffers_;
   std::vector<PendingFree> pending_frees_;                                   // by issue order
   struct Waiter {
     std::size_t free = 0;  // index into pending_frees_
-    long next = -1;        // the next waiter on the same op
+    std::int32_t next = -1;  // the next waiter on the same op
   };
   std::vector<Waiter> waiters_;
   struct AllocEvent {
@@ -734,7 +747,7 @@ class Engine {
   AllocatorConfig allocator_config_;
   CachingAllocator allocator_;
   std::vector<AllocEvent> alloc_log_;
-  std::vector<Bytes> live_;
+  std::array<Bytes, kMemCategoryCount> live_{};
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;
   std::optional<std::size_t> blocked_on_;

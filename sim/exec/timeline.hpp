@@ -3,6 +3,7 @@
 // thread's activity, and the memory curve. Produced by the simulator (sim/exec/engine) and by
 // the live executor, consumed by metrics, reports, explain and compare.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -70,7 +71,7 @@ struct HostInterval {
 struct MemorySample {
   Time time;
   Bytes total;
-  std::vector<Bytes> by_category;  // indexed by MemCategory
+  std::array<Bytes, kMemCategoryCount> by_category{};  // indexed by MemCategory
   Bytes reserved;                  // 0 when not known (measured timelines)
 };
 

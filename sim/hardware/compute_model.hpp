@@ -4,7 +4,7 @@
 // bandwidth of their kernel class; attention FLOPs at a calibrated fraction of peak; fixed
 // times as given. Host cost of a launch by how the framework dispatches it.
 
-#include <map>
+#include <unordered_map>
 
 #include "sim/hardware/profile.hpp"
 #include "sim/program/program.hpp"
@@ -32,7 +32,15 @@ class KernelTimeCache {
  private:
   Time work_time(const KernelWork& w, KernelClass cls, int kernels);
   const ComputeProfile& c_;
-  std::map<GemmShape, Time> gemm_;
+  struct ShapeHash {
+    std::size_t operator()(const GemmShape& g) const noexcept {
+      std::size_t h = static_cast<std::size_t>(g.m);
+      for (std::int64_t v : {g.n, g.k, g.batch, static_cast<std::int64_t>(g.dtype)})
+        h = h * 0x9E3779B97F4A7C15ull + static_cast<std::size_t>(v);
+      return h;
+    }
+  };
+  std::unordered_map<GemmShape, Time, ShapeHash> gemm_;
 };
 
 }  // namespace stepsim

@@ -74,7 +74,7 @@ TEST_CASE("The peak's phase is the host program's phase when it allocated, not t
     MemorySample s;
     s.time = Time::from_ms(ms);
     s.total = Bytes{bytes};
-    s.by_category.assign(kMemCategoryCount, Bytes{});
+    s.by_category.fill(Bytes{});
     return s;
   };
   t.memory = {sample(0, 100), sample(1.5, 200), sample(2.5, 300), sample(3, 50)};
