@@ -1,19 +1,20 @@
 #include <fmt/format.h>
 
 #include "sim/core/json_reader.hpp"
+#include "sim/core/overloaded.hpp"
 #include "sim/hardware/profile.hpp"
 
 namespace stepsim {
 
-std::string to_string(CollectiveModelKind k) {
-  switch (k) {
-    case CollectiveModelKind::AlphaBeta: return "alpha_beta";
-    case CollectiveModelKind::Ring: return "ring";
-    case CollectiveModelKind::Tree: return "tree";
-    case CollectiveModelKind::Nccl: return "nccl";
-    case CollectiveModelKind::Table: return "table";
-  }
-  return "ring";
+std::string model_name(const ScopeModel& m) {
+  return std::visit(Overloaded{
+                        [](const AlphaBetaModel&) { return "alpha_beta"; },
+                        [](const RingModel&) { return "ring"; },
+                        [](const TreeModel&) { return "tree"; },
+                        [](const NcclModel&) { return "nccl"; },
+                        [](const TableModel&) { return "table"; },
+                    },
+                    m);
 }
 
 // Physical ranges of profile numbers (docs/limits.md): generous bounds around any GPU,
@@ -61,81 +62,99 @@ static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::stri
   return out;
 }
 
-static ScopeModel parse_scope(ObjectReader r) {
-  ScopeModel m;
-  std::string kind = r.choice("model", {"alpha_beta", "ring", "tree", "nccl", "table"});
-  if (kind == "alpha_beta") {
-    m.kind = CollectiveModelKind::AlphaBeta;
+static AlphaBetaModel parse_alpha_beta(ObjectReader& r) {
+  AlphaBetaModel m;
+  for (const char* k : kKindKeys)
+    if (r.has(k)) m.ranges[parse_collective_kind(k)] = parse_ranges(r, k);
+  if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
+  if (r.has("ranks")) {
+    ObjectReader ranks = r.object("ranks");
     for (const char* k : kKindKeys)
-      if (r.has(k)) m.alpha_beta[parse_collective_kind(k)] = parse_ranges(r, k);
-    if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
-    if (r.has("ranks")) {
-      ObjectReader ranks = r.object("ranks");
-      for (const char* k : kKindKeys)
-        if (ranks.has(k)) {
-          std::int64_t n = ranks.integer_in(k, 2, limits::kMaxGroup);
-          m.alpha_beta_ranks[parse_collective_kind(k)] = static_cast<int>(n);
-        }
-      ranks.finish();
-    }
-    if (r.has("groups")) {
-      ObjectReader groups = r.object("groups");
-      for (const char* k : kKindKeys) {
-        if (!groups.has(k)) continue;
-        CollectiveKind kind = parse_collective_kind(k);
-        if (!m.alpha_beta.count(kind) || !m.alpha_beta_ranks.count(kind))
-          groups.fail(k, fmt::format("\"{}\" ranges and \"ranks\": {{\"{}\": N}} next to \"groups\"", k, k));
-        ObjectReader by_size = groups.object(k);
-        for (const auto& [ranks_text, value] : by_size.raw_object_items()) {
-          (void)value;
-          int ranks = 0;
-          try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
-          if (ranks < 2 || std::to_string(ranks) != ranks_text) by_size.fail(ranks_text, "a group size >= 2 as the key");
-          if (ranks == m.alpha_beta_ranks.at(kind))
-            by_size.fail(ranks_text, fmt::format("a group size other than ranks.{} ({}), whose ranges are \"{}\"", k, ranks, k));
-          m.alpha_beta_groups[kind][ranks] = parse_ranges(by_size, ranks_text);
-        }
-        by_size.finish();
+      if (ranks.has(k)) {
+        std::int64_t n = ranks.integer_in(k, 2, limits::kMaxGroup);
+        m.ranks[parse_collective_kind(k)] = static_cast<int>(n);
       }
-      groups.finish();
-    }
-    if (m.alpha_beta.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
-  } else if (kind == "table") {
-    m.kind = CollectiveModelKind::Table;
+    ranks.finish();
+  }
+  if (r.has("groups")) {
+    ObjectReader groups = r.object("groups");
     for (const char* k : kKindKeys) {
-      if (!r.has(k)) continue;
-      ObjectReader by_size = r.object(k);
-      auto& dst = m.table[parse_collective_kind(k)];
-      for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
+      if (!groups.has(k)) continue;
+      CollectiveKind kind = parse_collective_kind(k);
+      if (!m.ranges.count(kind) || !m.ranks.count(kind))
+        groups.fail(k, fmt::format("\"{}\" ranges and \"ranks\": {{\"{}\": N}} next to \"groups\"", k, k));
+      ObjectReader by_size = groups.object(k);
+      for (const auto& [ranks_text, value] : by_size.raw_object_items()) {
+        (void)value;
         int ranks = 0;
         try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
-        if (ranks < 2 || ranks > limits::kMaxGroup) by_size.fail(ranks_text, "a group size from 2 to 2^20 as the key");
-        const Json& arr = by_size.raw(ranks_text);
-        if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
-        std::vector<MeasuredCollective> points;
-        for (std::size_t i = 0; i < arr.size(); ++i) {
-          const Json& p = arr[i];
-          if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() >= 1) ||
-              !(p[1].get<double>() > 0) || p[0].get<double>() > limits::kMaxTableBytes || p[1].get<double>() > limits::kMaxTableTimeUs)
-            by_size.fail_value(ranks_text + "/" + std::to_string(i), p,
-                               "a [bytes, time_us] pair: bytes from 1 to 2^48, time_us above 0 and at most 1e9");
-          points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
-          if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
-            by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
-        }
-        dst[ranks] = std::move(points);
+        if (ranks < 2 || std::to_string(ranks) != ranks_text) by_size.fail(ranks_text, "a group size >= 2 as the key");
+        if (ranks == m.ranks.at(kind))
+          by_size.fail(ranks_text, fmt::format("a group size other than ranks.{} ({}), whose ranges are \"{}\"", k, ranks, k));
+        m.groups[kind][ranks] = parse_ranges(by_size, ranks_text);
       }
       by_size.finish();
     }
-    if (m.table.empty()) r.fail("model", "a table with at least one collective");
-  } else {
-    m.kind = kind == "ring" ? CollectiveModelKind::Ring : kind == "tree" ? CollectiveModelKind::Tree : CollectiveModelKind::Nccl;
-    m.busbw = Bandwidth::from_gbps(positive_at_most(r, "busbw_GBps", limits::kMaxGBps));
-    m.step_latency = Time::from_us(r.number_in("step_latency_us", 0, limits::kMaxLatencyUs, 0));
-    m.base_latency = Time::from_us(r.number_in("base_latency_us", 0, limits::kMaxLatencyUs, 0));
-    m.tree_busbw = Bandwidth::from_gbps(r.number_in("tree_busbw_GBps", 0, limits::kMaxGBps, 0));
-    m.tree_step_latency = Time::from_us(r.number_in("tree_step_latency_us", 0, limits::kMaxLatencyUs, 0));
+    groups.finish();
   }
+  if (m.ranges.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
+  return m;
+}
+
+static TableModel parse_table(ObjectReader& r) {
+  TableModel m;
+  for (const char* k : kKindKeys) {
+    if (!r.has(k)) continue;
+    ObjectReader by_size = r.object(k);
+    auto& dst = m.points[parse_collective_kind(k)];
+    for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
+      int ranks = 0;
+      try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
+      if (ranks < 2 || ranks > limits::kMaxGroup) by_size.fail(ranks_text, "a group size from 2 to 2^20 as the key");
+      const Json& arr = by_size.raw(ranks_text);
+      if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
+      std::vector<MeasuredCollective> points;
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        const Json& p = arr[i];
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() >= 1) ||
+            !(p[1].get<double>() > 0) || p[0].get<double>() > limits::kMaxTableBytes || p[1].get<double>() > limits::kMaxTableTimeUs)
+          by_size.fail_value(ranks_text + "/" + std::to_string(i), p,
+                             "a [bytes, time_us] pair: bytes from 1 to 2^48, time_us above 0 and at most 1e9");
+        points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
+        if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
+          by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
+      }
+      dst[ranks] = std::move(points);
+    }
+    by_size.finish();
+  }
+  if (m.points.empty()) r.fail("model", "a table with at least one collective");
+  return m;
+}
+
+static RingModel parse_ring(ObjectReader& r) {
+  RingModel m;
+  m.busbw = Bandwidth::from_gbps(positive_at_most(r, "busbw_GBps", limits::kMaxGBps));
+  m.step_latency = Time::from_us(r.number_in("step_latency_us", 0, limits::kMaxLatencyUs, 0));
+  m.base_latency = Time::from_us(r.number_in("base_latency_us", 0, limits::kMaxLatencyUs, 0));
+  return m;
+}
+
+static TreeConstants parse_tree_constants(ObjectReader& r) {
+  TreeConstants t;
+  t.busbw = Bandwidth::from_gbps(r.number_in("tree_busbw_GBps", 0, limits::kMaxGBps, 0));
+  t.step_latency = Time::from_us(r.number_in("tree_step_latency_us", 0, limits::kMaxLatencyUs, 0));
+  return t;
+}
+
+static ScopeModel parse_scope(ObjectReader r) {
+  ScopeModel m;
+  std::string kind = r.choice("model", {"alpha_beta", "ring", "tree", "nccl", "table"});
+  if (kind == "alpha_beta") m = parse_alpha_beta(r);
+  else if (kind == "table") m = parse_table(r);
+  else if (kind == "ring") m = parse_ring(r);
+  else if (kind == "tree") m = TreeModel{parse_ring(r), parse_tree_constants(r)};
+  else m = NcclModel{parse_ring(r), parse_tree_constants(r)};
   if (r.has("note")) r.string("note");
   r.finish();
   return m;
@@ -266,8 +285,8 @@ HardwareProfile parse_profile(ObjectReader& r) {
     if (coll.has("topology")) p.topology = parse_topology(coll.object("topology"));
     // With a topology model the scope models are optional (and unused).
     if (p.topology && !coll.has("intra_node")) {
-      p.intra_node.busbw = p.topology->nvlink_busbw;
-      p.inter_node.busbw = p.topology->nic_bw;
+      p.intra_node = RingModel{.busbw = p.topology->nvlink_busbw};
+      p.inter_node = RingModel{.busbw = p.topology->nic_bw};
     } else {
       p.intra_node = parse_scope(coll.object("intra_node"));
       p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
@@ -337,42 +356,52 @@ static Json ranges_to_json(const std::vector<AlphaBetaRange>& ranges) {
   return arr;
 }
 
-static Json scope_to_json(const ScopeModel& m) {
-  Json o{{"model", to_string(m.kind)}};
-  switch (m.kind) {
-    case CollectiveModelKind::AlphaBeta:
-      for (const auto& [k, ranges] : m.alpha_beta) o[to_string(k)] = ranges_to_json(ranges);
-      if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
-      if (!m.alpha_beta_ranks.empty()) {
-        Json ranks = Json::object();
-        for (const auto& [k, n] : m.alpha_beta_ranks) ranks[to_string(k)] = n;
-        o["ranks"] = ranks;
-      }
-      if (!m.alpha_beta_groups.empty()) {
-        Json groups = Json::object();
-        for (const auto& [k, by_size] : m.alpha_beta_groups)
-          for (const auto& [n, ranges] : by_size) groups[to_string(k)][std::to_string(n)] = ranges_to_json(ranges);
-        o["groups"] = groups;
-      }
-      break;
-    case CollectiveModelKind::Table:
-      for (const auto& [k, by_size] : m.table) {
-        Json t = Json::object();
-        for (const auto& [n, pts] : by_size) {
-          Json arr = Json::array();
-          for (const auto& p : pts) arr.push_back(Json::array({p.bytes.count, p.time.us()}));
-          t[std::to_string(n)] = arr;
-        }
-        o[to_string(k)] = t;
-      }
-      break;
-    default:
-      o["busbw_GBps"] = m.busbw.gbps();
-      o["step_latency_us"] = m.step_latency.us();
-      o["base_latency_us"] = m.base_latency.us();
-      if (m.tree_busbw.bytes_per_s > 0) o["tree_busbw_GBps"] = m.tree_busbw.gbps();
-      if (m.tree_step_latency.ns > 0) o["tree_step_latency_us"] = m.tree_step_latency.us();
-  }
+static void ring_to_json(const RingModel& m, Json& o) {
+  o["busbw_GBps"] = m.busbw.gbps();
+  o["step_latency_us"] = m.step_latency.us();
+  o["base_latency_us"] = m.base_latency.us();
+}
+
+static void tree_to_json(const RingModel& ring, const TreeConstants& tree, Json& o) {
+  ring_to_json(ring, o);
+  if (tree.busbw.bytes_per_s > 0) o["tree_busbw_GBps"] = tree.busbw.gbps();
+  if (tree.step_latency.ns > 0) o["tree_step_latency_us"] = tree.step_latency.us();
+}
+
+static Json scope_to_json(const ScopeModel& model) {
+  Json o{{"model", model_name(model)}};
+  std::visit(Overloaded{
+                 [&](const AlphaBetaModel& m) {
+                   for (const auto& [k, ranges] : m.ranges) o[to_string(k)] = ranges_to_json(ranges);
+                   if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
+                   if (!m.ranks.empty()) {
+                     Json ranks = Json::object();
+                     for (const auto& [k, n] : m.ranks) ranks[to_string(k)] = n;
+                     o["ranks"] = ranks;
+                   }
+                   if (!m.groups.empty()) {
+                     Json groups = Json::object();
+                     for (const auto& [k, by_size] : m.groups)
+                       for (const auto& [n, ranges] : by_size) groups[to_string(k)][std::to_string(n)] = ranges_to_json(ranges);
+                     o["groups"] = groups;
+                   }
+                 },
+                 [&](const TableModel& m) {
+                   for (const auto& [k, by_size] : m.points) {
+                     Json t = Json::object();
+                     for (const auto& [n, pts] : by_size) {
+                       Json arr = Json::array();
+                       for (const auto& p : pts) arr.push_back(Json::array({p.bytes.count, p.time.us()}));
+                       t[std::to_string(n)] = arr;
+                     }
+                     o[to_string(k)] = t;
+                   }
+                 },
+                 [&](const RingModel& m) { ring_to_json(m, o); },
+                 [&](const TreeModel& m) { tree_to_json(m.ring, m.tree, o); },
+                 [&](const NcclModel& m) { tree_to_json(m.ring, m.tree, o); },
+             },
+             model);
   return o;
 }
 
