@@ -7,6 +7,7 @@
 #include <functional>
 #include <sstream>
 
+#include "json_schema_validator.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/hardware/profile.hpp"
@@ -229,4 +230,32 @@ TEST_CASE("stepsim schema --profile prints a JSON Schema with one definition per
   CHECK_FALSE(j["$defs"]["profile.scope.ring"]["properties"].contains("tree_busbw_GBps"));
   REQUIRE(test::run_capture(std::string(STEPSIM_BINARY) + " schema --profile --markdown", out) == 0);
   CHECK_THAT(out, Catch::StartsWith("# Hardware profile reference"));
+}
+
+TEST_CASE("Every shipped profile satisfies the printed JSON Schema, and the schema refuses what the parser refuses",
+          "[config][hardware]") {
+  // The schema is what editors check a profile against: it must accept every profile the
+  // parser accepts (after includes) and reject an unknown key, a wrong type and a value out of
+  // range, as the parser does.
+  const Json schema = json_schema(profile_catalog(), "urn:stepsim:profile:1", "stepsim hardware profile");
+  test::MiniValidator v(schema);
+  for (const auto& e : fs::directory_iterator(kRoot + "/configs/hardware")) {
+    if (e.path().extension() != ".json") continue;
+    SourceMap src;
+    const Json doc = load_with_includes(e.path(), src);
+    INFO(e.path());
+    CHECK(v.validate(doc) == std::vector<std::string>{});
+  }
+  CHECK(v.validate(scope_profile()).empty());
+  CHECK(v.validate(topology_profile()).empty());
+  Json bad_key = scope_profile(), bad_type = scope_profile(), bad_range = scope_profile(), bad_model = scope_profile();
+  bad_key["collectives"]["intra_node"]["tree_busbw"] = 1;
+  bad_type["compute"]["model_memory_bound_kernels"] = "yes";
+  bad_range["host"]["launch_overhead_us"] = 2e6;
+  bad_model["collectives"]["intra_node"] = {{"model", "ring"}, {"busbw_GBps", 100}, {"tree_busbw_GBps", 50}};
+  for (const Json* d : {&bad_key, &bad_type, &bad_range, &bad_model}) {
+    INFO(d->dump());
+    CHECK_FALSE(v.validate(*d).empty());
+    CHECK_THROWS_AS(parse(*d), InputError);
+  }
 }
