@@ -29,8 +29,8 @@ inline HardwareProfile ideal_profile() {
   hw.compute.peak[Dtype::BF16] = FlopRate::from_tflops(1000);
   hw.compute.hbm = Bandwidth::from_gbps(3000);
   hw.compute.model_memory_kernels = false;
-  hw.intra_node.kind = CollectiveModelKind::AlphaBeta;
-  hw.intra_node.default_ranges = {AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::zero(), Bandwidth::from_gbps(1)}};
+  hw.intra_node = AlphaBetaModel{
+      .default_ranges = {AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::zero(), Bandwidth::from_gbps(1)}}};
   hw.inter_node = hw.intra_node;
   return hw;
 }

@@ -152,7 +152,7 @@ int collective(const Args& args) {
         r.algo = to_string(c.candidate.algo) + "/" + to_string(c.candidate.proto);
       } else {
         r.time = collective_time(hw, j.kind, b, comm);
-        r.algo = to_string(j.nodes > 1 ? hw.inter_node.kind : hw.intra_node.kind);
+        r.algo = model_name(j.nodes > 1 ? hw.inter_node : hw.intra_node);
       }
       double t_us = r.time.us();
       double algbw = t_us > 0 ? static_cast<double>(r.bytes) / (t_us * 1e3) : 0;  // GB/s = B/us / 1e3

@@ -29,7 +29,7 @@ const std::map<std::string, Command>& commands() {
       {"collective", {collective, "one collective per size, nccl-tests columns: --profile P --kind K --ranks N [--compare LOG]"}},
       {"compare", {compare, "predicted vs measured: PREDICTED.json MEASURED.json [--tolerance 5%]"}},
       {"init", {init, "a starting experiment and a fitted profile from a profiler trace: --from-trace TRACE --out exp.json"}},
-      {"schema", {schema, "the experiment file's keys as a JSON Schema for editors: [--markdown] [--out F]"}},
+      {"schema", {schema, "the experiment file's (or with --profile the hardware profile's) keys as a JSON Schema for editors: [--profile] [--markdown] [--out F]"}},
       {"validate", {validate, "predictions vs real traces and published runs: [SUITE.json] [--baseline F] [--report F.html]"}},
   };
   return table;

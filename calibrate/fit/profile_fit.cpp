@@ -160,10 +160,9 @@ std::vector<FitPoint> fit_points(const CollectiveSeries& s, SampleSelection sel)
 
 double predict_time_us(const KindFit& fit, double bytes, int ranks) {
   // The simulator's own alpha-beta model (one definition of the cross-group rule).
-  ScopeModel m;
-  m.kind = CollectiveModelKind::AlphaBeta;
-  m.alpha_beta[fit.kind] = to_alpha_beta_ranges(fit);
-  m.alpha_beta_ranks[fit.kind] = fit.ranks;
+  AlphaBetaModel m;
+  m.ranges[fit.kind] = to_alpha_beta_ranges(fit);
+  m.ranks[fit.kind] = fit.ranks;
   return scope_collective_time(m, fit.kind, Bytes{std::llround(bytes)}, ranks, fit.nodes).us();
 }
 
@@ -219,22 +218,21 @@ void choose_profile_fits(HardwareProfile& p, const FitOptions& opt, FitReport& r
         break;
       }
     }
-    ScopeModel m;
-    m.kind = CollectiveModelKind::AlphaBeta;
+    AlphaBetaModel m;
     for (auto& [kind, f] : chosen) {
       f->in_profile = true;
-      m.alpha_beta[kind] = to_alpha_beta_ranges(*f);
-      m.alpha_beta_ranks[kind] = f->ranks;
+      m.ranges[kind] = to_alpha_beta_ranges(*f);
+      m.ranks[kind] = f->ranks;
       for (auto& [ranks, g] : by_ranks.at(kind))
         if (g != f) {
           g->in_profile = true;
-          m.alpha_beta_groups[kind][ranks] = to_alpha_beta_ranges(*g);
+          m.groups[kind][ranks] = to_alpha_beta_ranges(*g);
         }
     }
     for (auto& d : derived) {
       d.in_profile = true;
-      m.alpha_beta[d.kind] = to_alpha_beta_ranges(d);
-      m.alpha_beta_ranks[d.kind] = d.ranks;
+      m.ranges[d.kind] = to_alpha_beta_ranges(d);
+      m.ranks[d.kind] = d.ranks;
       report.fits.push_back(d);
     }
     (std::string(scope) == "intra_node" ? p.intra_node : p.inter_node) = m;

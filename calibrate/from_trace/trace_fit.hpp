@@ -3,7 +3,7 @@
 // measured collective points (kind, group size, S per nccl-tests, time) and compute timings
 // (per kernel class, and GEMMs with their shapes where the trace recorded shapes). The
 // calibration engineer's `fit` turns these into a HardwareProfile; collective_table() and
-// gemm_table() already give the profile's own shapes (ScopeModel::table, ComputeProfile::gemm_table).
+// gemm_table() already give the profile's own shapes (TableModel::points, ComputeProfile::gemm_table).
 // See /work/notes/trace-fit-api.md.
 
 #include <cstdint>
@@ -80,7 +80,7 @@ std::string kernel_class_of(const std::string& kernel_name);
 // Everything of the steps selected by `o` in every trace. Throws InputError as analyze does.
 TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o);
 
-// Median time per (kind, group size, S): ScopeModel::table's shape, points sorted by bytes.
+// Median time per (kind, group size, S): TableModel::points' shape, points sorted by bytes.
 // Points whose group size was assumed are left out unless `include_assumed_groups`.
 std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> collective_table(
     const TraceFitData& d, bool include_assumed_groups);

@@ -7,6 +7,7 @@
 
 #include "sim/exec/engine.hpp"
 #include "sim/core/format.hpp"
+#include "sim/core/overloaded.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -164,18 +165,31 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
   std::vector<Sensitivity> out;
   {  // 2x link bandwidth: every bandwidth term doubles; latencies stay.
     HardwareProfile hw = e.cluster.profile;
-    for (ScopeModel* m : {&hw.intra_node, &hw.inter_node}) {
-      for (auto& r : m->default_ranges) r.beta.bytes_per_s *= 2;
-      for (auto& [k, rs] : m->alpha_beta)
-        for (auto& r : rs) r.beta.bytes_per_s *= 2;
-      m->busbw.bytes_per_s *= 2;
-      m->tree_busbw.bytes_per_s *= 2;
-      // Measured tables carry no latency/bandwidth split: halve the whole time (an upper
-      // bound on the gain).
-      for (auto& [k, by_ranks] : m->table)
-        for (auto& [n, pts] : by_ranks)
-          for (auto& pt : pts) pt.time = Time{pt.time.ns / 2};
-    }
+    for (ScopeModel* m : {&hw.intra_node, &hw.inter_node})
+      std::visit(Overloaded{
+                     [](AlphaBetaModel& ab) {
+                       for (auto& r : ab.default_ranges) r.beta.bytes_per_s *= 2;
+                       for (auto& [k, rs] : ab.ranges)
+                         for (auto& r : rs) r.beta.bytes_per_s *= 2;
+                     },
+                     [](RingModel& ring) { ring.busbw.bytes_per_s *= 2; },
+                     [](TreeModel& t) {
+                       t.ring.busbw.bytes_per_s *= 2;
+                       t.tree.busbw.bytes_per_s *= 2;
+                     },
+                     [](NcclModel& t) {
+                       t.ring.busbw.bytes_per_s *= 2;
+                       t.tree.busbw.bytes_per_s *= 2;
+                     },
+                     // Measured tables carry no latency/bandwidth split: halve the whole time
+                     // (an upper bound on the gain).
+                     [](TableModel& table) {
+                       for (auto& [k, by_ranks] : table.points)
+                         for (auto& [n, pts] : by_ranks)
+                           for (auto& pt : pts) pt.time = Time{pt.time.ns / 2};
+                     },
+                 },
+                 *m);
     if (hw.topology)
       for (Bandwidth* b : {&hw.topology->nvlink_busbw, &hw.topology->nvls_bw, &hw.topology->nvlink_all_to_all_busbw,
                            &hw.topology->nic_bw, &hw.topology->nic_all_to_all_bw})

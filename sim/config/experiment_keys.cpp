@@ -179,7 +179,7 @@ const ConfigObject& cluster() {
           {.name = "gpus_per_node", .types = kInteger, .min = 1, .max = kMaxGpusPerNode, .default_value = Json(8), .doc = "GPUs per node.",
            .since = kStepsim},
           {.name = "profile", .types = kString | kObject,
-           .doc = "A hardware profile file (configs/hardware/*.json) or an inline profile (docs/configuration.md, Hardware profiles; its keys are not listed here).",
+           .doc = "A hardware profile file (configs/hardware/*.json) or an inline profile (its keys: docs/profile-keys.md, `stepsim schema --profile`).",
            .since = kStepsim},
       }};
   return o;

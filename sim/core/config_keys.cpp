@@ -1,4 +1,5 @@
 #include "sim/core/config_keys.hpp"
+#include "sim/core/config_reference.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -145,7 +146,7 @@ Json key_schema(const ConfigKey& k) {
   }
   if (k.types & kArray) {
     Json s = {{"type", "array"}};
-    if (k.items == "string") s["items"] = {{"type", "string"}};
+    if (k.items == "string" || k.items == "integer" || k.items == "number") s["items"] = {{"type", k.items}};
     else if (!k.items.empty()) s["items"] = ref(k.items);
     alts.push_back(s);
   }
@@ -197,20 +198,29 @@ std::string cell(std::string s) {
 }  // namespace
 
 std::string markdown_reference(const ConfigCatalog& catalog) {
+  return markdown_reference(
+      catalog,
+      "# Configuration reference\n\n"
+      "<!-- Generated from the key tables (sim/config/experiment_keys.cpp, sim/strategies/strategy_keys.cpp)\n"
+      "     by `stepsim schema --markdown`; do not edit. A unit test checks this file equals the output:\n"
+      "     after changing a table run `build/tools/stepsim schema --markdown > docs/configuration-keys.md`. -->\n\n"
+      "Every key of an experiment file, one table per JSON object, in the order the parser reads them.\n"
+      "Any object may also hold `include` (a file it extends; see docs/configuration.md). A key not\n"
+      "listed is an error (exit 2) naming the keys the object takes. `stepsim schema` prints the same\n"
+      "tables as a JSON Schema for editors. \"Since\" is the framework release that introduced the\n"
+      "option (\"stepsim\": a modelling choice of this tool, not a framework option; \"unknown\": not\n"
+      "traced yet). Reported keys appear only in the `strategy` line of results (effective_config).\n");
+}
+
+std::string markdown_reference(const ConfigCatalog& catalog, const std::string& header) {
+  bool since = false;
+  for (const ConfigObject* o : catalog.objects)
+    for (const auto& k : o->keys) since = since || !k.since.empty();
   std::ostringstream out;
-  out << "# Configuration reference\n\n"
-         "<!-- Generated from the key tables (sim/config/experiment_keys.cpp, sim/strategies/strategy_keys.cpp)\n"
-         "     by `stepsim schema --markdown`; do not edit. A unit test checks this file equals the output:\n"
-         "     after changing a table run `build/tools/stepsim schema --markdown > docs/configuration-keys.md`. -->\n\n"
-         "Every key of an experiment file, one table per JSON object, in the order the parser reads them.\n"
-         "Any object may also hold `include` (a file it extends; see docs/configuration.md). A key not\n"
-         "listed is an error (exit 2) naming the keys the object takes. `stepsim schema` prints the same\n"
-         "tables as a JSON Schema for editors. \"Since\" is the framework release that introduced the\n"
-         "option (\"stepsim\": a modelling choice of this tool, not a framework option; \"unknown\": not\n"
-         "traced yet). Reported keys appear only in the `strategy` line of results (effective_config).\n";
+  out << header;
   for (const ConfigObject* o : catalog.objects) {
     out << fmt::format("\n## `{}`\n\nAt `{}`: {}\n\n", o->name, o->path, o->doc);
-    out << "| key | type | default | since | meaning |\n|---|---|---|---|---|\n";
+    out << (since ? "| key | type | default | since | meaning |\n|---|---|---|---|---|\n" : "| key | type | default | meaning |\n|---|---|---|---|\n");
     for (const auto& k : o->keys) {
       std::string name = fmt::format("`{}`", k.name);
       if (k.reported_only) name += " (reported)";
@@ -220,7 +230,10 @@ std::string markdown_reference(const ConfigCatalog& catalog) {
         for (std::size_t i = 0; i < k.tune.size(); ++i) doc += (i ? ", " : " ") + k.tune[i].dump();
         doc += ".";
       }
-      out << fmt::format("| {} | {} | {} | {} | {} |\n", name, cell(describe_type(k)), cell(describe_default(k)), cell(k.since), cell(doc));
+      if (since)
+        out << fmt::format("| {} | {} | {} | {} | {} |\n", name, cell(describe_type(k)), cell(describe_default(k)), cell(k.since), cell(doc));
+      else
+        out << fmt::format("| {} | {} | {} | {} |\n", name, cell(describe_type(k)), cell(describe_default(k)), cell(doc));
     }
   }
   return out.str();

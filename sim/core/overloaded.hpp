@@ -1,6 +1,6 @@
 #pragma once
-// The one place that builds a visitor from lambdas for std::visit over the Program's closed
-// instruction variant (STYLE.md item 2).
+// The one place that builds a visitor from lambdas for std::visit over a closed variant: the
+// Program's instructions, a scope's collective model (STYLE.md item 2).
 
 namespace stepsim {
 

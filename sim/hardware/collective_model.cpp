@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/core/overloaded.hpp"
+
 namespace stepsim {
 
 double busbw_factor(CollectiveKind kind, int ranks) {
@@ -38,14 +40,14 @@ static int inter_steps(CollectiveKind kind, int nodes) {
 
 // The ranges measured on the group size nearest n (|log(n / ranks)|, ties to the larger
 // group), and that size; ranks 0 means raw ranges with no recorded group size.
-static std::pair<const std::vector<AlphaBetaRange>*, int> nearest_group(const ScopeModel& m, CollectiveKind kind, int n) {
-  auto it = m.alpha_beta.find(kind);
-  const std::vector<AlphaBetaRange>* ranges = it != m.alpha_beta.end() ? &it->second : &m.default_ranges;
-  auto measured = m.alpha_beta_ranks.find(kind);
-  if (it == m.alpha_beta.end() || measured == m.alpha_beta_ranks.end()) return {ranges, 0};
+static std::pair<const std::vector<AlphaBetaRange>*, int> nearest_group(const AlphaBetaModel& m, CollectiveKind kind, int n) {
+  auto it = m.ranges.find(kind);
+  const std::vector<AlphaBetaRange>* ranges = it != m.ranges.end() ? &it->second : &m.default_ranges;
+  auto measured = m.ranks.find(kind);
+  if (it == m.ranges.end() || measured == m.ranks.end()) return {ranges, 0};
   int ranks = measured->second;
   auto distance = [n](int r) { return std::abs(std::log(static_cast<double>(n) / r)); };
-  if (auto groups = m.alpha_beta_groups.find(kind); groups != m.alpha_beta_groups.end())
+  if (auto groups = m.groups.find(kind); groups != m.groups.end())
     for (const auto& [r, rs] : groups->second) {
       double d = distance(r), best = distance(ranks);
       if (d < best - 1e-12 || (std::abs(d - best) <= 1e-12 && r > ranks)) {
@@ -62,7 +64,7 @@ static std::pair<const std::vector<AlphaBetaRange>*, int> nearest_group(const Sc
 // small-message latency far from proportional to ring steps (XLA's 8xH100 table, all_reduce
 // 1-16 KiB: ~35 us on 8 ranks, ~16 us on 2; a 14:2 step ratio would predict 5 us), so a fit's
 // latency is carried as measured, and the nearest measured group size is used when several are.
-static Time alpha_beta_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int n) {
+static Time alpha_beta_time(const AlphaBetaModel& m, CollectiveKind kind, Bytes bytes, int n) {
   auto [ranges, measured] = nearest_group(m, kind, n);
   if (ranges->empty()) return Time::zero();
   Bytes moved = bytes;
@@ -82,7 +84,7 @@ static Time alpha_beta_time(const ScopeModel& m, CollectiveKind kind, Bytes byte
 // and whose step_latency is the per-hop latency; of the 2(n-1) hops of an all-reduce only
 // 2(nodes-1) cross the network (C6.4), and those pay step_latency, the rest a tenth of it
 // (NVLink hop against network hop, the ratio of NCCL's defaults).
-static Time ring_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int n, int nodes) {
+static Time ring_time(const RingModel& m, CollectiveKind kind, Bytes bytes, int n, int nodes) {
   int steps = ring_steps(kind, n);
   Time latency = m.step_latency * steps;
   if (nodes > 1) {
@@ -95,26 +97,26 @@ static Time ring_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int
 
 // Double binary tree all-reduce (C6.3): latency 2 * (log2(nodes) + ppn - 1) levels,
 // bandwidth 2 S / busbw_tree.
-static Time tree_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int n, int nodes) {
-  if (kind != CollectiveKind::AllReduce) return ring_time(m, kind, bytes, n, nodes);
+static Time tree_time(const RingModel& ring, const TreeConstants& tree, CollectiveKind kind, Bytes bytes, int n, int nodes) {
+  if (kind != CollectiveKind::AllReduce) return ring_time(ring, kind, bytes, n, nodes);
   int ppn = std::max(1, n / std::max(1, nodes));
   double levels = 2.0 * ((ppn - 1) + std::log2(std::max(1, nodes)));
-  Bandwidth bw = m.tree_busbw.bytes_per_s > 0 ? m.tree_busbw : m.busbw;
-  Time lat = m.tree_step_latency.ns > 0 ? m.tree_step_latency : m.step_latency;
-  return m.base_latency + Time{std::llround(lat.ns * levels)} + transfer_time(Bytes{2 * bytes.count}, bw);
+  Bandwidth bw = tree.busbw.bytes_per_s > 0 ? tree.busbw : ring.busbw;
+  Time lat = tree.step_latency.ns > 0 ? tree.step_latency : ring.step_latency;
+  return ring.base_latency + Time{std::llround(lat.ns * levels)} + transfer_time(Bytes{2 * bytes.count}, bw);
 }
 
 // Measured table: pick the nearest measured group size, convert each point to bus bandwidth
 // (which is what carries across group sizes), interpolate log-linearly in size, and convert
 // back with this group's factor. Below the smallest size the time is constant (latency
 // bound); above the largest the last point's bus bandwidth holds.
-static Time table_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int n) {
-  auto kit = m.table.find(kind);
-  if (kit == m.table.end() || kit->second.empty()) {
+static Time table_time(const TableModel& m, CollectiveKind kind, Bytes bytes, int n) {
+  auto kit = m.points.find(kind);
+  if (kit == m.points.end() || kit->second.empty()) {
     // Fall back to any kind measured, scaled by bus-bandwidth factor (AR data for AG, say).
-    if (m.table.empty()) return Time::zero();
-    kit = m.table.find(CollectiveKind::AllReduce);
-    if (kit == m.table.end()) kit = m.table.begin();
+    if (m.points.empty()) return Time::zero();
+    kit = m.points.find(CollectiveKind::AllReduce);
+    if (kit == m.points.end()) kit = m.points.begin();
   }
   const auto& by_size = kit->second;
   auto best = by_size.begin();
@@ -151,16 +153,18 @@ static Time table_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, in
 
 Time scope_collective_time(const ScopeModel& m, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
   if (ranks <= 1 || bytes.count <= 0) return Time::zero();
-  switch (m.kind) {
-    case CollectiveModelKind::AlphaBeta: return alpha_beta_time(m, kind, bytes, ranks);
-    case CollectiveModelKind::Ring: return ring_time(m, kind, bytes, ranks, nodes);
-    case CollectiveModelKind::Tree: return tree_time(m, kind, bytes, ranks, nodes);
-    case CollectiveModelKind::Nccl:
-      // NCCL picks the faster algorithm (C6.4): the tree only for all-reduce.
-      return std::min(ring_time(m, kind, bytes, ranks, nodes), tree_time(m, kind, bytes, ranks, nodes));
-    case CollectiveModelKind::Table: return table_time(m, kind, bytes, ranks);
-  }
-  return Time::zero();
+  return std::visit(Overloaded{
+                        [&](const AlphaBetaModel& ab) { return alpha_beta_time(ab, kind, bytes, ranks); },
+                        [&](const RingModel& ring) { return ring_time(ring, kind, bytes, ranks, nodes); },
+                        [&](const TreeModel& t) { return tree_time(t.ring, t.tree, kind, bytes, ranks, nodes); },
+                        [&](const NcclModel& nccl) {
+                          // NCCL picks the faster algorithm (C6.4): the tree only for all-reduce.
+                          return std::min(ring_time(nccl.ring, kind, bytes, ranks, nodes),
+                                          tree_time(nccl.ring, nccl.tree, kind, bytes, ranks, nodes));
+                        },
+                        [&](const TableModel& table) { return table_time(table, kind, bytes, ranks); },
+                    },
+                    m);
 }
 
 

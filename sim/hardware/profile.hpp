@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,33 +31,61 @@ struct MeasuredCollective {
   Time time;
 };
 
-enum class CollectiveModelKind { AlphaBeta, Ring, Tree, Nccl, Table };
-std::string to_string(CollectiveModelKind k);
+// The collective model of one scope (intra-node or inter-node), one struct per "model" of the
+// profile (docs/configuration.md, Hardware profiles), each holding only the numbers its cost
+// rule reads (sim/hardware/collective_model.cpp).
 
-// The collective model of one scope (intra-node or inter-node).
-struct ScopeModel {
-  CollectiveModelKind kind = CollectiveModelKind::Ring;
-  // alpha_beta: ranges per collective kind; kinds not listed use `default_ranges`.
-  std::map<CollectiveKind, std::vector<AlphaBetaRange>> alpha_beta;
+// "alpha_beta": raw t = alpha + S / beta ranges per collective kind; kinds not listed use
+// `default_ranges`.
+struct AlphaBetaModel {
+  std::map<CollectiveKind, std::vector<AlphaBetaRange>> ranges;
   std::vector<AlphaBetaRange> default_ranges;
   // Group size each kind's ranges were measured on ("ranks": {"all_reduce": 16}). A
   // communicator of another size rescales the bandwidth term by the busbw factor ratio
   // factor(n) / factor(ranks), which is what carries across group sizes (C6.1). Kinds not
   // listed are used as measured, whatever the group size (raw alpha-beta, the textbook form).
-  std::map<CollectiveKind, int> alpha_beta_ranks;
+  std::map<CollectiveKind, int> ranks;
   // Ranges measured on further group sizes of the same scope ("groups": {"all_reduce": {"2":
-  // [...], "4": [...]}}), for kinds listed in alpha_beta_ranks. A communicator uses the ranges
-  // of the measured group size nearest its own (exact when measured), rescaled as above.
-  std::map<CollectiveKind, std::map<int, std::vector<AlphaBetaRange>>> alpha_beta_groups;
-  // ring / tree / nccl (C6.2-C6.4): per-step latency, bus bandwidth, fixed base latency.
+  // [...], "4": [...]}}), for kinds listed in `ranks`. A communicator uses the ranges of the
+  // measured group size nearest its own (exact when measured), rescaled as above.
+  std::map<CollectiveKind, std::map<int, std::vector<AlphaBetaRange>>> groups;
+};
+
+// "ring" (C6.2): per-step latency, bus bandwidth, fixed base latency.
+struct RingModel {
   Bandwidth busbw;
   Time step_latency;
   Time base_latency;
-  Bandwidth tree_busbw;          // 0 -> busbw
-  Time tree_step_latency;        // per tree level
-  // table: measured points per kind and group size (sorted by bytes).
-  std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> table;
 };
+
+// The double binary tree's own constants (C6.3); 0 takes the ring's.
+struct TreeConstants {
+  Bandwidth busbw;
+  Time step_latency;  // per tree level
+};
+
+// "tree": the tree for all-reduce, the ring for every other collective (so it reads both).
+struct TreeModel {
+  RingModel ring;
+  TreeConstants tree;
+};
+
+// "nccl": the faster of ring and tree (C6.4). The same numbers as "tree", a different rule.
+struct NcclModel {
+  RingModel ring;
+  TreeConstants tree;
+};
+
+// "table": measured points per kind and group size (sorted by bytes).
+struct TableModel {
+  std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> points;
+};
+
+// A default-constructed ScopeModel is a ring with no bandwidth (never priced: a profile always
+// names its model).
+using ScopeModel = std::variant<RingModel, AlphaBetaModel, TreeModel, NcclModel, TableModel>;
+// The profile's name of the model: "ring", "alpha_beta", "tree", "nccl", "table".
+std::string model_name(const ScopeModel& m);
 
 // NCCL's constant tables are per GPU generation (src/graph/tuning.cc:177-211: llMaxBws,
 // perCh*Bws indexed by compute capability); the profile names which row applies.

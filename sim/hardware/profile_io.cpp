@@ -1,57 +1,91 @@
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "sim/core/json_reader.hpp"
+#include "sim/core/overloaded.hpp"
 #include "sim/hardware/profile.hpp"
+#include "sim/hardware/profile_keys.hpp"
 
 namespace stepsim {
 
-std::string to_string(CollectiveModelKind k) {
-  switch (k) {
-    case CollectiveModelKind::AlphaBeta: return "alpha_beta";
-    case CollectiveModelKind::Ring: return "ring";
-    case CollectiveModelKind::Tree: return "tree";
-    case CollectiveModelKind::Nccl: return "nccl";
-    case CollectiveModelKind::Table: return "table";
-  }
-  return "ring";
+std::string model_name(const ScopeModel& m) {
+  return std::visit(Overloaded{
+                        [](const AlphaBetaModel&) { return "alpha_beta"; },
+                        [](const RingModel&) { return "ring"; },
+                        [](const TreeModel&) { return "tree"; },
+                        [](const NcclModel&) { return "nccl"; },
+                        [](const TableModel&) { return "table"; },
+                    },
+                    m);
 }
 
-// Physical ranges of profile numbers (docs/limits.md): generous bounds around any GPU,
-// interconnect or host that exists, so a typo (1e300, 2^63) is an input error, not a
-// negative capacity or a cost that silently vanishes in an int64 overflow.
-namespace limits {
-constexpr double kMaxCapacityGiB = 65536;   // 64 TiB per device
-constexpr double kMaxTflops = 1e6;          // 1 EFLOP/s per device
-constexpr double kMaxGBps = 1e6;            // 1 PB/s (HBM, links, busbw)
-constexpr double kMaxLatencyUs = 1e6;       // 1 s for one latency, overhead or minimum
-constexpr double kMaxSlowdown = 100;        // contention: 1/(1+s) of the solo rate
-constexpr double kMaxTableTimeUs = 1e9;     // 1000 s for one measured collective
-constexpr double kMaxTableBytes = 281474976710656.0;  // 2^48 bytes for one measured collective
-constexpr std::int64_t kMaxGemmDim = 1 << 24;
-constexpr int kMaxGroup = 1 << 20;
-}  // namespace limits
+// Profile numbers are read with the type, range and default their key declares
+// (profile_keys.cpp), so the parser, docs/profile-keys.md and the JSON Schema share one range.
+static const ConfigKey& key_of(const ObjectReader& r, const std::string& key) {
+  const ConfigKey* k = r.declaration() ? r.declaration()->find(key) : nullptr;
+  if (!k) throw std::logic_error(fmt::format("{}: \"{}\" is read but not declared in profile_keys.cpp", r.path_of(key), key));
+  return *k;
+}
 
-// A positive number at most `hi`.
-static double positive_at_most(ObjectReader& r, const std::string& key, double hi) {
-  double d = r.positive(key);
-  if (d > hi) r.fail(key, fmt::format("a positive number of at most {:g}", hi));
-  return d;
+// A number within its declared range; the declared default when absent (no default: required).
+// The messages name the range: "a positive number of at most HI" for (0, HI], "a fraction
+// between 0 and 1" for [0, 1], "a number from LO to HI".
+static double read_number(ObjectReader& r, const std::string& key) {
+  const ConfigKey& k = key_of(r, key);
+  if (!r.has(key)) {
+    if (k.default_value) return k.default_value->get<double>();
+    r.raw(key);  // "missing required key"
+  }
+  if (k.min_exclusive) {  // (0, max]: a size or a rate
+    if (k.max && *k.max == 1) {
+      double d = r.fraction(key, 0);
+      if (d <= 0) r.fail(key, "a fraction in (0, 1]");
+      return d;
+    }
+    double d = r.positive(key);
+    if (k.max && d > *k.max) r.fail(key, fmt::format("a positive number of at most {:g}", *k.max));
+    return d;
+  }
+  if (k.min && k.max && *k.min == 0 && *k.max == 1) return r.fraction(key, 0);
+  if (k.min && k.max) return r.number_in(key, *k.min, *k.max);
+  if (k.min && *k.min == 0) return r.non_negative(key, 0);
+  return r.number(key);
+}
+
+// An integer within its declared range; the declared default when absent (no default: required).
+static std::int64_t read_integer(ObjectReader& r, const std::string& key) {
+  const ConfigKey& k = key_of(r, key);
+  if (!r.has(key)) {
+    if (k.default_value) return k.default_value->get<std::int64_t>();
+    r.raw(key);
+  }
+  if (k.min && k.max) return r.integer_in(key, static_cast<std::int64_t>(*k.min), static_cast<std::int64_t>(*k.max));
+  if (k.min && *k.min == 1) return r.positive_integer(key);
+  return r.integer(key);
+}
+
+// A value kept in the file but not used (fit diagnostics, notes): its declared JSON type.
+static void skip(ObjectReader& r, const std::string& key) {
+  if (!r.has(key)) return;
+  const ConfigKey& k = key_of(r, key);
+  if (k.types == kString) r.string(key);
+  else if (k.types == kNumber) r.number(key);
+  else if (k.types == kInteger) r.integer(key);
+  else r.raw(key);
 }
 
 static const char* kKindKeys[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all"};
 
 static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::string& key) {
   std::vector<AlphaBetaRange> out;
-  for (auto& item : r.objects(key)) {
+  for (auto& item : r.objects(key, profile_keys::alpha_beta_range())) {
     AlphaBetaRange range;
-    if (item.has("max_bytes")) range.max_bytes = Bytes{item.positive_integer("max_bytes")};
-    range.alpha = Time::from_us(item.number_in("alpha_us", 0, limits::kMaxLatencyUs, 0));
-    range.beta = Bandwidth::from_gbps(positive_at_most(item, "beta_GBps", limits::kMaxGBps));
+    if (item.has("max_bytes")) range.max_bytes = Bytes{read_integer(item, "max_bytes")};
+    range.alpha = Time::from_us(read_number(item, "alpha_us"));
+    range.beta = Bandwidth::from_gbps(read_number(item, "beta_GBps"));
     // Optional fit diagnostics written by `stepsim fit`; kept in the file, not used here.
-    if (item.has("r2")) item.number("r2");
-    if (item.has("max_rel_error")) item.number("max_rel_error");
-    if (item.has("points")) item.integer("points");
-    if (item.has("min_bytes")) item.integer("min_bytes");
+    for (const char* diagnostic : {"r2", "max_rel_error", "points", "min_bytes"}) skip(item, diagnostic);
     item.finish();
     if (!out.empty() && range.max_bytes <= out.back().max_bytes)
       r.fail(key, "ranges sorted by increasing max_bytes");
@@ -61,82 +95,107 @@ static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::stri
   return out;
 }
 
-static ScopeModel parse_scope(ObjectReader r) {
-  ScopeModel m;
-  std::string kind = r.choice("model", {"alpha_beta", "ring", "tree", "nccl", "table"});
-  if (kind == "alpha_beta") {
-    m.kind = CollectiveModelKind::AlphaBeta;
+static AlphaBetaModel parse_alpha_beta(ObjectReader& r) {
+  AlphaBetaModel m;
+  for (const char* k : kKindKeys)
+    if (r.has(k)) m.ranges[parse_collective_kind(k)] = parse_ranges(r, k);
+  if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
+  if (r.has("ranks")) {
+    ObjectReader ranks = r.object("ranks", profile_keys::alpha_beta_ranks());
     for (const char* k : kKindKeys)
-      if (r.has(k)) m.alpha_beta[parse_collective_kind(k)] = parse_ranges(r, k);
-    if (r.has("default")) m.default_ranges = parse_ranges(r, "default");
-    if (r.has("ranks")) {
-      ObjectReader ranks = r.object("ranks");
-      for (const char* k : kKindKeys)
-        if (ranks.has(k)) {
-          std::int64_t n = ranks.integer_in(k, 2, limits::kMaxGroup);
-          m.alpha_beta_ranks[parse_collective_kind(k)] = static_cast<int>(n);
-        }
-      ranks.finish();
-    }
-    if (r.has("groups")) {
-      ObjectReader groups = r.object("groups");
-      for (const char* k : kKindKeys) {
-        if (!groups.has(k)) continue;
-        CollectiveKind kind = parse_collective_kind(k);
-        if (!m.alpha_beta.count(kind) || !m.alpha_beta_ranks.count(kind))
-          groups.fail(k, fmt::format("\"{}\" ranges and \"ranks\": {{\"{}\": N}} next to \"groups\"", k, k));
-        ObjectReader by_size = groups.object(k);
-        for (const auto& [ranks_text, value] : by_size.raw_object_items()) {
-          (void)value;
-          int ranks = 0;
-          try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
-          if (ranks < 2 || std::to_string(ranks) != ranks_text) by_size.fail(ranks_text, "a group size >= 2 as the key");
-          if (ranks == m.alpha_beta_ranks.at(kind))
-            by_size.fail(ranks_text, fmt::format("a group size other than ranks.{} ({}), whose ranges are \"{}\"", k, ranks, k));
-          m.alpha_beta_groups[kind][ranks] = parse_ranges(by_size, ranks_text);
-        }
-        by_size.finish();
-      }
-      groups.finish();
-    }
-    if (m.alpha_beta.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
-  } else if (kind == "table") {
-    m.kind = CollectiveModelKind::Table;
+      if (ranks.has(k)) m.ranks[parse_collective_kind(k)] = static_cast<int>(read_integer(ranks, k));
+    ranks.finish();
+  }
+  if (r.has("groups")) {
+    ObjectReader groups = r.object("groups", profile_keys::alpha_beta_groups());
     for (const char* k : kKindKeys) {
-      if (!r.has(k)) continue;
-      ObjectReader by_size = r.object(k);
-      auto& dst = m.table[parse_collective_kind(k)];
-      for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
+      if (!groups.has(k)) continue;
+      CollectiveKind kind = parse_collective_kind(k);
+      if (!m.ranges.count(kind) || !m.ranks.count(kind))
+        groups.fail(k, fmt::format("\"{}\" ranges and \"ranks\": {{\"{}\": N}} next to \"groups\"", k, k));
+      ObjectReader by_size = groups.object(k);
+      for (const auto& [ranks_text, value] : by_size.raw_object_items()) {
+        (void)value;
         int ranks = 0;
         try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
-        if (ranks < 2 || ranks > limits::kMaxGroup) by_size.fail(ranks_text, "a group size from 2 to 2^20 as the key");
-        const Json& arr = by_size.raw(ranks_text);
-        if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
-        std::vector<MeasuredCollective> points;
-        for (std::size_t i = 0; i < arr.size(); ++i) {
-          const Json& p = arr[i];
-          if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() >= 1) ||
-              !(p[1].get<double>() > 0) || p[0].get<double>() > limits::kMaxTableBytes || p[1].get<double>() > limits::kMaxTableTimeUs)
-            by_size.fail_value(ranks_text + "/" + std::to_string(i), p,
-                               "a [bytes, time_us] pair: bytes from 1 to 2^48, time_us above 0 and at most 1e9");
-          points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
-          if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
-            by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
-        }
-        dst[ranks] = std::move(points);
+        if (ranks < 2 || std::to_string(ranks) != ranks_text) by_size.fail(ranks_text, "a group size >= 2 as the key");
+        if (ranks == m.ranks.at(kind))
+          by_size.fail(ranks_text, fmt::format("a group size other than ranks.{} ({}), whose ranges are \"{}\"", k, ranks, k));
+        m.groups[kind][ranks] = parse_ranges(by_size, ranks_text);
       }
       by_size.finish();
     }
-    if (m.table.empty()) r.fail("model", "a table with at least one collective");
-  } else {
-    m.kind = kind == "ring" ? CollectiveModelKind::Ring : kind == "tree" ? CollectiveModelKind::Tree : CollectiveModelKind::Nccl;
-    m.busbw = Bandwidth::from_gbps(positive_at_most(r, "busbw_GBps", limits::kMaxGBps));
-    m.step_latency = Time::from_us(r.number_in("step_latency_us", 0, limits::kMaxLatencyUs, 0));
-    m.base_latency = Time::from_us(r.number_in("base_latency_us", 0, limits::kMaxLatencyUs, 0));
-    m.tree_busbw = Bandwidth::from_gbps(r.number_in("tree_busbw_GBps", 0, limits::kMaxGBps, 0));
-    m.tree_step_latency = Time::from_us(r.number_in("tree_step_latency_us", 0, limits::kMaxLatencyUs, 0));
+    groups.finish();
   }
-  if (r.has("note")) r.string("note");
+  if (m.ranges.empty() && m.default_ranges.empty()) r.fail("model", "alpha_beta ranges under \"default\" or a collective name");
+  return m;
+}
+
+static TableModel parse_table(ObjectReader& r) {
+  TableModel m;
+  for (const char* k : kKindKeys) {
+    if (!r.has(k)) continue;
+    ObjectReader by_size = r.object(k);
+    auto& dst = m.points[parse_collective_kind(k)];
+    for (const auto& [ranks_text, pts] : by_size.raw_object_items()) {
+      int ranks = 0;
+      try { ranks = std::stoi(ranks_text); } catch (...) { ranks = 0; }
+      if (ranks < 2 || ranks > limits::kMaxGroup) by_size.fail(ranks_text, "a group size from 2 to 2^20 as the key");
+      const Json& arr = by_size.raw(ranks_text);
+      if (!arr.is_array() || arr.empty()) by_size.fail(ranks_text, "an array of [bytes, time_us] pairs");
+      std::vector<MeasuredCollective> points;
+      for (std::size_t i = 0; i < arr.size(); ++i) {
+        const Json& p = arr[i];
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number() || !(p[0].get<double>() >= 1) ||
+            !(p[1].get<double>() > 0) || p[0].get<double>() > limits::kMaxTableBytes || p[1].get<double>() > limits::kMaxTableTimeUs)
+          by_size.fail_value(ranks_text + "/" + std::to_string(i), p,
+                             "a [bytes, time_us] pair: bytes from 1 to 2^48, time_us above 0 and at most 1e9");
+        points.push_back({Bytes{static_cast<std::int64_t>(p[0].get<double>())}, Time::from_us(p[1].get<double>())});
+        if (points.size() > 1 && points.back().bytes <= points[points.size() - 2].bytes)
+          by_size.fail_value(ranks_text + "/" + std::to_string(i), p, "points sorted by increasing bytes");
+      }
+      dst[ranks] = std::move(points);
+    }
+    by_size.finish();
+  }
+  if (m.points.empty()) r.fail("model", "a table with at least one collective");
+  return m;
+}
+
+static RingModel parse_ring(ObjectReader& r) {
+  RingModel m;
+  m.busbw = Bandwidth::from_gbps(read_number(r, "busbw_GBps"));
+  m.step_latency = Time::from_us(read_number(r, "step_latency_us"));
+  m.base_latency = Time::from_us(read_number(r, "base_latency_us"));
+  return m;
+}
+
+static TreeConstants parse_tree_constants(ObjectReader& r) {
+  TreeConstants t;
+  t.busbw = Bandwidth::from_gbps(read_number(r, "tree_busbw_GBps"));
+  t.step_latency = Time::from_us(read_number(r, "tree_step_latency_us"));
+  return t;
+}
+
+static ScopeModel parse_scope(ObjectReader r) {
+  ScopeModel m;
+  // The object's keys are those of its "model" (profile_keys.cpp): an unknown key's error lists them.
+  const ConfigKey& model_key = *profile_keys::scope_model("ring")->find("model");
+  const Json& model = r.raw("model");
+  const ConfigObject* decl = model.is_string() ? profile_keys::scope_model(model.get<std::string>()) : nullptr;
+  if (!decl) {
+    std::string expected = "one of ";
+    for (std::size_t i = 0; i < model_key.choices.size(); ++i) expected += (i ? ", " : "") + model_key.choices[i];
+    r.fail("model", expected);
+  }
+  r.declare(*decl);
+  const std::string& kind = decl->discriminator_value;
+  if (kind == "alpha_beta") m = parse_alpha_beta(r);
+  else if (kind == "table") m = parse_table(r);
+  else if (kind == "ring") m = parse_ring(r);
+  else if (kind == "tree") m = TreeModel{parse_ring(r), parse_tree_constants(r)};
+  else m = NcclModel{parse_ring(r), parse_tree_constants(r)};
+  skip(r, "note");
   r.finish();
   return m;
 }
@@ -155,32 +214,32 @@ std::string to_string(NcclArch a) {
 // "collectives.topology": the topology-aware NCCL model (docs/collectives.md).
 static NcclTopology parse_topology(ObjectReader r) {
   NcclTopology t;
-  std::string arch = r.choice("arch", "hopper", {"volta", "ampere", "hopper", "blackwell"});
+  std::string arch = r.declared_choice("arch");
   t.arch = arch == "volta" ? NcclArch::Volta : arch == "ampere" ? NcclArch::Ampere : arch == "blackwell" ? NcclArch::Blackwell : NcclArch::Hopper;
-  t.gpus_per_node = static_cast<int>(r.positive_integer("gpus_per_node"));
+  t.gpus_per_node = static_cast<int>(read_integer(r, "gpus_per_node"));
   {
-    ObjectReader n = r.object("nvlink");
-    t.nvlink_busbw = Bandwidth::from_gbps(n.positive("busbw_GBps"));
-    t.nvls_bw = Bandwidth::from_gbps(n.non_negative("nvls_GBps", 0));
-    t.nvlink_all_to_all_busbw = Bandwidth::from_gbps(n.non_negative("all_to_all_busbw_GBps", 0));
-    t.nvlink_latency_scale = n.non_negative("latency_scale", 1);
-    if (n.has("note")) n.string("note");
+    ObjectReader n = r.object("nvlink", profile_keys::nvlink());
+    t.nvlink_busbw = Bandwidth::from_gbps(read_number(n, "busbw_GBps"));
+    t.nvls_bw = Bandwidth::from_gbps(read_number(n, "nvls_GBps"));
+    t.nvlink_all_to_all_busbw = Bandwidth::from_gbps(read_number(n, "all_to_all_busbw_GBps"));
+    t.nvlink_latency_scale = read_number(n, "latency_scale");
+    skip(n, "note");
     n.finish();
   }
   {
-    ObjectReader n = r.object("network");
-    t.nics_per_node = static_cast<int>(n.positive_integer("nics_per_node"));
-    t.nic_bw = Bandwidth::from_gbps(n.positive("nic_GBps"));
-    t.nic_all_to_all_bw = Bandwidth::from_gbps(n.non_negative("all_to_all_nic_GBps", 0));
-    t.net_latency_scale = n.non_negative("latency_scale", 1);
-    if (n.has("note")) n.string("note");
+    ObjectReader n = r.object("network", profile_keys::network());
+    t.nics_per_node = static_cast<int>(read_integer(n, "nics_per_node"));
+    t.nic_bw = Bandwidth::from_gbps(read_number(n, "nic_GBps"));
+    t.nic_all_to_all_bw = Bandwidth::from_gbps(read_number(n, "all_to_all_nic_GBps"));
+    t.net_latency_scale = read_number(n, "latency_scale");
+    skip(n, "note");
     n.finish();
   }
-  t.channels = static_cast<int>(r.positive_integer("channels", 16));
-  t.tree = r.boolean("tree", true);
-  t.ll128 = r.boolean("ll128", true);
+  t.channels = static_cast<int>(read_integer(r, "channels"));
+  t.tree = r.declared_boolean("tree");
+  t.ll128 = r.declared_boolean("ll128");
   if (r.has("fitted")) {
-    ObjectReader f = r.object("fitted");
+    ObjectReader f = r.object("fitted", profile_keys::fitted());
     auto range = [&f](const char* key, int& lo, int& hi) {
       const Json& v = f.raw(key);
       if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() || v[0].get<int>() < 1 ||
@@ -192,11 +251,11 @@ static NcclTopology parse_topology(ObjectReader r) {
     range("ranks", t.fitted.min_ranks, t.fitted.max_ranks);
     range("nodes", t.fitted.min_nodes, t.fitted.max_nodes);
     range("gpus_per_node", t.fitted.min_gpus_per_node, t.fitted.max_gpus_per_node);
-    if (f.has("errors")) f.raw("errors");
-    if (f.has("note")) f.string("note");
+    skip(f, "errors");
+    skip(f, "note");
     f.finish();
   }
-  if (r.has("note")) r.string("note");
+  skip(r, "note");
   r.finish();
   return t;
 }
@@ -216,103 +275,123 @@ static Json topology_to_json(const NcclTopology& t) {
   return o;
 }
 
-HardwareProfile parse_profile(ObjectReader& r) {
-  HardwareProfile p;
-  p.name = r.string("name");
-  p.description = r.string("description", "");
-  p.memory_capacity = Bytes{static_cast<std::int64_t>(positive_at_most(r, "memory_capacity_GiB", limits::kMaxCapacityGiB) * 1024.0 * 1024.0 * 1024.0)};
+static ComputeProfile parse_compute(ObjectReader c) {
+  ComputeProfile out;
   {
-    ObjectReader c = r.object("compute");
-    ObjectReader peak = c.object("peak_tflops");
+    ObjectReader peak = c.object("peak_tflops", profile_keys::peak_tflops());
     for (const char* d : {"fp32", "tf32", "bf16", "fp16", "fp8"})
-      if (peak.has(d)) p.compute.peak[parse_dtype(d)] = FlopRate::from_tflops(positive_at_most(peak, d, limits::kMaxTflops));
+      if (peak.has(d)) out.peak[parse_dtype(d)] = FlopRate::from_tflops(read_number(peak, d));
     peak.finish();
-    if (p.compute.peak.empty()) c.fail("peak_tflops", "at least one dtype (bf16, fp16, fp32, tf32, fp8)");
-    p.compute.hbm = Bandwidth::from_gbps(positive_at_most(c, "hbm_bandwidth_GBps", limits::kMaxGBps));
-    p.compute.memory_efficiency = c.fraction("memory_efficiency", 0.8);
-    p.compute.gemm_efficiency = c.fraction("gemm_efficiency", 0.7);
-    p.compute.attention_efficiency = c.fraction("attention_efficiency", 0.5);
-    p.compute.efficient_attention_efficiency = c.fraction("efficient_attention_efficiency", 0);
-    p.compute.gemm_in_training_factor = c.fraction("gemm_in_training_factor", 1.0);
-    if (p.compute.gemm_in_training_factor <= 0) c.fail("gemm_in_training_factor", "a fraction in (0, 1]");
-    if (c.has("memory_bandwidth_GBps")) {
-      ObjectReader bw = c.object("memory_bandwidth_GBps");
-      for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
-        if (bw.has(k)) p.compute.class_bandwidth[parse_kernel_class(k)] = Bandwidth::from_gbps(bw.positive(k));
-      bw.finish();
-    }
-    p.compute.model_memory_kernels = c.boolean("model_memory_bound_kernels", true);
-    p.compute.min_kernel_time = Time::from_us(c.number_in("min_kernel_time_us", 0, limits::kMaxLatencyUs, 0));
-    p.compute.kernel_gap = Time::from_us(c.number_in("kernel_gap_us", 0, limits::kMaxLatencyUs, 0));
-    if (c.has("gemm_table")) {
-      for (auto& e : c.objects("gemm_table")) {
-        GemmMeasurement g;
-        g.shape.m = e.integer_in("m", 1, limits::kMaxGemmDim);
-        g.shape.n = e.integer_in("n", 1, limits::kMaxGemmDim);
-        g.shape.k = e.integer_in("k", 1, limits::kMaxGemmDim);
-        g.shape.batch = e.integer_in("batch", 1, limits::kMaxGemmDim, 1);
-        g.shape.dtype = e.dtype("dtype", Dtype::BF16);
-        g.rate = FlopRate::from_tflops(positive_at_most(e, "tflops", limits::kMaxTflops));
-        if (e.has("spread_pct")) e.number("spread_pct");
-        if (e.has("source")) e.string("source");
-        e.finish();
-        p.compute.gemm_table.push_back(g);
-      }
-    }
-    c.finish();
+    if (out.peak.empty()) c.fail("peak_tflops", "at least one dtype (bf16, fp16, fp32, tf32, fp8)");
   }
-  {
-    ObjectReader coll = r.object("collectives");
-    if (coll.has("topology")) p.topology = parse_topology(coll.object("topology"));
-    // With a topology model the scope models are optional (and unused).
-    if (p.topology && !coll.has("intra_node")) {
-      p.intra_node.busbw = p.topology->nvlink_busbw;
-      p.inter_node.busbw = p.topology->nic_bw;
-    } else {
-      p.intra_node = parse_scope(coll.object("intra_node"));
-      p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
-    }
-    coll.finish();
+  out.hbm = Bandwidth::from_gbps(read_number(c, "hbm_bandwidth_GBps"));
+  out.memory_efficiency = read_number(c, "memory_efficiency");
+  out.gemm_efficiency = read_number(c, "gemm_efficiency");
+  out.attention_efficiency = read_number(c, "attention_efficiency");
+  out.efficient_attention_efficiency = read_number(c, "efficient_attention_efficiency");
+  out.gemm_in_training_factor = read_number(c, "gemm_in_training_factor");
+  if (c.has("memory_bandwidth_GBps")) {
+    ObjectReader bw = c.object("memory_bandwidth_GBps", profile_keys::memory_bandwidth());
+    for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
+      if (bw.has(k)) out.class_bandwidth[parse_kernel_class(k)] = Bandwidth::from_gbps(read_number(bw, k));
+    bw.finish();
   }
+  out.model_memory_kernels = c.declared_boolean("model_memory_bound_kernels");
+  out.min_kernel_time = Time::from_us(read_number(c, "min_kernel_time_us"));
+  out.kernel_gap = Time::from_us(read_number(c, "kernel_gap_us"));
+  if (c.has("gemm_table")) {
+    for (auto& e : c.objects("gemm_table", profile_keys::gemm())) {
+      GemmMeasurement g;
+      g.shape.m = read_integer(e, "m");
+      g.shape.n = read_integer(e, "n");
+      g.shape.k = read_integer(e, "k");
+      g.shape.batch = read_integer(e, "batch");
+      g.shape.dtype = e.dtype("dtype", parse_dtype(key_of(e, "dtype").default_value->get<std::string>()));
+      g.rate = FlopRate::from_tflops(read_number(e, "tflops"));
+      skip(e, "spread_pct");
+      skip(e, "source");
+      e.finish();
+      out.gemm_table.push_back(g);
+    }
+  }
+  c.finish();
+  return out;
+}
+
+static void parse_collectives(ObjectReader coll, HardwareProfile& p) {
+  if (coll.has("topology")) p.topology = parse_topology(coll.object("topology", profile_keys::topology()));
+  // With a topology model the scope models are optional (and unused).
+  if (p.topology && !coll.has("intra_node")) {
+    p.intra_node = RingModel{.busbw = p.topology->nvlink_busbw};
+    p.inter_node = RingModel{.busbw = p.topology->nic_bw};
+  } else {
+    p.intra_node = parse_scope(coll.object("intra_node"));
+    p.inter_node = coll.has("inter_node") ? parse_scope(coll.object("inter_node")) : p.intra_node;
+  }
+  coll.finish();
+}
+
+static HostProfile parse_host(ObjectReader h) {
+  HostProfile out;
+  out.launch_overhead = Time::from_us(read_number(h, "launch_overhead_us"));
+  out.eager_op_overhead = Time::from_us(read_number(h, "eager_op_overhead_us"));
+  out.autograd_op_overhead = Time::from_us(read_number(h, "autograd_op_overhead_us"));
+  out.kernel_launch_overhead = Time::from_us(read_number(h, "kernel_launch_overhead_us"));
+  out.collective_overhead = Time::from_us(read_number(h, "collective_overhead_us"));
+  out.event_overhead = Time::from_us(read_number(h, "event_overhead_us"));
+  out.alloc_overhead = Time::from_us(read_number(h, "alloc_overhead_us"));
+  h.finish();
+  return out;
+}
+
+// Every number here needs its own source ("sources": {"memory_outside_allocator.KEY": ...}):
+// these are measured (nvidia-smi minus torch.cuda.memory_reserved()), never guessed.
+static OutsideAllocatorMemory parse_outside_allocator(ObjectReader m, const Json& sources) {
+  OutsideAllocatorMemory out;
+  auto mib = [&](const char* key, Bytes& dst) {
+    if (!m.has(key)) return;
+    const ConfigKey& k = key_of(m, key);
+    double v = m.non_negative(key, 0);
+    if (v > *k.max) m.fail(key, fmt::format("at most {:.0f} MiB", *k.max));
+    std::string src = std::string("memory_outside_allocator.") + key;
+    if (!sources.is_object() || !sources.contains(src) || !sources[src].is_string())
+      m.fail(key, fmt::format("a source for it: \"sources\": {{\"{}\": \"where the number came from\"}}", src));
+    dst = Bytes{static_cast<std::int64_t>(v * 1024.0 * 1024.0)};
+  };
+  mib("cuda_context_MiB", out.cuda_context);
+  mib("nccl_per_communicator_MiB", out.nccl_per_communicator);
+  m.finish();
+  return out;
+}
+
+HardwareProfile parse_profile(ObjectReader& r) {
+  // The document's keys are declared in profile_keys.cpp: an unknown key is an error naming
+  // the nearest declared key and every key the object takes.
+  r.declare(profile_keys::root());
+  HardwareProfile p;
+  skip(r, "$schema");
+  p.name = r.string("name");
+  p.description = r.string("description", key_of(r, "description").default_value->get<std::string>());
+  p.memory_capacity = Bytes{static_cast<std::int64_t>(read_number(r, "memory_capacity_GiB") * 1024.0 * 1024.0 * 1024.0)};
+  p.compute = parse_compute(r.object("compute", profile_keys::compute()));
+  parse_collectives(r.object("collectives", profile_keys::collectives()), p);
   if (r.has("contention")) {
-    ObjectReader c = r.object("contention");
-    p.contention.compute_slowdown = c.number_in("compute_slowdown", 0, limits::kMaxSlowdown, 0);
-    p.contention.comm_slowdown = c.number_in("comm_slowdown", 0, limits::kMaxSlowdown, 0);
+    ObjectReader c = r.object("contention", profile_keys::contention());
+    p.contention.compute_slowdown = read_number(c, "compute_slowdown");
+    p.contention.comm_slowdown = read_number(c, "comm_slowdown");
     c.finish();
   }
-  if (r.has("host")) {
-    ObjectReader h = r.object("host");
-    p.host.launch_overhead = Time::from_us(h.number_in("launch_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.eager_op_overhead = Time::from_us(h.number_in("eager_op_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.autograd_op_overhead = Time::from_us(h.number_in("autograd_op_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.kernel_launch_overhead = Time::from_us(h.number_in("kernel_launch_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.collective_overhead = Time::from_us(h.number_in("collective_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.event_overhead = Time::from_us(h.number_in("event_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    p.host.alloc_overhead = Time::from_us(h.number_in("alloc_overhead_us", 0, limits::kMaxLatencyUs, 0));
-    h.finish();
-  }
+  if (r.has("host")) p.host = parse_host(r.object("host", profile_keys::host()));
   if (r.has("sources")) {
     p.sources = r.raw("sources");
     if (!p.sources.is_object()) r.fail("sources", "an object mapping a field path to where its number came from");
   }
-  if (r.has("memory_outside_allocator")) {
-    // Every number here needs its own source ("sources": {"memory_outside_allocator.KEY": ...}):
-    // these are measured (nvidia-smi minus torch.cuda.memory_reserved()), never guessed.
-    ObjectReader m = r.object("memory_outside_allocator");
-    auto mib = [&](const char* key, Bytes& out) {
-      if (!m.has(key)) return;
-      double v = m.non_negative(key, 0);
-      if (v > 1024.0 * 1024.0) m.fail(key, "at most 1048576 MiB");
-      std::string src = std::string("memory_outside_allocator.") + key;
-      if (!p.sources.is_object() || !p.sources.contains(src) || !p.sources[src].is_string())
-        m.fail(key, fmt::format("a source for it: \"sources\": {{\"{}\": \"where the number came from\"}}", src));
-      out = Bytes{static_cast<std::int64_t>(v * 1024.0 * 1024.0)};
-    };
-    mib("cuda_context_MiB", p.outside_allocator.cuda_context);
-    mib("nccl_per_communicator_MiB", p.outside_allocator.nccl_per_communicator);
-    m.finish();
+  if (r.has("memory_outside_allocator"))
+    p.outside_allocator = parse_outside_allocator(r.object("memory_outside_allocator", profile_keys::outside_allocator()), p.sources);
+  if (r.has("provenance")) {
+    p.provenance = r.raw("provenance");
+    if (!p.provenance.is_object()) r.fail("provenance", "an object (the commands and inputs that produced the profile)");
   }
-  if (r.has("provenance")) p.provenance = r.raw("provenance");
   r.finish();
   return p;
 }
@@ -337,42 +416,52 @@ static Json ranges_to_json(const std::vector<AlphaBetaRange>& ranges) {
   return arr;
 }
 
-static Json scope_to_json(const ScopeModel& m) {
-  Json o{{"model", to_string(m.kind)}};
-  switch (m.kind) {
-    case CollectiveModelKind::AlphaBeta:
-      for (const auto& [k, ranges] : m.alpha_beta) o[to_string(k)] = ranges_to_json(ranges);
-      if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
-      if (!m.alpha_beta_ranks.empty()) {
-        Json ranks = Json::object();
-        for (const auto& [k, n] : m.alpha_beta_ranks) ranks[to_string(k)] = n;
-        o["ranks"] = ranks;
-      }
-      if (!m.alpha_beta_groups.empty()) {
-        Json groups = Json::object();
-        for (const auto& [k, by_size] : m.alpha_beta_groups)
-          for (const auto& [n, ranges] : by_size) groups[to_string(k)][std::to_string(n)] = ranges_to_json(ranges);
-        o["groups"] = groups;
-      }
-      break;
-    case CollectiveModelKind::Table:
-      for (const auto& [k, by_size] : m.table) {
-        Json t = Json::object();
-        for (const auto& [n, pts] : by_size) {
-          Json arr = Json::array();
-          for (const auto& p : pts) arr.push_back(Json::array({p.bytes.count, p.time.us()}));
-          t[std::to_string(n)] = arr;
-        }
-        o[to_string(k)] = t;
-      }
-      break;
-    default:
-      o["busbw_GBps"] = m.busbw.gbps();
-      o["step_latency_us"] = m.step_latency.us();
-      o["base_latency_us"] = m.base_latency.us();
-      if (m.tree_busbw.bytes_per_s > 0) o["tree_busbw_GBps"] = m.tree_busbw.gbps();
-      if (m.tree_step_latency.ns > 0) o["tree_step_latency_us"] = m.tree_step_latency.us();
-  }
+static void ring_to_json(const RingModel& m, Json& o) {
+  o["busbw_GBps"] = m.busbw.gbps();
+  o["step_latency_us"] = m.step_latency.us();
+  o["base_latency_us"] = m.base_latency.us();
+}
+
+static void tree_to_json(const RingModel& ring, const TreeConstants& tree, Json& o) {
+  ring_to_json(ring, o);
+  if (tree.busbw.bytes_per_s > 0) o["tree_busbw_GBps"] = tree.busbw.gbps();
+  if (tree.step_latency.ns > 0) o["tree_step_latency_us"] = tree.step_latency.us();
+}
+
+static Json scope_to_json(const ScopeModel& model) {
+  Json o{{"model", model_name(model)}};
+  std::visit(Overloaded{
+                 [&](const AlphaBetaModel& m) {
+                   for (const auto& [k, ranges] : m.ranges) o[to_string(k)] = ranges_to_json(ranges);
+                   if (!m.default_ranges.empty()) o["default"] = ranges_to_json(m.default_ranges);
+                   if (!m.ranks.empty()) {
+                     Json ranks = Json::object();
+                     for (const auto& [k, n] : m.ranks) ranks[to_string(k)] = n;
+                     o["ranks"] = ranks;
+                   }
+                   if (!m.groups.empty()) {
+                     Json groups = Json::object();
+                     for (const auto& [k, by_size] : m.groups)
+                       for (const auto& [n, ranges] : by_size) groups[to_string(k)][std::to_string(n)] = ranges_to_json(ranges);
+                     o["groups"] = groups;
+                   }
+                 },
+                 [&](const TableModel& m) {
+                   for (const auto& [k, by_size] : m.points) {
+                     Json t = Json::object();
+                     for (const auto& [n, pts] : by_size) {
+                       Json arr = Json::array();
+                       for (const auto& p : pts) arr.push_back(Json::array({p.bytes.count, p.time.us()}));
+                       t[std::to_string(n)] = arr;
+                     }
+                     o[to_string(k)] = t;
+                   }
+                 },
+                 [&](const RingModel& m) { ring_to_json(m, o); },
+                 [&](const TreeModel& m) { tree_to_json(m.ring, m.tree, o); },
+                 [&](const NcclModel& m) { tree_to_json(m.ring, m.tree, o); },
+             },
+             model);
   return o;
 }
 

@@ -221,9 +221,10 @@ TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables
   REQUIRE(r.code == 0);
   CHECK(r.output.find("inter_node  all_reduce") != std::string::npos);
   stepsim::HardwareProfile p = stepsim::load_profile(out);
-  CHECK(p.intra_node.kind == stepsim::CollectiveModelKind::AlphaBeta);
-  CHECK(p.intra_node.alpha_beta.count(stepsim::CollectiveKind::AllToAll) == 1);  // measured by XLA
-  CHECK(p.inter_node.alpha_beta.count(stepsim::CollectiveKind::AllGather) == 1);  // derived from all_reduce
+  REQUIRE(std::holds_alternative<stepsim::AlphaBetaModel>(p.intra_node));
+  REQUIRE(std::holds_alternative<stepsim::AlphaBetaModel>(p.inter_node));
+  CHECK(std::get<stepsim::AlphaBetaModel>(p.intra_node).ranges.count(stepsim::CollectiveKind::AllToAll) == 1);  // measured by XLA
+  CHECK(std::get<stepsim::AlphaBetaModel>(p.inter_node).ranges.count(stepsim::CollectiveKind::AllGather) == 1);  // derived from all_reduce
   CHECK(p.compute.gemm_table.size() == 375 * 3);
   CHECK(p.provenance.at("command").get<std::string>().rfind("stepsim fit --base", 0) == 0);
 }

@@ -140,11 +140,11 @@ TEST_CASE("a profile fitted from the A100 logs loads and the simulator's model r
   }
   FitReport report;
   HardwareProfile loaded = fit_write_and_load(in, report, "stepsim_test_fit_a100.json");
-  CHECK(loaded.intra_node.kind == CollectiveModelKind::AlphaBeta);
-  CHECK(loaded.inter_node.kind == CollectiveModelKind::AlphaBeta);
+  REQUIRE(std::holds_alternative<AlphaBetaModel>(loaded.intra_node));
+  CHECK(std::holds_alternative<AlphaBetaModel>(loaded.inter_node));
   // Derived kinds are present for the simulator.
-  CHECK(loaded.intra_node.alpha_beta.count(CollectiveKind::AllGather) == 1);
-  CHECK(loaded.intra_node.alpha_beta.count(CollectiveKind::ReduceScatter) == 1);
+  CHECK(std::get<AlphaBetaModel>(loaded.intra_node).ranges.count(CollectiveKind::AllGather) == 1);
+  CHECK(std::get<AlphaBetaModel>(loaded.intra_node).ranges.count(CollectiveKind::ReduceScatter) == 1);
   int checked = 0;
   for (const auto& f : report.fits) {
     if (!f.in_profile || f.derived_from) continue;
@@ -188,11 +188,12 @@ TEST_CASE("XLA's 8xH100 table: every measured group size (8, 4, 2) goes into the
   in.collectives = import_xla_collectives(kData + "/xla_perf_tables/collective_perf_table.csv", "sm_90");
   FitReport report;
   HardwareProfile loaded = fit_write_and_load(in, report, "stepsim_test_fit_h100_groups.json");
-  const ScopeModel& m = loaded.intra_node;
-  REQUIRE(m.alpha_beta_ranks.at(CollectiveKind::AllReduce) == 8);
-  REQUIRE(m.alpha_beta_groups.at(CollectiveKind::AllReduce).size() == 2);
-  CHECK(m.alpha_beta_groups.at(CollectiveKind::AllReduce).count(2) == 1);
-  CHECK(m.alpha_beta_groups.at(CollectiveKind::AllReduce).count(4) == 1);
+  REQUIRE(std::holds_alternative<AlphaBetaModel>(loaded.intra_node));
+  const AlphaBetaModel& m = std::get<AlphaBetaModel>(loaded.intra_node);
+  REQUIRE(m.ranks.at(CollectiveKind::AllReduce) == 8);
+  REQUIRE(m.groups.at(CollectiveKind::AllReduce).size() == 2);
+  CHECK(m.groups.at(CollectiveKind::AllReduce).count(2) == 1);
+  CHECK(m.groups.at(CollectiveKind::AllReduce).count(4) == 1);
   // A 2-rank all-reduce is priced from the 2-rank measurements, not rescaled from 8 ranks:
   // every measured point within the error the 2-rank fit reports for its range.
   std::map<int, int> checked;

@@ -26,9 +26,10 @@ TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that re
                              out);
   REQUIRE(rc == 0);
   HardwareProfile p = load_profile(out_file);
-  REQUIRE(p.intra_node.kind == CollectiveModelKind::AlphaBeta);
-  REQUIRE(p.intra_node.alpha_beta.count(CollectiveKind::AllReduce));
-  CHECK(p.intra_node.alpha_beta_ranks.at(CollectiveKind::AllReduce) == 8);
+  REQUIRE(std::holds_alternative<AlphaBetaModel>(p.intra_node));
+  const AlphaBetaModel& ab = std::get<AlphaBetaModel>(p.intra_node);
+  REQUIRE(ab.ranges.count(CollectiveKind::AllReduce));
+  CHECK(ab.ranks.at(CollectiveKind::AllReduce) == 8);
   CHECK(!p.compute.gemm_table.empty());
   // The trace's gradient all-reduce of 986,062,848 B took a median 11.128 ms (busbw ~155 GB/s);
   // the fitted model reports 1.5 % worst error over the trace's points.

@@ -135,9 +135,8 @@ TEST_CASE("emulated GPU: live runs seed case C1 and measures the schedule the si
   // free): the step time agrees, so the executor kept every stream, event and wait of the
   // Program (an all-reduce on the compute stream, or a missing wait, would change it).
   HardwareProfile hw = c.e.cluster.profile;
-  hw.intra_node.default_ranges = {
-      AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::zero(), Bandwidth::from_gbps(100)}};
-  hw.intra_node.alpha_beta.clear();
+  hw.intra_node = AlphaBetaModel{
+      .default_ranges = {AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::zero(), Bandwidth::from_gbps(100)}}};
   hw.host = HostProfile{};
   hw.compute.model_memory_kernels = true;  // the bucket copies: read + write at 2 x 1 TB/s
   hw.compute.hbm = Bandwidth::from_gbps(2 * fake_cuda::kCopyBytesPerS / 1e9);

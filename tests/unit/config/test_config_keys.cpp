@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "json_schema_validator.hpp"
 #include "sim/core/config_keys.hpp"
 #include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"
@@ -44,77 +45,6 @@ std::vector<fs::path> shipped_experiments() {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-// A JSON Schema checker for the subset `stepsim schema` prints ($ref to $defs, anyOf, type,
-// enum, const, minimum, exclusiveMinimum, maximum, properties, additionalProperties false,
-// items). Draft 2020-12 semantics: "integer" is any number with a zero fractional part.
-class MiniValidator {
- public:
-  explicit MiniValidator(const Json& schema) : root_(schema) {}  // `schema` must outlive the validator
-
-  std::vector<std::string> validate(const Json& doc) {
-    errors_.clear();
-    check(root_, doc, "");
-    return errors_;
-  }
-
- private:
-  static bool has_type(const std::string& t, const Json& v) {
-    if (t == "null") return v.is_null();
-    if (t == "boolean") return v.is_boolean();
-    if (t == "number") return v.is_number();
-    if (t == "integer") return v.is_number() && std::floor(v.get<double>()) == v.get<double>();
-    if (t == "string") return v.is_string();
-    if (t == "object") return v.is_object();
-    if (t == "array") return v.is_array();
-    return false;
-  }
-
-  bool check(const Json& s, const Json& v, const std::string& path) {
-    const std::size_t before = errors_.size();
-    auto fail = [&](const std::string& what) { errors_.push_back((path.empty() ? "/" : path) + ": " + what); };
-    if (s.contains("$ref")) {
-      const std::string ref = s["$ref"];
-      REQUIRE(ref.rfind("#/$defs/", 0) == 0);
-      check(root_["$defs"].at(ref.substr(8)), v, path);
-    }
-    if (s.contains("anyOf")) {
-      bool any = false;
-      for (const auto& alt : s["anyOf"]) {
-        MiniValidator sub(root_);
-        if (sub.check(alt, v, path)) any = true;
-      }
-      if (!any) fail("matches none of anyOf: " + v.dump());
-    }
-    if (s.contains("type")) {
-      bool ok = false;
-      if (s["type"].is_string()) ok = has_type(s["type"], v);
-      else
-        for (const auto& t : s["type"]) ok = ok || has_type(t, v);
-      if (!ok) fail("type " + s["type"].dump() + " expected, got " + v.dump());
-    }
-    if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end()) fail("not in enum: " + v.dump());
-    if (s.contains("const") && s["const"] != v) fail("not the const " + s["const"].dump());
-    if (v.is_number()) {
-      const double d = v.get<double>();
-      if (s.contains("minimum") && d < s["minimum"].get<double>()) fail("below minimum");
-      if (s.contains("exclusiveMinimum") && d <= s["exclusiveMinimum"].get<double>()) fail("not above exclusiveMinimum");
-      if (s.contains("maximum") && d > s["maximum"].get<double>()) fail("above maximum");
-    }
-    if (v.is_object() && s.contains("properties")) {
-      for (auto it = v.begin(); it != v.end(); ++it) {
-        if (s["properties"].contains(it.key())) check(s["properties"][it.key()], it.value(), path + "/" + it.key());
-        else if (s.value("additionalProperties", true) == false) fail("undeclared key \"" + it.key() + "\"");
-      }
-    }
-    if (v.is_array() && s.contains("items"))
-      for (std::size_t i = 0; i < v.size(); ++i) check(s["items"], v[i], path + "/" + std::to_string(i));
-    return errors_.size() == before;
-  }
-
-  const Json& root_;
-  std::vector<std::string> errors_;
-};
 
 Json printed_schema() { return json_schema(experiment_catalog(), "urn:stepsim:experiment:1", "stepsim experiment"); }
 
@@ -173,7 +103,7 @@ TEST_CASE("Every key a strategy reports in effective_config is declared in its f
 TEST_CASE("Every shipped experiment validates against the JSON Schema stepsim schema prints, raw and resolved", "[config]") {
   const Json schema = printed_schema();
   CHECK(schema["$schema"] == "https://json-schema.org/draft/2020-12/schema");
-  MiniValidator v(schema);
+  test::MiniValidator v(schema);
   for (const auto& file : shipped_experiments()) {
     INFO(file.string());
     // As written (an editor sees "include" keys) ...
@@ -187,7 +117,7 @@ TEST_CASE("Every shipped experiment validates against the JSON Schema stepsim sc
 TEST_CASE("The schema catches what the parser refuses: an unknown key, a wrong type, a value outside the choices", "[config]") {
   // A validator that accepts everything would make the test above vacuous.
   const Json schema = printed_schema();
-  MiniValidator v(schema);
+  test::MiniValidator v(schema);
   SourceMap src;
   Json doc = load_with_includes(kRoot + "/configs/examples/seed/c1-ddp-buckets.json", src);
   Json bad_key = doc, bad_type = doc, bad_choice = doc, bad_range = doc;

@@ -8,6 +8,7 @@
 
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/json_reader.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "test_support.hpp"
 
@@ -15,8 +16,7 @@ using namespace stepsim;
 using Json = nlohmann::json;
 
 TEST_CASE("Ring model: t = base + steps * step_latency + factor(n) * S / busbw, with nccl-tests factors", "[hardware]") {
-  ScopeModel m;
-  m.kind = CollectiveModelKind::Ring;
+  RingModel m;
   m.busbw = Bandwidth::from_gbps(100);
   m.step_latency = Time::from_us(1);
   m.base_latency = Time::from_us(10);
@@ -32,11 +32,10 @@ TEST_CASE("Ring model: t = base + steps * step_latency + factor(n) * S / busbw, 
 
 TEST_CASE("Alpha-beta ranges fitted on a group rescale their bandwidth term to other group sizes by busbw factor",
           "[hardware]") {
-  ScopeModel m;
-  m.kind = CollectiveModelKind::AlphaBeta;
-  m.alpha_beta[CollectiveKind::AllReduce] = {AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()},
+  AlphaBetaModel m;
+  m.ranges[CollectiveKind::AllReduce] = {AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()},
                                                              Time::from_us(50), Bandwidth::from_gbps(200)}};
-  m.alpha_beta_ranks[CollectiveKind::AllReduce] = 16;
+  m.ranks[CollectiveKind::AllReduce] = 16;
   const Bytes S{1'000'000'000};
   // On the measured size: 50 us + 1e9 / 200e9 s = 50 us + 5 ms.
   CHECK(scope_collective_time(m, CollectiveKind::AllReduce, S, 16, 2) == Time::from_us(5050));
@@ -44,7 +43,7 @@ TEST_CASE("Alpha-beta ranges fitted on a group rescale their bandwidth term to o
   // 5 ms / 1.875 = 2.6667 ms.
   CHECK(scope_collective_time(m, CollectiveKind::AllReduce, S, 2, 2) == Time::from_us(50) + Time{2'666'667});
   // Without a recorded group size the ranges are raw (the textbook form of the seed cases).
-  m.alpha_beta_ranks.clear();
+  m.ranks.clear();
   CHECK(scope_collective_time(m, CollectiveKind::AllReduce, S, 2, 2) == Time::from_us(5050));
 }
 
@@ -53,12 +52,11 @@ TEST_CASE("Alpha-beta groups: a communicator uses the measured group size neares
     return std::vector<AlphaBetaRange>{
         AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::from_us(alpha_us), Bandwidth::from_gbps(gbps)}};
   };
-  ScopeModel m;
-  m.kind = CollectiveModelKind::AlphaBeta;
-  m.alpha_beta[CollectiveKind::AllReduce] = one_range(35, 100);  // measured on 8 ranks
-  m.alpha_beta_ranks[CollectiveKind::AllReduce] = 8;
-  m.alpha_beta_groups[CollectiveKind::AllReduce][2] = one_range(16, 200);
-  m.alpha_beta_groups[CollectiveKind::AllReduce][4] = one_range(20, 150);
+  AlphaBetaModel m;
+  m.ranges[CollectiveKind::AllReduce] = one_range(35, 100);  // measured on 8 ranks
+  m.ranks[CollectiveKind::AllReduce] = 8;
+  m.groups[CollectiveKind::AllReduce][2] = one_range(16, 200);
+  m.groups[CollectiveKind::AllReduce][4] = one_range(20, 150);
   const Bytes S{1'000'000'000};
   auto t = [&](int n) { return scope_collective_time(m, CollectiveKind::AllReduce, S, n, 1); };
   // Measured sizes: their own ranges, unscaled.
@@ -71,18 +69,17 @@ TEST_CASE("Alpha-beta groups: a communicator uses the measured group size neares
   // 16 ranks: nearest is 8; the bandwidth term moves by factor(16)/factor(8) = 1.875/1.75.
   CHECK(t(16) == Time::from_us(35) + Time{10'714'286});
   // Other kinds without groups are unaffected, and groups are ignored without "ranks".
-  m.alpha_beta_ranks.clear();
+  m.ranks.clear();
   CHECK(t(2) == Time::from_us(35) + Time::from_ms(10));
 }
 
 TEST_CASE("Alpha-beta size ranges are chosen by the equivalent size on the measured group", "[hardware]") {
-  ScopeModel m;
-  m.kind = CollectiveModelKind::AlphaBeta;
+  AlphaBetaModel m;
   // Up to 1 MB: latency-bound range; above: bandwidth range. Measured on 8 ranks.
-  m.alpha_beta[CollectiveKind::AllGather] = {
+  m.ranges[CollectiveKind::AllGather] = {
       AlphaBetaRange{Bytes{1'000'000}, Time::from_us(30), Bandwidth::from_gbps(10)},
       AlphaBetaRange{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::from_us(50), Bandwidth::from_gbps(100)}};
-  m.alpha_beta_ranks[CollectiveKind::AllGather] = 8;
+  m.ranks[CollectiveKind::AllGather] = 8;
   // 1.1 MB on 2 ranks puts 1.1e6 * (1/2)/(7/8) = 628,571 B on the wire per 8-rank equivalent:
   // the first range applies (30 us + 628,571 B / 10 GB/s = 62.857 us).
   CHECK(scope_collective_time(m, CollectiveKind::AllGather, Bytes{1'100'000}, 2, 1) == Time::from_us(30) + Time{62'857});
@@ -133,7 +130,7 @@ TEST_CASE("Profile \"groups\" round-trip, and bad groups are refused with the JS
   };
   Json two = Json::array({{{"alpha_us", 16.0}, {"beta_GBps", 200.0}}});
   HardwareProfile p = load_with([&](Json& d) { d["collectives"]["intra_node"]["groups"] = {{"all_reduce", {{"2", two}}}}; });
-  REQUIRE(p.intra_node.alpha_beta_groups.at(CollectiveKind::AllReduce).count(2) == 1);
+  REQUIRE(std::get<AlphaBetaModel>(p.intra_node).groups.at(CollectiveKind::AllReduce).count(2) == 1);
   CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{200'000'000}, CommDecl{"tp", 2, 1}) ==
         Time::from_us(16) + Time::from_ms(1));
   Json back = profile_to_json(p);
@@ -158,4 +155,101 @@ TEST_CASE("Profile \"groups\" round-trip, and bad groups are refused with the JS
   CHECK_THAT(e3, Catch::Contains("/collectives/intra_node/groups/all_reduce") && Catch::Contains("\"ranks\""));
   std::string e4 = error_of([&](Json& d) { d["collectives"]["intra_node"]["groups"] = {{"allreduce", {{"2", two}}}}; });
   CHECK_THAT(e4, Catch::Contains("/collectives/intra_node/groups/allreduce") && Catch::Contains("unknown key"));
+}
+
+namespace {
+
+// A profile whose collectives are the given scope models (the rest minimal).
+HardwareProfile profile_with_scopes(const Json& intra, const Json& inter) {
+  const Json doc = {{"name", "scopes"},
+         {"memory_capacity_GiB", 80},
+         {"compute", {{"peak_tflops", {{"bf16", 989}}}, {"hbm_bandwidth_GBps", 3350}}},
+         {"collectives", {{"intra_node", intra}, {"inter_node", inter}}}};
+  SourceMap sm;
+  sm.root_file = "scopes.json";
+  ObjectReader r(doc, sm, "");
+  return parse_profile(r);
+}
+
+std::string scope_error(const Json& intra) {
+  try {
+    profile_with_scopes(intra, intra);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("Tree model: all-reduce over 2(ppn-1 + log2 nodes) levels at 2S / busbw, other collectives by the ring",
+          "[hardware]") {
+  // ring: 100 GB/s, 1 us per step, 10 us base; the tree: its own 0.1 us per level, the ring's
+  // bandwidth (tree_busbw absent).
+  const Json tree = {{"model", "tree"}, {"busbw_GBps", 100}, {"step_latency_us", 1}, {"base_latency_us", 10},
+                     {"tree_step_latency_us", 0.1}};
+  HardwareProfile p = profile_with_scopes(tree, tree);
+  REQUIRE(std::holds_alternative<TreeModel>(p.inter_node));
+  const CommDecl two_nodes{"w", 16, 2};
+  // All-reduce 1 MB on 16 ranks over 2 nodes: ppn 8, levels 2 * (7 + 1) = 16 -> 1.6 us;
+  // 2 * 1e6 B / 100 GB/s = 20 us; + 10 us base = 31.6 us.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{1'000'000}, two_nodes) == Time{31'600});
+  // All-gather goes by the ring: 15 steps, 1 crossing the network (1 us) and 14 NVLink hops at
+  // a tenth (1.4 us); 15/16 * 1e6 B / 100 GB/s = 9.375 us; + 10 us = 21.775 us.
+  CHECK(collective_time(p, CollectiveKind::AllGather, Bytes{1'000'000}, two_nodes) == Time{21'775});
+}
+
+TEST_CASE("NCCL model: the faster of ring and tree, the tree only for all-reduce", "[hardware]") {
+  const Json nccl = {{"model", "nccl"}, {"busbw_GBps", 100}, {"step_latency_us", 1}, {"base_latency_us", 10},
+                     {"tree_step_latency_us", 0.1}};
+  HardwareProfile p = profile_with_scopes(nccl, nccl);
+  REQUIRE(std::holds_alternative<NcclModel>(p.inter_node));
+  const CommDecl two_nodes{"w", 16, 2};
+  // 1 MB all-reduce: tree 31.6 us (above) against ring 10 + (2 + 2.8) us + 30/16 * 1e6 B /
+  // 100 GB/s (18.75 us) = 33.55 us: the tree.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{1'000'000}, two_nodes) == Time{31'600});
+  // 1 GB all-reduce: tree 10 + 1.6 us + 20 ms against ring 10 + 4.8 us + 18.75 ms: the ring.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{1'000'000'000}, two_nodes) == Time{18'764'800});
+}
+
+TEST_CASE("Table model: log-log interpolation, ring-step scaling below, bus bandwidth above the points", "[hardware]") {
+  // All-reduce on 8 ranks: 1 MB in 100 us, 100 MB in 2000 us.
+  const Json table = {{"model", "table"}, {"all_reduce", {{"8", {{1e6, 100}, {1e8, 2000}}}}}};
+  HardwareProfile p = profile_with_scopes(table, table);
+  REQUIRE(std::holds_alternative<TableModel>(p.intra_node));
+  // 10 MB, halfway in log size: sqrt(100 us * 2000 us) = 447.2136 us.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{10'000'000}, CommDecl{"w", 8, 1}) == Time{447'214});
+  // Below the first point on 4 ranks: 100 us * ring steps 6 / 14 = 42.857 us.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{1000}, CommDecl{"w", 4, 1}) == Time{42'857});
+  // Above the last point: its busbw 1e8 * 1.75 / 2 ms = 87.5 GB/s holds; 1 GB all-reduce on 8
+  // ranks moves 1.75e9 B: 20 ms; an all-gather (not measured) uses it with factor 7/8: 10 ms.
+  CHECK(collective_time(p, CollectiveKind::AllReduce, Bytes{1'000'000'000}, CommDecl{"w", 8, 1}) == Time::from_ms(20));
+  CHECK(collective_time(p, CollectiveKind::AllGather, Bytes{1'000'000'000}, CommDecl{"w", 8, 1}) == Time::from_ms(10));
+}
+
+TEST_CASE("Each scope model writes back exactly the keys it reads", "[hardware][config]") {
+  const Json ring = {{"model", "ring"}, {"busbw_GBps", 100.0}, {"step_latency_us", 1.0}, {"base_latency_us", 10.0}};
+  const Json tree = {{"model", "tree"},         {"busbw_GBps", 100.0},        {"step_latency_us", 1.0},
+                     {"base_latency_us", 10.0}, {"tree_busbw_GBps", 50.0}, {"tree_step_latency_us", 0.5}};
+  const Json nccl = [&] {
+    Json n = tree;
+    n["model"] = "nccl";
+    return n;
+  }();
+  const Json table = {{"model", "table"}, {"all_gather", {{"4", {{1024, 10.0}, {2048, 12.0}}}}}};
+  const Json alpha_beta = {{"model", "alpha_beta"},
+                           {"all_reduce", {{{"max_bytes", 1024}, {"alpha_us", 5.0}, {"beta_GBps", 1.0}}, {{"alpha_us", 6.0}, {"beta_GBps", 2.0}}}},
+                           {"default", {{{"alpha_us", 7.0}, {"beta_GBps", 3.0}}}},
+                           {"ranks", {{"all_reduce", 8}}},
+                           {"groups", {{"all_reduce", {{"2", {{{"alpha_us", 8.0}, {"beta_GBps", 4.0}}}}}}}}};
+  for (const Json* m : {&ring, &tree, &nccl, &table, &alpha_beta}) {
+    INFO(m->dump());
+    Json back = profile_to_json(profile_with_scopes(*m, ring))["collectives"];
+    CHECK(back["intra_node"].dump() == m->dump());
+    CHECK(back["inter_node"].dump() == ring.dump());
+  }
+  // The ring reads no tree constants: writing them is an error, not a silently ignored key.
+  Json ring_with_tree = ring;
+  ring_with_tree["tree_busbw_GBps"] = 50;
+  CHECK_THAT(scope_error(ring_with_tree), Catch::Contains("/collectives/intra_node/tree_busbw_GBps") && Catch::Contains("unknown key"));
 }

@@ -85,11 +85,13 @@ TEST_CASE("More bandwidth is never slower (DDP)", "[ddp][property]") {
   // Double every bandwidth of the intra-node model, whichever form it takes (fitted alpha-beta
   // ranges or ring busbw). DDP's last bucket is exposed, so the step must get strictly shorter.
   Experiment fast = e;
-  ScopeModel& m = fast.cluster.profile.intra_node;
-  m.busbw = Bandwidth{m.busbw.bytes_per_s * 2};
-  for (auto& [kind, ranges] : m.alpha_beta)
-    for (auto& r : ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
-  for (auto& r : m.default_ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
+  if (auto* ab = std::get_if<AlphaBetaModel>(&fast.cluster.profile.intra_node)) {
+    for (auto& [kind, ranges] : ab->ranges)
+      for (auto& r : ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
+    for (auto& r : ab->default_ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
+  } else if (auto* ring = std::get_if<RingModel>(&fast.cluster.profile.intra_node)) {
+    ring->busbw = Bandwidth{ring->busbw.bytes_per_s * 2};
+  }
   if (auto& t = fast.cluster.profile.topology) {  // the topology model's NVLink level (one node)
     t->nvlink_busbw = Bandwidth{t->nvlink_busbw.bytes_per_s * 2};
     t->nvls_bw = Bandwidth{t->nvls_bw.bytes_per_s * 2};
