@@ -39,6 +39,9 @@ class Text {
   bool ends_with(std::string_view s) const { return view_.ends_with(s); }
   bool contains(std::string_view s) const { return view_.find(s) != std::string_view::npos; }
   std::string_view substr(std::size_t pos, std::size_t n = std::string_view::npos) const { return view_.substr(pos, n); }
+  // The text after its first n characters: a view into the same storage ("launch fwd block.3"
+  // holds the kernel's name "fwd block.3").
+  Text drop_prefix(std::size_t n) const { return Text{view_.substr(std::min(n, view_.size()))}; }
 
   friend bool operator==(Text a, Text b) { return a.view_ == b.view_; }
   friend bool operator==(Text a, std::string_view b) { return a.view_ == b; }

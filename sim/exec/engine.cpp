@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
 #include <deque>
 #include <iterator>
 #include <queue>
 #include <stdexcept>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "sim/core/overloaded.hpp"
@@ -26,43 +28,43 @@ namespace {
 // run, so without a temporary string each).
 template <class Out>
 Out describe_to(Out out, const Program& p, std::size_t i) {
-  if (i >= p.instructions.size()) return fmt::format_to(out, "end of program");
+  if (i >= p.instructions.size()) return fmt::format_to(out, FMT_COMPILE("end of program"));
   auto stream_name = [&](StreamId s) -> std::string_view {
     return s.index() < p.streams.size() ? std::string_view(p.streams[s.index()].name) : std::string_view("#");
   };
   auto stream_suffix = [&](StreamId s) { return s.index() < p.streams.size() ? std::string() : fmt::format("{}", s); };
   return std::visit(Overloaded{
                         [&](const Launch& l) {
-                          return fmt::format_to(out, "Launch '{}' on {}{}", l.kernel.name, stream_name(l.stream), stream_suffix(l.stream));
+                          return fmt::format_to(out, FMT_COMPILE("Launch '{}' on {}{}"), l.kernel.name, stream_name(l.stream), stream_suffix(l.stream));
                         },
                         [&](const Collective& c) {
-                          return fmt::format_to(out, "Collective {} '{}' on {}{}", to_string(c.kind), c.name, stream_name(c.stream),
+                          return fmt::format_to(out, FMT_COMPILE("Collective {} '{}' on {}{}"), to_string(c.kind), c.name, stream_name(c.stream),
                                                 stream_suffix(c.stream));
                         },
                         [&](const Record& r) {
-                          return fmt::format_to(out, "Record event {} on {}{}", r.event, stream_name(r.stream), stream_suffix(r.stream));
+                          return fmt::format_to(out, FMT_COMPILE("Record event {} on {}{}"), r.event, stream_name(r.stream), stream_suffix(r.stream));
                         },
                         [&](const Wait& w) {
-                          return fmt::format_to(out, "Wait {}{} on event {}", stream_name(w.stream), stream_suffix(w.stream), w.event);
+                          return fmt::format_to(out, FMT_COMPILE("Wait {}{} on event {}"), stream_name(w.stream), stream_suffix(w.stream), w.event);
                         },
                         [&](const HostSync& h) {
                           return std::visit(Overloaded{
-                                                [&](EventId e) { return fmt::format_to(out, "HostSync on event {} ({})", e, h.reason); },
+                                                [&](EventId e) { return fmt::format_to(out, FMT_COMPILE("HostSync on event {} ({})"), e, h.reason); },
                                                 [&](StreamId s) {
-                                                  return fmt::format_to(out, "HostSync on stream {}{} ({})", stream_name(s),
+                                                  return fmt::format_to(out, FMT_COMPILE("HostSync on stream {}{} ({})"), stream_name(s),
                                                                         stream_suffix(s), h.reason);
                                                 },
                                             },
                                             h.target);
                         },
-                        [&](const Alloc& a) { return fmt::format_to(out, "Alloc '{}' {} B", a.name, a.bytes.count); },
+                        [&](const Alloc& a) { return fmt::format_to(out, FMT_COMPILE("Alloc '{}' {} B"), a.name, a.bytes.count); },
                         [&](const Free& f) {
                           if (f.buffer.index() < p.buffer_names.size())
-                            return fmt::format_to(out, "Free '{}'", p.buffer_names[f.buffer.index()]);
-                          return fmt::format_to(out, "Free '{}'", f.buffer);
+                            return fmt::format_to(out, FMT_COMPILE("Free '{}'"), p.buffer_names[f.buffer.index()]);
+                          return fmt::format_to(out, FMT_COMPILE("Free '{}'"), f.buffer);
                         },
-                        [&](const HostWork& w) { return fmt::format_to(out, "HostWork '{}'", w.name); },
-                        [&](const Mark& m) { return fmt::format_to(out, "Mark '{}'", m.name); },
+                        [&](const HostWork& w) { return fmt::format_to(out, FMT_COMPILE("HostWork '{}'"), w.name); },
+                        [&](const Mark& m) { return fmt::format_to(out, FMT_COMPILE("Mark '{}'"), m.name); },
                     },
                     p.instructions[i]);
 }
@@ -70,7 +72,7 @@ Out describe_to(Out out, const Program& p, std::size_t i) {
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 
 // One per Kernel/Collective/Record/Wait, for the whole run (a 4,096-layer step has 221,000):
-// kept to 80 bytes, because this array is the engine's largest and is page-faulted afresh on
+// kept to 88 bytes, because this array is the engine's largest and is page-faulted afresh on
 // every run once it passes glibc's mmap threshold. What a timeline op records (start, end,
 // phase, name) lives in Timeline::ops; the rate state of a running op lives in running_.
 struct Op {
@@ -96,9 +98,9 @@ struct Op {
   std::int32_t waiters_head = -1, waiters_tail = -1;
   Time issue;
   Time solo;
-  Time end;
+  Time start, end;
 };
-static_assert(sizeof(Op) <= 80, "keep Op small: it is the engine's hot array");
+static_assert(sizeof(Op) <= 88, "keep Op small: it is the engine's hot array");
 
 // A running Kernel/Collective: the work it has left at its current rate.
 struct Running {
@@ -219,7 +221,9 @@ class Engine {
       if (cost.ns > 0) {
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
-        push_host(HostInterval{kind, host_label(i), now_ - cost, now_, i});
+        last_label_ = host_label(i);
+        labeled_ = i;
+        push_host(HostInterval{kind, last_label_, now_ - cost, now_, i});
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
       ++pc_;
@@ -406,7 +410,9 @@ class Engine {
     t.issue = op.issue;
     t.instruction = op.instruction;
     t.solo_duration = op.solo;
-    t.name = timeline_.text->add(name);
+    // The host label of the instruction ("launch <name>", "issue <name>") already holds the name.
+    if (labeled_ == op.instruction && last_label_.ends_with(name)) t.name = last_label_.drop_prefix(last_label_.size() - name.size());
+    else t.name = timeline_.text->add(name);
     // Consecutive ops mostly belong to the same unit: its name is stored once per run of them.
     if (last_unit_ != unit) last_unit_ = timeline_.text->add(unit);
     t.unit = last_unit_;
@@ -465,10 +471,7 @@ class Engine {
           if (!can_start(op, idx)) break;
           op.started = true;
           op.why = start_cause(op);
-          if (op.timeline_index >= 0) {
-            timeline_.ops[static_cast<std::size_t>(op.timeline_index)].start = now_;
-            timeline_.op_why[static_cast<std::size_t>(op.timeline_index)] = op.why;
-          }
+          op.start = now_;
           progress = true;
           if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
             complete(idx);
@@ -567,7 +570,14 @@ class Engine {
     Op& op = ops_[idx];
     op.done = true;
     op.end = now_;
-    if (op.timeline_index >= 0) timeline_.ops[static_cast<std::size_t>(op.timeline_index)].end = now_;
+    if (op.timeline_index >= 0) {
+      // Its timeline record is written once, here: with the host far ahead it was issued long
+      // ago and its cache line is cold.
+      const auto t = static_cast<std::size_t>(op.timeline_index);
+      timeline_.ops[t].start = op.start;
+      timeline_.ops[t].end = now_;
+      timeline_.op_why[t] = op.why;
+    }
     ops_end_ = std::max(ops_end_, now_);
     auto& q = streams_[op.stream.index()];
     if (!q.empty() && q.front() == idx) q.pop_front();
@@ -756,6 +766,8 @@ class Engine {
   Timeline timeline_;
   fmt::memory_buffer label_;  // host_label's scratch
   Text last_unit_;  // the unit name last stored (add_timeline_op)
+  Text last_label_;  // the host label last stored, of instruction labeled_
+  std::size_t labeled_ = SIZE_MAX;
   Time ops_end_;    // the latest end of any op
 };
 
