@@ -74,15 +74,17 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
     if (s.kind != CriticalStep::Kind::Blocked) x.longest_chain += s.end - s.start;
     rev.push_back(s);
     StartRecord w = why_of(cur);
-    bool on_host = w.cause == StartCause::HostOrder || w.cause == StartCause::Issue;
-    std::size_t next = on_host ? nops + static_cast<std::size_t>(w.on) : static_cast<std::size_t>(w.on);
-    bool known = w.cause != StartCause::None && w.on >= 0 && static_cast<std::size_t>(w.on) < (on_host ? nhost : nops);
-    if (!known || seen[next]) {
+    // The next step back: a host interval (numbered after the ops) or an op.
+    std::optional<std::size_t> next;
+    if (auto h = w.host(); h && h->index() < nhost) next = nops + h->index();
+    if (auto o = w.op(); o && o->index() < nops) next = o->index();
+    bool known = next.has_value();
+    if (!known || seen[*next]) {
       rev.back().first = true;
       break;
     }
-    rev.back().via = w.cause;  // how this step waited for the one before it on the path
-    cur = next;
+    rev.back().via = w.cause();  // how this step waited for the one before it on the path
+    cur = *next;
   }
   // Into time order: path[i].via is how path[i] waited for path[i-1].
   std::reverse(rev.begin(), rev.end());

@@ -249,7 +249,7 @@ class Engine {
   // records what released it instead (complete()).
   void push_host(HostInterval h, StartRecord why = {}) {
     if (h.kind != HostInterval::Kind::Blocked && !timeline_.host.empty() && timeline_.host.back().end == h.start)
-      why = StartRecord{StartCause::HostOrder, static_cast<std::int32_t>(timeline_.host.size() - 1)};
+      why = StartRecord{StartCause::HostOrder, HostIndex{timeline_.host.size() - 1}};
     timeline_.host.push_back(std::move(h));
     timeline_.host_why.push_back(why);
   }
@@ -488,6 +488,9 @@ class Engine {
 
   // Preference among constraints that are all ready exactly now: a cross-stream wait explains
   // more than "it was next in line" (the order explain has always used).
+  static OpIndex op_index(std::int32_t i) { return OpIndex{static_cast<std::size_t>(i)}; }
+  static HostIndex host_index(std::int32_t i) { return HostIndex{static_cast<std::size_t>(i)}; }
+
   static int preference(StartCause c) {
     switch (c) {
       case StartCause::HostSync: return 0;
@@ -511,26 +514,26 @@ class Engine {
   StartRecord start_cause(const Op& op) const {
     StartRecord best;
     auto consider = [&](StartRecord c) {
-      if (c.cause != StartCause::None && preference(c.cause) < preference(best.cause)) best = c;
+      if (c.cause() != StartCause::None && preference(c.cause()) < preference(best.cause())) best = c;
     };
-    if (op.issue == now_ && op.host_before >= 0) consider(StartRecord{StartCause::Issue, op.host_before});
+    if (op.issue == now_ && op.host_before >= 0) consider(StartRecord{StartCause::Issue, host_index(op.host_before)});
     if (op.stream_pred >= 0) {
       const Op& prev = ops_[static_cast<std::size_t>(op.stream_pred)];
-      if (prev.end == now_) consider(prev.timeline_index >= 0 ? StartRecord{StartCause::Stream, prev.timeline_index} : prev.why);
+      if (prev.end == now_) consider(prev.timeline_index >= 0 ? StartRecord{StartCause::Stream, op_index(prev.timeline_index)} : prev.why);
     }
     if (op.type == OpType::Wait) {
       const auto& recs = records_[op.event.index()];
       const Op& rec = ops_[recs[op.event_generation == 0 ? 0 : op.event_generation - 1]];
       // A Record that was only waiting for its own issue explains nothing the Wait's issue
       // (at the same instant, later in program order) does not.
-      if (rec.end == now_ && (rec.why.cause == StartCause::Stream || rec.why.cause == StartCause::Event))
-        consider(StartRecord{StartCause::Event, rec.why.on});
+      if (rec.end == now_ && (rec.why.cause() == StartCause::Stream || rec.why.cause() == StartCause::Event))
+        consider(StartRecord{StartCause::Event, *rec.why.op()});
     }
     if (op.type == OpType::Collective) {
       const std::size_t c = op.comm.index();
       if (comm_next_[c] > 0) {
         const Op& prev = ops_[comm_queue_[c][comm_next_[c] - 1]];
-        if (prev.end == now_) consider(StartRecord{StartCause::CommFifo, prev.timeline_index});
+        if (prev.end == now_) consider(StartRecord{StartCause::CommFifo, op_index(prev.timeline_index)});
       }
     }
     return best;
@@ -601,8 +604,8 @@ class Engine {
       HostInterval blocked{HostInterval::Kind::Blocked, timeline_.text->add("blocked: ", sync_reason(pc_)), blocked_since_, now_, pc_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
       StartRecord why;
-      if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op.timeline_index};
-      else if (op.why.cause == StartCause::Stream || op.why.cause == StartCause::Event) why = StartRecord{StartCause::HostSync, op.why.on};
+      if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
+      else if (op.why.cause() == StartCause::Stream || op.why.cause() == StartCause::Event) why = StartRecord{StartCause::HostSync, *op.why.op()};
       dependencies_ += blocked_has_source_ ? 1 : 0;
       push_host(std::move(blocked), why);
       blocked_on_.reset();

@@ -4,6 +4,7 @@
 // the live executor, consumed by metrics, reports, explain and compare.
 
 #include <array>
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,9 +30,35 @@ namespace stepsim {
 // only counts reserved bytes), so memory never delays a start. None: nothing binds (the first
 // host interval, an op issued at time zero) or not recorded (measured timelines).
 enum class StartCause : std::uint8_t { None, HostOrder, Issue, Stream, Event, CommFifo, HostSync };
-struct StartRecord {
-  StartCause cause = StartCause::None;
-  std::int32_t on = -1;
+
+using OpIndex = Id<struct OpIndexTag>;      // into Timeline::ops
+using HostIndex = Id<struct HostIndexTag>;  // into Timeline::host
+
+// A cause and what it waited on: an op for Stream / Event / CommFifo / HostSync, a host interval
+// for HostOrder / Issue, nothing for None. Eight bytes: there is one per op and host interval.
+class StartRecord {
+ public:
+  StartRecord() = default;
+  StartRecord(StartCause cause, OpIndex op) : cause_(cause), on_(static_cast<std::int32_t>(op.index())) {
+    assert(!on_host(cause) && cause != StartCause::None);
+  }
+  StartRecord(StartCause cause, HostIndex host) : cause_(cause), on_(static_cast<std::int32_t>(host.index())) {
+    assert(on_host(cause));
+  }
+
+  StartCause cause() const { return cause_; }
+  // What it waited on, when that is an op / a host interval.
+  std::optional<OpIndex> op() const {
+    return cause_ == StartCause::None || on_host(cause_) ? std::nullopt : std::optional<OpIndex>(OpIndex{static_cast<std::size_t>(on_)});
+  }
+  std::optional<HostIndex> host() const {
+    return on_host(cause_) ? std::optional<HostIndex>(HostIndex{static_cast<std::size_t>(on_)}) : std::nullopt;
+  }
+  static bool on_host(StartCause c) { return c == StartCause::HostOrder || c == StartCause::Issue; }
+
+ private:
+  StartCause cause_ = StartCause::None;
+  std::int32_t on_ = -1;
 };
 
 struct TimelineOp {

@@ -97,10 +97,10 @@ std::vector<Flow> flows(const Timeline& t, const Program* program) {
   // Op -> the blocked host interval it released (the simulator's record).
   for (std::size_t h = 0; h < t.host.size() && h < t.host_why.size(); ++h) {
     const auto& why = t.host_why[h];
-    if (t.host[h].kind != HostInterval::Kind::Blocked || why.cause != StartCause::HostSync || why.on < 0 ||
-        static_cast<std::size_t>(why.on) >= t.ops.size())
+    if (t.host[h].kind != HostInterval::Kind::Blocked || why.cause() != StartCause::HostSync || !why.op() ||
+        why.op()->index() >= t.ops.size())
       continue;
-    const auto& op = t.ops[static_cast<std::size_t>(why.on)];
+    const auto& op = t.ops[why.op()->index()];
     if (!has_length(op.start, op.end) || !has_length(t.host[h].start, t.host[h].end)) continue;
     out.push_back(Flow{"host_sync", "host sync", tid_of(op), 0, inside(op.start, op.end), inside(t.host[h].start, t.host[h].end)});
   }

@@ -26,6 +26,13 @@ using namespace stepsim;
 
 namespace {
 
+// The index a record names, whichever kind it is (-1: none), to compare with the expectation.
+long on_index(const StartRecord& w) {
+  if (auto o = w.op()) return static_cast<long>(o->index());
+  if (auto h = w.host()) return static_cast<long>(h->index());
+  return -1;
+}
+
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::min();
 
 std::vector<std::string> shipped_examples() {
@@ -119,16 +126,18 @@ void check_example(const std::string& file) {
       want = StartCause::Issue;
       want_on = static_cast<long>(host_cursor - 1);
     }
-    CHECK(to_string(why.cause) == to_string(want));
-    if (want != StartCause::Event) CHECK(why.on == want_on);
-    // What it names ends exactly at its start.
-    if (why.cause == StartCause::Issue) {
-      REQUIRE(why.on >= 0);
-      CHECK(t.host.at(static_cast<std::size_t>(why.on)).end == op.start);
-    } else if (why.cause != StartCause::None) {
-      REQUIRE(why.on >= 0);
-      REQUIRE(why.on < k);
-      CHECK(t.ops.at(static_cast<std::size_t>(why.on)).end == op.start);
+    CHECK(to_string(why.cause()) == to_string(want));
+    if (want != StartCause::Event) CHECK(on_index(why) == want_on);
+    // What it names ends exactly at its start: a host interval for an issue, an earlier op otherwise.
+    if (why.cause() == StartCause::Issue) {
+      REQUIRE(why.host());
+      CHECK(!why.op());
+      CHECK(t.host.at(why.host()->index()).end == op.start);
+    } else if (why.cause() != StartCause::None) {
+      REQUIRE(why.op());
+      CHECK(!why.host());
+      REQUIRE(why.op()->index() < k);
+      CHECK(t.ops.at(why.op()->index()).end == op.start);
     }
     s.ready = op.end.ns;
     s.ready_on_gpu = true;
@@ -145,14 +154,16 @@ void check_example(const std::string& file) {
     const HostInterval& hi = t.host[h];
     INFO("host interval " << h << " '" << hi.name << "'");
     if (hi.kind == HostInterval::Kind::Blocked) {
-      REQUIRE(t.host_why.at(h).cause == StartCause::HostSync);
-      CHECK(t.ops.at(static_cast<std::size_t>(t.host_why.at(h).on)).end == hi.end);
+      REQUIRE(t.host_why.at(h).cause() == StartCause::HostSync);
+      REQUIRE(t.host_why.at(h).op());
+      CHECK(t.ops.at(t.host_why.at(h).op()->index()).end == hi.end);
     } else if (h == 0) {
-      CHECK(t.host_why.at(h).cause == StartCause::None);
+      CHECK(t.host_why.at(h).cause() == StartCause::None);
     } else {
       CHECK(hi.start == t.host[h - 1].end);
-      CHECK(t.host_why.at(h).cause == StartCause::HostOrder);
-      CHECK(t.host_why.at(h).on == static_cast<long>(h - 1));
+      CHECK(t.host_why.at(h).cause() == StartCause::HostOrder);
+      REQUIRE(t.host_why.at(h).host());
+      CHECK(t.host_why.at(h).host()->index() == h - 1);
     }
   }
 
@@ -195,9 +206,10 @@ TEST_CASE("A kernel behind a Wait names the op the matching Record followed, as 
   REQUIRE(t.ops.size() == 3);
   CHECK(t.ops[1].end.ns == 2'000'000);
   CHECK(t.ops[2].start.ns == 6'000'000);
-  CHECK(t.op_why[2].cause == StartCause::Event);
-  CHECK(t.op_why[2].on == 0);
+  CHECK(t.op_why[2].cause() == StartCause::Event);
+  REQUIRE(t.op_why[2].op());
+  CHECK(t.op_why[2].op()->index() == 0);
   // b starts at time zero, issued before any host interval (the profile has no host cost):
   // nothing constrains it.
-  CHECK(t.op_why[1].cause == StartCause::None);
+  CHECK(t.op_why[1].cause() == StartCause::None);
 }
