@@ -14,8 +14,6 @@ namespace stepsim {
 
 namespace {
 
-constexpr std::int64_t kGiB = 1024LL * 1024 * 1024;
-
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
