@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -93,6 +94,11 @@ class TempDir {
   std::filesystem::path operator/(const std::string& file) const { return path_ / file; }
   // The same as a string, for command lines.
   std::string file(const std::string& name) const { return (path_ / name).string(); }
+  // Writes `j` (indented) to a file of the directory and returns its path.
+  std::string write_json(const std::string& name, const nlohmann::json& j) const {
+    std::ofstream(path_ / name) << j.dump(1);
+    return file(name);
+  }
 
  private:
   static std::string current_test_name() {

@@ -413,16 +413,6 @@ std::vector<const ForeignObject*> objects() {
 
 namespace {
 
-std::string cell(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
-  }
-  return out;
-}
-
 std::string type_text(const ForeignKey& k) {
   std::string t = k.key.types ? describe_type(k.key) : "";
   if (k.becomes.rfind("strategy.", 0) == 0 && k.key.since == "as strategy.zero")
@@ -466,8 +456,8 @@ std::string foreign_markdown_reference() {
                        o->unlisted == ForeignObject::Unlisted::Rejected ? "exit 2" : "ignored");
     out << "| key | type | default | since | stepsim | meaning |\n|---|---|---|---|---|---|\n";
     for (const auto& k : o->keys)
-      out << fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k.key.name, cell(type_text(k)), cell(describe_default(k.key)),
-                         cell(k.key.since), cell(use_text(k)), cell(k.key.doc));
+      out << fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k.key.name, markdown_cell(type_text(k)), markdown_cell(describe_default(k.key)),
+                         markdown_cell(k.key.since), markdown_cell(use_text(k)), markdown_cell(k.key.doc));
   }
   return out.str();
 }

@@ -1,5 +1,4 @@
 #include "sim/core/config_keys.hpp"
-#include "sim/core/config_reference.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -183,9 +182,7 @@ Json json_schema(const ConfigCatalog& catalog, const std::string& id, const std:
           {"$defs", defs}};
 }
 
-namespace {
-
-std::string cell(std::string s) {
+std::string markdown_cell(std::string_view s) {
   std::string out;
   for (char c : s) {
     if (c == '|') out += "\\|";
@@ -194,8 +191,6 @@ std::string cell(std::string s) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string markdown_reference(const ConfigCatalog& catalog) {
   return markdown_reference(
@@ -231,9 +226,9 @@ std::string markdown_reference(const ConfigCatalog& catalog, const std::string& 
         doc += ".";
       }
       if (since)
-        out << fmt::format("| {} | {} | {} | {} | {} |\n", name, cell(describe_type(k)), cell(describe_default(k)), cell(k.since), cell(doc));
+        out << fmt::format("| {} | {} | {} | {} | {} |\n", name, markdown_cell(describe_type(k)), markdown_cell(describe_default(k)), markdown_cell(k.since), markdown_cell(doc));
       else
-        out << fmt::format("| {} | {} | {} | {} |\n", name, cell(describe_type(k)), cell(describe_default(k)), cell(doc));
+        out << fmt::format("| {} | {} | {} | {} |\n", name, markdown_cell(describe_type(k)), markdown_cell(describe_default(k)), markdown_cell(doc));
     }
   }
   return out.str();

@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -90,5 +91,13 @@ nlohmann::json json_schema(const ConfigCatalog& catalog, const std::string& id, 
 
 // The configuration reference in Markdown (docs/configuration-keys.md).
 std::string markdown_reference(const ConfigCatalog& catalog);
+
+// The same under another document's title and introduction (the hardware profile reference,
+// docs/profile-keys.md). `header` is Markdown ending in a newline; the "since" column is left
+// out when no key of the catalog names a release.
+std::string markdown_reference(const ConfigCatalog& catalog, const std::string& header);
+
+// Text fit for one cell of a Markdown table: '|' escaped, newlines as spaces.
+std::string markdown_cell(std::string_view s);
 
 }  // namespace stepsim

@@ -1,6 +1,6 @@
 #include "sim/hardware/profile_keys.hpp"
 
-#include "sim/core/config_reference.hpp"
+#include "sim/core/config_keys.hpp"
 
 #include <optional>
 #include <utility>

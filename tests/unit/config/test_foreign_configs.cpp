@@ -16,11 +16,6 @@ using namespace stepsim;
 namespace {
 const std::string kSrc = STEPSIM_SOURCE_DIR;
 
-std::string temp_json(const test::TempDir& dir, const std::string& name, const nlohmann::json& j) {
-  auto p = dir / name;
-  std::ofstream(p) << j.dump(1);
-  return p.string();
-}
 
 nlohmann::json ds_experiment(const std::string& ds_file, nlohmann::json workload = {{"preset", "opt-1.3b"}, {"seq_len", 512}}) {
   return {{"workload", std::move(workload)},
@@ -60,21 +55,21 @@ TEST_CASE("HF config.json: OPT keeps its 2 extra position rows; unknown families
                      {"ffn_dim", 8192},       {"vocab_size", 50272},  {"max_position_embeddings", 2048},
                      {"word_embed_proj_dim", 2048}, {"do_layer_norm_before", true}, {"activation_function", "relu"}};
   std::string name;
-  ModelDims d = dims_from_hf_config(temp_json(dir, "opt.json", opt), name, 512);
+  ModelDims d = dims_from_hf_config(dir.write_json("opt.json", opt), name, 512);
   CHECK(d.max_positions == preset_dims("opt-1.3b").max_positions);
   CHECK(d.tied_embeddings);
   opt["word_embed_proj_dim"] = 512;  // facebook/opt-350m
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "opt350.json", opt), name, 512),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("opt350.json", opt), name, 512),
                     Catch::Contains("opt350.json: /word_embed_proj_dim: 512") && Catch::Contains("not modelled"));
   nlohmann::json mixtral{{"model_type", "mixtral"}, {"hidden_size", 4096}};
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "mixtral.json", mixtral), name, 512),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("mixtral.json", mixtral), name, 512),
                     Catch::Contains("/model_type: \"mixtral\"") && Catch::Contains("llama, mistral, qwen2"));
   // Mistral v0.1: a 4096-token sliding window; fine at 4096, not modelled beyond.
   nlohmann::json mistral{{"model_type", "mistral"}, {"hidden_size", 4096},   {"num_hidden_layers", 32},
                          {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
                          {"vocab_size", 32000},        {"sliding_window", 4096}};
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 4096));
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 8192), Catch::Contains("/sliding_window"));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 4096));
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 8192), Catch::Contains("/sliding_window"));
 }
 
 TEST_CASE("DeepSpeed config: DeepSpeed-Chat's step-1 config predicts exactly what the equivalent experiment does",
@@ -95,13 +90,13 @@ TEST_CASE("DeepSpeed config: the batch triangle, HF 'auto' values, and one-line 
   // DeepSpeed derives gradient_accumulation_steps = 64 / (4 x 8) = 2.
   nlohmann::json ds = dschat();
   ds["train_micro_batch_size_per_gpu"] = 4;
-  Experiment e = test::experiment_from_doc(ds_experiment(temp_json(dir, "tri.json", ds)));
+  Experiment e = test::experiment_from_doc(ds_experiment(dir.write_json("tri.json", ds)));
   CHECK(e.workload.micro_batch == 4);
   CHECK(e.training.grad_accum == 2);
   // "auto" bucket sizes as the HF Trainer sets them: hidden^2 = 2048^2 elements for OPT-1.3B.
   ds = dschat();
   ds["zero_optimization"]["reduce_bucket_size"] = "auto";
-  e = test::experiment_from_doc(ds_experiment(temp_json(dir, "auto.json", ds)));
+  e = test::experiment_from_doc(ds_experiment(dir.write_json("auto.json", ds)));
   CHECK(e.strategy->effective_config()["reduce_bucket_size"] == 2048 * 2048);
 
   auto error_of = [](const nlohmann::json& doc) {
@@ -114,22 +109,22 @@ TEST_CASE("DeepSpeed config: the batch triangle, HF 'auto' values, and one-line 
   };
   ds = dschat();
   ds["train_batch_size"] = 60;  // not a multiple of micro 8 x 8 GPUs
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "bad-batch.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("bad-batch.json", ds))),
              Catch::Contains("bad-batch.json: /train_batch_size: 60") && Catch::Contains("micro batch x world size (64)"));
   ds = dschat();
   ds["zero_optimization"]["offload_optimizer"] = {{"device", "cpu"}};
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "offload.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("offload.json", ds))),
              Catch::Contains("offload.json: /zero_optimization/offload_optimizer") && Catch::Contains("offload is not modelled"));
   ds = dschat();
   ds["pipeline_parallel_size"] = 2;
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "unknown.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("unknown.json", ds))),
              Catch::Contains("unknown.json: /pipeline_parallel_size: 2") && Catch::Contains("unknown key"));
   // The experiment and the DeepSpeed file disagree: both are named.
-  nlohmann::json doc = ds_experiment(temp_json(dir, "conflict.json", dschat()));
+  nlohmann::json doc = ds_experiment(dir.write_json("conflict.json", dschat()));
   doc["workload"]["micro_batch"] = 2;
   CHECK_THAT(error_of(doc), Catch::Contains("/workload/micro_batch: 2") && Catch::Contains("conflict.json") &&
                                 Catch::Contains("/train_micro_batch_size_per_gpu"));
-  doc = ds_experiment(temp_json(dir, "framework.json", dschat()));
+  doc = ds_experiment(dir.write_json("framework.json", dschat()));
   doc["strategy"]["framework"] = "fsdp1";
   CHECK_THAT(error_of(doc), Catch::Contains("/strategy/framework") && Catch::Contains("deepspeed_config"));
 }

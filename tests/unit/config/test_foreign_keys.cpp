@@ -21,11 +21,6 @@ namespace {
 
 const std::string kSrc = STEPSIM_SOURCE_DIR;
 
-std::string temp_json(const test::TempDir& dir, const std::string& name, const nlohmann::json& j) {
-  auto p = dir / name;
-  std::ofstream(p) << j.dump(1);
-  return p.string();
-}
 
 nlohmann::json dschat() {
   return nlohmann::json::parse(std::ifstream(kSrc + "/configs/examples/deepspeed/dschat-step1-opt-1.3b-zero2.ds_config.json"));
@@ -88,7 +83,7 @@ TEST_CASE("DeepSpeed config: every key declared as accepted (no effect, or not m
           "unchanged; an undeclared one is exit 2",
           "[config][foreign][deepspeed]") {
   const test::TempDir dir;
-  const Experiment plain = test::experiment_from_doc(ds_experiment(temp_json(dir, "plain.json", dschat())));
+  const Experiment plain = test::experiment_from_doc(ds_experiment(dir.write_json("plain.json", dschat())));
   // The reader does not read these keys, so any value is accepted; true stands for "set".
   nlohmann::json ds = dschat();
   int accepted = 0;
@@ -97,23 +92,23 @@ TEST_CASE("DeepSpeed config: every key declared as accepted (no effect, or not m
   for (const ForeignKey& k : foreign_keys::deepspeed_zero().keys)
     if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds["zero_optimization"][k.key.name] = true, ++accepted;
   CHECK(accepted > 30);  // 21 top-level and 12 zero_optimization keys today
-  const Experiment all = test::experiment_from_doc(ds_experiment(temp_json(dir, "all.json", ds)));
+  const Experiment all = test::experiment_from_doc(ds_experiment(dir.write_json("all.json", ds)));
   CHECK(all.strategy->effective_config() == plain.strategy->effective_config());
   CHECK(all.workload.micro_batch == plain.workload.micro_batch);
   CHECK(all.training.grad_accum == plain.training.grad_accum);
 
   ds = dschat();
   ds["zero_optimization"]["stage3_prefetch_bucket_sizes"] = 1;  // a typo: not declared
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "typo.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("typo.json", ds))),
              Catch::Contains("typo.json: /zero_optimization/stage3_prefetch_bucket_sizes: 1") && Catch::Contains("unknown key"));
   // A checked object given as something else is not passed unread.
   ds = dschat();
   ds["hybrid_engine"] = true;
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "he.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("he.json", ds))),
              Catch::Contains("he.json: /hybrid_engine: true") && Catch::Contains("an object with \"enabled\": false"));
   ds = dschat();
   ds["comms_logger"] = {{"enabled", false}};
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "top.json", ds))),
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("top.json", ds))),
              Catch::Contains("top.json: /comms_logger") && Catch::Contains("configuration-foreign-keys.md"));
 }
 
@@ -127,20 +122,20 @@ TEST_CASE("DeepSpeed config: a checked zero_optimization key loads at its declar
     ++checked;
     nlohmann::json ds = dschat();
     ds["zero_optimization"][k.key.name] = *k.neutral;
-    CHECK(error_of(ds_experiment(temp_json(dir, "neutral.json", ds))) == "no error");
+    CHECK(error_of(ds_experiment(dir.write_json("neutral.json", ds))) == "no error");
     // Another value of the same type: the other boolean, or the integer next to it.
     ds["zero_optimization"][k.key.name] = k.neutral->is_boolean() ? nlohmann::json(!k.neutral->get<bool>())
                                                                    : nlohmann::json(k.neutral->get<std::int64_t>() + 1);
-    CHECK_THAT(error_of(ds_experiment(temp_json(dir, "other.json", ds))),
+    CHECK_THAT(error_of(ds_experiment(dir.write_json("other.json", ds))),
                Catch::Contains("other.json: /zero_optimization/" + k.key.name) && Catch::Contains(k.accepts));
   }
   CHECK(checked == 11);  // allgather_partitions, 8 ZeRO++/legacy booleans, hpZ, module granularity
   // mics_shard_size: any integer <= 0 (MiCS off); 4 is MiCS.
   nlohmann::json ds = dschat();
   ds["zero_optimization"]["mics_shard_size"] = 0;
-  CHECK(error_of(ds_experiment(temp_json(dir, "mics0.json", ds))) == "no error");
+  CHECK(error_of(ds_experiment(dir.write_json("mics0.json", ds))) == "no error");
   ds["zero_optimization"]["mics_shard_size"] = 4;
-  CHECK_THAT(error_of(ds_experiment(temp_json(dir, "mics4.json", ds))), Catch::Contains("/zero_optimization/mics_shard_size: 4"));
+  CHECK_THAT(error_of(ds_experiment(dir.write_json("mics4.json", ds))), Catch::Contains("/zero_optimization/mics_shard_size: 4"));
 }
 
 TEST_CASE("HF config.json: defaults come from the family's declaration, errors name the family's own key", "[config][foreign][hf]") {
@@ -149,23 +144,23 @@ TEST_CASE("HF config.json: defaults come from the family's declaration, errors n
   // GPT-2 small: n_inner null -> 4 x n_embd = 3072; tie_word_embeddings absent -> the declared true.
   nlohmann::json gpt2{{"model_type", "gpt2"}, {"n_embd", 768},       {"n_layer", 12},
                       {"n_head", 12},         {"n_inner", nullptr},  {"vocab_size", 50257}, {"n_positions", 1024}};
-  ModelDims d = dims_from_hf_config(temp_json(dir, "gpt2.json", gpt2), name, 1024);
+  ModelDims d = dims_from_hf_config(dir.write_json("gpt2.json", gpt2), name, 1024);
   CHECK(d.ffn == 4 * 768);
   CHECK(d.tied_embeddings == foreign_keys::hf_family("gpt2")->at("tie_word_embeddings").key.default_value->get<bool>());
   // 768 is not a multiple of 7 heads: the error names GPT-2's key n_head (not num_attention_heads).
   gpt2["n_head"] = 7;
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "gpt2-7.json", gpt2), name, 1024),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("gpt2-7.json", gpt2), name, 1024),
                     Catch::Contains("gpt2-7.json: /n_head: 7") && Catch::Contains("a divisor of the hidden size 768"));
   // MPT: expansion_ratio absent -> the declared 4.
   nlohmann::json mpt{{"model_type", "mpt"}, {"d_model", 2048}, {"n_layers", 24}, {"n_heads", 16}, {"vocab_size", 50368}};
-  CHECK(dims_from_hf_config(temp_json(dir, "mpt.json", mpt), name, 2048).ffn == 4 * 2048);
+  CHECK(dims_from_hf_config(dir.write_json("mpt.json", mpt), name, 2048).ffn == 4 * 2048);
   // A checked key at another value: the declaration's words.
   nlohmann::json llama = nlohmann::json::parse(std::ifstream(kSrc + "/configs/models/hf/meta-llama-3-8b.config.json"));
   llama["attention_bias"] = true;
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "bias.json", llama), name, 8192),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("bias.json", llama), name, 8192),
                     Catch::Contains("bias.json: /attention_bias: true") && Catch::Contains("attention biases are not modelled"));
   // A key the declaration does not list is ignored (config.json holds token ids, RoPE settings, ...).
   llama = nlohmann::json::parse(std::ifstream(kSrc + "/configs/models/hf/meta-llama-3-8b.config.json"));
   llama["some_future_key"] = 1;
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "future.json", llama), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("future.json", llama), name, 8192));
 }
