@@ -64,7 +64,9 @@ KernelClass trace_kernel_class(const std::string& raw) {
   if (has("layer_norm") || has("layernorm") || has("rms") || has("gammabeta") || has("cuapplylayernorm") ||
       has("cucomputegradinput") || has("cucomputepartgradgammabeta") || has("cucomputegradgammabeta"))
     return KernelClass::Norm;
-  if (has("softmax") || has("reduce_kernel") || has("nll_loss") || has("reduce")) return KernelClass::Reduction;
+  // Scans (aten::cumsum: tensor_kernel_scan_innermost_dim / _outer_dim) are reduction-like passes.
+  if (has("softmax") || has("reduce_kernel") || has("nll_loss") || has("reduce") || has("tensor_kernel_scan"))
+    return KernelClass::Reduction;
   if (has("indexselect") || has("index_select") || has("embedding") || has("indexing_backward") || has("cub::") ||
       has("segment") || has("compute_grad_weight") || has("sum_and_scatter") || has("krn_") || has("index_elementwise"))
     return KernelClass::Embedding;

@@ -268,6 +268,21 @@ void dropout(std::vector<Op>& fwd, std::vector<Op>& bwd_front, std::int64_t n, s
   bwd_front.insert(bwd_front.begin(), mem("dropout.bwd", KernelClass::Elementwise, n * e + n, n * e));
 }
 
+// embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) for `rows` x h weights:
+// `at::arange(num_indices)` (an int64 index_t kernel: strided class in analyze, writes T x 8 B),
+// cub radix_sort_pairs of the int64 ids with the full key width (nbits is commented out there:
+// histogram, exclusive sum and 8 one-sweep passes), then embedding_backward_cuda_kernel
+// (EmbeddingBackwardKernel.cu): `at::zeros` of the rows x h gradient (one fill kernel), the
+// segment kernels (compact init, unique-by-key, partials per segment, scan init, scan,
+// num of partial segments, partial segment offset) and compute_grad_weight + sum_and_scatter.
+// 1 + 10 + 1 + 7 + 2 = 21 kernels, as each of the two embedding backwards in the li-plus trace.
+std::vector<Op> embedding_backward(const Dims& d, std::int64_t rows) {
+  const std::int64_t T = d.T, n = d.T * d.h;
+  return {mem("embedding.bwd.arange", KernelClass::ElementwiseStrided, 0, T * 8),
+          mem("embedding.bwd.zero_grad", KernelClass::Elementwise, 0, rows * d.h * d.e),
+          mem("embedding.bwd", KernelClass::Embedding, n * d.e + T * 8 * 6, n * 4, 0, 19)};
+}
+
 Op residual_add(const Dims& d) {
   return mem("residual_add", KernelClass::Elementwise, 2 * d.T * d.h * d.e, d.T * d.h * d.e);
 }
@@ -703,17 +718,39 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   Module tok;
   tok.name = "embed.tokens";
   tok.params.push_back(Param{"embed.tokens.weight", d.V * h, d.V});
-  if (hf) {
-    // HF builds the 4-D causal mask from the attention mask on every forward
-    // (_prepare_4d_causal_attention_mask: full, arange/lt, masked_fill, to, rsub, masked_fill ...):
-    // about 12 small kernels over b*s*s elements in the li-plus trace.
+  if (hf && md.family == "gpt") {
+    // GPT-2 builds its additive mask from the attention mask over b*s*s elements (not read off a
+    // trace; unchanged).
     tok.forward.push_back(mem("attention_mask.prepare", KernelClass::ElementwiseStrided, b * s * s * 6, b * s * s * 6, 0, 12));
+  } else if (hf) {
+    // HF OPT / Llama (transformers 4.36, modeling_attn_mask_utils.py) build the 4-D causal mask
+    // on every forward, _prepare_4d_causal_attention_mask -> AttentionMaskConverter.to_4d:
+    // _make_causal_mask: torch.full((s, s), min) [fill], arange(s) [strided: index kernel],
+    // mask_cond + 1 [add], lt [strided: broadcast view(s, 1)], masked_fill_, .to(dtype) [copy];
+    // _expand_mask: mask[:, None, None, :].expand(b, 1, s, s).to(dtype) [strided copy],
+    // 1.0 - expanded [sub], .to(bool) [copy], masked_fill; then
+    // causal_4d_mask.masked_fill(expanded.bool(), min) [copies of the broadcast causal mask and
+    // the bool mask, masked_fill]. The li-plus trace's OPTDecoder shows exactly 13 kernels:
+    // fill, add, sub and three masked_fill are vectorized (6 elementwise), arange, lt and five
+    // copies take the strided path (7). Bytes: the s x s causal mask is small; the b*s*s passes
+    // (bf16 or bool) dominate: elementwise ~ sub + 2 masked_fill over b*s*s bf16 (read 2, write
+    // 1 each, the bool mask 1 B read); strided ~ 4 copies over b*s*s (read and write ~2 B each).
+    const std::int64_t bss = b * s * s;
+    tok.forward.push_back(mem("attention_mask.prepare", KernelClass::Elementwise, 3 * bss * e + 2 * bss, 3 * bss * e, 0, 6));
+    tok.forward.push_back(mem("attention_mask.prepare.copies", KernelClass::ElementwiseStrided, 4 * bss * e, 4 * bss * e, 0, 7));
   }
   // aten::embedding -> index_select; saves the int64 ids.
   tok.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, T * 8));
-  // embedding_dense_backward: zero the V x h gradient, sort the ids (cub radix sort), segment
-  // them, sum each segment's rows and scatter: ~20 kernels in the li-plus and Megatron traces.
-  tok.backward.push_back(mem("embedding.bwd", KernelClass::Embedding, n * e + T * 8 * 6, d.V * h * e + n * 4, 0, 20));
+  // embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu, embedding_dense_backward_cuda,
+  // the same aten op for every family's nn.Embedding / F.embedding):
+  tok.backward = embedding_backward(d, d.V);
+  if (md.tied_embeddings) {
+    // A tied head (OPT, GPT-2, MPT) sends the weight two gradients, the lm_head's (MmBackward0)
+    // and the embedding's; autograd's InputBuffer sums them out of place before AccumulateGrad
+    // (torch/csrc/autograd/input_buffer.cpp accumulate: `old_var + var`): one vectorized add
+    // over V x h, the trace's `EmbeddingBackward0 > aten::add` after the embedding backward.
+    tok.backward.push_back(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * d.V * h * e, d.V * h * e));
+  }
   embed.modules.push_back(tok);
   // MPT's learned position table has max_seq_len rows: the run's sequence length.
   const std::int64_t positions = md.family == "mpt" ? s : md.max_positions;
@@ -722,10 +759,17 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     pos.name = "embed.positions";
     pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
     // OPT computes positions from the mask (cumsum, mul, sub, add: 4 kernels), then looks them up.
-    if (md.family == "opt") pos.forward.push_back(mem("positions.cumsum", KernelClass::Elementwise, b * s * 8 * 4, b * s * 8 * 4, 0, 4));
+    // OPTLearnedPositionalEmbedding.forward (transformers 4.36 modeling_opt.py):
+    // `(torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1`,
+    // then `positions + self.offset`: a scan kernel (tensor_kernel_scan_innermost_dim, a
+    // reduction-like pass) and mul, sub, add over b x s int64.
+    if (md.family == "opt") {
+      pos.forward.push_back(mem("positions.cumsum", KernelClass::Reduction, b * s * 8, b * s * 8));
+      pos.forward.push_back(mem("positions.mul_sub_add", KernelClass::Elementwise, b * s * 8 * 3, b * s * 8 * 3, 0, 3));
+    }
     pos.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, 0));
     pos.forward.push_back(mem("add", KernelClass::Elementwise, 2 * n * e, n * e));
-    pos.backward.push_back(mem("embedding.bwd", KernelClass::Embedding, n * e + T * 8 * 6, positions * h * e + n * 4, 0, 20));
+    pos.backward = embedding_backward(d, positions);
     embed.modules.push_back(pos);
   }
   if (md.family == "gpt" && hf && o.dropout > 0) {
@@ -770,13 +814,25 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   Module loss;
   loss.name = "head.loss";
   if (hf && !llama) {
+    // OPTForCausalLM / GPT2LMHeadModel.forward (transformers 4.36): `shift_logits =
+    // logits[..., :-1, :].contiguous()`, `shift_labels = labels[..., 1:].contiguous()` (two
+    // strided copies, the second over the int64 labels), CrossEntropyLoss -> log_softmax +
+    // nll_loss_forward (one nll_loss_forward_reduce_cuda_kernel_2d: the li-plus trace).
     loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
+    loss.forward.push_back(mem("shift_labels.contiguous", KernelClass::ElementwiseStrided, T * 8, T * 8));
     loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
-    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
-    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * e, 0, 2));
+    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8));
+    // NllLossBackward0: grad_input = zeros_like(self) [fill over T x V], then
+    // nll_loss_backward_reduce_cuda_kernel_2d scatters -1/N at each target [T x 8 read, T x e written].
+    loss.backward.push_back(mem("nll_loss.bwd.zero", KernelClass::Elementwise, 0, TV * e));
+    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Reduction, T * 16, T * e));
     loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * e, TV * e));
-    // slice_backward: zeros of the full logits shape, then the strided copy into the slice.
-    loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, 2 * TV * e, 3 * TV * e, 0, 3));
+    // SliceBackward0 of `logits[..., :-1, :]`: the li-plus trace shows two aten::slice_backward,
+    // each `at::zeros` of the full logits shape (two vectorized fills of equal length), and one
+    // strided copy of the gradient into the :-1 slice (the kernels as traced; why the second
+    // slice_backward launches no copy of its own was not looked into).
+    loss.backward.push_back(mem("shift.slice_bwd.zero", KernelClass::Elementwise, 0, 2 * TV * e, 0, 2));
+    loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, TV * e, TV * e));
     head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
   } else {
     loss.forward.push_back(mem("logits.float", KernelClass::Elementwise, TV * e, TV * 4));

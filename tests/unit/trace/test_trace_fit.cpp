@@ -95,6 +95,12 @@ TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class 
         KernelClass::Embedding);
   CHECK(trace_kernel_class("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>") == KernelClass::Optimizer);
   CHECK(trace_kernel_class("void at::native::(anonymous namespace)::CatArrayBatchedCopy<c10::BFloat16>") == KernelClass::Copy);
+  // aten::cumsum's scan (OPT's position ids) is a reduction-like pass; the cub scans inside
+  // embedding_dense_backward stay embedding.
+  CHECK(trace_kernel_class("void at::native::tensor_kernel_scan_innermost_dim<long, std::plus<long> >(long*, long const*)") ==
+        KernelClass::Reduction);
+  CHECK(trace_kernel_class("void at_cuda_detail::cub::DeviceScanKernel<at_cuda_detail::cub::DeviceScanPolicy<long>::Policy600>") ==
+        KernelClass::Embedding);
 }
 
 TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and measures eager dispatch", "[trace][fit][data]") {

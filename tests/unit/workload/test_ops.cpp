@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <array>
+#include <utility>
 
 #include "sim/core/error.hpp"
 #include "sim/hardware/compute_model.hpp"
@@ -217,4 +219,80 @@ TEST_CASE("The fp32 loss backward holds two fp32 logits-sized tensors at once", 
   Workload w = build_transformer("llama2-7b", preset_dims("llama2-7b"), 1, 2048, Dtype::BF16, preset_options("llama2-7b"));
   CHECK(w.layers.back().kind == LayerKind::Head);
   CHECK(w.layers.back().recompute_activations.count == 2LL * 2048 * 32000 * 4);
+}
+
+namespace {
+
+// Kernels per class over a list of ops, indexed by KernelClass.
+std::array<int, kKernelClassCount> per_class(const std::vector<Op>& ops) {
+  std::array<int, kKernelClassCount> n{};
+  for (const auto& o : ops) n[static_cast<std::size_t>(o.cls)] += o.kernels;
+  return n;
+}
+
+std::array<int, kKernelClassCount> classes(std::initializer_list<std::pair<KernelClass, int>> l) {
+  std::array<int, kKernelClassCount> n{};
+  for (auto [c, k] : l) n[static_cast<std::size_t>(c)] = k;
+  return n;
+}
+
+const Layer& layer_of(const Workload& w, LayerKind k) {
+  for (const auto& l : w.layers)
+    if (l.kind == k) return l;
+  throw std::logic_error("no such layer");
+}
+
+}  // namespace
+
+TEST_CASE("HF eager OPT launches per class the kernels of the li-plus DeepSpeed-Chat trace, layer by layer", "[workload]") {
+  // Read off the li-plus ZeRO-1 trace (rank 0, ProfilerStep#11), each kernel attributed to its
+  // aten op through the launch's correlation id and classed as `analyze` classes it
+  // (trace_kernel_class). Per decoder layer:
+  //  forward  gemm 8 (q, k, v, out, fc1, fc2 addmm + QK^T and PV bmm); elementwise 6 (q * scaling,
+  //           2 dropout, 2 residual add, relu); strided 6 (k, v, q contiguous, mask add, torch.max
+  //           clamp, reshape copy); norm 2; reduction 1 (softmax) = 23.
+  //  backward gemm 16 (2 per linear, 4 bmm); elementwise 12 (2 dropout bwd, relu bwd, softmax's
+  //           grad*out mul, div/where/masked_fill of MaximumBackward0, q-scale mul, 2 q/k/v grad
+  //           adds, 2 residual grad adds after the norms); reduction 7 (6 bias-grad sums of
+  //           AddmmBackward0, softmax backward); strided 6 (out grad copy, eq and lt of
+  //           MaximumBackward0, 2 ViewBackward0 copies after the bmms, k reshape copy); norm 4 = 45.
+  Workload w = opt13(preset_options("opt-1.3b"));
+  const Layer& b = first_block(w);
+  using K = KernelClass;
+  CHECK(per_class(all_forward(b)) ==
+        classes({{K::Gemm, 8}, {K::Elementwise, 6}, {K::ElementwiseStrided, 6}, {K::Norm, 2}, {K::Reduction, 1}}));
+  CHECK(per_class(all_backward(b)) ==
+        classes({{K::Gemm, 16}, {K::Elementwise, 12}, {K::ElementwiseStrided, 6}, {K::Norm, 4}, {K::Reduction, 7}}));
+
+  // Embedding forward: the 4-D causal mask (13: fill, add, sub, 3 masked_fill vectorized; arange,
+  // lt, 5 copies strided), index_select for tokens and positions, the positions' cumsum (a scan:
+  // reduction) and mul, sub, add, and the embeddings' sum = 20 kernels.
+  const Layer& e = layer_of(w, LayerKind::Embedding);
+  CHECK(per_class(all_forward(e)) ==
+        classes({{K::Elementwise, 10}, {K::ElementwiseStrided, 7}, {K::Reduction, 1}, {K::Embedding, 2}}));
+  // Embedding backward, twice (tokens, positions): arange (strided), zeros of the weight grad
+  // (elementwise), 19 sort/segment/scatter kernels; plus the tied weight's two gradients summed
+  // (one add) = 2 x 21 + 1 = 43.
+  CHECK(per_class(all_backward(e)) == classes({{K::Elementwise, 3}, {K::ElementwiseStrided, 2}, {K::Embedding, 38}}));
+
+  // Final LayerNorm: 1 forward, 2 backward kernels (no grad add: its input is the residual stream only).
+  const Layer& n = layer_of(w, LayerKind::Norm);
+  CHECK(per_class(all_forward(n)) == classes({{K::Norm, 1}}));
+  CHECK(per_class(all_backward(n)) == classes({{K::Norm, 2}}));
+
+  // Head: lm_head mm, shift_logits and shift_labels copies (strided), log_softmax and nll_loss
+  // (reduction) = 5; backward: nll_loss_backward's zeros + scatter kernel, log_softmax backward,
+  // two slice_backward zeros + the strided copy, lm_head's two mm = 8.
+  const Layer& h = layer_of(w, LayerKind::Head);
+  CHECK(per_class(all_forward(h)) == classes({{K::Gemm, 1}, {K::ElementwiseStrided, 2}, {K::Reduction, 2}}));
+  CHECK(per_class(all_backward(h)) ==
+        classes({{K::Gemm, 2}, {K::Elementwise, 3}, {K::ElementwiseStrided, 1}, {K::Reduction, 2}}));
+
+  // The model's kernels per step: 24 x (23 + 45) + 20 + 43 + 3 + 13 = 1,711 of the trace's 1,824
+  // non-NCCL kernels. The other 113 are DeepSpeed's, not the model's (engine.backward's loss.mean
+  // and the loss-scaler's float/mul/backward seed: 6; ZeRO's step: 41 per-gradient
+  // .double().norm(2) pairs, flatten cats, div_, fp32/bf16 copies, mul_, 9 FusedAdam launches).
+  int total = 0;
+  for (const auto& l : w.layers) total += l.forward_kernels() + l.backward_kernels();
+  CHECK(total == 1711);
 }
