@@ -84,7 +84,7 @@ class HfReader {
     const ConfigKey& k = decl_.at(key).key;
     const Json& v = doc_[key];
     if (!v.is_number_integer() || v.get<std::int64_t>() < *k.min || static_cast<double>(v.get<std::int64_t>()) > *k.max)
-      fail(key, "a positive integer");
+      fail(key, *k.min > 0 ? "a positive integer" : "a non-negative integer");
     return v.get<std::int64_t>();
   }
   const Json& doc_;

@@ -93,6 +93,10 @@ TEST_CASE("HF config.json: a sliding window is refused only where transformers a
   // slides (:88-94, layers i >= 28): still full attention.
   qwen["use_sliding_window"] = true;
   CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  // max_window_layers 0 is allowed (every layer slides), a negative count is not.
+  qwen["max_window_layers"] = -1;
+  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192),
+                    Catch::Contains("/max_window_layers: -1") && Catch::Contains("a non-negative integer"));
   // Layers 4..27 slide over 4096 tokens: refused at 8192, fine at 4096.
   qwen["max_window_layers"] = 4;
   CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192),
