@@ -158,6 +158,61 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
   return x;
 }
 
+// Each model kind, the bandwidth terms its cost rule (sim/hardware/collective_model.cpp) reads:
+// - alpha_beta: every range's beta, of every group size: the per-kind ranges, the default
+//   ranges and the ranges measured on further group sizes ("groups"), since a communicator of
+//   such a size is priced with those (nearest_group); alpha stays.
+// - ring: busbw; tree and nccl: the ring's and the tree's busbw (a tree busbw of 0 means the
+//   ring's, which doubles with it); step and base latencies stay.
+// - table: measured times carry no latency/bandwidth split of their own, but the table's rule
+//   has one: below the smallest measured size the time is constant, the latency
+//   (table_time). So per kind and group size the latency is the list's smallest time and the
+//   rest of each point is bandwidth, which halves: t' = t_min + (t - t_min) / 2. Where the
+//   smallest measured size still moves bytes, its transfer time is counted as latency, so the
+//   gain is a lower bound (never more than halving the whole time, which would halve latency).
+// - topology: NVLink, NVLS and NIC bandwidths (and their all-to-all variants); NCCL's LL
+//   protocol cap (llMaxBws, a per-architecture constant of the tuner) and hop latencies stay.
+HardwareProfile with_double_link_bandwidth(const HardwareProfile& profile) {
+  HardwareProfile hw = profile;
+  auto twice = [](std::vector<AlphaBetaRange>& ranges) {
+    for (auto& r : ranges) r.beta.bytes_per_s *= 2;
+  };
+  for (ScopeModel* m : {&hw.intra_node, &hw.inter_node})
+    std::visit(Overloaded{
+                   [&](AlphaBetaModel& ab) {
+                     twice(ab.default_ranges);
+                     for (auto& [kind, ranges] : ab.ranges) twice(ranges);
+                     for (auto& [kind, by_ranks] : ab.groups)
+                       for (auto& [ranks, ranges] : by_ranks) twice(ranges);
+                   },
+                   [](RingModel& ring) { ring.busbw.bytes_per_s *= 2; },
+                   [](TreeModel& t) {
+                     t.ring.busbw.bytes_per_s *= 2;
+                     t.tree.busbw.bytes_per_s *= 2;
+                   },
+                   [](NcclModel& t) {
+                     t.ring.busbw.bytes_per_s *= 2;
+                     t.tree.busbw.bytes_per_s *= 2;
+                   },
+                   [](TableModel& table) {
+                     for (auto& [kind, by_ranks] : table.points)
+                       for (auto& [ranks, pts] : by_ranks) {
+                         if (pts.empty()) continue;
+                         Time latency = std::min_element(pts.begin(), pts.end(), [](const auto& a, const auto& b) {
+                                          return a.time < b.time;
+                                        })->time;
+                         for (auto& pt : pts) pt.time = latency + Time{(pt.time - latency).ns / 2};
+                       }
+                   },
+               },
+               *m);
+  if (hw.topology)
+    for (Bandwidth* b : {&hw.topology->nvlink_busbw, &hw.topology->nvls_bw, &hw.topology->nvlink_all_to_all_busbw,
+                         &hw.topology->nic_bw, &hw.topology->nic_all_to_all_bw})
+      b->bytes_per_s *= 2;
+  return hw;
+}
+
 std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
   const Program base = e.strategy->build(e);
   auto run = [&](const std::string& what, HardwareProfile hw, Program prog) {
@@ -165,39 +220,7 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
     return Sensitivity{what, step, step.ns > 0 ? static_cast<double>(baseline.ns) / static_cast<double>(step.ns) : 1.0};
   };
   std::vector<Sensitivity> out;
-  {  // 2x link bandwidth: every bandwidth term doubles; latencies stay.
-    HardwareProfile hw = e.cluster.profile;
-    for (ScopeModel* m : {&hw.intra_node, &hw.inter_node})
-      std::visit(Overloaded{
-                     [](AlphaBetaModel& ab) {
-                       for (auto& r : ab.default_ranges) r.beta.bytes_per_s *= 2;
-                       for (auto& [k, rs] : ab.ranges)
-                         for (auto& r : rs) r.beta.bytes_per_s *= 2;
-                     },
-                     [](RingModel& ring) { ring.busbw.bytes_per_s *= 2; },
-                     [](TreeModel& t) {
-                       t.ring.busbw.bytes_per_s *= 2;
-                       t.tree.busbw.bytes_per_s *= 2;
-                     },
-                     [](NcclModel& t) {
-                       t.ring.busbw.bytes_per_s *= 2;
-                       t.tree.busbw.bytes_per_s *= 2;
-                     },
-                     // Measured tables carry no latency/bandwidth split: halve the whole time
-                     // (an upper bound on the gain).
-                     [](TableModel& table) {
-                       for (auto& [k, by_ranks] : table.points)
-                         for (auto& [n, pts] : by_ranks)
-                           for (auto& pt : pts) pt.time = Time{pt.time.ns / 2};
-                     },
-                 },
-                 *m);
-    if (hw.topology)
-      for (Bandwidth* b : {&hw.topology->nvlink_busbw, &hw.topology->nvls_bw, &hw.topology->nvlink_all_to_all_busbw,
-                           &hw.topology->nic_bw, &hw.topology->nic_all_to_all_bw})
-        b->bytes_per_s *= 2;
-    out.push_back(run("2x link bandwidth", hw, base));
-  }
+  out.push_back(run("2x link bandwidth", with_double_link_bandwidth(e.cluster.profile), base));
   {  // 2x compute: peak FLOP/s, HBM, measured GEMM rates, and fixed kernel times.
     HardwareProfile hw = e.cluster.profile;
     for (auto& [d, r] : hw.compute.peak) r.flops_per_s *= 2;

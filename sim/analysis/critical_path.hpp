@@ -67,6 +67,10 @@ struct Explanation {
 // The part read from a simulated timeline's start records (no re-simulation).
 Explanation explain_timeline(const Program& program, const Timeline& timeline);
 
+// The profile the "2x link bandwidth" sensitivity runs on: every bandwidth term a collective
+// can be priced with doubles, every latency stays (critical_path.cpp says how per model).
+HardwareProfile with_double_link_bandwidth(const HardwareProfile& hw);
+
 // Re-simulates with a modified profile (and, for the compute variant, the workload's fixed
 // kernel times halved, since toy workloads carry times rather than FLOPs).
 std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline);

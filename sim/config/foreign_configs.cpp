@@ -1,5 +1,6 @@
 #include "sim/config/foreign_configs.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -54,6 +55,12 @@ class HfReader {
     if (!doc_[key].is_string()) fail(key, "a string");
     return doc_[key].get<std::string>();
   }
+  // Written as null (not absent): HF configs distinguish null (no value) from a missing key
+  // (the class default).
+  bool is_null(const std::string& key) const {
+    (void)decl_.at(key);
+    return doc_.contains(key) && doc_[key].is_null();
+  }
   const Json& raw(const std::string& key) const {
     static const Json null;
     return present(key) ? doc_[key] : null;
@@ -65,7 +72,8 @@ class HfReader {
     if (present(key) && doc_[key] != *k.neutral) fail(key, k.accepts);
   }
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const {
-    throw_input_error(file_, "/" + key, doc_.contains(key) ? doc_[key] : Json(), expected);
+    // An absent key (failing on its default) is named without a value.
+    throw_input_error(file_, "/" + key, doc_.contains(key) ? doc_[key] : Json(Json::value_t::discarded), expected);
   }
   [[noreturn]] void missing(const std::string& key) const {
     throw InputError(fmt::format("{}: /: missing required key \"{}\"", file_, key));
@@ -76,7 +84,7 @@ class HfReader {
     const ConfigKey& k = decl_.at(key).key;
     const Json& v = doc_[key];
     if (!v.is_number_integer() || v.get<std::int64_t>() < *k.min || static_cast<double>(v.get<std::int64_t>()) > *k.max)
-      fail(key, "a positive integer");
+      fail(key, *k.min > 0 ? "a positive integer" : "a non-negative integer");
     return v.get<std::int64_t>();
   }
   const Json& doc_;
@@ -96,6 +104,33 @@ ModelDims common_dims(const HfReader& r, const std::string& family) {
   return d;
 }
 
+// The sliding window transformers applies to some layer of a llama-like config, if any.
+// stepsim models full causal attention only, so a window shorter than the sequence is refused.
+// - mistral: MistralConfig.__init__ defaults sliding_window to 4096 (null: none) and has no
+//   use_sliding_window; MistralAttention passes config.sliding_window on every layer.
+// - qwen2: Qwen2Config (configuration_qwen2.py:74-76, transformers 008e5743) defaults
+//   use_sliding_window to False, sliding_window to 4096 and max_window_layers to 28;
+//   __post_init__ drops the window unless use_sliding_window (:84), and then slides only the
+//   layers i >= max_window_layers (:88-94), or those an explicit layer_types names
+//   "sliding_attention".
+// - llama: LlamaConfig has no window; a sliding_window key someone wrote is checked anyway.
+std::optional<std::int64_t> sliding_window(const HfReader& r, const std::string& model_type, std::int64_t layers) {
+  const std::optional<std::int64_t> none;
+  if (model_type == "qwen2") {
+    if (!r.boolean("use_sliding_window")) return none;
+    const Json& types = r.raw("layer_types");
+    if (!types.is_null()) {
+      if (!types.is_array()) r.fail("layer_types", "an array of \"full_attention\" / \"sliding_attention\"");
+      if (std::find(types.begin(), types.end(), Json("sliding_attention")) == types.end()) return none;
+    } else if (r.positive("max_window_layers", r.decl().at("max_window_layers").key.default_value->get<std::int64_t>()) >= layers) {
+      return none;
+    }
+  }
+  if (r.present("sliding_window")) return r.positive("sliding_window");
+  if (model_type == "llama" || r.is_null("sliding_window")) return none;
+  return 4096;  // an absent key: MistralConfig's and Qwen2Config's default (:75)
+}
+
 ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int64_t seq_len) {
   ModelDims d = common_dims(r, "llama");
   d.kv_heads = r.dim("kv_heads", d.heads);
@@ -109,9 +144,11 @@ ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int6
   if (r.present("head_dim") && r.positive("head_dim") * d.heads != d.hidden)
     r.fail("head_dim", fmt::format("hidden_size / num_attention_heads = {} (a head dimension of its own is not modelled)",
                                    d.hidden / d.heads));
-  if (r.present("sliding_window") && r.boolean("use_sliding_window") && r.positive("sliding_window") < seq_len)
+  if (std::optional<std::int64_t> window = sliding_window(r, model_type, d.layers); window && *window < seq_len)
     r.fail("sliding_window", fmt::format("null or at least the sequence length {} (sliding-window attention over a "
-                                         "shorter window is not modelled)", seq_len));
+                                         "shorter window is not modelled){}", seq_len,
+                                         r.present("sliding_window") ? "" : fmt::format("; the key is absent, so {}'s default {} applies",
+                                                                                       model_type, *window)));
   return d;
 }
 

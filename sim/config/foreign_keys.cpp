@@ -283,10 +283,28 @@ const ForeignObject& hf_llama() {
           checked(flag("mlp_bias", false, "Biases on the MLP projections.", "unknown"), Json(false), "false (MLP biases are not modelled)"),
           checked(nullable(dim("head_dim", "A head dimension of its own.", "unknown", std::nullopt, "hidden_size / num_attention_heads")), std::nullopt,
                   "null or hidden_size / num_attention_heads"),
-          checked(nullable(dim("sliding_window", "Sliding-window attention span (Mistral, Qwen2).", "transformers 4.34 (Mistral), 4.37 (Qwen2)")),
-                  std::nullopt, "null or at least the experiment's seq_len (a shorter window is not modelled)"),
-          read(flag("use_sliding_window", true, "Whether sliding_window applies (Qwen2).", "transformers 4.37 (Qwen2)"),
-               "whether sliding_window is checked"),
+          checked(nullable(dim("sliding_window",
+                               "Sliding-window attention span where it applies: every layer of mistral; for qwen2 only with "
+                               "use_sliding_window, on layers >= max_window_layers. Absent: 4096 (MistralConfig, Qwen2Config "
+                               "configuration_qwen2.py:75); null: none.",
+                               "transformers 4.34 (Mistral), 4.37 (Qwen2)", std::nullopt, "4096 (mistral, qwen2); none (llama)")),
+                  std::nullopt, "null or at least the experiment's seq_len where it applies (a shorter window is not modelled)"),
+          read(flag("use_sliding_window", false,
+                    "Qwen2 only: whether sliding_window applies; default false as in transformers' Qwen2Config "
+                    "(models/qwen2/configuration_qwen2.py:74, commit 008e5743; __post_init__ :84 drops the window "
+                    "unless it). Mistral and Llama do not read it.",
+                    "transformers 4.37 (Qwen2)"),
+               "whether sliding_window applies (qwen2)"),
+          read({.name = "max_window_layers", .types = kInteger | kNull, .min = 0, .max = kMaxDim, .default_value = Json(28),
+                .doc = "Qwen2 only: the first this many layers use full attention, the rest the window "
+                       "(configuration_qwen2.py:76, :88-94).",
+                .since = "transformers 4.37 (Qwen2)"},
+               "whether sliding_window applies (qwen2)"),
+          read({.name = "layer_types", .types = kArray | kNull, .items = "string",
+                .doc = "Qwen2 only: per layer \"full_attention\" or \"sliding_attention\"; when written it decides which "
+                       "layers slide instead of max_window_layers (configuration_qwen2.py:88).",
+                .since = "unknown"},
+               "whether sliding_window applies (qwen2)"),
           not_modelled("pretraining_tp",
                        "> 1: HF splits each projection into this many matmuls (same FLOPs, more kernels); stepsim builds one.",
                        "transformers 4.31 (Llama 2)"),

@@ -1,5 +1,6 @@
 // explain: the dependency graph, the critical path, exposure and sensitivities on seed cases.
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include <catch2/catch.hpp>
@@ -7,8 +8,10 @@
 
 #include "sim/analysis/critical_path.hpp"
 #include "sim/exec/engine.hpp"
+#include "sim/hardware/collective_model.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/load_experiment.hpp"
+#include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;
 
@@ -215,4 +218,96 @@ TEST_CASE("explain's text lists the grouped critical path and only with --verbos
   std::size_t covered = 0;
   for (const auto& g : j["critical_path_groups"]) covered += g["last_step"].get<std::size_t>() - g["first_step"].get<std::size_t>() + 1;
   CHECK(covered == x.path.size());
+}
+
+TEST_CASE("2x link bandwidth doubles the bandwidth of the measured group size a communicator uses", "[explain]") {
+  // DDP on one a100-sxm-8x node with 4 GPUs: the gradient all-reduces run on a 4-rank intra-node
+  // communicator. The profile's intra_node alpha_beta ranges were measured on 8 ranks
+  // ("ranks": {"all_reduce": 8}) and, for all-reduce, also on 4 ("groups": {"all_reduce": {"4":
+  // [...]}}), so a 4-rank all-reduce is priced with the 4-rank range as measured (no busbw
+  // rescaling, nearest_group): t = alpha + S / beta with alpha 0 and beta 149.524 GB/s.
+  // Doubling the link bandwidth must give t = S / (2 x 149.524 GB/s): a 25 MiB bucket takes
+  // 26,214,400 B / 299.048 GB/s = 87.66 us instead of 175.32 us. (Before the fix the "groups"
+  // ranges kept their bandwidth and the 2x variant left these all-reduces unchanged.)
+  const std::string root = std::string(STEPSIM_SOURCE_DIR) + "/";
+  Experiment e = load_experiment(root + "configs/examples/llama3-8b-ddp-8xh100.json",
+                                 {"cluster.profile=\"" + root + "configs/hardware/a100-sxm-8x.json\"", "cluster.gpus_per_node=4",
+                                  "workload.preset=\"opt-1.3b\"", "workload.seq_len=2048"});
+  const HardwareProfile& hw = e.cluster.profile;
+  const auto& measured = std::get<AlphaBetaModel>(hw.intra_node);
+  REQUIRE(measured.ranks.at(CollectiveKind::AllReduce) == 8);
+  const auto& group4 = measured.groups.at(CollectiveKind::AllReduce).at(4);
+  REQUIRE(group4.size() == 1);
+  REQUIRE(group4[0].alpha.ns == 0);
+  REQUIRE(group4[0].beta.bytes_per_s == Approx(149.5238717794142e9));
+  const Bandwidth doubled{2 * group4[0].beta.bytes_per_s};
+  CHECK(transfer_time(Bytes{26'214'400}, doubled).ns == Approx(87'660).margin(1));
+
+  const HardwareProfile fast = with_double_link_bandwidth(hw);
+  const Program prog = e.strategy->build(e);
+  REQUIRE(prog.comms.size() >= 1);
+  Timeline base = simulate_program(prog, hw), t = simulate_program(prog, fast);
+  int all_reduces = 0;
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const TimelineOp& op = t.ops[i];
+    if (op.kind != TimelineOp::Kind::Collective || op.collective != CollectiveKind::AllReduce) continue;
+    REQUIRE(op.comm);
+    const CommDecl& comm = prog.comms[op.comm->index()];
+    REQUIRE(comm.ranks == 4);
+    REQUIRE(comm.nodes == 1);
+    ++all_reduces;
+    CHECK(op.solo_duration == transfer_time(op.bytes, doubled));
+    CHECK(base.ops[i].solo_duration == transfer_time(op.bytes, group4[0].beta));
+  }
+  CHECK(all_reduces > 10);
+  // The sensitivity runs on that profile: faster than the baseline step.
+  Time step = compute_metrics(base).overlap.step_time;
+  auto s = sensitivities(e, step);
+  CHECK(s[0].what == "2x link bandwidth");
+  CHECK(s[0].step_time == compute_metrics(t).overlap.step_time);
+}
+
+TEST_CASE("2x link bandwidth doubles every alpha_beta range's beta and keeps alpha", "[explain]") {
+  HardwareProfile hw;
+  AlphaBetaModel ab;
+  ab.default_ranges = {{Bytes{1024}, Time::from_us(5), Bandwidth::from_gbps(10)}, {Bytes{}, Time::from_us(20), Bandwidth::from_gbps(100)}};
+  ab.default_ranges[1].max_bytes = Bytes{std::numeric_limits<std::int64_t>::max()};
+  ab.ranges[CollectiveKind::AllGather] = {{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::from_us(7), Bandwidth::from_gbps(50)}};
+  ab.ranks[CollectiveKind::AllGather] = 8;
+  ab.groups[CollectiveKind::AllGather][2] = {{Bytes{std::numeric_limits<std::int64_t>::max()}, Time::from_us(3), Bandwidth::from_gbps(30)}};
+  hw.intra_node = ab;
+  hw.inter_node = RingModel{Bandwidth::from_gbps(25), Time::from_us(2), Time::from_us(10)};
+  HardwareProfile fast = with_double_link_bandwidth(hw);
+  const auto& f = std::get<AlphaBetaModel>(fast.intra_node);
+  CHECK(f.default_ranges[0].beta.bytes_per_s == 20e9);
+  CHECK(f.default_ranges[1].beta.bytes_per_s == 200e9);
+  CHECK(f.default_ranges[0].alpha == Time::from_us(5));
+  CHECK(f.ranges.at(CollectiveKind::AllGather)[0].beta.bytes_per_s == 100e9);
+  CHECK(f.groups.at(CollectiveKind::AllGather).at(2)[0].beta.bytes_per_s == 60e9);
+  CHECK(f.groups.at(CollectiveKind::AllGather).at(2)[0].alpha == Time::from_us(3));
+  const auto& ring = std::get<RingModel>(fast.inter_node);
+  CHECK(ring.busbw.bytes_per_s == 50e9);
+  CHECK(ring.step_latency == Time::from_us(2));
+  CHECK(ring.base_latency == Time::from_us(10));
+}
+
+TEST_CASE("2x link bandwidth halves a table's time above its latency, the time of its smallest measured size", "[explain]") {
+  // Points 1 KiB: 10 us (the latency: table_time holds it constant below), 1 MiB: 30 us,
+  // 1 GiB: 4010 us. Bandwidth part 0, 20, 4000 us halves: 10, 10 + 10 = 20, 10 + 2000 = 2010 us.
+  HardwareProfile hw;
+  TableModel table;
+  table.points[CollectiveKind::AllReduce][8] = {
+      {Bytes{1024}, Time::from_us(10)}, {Bytes{1 << 20}, Time::from_us(30)}, {Bytes{1 << 30}, Time::from_us(4010)}};
+  hw.intra_node = table;
+  hw.inter_node = table;
+  HardwareProfile fast = with_double_link_bandwidth(hw);
+  for (const ScopeModel* m : {&fast.intra_node, &fast.inter_node}) {
+    const auto& pts = std::get<TableModel>(*m).points.at(CollectiveKind::AllReduce).at(8);
+    CHECK(pts[0].time == Time::from_us(10));
+    CHECK(pts[1].time == Time::from_us(20));
+    CHECK(pts[2].time == Time::from_us(2010));
+  }
+  // The latency-bound region (below 1 KiB) keeps its time, as every model keeps its latencies.
+  CommDecl comm{"dp", 8, 1};
+  CHECK(collective_time(fast, CollectiveKind::AllReduce, Bytes{512}, comm) == collective_time(hw, CollectiveKind::AllReduce, Bytes{512}, comm));
 }
