@@ -83,49 +83,49 @@ TEST_CASE("HF config.json: a sliding window is refused only where transformers a
   // Qwen2Config's use_sliding_window defaults to False (configuration_qwen2.py:74) and
   // __post_init__ then drops the window (:84): no use_sliding_window key means full attention,
   // so seq_len 8192 > 4096 is accepted (before the fix: refused, /sliding_window).
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192));
   // use_sliding_window true with the default max_window_layers 28 on 28 layers: no layer
   // slides (:88-94, layers i >= 28): still full attention.
   qwen["use_sliding_window"] = true;
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192));
   // max_window_layers 0 is allowed (every layer slides), a negative count is not.
   qwen["max_window_layers"] = -1;
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192),
                     Catch::Contains("/max_window_layers: -1") && Catch::Contains("a non-negative integer"));
   // Layers 4..27 slide over 4096 tokens: refused at 8192, fine at 4096.
   qwen["max_window_layers"] = 4;
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192),
                     Catch::Contains("qwen2.json: /sliding_window: 4096") && Catch::Contains("not modelled"));
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 4096));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 4096));
   // No sliding_window key: Qwen2Config's default 4096 (:75) applies.
   qwen.erase("sliding_window");
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192),
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192),
                     Catch::Contains("/sliding_window") && Catch::Contains("qwen2's default 4096"));
   // null: no window.
   qwen["sliding_window"] = nullptr;
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192));
   // An explicit layer_types decides instead of max_window_layers.
   qwen["sliding_window"] = 4096;
   qwen["layer_types"] = std::vector<std::string>(28, "full_attention");
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192));
   qwen["layer_types"][27] = "sliding_attention";
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192), Catch::Contains("/sliding_window"));
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192), Catch::Contains("/sliding_window"));
   // The same config with use_sliding_window false: full attention whatever the other keys say.
   qwen["use_sliding_window"] = false;
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "qwen2.json", qwen), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("qwen2.json", qwen), name, 8192));
 
   // Mistral has no use_sliding_window (MistralConfig.__init__): its window applies on every
   // layer, and an absent sliding_window is MistralConfig's default 4096.
   nlohmann::json mistral{{"model_type", "mistral"}, {"hidden_size", 4096},   {"num_hidden_layers", 32},
                          {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
                          {"vocab_size", 32000}};
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 4096));
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 8192),
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 4096));
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 8192),
                     Catch::Contains("/sliding_window") && Catch::Contains("mistral's default 4096"));
   mistral["use_sliding_window"] = false;  // not a MistralConfig field: no effect
-  CHECK_THROWS_WITH(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 8192), Catch::Contains("/sliding_window"));
+  CHECK_THROWS_WITH(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 8192), Catch::Contains("/sliding_window"));
   mistral["sliding_window"] = nullptr;    // Mistral v0.2+: no window
-  CHECK_NOTHROW(dims_from_hf_config(temp_json(dir, "mistral.json", mistral), name, 8192));
+  CHECK_NOTHROW(dims_from_hf_config(dir.write_json("mistral.json", mistral), name, 8192));
 }
 
 TEST_CASE("DeepSpeed config: DeepSpeed-Chat's step-1 config predicts exactly what the equivalent experiment does",
