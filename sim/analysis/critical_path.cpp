@@ -1,6 +1,7 @@
 #include "sim/analysis/critical_path.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,73 +26,78 @@ std::string to_string(DepKind k) {
   return "?";
 }
 
-Explanation explain_timeline(const Program&, const Timeline& t) {
-  Explanation x;
-  x.step_time = t.end - t.start;
-  const std::size_t nops = t.ops.size(), nhost = t.host.size();
-  x.vertices = nops + nhost;
-  x.edges = t.dependencies;
-  if (x.vertices == 0) return x;
+namespace {
 
-  // Vertices: timeline ops [0, nops), then host intervals. What each one waited for is the
-  // simulator's record (Timeline::op_why, Timeline::host_why).
+// One step of the critical path: timeline ops are vertices [0, nops), host intervals follow.
+CriticalStep step_of(const Timeline& t, std::size_t v) {
+  const std::size_t nops = t.ops.size();
+  CriticalStep s;
+  if (v < nops) {
+    const auto& op = t.ops[v];
+    s.kind = op.kind == TimelineOp::Kind::Collective ? CriticalStep::Kind::Collective : CriticalStep::Kind::Kernel;
+    s.index = v;
+    s.name = op.name;
+    s.unit = op.unit;
+    s.where = op.stream.index() < t.streams.size() ? t.streams[op.stream.index()].name : fmt::format("stream {}", op.stream);
+    s.start = op.start;
+    s.end = op.end;
+  } else {
+    const auto& h = t.host[v - nops];
+    s.kind = h.kind == HostInterval::Kind::Blocked ? CriticalStep::Kind::Blocked : CriticalStep::Kind::Host;
+    s.index = v - nops;
+    s.name = h.name;
+    s.where = "host";
+    s.start = h.start;
+    s.end = h.end;
+  }
+  return s;
+}
+
+// The critical path, in time order: from the vertex that ends last (a GPU op when one ends at
+// the end), back through what each one waited for (the simulator's record, Timeline::op_why /
+// host_why); path[i].via is how path[i] waited for path[i-1]. Adds each step's time to
+// `longest_chain` (blocked intervals overlap the op that released them: no time of their own).
+std::vector<CriticalStep> critical_path(const Timeline& t, Time& longest_chain) {
+  const std::size_t nops = t.ops.size(), nhost = t.host.size(), vertices = nops + nhost;
   auto end_of = [&](std::size_t v) { return v < nops ? t.ops[v].end : t.host[v - nops].end; };
   auto why_of = [&](std::size_t v) {
     const auto& whys = v < nops ? t.op_why : t.host_why;
     std::size_t k = v < nops ? v : v - nops;
     return k < whys.size() ? whys[k] : StartRecord{};
   };
-
-  // The critical path: from the vertex that ends last (a GPU op when one ends at the end),
-  // back through what each one waited for.
   std::size_t cur = 0;
-  for (std::size_t v = 0; v < x.vertices; ++v)
+  for (std::size_t v = 0; v < vertices; ++v)
     if (end_of(v) > end_of(cur) || (end_of(v) == end_of(cur) && cur >= nops && v < nops)) cur = v;
   std::vector<CriticalStep> rev;
-  std::vector<char> seen(x.vertices, 0);
+  std::vector<char> seen(vertices, 0);
   for (;;) {
     seen[cur] = 1;
-    CriticalStep s;
-    if (cur < nops) {
-      const auto& op = t.ops[cur];
-      s.kind = op.kind == TimelineOp::Kind::Collective ? CriticalStep::Kind::Collective : CriticalStep::Kind::Kernel;
-      s.index = cur;
-      s.name = op.name;
-      s.unit = op.unit;
-      s.where = op.stream.index() < t.streams.size() ? t.streams[op.stream.index()].name : fmt::format("stream {}", op.stream);
-      s.start = op.start;
-      s.end = op.end;
-    } else {
-      const auto& h = t.host[cur - nops];
-      s.kind = h.kind == HostInterval::Kind::Blocked ? CriticalStep::Kind::Blocked : CriticalStep::Kind::Host;
-      s.index = cur - nops;
-      s.name = h.name;
-      s.where = "host";
-      s.start = h.start;
-      s.end = h.end;
-    }
-    // Blocked intervals overlap the op that released them: no time of their own.
-    if (s.kind != CriticalStep::Kind::Blocked) x.longest_chain += s.end - s.start;
+    CriticalStep s = step_of(t, cur);
+    if (s.kind != CriticalStep::Kind::Blocked) longest_chain += s.end - s.start;
     rev.push_back(s);
     StartRecord w = why_of(cur);
     // The next step back: a host interval (numbered after the ops) or an op.
     std::optional<std::size_t> next;
     if (auto h = w.host(); h && h->index() < nhost) next = nops + h->index();
     if (auto o = w.op(); o && o->index() < nops) next = o->index();
-    bool known = next.has_value();
-    if (!known || seen[*next]) {
+    if (!next || seen[*next]) {
       rev.back().first = true;
       break;
     }
     rev.back().via = w.cause();  // how this step waited for the one before it on the path
     cur = *next;
   }
-  // Into time order: path[i].via is how path[i] waited for path[i-1].
   std::reverse(rev.begin(), rev.end());
-  x.path = std::move(rev);
+  return rev;
+}
 
-  // Time on the path per category; blocked intervals overlap the op that released them, so
-  // they add no time of their own.
+std::string comm_name(const Timeline& t, const TimelineOp& op) {
+  return op.comm && op.comm->index() < t.comms.size() ? t.comms[op.comm->index()].name : "?";
+}
+
+// Time on the path per category, largest first; the host syncs on it. Blocked intervals
+// overlap the op that released them, so they add no time of their own.
+void credit_path_time(const Timeline& t, Explanation& x) {
   std::map<std::string, Time> per;
   std::vector<std::string> order;
   auto credit = [&](const std::string& k, Time d) {
@@ -102,33 +108,30 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
     Time d = s.end - s.start;
     switch (s.kind) {
       case CriticalStep::Kind::Kernel: credit("compute", d); break;
-      case CriticalStep::Kind::Collective: {
-        const auto& op = t.ops[s.index];
-        std::string comm = op.comm && op.comm->index() < t.comms.size() ? t.comms[op.comm->index()].name : "?";
-        credit("collective chain on '" + comm + "'", d);
-        break;
-      }
+      case CriticalStep::Kind::Collective: credit("collective chain on '" + comm_name(t, t.ops[s.index]) + "'", d); break;
       case CriticalStep::Kind::Host: credit("host", d); break;
       case CriticalStep::Kind::Blocked: x.host_syncs_on_path.push_back(s.name); break;
     }
   }
   for (const auto& k : order) x.path_time.emplace_back(k, per[k]);
   std::stable_sort(x.path_time.begin(), x.path_time.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+}
 
-  // Exposure per collective and per phase.
+// Exposure per collective and per phase.
+void add_exposure(const Timeline& t, Explanation& x) {
   auto exposed = exposed_per_op(t);
   std::set<std::size_t> on_path;
   for (const auto& s : x.path)
     if (s.kind == CriticalStep::Kind::Collective) on_path.insert(s.index);
   for (const char* ph : {"setup", "forward", "backward", "optimizer"}) x.exposed_by_phase[ph] = Time{};
-  for (std::size_t i = 0; i < nops; ++i) {
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
     const auto& op = t.ops[i];
     if (op.kind != TimelineOp::Kind::Collective) continue;
     CollectiveExposure c;
     c.op = i;
     c.name = op.name;
     c.unit = op.unit;
-    c.comm = op.comm && op.comm->index() < t.comms.size() ? t.comms[op.comm->index()].name : "?";
+    c.comm = comm_name(t, op);
     c.kind = op.collective;
     c.phase = op.phase;
     c.duration = op.duration();
@@ -137,24 +140,38 @@ Explanation explain_timeline(const Program&, const Timeline& t) {
     x.exposed_by_phase[to_string(op.phase)] += c.exposed;
     x.collectives.push_back(std::move(c));
   }
+}
 
-  // What bounds the step.
+// What bounds the step, in words, from the path time per category.
+std::string bound_of(const Explanation& x) {
   Time total{};
   for (const auto& [k, v] : x.path_time) total += v;
   auto share = [&](Time v) { return total.ns > 0 ? 100.0 * static_cast<double>(v.ns) / static_cast<double>(total.ns) : 0.0; };
+  if (x.path_time.empty()) return "nothing (empty step)";
   std::string limiter;
   for (const auto& r : x.host_syncs_on_path) limiter += (limiter.empty() ? "" : "; ") + r;
-  if (x.path_time.empty()) {
-    x.bound = "nothing (empty step)";
-  } else {
-    const auto& [k0, v0] = x.path_time[0];
-    x.bound = fmt::format("{} ({:.0f}% of the critical path)", k0, share(v0));
-    if (x.path_time.size() > 1 && share(x.path_time[1].second) >= 100.0 / 3) {
-      const auto& [k1, v1] = x.path_time[1];
-      x.bound = fmt::format("{} and {} in series ({:.0f}% + {:.0f}% of the critical path)", k0, k1, share(v0), share(v1));
-    }
-    if (!limiter.empty()) x.bound += ", gated by host sync (" + limiter + ")";
+  const auto& [k0, v0] = x.path_time[0];
+  std::string bound = fmt::format("{} ({:.0f}% of the critical path)", k0, share(v0));
+  if (x.path_time.size() > 1 && share(x.path_time[1].second) >= 100.0 / 3) {
+    const auto& [k1, v1] = x.path_time[1];
+    bound = fmt::format("{} and {} in series ({:.0f}% + {:.0f}% of the critical path)", k0, k1, share(v0), share(v1));
   }
+  if (!limiter.empty()) bound += ", gated by host sync (" + limiter + ")";
+  return bound;
+}
+
+}  // namespace
+
+Explanation explain_timeline(const Program&, const Timeline& t) {
+  Explanation x;
+  x.step_time = t.end - t.start;
+  x.vertices = t.ops.size() + t.host.size();
+  x.edges = t.dependencies;
+  if (x.vertices == 0) return x;
+  x.path = critical_path(t, x.longest_chain);
+  credit_path_time(t, x);
+  add_exposure(t, x);
+  x.bound = bound_of(x);
   return x;
 }
 
