@@ -250,37 +250,59 @@ double candidate_time_us(const NcclTopology& t, const NcclCandidate& c) {
   return us;
 }
 
-int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes, NcclCandidate* out) {
-  Shape g;
-  g.n = ranks;
-  g.nodes = std::max(1, nodes);
-  g.ppn = std::max(1, (ranks + g.nodes - 1) / g.nodes);
-  g.nics_used = std::max(1, std::min(g.ppn, t.nics_per_node));
-  // nsteps and the steps that cross nodes, tuning.cc:289-291 and :411.
-  g.nsteps = ring_steps(kind, ranks);
-  g.inter_steps = inter_steps(kind, g.nodes);
-  const double S = static_cast<double>(bytes.count);
-  const bool multi = g.nodes > 1;
-  const int arch = static_cast<int>(t.arch);
-  // llMaxBw row/column choice, tuning.cc:267-272.
-  const double ll_max = (multi ? kLlMaxBwGBps[0][g.nodes <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
-  int count = 0;
+namespace {
 
+// The tuner's candidates for one collective (nccl_candidates): the group's shape and the
+// tuner's constants, and one member per algorithm family.
+class CandidateList {
+ public:
+  CandidateList(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes, NcclCandidate* out)
+      : t(t), kind(kind), bytes(bytes), ranks(ranks), out(out) {
+    g.n = ranks;
+    g.nodes = std::max(1, nodes);
+    g.ppn = std::max(1, (ranks + g.nodes - 1) / g.nodes);
+    g.nics_used = std::max(1, std::min(g.ppn, t.nics_per_node));
+    // nsteps and the steps that cross nodes, tuning.cc:289-291 and :411.
+    g.nsteps = ring_steps(kind, ranks);
+    g.inter_steps = inter_steps(kind, g.nodes);
+    S = static_cast<double>(bytes.count);
+    multi = g.nodes > 1;
+    arch = static_cast<int>(t.arch);
+    // llMaxBw row/column choice, tuning.cc:267-272.
+    ll_max = (multi ? kLlMaxBwGBps[0][g.nodes <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
+    factor = busbw_factor(kind, ranks);
+    rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+  }
+
+  int build() {
+    if (kind == CollectiveKind::AllToAll) {
+      all_to_all();
+      return count;
+    }
+    rings();
+    trees();
+    nvls();
+    pat();
+    return count;
+  }
+
+ private:
   // Ring bus bandwidth of the path: NVLink inside a node; across nodes the ring crosses every
   // node boundary once per channel, and the channels spread over the NICs the node's GPUs
   // use, so the node's NICs bound it: min(NVLink ring, min(ppn, NICs) x NIC).
-  auto ring_level = [&](double& wire) {
+  TopoLevel ring_level(double& wire) const {
     if (!multi) return TopoLevel::Nvlink;
     double net = static_cast<double>(g.nics_used) * t.nic_bw.bytes_per_s;
     if (t.nvlink_busbw.bytes_per_s > 0 && t.nvlink_busbw.bytes_per_s < net && g.ppn > 1) return TopoLevel::Nvlink;
     wire /= g.nics_used;
     return TopoLevel::Net;
-  };
+  }
+
   // One (algorithm, protocol) candidate: base latency plus per-hop latencies, and the wire
   // bytes at the protocol's efficiency (tuning.cc:327-335); when LL's absolute bandwidth cap
   // binds, the time at that cap goes into the fixed part and no link is charged.
-  auto add = [&](NcclAlgo a, NcclProto p, double base_wire, double intra_hops, double inter_hops,
-                 double proto_eff, bool ll_cap) {
+  void add(NcclAlgo a, NcclProto p, double base_wire, double intra_hops, double inter_hops, double proto_eff,
+           bool ll_cap) {
     NcclCandidate c;
     c.algo = a;
     c.proto = p;
@@ -322,9 +344,9 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
       c.net_us *= f;
     }
     if (count < kMaxNcclCandidates) out[count++] = c;
-  };
+  }
 
-  if (kind == CollectiveKind::AllToAll) {
+  void all_to_all() {
     // Not a tuner collective: NCCL runs it as grouped point-to-point sends, all at once. Per
     // GPU, (ppn-1)/n of S goes over NVLink and (n-ppn)/n over the network, the node's NICs
     // shared by its ppn GPUs; the slower of the two bounds. Latency: one Simple ring hop.
@@ -340,81 +362,108 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
     if (t_net >= t_nvl && net > 0) c.level = TopoLevel::NetAllToAll, c.wire_bytes = net;
     else c.level = TopoLevel::NvlinkAllToAll, c.wire_bytes = nvl;
     out[count++] = c;
-    return count;
   }
 
-  const double factor = busbw_factor(kind, ranks);
-  const NcclProto protos[3] = {NcclProto::LL, NcclProto::LL128, NcclProto::Simple};
-  const bool rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
-  // Ring: every collective (tuning.cc:294-298). Latency tuning.cc:393-413; Broadcast/Reduce
-  // pay nsteps hops of the Tree/Simple latency for Simple (:395-402, channels not shared).
-  for (NcclProto p : protos) {
-    if (p == NcclProto::LL128 && !t.ll128) continue;
-    double eff = p == NcclProto::LL ? 0.5 : p == NcclProto::LL128 ? 0.92 : 1.0;  // :327-329
-    if (rooted) {
-      int pi = static_cast<int>(p);
-      double hop = multi ? (p == NcclProto::Simple ? kNetHopUs[0][2] : kNetHopUs[1][pi])
-                         : (p == NcclProto::Simple ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][pi]);
-      NcclCandidate c;
-      c.algo = NcclAlgo::Ring;
-      c.proto = p;
-      c.fixed_us = kBaseLatencyUs[1][pi];
-      (multi ? c.net_us : c.nvlink_us) = g.nsteps * hop;
-      double wire = S / eff;
-      c.level = ring_level(wire);
-      c.wire_bytes = wire;
-      out[count++] = c;
-      continue;
-    }
-    add(NcclAlgo::Ring, p, S * factor, g.nsteps - g.inter_steps, g.inter_steps, eff, p == NcclProto::LL);
-  }
-  if (kind == CollectiveKind::AllReduce && t.tree) {
-    // Double binary tree: 2S per GPU (ratio .5, :380), bus bandwidth x0.92 (:331), LL /3.8
-    // (:332), LL128 x7/9 on one node or x120/128 (:335); the size correction (:640-641).
-    // Latency 2((ppn-1) intra + log2(nodes) inter) (:415-416).
-    int log_size = log2i(bytes.count >> 6);
+  void rings() {
+    // Ring: every collective (tuning.cc:294-298). Latency tuning.cc:393-413; Broadcast/Reduce
+    // pay nsteps hops of the Tree/Simple latency for Simple (:395-402, channels not shared).
     for (NcclProto p : protos) {
       if (p == NcclProto::LL128 && !t.ll128) continue;
-      double eff = 0.92 * (p == NcclProto::LL ? 1.0 / 3.8 : p == NcclProto::LL128 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
-      if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[static_cast<int>(p)][log_size];
-      add(NcclAlgo::Tree, p, 2 * S, 2.0 * (g.ppn - 1), 2.0 * log2i(g.nodes), eff, p == NcclProto::LL);
+      double eff = p == NcclProto::LL ? 0.5 : p == NcclProto::LL128 ? 0.92 : 1.0;  // :327-329
+      if (rooted) {
+        int pi = static_cast<int>(p);
+        double hop = multi ? (p == NcclProto::Simple ? kNetHopUs[0][2] : kNetHopUs[1][pi])
+                           : (p == NcclProto::Simple ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][pi]);
+        NcclCandidate c;
+        c.algo = NcclAlgo::Ring;
+        c.proto = p;
+        c.fixed_us = kBaseLatencyUs[1][pi];
+        (multi ? c.net_us : c.nvlink_us) = g.nsteps * hop;
+        double wire = S / eff;
+        c.level = ring_level(wire);
+        c.wire_bytes = wire;
+        out[count++] = c;
+        continue;
+      }
+      add(NcclAlgo::Ring, p, S * factor, g.nsteps - g.inter_steps, g.inter_steps, eff, p == NcclProto::LL);
     }
   }
-  if (t.nvls_bw.bytes_per_s > 0 && g.ppn > 1) {
-    if (!multi && !rooted) {
-      // NVLS (Simple only, :301) on one node; its latency replaces the base (:424-425). Per
-      // GPU over its NVLink: all-reduce S out and S/n back (multimem reduce, then multicast
-      // store), all-gather / reduce-scatter (n-1)/n S. See docs/collectives.md: this traffic
-      // count stands where the tuner uses a group-size-free efficiency (:311-318).
-      double wire = kind == CollectiveKind::AllReduce ? S * (g.n + 1) / g.n : S * (g.n - 1) / g.n;
-      add(NcclAlgo::Nvls, NcclProto::Simple, wire, 1, 0, 1.0, false);
-    } else if (multi && kind == CollectiveKind::AllReduce) {
-      // NVLS tree across nodes (:427-428): NVLS inside the node, a tree of nodes over the NICs;
-      // the two stages pipeline, the slower bounds.
-      double nvls = S * (g.ppn + 1) / g.ppn, net = 2 * S / g.nics_used;
+
+  void trees() {
+    if (kind == CollectiveKind::AllReduce && t.tree) {
+      // Double binary tree: 2S per GPU (ratio .5, :380), bus bandwidth x0.92 (:331), LL /3.8
+      // (:332), LL128 x7/9 on one node or x120/128 (:335); the size correction (:640-641).
+      // Latency 2((ppn-1) intra + log2(nodes) inter) (:415-416).
+      int log_size = log2i(bytes.count >> 6);
+      for (NcclProto p : protos) {
+        if (p == NcclProto::LL128 && !t.ll128) continue;
+        double eff = 0.92 * (p == NcclProto::LL ? 1.0 / 3.8 : p == NcclProto::LL128 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+        if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[static_cast<int>(p)][log_size];
+        add(NcclAlgo::Tree, p, 2 * S, 2.0 * (g.ppn - 1), 2.0 * log2i(g.nodes), eff, p == NcclProto::LL);
+      }
+    }
+  }
+
+  void nvls() {
+    if (t.nvls_bw.bytes_per_s > 0 && g.ppn > 1) {
+      if (!multi && !rooted) {
+        // NVLS (Simple only, :301) on one node; its latency replaces the base (:424-425). Per
+        // GPU over its NVLink: all-reduce S out and S/n back (multimem reduce, then multicast
+        // store), all-gather / reduce-scatter (n-1)/n S. See docs/collectives.md: this traffic
+        // count stands where the tuner uses a group-size-free efficiency (:311-318).
+        double wire = kind == CollectiveKind::AllReduce ? S * (g.n + 1) / g.n : S * (g.n - 1) / g.n;
+        add(NcclAlgo::Nvls, NcclProto::Simple, wire, 1, 0, 1.0, false);
+      } else if (multi && kind == CollectiveKind::AllReduce) {
+        // NVLS tree across nodes (:427-428): NVLS inside the node, a tree of nodes over the NICs;
+        // the two stages pipeline, the slower bounds.
+        double nvls = S * (g.ppn + 1) / g.ppn, net = 2 * S / g.nics_used;
+        NcclCandidate c;
+        c.algo = NcclAlgo::NvlsTree;
+        c.proto = NcclProto::Simple;
+        c.nvlink_us = kNvlinkHopUs[3][2];
+        c.net_us = 2.0 * log2i(g.nodes) * (g.ppn == 1 ? kNetHopUs[0][2] : kNetHopUs[3][2]);
+        if (nvls / t.nvls_bw.bytes_per_s >= net / t.nic_bw.bytes_per_s) c.level = TopoLevel::Nvls, c.wire_bytes = nvls;
+        else c.level = TopoLevel::Net, c.wire_bytes = net;
+        out[count++] = c;
+      }
+    }
+  }
+
+  void pat() {
+    if (multi && g.ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter)) {
+      // PAT: one GPU per node only (:215-223), Simple, bus bandwidth x0.75 (:337), latency
+      // log2(nodes) x inter/3.5 + 2.8 us per rank (:430-433).
       NcclCandidate c;
-      c.algo = NcclAlgo::NvlsTree;
+      c.algo = NcclAlgo::Pat;
       c.proto = NcclProto::Simple;
-      c.nvlink_us = kNvlinkHopUs[3][2];
-      c.net_us = 2.0 * log2i(g.nodes) * (g.ppn == 1 ? kNetHopUs[0][2] : kNetHopUs[3][2]);
-      if (nvls / t.nvls_bw.bytes_per_s >= net / t.nic_bw.bytes_per_s) c.level = TopoLevel::Nvls, c.wire_bytes = nvls;
-      else c.level = TopoLevel::Net, c.wire_bytes = net;
+      c.fixed_us = kBaseLatencyUs[4][2] + 2.8 * g.n;
+      c.net_us = log2i(g.nodes) * kNetHopUs[0][2] / 3.5;
+      c.level = TopoLevel::Net;
+      c.wire_bytes = S * factor / 0.75;
       out[count++] = c;
     }
   }
-  if (multi && g.ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter)) {
-    // PAT: one GPU per node only (:215-223), Simple, bus bandwidth x0.75 (:337), latency
-    // log2(nodes) x inter/3.5 + 2.8 us per rank (:430-433).
-    NcclCandidate c;
-    c.algo = NcclAlgo::Pat;
-    c.proto = NcclProto::Simple;
-    c.fixed_us = kBaseLatencyUs[4][2] + 2.8 * g.n;
-    c.net_us = log2i(g.nodes) * kNetHopUs[0][2] / 3.5;
-    c.level = TopoLevel::Net;
-    c.wire_bytes = S * factor / 0.75;
-    out[count++] = c;
-  }
-  return count;
+
+  const NcclTopology& t;
+  CollectiveKind kind;
+  Bytes bytes;
+  int ranks;
+  NcclCandidate* out;
+  Shape g{};
+  double S = 0;
+  bool multi = false;
+  int arch = 0;
+  double ll_max = 0;
+  double factor = 0;    // busbw factor of the collective on the group
+  bool rooted = false;  // Broadcast / Reduce
+  int count = 0;
+  const NcclProto protos[3] = {NcclProto::LL, NcclProto::LL128, NcclProto::Simple};
+};
+
+}  // namespace
+
+int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes, NcclCandidate* out) {
+  return CandidateList(t, kind, bytes, ranks, nodes, out).build();
 }
 
 NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
