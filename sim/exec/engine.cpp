@@ -271,96 +271,106 @@ class Engine {
 
   // Returns false if the host blocks.
   bool execute(std::size_t i) {
-    return std::visit(Overloaded{
-                          [&](const Launch& l) {
-                            Op op = new_op(OpType::Kernel, l.stream, i);
-                            op.solo = kernel_times_.kernel_time(l.kernel);
-                            TimelineOp& t = add_timeline_op(op, l.kernel.name, l.kernel.unit);
-                            t.kind = TimelineOp::Kind::Kernel;
-                            t.cls = l.kernel.cls;
-                            t.kernels = l.kernel.kernels;
-                            enqueue(std::move(op));
-                            return true;
-                          },
-                          [&](const Collective& c) {
-                            Op op = new_op(OpType::Collective, c.stream, i);
-                            const CommDecl& comm = p_.comms[c.comm.index()];
-                            op.comm = c.comm;
-                            op.link_class = comm.nodes > 1 ? 1 : 0;
-                            op.solo = collective_time(hw_, c.kind, c.bytes, comm);
-                            TimelineOp& t = add_timeline_op(op, c.name, c.unit);
-                            t.kind = TimelineOp::Kind::Collective;
-                            t.comm = c.comm;
-                            t.collective = c.kind;
-                            t.bytes = c.bytes;
-                            t.dtype = c.dtype;
-                            comm_queue_[c.comm.index()].push_back(ops_.size());
-                            enqueue(std::move(op));
-                            return true;
-                          },
-                          [&](const Record& r) {
-                            Op op = new_op(OpType::Record, r.stream, i);
-                            op.event = r.event;
-                            event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
-                            records_[r.event.index()].push_back(ops_.size());
-                            enqueue(std::move(op));
-                            return true;
-                          },
-                          [&](const Wait& w) {
-                            Op op = new_op(OpType::Wait, w.stream, i);
-                            op.event = w.event;
-                            op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
-                            if (op.event_generation > 0 && event_has_source_[w.event.index()])
-                              ++pending_event_deps_[w.stream.index()];
-                            enqueue(std::move(op));
-                            return true;
-                          },
-                          [&](const HostSync& h) { return host_sync(h, i); },
-                          [&](const Alloc& a) {
-                            auto& b = buffers_[a.buffer.index()];
-                            // validate() saw the Free before it; its record_stream free may still
-                            // be pending here, and the buffer cannot hold two allocations.
-                            if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
-                            b = BufferState{a.bytes, a.category, true};
-                            live_[static_cast<std::size_t>(a.category)] += a.bytes;
-                            allocator_.malloc(a.buffer, a.bytes, a.stream);
-                            sample_memory(now_);
-                            alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
-                            return true;
-                          },
-                          [&](const Free& f) {
-                            auto& b = buffers_[f.buffer.index()];
-                            std::size_t id = pending_frees_.size();
-                            PendingFree pf{f.buffer, 0};
-                            for (StreamId s : f.record_streams) {
-                              long last = stream_last_op_[s.index()];
-                              if (last < 0) continue;
-                              Op& op = ops_[static_cast<std::size_t>(last)];
-                              if (op.done) continue;
-                              if (op.waiters_tail >= 0 && waiters_[static_cast<std::size_t>(op.waiters_tail)].free == id)
-                                continue;  // the same stream listed twice
-                              auto w = static_cast<std::int32_t>(waiters_.size());
-                              waiters_.push_back(Waiter{id, -1});
-                              if (op.waiters_tail >= 0) waiters_[static_cast<std::size_t>(op.waiters_tail)].next = w;
-                              else op.waiters_head = w;
-                              op.waiters_tail = w;
-                              ++pf.outstanding;
-                            }
-                            if (pf.outstanding == 0) release(f.buffer);
-                            else {
-                              b.free_pending = true;
-                              pending_frees_.push_back(pf);
-                            }
-                            return true;
-                          },
-                          [&](const HostWork&) { return true; },
-                          [&](const Mark& m) {
-                            if (m.phase) phase_ = *m.phase;
-                            timeline_.marks.push_back(PhaseMark{m.name, now_});
-                            return true;
-                          },
-                      },
-                      p_.instructions[i]);
+    return std::visit([&](const auto& ins) { return issue(ins, i); }, p_.instructions[i]);
+  }
+
+  // One per instruction kind: what the host does when it reaches instruction i. Each returns
+  // false if the host blocks there.
+  bool issue(const Launch& l, std::size_t i) {
+    Op op = new_op(OpType::Kernel, l.stream, i);
+    op.solo = kernel_times_.kernel_time(l.kernel);
+    TimelineOp& t = add_timeline_op(op, l.kernel.name, l.kernel.unit);
+    t.kind = TimelineOp::Kind::Kernel;
+    t.cls = l.kernel.cls;
+    t.kernels = l.kernel.kernels;
+    enqueue(std::move(op));
+    return true;
+  }
+
+  bool issue(const Collective& c, std::size_t i) {
+    Op op = new_op(OpType::Collective, c.stream, i);
+    const CommDecl& comm = p_.comms[c.comm.index()];
+    op.comm = c.comm;
+    op.link_class = comm.nodes > 1 ? 1 : 0;
+    op.solo = collective_time(hw_, c.kind, c.bytes, comm);
+    TimelineOp& t = add_timeline_op(op, c.name, c.unit);
+    t.kind = TimelineOp::Kind::Collective;
+    t.comm = c.comm;
+    t.collective = c.kind;
+    t.bytes = c.bytes;
+    t.dtype = c.dtype;
+    comm_queue_[c.comm.index()].push_back(ops_.size());
+    enqueue(std::move(op));
+    return true;
+  }
+
+  bool issue(const Record& r, std::size_t i) {
+    Op op = new_op(OpType::Record, r.stream, i);
+    op.event = r.event;
+    event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
+    records_[r.event.index()].push_back(ops_.size());
+    enqueue(std::move(op));
+    return true;
+  }
+
+  bool issue(const Wait& w, std::size_t i) {
+    Op op = new_op(OpType::Wait, w.stream, i);
+    op.event = w.event;
+    op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
+    if (op.event_generation > 0 && event_has_source_[w.event.index()]) ++pending_event_deps_[w.stream.index()];
+    enqueue(std::move(op));
+    return true;
+  }
+
+  bool issue(const HostSync& h, std::size_t i) { return host_sync(h, i); }
+
+  bool issue(const Alloc& a, std::size_t i) {
+    auto& b = buffers_[a.buffer.index()];
+    // validate() saw the Free before it; its record_stream free may still be pending here, and
+    // the buffer cannot hold two allocations.
+    if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
+    b = BufferState{a.bytes, a.category, true};
+    live_[static_cast<std::size_t>(a.category)] += a.bytes;
+    allocator_.malloc(a.buffer, a.bytes, a.stream);
+    sample_memory(now_);
+    alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
+    return true;
+  }
+
+  // A record_stream free waits for the last op issued so far on each recorded stream: it is
+  // threaded onto those ops' waiter lists, and released when the last of them completes.
+  bool issue(const Free& f, std::size_t) {
+    auto& b = buffers_[f.buffer.index()];
+    std::size_t id = pending_frees_.size();
+    PendingFree pf{f.buffer, 0};
+    for (StreamId s : f.record_streams) {
+      long last = stream_last_op_[s.index()];
+      if (last < 0) continue;
+      Op& op = ops_[static_cast<std::size_t>(last)];
+      if (op.done) continue;
+      if (op.waiters_tail >= 0 && waiters_[static_cast<std::size_t>(op.waiters_tail)].free == id)
+        continue;  // the same stream listed twice
+      auto w = static_cast<std::int32_t>(waiters_.size());
+      waiters_.push_back(Waiter{id, -1});
+      if (op.waiters_tail >= 0) waiters_[static_cast<std::size_t>(op.waiters_tail)].next = w;
+      else op.waiters_head = w;
+      op.waiters_tail = w;
+      ++pf.outstanding;
+    }
+    if (pf.outstanding == 0) release(f.buffer);
+    else {
+      b.free_pending = true;
+      pending_frees_.push_back(pf);
+    }
+    return true;
+  }
+
+  bool issue(const HostWork&, std::size_t) { return true; }
+
+  bool issue(const Mark& m, std::size_t) {
+    if (m.phase) phase_ = *m.phase;
+    timeline_.marks.push_back(PhaseMark{m.name, now_});
+    return true;
   }
 
   bool host_sync(const HostSync& h, std::size_t i) {
