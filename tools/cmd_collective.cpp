@@ -60,18 +60,23 @@ struct Row {
   std::vector<double> measured_us;  // --compare: out-of-place, in-place
 };
 
-}  // namespace
-
-int collective(const Args& args) {
-  po::options_description opts("collective options");
+// Everything `collective` reads from its command line.
+struct CollectiveArgs {
   std::string profile_file, kind_name, bytes_text = "32MiB-16GiB", compare_file;
   int ranks = 0, gpus_per_node = 0;
-  opts.add_options()("profile", po::value(&profile_file)->required(), "hardware profile JSON")(
-      "kind", po::value(&kind_name), "all_gather | reduce_scatter | all_reduce | all_to_all | broadcast | reduce")(
-      "ranks", po::value(&ranks), "ranks in the communicator (with --compare: the log's)")(
-      "gpus-per-node", po::value(&gpus_per_node), "ranks per node (default: the profile's, else 8; with --compare: the log's)")(
-      "bytes", po::value(&bytes_text), "size or range MIN-MAX, factor 2 (default 32MiB-16GiB)")(
-      "compare", po::value(&compare_file), "an nccl-tests log: predict its rows and print the error per row")(
+  bool ranks_given = false, gpus_per_node_given = false, json = false;
+};
+
+// The parsed command line; none when --help was given (the usage is printed).
+std::optional<CollectiveArgs> read_collective_args(const Args& args) {
+  CollectiveArgs a;
+  po::options_description opts("collective options");
+  opts.add_options()("profile", po::value(&a.profile_file)->required(), "hardware profile JSON")(
+      "kind", po::value(&a.kind_name), "all_gather | reduce_scatter | all_reduce | all_to_all | broadcast | reduce")(
+      "ranks", po::value(&a.ranks), "ranks in the communicator (with --compare: the log's)")(
+      "gpus-per-node", po::value(&a.gpus_per_node), "ranks per node (default: the profile's, else 8; with --compare: the log's)")(
+      "bytes", po::value(&a.bytes_text), "size or range MIN-MAX, factor 2 (default 32MiB-16GiB)")(
+      "compare", po::value(&a.compare_file), "an nccl-tests log: predict its rows and print the error per row")(
       "json", "print [{bytes, time_us, algbw_GBps, busbw_GBps}] (with --compare also measured_time_us, error)");
   po::positional_options_description pos;
   po::variables_map vm;
@@ -82,117 +87,165 @@ int collective(const Args& args) {
                   "the log's rows of that collective are predicted on the log's own group shape, with the error per\n"
                   "row and a last line with the median and maximum absolute error.",
                   opts, pos, vm))
-    return 0;
-  HardwareProfile hw = load_profile(profile_file);
-  std::optional<CollectiveKind> kind;
-  if (!kind_name.empty()) {
-    static const std::vector<std::string> names = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"};
-    if (std::find(names.begin(), names.end(), kind_name) == names.end())
-      throw InputError(fmt::format("collective: --kind {}: expected one of {}", kind_name, fmt::join(names, ", ")));
-    kind = parse_collective_kind(kind_name);
-  }
-  if (vm.count("ranks") && ranks < 1) throw InputError(fmt::format("collective: --ranks {}: expected a positive integer", ranks));
-  if (vm.count("gpus-per-node") && gpus_per_node < 1)
-    throw InputError(fmt::format("collective: --gpus-per-node {}: expected a positive integer", gpus_per_node));
+    return std::nullopt;
+  a.ranks_given = vm.count("ranks") > 0;
+  a.gpus_per_node_given = vm.count("gpus-per-node") > 0;
+  a.json = vm.count("json") > 0;
+  return a;
+}
 
-  // The series to print: one predicted series, or the log's series of the chosen kind.
-  struct Job {
-    CollectiveKind kind;
-    int ranks, nodes;
-    std::vector<Row> rows;
-    std::string label;
-  };
+// The arguments that need no file; the collective chosen by --kind, if any.
+std::optional<CollectiveKind> check_collective_args(const CollectiveArgs& a) {
+  std::optional<CollectiveKind> kind;
+  if (!a.kind_name.empty()) {
+    static const std::vector<std::string> names = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"};
+    if (std::find(names.begin(), names.end(), a.kind_name) == names.end())
+      throw InputError(fmt::format("collective: --kind {}: expected one of {}", a.kind_name, fmt::join(names, ", ")));
+    kind = parse_collective_kind(a.kind_name);
+  }
+  if (a.ranks_given && a.ranks < 1) throw InputError(fmt::format("collective: --ranks {}: expected a positive integer", a.ranks));
+  if (a.gpus_per_node_given && a.gpus_per_node < 1)
+    throw InputError(fmt::format("collective: --gpus-per-node {}: expected a positive integer", a.gpus_per_node));
+  return kind;
+}
+
+// One series to print: a collective on one group shape, its sizes (and measured times).
+struct Job {
+  CollectiveKind kind;
+  int ranks, nodes;
+  std::vector<Row> rows;
+  std::string label;
+};
+
+// --compare: the log's series of the chosen kind (and --ranks, --gpus-per-node), with the
+// measured times per size.
+std::vector<Job> measured_jobs(const CollectiveArgs& a, std::optional<CollectiveKind> kind) {
   std::vector<Job> jobs;
-  if (!compare_file.empty()) {
-    for (const auto& s : calib::import_collective_log(compare_file)) {
-      if (kind && s.kind != *kind) continue;
-      if (vm.count("ranks") && s.ranks != ranks) continue;
-      if (vm.count("gpus-per-node") && (s.ranks + s.nodes - 1) / s.nodes != gpus_per_node) continue;
-      Job j{s.kind, s.ranks, s.nodes, {}, fmt::format("{} ({})", compare_file, s.label)};
-      for (const auto& x : s.samples) {
-        if (j.rows.empty() || j.rows.back().bytes != x.bytes.count) j.rows.push_back(Row{x.bytes.count, {}, {}, {}});
-        j.rows.back().measured_us.push_back(x.time.us());
-      }
-      jobs.push_back(std::move(j));
+  for (const auto& s : calib::import_collective_log(a.compare_file)) {
+    if (kind && s.kind != *kind) continue;
+    if (a.ranks_given && s.ranks != a.ranks) continue;
+    if (a.gpus_per_node_given && (s.ranks + s.nodes - 1) / s.nodes != a.gpus_per_node) continue;
+    Job j{s.kind, s.ranks, s.nodes, {}, fmt::format("{} ({})", a.compare_file, s.label)};
+    for (const auto& x : s.samples) {
+      if (j.rows.empty() || j.rows.back().bytes != x.bytes.count) j.rows.push_back(Row{x.bytes.count, {}, {}, {}});
+      j.rows.back().measured_us.push_back(x.time.us());
     }
-    if (jobs.empty())
-      throw InputError(fmt::format("collective: --compare {}: no series of {}{}{} in the log", compare_file,
-                                   kind ? to_string(*kind) : std::string("any collective"),
-                                   vm.count("ranks") ? fmt::format(" on {} ranks", ranks) : "",
-                                   vm.count("gpus-per-node") ? fmt::format(" with {} GPUs per node", gpus_per_node) : ""));
-  } else {
-    if (!kind) throw InputError("collective: --kind is required (all_reduce, all_gather, reduce_scatter, ...)");
-    if (!vm.count("ranks")) throw InputError("collective: --ranks N is required");
-    int g = vm.count("gpus-per-node") ? gpus_per_node : hw.topology ? hw.topology->gpus_per_node : 8;
-    Job j{*kind, ranks, (ranks + g - 1) / g, {}, ""};
-    for (auto b : parse_size_range(bytes_text)) j.rows.push_back(Row{b, {}, {}, {}});
     jobs.push_back(std::move(j));
   }
+  if (jobs.empty())
+    throw InputError(fmt::format("collective: --compare {}: no series of {}{}{} in the log", a.compare_file,
+                                 kind ? to_string(*kind) : std::string("any collective"),
+                                 a.ranks_given ? fmt::format(" on {} ranks", a.ranks) : "",
+                                 a.gpus_per_node_given ? fmt::format(" with {} GPUs per node", a.gpus_per_node) : ""));
+  return jobs;
+}
+
+// Without --compare: the one series of --kind on --ranks over the --bytes range.
+Job predicted_job(const CollectiveArgs& a, std::optional<CollectiveKind> kind, const HardwareProfile& hw) {
+  if (!kind) throw InputError("collective: --kind is required (all_reduce, all_gather, reduce_scatter, ...)");
+  if (!a.ranks_given) throw InputError("collective: --ranks N is required");
+  int g = a.gpus_per_node_given ? a.gpus_per_node : hw.topology ? hw.topology->gpus_per_node : 8;
+  Job j{*kind, a.ranks, (a.ranks + g - 1) / g, {}, ""};
+  for (auto b : parse_size_range(a.bytes_text)) j.rows.push_back(Row{b, {}, {}, {}});
+  return j;
+}
+
+// The text header of a series: its shape, the extrapolation notes and nccl-tests' column titles.
+void print_job_header(const Job& j, const HardwareProfile& hw, const std::vector<std::string>& flags, bool compare) {
+  std::cout << fmt::format("# {} on {} ranks, {} node(s), {} per node; profile {}{}\n", to_string(j.kind), j.ranks, j.nodes,
+                           (j.ranks + j.nodes - 1) / j.nodes, hw.name, j.label.empty() ? "" : "; measured: " + j.label);
+  for (const auto& f : flags) std::cout << "# note: extrapolated: " << f << "\n";
+  std::cout << fmt::format("#{:>12} {:>13} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<12}", "size", "count", "type",
+                           "redop", "root", "time", "algbw", "busbw", "algo/proto");
+  if (compare) std::cout << fmt::format(" {:>10} {:>8}", "measured", "error");
+  std::cout << "\n" << fmt::format("#{:>12} {:>13} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)") << "\n";
+}
+
+// A row's predicted time and algorithm: NCCL's choice with a topology model, else the scope model.
+void predict_row(const HardwareProfile& hw, const Job& j, const CommDecl& comm, Row& r) {
+  Bytes b{r.bytes};
+  if (hw.topology) {
+    NcclChoice c = nccl_choice(*hw.topology, j.kind, b, j.ranks, j.nodes);
+    r.time = j.ranks > 1 ? c.time : Time::zero();
+    r.algo = to_string(c.candidate.algo) + "/" + to_string(c.candidate.proto);
+  } else {
+    r.time = collective_time(hw, j.kind, b, comm);
+    r.algo = model_name(j.nodes > 1 ? hw.inter_node : hw.intra_node);
+  }
+}
+
+// One row in nccl-tests' columns, with the measured time and error per sample under --compare.
+void print_row(const Job& j, const Row& r, double t_us, double algbw, double busbw, const std::vector<double>& errs) {
+  bool reduces = j.kind == CollectiveKind::AllReduce || j.kind == CollectiveKind::ReduceScatter || j.kind == CollectiveKind::Reduce;
+  bool rooted = j.kind == CollectiveKind::Broadcast || j.kind == CollectiveKind::Reduce;
+  std::cout << fmt::format(" {:>12} {:>13} {:>9} {:>10} {:>10} {:>8.2f} {:>8.2f} {:>8.2f}  {:<12}", r.bytes, r.bytes / 4, "float",
+                           reduces ? "sum" : "none", rooted ? "0" : "-1", t_us, algbw, busbw, r.algo);
+  for (std::size_t i = 0; i < r.measured_us.size(); ++i)
+    std::cout << fmt::format(" {:>10.2f} {:>+7.1f}%", r.measured_us[i], 100 * errs[i]);
+  std::cout << "\n";
+}
+
+// Predicts every row of a series; prints it as text, or appends its rows to `out` with --json.
+// The absolute relative errors of its measured samples go to `all_errors`.
+void run_job(const CollectiveArgs& a, const HardwareProfile& hw, Job& j, nlohmann::json& out, std::vector<double>& all_errors) {
+  const bool compare = !a.compare_file.empty();
+  CommDecl comm{"collective", j.ranks, j.nodes};
+  auto flags = collective_extrapolations(hw, {comm});
+  const double factor = busbw_factor(j.kind, j.ranks);
+  if (!a.json) print_job_header(j, hw, flags, compare);
+  for (auto& r : j.rows) {
+    predict_row(hw, j, comm, r);
+    double t_us = r.time.us();
+    double algbw = t_us > 0 ? static_cast<double>(r.bytes) / (t_us * 1e3) : 0;  // GB/s = B/us / 1e3
+    double busbw = algbw * factor;
+    std::vector<double> errs;
+    for (double m : r.measured_us) errs.push_back((t_us - m) / m);
+    for (double e : errs) all_errors.push_back(std::abs(e));
+    if (!a.json) {
+      print_row(j, r, t_us, algbw, busbw, errs);
+      continue;
+    }
+    nlohmann::json o{{"bytes", r.bytes}, {"time_us", t_us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw}};
+    if (compare) {
+      o["collective"] = to_string(j.kind);
+      o["ranks"] = j.ranks;
+      o["nodes"] = j.nodes;
+      o["measured_time_us"] = r.measured_us;
+      o["error"] = errs;
+    }
+    if (!flags.empty()) o["extrapolated"] = true;
+    out.push_back(o);
+  }
+}
+
+// The last line under --compare: how many rows, the median and the maximum absolute error.
+void print_error_summary(std::vector<double> all_errors) {
+  std::sort(all_errors.begin(), all_errors.end());
+  std::size_t m = all_errors.size() / 2;
+  double med = all_errors.size() % 2 ? all_errors[m] : 0.5 * (all_errors[m - 1] + all_errors[m]);
+  std::cout << fmt::format("# {} rows compared: median absolute error {:.1f}%, maximum {:.1f}%\n", all_errors.size(),
+                           100 * med, 100 * all_errors.back());
+}
+
+}  // namespace
+
+int collective(const Args& args) {
+  const std::optional<CollectiveArgs> a = read_collective_args(args);
+  if (!a) return 0;
+  HardwareProfile hw = load_profile(a->profile_file);
+  const std::optional<CollectiveKind> kind = check_collective_args(*a);
+
+  // The series to print: one predicted series, or the log's series of the chosen kind.
+  std::vector<Job> jobs = a->compare_file.empty() ? std::vector<Job>{predicted_job(*a, kind, hw)} : measured_jobs(*a, kind);
 
   nlohmann::json out = nlohmann::json::array();
   std::vector<double> all_errors;
-  for (auto& j : jobs) {
-    CommDecl comm{"collective", j.ranks, j.nodes};
-    auto flags = collective_extrapolations(hw, {comm});
-    const double factor = busbw_factor(j.kind, j.ranks);
-    if (!vm.count("json")) {
-      std::cout << fmt::format("# {} on {} ranks, {} node(s), {} per node; profile {}{}\n", to_string(j.kind), j.ranks, j.nodes,
-                               (j.ranks + j.nodes - 1) / j.nodes, hw.name, j.label.empty() ? "" : "; measured: " + j.label);
-      for (const auto& f : flags) std::cout << "# note: extrapolated: " << f << "\n";
-      std::cout << fmt::format("#{:>12} {:>13} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}  {:<12}", "size", "count", "type",
-                               "redop", "root", "time", "algbw", "busbw", "algo/proto");
-      if (!compare_file.empty()) std::cout << fmt::format(" {:>10} {:>8}", "measured", "error");
-      std::cout << "\n" << fmt::format("#{:>12} {:>13} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)") << "\n";
-    }
-    for (auto& r : j.rows) {
-      Bytes b{r.bytes};
-      if (hw.topology) {
-        NcclChoice c = nccl_choice(*hw.topology, j.kind, b, j.ranks, j.nodes);
-        r.time = j.ranks > 1 ? c.time : Time::zero();
-        r.algo = to_string(c.candidate.algo) + "/" + to_string(c.candidate.proto);
-      } else {
-        r.time = collective_time(hw, j.kind, b, comm);
-        r.algo = model_name(j.nodes > 1 ? hw.inter_node : hw.intra_node);
-      }
-      double t_us = r.time.us();
-      double algbw = t_us > 0 ? static_cast<double>(r.bytes) / (t_us * 1e3) : 0;  // GB/s = B/us / 1e3
-      double busbw = algbw * factor;
-      std::vector<double> errs;
-      for (double m : r.measured_us) errs.push_back((t_us - m) / m);
-      for (double e : errs) all_errors.push_back(std::abs(e));
-      if (vm.count("json")) {
-        nlohmann::json o{{"bytes", r.bytes}, {"time_us", t_us}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw}};
-        if (!compare_file.empty()) {
-          o["collective"] = to_string(j.kind);
-          o["ranks"] = j.ranks;
-          o["nodes"] = j.nodes;
-          o["measured_time_us"] = r.measured_us;
-          o["error"] = errs;
-        }
-        if (!flags.empty()) o["extrapolated"] = true;
-        out.push_back(o);
-        continue;
-      }
-      bool reduces = j.kind == CollectiveKind::AllReduce || j.kind == CollectiveKind::ReduceScatter || j.kind == CollectiveKind::Reduce;
-      bool rooted = j.kind == CollectiveKind::Broadcast || j.kind == CollectiveKind::Reduce;
-      std::cout << fmt::format(" {:>12} {:>13} {:>9} {:>10} {:>10} {:>8.2f} {:>8.2f} {:>8.2f}  {:<12}", r.bytes, r.bytes / 4, "float",
-                               reduces ? "sum" : "none", rooted ? "0" : "-1", t_us, algbw, busbw, r.algo);
-      for (std::size_t i = 0; i < r.measured_us.size(); ++i)
-        std::cout << fmt::format(" {:>10.2f} {:>+7.1f}%", r.measured_us[i], 100 * errs[i]);
-      std::cout << "\n";
-    }
-  }
-  if (vm.count("json")) {
+  for (auto& j : jobs) run_job(*a, hw, j, out, all_errors);
+  if (a->json) {
     std::cout << out.dump(1) << "\n";
     return 0;
   }
-  if (!compare_file.empty() && !all_errors.empty()) {
-    std::sort(all_errors.begin(), all_errors.end());
-    std::size_t m = all_errors.size() / 2;
-    double med = all_errors.size() % 2 ? all_errors[m] : 0.5 * (all_errors[m - 1] + all_errors[m]);
-    std::cout << fmt::format("# {} rows compared: median absolute error {:.1f}%, maximum {:.1f}%\n", all_errors.size(),
-                             100 * med, 100 * all_errors.back());
-  }
+  if (!a->compare_file.empty() && !all_errors.empty()) print_error_summary(std::move(all_errors));
   return 0;
 }
 

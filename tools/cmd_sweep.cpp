@@ -31,24 +31,29 @@ void parse_shard(const std::string& s, SweepOptions& o) {
   if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards) throw InputError(fmt::format("--shard {}: expected 0 <= i < n", s));
 }
 
-}  // namespace
-
-int sweep(const Args& args) {
-  po::options_description opts("sweep options");
+// Everything `sweep` reads from its command line.
+struct SweepArgs {
   std::vector<std::string> inputs;
   std::string out_file, json_file, report_file, shard, objective;
   std::vector<std::string> constraints;
   int jobs = 0;
-  opts.add_options()("inputs", po::value(&inputs)->multitoken(), "SWEEP.json (or the shard CSVs with --merge)")(
-      "objective", po::value(&objective),
+  bool objective_given = false, merge = false, no_progress = false;
+};
+
+// The parsed command line; none when --help was given (the usage is printed).
+std::optional<SweepArgs> read_sweep_args(const Args& args) {
+  SweepArgs a;
+  po::options_description opts("sweep options");
+  opts.add_options()("inputs", po::value(&a.inputs)->multitoken(), "SWEEP.json (or the shard CSVs with --merge)")(
+      "objective", po::value(&a.objective),
       "rank by step_time, tokens_per_s or mfu (default: tokens_per_s when the points' tokens per step differ, else step_time)")(
-      "constraint", po::value(&constraints)->composing(),
+      "constraint", po::value(&a.constraints)->composing(),
       "add a constraint \"metric OP number\" to the file's, e.g. \"peak_reserved_gib <= 70\" or \"global_batch == 512\" (repeatable)")(
-      "jobs,j", po::value(&jobs), "worker threads (default: all cores)")(
-      "shard", po::value(&shard), "run only points with index % n == i, as i/n (for job arrays)")(
-      "out,o", po::value(&out_file), "write the CSV (one row per configuration) to this file")(
-      "json-out", po::value(&json_file), "write rows and summary as JSON (schema stepsim.sweep/1) to this file")(
-      "report", po::value(&report_file), "write a self-contained HTML report (Pareto plot, sortable table)")(
+      "jobs,j", po::value(&a.jobs), "worker threads (default: all cores)")(
+      "shard", po::value(&a.shard), "run only points with index % n == i, as i/n (for job arrays)")(
+      "out,o", po::value(&a.out_file), "write the CSV (one row per configuration) to this file")(
+      "json-out", po::value(&a.json_file), "write rows and summary as JSON (schema stepsim.sweep/1) to this file")(
+      "report", po::value(&a.report_file), "write a self-contained HTML report (Pareto plot, sortable table)")(
       "merge", "join shard CSVs (the positional arguments) into --out, in point order")(
       "no-progress", "never draw the progress bar");
   po::positional_options_description pos;
@@ -58,66 +63,113 @@ int sweep(const Args& args) {
                         "                    [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]\n"
                         "       stepsim sweep --merge A.csv B.csv ... --out F.csv",
                   opts, pos, vm))
-    return 0;
-  if (jobs < 0) throw InputError(fmt::format("--jobs {}: expected a number of worker threads >= 1 (or 0: all cores)", jobs));
-  std::optional<Objective> requested;
-  if (vm.count("objective")) requested = parse_objective(objective);
-  if (vm.count("merge")) {
-    if (out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
-    std::vector<std::filesystem::path> files(inputs.begin(), inputs.end());
-    for (const auto& f : files) note_input_file(f);
-    OutputFile out = open_output(out_file, "merged CSV", std::ios::binary);
-    OutputFile report;
-    if (!report_file.empty()) report = open_output(report_file, "HTML report");
-    if (!constraints.empty()) throw InputError("sweep --merge: --constraint applies when the sweep runs; the shards' constraints_ok is kept");
-    SweepSummary s = merge_sweep_csv(files, out.stream(), 5, requested);
-    if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep (merged): " + out_file, s);
-    out.commit();
-    if (report.is_open()) report.commit();
-    s.write_text(std::cout);
-    return 0;
-  }
-  if (inputs.size() != 1) throw InputError("sweep: expected exactly one SWEEP.json (or --merge with CSV files)");
-  SweepSpec spec = load_sweep(inputs[0]);
-  if (requested) spec.objective = requested;
-  for (const auto& c : constraints) spec.constraints.push_back(parse_constraint(c, "--constraint"));
-  SweepOptions o;
-  o.jobs = jobs;
-  if (!shard.empty()) parse_shard(shard, o);
-  o.progress = !vm.count("no-progress") && isatty(STDERR_FILENO);
+    return std::nullopt;
+  a.objective_given = vm.count("objective") > 0;
+  a.merge = vm.count("merge") > 0;
+  a.no_progress = vm.count("no-progress") > 0;
+  return a;
+}
 
-  // All outputs are opened (checked) before the run and renamed into place only after it.
+// --jobs in range; the objective asked for, if any.
+std::optional<Objective> check_sweep_args(const SweepArgs& a) {
+  if (a.jobs < 0) throw InputError(fmt::format("--jobs {}: expected a number of worker threads >= 1 (or 0: all cores)", a.jobs));
+  std::optional<Objective> requested;
+  if (a.objective_given) requested = parse_objective(a.objective);
+  return requested;
+}
+
+// --merge: joins the shard CSVs into --out (and --report), prints the summary.
+int merge_shards(const SweepArgs& a, std::optional<Objective> requested) {
+  if (a.out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
+  std::vector<std::filesystem::path> files(a.inputs.begin(), a.inputs.end());
+  for (const auto& f : files) note_input_file(f);
+  OutputFile out = open_output(a.out_file, "merged CSV", std::ios::binary);
+  OutputFile report;
+  if (!a.report_file.empty()) report = open_output(a.report_file, "HTML report");
+  if (!a.constraints.empty()) throw InputError("sweep --merge: --constraint applies when the sweep runs; the shards' constraints_ok is kept");
+  SweepSummary s = merge_sweep_csv(files, out.stream(), 5, requested);
+  if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep (merged): " + a.out_file, s);
+  out.commit();
+  if (report.is_open()) report.commit();
+  s.write_text(std::cout);
+  return 0;
+}
+
+// The sweep file with the command line's objective and constraints.
+SweepSpec sweep_spec(const SweepArgs& a, std::optional<Objective> requested) {
+  if (a.inputs.size() != 1) throw InputError("sweep: expected exactly one SWEEP.json (or --merge with CSV files)");
+  SweepSpec spec = load_sweep(a.inputs[0]);
+  if (requested) spec.objective = requested;
+  for (const auto& c : a.constraints) spec.constraints.push_back(parse_constraint(c, "--constraint"));
+  return spec;
+}
+
+SweepOptions sweep_options(const SweepArgs& a) {
+  SweepOptions o;
+  o.jobs = a.jobs;
+  if (!a.shard.empty()) parse_shard(a.shard, o);
+  o.progress = !a.no_progress && isatty(STDERR_FILENO);
+  return o;
+}
+
+// The CSV, JSON and HTML outputs asked for.
+struct SweepOutputs {
   OutputFile csv, json, report;
-  if (!out_file.empty()) {
-    csv = open_output(out_file, "CSV", std::ios::binary);
-    csv << sweep_csv_header(spec) << "\n";
+};
+
+// All outputs are opened (checked) before the run and renamed into place only after it; the CSV
+// header and the JSON up to its rows are written here.
+void open_sweep_outputs(const SweepArgs& a, const SweepSpec& spec, SweepOutputs& out) {
+  if (!a.out_file.empty()) {
+    out.csv = open_output(a.out_file, "CSV", std::ios::binary);
+    out.csv << sweep_csv_header(spec) << "\n";
   }
-  if (!report_file.empty()) report = open_output(report_file, "HTML report");
-  bool first = true;
-  if (!json_file.empty()) {
-    json = open_output(json_file, "JSON", std::ios::binary);
+  if (!a.report_file.empty()) out.report = open_output(a.report_file, "HTML report");
+  if (!a.json_file.empty()) {
+    out.json = open_output(a.json_file, "JSON", std::ios::binary);
     nlohmann::json cols = spec.columns;
-    json << "{\"schema\": \"stepsim.sweep/1\", \"name\": " << nlohmann::json(spec.name).dump() << ", \"file\": " << nlohmann::json(spec.file).dump()
-         << ", \"shard\": " << nlohmann::json(shard.empty() ? "0/1" : shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
+    out.json << "{\"schema\": \"stepsim.sweep/1\", \"name\": " << nlohmann::json(spec.name).dump() << ", \"file\": " << nlohmann::json(spec.file).dump()
+             << ", \"shard\": " << nlohmann::json(a.shard.empty() ? "0/1" : a.shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
   }
-  // Rows are streamed as they complete in order; nothing but the summary stays in memory.
+}
+
+// Runs the sweep. Rows are streamed as they complete in order; nothing but the summary stays in
+// memory. A sweep where no point is a valid experiment is an input error.
+SweepSummary run_streaming(const SweepSpec& spec, const SweepOptions& o, SweepOutputs& out) {
+  bool first = true;
   std::string first_invalid;
   SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) {
     if (r.status == "invalid" && first_invalid.empty()) first_invalid = fmt::format("point {}: {}", r.index, r.error);
-    if (csv.is_open()) csv << sweep_csv_row(r) << "\n";
-    if (json.is_open()) {
-      json << (first ? "" : ",\n") << sweep_row_json(spec, r).dump();
+    if (out.csv.is_open()) out.csv << sweep_csv_row(r) << "\n";
+    if (out.json.is_open()) {
+      out.json << (first ? "" : ",\n") << sweep_row_json(spec, r).dump();
       first = false;
     }
   });
   if (s.total() > 0 && s.ok() == 0 && !first_invalid.empty())
     throw InputError(fmt::format("{}: none of the {} points is a valid experiment (the base config itself?); the first: {}",
                                  spec.file, s.total(), first_invalid));
-  if (json.is_open()) json << "\n],\n\"summary\": " << s.to_json().dump(1) << "}\n";
-  if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s);
-  for (OutputFile* f : {&csv, &json, &report})
+  return s;
+}
+
+}  // namespace
+
+int sweep(const Args& args) {
+  const std::optional<SweepArgs> a = read_sweep_args(args);
+  if (!a) return 0;
+  const std::optional<Objective> requested = check_sweep_args(*a);
+  if (a->merge) return merge_shards(*a, requested);
+  const SweepSpec spec = sweep_spec(*a, requested);
+  const SweepOptions o = sweep_options(*a);
+
+  SweepOutputs out;
+  open_sweep_outputs(*a, spec, out);
+  const SweepSummary s = run_streaming(spec, o, out);
+  if (out.json.is_open()) out.json << "\n],\n\"summary\": " << s.to_json().dump(1) << "}\n";
+  if (out.report.is_open()) write_sweep_html(out.report.stream(), "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s);
+  for (OutputFile* f : {&out.csv, &out.json, &out.report})
     if (f->is_open()) f->commit();
-  std::cout << fmt::format("{}{}\n", spec.name.empty() ? spec.file : spec.name, shard.empty() ? "" : " (shard " + shard + ")");
+  std::cout << fmt::format("{}{}\n", spec.name.empty() ? spec.file : spec.name, a->shard.empty() ? "" : " (shard " + a->shard + ")");
   s.write_text(std::cout);
   return 0;
 }

@@ -194,6 +194,100 @@ std::vector<Summary> summarise(const std::vector<Row>& rows) {
   return out;
 }
 
+// A case calibrated on its own traces: the profile refitted from them (fit --trace), and the
+// traces named in the case's info.
+void calibrate_from_traces(const Case& c, Experiment& e, Measurements& measurements, CaseInfo& info) {
+  const auto& fit = measurements.trace_fit(c.calibration_traces, c.calibration_steps, c.calibration_assumed_groups,
+                                           e.cluster.gpus_per_node);
+  calib::FitReport fit_report;
+  calib::FitOptions fo;
+  fo.command = "stepsim validate (fit --trace)";
+  e.cluster.profile = trace::refit_from_traces(e.cluster.profile, fit, fo, fit_report);
+  for (const auto& f : c.calibration_traces) {
+    info.calibrated_from += (info.calibrated_from.empty() ? "" : ", ") + f.filename().string();
+  }
+  if (!c.calibration_steps.empty()) info.calibrated_from += " steps " + c.calibration_steps;
+}
+
+// The case's measurements: from its trace (analyze, mean over the steps) or as published.
+std::map<Metric, double> measured_values(const Case& c, const Experiment& e, Measurements& measurements, CaseInfo& info) {
+  std::map<Metric, double> measured;
+  if (c.trace) {
+    measured = metric_values(measurements.trace_metrics(*c.trace, c.trace_steps));
+    info.measured_by = "trace " + c.trace->filename().string() +
+                       (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
+  } else {
+    measured = published_values(c, e, info.conversions);
+    info.measured_by = "published";
+  }
+  return measured;
+}
+
+// One row per compared metric (the case's, else every measured one), with its error and tolerance;
+// a metric measured but not predicted is noted in the case's conversions.
+void add_rows(const Suite& suite, const Case& c, const std::map<Metric, double>& predicted,
+              const std::map<Metric, double>& measured, CaseInfo& info, std::vector<Row>& rows) {
+  std::vector<Metric> metrics = c.metrics;
+  if (metrics.empty())
+    for (const auto& [m, value] : measured) metrics.push_back(m);
+  for (Metric m : metrics) {
+    auto meas = measured.find(m);
+    if (meas == measured.end())
+      throw InputError(fmt::format("{}: {}/metrics: {}: expected a metric the case measures", c.file, c.json_path,
+                                   to_string(m)));
+    auto pred = predicted.find(m);
+    if (pred == predicted.end()) {
+      info.conversions.push_back(fmt::format("{} measured ({:.2f} {}) but not predicted by this build: not compared",
+                                             to_string(m), display_value(m, meas->second), unit_of(m)));
+      continue;
+    }
+    if (!in_points(m) && meas->second <= 0)
+      throw InputError(fmt::format("{}: {}: measured {} is {}: expected a positive measurement", c.file, c.json_path,
+                                   to_string(m), meas->second));
+    Row r;
+    r.case_name = c.name;
+    r.source = c.source;
+    r.metric = m;
+    r.predicted = pred->second;
+    r.measured = meas->second;
+    r.error = error_of(m, r.predicted, r.measured);
+    if (auto own = c.tolerance_pct.find(m); own != c.tolerance_pct.end()) r.tolerance = own->second;
+    else if (auto def = suite.tolerance_pct.find(m); def != suite.tolerance_pct.end()) r.tolerance = def->second;
+    if (r.tolerance) r.pass = std::fabs(r.error) <= *r.tolerance;
+    rows.push_back(r);
+  }
+}
+
+// Predicted tokens/s, MFU and HFU, and the measured ones from the measured step time.
+void set_throughput(const Experiment& e, const SimulationResult& sim, const std::map<Metric, double>& measured, CaseInfo& info) {
+  const Throughput tp = throughput(e, sim.metrics.overlap.step_time);
+  info.throughput.tokens_per_step = tp.tokens_per_step;
+  info.throughput.predicted_tokens_per_s = tp.tokens_per_s;
+  info.throughput.predicted_mfu_pct = tp.mfu_pct;
+  info.throughput.predicted_hfu_pct = tp.hfu_pct;
+  if (auto ms = measured.find(Metric::StepTime); ms != measured.end() && ms->second > 0) {
+    info.throughput.measured_tokens_per_s = tp.tokens_per_step * 1e9 / ms->second;
+    if (tp.mfu_pct > 0) info.throughput.measured_mfu_pct = tp.mfu_pct * static_cast<double>(sim.metrics.overlap.step_time.ns) / ms->second;
+  }
+}
+
+// The suite's pairs: predicted and measured change of step time from the first case to the second.
+std::vector<PairRow> pair_rows(const Suite& suite, const std::map<std::string, std::pair<double, double>>& step_times) {
+  std::vector<PairRow> pairs;
+  for (const auto& p : suite.pairs) {
+    auto a = step_times.find(p.first), b = step_times.find(p.second);
+    if (a == step_times.end() || b == step_times.end())
+      throw InputError(fmt::format("{}: pair \"{}\": both cases must measure step_time", suite.file, p.name));
+    PairRow row{p.name, p.first, p.second, p.knob, 0, 0, std::nullopt};
+    row.predicted_change_pct = 100.0 * (b->second.first - a->second.first) / a->second.first;
+    row.measured_change_pct = 100.0 * (b->second.second - a->second.second) / a->second.second;
+    if (std::fabs(row.measured_change_pct) >= 2.0)
+      row.sign_right = (row.predicted_change_pct > 0) == (row.measured_change_pct > 0);
+    pairs.push_back(row);
+  }
+  return pairs;
+}
+
 }  // namespace
 
 Report run_suite(const Suite& suite) {
@@ -209,86 +303,19 @@ Report run_suite(const Suite& suite) {
     Experiment e = experiment_from_json(d.doc.at(nlohmann::json::json_pointer(experiment_path)), d.sources, &profiles,
                                         experiment_path);
     CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}};
-    if (!c.calibration_traces.empty()) {
-      const auto& fit = measurements.trace_fit(c.calibration_traces, c.calibration_steps, c.calibration_assumed_groups,
-                                               e.cluster.gpus_per_node);
-      calib::FitReport fit_report;
-      calib::FitOptions fo;
-      fo.command = "stepsim validate (fit --trace)";
-      e.cluster.profile = trace::refit_from_traces(e.cluster.profile, fit, fo, fit_report);
-      for (const auto& f : c.calibration_traces) {
-        info.calibrated_from += (info.calibrated_from.empty() ? "" : ", ") + f.filename().string();
-      }
-      if (!c.calibration_steps.empty()) info.calibrated_from += " steps " + c.calibration_steps;
-    }
+    if (!c.calibration_traces.empty()) calibrate_from_traces(c, e, measurements, info);
     SimulationResult sim = run_experiment(e);
     std::map<Metric, double> predicted = metric_values(sim.metrics);
-
-    std::map<Metric, double> measured;
-    if (c.trace) {
-      measured = metric_values(measurements.trace_metrics(*c.trace, c.trace_steps));
-      info.measured_by = "trace " + c.trace->filename().string() +
-                         (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
-    } else {
-      measured = published_values(c, e, info.conversions);
-      info.measured_by = "published";
-    }
-
-    std::vector<Metric> metrics = c.metrics;
-    if (metrics.empty())
-      for (const auto& [m, value] : measured) metrics.push_back(m);
-    for (Metric m : metrics) {
-      auto meas = measured.find(m);
-      if (meas == measured.end())
-        throw InputError(fmt::format("{}: {}/metrics: {}: expected a metric the case measures", c.file, c.json_path,
-                                     to_string(m)));
-      auto pred = predicted.find(m);
-      if (pred == predicted.end()) {
-        info.conversions.push_back(fmt::format("{} measured ({:.2f} {}) but not predicted by this build: not compared",
-                                               to_string(m), display_value(m, meas->second), unit_of(m)));
-        continue;
-      }
-      if (!in_points(m) && meas->second <= 0)
-        throw InputError(fmt::format("{}: {}: measured {} is {}: expected a positive measurement", c.file, c.json_path,
-                                     to_string(m), meas->second));
-      Row r;
-      r.case_name = c.name;
-      r.source = c.source;
-      r.metric = m;
-      r.predicted = pred->second;
-      r.measured = meas->second;
-      r.error = error_of(m, r.predicted, r.measured);
-      if (auto own = c.tolerance_pct.find(m); own != c.tolerance_pct.end()) r.tolerance = own->second;
-      else if (auto def = suite.tolerance_pct.find(m); def != suite.tolerance_pct.end()) r.tolerance = def->second;
-      if (r.tolerance) r.pass = std::fabs(r.error) <= *r.tolerance;
-      report.rows.push_back(r);
-    }
+    std::map<Metric, double> measured = measured_values(c, e, measurements, info);
+    add_rows(suite, c, predicted, measured, info, report.rows);
     if (predicted.count(Metric::StepTime) && measured.count(Metric::StepTime))
       step_times[c.name] = {predicted[Metric::StepTime], measured[Metric::StepTime]};
-    const Throughput tp = throughput(e, sim.metrics.overlap.step_time);
-    info.throughput.tokens_per_step = tp.tokens_per_step;
-    info.throughput.predicted_tokens_per_s = tp.tokens_per_s;
-    info.throughput.predicted_mfu_pct = tp.mfu_pct;
-    info.throughput.predicted_hfu_pct = tp.hfu_pct;
-    if (auto ms = measured.find(Metric::StepTime); ms != measured.end() && ms->second > 0) {
-      info.throughput.measured_tokens_per_s = tp.tokens_per_step * 1e9 / ms->second;
-      if (tp.mfu_pct > 0) info.throughput.measured_mfu_pct = tp.mfu_pct * static_cast<double>(sim.metrics.overlap.step_time.ns) / ms->second;
-    }
+    set_throughput(e, sim, measured, info);
     report.cases.push_back(std::move(info));
   }
 
   report.summaries = summarise(report.rows);
-  for (const auto& p : suite.pairs) {
-    auto a = step_times.find(p.first), b = step_times.find(p.second);
-    if (a == step_times.end() || b == step_times.end())
-      throw InputError(fmt::format("{}: pair \"{}\": both cases must measure step_time", suite.file, p.name));
-    PairRow row{p.name, p.first, p.second, p.knob, 0, 0, std::nullopt};
-    row.predicted_change_pct = 100.0 * (b->second.first - a->second.first) / a->second.first;
-    row.measured_change_pct = 100.0 * (b->second.second - a->second.second) / a->second.second;
-    if (std::fabs(row.measured_change_pct) >= 2.0)
-      row.sign_right = (row.predicted_change_pct > 0) == (row.measured_change_pct > 0);
-    report.pairs.push_back(row);
-  }
+  report.pairs = pair_rows(suite, step_times);
   return report;
 }
 

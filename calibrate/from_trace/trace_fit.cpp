@@ -105,89 +105,110 @@ void host_dispatch(const KinetoTrace& t, DispatchSamples& out) {
   }
 }
 
-}  // namespace
+using TimesByShape = std::map<GemmShape, std::vector<Time>>;
 
-TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
-  TraceFitData d;
-  std::map<std::string, std::vector<Time>> by_class;
-  std::map<GemmShape, std::vector<Time>> by_shape, by_shape_overlapped;
-  DispatchSamples dispatch;
-  for (const KinetoTrace& t : traces) {
-    TraceAnalysis a = analyze_trace(t, o);
-    for (const CollectiveRecord& r : a.collectives) {
-      auto kind = to_collective_kind(r.kind);
-      if (!kind || r.bytes.count <= 0 || r.group_size <= 0) {
-        ++d.skipped_collectives;
-        continue;
-      }
-      d.collectives.push_back(TraceCollectivePoint{*kind, r.group_size, r.group_assumed, r.bytes, r.duration, r.dtype,
-                                                   "", t.rank, r.step, r.bytes.count <= 8});
+// The trace's NCCL collectives with a known kind, size and group; the others are counted as skipped.
+void add_collectives(const KinetoTrace& t, const TraceAnalysis& a, TraceFitData& d) {
+  for (const CollectiveRecord& r : a.collectives) {
+    auto kind = to_collective_kind(r.kind);
+    if (!kind || r.bytes.count <= 0 || r.group_size <= 0) {
+      ++d.skipped_collectives;
+      continue;
     }
-
-    TraceIndex idx(t);
-    int dev = t.main_device();
-    // Collective kernel intervals of this device, by start (for the contention split).
-    std::vector<std::pair<Time, Time>> colls;
-    for (const GpuOp& op : t.gpu_ops)
-      if (op.device == dev && op.collective) colls.emplace_back(op.start, op.end);
-    std::sort(colls.begin(), colls.end());
-    host_dispatch(t, dispatch);
-    for (const GpuOp& op : t.gpu_ops) {
-      if (op.device != dev || op.collective) continue;
-      auto s = idx.step_of(op);
-      if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
-      std::string cls = op.kind == GpuOp::Kind::Memcpy   ? "memcpy"
-                        : op.kind == GpuOp::Kind::Memset ? "memset"
-                                                         : kernel_class_of(t.name_of(op));
-      by_class[cls].push_back(op.end - op.start);
-    }
-
-    // GEMMs: the kernels launched inside each aten::mm/addmm/bmm/baddbmm call (same thread).
-    std::unordered_map<std::int64_t, const GpuOp*> by_corr;
-    for (const GpuOp& op : t.gpu_ops)
-      if (op.correlation >= 0 && op.kind == GpuOp::Kind::Kernel && !op.collective) by_corr.emplace(op.correlation, &op);
-    std::map<std::int64_t, std::vector<const RuntimeCall*>> launches;  // thread -> by start
-    for (const RuntimeCall& r : t.runtime)
-      if (by_corr.count(r.correlation)) launches[r.thread].push_back(&r);
-    for (auto& [th, v] : launches)
-      std::stable_sort(v.begin(), v.end(), [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; });
-    for (const CpuSpan& span : t.cpu) {
-      if (span.kind != CpuSpan::Kind::Gemm) continue;
-      GemmShape shape;
-      if (!gemm_shape(t.names[static_cast<std::size_t>(span.name)], span.input_dims, shape)) continue;
-      std::string dt = canonical_dtype(span.input_type);
-      if (dt == "bf16") shape.dtype = Dtype::BF16;
-      else if (dt == "fp16") shape.dtype = Dtype::FP16;
-      else if (dt == "fp32") shape.dtype = Dtype::FP32;
-      else continue;
-      auto it = launches.find(span.thread);
-      if (it == launches.end()) continue;
-      const auto& v = it->second;
-      auto lo = std::lower_bound(v.begin(), v.end(), span.start,
-                                 [](const RuntimeCall* r, Time x) { return r->start < x; });
-      Time total;
-      const GpuOp* first = nullptr;
-      for (; lo != v.end() && (*lo)->start <= span.end; ++lo) {
-        const GpuOp* k = by_corr.at((*lo)->correlation);
-        if (!first) first = k;
-        total += k->end - k->start;
-      }
-      if (!first) continue;
-      auto s = idx.step_of(*first);
-      if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
-      if (total.ns <= 0) continue;
-      // Beside an NCCL kernel: any collective of this device overlapping the first kernel.
-      auto c = std::upper_bound(colls.begin(), colls.end(), first->end,
-                                [](Time x, const std::pair<Time, Time>& iv) { return x < iv.first; });
-      bool beside = false;
-      for (auto it2 = c; it2 != colls.begin() && !beside;) {
-        --it2;
-        beside = it2->second > first->start;
-        if (first->start - it2->first > Time::from_ms(1000)) break;
-      }
-      (beside ? by_shape_overlapped : by_shape)[shape].push_back(total);
-    }
+    d.collectives.push_back(TraceCollectivePoint{*kind, r.group_size, r.group_assumed, r.bytes, r.duration, r.dtype,
+                                                 "", t.rank, r.step, r.bytes.count <= 8});
   }
+}
+
+// Collective kernel intervals of this device, by start (for the contention split).
+std::vector<std::pair<Time, Time>> collective_intervals(const KinetoTrace& t, int dev) {
+  std::vector<std::pair<Time, Time>> colls;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.device == dev && op.collective) colls.emplace_back(op.start, op.end);
+  std::sort(colls.begin(), colls.end());
+  return colls;
+}
+
+// The durations of this device's non-collective kernels, memcpys and memsets in the selected
+// steps, by kernel class.
+void add_kernel_classes(const KinetoTrace& t, const TraceIndex& idx, int dev, const AnalyzeOptions& o,
+                        std::map<std::string, std::vector<Time>>& by_class) {
+  for (const GpuOp& op : t.gpu_ops) {
+    if (op.device != dev || op.collective) continue;
+    auto s = idx.step_of(op);
+    if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+    std::string cls = op.kind == GpuOp::Kind::Memcpy   ? "memcpy"
+                      : op.kind == GpuOp::Kind::Memset ? "memset"
+                                                       : kernel_class_of(t.name_of(op));
+    by_class[cls].push_back(op.end - op.start);
+  }
+}
+
+// Non-collective kernels by correlation id, and the runtime calls launching them per thread, by start.
+struct KernelLaunches {
+  std::unordered_map<std::int64_t, const GpuOp*> by_corr;
+  std::map<std::int64_t, std::vector<const RuntimeCall*>> by_thread;
+};
+
+KernelLaunches kernel_launches(const KinetoTrace& t) {
+  KernelLaunches l;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.correlation >= 0 && op.kind == GpuOp::Kind::Kernel && !op.collective) l.by_corr.emplace(op.correlation, &op);
+  for (const RuntimeCall& r : t.runtime)
+    if (l.by_corr.count(r.correlation)) l.by_thread[r.thread].push_back(&r);
+  for (auto& [th, v] : l.by_thread)
+    std::stable_sort(v.begin(), v.end(), [](const RuntimeCall* a, const RuntimeCall* b) { return a->start < b->start; });
+  return l;
+}
+
+// Beside an NCCL kernel: any collective of this device overlapping the kernel `first`.
+bool beside_collective(const std::vector<std::pair<Time, Time>>& colls, const GpuOp& first) {
+  auto c = std::upper_bound(colls.begin(), colls.end(), first.end,
+                            [](Time x, const std::pair<Time, Time>& iv) { return x < iv.first; });
+  bool beside = false;
+  for (auto it2 = c; it2 != colls.begin() && !beside;) {
+    --it2;
+    beside = it2->second > first.start;
+    if (first.start - it2->first > Time::from_ms(1000)) break;
+  }
+  return beside;
+}
+
+// GEMMs: the kernels launched inside each aten::mm/addmm/bmm/baddbmm call (same thread), by
+// shape, apart from those beside an NCCL kernel.
+void add_gemms(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, const std::vector<std::pair<Time, Time>>& colls,
+               TimesByShape& by_shape, TimesByShape& by_shape_overlapped) {
+  const KernelLaunches launches = kernel_launches(t);
+  for (const CpuSpan& span : t.cpu) {
+    if (span.kind != CpuSpan::Kind::Gemm) continue;
+    GemmShape shape;
+    if (!gemm_shape(t.names[static_cast<std::size_t>(span.name)], span.input_dims, shape)) continue;
+    std::string dt = canonical_dtype(span.input_type);
+    if (dt == "bf16") shape.dtype = Dtype::BF16;
+    else if (dt == "fp16") shape.dtype = Dtype::FP16;
+    else if (dt == "fp32") shape.dtype = Dtype::FP32;
+    else continue;
+    auto it = launches.by_thread.find(span.thread);
+    if (it == launches.by_thread.end()) continue;
+    const auto& v = it->second;
+    auto lo = std::lower_bound(v.begin(), v.end(), span.start,
+                               [](const RuntimeCall* r, Time x) { return r->start < x; });
+    Time total;
+    const GpuOp* first = nullptr;
+    for (; lo != v.end() && (*lo)->start <= span.end; ++lo) {
+      const GpuOp* k = launches.by_corr.at((*lo)->correlation);
+      if (!first) first = k;
+      total += k->end - k->start;
+    }
+    if (!first) continue;
+    auto s = idx.step_of(*first);
+    if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+    if (total.ns <= 0) continue;
+    (beside_collective(colls, *first) ? by_shape_overlapped : by_shape)[shape].push_back(total);
+  }
+}
+
+void add_kernel_class_timings(const std::map<std::string, std::vector<Time>>& by_class, TraceFitData& d) {
   for (auto& [cls, v] : by_class) {
     KernelClassTiming k;
     k.cls = cls;
@@ -196,6 +217,11 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     k.median = median_of(v);
     d.kernel_classes.push_back(k);
   }
+}
+
+// One GEMM point per shape (median alone and beside NCCL), and the compute slowdown beside NCCL:
+// the median over shapes seen at least 3 times each way of (median beside / median alone) - 1.
+void add_gemm_points(TimesByShape& by_shape, const TimesByShape& by_shape_overlapped, TraceFitData& d) {
   std::vector<double> ratios;
   for (auto& [shape, ov] : by_shape_overlapped)
     if (!by_shape.count(shape)) by_shape[shape];  // shapes only ever seen beside NCCL
@@ -217,12 +243,36 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     d.contention_shapes = ratios.size();
     d.compute_slowdown = std::max(0.0, ratios[ratios.size() / 2] - 1.0);
   }
+}
+
+void set_host_costs(const DispatchSamples& dispatch, TraceFitData& d) {
   auto median_or_zero = [](const std::vector<Time>& v) { return v.empty() ? Time::zero() : median_of(v); };
   d.host.eager_op = median_or_zero(dispatch.forward);
   d.host.autograd_op = median_or_zero(dispatch.backward);
   d.host.kernel_launch = median_or_zero(dispatch.launch);
   d.host.forward_launches = dispatch.forward.size();
   d.host.backward_launches = dispatch.backward.size();
+}
+
+}  // namespace
+
+TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
+  TraceFitData d;
+  std::map<std::string, std::vector<Time>> by_class;
+  TimesByShape by_shape, by_shape_overlapped;
+  DispatchSamples dispatch;
+  for (const KinetoTrace& t : traces) {
+    add_collectives(t, analyze_trace(t, o), d);
+    TraceIndex idx(t);
+    int dev = t.main_device();
+    const std::vector<std::pair<Time, Time>> colls = collective_intervals(t, dev);
+    host_dispatch(t, dispatch);
+    add_kernel_classes(t, idx, dev, o, by_class);
+    add_gemms(t, idx, o, colls, by_shape, by_shape_overlapped);
+  }
+  add_kernel_class_timings(by_class, d);
+  add_gemm_points(by_shape, by_shape_overlapped, d);
+  set_host_costs(dispatch, d);
   return d;
 }
 

@@ -108,28 +108,24 @@ std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sou
   return knobs;
 }
 
-TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneOptions& opts) {
-  TuneResult res;
-  Experiment base = experiment_from_json(doc, sources);
-  res.framework = base.strategy->framework();
-  res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
-  res.knobs = tune_knobs(doc, sources);
-  const auto& knobs = res.knobs;
-  res.objective.objective = opts.objective.value_or(Objective::StepTime);
-  res.objective.requested = opts.objective.has_value();
-  res.objective.reason = std::string(res.objective.requested ? "as requested" : "the default") +
-                         "; tune keeps the global batch fixed, so step time, tokens/s and MFU rank alike";
-  const Objective objective = res.objective.objective;
+namespace {
 
-  // Evaluates combos (setting index per knob) as one parallel sweep of explicit points.
-  auto profiles = std::make_shared<ProfileCache>();
-  auto evaluate = [&](const std::vector<std::vector<std::size_t>>& combos) {
+// Evaluates combos (setting index per knob) as one parallel sweep of explicit points, counting
+// in the result the configurations evaluated, invalid and over the memory cap.
+struct ComboEvaluator {
+  const nlohmann::json& doc;
+  const SourceMap& sources;
+  const TuneOptions& opts;
+  TuneResult& res;
+  std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
+
+  std::vector<SweepRow> operator()(const std::vector<std::vector<std::size_t>>& combos) const {
     SweepSpec spec;
     spec.profiles = profiles;
     spec.file = sources.root_file;
     spec.base = doc;
     spec.base_sources = sources;
-    for (const auto& c : combos) spec.points.push_back(point_of(knobs, c));
+    for (const auto& c : combos) spec.points.push_back(point_of(res.knobs, c));
     for (const auto& p : spec.points)
       for (auto it = p.begin(); it != p.end(); ++it)
         if (std::find(spec.columns.begin(), spec.columns.end(), it.key()) == spec.columns.end()) spec.columns.push_back(it.key());
@@ -145,67 +141,91 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
       rows.push_back(r);
     });
     return rows;
-  };
-  auto inputs = [](const SweepRow& r) { return ObjectiveInputs{r.metrics.overlap.step_time, r.throughput.tokens_per_step, r.throughput.mfu_pct}; };
-  auto better = [&](const SweepRow& a, const SweepRow* b) {
-    return a.status == "ok" && a.constraints_ok && (!b || objective_better(objective, inputs(a), inputs(*b)));
-  };
+  }
+};
 
-  std::vector<std::size_t> best_combo(knobs.size(), 0);
-  std::uint64_t grid = 1;
-  for (const auto& k : knobs) grid = std::min<std::uint64_t>(grid * k.settings.size(), opts.max_grid + 1);
-  std::optional<SweepRow> best;
-  if (grid <= opts.max_grid) {
-    res.method = "grid";
-    std::vector<std::vector<std::size_t>> combos;
-    std::vector<std::size_t> c(knobs.size(), 0);
-    for (std::uint64_t i = 0; i < grid; ++i) {
-      combos.push_back(c);
-      for (std::size_t k = knobs.size(); k-- > 0;) {  // odometer, last knob fastest
-        if (++c[k] < knobs[k].settings.size()) break;
-        c[k] = 0;
-      }
-    }
-    auto rows = evaluate(combos);
-    res.baseline = rows[0].metrics;
-    res.baseline_throughput = rows[0].throughput;
-    res.baseline_fits = rows[0].status == "ok" && rows[0].constraints_ok;
-    if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      if (better(rows[i], best ? &*best : nullptr)) {
-        best = rows[i];
-        best_combo = combos[i];
-      }
-  } else {
-    res.method = "coordinate descent";
-    auto rows = evaluate({best_combo});
-    if (rows[0].status != "ok") throw InputError(sources.root_file + ": the experiment itself does not run: " + rows[0].error);
-    res.baseline = rows[0].metrics;
-    res.baseline_throughput = rows[0].throughput;
-    res.baseline_fits = rows[0].constraints_ok;
-    if (res.baseline_fits) best = rows[0];
-    for (int round = 0; round < 16; ++round) {
-      std::vector<std::vector<std::size_t>> combos;
-      for (std::size_t k = 0; k < knobs.size(); ++k)
-        for (std::size_t s = 0; s < knobs[k].settings.size(); ++s)
-          if (s != best_combo[k]) {
-            combos.push_back(best_combo);
-            combos.back()[k] = s;
-          }
-      auto rs = evaluate(combos);
-      std::optional<std::size_t> pick;
-      for (std::size_t i = 0; i < rs.size(); ++i)
-        if (better(rs[i], best ? &*best : nullptr) && (!pick || objective_better(objective, inputs(rs[i]), inputs(rs[*pick])))) pick = i;
-      if (!pick) break;
-      best = rs[*pick];
-      best_combo = combos[*pick];
+ObjectiveInputs objective_inputs(const SweepRow& r) {
+  return ObjectiveInputs{r.metrics.overlap.step_time, r.throughput.tokens_per_step, r.throughput.mfu_pct};
+}
+
+// Whether `a` runs, fits the cap and beats `b` (or there is no `b` yet).
+bool better_row(Objective objective, const SweepRow& a, const SweepRow* b) {
+  return a.status == "ok" && a.constraints_ok && (!b || objective_better(objective, objective_inputs(a), objective_inputs(*b)));
+}
+
+// Every combination of the knobs' settings, last knob fastest.
+std::vector<std::vector<std::size_t>> grid_combos(const std::vector<TuneKnob>& knobs, std::uint64_t grid) {
+  std::vector<std::vector<std::size_t>> combos;
+  std::vector<std::size_t> c(knobs.size(), 0);
+  for (std::uint64_t i = 0; i < grid; ++i) {
+    combos.push_back(c);
+    for (std::size_t k = knobs.size(); k-- > 0;) {  // odometer, last knob fastest
+      if (++c[k] < knobs[k].settings.size()) break;
+      c[k] = 0;
     }
   }
-  if (!best) return res;
+  return combos;
+}
+
+// Searches the whole grid; the first combination (all knobs at setting 0) is the baseline.
+std::optional<SweepRow> search_grid(const ComboEvaluator& evaluate, std::uint64_t grid, TuneResult& res,
+                                    std::vector<std::size_t>& best_combo) {
+  res.method = "grid";
+  const std::vector<std::vector<std::size_t>> combos = grid_combos(res.knobs, grid);
+  auto rows = evaluate(combos);
+  res.baseline = rows[0].metrics;
+  res.baseline_throughput = rows[0].throughput;
+  res.baseline_fits = rows[0].status == "ok" && rows[0].constraints_ok;
+  if (rows[0].status != "ok") throw InputError(evaluate.sources.root_file + ": the experiment itself does not run: " + rows[0].error);
+  std::optional<SweepRow> best;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (better_row(res.objective.objective, rows[i], best ? &*best : nullptr)) {
+      best = rows[i];
+      best_combo = combos[i];
+    }
+  return best;
+}
+
+// From the baseline, moves one knob at a time to its best setting, at most 16 rounds.
+std::optional<SweepRow> search_coordinate_descent(const ComboEvaluator& evaluate, TuneResult& res,
+                                                  std::vector<std::size_t>& best_combo) {
+  const auto& knobs = res.knobs;
+  const Objective objective = res.objective.objective;
+  res.method = "coordinate descent";
+  auto rows = evaluate({best_combo});
+  if (rows[0].status != "ok") throw InputError(evaluate.sources.root_file + ": the experiment itself does not run: " + rows[0].error);
+  res.baseline = rows[0].metrics;
+  res.baseline_throughput = rows[0].throughput;
+  res.baseline_fits = rows[0].constraints_ok;
+  std::optional<SweepRow> best;
+  if (res.baseline_fits) best = rows[0];
+  for (int round = 0; round < 16; ++round) {
+    std::vector<std::vector<std::size_t>> combos;
+    for (std::size_t k = 0; k < knobs.size(); ++k)
+      for (std::size_t s = 0; s < knobs[k].settings.size(); ++s)
+        if (s != best_combo[k]) {
+          combos.push_back(best_combo);
+          combos.back()[k] = s;
+        }
+    auto rs = evaluate(combos);
+    std::optional<std::size_t> pick;
+    for (std::size_t i = 0; i < rs.size(); ++i)
+      if (better_row(objective, rs[i], best ? &*best : nullptr) &&
+          (!pick || objective_better(objective, objective_inputs(rs[i]), objective_inputs(rs[*pick]))))
+        pick = i;
+    if (!pick) break;
+    best = rs[*pick];
+    best_combo = combos[*pick];
+  }
+  return best;
+}
+
+// The best configuration's numbers and the settings where it differs from the experiment.
+void record_best(TuneResult& res, const SweepRow& best, const std::vector<std::size_t>& best_combo) {
+  const auto& knobs = res.knobs;
   res.found = true;
-  res.best = best->metrics;
-  res.best_throughput = best->throughput;
-  nlohmann::json eff = base.strategy->effective_config();
+  res.best = best.metrics;
+  res.best_throughput = best.throughput;
   for (std::size_t k = 0; k < knobs.size(); ++k) {
     for (std::size_t p = 0; p < knobs[k].settings[best_combo[k]].size(); ++p) {
       const auto& [path, v] = knobs[k].settings[best_combo[k]][p];
@@ -213,6 +233,31 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
       if (old != v) res.diff.push_back({path, old, v});
     }
   }
+}
+
+}  // namespace
+
+TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneOptions& opts) {
+  TuneResult res;
+  Experiment base = experiment_from_json(doc, sources);
+  res.framework = base.strategy->framework();
+  res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
+  res.knobs = tune_knobs(doc, sources);
+  const auto& knobs = res.knobs;
+  res.objective.objective = opts.objective.value_or(Objective::StepTime);
+  res.objective.requested = opts.objective.has_value();
+  res.objective.reason = std::string(res.objective.requested ? "as requested" : "the default") +
+                         "; tune keeps the global batch fixed, so step time, tokens/s and MFU rank alike";
+
+  const ComboEvaluator evaluate{doc, sources, opts, res};
+  std::vector<std::size_t> best_combo(knobs.size(), 0);
+  std::uint64_t grid = 1;
+  for (const auto& k : knobs) grid = std::min<std::uint64_t>(grid * k.settings.size(), opts.max_grid + 1);
+  const std::optional<SweepRow> best =
+      grid <= opts.max_grid ? search_grid(evaluate, grid, res, best_combo) : search_coordinate_descent(evaluate, res, best_combo);
+  if (!best) return res;
+  nlohmann::json eff = base.strategy->effective_config();
+  record_best(res, *best, best_combo);
   return res;
 }
 
