@@ -422,106 +422,128 @@ struct BlockBuild {
   WorkloadOptions o;
 };
 
-// One transformer block as its implementation launches it.
-Layer block(int index, const BlockBuild& bb) {
-  const Dims& d = bb.d;
-  const WorkloadOptions& o = bb.o;
-  const std::string& fam = bb.md.family;
-  const std::int64_t n = d.T * d.h, e = d.e, In = d.T * d.I;
-  const std::string p = fmt::format("block.{}", index);
-  const bool llama = fam == "llama";
-  const bool hf = o.impl == Implementation::Hf;
-  const bool titan = o.impl == Implementation::Torchtitan;
-  const bool foundry = o.impl == Implementation::LlmFoundry;
-  const bool megatron = o.impl == Implementation::Megatron;
-  const bool bias = !llama;
-  const NormKind nk = llama ? NormKind::RmsNormFp32 : megatron ? NormKind::ApexLayerNorm : NormKind::LayerNorm;
-  const Act act = llama ? Act::SwiGlu : fam == "opt" ? Act::Relu : (hf && fam == "gpt") ? Act::GeluNew : Act::Gelu;
-  const bool eager = o.attention == Attention::Eager;
-  Layer l;
-  l.name = p;
-  l.kind = LayerKind::Block;
-
-  // --- attention half ---
-  l.modules.push_back(norm(p + ".attn_norm", nk, bias, d, o.compile));
-  if (foundry || megatron || (hf && fam == "gpt")) {
-    // Fused qkv projection (MPT Wqkv, Megatron query_key_value, GPT-2 c_attn); q/k/v are views.
-    Module qkv = linear(p + ".attn.qkv_proj", d.h, d.h + 2 * d.kv, bias, d, n * e);
-    if (eager) {
-      // GPT-2 eager: matmul of the permuted k and v views copies them (torch.matmul -> bmm needs
-      // a contiguous batch stride); saved for the bmm backward.
-      qkv.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-      qkv.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-      qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
-    }
-    // (MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.)
-    l.modules.push_back(qkv);
-  } else {
-    Module q = linear(p + ".attn.q_proj", d.h, d.h, bias, d, n * e);
-    Module k = linear(p + ".attn.k_proj", d.h, d.kv, bias, d, 0);
-    Module v = linear(p + ".attn.v_proj", d.h, d.kv, bias, d, 0);
-    if (fam == "opt" && eager) {
-      // OPTAttention: q_proj(x) * scaling; k/v: _shape(...).contiguous() (saved by the bmms).
-      q.forward.push_back(mem("q.scale", KernelClass::Elementwise, n * e, n * e));
-      q.backward.insert(q.backward.begin(), mem("q.scale.bwd", KernelClass::Elementwise, n * e, n * e));
-      k.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-      v.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-      k.backward.insert(k.backward.begin(), mem("dk.reshape", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e));
-    }
-    // The three projections share their input: its gradient is summed (2 adds).
-    k.backward.push_back(grad_add(d, n));
-    q.backward.push_back(grad_add(d, n));
-    l.modules.push_back(q);
-    l.modules.push_back(k);
-    l.modules.push_back(v);
-    if (llama) {
-      Module rot;
-      rot.name = p + ".attn.rotary";
-      rotary(rot.forward, rot.backward, d, titan, o.compile);
-      l.modules.push_back(rot);
-    }
+// One transformer block as its implementation launches it: the attention half (norm, q/k/v
+// projections, the attention kernel, the output projection with its residual add) and the MLP
+// half, each as the family and implementation write it.
+class BlockBuilder {
+ public:
+  BlockBuilder(int index, const BlockBuild& bb)
+      : d(bb.d), o(bb.o), fam(bb.md.family), n(d.T * d.h), e(d.e), In(d.T * d.I), p(fmt::format("block.{}", index)),
+        llama(fam == "llama"), hf(o.impl == Implementation::Hf), titan(o.impl == Implementation::Torchtitan),
+        foundry(o.impl == Implementation::LlmFoundry), megatron(o.impl == Implementation::Megatron), bias(!llama),
+        nk(llama ? NormKind::RmsNormFp32 : megatron ? NormKind::ApexLayerNorm : NormKind::LayerNorm),
+        act(llama ? Act::SwiGlu : fam == "opt" ? Act::Relu : (hf && fam == "gpt") ? Act::GeluNew : Act::Gelu),
+        eager(o.attention == Attention::Eager) {
+    l.name = p;
+    l.kind = LayerKind::Block;
   }
-  if (eager) {
-    EagerStyle st;
-    st.opt = fam == "opt";
-    st.gpt2 = fam == "gpt";
-    st.fp32_softmax = llama;
-    st.attn_dropout = o.attention_dropout;
-    Module core = eager_attention(p + ".attn.core", d, st);
-    if (d.kvh != d.H) {
-      // repeat_kv: expand + reshape copies k and v to all heads before the bmm.
-      core.forward.insert(core.forward.begin(), mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e,
-                                                    2 * n * e, 2 * n * e, 2));
-      core.backward.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
-    } else if (llama || st.gpt2) {
-      // q (and for llama k, v) made contiguous for bmm from the transposed [b, H, s, d] views.
+
+  Layer build() {
+    attention_projections();
+    attention_kernel();
+    output_projection();
+    mlp();
+    // The first norm's backward ends the block: its gradient meets the residual stream's.
+    l.modules.front().backward.push_back(grad_add(d, n));
+    if (o.compile)
+      for (auto& m : l.modules) {
+        m.forward = fuse_memory_bound(m.forward);
+        m.backward = fuse_memory_bound(m.backward);
+      }
+    return std::move(l);
+  }
+
+ private:
+  // The norm before attention and the q/k/v projections (fused or separate), with the copies
+  // and scalings the family's attention code makes of their outputs.
+  void attention_projections() {
+    l.modules.push_back(norm(p + ".attn_norm", nk, bias, d, o.compile));
+    if (foundry || megatron || (hf && fam == "gpt")) {
+      // Fused qkv projection (MPT Wqkv, Megatron query_key_value, GPT-2 c_attn); q/k/v are views.
+      Module qkv = linear(p + ".attn.qkv_proj", d.h, d.h + 2 * d.kv, bias, d, n * e);
+      if (eager) {
+        // GPT-2 eager: matmul of the permuted k and v views copies them (torch.matmul -> bmm needs
+        // a contiguous batch stride); saved for the bmm backward.
+        qkv.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+        qkv.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+        qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
+      }
+      // (MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.)
+      l.modules.push_back(qkv);
+    } else {
+      Module q = linear(p + ".attn.q_proj", d.h, d.h, bias, d, n * e);
+      Module k = linear(p + ".attn.k_proj", d.h, d.kv, bias, d, 0);
+      Module v = linear(p + ".attn.v_proj", d.h, d.kv, bias, d, 0);
+      if (fam == "opt" && eager) {
+        // OPTAttention: q_proj(x) * scaling; k/v: _shape(...).contiguous() (saved by the bmms).
+        q.forward.push_back(mem("q.scale", KernelClass::Elementwise, n * e, n * e));
+        q.backward.insert(q.backward.begin(), mem("q.scale.bwd", KernelClass::Elementwise, n * e, n * e));
+        k.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+        v.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+        k.backward.insert(k.backward.begin(), mem("dk.reshape", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e));
+      }
+      // The three projections share their input: its gradient is summed (2 adds).
+      k.backward.push_back(grad_add(d, n));
+      q.backward.push_back(grad_add(d, n));
+      l.modules.push_back(q);
+      l.modules.push_back(k);
+      l.modules.push_back(v);
       if (llama) {
-        core.forward.insert(core.forward.begin() + 1, mem("k.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
-        core.forward.insert(core.forward.begin() + 2, mem("v.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+        Module rot;
+        rot.name = p + ".attn.rotary";
+        rotary(rot.forward, rot.backward, d, titan, o.compile);
+        l.modules.push_back(rot);
       }
     }
-    l.modules.push_back(core);
-  } else {
-    Module core;
-    std::int64_t kv_seen = d.kv;  // per token, as the attention kernel sees k and v
-    std::vector<Op> pre, post;
-    if (d.kvh != d.H && titan) {
-      // torchtitan repeat_kv: expand + reshape copies k and v to every head; sdpa saves the copies.
-      pre.push_back(mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e, 2 * n * e, 0, 2));
-      post.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
-      kv_seen = d.h;
-    }
-    core = fused_attention(p + ".attn.core", d, o.attention, kv_seen, foundry ? 2 : 3);
-    core.forward.insert(core.forward.begin(), pre.begin(), pre.end());
-    for (const auto& op : post) core.backward.push_back(op);
-    if (titan || hf) {
-      // output.transpose(1, 2).contiguous() before the output projection, and its gradient.
-      core.forward.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
-      core.backward.insert(core.backward.begin(), mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
-    }
-    l.modules.push_back(core);
   }
-  {
+
+  // The attention itself: eager (bmm, softmax, bmm) or a fused kernel, with the repeat_kv and
+  // transpose copies around it.
+  void attention_kernel() {
+    if (eager) {
+      EagerStyle st;
+      st.opt = fam == "opt";
+      st.gpt2 = fam == "gpt";
+      st.fp32_softmax = llama;
+      st.attn_dropout = o.attention_dropout;
+      Module core = eager_attention(p + ".attn.core", d, st);
+      if (d.kvh != d.H) {
+        // repeat_kv: expand + reshape copies k and v to all heads before the bmm.
+        core.forward.insert(core.forward.begin(), mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e,
+                                                      2 * n * e, 2 * n * e, 2));
+        core.backward.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
+      } else if (llama || st.gpt2) {
+        // q (and for llama k, v) made contiguous for bmm from the transposed [b, H, s, d] views.
+        if (llama) {
+          core.forward.insert(core.forward.begin() + 1, mem("k.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+          core.forward.insert(core.forward.begin() + 2, mem("v.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+        }
+      }
+      l.modules.push_back(core);
+    } else {
+      Module core;
+      std::int64_t kv_seen = d.kv;  // per token, as the attention kernel sees k and v
+      std::vector<Op> pre, post;
+      if (d.kvh != d.H && titan) {
+        // torchtitan repeat_kv: expand + reshape copies k and v to every head; sdpa saves the copies.
+        pre.push_back(mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e, 2 * n * e, 0, 2));
+        post.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
+        kv_seen = d.h;
+      }
+      core = fused_attention(p + ".attn.core", d, o.attention, kv_seen, foundry ? 2 : 3);
+      core.forward.insert(core.forward.begin(), pre.begin(), pre.end());
+      for (const auto& op : post) core.backward.push_back(op);
+      if (titan || hf) {
+        // output.transpose(1, 2).contiguous() before the output projection, and its gradient.
+        core.forward.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
+        core.backward.insert(core.backward.begin(), mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+      }
+      l.modules.push_back(core);
+    }
+  }
+
+  // The output projection, dropout and the residual add.
+  void output_projection() {
     // llm-foundry's flash attention returns `attn_output.view(*attn_output.shape[:2], -1)`
     // (attention.py flash_attn_fn): out_proj's saved input is the attention kernel's saved output,
     // one storage, counted once (with the kernel). Elsewhere a transpose copy or eager bmm output
@@ -541,13 +563,17 @@ Layer block(int index, const BlockBuild& bb) {
     l.modules.push_back(out);
   }
 
-  // --- MLP half ---
-  {
+  // The norm before the MLP and the MLP: SwiGLU (gate, up, down) or fc1, activation, fc2.
+  void mlp() {
     Module ln2 = norm(p + ".mlp_norm", nk, bias, d, o.compile);
     ln2.backward.push_back(grad_add(d, n));  // the residual stream's gradient meets the MLP's
     l.modules.push_back(ln2);
+    if (act == Act::SwiGlu) swiglu_mlp();
+    else fc_mlp();
   }
-  if (act == Act::SwiGlu) {
+
+  // Llama's MLP: down(silu(gate(x)) * up(x)) and the residual add.
+  void swiglu_mlp() {
     Module w1 = linear(p + ".mlp.gate_proj", d.h, d.I, false, d, n * e);
     Module w3 = linear(p + ".mlp.up_proj", d.h, d.I, false, d, 0);
     w3.backward.push_back(grad_add(d, n));
@@ -565,7 +591,10 @@ Layer block(int index, const BlockBuild& bb) {
     // torchtitan models/llama/model.py TransformerBlock.forward `out = h + self.feed_forward(self.ffn_norm(h))`.
     down.forward.push_back(residual_add(d));
     l.modules.push_back(down);
-  } else {
+  }
+
+  // fc2(act(fc1(x))) with the family's activation, dropout and the residual add.
+  void fc_mlp() {
     Module fc1 = linear(p + ".mlp.fc1", d.h, d.I, true, d, n * e);
     switch (act) {
       case Act::Relu:
@@ -596,15 +625,21 @@ Layer block(int index, const BlockBuild& bb) {
     }
     l.modules.push_back(fc2);
   }
-  // The first norm's backward ends the block: its gradient meets the residual stream's.
-  l.modules.front().backward.push_back(grad_add(d, n));
-  if (o.compile)
-    for (auto& m : l.modules) {
-      m.forward = fuse_memory_bound(m.forward);
-      m.backward = fuse_memory_bound(m.backward);
-    }
-  return l;
-}
+
+  const Dims& d;
+  const WorkloadOptions& o;
+  const std::string& fam;           // model family ("llama", "opt", "gpt", "mpt", ...)
+  const std::int64_t n, e, In;      // elements of one activation [T, h], bytes per element, elements of [T, I]
+  const std::string p;              // the block's name prefix, "block.N"
+  const bool llama, hf, titan, foundry, megatron;  // family / implementation
+  const bool bias;                  // linear layers have biases (all but Llama)
+  const NormKind nk;
+  const Act act;
+  const bool eager;                 // eager attention (bmm + softmax) instead of a fused kernel
+  Layer l;
+};
+
+Layer block(int index, const BlockBuild& bb) { return BlockBuilder(index, bb).build(); }
 
 std::int64_t saved_of(const std::vector<Op>& ops) {
   std::int64_t s = 0;
