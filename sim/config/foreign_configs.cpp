@@ -232,14 +232,13 @@ namespace {
 
 class DsReader {
  public:
-  DsReader(const Json& doc, std::string file) : doc_(doc), file_(std::move(file)) {}
+  explicit DsReader(std::string file) : file_(std::move(file)) {}
   [[noreturn]] void fail(const std::string& path, const Json& v, const std::string& expected) const {
     throw_input_error(file_, path, v, expected);
   }
   const std::string& file() const { return file_; }
 
  private:
-  const Json& doc_;
   std::string file_;
 };
 
@@ -290,7 +289,7 @@ class DeepSpeedTranslation {
  public:
   DeepSpeedTranslation(Json& doc, SourceMap& sources, const Json& ds, std::string ds_file, std::string where)
       : doc_(doc), sources_(sources), strategy_(doc["strategy"]), ds_(ds), ds_file_(std::move(ds_file)), where_(std::move(where)),
-        r_(ds, ds_file_) {}
+        r_(ds_file_) {}
 
   void run() {
     check_declared();

@@ -257,7 +257,7 @@ namespace {
 class CandidateList {
  public:
   CandidateList(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes, NcclCandidate* out)
-      : t(t), kind(kind), bytes(bytes), ranks(ranks), out(out) {
+      : t(t), kind(kind), bytes(bytes), out(out) {
     g.n = ranks;
     g.nodes = std::max(1, nodes);
     g.ppn = std::max(1, (ranks + g.nodes - 1) / g.nodes);
@@ -447,7 +447,6 @@ class CandidateList {
   const NcclTopology& t;
   CollectiveKind kind;
   Bytes bytes;
-  int ranks;
   NcclCandidate* out;
   Shape g{};
   double S = 0;
