@@ -195,6 +195,15 @@ bool is_gemm_name(std::string_view n) {
   return eq(n, "aten::mm") || eq(n, "aten::addmm") || eq(n, "aten::bmm") || eq(n, "aten::baddbmm");
 }
 
+// The ops that launch a fused attention kernel: flash_attn's autograd functions (FlashAttnFunc,
+// FlashAttnVarlenFunc, ...QKVPacked..., and their Backward nodes) and PyTorch sdpa's flash and
+// memory-efficient ops with their backward.
+bool is_attention_name(std::string_view n) {
+  return starts_with(n, "FlashAttn") || starts_with(n, "aten::_scaled_dot_product_flash_attention") ||
+         starts_with(n, "aten::_scaled_dot_product_efficient_attention") || starts_with(n, "aten::_flash_attention_") ||
+         starts_with(n, "aten::_efficient_attention_");
+}
+
 // Whether the record finish_event() makes of an event with these ph/cat/name can depend on its
 // "args" (conservatively true while one of them is not known yet). Must follow finish_event.
 bool args_may_matter(const EventFields::Scalars& e) {
@@ -209,7 +218,7 @@ bool args_may_matter(const EventFields::Scalars& e) {
     return true;
   if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return false;
   if (!e.name_seen) return true;
-  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name);
+  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name) || is_attention_name(e.name);
 }
 
 struct StringHash {
@@ -621,6 +630,10 @@ void Reader::finish_event() {
       span.kind = CpuSpan::Kind::Backward;
     } else if (is_gemm_name(n) && !ev_.input_dims.empty()) {
       span.kind = CpuSpan::Kind::Gemm;
+      span.input_dims = ev_.input_dims;
+      if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
+    } else if (is_attention_name(n) && !ev_.input_dims.empty()) {
+      span.kind = CpuSpan::Kind::Attention;
       span.input_dims = ev_.input_dims;
       if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
     } else {

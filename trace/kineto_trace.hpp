@@ -64,15 +64,15 @@ struct RuntimeCall {
 
 // CPU spans the analysis needs.
 struct CpuSpan {
-  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm };
+  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm, Attention };
   Kind kind = Kind::Step;
   std::int64_t thread = 0;
   Time start, end;
   std::int64_t step_number = -1;  // Step: N of ProfilerStep#N
   CommParams comm;                // CommOp: what record_param_comms / nccl:* says
   bool comm_has_params = false;   // CommOp: sizes or kind were recorded
-  std::vector<std::vector<std::int64_t>> input_dims;  // Gemm: the aten op's Input Dims
-  std::string input_type;         // Gemm: first input's type
+  std::vector<std::vector<std::int64_t>> input_dims;  // Gemm, Attention: the op's Input Dims
+  std::string input_type;         // Gemm, Attention: first input's type
   int name = 0;                   // index into names
 };
 

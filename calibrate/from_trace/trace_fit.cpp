@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,6 +43,77 @@ bool gemm_shape(const std::string& op, const std::vector<std::vector<std::int64_
   if (op == "aten::bmm") return bat(0, 1);
   if (op == "aten::baddbmm") return bat(1, 2);
   return false;
+}
+
+struct AttentionShape {
+  std::int64_t batch = 0, seq = 0, hidden = 0;
+};
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string x(suffix);
+  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
+}
+
+bool attention_backward(const std::string& op) { return ends_with(op, "Backward") || ends_with(op, "_backward"); }
+
+// The shape of a fused attention call from its Input Dims. flash_attn's autograd functions take
+// q as [b, s, H, d] ([b, s, 3, H, d] packed), the varlen ones [T, H, d] ([T, 3, H, d] packed)
+// with cu_seqlens [b + 1] (equal lengths assumed: T / b); their backward nodes record only the
+// gradient, q's layout, so a varlen backward takes b from the forward of the same [T, H, d]
+// (`varlen_batch`). PyTorch's sdpa ops take q (and the gradient) as [b, H, s, d].
+std::optional<AttentionShape> attention_shape(const std::string& op, const std::vector<std::vector<std::int64_t>>& d,
+                                              std::map<std::vector<std::int64_t>, std::int64_t>& varlen_batch) {
+  if (d.empty()) return std::nullopt;
+  const auto& q = d.front();
+  if (op.starts_with("aten::")) {
+    if (q.size() != 4) return std::nullopt;
+    return AttentionShape{q[0], q[2], q[1] * q[3]};
+  }
+  const bool packed = op.find("QKVPacked") != std::string::npos;
+  if (op.find("Varlen") != std::string::npos) {
+    if (q.size() != (packed ? 4u : 3u)) return std::nullopt;
+    const std::int64_t t = q[0], h = packed ? q[2] * q[3] : q[1] * q[2];
+    std::int64_t b = 0;
+    if (!attention_backward(op)) {
+      auto cu = std::find_if(d.begin() + 1, d.end(), [](const auto& x) { return x.size() == 1; });
+      if (cu == d.end() || (*cu)[0] < 2) return std::nullopt;
+      b = (*cu)[0] - 1;
+      varlen_batch[q] = b;
+    } else if (auto it = varlen_batch.find(q); it != varlen_batch.end()) {
+      b = it->second;
+    }
+    if (b <= 0 || t % b != 0) return std::nullopt;
+    return AttentionShape{b, t / b, h};
+  }
+  if (q.size() != (packed ? 5u : 4u)) return std::nullopt;
+  return AttentionShape{q[0], q[1], packed ? q[3] * q[4] : q[2] * q[3]};
+}
+
+// Is_causal of a FlashAttention-2 kernel from its template arguments: flash_fwd_kernel<
+// Kernel_traits, Is_dropout, Is_causal, ...> and flash_bwd_dq_dk_dv_loop*_kernel<Kernel_traits,
+// Is_dropout, Is_causal, ...> (flash_attn 2.x csrc/flash_attn/src/flash_{fwd,bwd}_launch_template.h;
+// PyTorch's pytorch_flash copy keeps the order). nullopt when the name does not carry them.
+std::optional<bool> flash_causal(const std::string& kernel) {
+  std::size_t at = kernel.find("flash_fwd_kernel<");
+  if (at == std::string::npos) at = kernel.find("flash_bwd_dq_dk_dv_loop");
+  if (at == std::string::npos) return std::nullopt;
+  at = kernel.find('<', at);
+  std::vector<std::string> args(1);
+  int depth = 0;
+  for (std::size_t i = at; i < kernel.size(); ++i) {
+    const char c = kernel[i];
+    if (c == '<') {
+      if (depth++ == 0) continue;
+    } else if (c == '>') {
+      if (--depth == 0) break;
+    } else if (c == ',' && depth == 1) {
+      args.emplace_back();
+      continue;
+    }
+    if (depth >= 1 && c != ' ') args.back() += c;
+  }
+  if (args.size() < 3 || (args[2] != "true" && args[2] != "false")) return std::nullopt;
+  return args[2] == "true";
 }
 
 }  // namespace
@@ -208,6 +281,82 @@ void add_gemms(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions
   }
 }
 
+// Fused attention: the kernels launched inside each flash_attn / sdpa attention call (same
+// thread), by kernel family, direction and shape; causal from the forward kernel's name.
+struct AttentionKey {
+  AttentionKernel kernel;
+  bool backward;
+  std::int64_t batch, seq, hidden;
+  auto operator<=>(const AttentionKey&) const = default;
+};
+struct AttentionTimes {
+  std::vector<Time> times;
+  std::optional<bool> causal;
+};
+using AttentionByKey = std::map<AttentionKey, AttentionTimes>;
+
+void add_attention(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, AttentionByKey& out) {
+  const KernelLaunches launches = kernel_launches(t);
+  std::map<std::vector<std::int64_t>, std::int64_t> varlen_batch;
+  std::map<std::tuple<AttentionKernel, std::int64_t, std::int64_t, std::int64_t>, bool> causal_of_forward;
+  std::vector<const CpuSpan*> spans;
+  for (const CpuSpan& span : t.cpu)
+    if (span.kind == CpuSpan::Kind::Attention) spans.push_back(&span);
+  std::stable_sort(spans.begin(), spans.end(), [](const CpuSpan* a, const CpuSpan* b) { return a->start < b->start; });
+  for (const CpuSpan* span : spans) {
+    const std::string& op = t.names[static_cast<std::size_t>(span->name)];
+    auto shape = attention_shape(op, span->input_dims, varlen_batch);
+    if (!shape) continue;
+    auto it = launches.by_thread.find(span->thread);
+    if (it == launches.by_thread.end()) continue;
+    const auto& v = it->second;
+    auto lo = std::lower_bound(v.begin(), v.end(), span->start, [](const RuntimeCall* r, Time x) { return r->start < x; });
+    Time total;
+    const GpuOp* first = nullptr;
+    std::optional<bool> causal;
+    for (; lo != v.end() && (*lo)->start <= span->end; ++lo) {
+      const GpuOp* k = launches.by_corr.at((*lo)->correlation);
+      if (!first) first = k;
+      if (!causal) causal = flash_causal(t.name_of(*k));
+      total += k->end - k->start;
+    }
+    if (!first || total.ns <= 0) continue;
+    auto s = idx.step_of(*first);
+    if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+    const AttentionKernel kernel = op.find("efficient") != std::string::npos ? AttentionKernel::SdpaEfficient : AttentionKernel::Flash;
+    const bool backward = attention_backward(op);
+    AttentionTimes& slot = out[AttentionKey{kernel, backward, shape->batch, shape->seq, shape->hidden}];
+    slot.times.push_back(total);
+    if (causal && !slot.causal) slot.causal = causal;
+  }
+}
+
+void add_attention_points(const AttentionByKey& by_key, TraceFitData& d) {
+  for (const auto& [key, times] : by_key) {
+    AttentionPoint a;
+    a.kernel = key.kernel;
+    a.backward = key.backward;
+    a.batch = key.batch;
+    a.seq = key.seq;
+    a.hidden = key.hidden;
+    // The backward's kernels name Is_causal too; else the forward of the same shape says it.
+    std::optional<bool> causal = times.causal;
+    if (!causal) {
+      auto f = by_key.find(AttentionKey{key.kernel, !key.backward, key.batch, key.seq, key.hidden});
+      if (f != by_key.end()) causal = f->second.causal;
+    }
+    a.causal = causal.value_or(true);
+    a.causal_assumed = !causal;
+    a.count = times.times.size();
+    a.median = median_of(times.times);
+    const double s2h = static_cast<double>(a.batch) * static_cast<double>(a.seq) * static_cast<double>(a.seq) *
+                       static_cast<double>(a.hidden);
+    const double flops = (a.backward ? 5.0 : 2.0) * s2h * (a.causal ? 1.0 : 2.0);
+    a.rate = FlopRate{flops / a.median.seconds()};
+    d.attention.push_back(a);
+  }
+}
+
 void add_kernel_class_timings(const std::map<std::string, std::vector<Time>>& by_class, TraceFitData& d) {
   for (auto& [cls, v] : by_class) {
     KernelClassTiming k;
@@ -260,6 +409,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   TraceFitData d;
   std::map<std::string, std::vector<Time>> by_class;
   TimesByShape by_shape, by_shape_overlapped;
+  AttentionByKey attention;
   DispatchSamples dispatch;
   for (const KinetoTrace& t : traces) {
     add_collectives(t, analyze_trace(t, o), d);
@@ -269,9 +419,11 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     host_dispatch(t, dispatch);
     add_kernel_classes(t, idx, dev, o, by_class);
     add_gemms(t, idx, o, colls, by_shape, by_shape_overlapped);
+    add_attention(t, idx, o, attention);
   }
   add_kernel_class_timings(by_class, d);
   add_gemm_points(by_shape, by_shape_overlapped, d);
+  add_attention_points(attention, d);
   set_host_costs(dispatch, d);
   return d;
 }
@@ -330,8 +482,56 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
   return in;
 }
 
+namespace {
+
+// The most-called point of a kernel family in one direction.
+const AttentionPoint* busiest(const TraceFitData& d, AttentionKernel k, bool backward) {
+  const AttentionPoint* best = nullptr;
+  for (const auto& a : d.attention)
+    if (a.kernel == k && a.backward == backward && (!best || a.count > best->count)) best = &a;
+  return best;
+}
+
+// Each attention kernel family measured in both directions becomes its compute.attention rate:
+// the measured fraction of bf16 peak at the trace's sequence length s, carried to long sequences
+// by the base profile's half_rate_seq (e = measured x (s + half) / s); no half_rate_seq in the
+// base: the measured fraction at every length.
+void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::json& j) {
+  auto peak = p.compute.peak.find(Dtype::BF16);
+  if (peak == p.compute.peak.end() || peak->second.flops_per_s <= 0) return;
+  for (int i = 0; i < kAttentionKernelCount; ++i) {
+    const auto k = static_cast<AttentionKernel>(i);
+    const AttentionPoint* f = busiest(d, k, false);
+    const AttentionPoint* b = busiest(d, k, true);
+    if (!f || !b) continue;
+    auto& slot = p.compute.attention_rates[static_cast<std::size_t>(i)];
+    AttentionRate r;
+    r.half_rate_seq = slot ? slot->half_rate_seq : 0;
+    auto long_seq = [&](const AttentionPoint& a) {
+      const double measured = a.rate.flops_per_s / peak->second.flops_per_s;
+      return std::min(1.0, measured * static_cast<double>(a.seq + r.half_rate_seq) / static_cast<double>(a.seq));
+    };
+    r.forward = long_seq(*f);
+    r.backward = long_seq(*b);
+    slot = r;
+    j["attention"][to_string(k)] = {
+        {"seq", f->seq},
+        {"causal", f->causal},
+        {"causal_assumed", f->causal_assumed},
+        {"calls", {f->count, b->count}},
+        {"forward_fraction_of_peak", f->rate.flops_per_s / peak->second.flops_per_s},
+        {"backward_fraction_of_peak", b->rate.flops_per_s / peak->second.flops_per_s},
+        {"half_rate_seq", r.half_rate_seq},
+        {"forward", r.forward},
+        {"backward", r.backward}};
+  }
+}
+
+}  // namespace
+
 // The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
-// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table.
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
+// the fused attention kernels' rates.
 void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance) {
   nlohmann::json j;
   if (d.host.forward_launches >= 50) {
@@ -353,8 +553,10 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
   }
   if (!d.gemms.empty()) {
     p.compute.gemm_in_training_factor = 1.0;
+    p.compute.gemm_table_peak = FlopRate{};  // measured on this part
     j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
   }
+  apply_attention_rates(d, p, j);
   std::size_t skipped = 0;
   for (const auto& c : d.collectives) skipped += c.host_synchronised;
   j["host_synchronised_collectives_left_out"] = skipped;

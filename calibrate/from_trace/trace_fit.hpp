@@ -52,6 +52,20 @@ struct GemmPoint {
   Time median_overlapped;      // their median time (0 if none)
 };
 
+// The kernels of one fused attention call (a flash_attn autograd function, or PyTorch sdpa's
+// flash / memory-efficient op) by direction and shape: the kernel's in-training rate. FLOPs are
+// the causal count (2 b s^2 h forward, 5 b s^2 h backward; twice that without a causal mask).
+struct AttentionPoint {
+  AttentionKernel kernel = AttentionKernel::Flash;
+  bool backward = false;
+  std::int64_t batch = 0, seq = 0, hidden = 0;  // hidden = heads x head dim of q
+  bool causal = true;
+  bool causal_assumed = false;  // the kernel names did not say: causal taken
+  std::size_t count = 0;
+  Time median;                  // median time of one call's kernels
+  FlopRate rate;
+};
+
 // Eager PyTorch's CPU cost per op, from the spacing of kernel launches (runtime calls) on the
 // host threads: the autograd engine's thread (the one running autograd::engine spans) gives the
 // backward cost, the busiest other thread the forward cost. Medians of the intervals below 1 ms
@@ -66,6 +80,7 @@ struct TraceFitData {
   std::size_t skipped_collectives = 0;  // send/recv, unknown kind, or unknown size
   std::vector<KernelClassTiming> kernel_classes;  // sorted by class name
   std::vector<GemmPoint> gemms;                   // sorted by shape
+  std::vector<AttentionPoint> attention;          // sorted by kernel, direction, shape
   HostDispatchFit host;
   // Contention: median over GEMM shapes seen at least 3 times both alone and beside an NCCL
   // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
@@ -109,8 +124,10 @@ struct TraceFitOptions {
 calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, const TraceFitOptions& o);
 
 // The compute/host side of a trace fit into `p`: eager dispatch costs from the launch spacing,
-// the compute slowdown beside NCCL kernels, the GEMM table taken as in-training rates; what was
-// fitted goes to provenance["trace_compute"].
+// the compute slowdown beside NCCL kernels, the GEMM table taken as in-training rates, and each
+// fused attention kernel seen in both directions as its compute.attention rate (the measured
+// fraction of peak at the trace's sequence length, carried to long sequences by the base
+// profile's half_rate_seq); what was fitted goes to provenance["trace_compute"].
 void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
 
 // Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the

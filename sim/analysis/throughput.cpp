@@ -47,7 +47,7 @@ Throughput throughput(const Experiment& e, Time step_time) {
     for (const auto& l : w.layers)
       for (const auto& op : l.recompute) {
         for (const auto& g : op.work.gemms) recomputed += g.flops().count;
-        recomputed += op.work.attention_flops.count;
+        recomputed += op.work.attention.flops.count;
       }
     hardware += recomputed / static_cast<double>(w.tokens());
   }

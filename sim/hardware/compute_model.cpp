@@ -49,12 +49,26 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
   return wsum > 0 ? esum / wsum : -1;
 }
 
+double AttentionRate::at(bool backward_pass, std::int64_t seq) const {
+  double e = backward_pass ? backward : forward;
+  if (half_rate_seq <= 0 || seq <= 0) return e;
+  return e * static_cast<double>(seq) / static_cast<double>(seq + half_rate_seq);
+}
+
+// A table rate measured on another part of the same chip (a power- or clock-limited variant)
+// scales by the ratio of the bf16 peaks.
+static double table_scale(const ComputeProfile& c) {
+  if (c.gemm_table_peak.flops_per_s <= 0) return 1;
+  return peak_for(c, Dtype::BF16).flops_per_s / c.gemm_table_peak.flops_per_s;
+}
+
 Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   FlopRate peak = peak_for(c, g.dtype);
   double eff = table_efficiency(c, g, peak.flops_per_s);
   Flops work = g.flops();
   if (eff > 0)
-    return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff * c.gemm_in_training_factor}), c.min_kernel_time);
+    return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor}),
+                    c.min_kernel_time);
   // Roofline: the slower of math at the default efficiency and moving A, B and C once. Batched
   // small-k GEMMs (eager attention's QK^T and PV) land on the memory side.
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
@@ -77,13 +91,16 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     t += std::max(memory_time(c, w.memory_bytes, cls), floor);
   }
-  if (w.attention_flops.count > 0 || w.efficient_attention_flops.count > 0) {
-    FlopRate peak = peak_for(c, Dtype::BF16);
-    t += compute_time(w.attention_flops, FlopRate{peak.flops_per_s * c.attention_efficiency});
-    double eff = c.efficient_attention_efficiency > 0 ? c.efficient_attention_efficiency : c.attention_efficiency;
-    t += compute_time(w.efficient_attention_flops, FlopRate{peak.flops_per_s * eff});
-  }
+  if (w.attention.flops.count > 0)
+    t += compute_time(w.attention.flops, FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});
   return t;
+}
+
+double attention_efficiency(const ComputeProfile& c, const AttentionWork& a) {
+  const auto& rate = c.attention_rates[static_cast<std::size_t>(a.kernel)];
+  if (rate) return rate->at(a.backward, a.seq);
+  if (a.kernel == AttentionKernel::SdpaEfficient && c.efficient_attention_efficiency > 0) return c.efficient_attention_efficiency;
+  return c.attention_efficiency;
 }
 
 // The class whose achieved bandwidth prices a kernel's bytes (a whole-layer "compute" kernel's

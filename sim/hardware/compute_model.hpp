@@ -1,8 +1,9 @@
 #pragma once
 // Kernel cost: GEMMs from a measured efficiency table (nearest shapes, interpolated; scaled by
-// the in-training factor) with a roofline fallback; memory-bound bytes at the achieved
-// bandwidth of their kernel class; attention FLOPs at a calibrated fraction of peak; fixed
-// times as given. Host cost of a launch by how the framework dispatches it.
+// the in-training factor and, for a power-limited variant, the peak ratio) with a roofline
+// fallback; memory-bound bytes at the achieved bandwidth of their kernel class; fused attention
+// FLOPs at their kernel's measured rate for the direction and sequence length; fixed times as
+// given. Host cost of a launch by how the framework dispatches it.
 
 #include <unordered_map>
 
@@ -15,6 +16,9 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g);
 // Memory-bound bytes at the class's achieved bandwidth (hbm * memory_efficiency if the profile
 // has none for the class).
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);
+// The fraction of bf16 peak a fused attention kernel reaches: its compute.attention rate at the
+// sequence length, else attention_efficiency (efficient_attention_efficiency for sdpa_efficient).
+double attention_efficiency(const ComputeProfile& c, const AttentionWork& a);
 // A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least
 // min_kernel_time.
 Time kernel_time(const ComputeProfile& c, const Kernel& k);

@@ -3,6 +3,7 @@
 // (datasheet, a log in ../shared/data, or a calibration run recorded under "provenance").
 // The JSON format is documented in docs/configuration.md ("Hardware profiles").
 
+#include <array>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -130,14 +131,31 @@ struct GemmMeasurement {
   FlopRate rate;   // measured FLOP/s
 };
 
+// A fused attention kernel's rate as a fraction of peak: it approaches `forward` / `backward`
+// for long sequences and reaches half of that at `half_rate_seq` (a causal kernel's first query
+// blocks see few keys, and each block has fixed work): efficiency(s) = e * s / (s + half_rate_seq).
+struct AttentionRate {
+  double forward = 0;
+  double backward = 0;
+  std::int64_t half_rate_seq = 0;
+  double at(bool backward_pass, std::int64_t seq) const;
+};
+
 struct ComputeProfile {
   std::map<Dtype, FlopRate> peak;     // dense peak per dtype
   Bandwidth hbm;                      // datasheet HBM bandwidth
   double memory_efficiency = 0.8;     // fraction of `hbm` reached by memory-bound kernels
   double gemm_efficiency = 0.7;       // roofline fallback: fraction of peak without a table entry
-  double attention_efficiency = 0.5;  // fraction of peak for attention FLOPs (flash attention)
-  // Fraction of peak of the memory-efficient sdpa kernel; 0 = attention_efficiency.
+  double attention_efficiency = 0.5;  // fraction of peak of a fused attention kernel without a rate
+  // Fraction of peak of the memory-efficient sdpa kernel without a rate; 0 = attention_efficiency.
   double efficient_attention_efficiency = 0;
+  // Measured rates of the fused attention kernels (compute.attention.<kernel>), indexed by
+  // AttentionKernel; a kernel without one runs at attention_efficiency.
+  std::array<std::optional<AttentionRate>, kAttentionKernelCount> attention_rates;
+  // The bf16 dense peak of the part gemm_table was measured on; table rates scale by
+  // peak(bf16) / gemm_table_peak (a power- or clock-limited variant of the measured chip).
+  // 0: the table was measured on this part.
+  FlopRate gemm_table_peak;
   // GEMMs inside a training step reach less than in an isolated microbenchmark (clocks under
   // power limits, cold caches, SMs taken by NCCL): achieved / microbenchmark rate, applied to
   // table lookups. 1 = the table is used as measured; "gemm_rate_source" says which was used.

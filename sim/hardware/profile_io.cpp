@@ -290,6 +290,23 @@ static ComputeProfile parse_compute(ObjectReader c) {
   out.attention_efficiency = read_number(c, "attention_efficiency");
   out.efficient_attention_efficiency = read_number(c, "efficient_attention_efficiency");
   out.gemm_in_training_factor = read_number(c, "gemm_in_training_factor");
+  if (c.has("gemm_table_peak_bf16_tflops")) out.gemm_table_peak = FlopRate::from_tflops(read_number(c, "gemm_table_peak_bf16_tflops"));
+  if (c.has("attention")) {
+    ObjectReader a = c.object("attention", profile_keys::attention());
+    for (int i = 0; i < kAttentionKernelCount; ++i) {
+      const std::string k = to_string(static_cast<AttentionKernel>(i));
+      if (!a.has(k)) continue;
+      ObjectReader r = a.object(k, profile_keys::attention_kernel());
+      AttentionRate rate;
+      rate.forward = read_number(r, "forward");
+      rate.backward = read_number(r, "backward");
+      rate.half_rate_seq = read_integer(r, "half_rate_seq");
+      skip(r, "note");
+      r.finish();
+      out.attention_rates[static_cast<std::size_t>(i)] = rate;
+    }
+    a.finish();
+  }
   if (c.has("memory_bandwidth_GBps")) {
     ObjectReader bw = c.object("memory_bandwidth_GBps", profile_keys::memory_bandwidth());
     for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
@@ -479,6 +496,11 @@ Json profile_to_json(const HardwareProfile& p) {
                      {"dtype", to_string(g.shape.dtype)}, {"tflops", g.rate.tflops()}});
   Json class_bw = Json::object();
   for (const auto& [k, bw] : p.compute.class_bandwidth) class_bw[to_string(k)] = bw.gbps();
+  Json attention = Json::object();
+  for (int i = 0; i < kAttentionKernelCount; ++i)
+    if (const auto& r = p.compute.attention_rates[static_cast<std::size_t>(i)])
+      attention[to_string(static_cast<AttentionKernel>(i))] = {{"forward", r->forward}, {"backward", r->backward},
+                                                               {"half_rate_seq", r->half_rate_seq}};
   Json out{{"name", p.name},
            {"description", p.description},
            {"memory_capacity_GiB", p.memory_capacity.gib()},
@@ -490,6 +512,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"attention_efficiency", p.compute.attention_efficiency},
              {"efficient_attention_efficiency", p.compute.efficient_attention_efficiency},
              {"gemm_in_training_factor", p.compute.gemm_in_training_factor},
+             {"attention", attention},
              {"memory_bandwidth_GBps", class_bw},
              {"model_memory_bound_kernels", p.compute.model_memory_kernels},
              {"min_kernel_time_us", p.compute.min_kernel_time.us()},
@@ -505,6 +528,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"collective_overhead_us", p.host.collective_overhead.us()},
              {"event_overhead_us", p.host.event_overhead.us()},
              {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};
+  if (p.compute.gemm_table_peak.flops_per_s > 0) out["compute"]["gemm_table_peak_bf16_tflops"] = p.compute.gemm_table_peak.tflops();
   if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
     out["memory_outside_allocator"] = {
         {"cuda_context_MiB", static_cast<double>(p.outside_allocator.cuda_context.count) / (1024.0 * 1024.0)},

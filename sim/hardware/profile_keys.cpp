@@ -124,8 +124,15 @@ const ConfigObject& compute() {
           positive_at_most("hbm_bandwidth_GBps", kMaxGBps, "Datasheet HBM bandwidth (GB/s); required."),
           number_in("memory_efficiency", 0, 1, 0.8, "Fraction of hbm_bandwidth_GBps reached by memory-bound kernels."),
           number_in("gemm_efficiency", 0, 1, 0.7, "Roofline fallback: fraction of peak of a GEMM without a gemm_table entry."),
-          number_in("attention_efficiency", 0, 1, 0.5, "Fraction of peak of attention FLOPs (flash attention)."),
-          number_in("efficient_attention_efficiency", 0, 1, 0, "Fraction of peak of the memory-efficient sdpa kernel; 0: attention_efficiency."),
+          number_in("attention_efficiency", 0, 1, 0.5, "Fraction of peak of a fused attention kernel without a compute.attention rate."),
+          number_in("efficient_attention_efficiency", 0, 1, 0,
+                    "Fraction of peak of the memory-efficient sdpa kernel without a rate; 0: attention_efficiency."),
+          object("attention", {"profile.compute.attention"},
+                 "Measured rate of each fused attention kernel, per direction, over the sequence length (docs/workload-ops.md)."),
+          {.name = "gemm_table_peak_bf16_tflops", .types = kNumber, .min = 0, .max = kMaxTflops, .min_exclusive = true,
+           .default_text = "peak_tflops.bf16 (the table was measured on this part)",
+           .doc = "bf16 peak of the part gemm_table was measured on; table rates scale by peak_tflops.bf16 / this "
+                  "(a power- or clock-limited variant of the measured chip)."},
           {.name = "gemm_in_training_factor", .types = kNumber, .min = 0, .max = 1, .min_exclusive = true, .default_value = Json(1.0),
            .doc = "In-training / microbenchmark GEMM rate, applied to gemm_table lookups (1: the table is in-training already)."},
           object("memory_bandwidth_GBps", {"profile.compute.memory_bandwidth_GBps"},
@@ -161,6 +168,35 @@ const ConfigObject& memory_bandwidth() {
     }
     return m;
   }();
+  return o;
+}
+
+const ConfigObject& attention() {
+  static const ConfigObject o = [] {
+    ConfigObject a{"profile.compute.attention", "/compute/attention",
+                   "Measured rates of the fused attention kernels; a kernel not listed runs at attention_efficiency.", {}};
+    for (const char* k : {"flash", "flash_triton", "flash3", "sdpa_efficient"})
+      a.keys.push_back(object(k, {"profile.compute.attention.kernel"}, std::string("The ") + k + " kernel's rate."));
+    return a;
+  }();
+  return o;
+}
+
+const ConfigObject& attention_kernel() {
+  static const ConfigObject o{
+      "profile.compute.attention.kernel",
+      "/compute/attention/KERNEL",
+      "A fused attention kernel's rate: efficiency(s) = forward (or backward) x s / (s + half_rate_seq), a fraction "
+      "of the bf16 peak for causal FLOPs (QK^T and PV halved).",
+      {
+          {.name = "forward", .types = kNumber, .min = 0, .max = 1, .min_exclusive = true,
+           .doc = "Forward kernel's fraction of peak for long sequences; required."},
+          {.name = "backward", .types = kNumber, .min = 0, .max = 1, .min_exclusive = true,
+           .doc = "Backward kernels' fraction of peak for long sequences; required."},
+          {.name = "half_rate_seq", .types = kInteger, .min = 0, .max = static_cast<double>(kMaxGemmDim), .default_value = Json(0),
+           .doc = "Sequence length at which the kernel reaches half its long-sequence rate; 0: the same rate at any length."},
+          note(),
+      }};
   return o;
 }
 
@@ -389,7 +425,8 @@ const ConfigObject& outside_allocator() {
 const ConfigCatalog& profile_catalog() {
   static const ConfigCatalog c = [] {
     namespace k = profile_keys;
-    ConfigCatalog out{{&k::root(), &k::compute(), &k::peak_tflops(), &k::memory_bandwidth(), &k::gemm(), &k::collectives()}};
+    ConfigCatalog out{{&k::root(), &k::compute(), &k::peak_tflops(), &k::memory_bandwidth(), &k::attention(), &k::attention_kernel(),
+                       &k::gemm(), &k::collectives()}};
     for (const auto& m : k::kScopeModels) out.objects.push_back(k::scope_model(m));
     for (const ConfigObject* o : {&k::alpha_beta_range(), &k::alpha_beta_ranks(), &k::alpha_beta_groups(), &k::topology(), &k::nvlink(),
                                   &k::network(), &k::fitted(), &k::contention(), &k::host(), &k::outside_allocator()})

@@ -101,10 +101,23 @@ bool is_memory_bound(KernelClass c) {
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
   memory_bytes += o.memory_bytes;
-  attention_flops += o.attention_flops;
+  if (attention.flops.count == 0) {
+    attention = o.attention;
+  } else {
+    attention.flops += o.attention.flops;
+  }
   fixed += o.fixed;
-  efficient_attention_flops += o.efficient_attention_flops;
   return *this;
+}
+
+std::string to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::Flash: return "flash";
+    case AttentionKernel::FlashTriton: return "flash_triton";
+    case AttentionKernel::Flash3: return "flash3";
+    case AttentionKernel::SdpaEfficient: return "sdpa_efficient";
+  }
+  return "flash";
 }
 
 ProgramBuilder::ProgramBuilder() { program_.streams.push_back(StreamDecl{"default", 0}); }

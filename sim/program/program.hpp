@@ -42,22 +42,39 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
+// The fused attention kernels, each priced at its own measured rate per direction
+// (ComputeProfile::attention_rates, docs/workload-ops.md):
+//  - Flash: FlashAttention-2's CUDA kernels (flash_attn 2.x, PyTorch sdpa's flash backend)
+//  - FlashTriton: the Triton FlashAttention (flash_attn_triton.py, llm-foundry's attn_impl triton)
+//  - Flash3: FlashAttention-3 (Hopper only: wgmma/TMA)
+//  - SdpaEfficient: sdpa's memory-efficient backend (the xformers cutlass kernel)
+enum class AttentionKernel : std::uint8_t { Flash, FlashTriton, Flash3, SdpaEfficient };
+inline constexpr int kAttentionKernelCount = 4;
+std::string to_string(AttentionKernel k);
+
+// The work of a fused attention kernel: its causal FLOPs (QK^T and PV halved), which kernel,
+// which direction, and the sequence length it runs over (its rate grows with it).
+struct AttentionWork {
+  Flops flops;
+  AttentionKernel kernel = AttentionKernel::Flash;
+  bool backward = false;
+  std::int64_t seq = 0;
+};
+
 // What a kernel does, for the cost model and for the live executor: a list of GEMMs, bytes of
-// memory-bound traffic (read + write), other FLOPs that run at a calibrated fraction of peak
-// (attention), and a fixed time (toy workloads, measured kernels). The time is the sum.
+// memory-bound traffic (read + write), the FLOPs of a fused attention kernel (priced at its
+// measured rate), and a fixed time (toy workloads, measured kernels). The time is the sum.
 struct KernelWork {
   std::vector<GemmShape> gemms;
   Bytes memory_bytes;
-  Flops attention_flops;
+  AttentionWork attention;
   Time fixed;
-  // Attention FLOPs of the memory-efficient (xformers/cutlass) sdpa kernel, priced at its own
-  // efficiency (ComputeProfile::efficient_attention_efficiency).
-  Flops efficient_attention_flops;
 
+  // Sums the parts; merged attention work keeps the first kernel, direction and sequence
+  // (a layer's kernels, merged into one, share them).
   KernelWork& operator+=(const KernelWork& o);
   bool empty() const {
-    return gemms.empty() && memory_bytes.count == 0 && attention_flops.count == 0 && fixed.ns == 0 &&
-           efficient_attention_flops.count == 0;
+    return gemms.empty() && memory_bytes.count == 0 && attention.flops.count == 0 && fixed.ns == 0;
   }
 };
 

@@ -95,6 +95,8 @@ std::string to_string(Implementation i) {
 std::string to_string(Attention a) {
   switch (a) {
     case Attention::Flash: return "flash";
+    case Attention::FlashTriton: return "flash_triton";
+    case Attention::Flash3: return "flash3";
     case Attention::SdpaEfficient: return "sdpa_efficient";
     case Attention::Eager: return "eager";
   }
@@ -116,10 +118,12 @@ WorkloadOptions default_options(const std::string& family) {
     o.dropout = 0.1;
     o.attention_dropout = 0.1;
   } else if (family == "mpt") {
-    // llm-foundry MPTConfig defaults: attn_pdrop = resid_pdrop = emb_pdrop = 0; the benchmark
-    // yamls set attn_impl: triton.
+    // llm-foundry MPTConfig defaults: attn_pdrop = resid_pdrop = emb_pdrop = 0. Its benchmark
+    // runs used attn_impl triton: scripts/train/benchmarking/submit_benchmarks.py sets
+    // parameters['model']['attn_impl'] = args.attn_impl, default 'triton', and sweep.sh, which
+    // lists every run of the tables, never passes --attn_impl.
     o.impl = Implementation::LlmFoundry;
-    o.attention = Attention::Flash;
+    o.attention = Attention::FlashTriton;
   } else {
     // torchtitan Llama: F.scaled_dot_product_attention(is_causal=True) -> flash on sm80+; no dropout.
     o.impl = Implementation::Torchtitan;
@@ -291,10 +295,20 @@ Op grad_add(const Dims& d, std::int64_t n) {
   return mem("grad_accumulate", KernelClass::Elementwise, 2 * n * d.e, n * d.e);
 }
 
+static AttentionKernel attention_kernel(Attention a) {
+  switch (a) {
+    case Attention::FlashTriton: return AttentionKernel::FlashTriton;
+    case Attention::Flash3: return AttentionKernel::Flash3;
+    case Attention::SdpaEfficient: return AttentionKernel::SdpaEfficient;
+    default: return AttentionKernel::Flash;
+  }
+}
+
 // The attention core. Flash / sdpa: one kernel saving q, k, v, out and the fp32 log-sum-exp
 // (FlashAttention-2 paper, Algorithm 1-2); causal FLOPs 2 b s^2 h forward (QK^T and PV halved)
 // and 5 b s^2 h backward; FA2's backward launches three kernels (dot(dO, O), the main loop,
-// dq conversion: flash_bwd_* in the li-plus Megatron trace), the triton kernel two.
+// dq conversion: flash_bwd_* in the li-plus Megatron trace), the triton kernel two, the
+// memory-efficient kernel one. Each runs at its kernel's rate for the sequence length.
 // q, k, v given in elements per token: sdpa sees the repeated k/v of GQA (torchtitan repeat_kv).
 Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels) {
   Module m;
@@ -303,16 +317,11 @@ Module fused_attention(const std::string& name, const Dims& d, Attention a, std:
   const std::int64_t lse = d.b * d.H * d.s * 4;
   Op f = mem("attention", KernelClass::Attention, (q + 2 * kv) * e, q * e + lse, (q + 2 * kv + q) * e + lse);
   Op b = mem("attention.bwd", KernelClass::Attention, (2 * q + 2 * kv) * e + q * e + lse, (q + 2 * kv) * e + q * 4, 0,
-             bwd_kernels);
+             a == Attention::SdpaEfficient ? 1 : bwd_kernels);
   const double s2h = static_cast<double>(d.b) * static_cast<double>(d.s) * static_cast<double>(d.s) * static_cast<double>(d.h);
-  if (a == Attention::SdpaEfficient) {
-    f.work.efficient_attention_flops = Flops{2.0 * s2h};
-    b.work.efficient_attention_flops = Flops{5.0 * s2h};
-    b.kernels = 1;
-  } else {
-    f.work.attention_flops = Flops{2.0 * s2h};
-    b.work.attention_flops = Flops{5.0 * s2h};
-  }
+  const AttentionKernel k = attention_kernel(a);
+  f.work.attention = AttentionWork{Flops{2.0 * s2h}, k, false, d.s};
+  b.work.attention = AttentionWork{Flops{5.0 * s2h}, k, true, d.s};
   m.forward.push_back(f);
   m.backward.push_back(b);
   return m;

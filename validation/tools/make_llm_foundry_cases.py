@@ -26,7 +26,8 @@ ASSUMPTIONS = [
     "PURE mixed precision = param, reduce and buffer dtype bf16 (Composer); the sharded parameters and AdamW "
     "(decoupled) state stay fp32; gradient clipping by norm is not modelled",
     "MPT as the yamls build it with MPTConfig's 2023 defaults: learned positions, biases, LayerNorm, GELU, tied "
-    "embeddings, flash attention (triton); the row's NumParams equals the preset's parameter count",
+    "embeddings, Triton FlashAttention (attn_impl triton, submit_benchmarks.py's default, which sweep.sh never overrides): "
+    "attention flash_triton; the row's NumParams equals the preset's parameter count",
     "inter-node: 1600 Gb/s RoCE per node (8 x 200 Gb/s), modelled by the A100 profile's inter-node scope, fitted "
     "from the 2x8 A100-SXM4-40GB OCI RDMA all_reduce log (the same 8 x 200 Gb/s class of network)",
 ]

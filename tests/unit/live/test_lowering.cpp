@@ -187,7 +187,7 @@ TEST_CASE("the Llama-3-8B example lowers its GEMMs shape for shape, planned once
     }
     for (const calls::Gemm* c : attention) {
       // Same FLOPs to within half a batch entry (2 * 2048 * 2048 * 128 FLOPs).
-      CHECK(std::abs(c->shape.flops().count - w.attention_flops.count) <= 0.5 * 2.0 * 2048 * 2048 * 128);
+      CHECK(std::abs(c->shape.flops().count - w.attention.flops.count) <= 0.5 * 2.0 * 2048 * 2048 * 128);
       CHECK(l.gemm_shapes.at(static_cast<std::size_t>(c->plan)) == c->shape);
       distinct.insert(c->shape);
     }
@@ -262,7 +262,7 @@ TEST_CASE("a record_stream free waits for the allocation stream and every record
   StreamId dflt = b.default_stream();
   StreamId side = b.stream("unshard");
   BufferId buf = b.alloc("full_param", Bytes{4096}, MemCategory::UnshardedParameters, side);
-  b.launch(dflt, Kernel{"fwd", KernelClass::Compute, KernelWork{{}, Bytes{}, Flops{}, Time::from_ms(1)}, ""});
+  b.launch(dflt, Kernel{"fwd", KernelClass::Compute, KernelWork{{}, Bytes{}, AttentionWork{}, Time::from_ms(1)}, ""});
   b.free_after(buf, {dflt});
   BufferId plain = b.alloc("tmp", Bytes{128}, MemCategory::Other, side);
   b.free(plain);

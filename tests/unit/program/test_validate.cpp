@@ -35,7 +35,7 @@ TEST_CASE("validate accepts what the builder builds", "[program]") {
   auto side = b.stream("side");
   auto pg = b.comm("pg", 2, 1);
   auto buf = b.alloc("x", Bytes{64}, MemCategory::Other, side);
-  b.launch(side, Kernel{"k", KernelClass::Gemm, KernelWork{{GemmShape{8, 8, 8}}, {}, {}, {}, {}}});
+  b.launch(side, Kernel{"k", KernelClass::Gemm, KernelWork{{GemmShape{8, 8, 8}}, {}, {}, {}}});
   b.collective(pg, side, CollectiveKind::AllReduce, Bytes{64}, Dtype::BF16, "AR");
   b.wait_stream(b.default_stream(), side);
   b.host_sync_stream(side, "sync");
@@ -95,7 +95,7 @@ TEST_CASE("validate follows each buffer's life in program order", "[program]") {
   CHECK(refusal(f) == "instruction 2: free of buffer 'grad' that is not live");
 
   Program k = one_stream();
-  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}, {}}}});
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}}}});
   CHECK(refusal(k) == "instruction 0: kernel 'mm' has an empty GEMM 8x0x8");
 }
 

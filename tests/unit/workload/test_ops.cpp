@@ -143,7 +143,39 @@ TEST_CASE("Presets pick their implementation's defaults", "[workload]") {
   CHECK(preset_options("llama3-8b").attention == Attention::Flash);
   CHECK(preset_options("llama3-8b").dropout == 0);
   CHECK(preset_options("mpt-7b").impl == Implementation::LlmFoundry);
+  // llm-foundry's benchmark runs: attn_impl triton (submit_benchmarks.py's default).
+  CHECK(preset_options("mpt-7b").attention == Attention::FlashTriton);
   CHECK(preset_options("gpt3-6.7b").impl == Implementation::Megatron);
+}
+
+TEST_CASE("The fused attention kernel carries its kind, direction and sequence length", "[workload][attention]") {
+  for (auto [a, k] : {std::pair{Attention::Flash, AttentionKernel::Flash}, std::pair{Attention::FlashTriton, AttentionKernel::FlashTriton},
+                      std::pair{Attention::Flash3, AttentionKernel::Flash3},
+                      std::pair{Attention::SdpaEfficient, AttentionKernel::SdpaEfficient}}) {
+    WorkloadOptions o = preset_options("llama3-8b");
+    o.attention = a;
+    const Layer l = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 2, 4096, Dtype::BF16, o));
+    int seen = 0;
+    for (const auto& m : l.modules) {
+      for (const auto& op : m.forward)
+        if (op.work.attention.flops.count > 0) {
+          CHECK(op.work.attention.kernel == k);
+          CHECK_FALSE(op.work.attention.backward);
+          CHECK(op.work.attention.seq == 4096);
+          // Causal: 2 b s^2 h forward.
+          CHECK(op.work.attention.flops.count == Approx(2.0 * 2 * 4096.0 * 4096 * 4096));
+          ++seen;
+        }
+      for (const auto& op : m.backward)
+        if (op.work.attention.flops.count > 0) {
+          CHECK(op.work.attention.kernel == k);
+          CHECK(op.work.attention.backward);
+          CHECK(op.work.attention.flops.count == Approx(5.0 * 2 * 4096.0 * 4096 * 4096));
+          ++seen;
+        }
+    }
+    CHECK(seen == 2);
+  }
 }
 
 TEST_CASE("Workload knobs are strict: a bad value names its JSON path", "[workload][config]") {

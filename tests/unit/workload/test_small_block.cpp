@@ -99,8 +99,8 @@ TEST_CASE("A small MPT block launches the ops llm-foundry's modules do, with the
   // 2 * 2 * 8 * 8 * 64 = 16,384 forward; backward five such matmuls, halved: 5 b s^2 h = 40,960.
   const Op& attn = op_named(f, "attention");
   CHECK(attn.cls == KernelClass::Attention);
-  CHECK(attn.work.attention_flops.count == 16'384);
-  CHECK(op_named(bwd, "attention.bwd").work.attention_flops.count == 40'960);
+  CHECK(attn.work.attention.flops.count == 16'384);
+  CHECK(op_named(bwd, "attention.bwd").work.attention.flops.count == 40'960);
   CHECK(op_named(bwd, "attention.bwd").kernels == 2);  // the triton kernel's backward: two launches
   // Backward kernels: LayerNorm bwd 2 + the residual-stream grad add 1; Wqkv dgrad, wgrad, bias
   // sum 3; attention 2; out 3; LayerNorm 2 + grad add 1; GELU bwd + fc1's 3 = 4; fc2 3: 21.
@@ -150,7 +150,7 @@ TEST_CASE("Eager attention runs the s x s scores through batched GEMMs and saves
   // Both in full (no causal halving): twice what flash is credited with.
   CHECK(op_named(f, "bmm.qk").work.gemms.front() == GemmShape{8, 8, 16, 8, Dtype::BF16});
   CHECK(gemm_flops(op_named(f, "bmm.qk")) + gemm_flops(op_named(f, "bmm.pv")) == 2 * 16'384);
-  for (const auto& op : f) CHECK(op.work.attention_flops.count == 0);
+  for (const auto& op : f) CHECK(op.work.attention.flops.count == 0);
   // Saved: the q, k, v copies (3 x 2048) and the bf16 probabilities (b H s s e = 8 * 64 * 2 =
   // 1024) instead of flash's q, k, v, out and log-sum-exp (4 x 2048 + 256): 1280 B less.
   CHECK(w.layers[1].saved_activations.count == 35'328 - 1280);

@@ -1,0 +1,123 @@
+// Fused attention kernels priced at their own rate per direction and sequence length, and the
+// GEMM table of a power-limited variant (issue 13, items 2, 3 and 6).
+#include <catch2/catch.hpp>
+
+#include "sim/core/error.hpp"
+#include "sim/core/json_reader.hpp"
+#include "sim/hardware/compute_model.hpp"
+#include "sim/hardware/profile.hpp"
+
+using namespace stepsim;
+using Json = nlohmann::json;
+
+namespace {
+
+ComputeProfile base() {
+  ComputeProfile c;
+  c.peak[Dtype::BF16] = FlopRate::from_tflops(1000);
+  c.attention_efficiency = 0.5;
+  c.min_kernel_time = Time::zero();
+  return c;
+}
+
+AttentionWork work(AttentionKernel k, bool backward, std::int64_t seq) { return AttentionWork{Flops{1e12}, k, backward, seq}; }
+
+}  // namespace
+
+TEST_CASE("An attention rate approaches its long-sequence value and is half of it at half_rate_seq", "[hardware][attention]") {
+  const AttentionRate r{0.8, 0.6, 1000};
+  CHECK(r.at(false, 1000) == Approx(0.4));
+  CHECK(r.at(true, 1000) == Approx(0.3));
+  CHECK(r.at(false, 3000) == Approx(0.6));
+  CHECK(r.at(false, 1'000'000) == Approx(0.8).epsilon(0.002));
+  const AttentionRate flat{0.8, 0.6, 0};
+  CHECK(flat.at(false, 10) == 0.8);
+  CHECK(flat.at(true, 10) == 0.6);
+}
+
+TEST_CASE("Each attention kernel uses its own rate; a kernel without one falls back", "[hardware][attention]") {
+  ComputeProfile c = base();
+  c.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)] = AttentionRate{0.6, 0.4, 0};
+  c.attention_rates[static_cast<std::size_t>(AttentionKernel::FlashTriton)] = AttentionRate{0.3, 0.2, 2048};
+  CHECK(attention_efficiency(c, work(AttentionKernel::Flash, false, 2048)) == Approx(0.6));
+  CHECK(attention_efficiency(c, work(AttentionKernel::Flash, true, 2048)) == Approx(0.4));
+  CHECK(attention_efficiency(c, work(AttentionKernel::FlashTriton, false, 2048)) == Approx(0.15));
+  CHECK(attention_efficiency(c, work(AttentionKernel::Flash3, false, 2048)) == Approx(0.5));
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaEfficient, true, 2048)) == Approx(0.5));
+  c.efficient_attention_efficiency = 0.25;
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaEfficient, true, 2048)) == Approx(0.25));
+
+  // The kernel's time: 1e12 causal FLOPs at 0.4 of 1,000 TFLOP/s = 2.5 ms.
+  Kernel k{"attention.bwd", KernelClass::Attention, KernelWork{}, ""};
+  k.work.attention = work(AttentionKernel::Flash, true, 2048);
+  CHECK(kernel_time(c, k).ms() == Approx(2.5));
+  KernelTimeCache cache(c);
+  CHECK(cache.kernel_time(k).ms() == Approx(2.5));
+}
+
+TEST_CASE("A table measured on a faster part of the same chip scales by the bf16 peak ratio", "[hardware][gemm]") {
+  ComputeProfile c = base();
+  const GemmShape g{4096, 4096, 4096};
+  c.gemm_table.push_back(GemmMeasurement{g, FlopRate::from_tflops(800)});
+  const Time measured_on_table_part = gemm_time(c, g);
+  CHECK(measured_on_table_part.ms() == Approx(g.flops().count / 800e12 * 1e3));
+  c.gemm_table_peak = FlopRate::from_tflops(1250);  // this part: 1,000 of the table part's 1,250
+  CHECK(gemm_time(c, g).ms() == Approx(measured_on_table_part.ms() * 1.25));
+}
+
+TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip and are range-checked", "[hardware][attention]") {
+  const Json doc{{"name", "p"},
+                 {"memory_capacity_GiB", 80},
+                 {"compute",
+                  {{"peak_tflops", {{"bf16", 912.5}}},
+                   {"hbm_bandwidth_GBps", 2400},
+                   {"gemm_table_peak_bf16_tflops", 989.4},
+                   {"attention",
+                    {{"flash", {{"forward", 0.3}, {"backward", 0.26}, {"half_rate_seq", 1026}}},
+                     {"flash_triton", {{"forward", 0.15}, {"backward", 0.13}}}}}}},
+                 {"collectives", {{"intra_node", {{"model", "ring"}, {"busbw_GBps", 360}}}}}};
+  auto parse = [](const Json& d) {
+    SourceMap sm;
+    sm.root_file = "p.json";
+    ObjectReader r(d, sm, "");
+    return parse_profile(r);
+  };
+  const HardwareProfile p = parse(doc);
+  const auto& flash = p.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
+  const auto& triton = p.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::FlashTriton)];
+  REQUIRE(flash);
+  REQUIRE(triton);
+  CHECK(flash->forward == 0.3);
+  CHECK(flash->backward == 0.26);
+  CHECK(flash->half_rate_seq == 1026);
+  CHECK(triton->half_rate_seq == 0);
+  CHECK_FALSE(p.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash3)]);
+  CHECK(p.compute.gemm_table_peak.tflops() == Approx(989.4));
+
+  const HardwareProfile again = parse(profile_to_json(p));
+  CHECK(again.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)]->half_rate_seq == 1026);
+  CHECK(again.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::FlashTriton)]->forward == 0.15);
+  CHECK(again.compute.gemm_table_peak.tflops() == Approx(989.4));
+
+  auto error = [&](const Json& d) {
+    try {
+      parse(d);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Json bad = doc;
+  bad["compute"]["attention"]["flash2"] = {{"forward", 0.5}, {"backward", 0.5}};
+  CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash2: expected a known key (unknown key; did you mean \"flash\"?"));
+  bad = doc;
+  bad["compute"]["attention"]["flash"]["forward"] = 1.5;
+  CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash/forward: "));
+  bad = doc;
+  bad["compute"]["attention"]["flash"].erase("backward");
+  CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash"));
+  CHECK_THAT(error(bad), Catch::Contains("backward"));
+  bad = doc;
+  bad["compute"]["attention"]["flash"]["half_rate_seq"] = -1;
+  CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash/half_rate_seq: "));
+}
