@@ -1,8 +1,11 @@
-// The shipped validation suite is built only from real data in ../shared/data, and its
-// published numbers are the source's own: every llm-foundry case against its CSV row.
+// The shipped validation suite is built only from real data (../shared/data, and published tables
+// transcribed under validation/published with their sources), and its published numbers are the
+// source's own: every llm-foundry case against its CSV row.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "sim/strategies/load_experiment.hpp"
@@ -35,43 +38,64 @@ TEST_CASE("validation suite: the li-plus, llm-foundry and torchtitan cases are t
   }
   CHECK(per_source["li-plus"] == 4);
   CHECK(per_source["llm-foundry-a100"] == 164);
+  CHECK(per_source["llm-foundry-h100"] == 52);
   CHECK(per_source["torchtitan-pr165"] == 4);
 }
 
-TEST_CASE("validation suite: every llm-foundry case carries its CSV row's throughput, batch and knobs", "[validate][data]") {
-  validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
-  std::ifstream csv(kData + "/published/llm-foundry-a100/throughput_a100.csv");
+namespace {
+
+// One llm-foundry table: its cases against its CSV, cell by cell (by column name: the H100 table
+// has one column more).
+void check_llm_foundry_table(const validate::Suite& suite, const std::string& source, const std::string& csv_path,
+                             std::size_t expected_rows) {
+  std::ifstream csv(csv_path);
   REQUIRE(csv);
   std::string line;
-  std::getline(csv, line);  // header
+  std::getline(csv, line);
+  const std::vector<std::string> header = split(line);
+  auto col = [&](const char* name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<std::size_t>(it - header.begin());
+  };
   std::vector<std::vector<std::string>> rows;
   while (std::getline(csv, line))
     if (!line.empty()) rows.push_back(split(line));
-  REQUIRE(rows.size() == 164);
+  REQUIRE(rows.size() == expected_rows);
+  const std::map<std::string, std::string> profiles{{"a100_80gb", "configs/hardware/a100-sxm-8x.json"},
+                                                    {"a100_40gb", "configs/hardware/a100-sxm4-40gb-8x.json"},
+                                                    {"h100_80gb", "configs/hardware/h100-sxm-8x.json"}};
   std::size_t i = 0;
   for (const auto& c : suite.cases) {
-    if (c.source != "llm-foundry-a100") continue;
+    if (c.source != source) continue;
     REQUIRE(i < rows.size());
     const auto& r = rows[i++];
     INFO(c.name);
     const auto& doc = suite.docs[c.doc].doc.at(nlohmann::json::json_pointer(c.json_path));
     const auto& e = doc["experiment"];
-    CHECK(e["workload"]["preset"] == "mpt-" + r[1]);
-    CHECK(e["workload"]["seq_len"] == std::stoll(r[2]));
-    CHECK(e["cluster"]["nodes"].get<int>() * e["cluster"]["gpus_per_node"].get<int>() == std::stoi(r[3]));
-    CHECK(e["workload"]["micro_batch"] == std::stoll(r[7]));
-    CHECK(e["training"]["grad_accum"] == std::stoll(r[8]));
-    CHECK(e["workload"]["activation_checkpointing"] == (r[17] == "True" ? "full" : "none"));
-    CHECK(e["strategy"]["sharding"] == (r[16] == "FULL_SHARD" ? "full_shard" : "shard_grad_op"));
-    CHECK(e["strategy"]["mixed_precision"]["reduce"] == (r[15] == "PURE" ? "bf16" : "fp32"));
-    CHECK(e["cluster"]["profile"] == (r[4] == "a100_80gb" ? "configs/hardware/a100-sxm-8x.json"
-                                                          : "configs/hardware/a100-sxm4-40gb-8x.json"));
+    CHECK(e["workload"]["preset"] == "mpt-" + r[col("Model")]);
+    CHECK(e["workload"]["seq_len"] == std::stoll(r[col("SeqLen (T)")]));
+    CHECK(e["cluster"]["nodes"].get<int>() * e["cluster"]["gpus_per_node"].get<int>() == std::stoi(r[col("# GPUs")]));
+    CHECK(e["workload"]["micro_batch"] == std::stoll(r[col("MicroBatchSize")]));
+    CHECK(e["training"]["grad_accum"] == std::stoll(r[col("GradAccum")]));
+    CHECK(e["workload"]["activation_checkpointing"] == (r[col("Activation Checkpointing")] == "True" ? "full" : "none"));
+    CHECK(e["strategy"]["sharding"] == (r[col("Sharding Strategy")] == "FULL_SHARD" ? "full_shard" : "shard_grad_op"));
+    CHECK(e["strategy"]["mixed_precision"]["reduce"] == (r[col("MP Mode")] == "PURE" ? "bf16" : "fp32"));
+    CHECK(e["cluster"]["profile"] == profiles.at(r[col("GPU")]));
     REQUIRE(c.published);
-    CHECK(*c.published->tokens_per_s == std::stod(r[11]));
-    CHECK(*c.published->global_batch_tokens == std::stod(r[13]));
+    CHECK(*c.published->tokens_per_s == std::stod(r[col("Throughput (T/s)")]));
+    CHECK(*c.published->global_batch_tokens == std::stod(r[col("GlobalBatchSize (T)")]));
     // The model the case builds has the row's parameter count (the preset is MPT as run).
     Experiment ex = experiment_from_json(e, suite.docs[c.doc].sources, nullptr, c.json_path + "/experiment");
-    CHECK(ex.workload.numel() == std::stoll(r[19]));
+    CHECK(ex.workload.numel() == std::stoll(r[col("NumParams")]));
   }
   CHECK(i == rows.size());
+}
+
+}  // namespace
+
+TEST_CASE("validation suite: every llm-foundry case carries its CSV row's throughput, batch and knobs", "[validate][data]") {
+  validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
+  check_llm_foundry_table(suite, "llm-foundry-a100", kData + "/published/llm-foundry-a100/throughput_a100.csv", 164);
+  check_llm_foundry_table(suite, "llm-foundry-h100", kSrc + "/validation/published/llm-foundry-h100/throughput_h100.csv", 52);
 }
