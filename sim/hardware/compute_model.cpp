@@ -62,17 +62,17 @@ static double table_scale(const ComputeProfile& c) {
   return peak_for(c, Dtype::BF16).flops_per_s / c.gemm_table_peak.flops_per_s;
 }
 
+// Roofline: a GEMM takes at least the time of its math (at the measured or default efficiency)
+// and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
+// attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
+// table, measured on large shapes, would put them at its compute rate.
 Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   FlopRate peak = peak_for(c, g.dtype);
   double eff = table_efficiency(c, g, peak.flops_per_s);
   Flops work = g.flops();
-  if (eff > 0)
-    return std::max(compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor}),
-                    c.min_kernel_time);
-  // Roofline: the slower of math at the default efficiency and moving A, B and C once. Batched
-  // small-k GEMMs (eager attention's QK^T and PV) land on the memory side.
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
-  Time math = compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency});
+  Time math = eff > 0 ? compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor})
+                      : compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency});
   return std::max({math, memory_time(c, moved, KernelClass::Gemm), c.min_kernel_time});
 }
 

@@ -17,6 +17,7 @@ ComputeProfile base() {
   c.peak[Dtype::BF16] = FlopRate::from_tflops(1000);
   c.attention_efficiency = 0.5;
   c.min_kernel_time = Time::zero();
+  c.hbm = Bandwidth::from_gbps(1e6);  // memory-bound floors out of the way unless a test sets it
   return c;
 }
 
@@ -120,4 +121,19 @@ TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip a
   bad = doc;
   bad["compute"]["attention"]["flash"]["half_rate_seq"] = -1;
   CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash/half_rate_seq: "));
+}
+
+TEST_CASE("A GEMM is no faster than moving its operands, with or without a table entry", "[hardware][gemm]") {
+  ComputeProfile c = base();
+  c.hbm = Bandwidth::from_gbps(2000);
+  c.memory_efficiency = 0.8;
+  // The table holds a large square GEMM at 0.8 of peak; eager attention's QK^T for 8 sequences of
+  // 512 tokens and 32 heads of 64 is [256 x 512 x 64] x [256 x 64 x 512]: 8.6 GFLOP but 168 MB.
+  c.gemm_table.push_back(GemmMeasurement{GemmShape{8192, 8192, 8192}, FlopRate::from_tflops(800)});
+  const GemmShape qk{512, 512, 64, 256};
+  const double bytes = (512.0 * 64 + 64.0 * 512 + 512.0 * 512) * 256 * 2;
+  CHECK(gemm_time(c, qk).seconds() == Approx(bytes / 1.6e12));
+  // A large GEMM stays at its table rate.
+  const GemmShape big{8192, 8192, 8192};
+  CHECK(gemm_time(c, big).seconds() == Approx(big.flops().count / 800e12));
 }
