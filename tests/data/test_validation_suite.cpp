@@ -39,6 +39,7 @@ TEST_CASE("validation suite: the li-plus, llm-foundry and torchtitan cases are t
   CHECK(per_source["li-plus"] == 4);
   CHECK(per_source["llm-foundry-a100"] == 164);
   CHECK(per_source["llm-foundry-h100"] == 52);
+  CHECK(per_source["torchtitan-h100-202412"] == 4);
   CHECK(per_source["torchtitan-pr165"] == 4);
 }
 
@@ -98,4 +99,37 @@ TEST_CASE("validation suite: every llm-foundry case carries its CSV row's throug
   validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
   check_llm_foundry_table(suite, "llm-foundry-a100", kData + "/published/llm-foundry-a100/throughput_a100.csv", 164);
   check_llm_foundry_table(suite, "llm-foundry-h100", kSrc + "/validation/published/llm-foundry-h100/throughput_h100.csv", 52);
+}
+
+TEST_CASE("validation suite: the torchtitan 2024-12 cases carry the transcribed table's numbers", "[validate][data]") {
+  // validation/published/torchtitan-llama3-h100-202412/README.md, Tables 1 and 3 (TPS/GPU, Memory).
+  std::ifstream in(kSrc + "/validation/published/torchtitan-llama3-h100-202412/README.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string t = text.str();
+  const std::map<std::string, std::pair<double, double>> rows{
+      {"torchtitan-2412-8b-fsdp-8gpu", {5762, 82.4}},
+      {"torchtitan-2412-8b-fsdp-compile-8gpu", {6667, 77.0}},
+      {"torchtitan-2412-8b-fsdp-128gpu", {5605, 67.0}},
+      {"torchtitan-2412-8b-fsdp-compile-128gpu", {6514, 62.0}}};
+  CHECK(t.find("| FSDP | 5,762 | 82.4 |") != std::string::npos);
+  CHECK(t.find("| FSDP + torch.compile | 6,667 | 77.0 |") != std::string::npos);
+  CHECK(t.find("| FSDP | 5,605 | 67.0 |") != std::string::npos);
+  CHECK(t.find("| FSDP + torch.compile | 6,514 | 62.0 |") != std::string::npos);
+  validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
+  int seen = 0;
+  for (const auto& c : suite.cases) {
+    if (c.source != "torchtitan-h100-202412") continue;
+    INFO(c.name);
+    REQUIRE(rows.count(c.name));
+    REQUIRE(c.published);
+    REQUIRE(c.published->tokens_per_s_per_gpu_lo);
+    CHECK(*c.published->tokens_per_s_per_gpu_lo == rows.at(c.name).first);
+    CHECK(*c.published->tokens_per_s_per_gpu_hi == rows.at(c.name).first);
+    REQUIRE(c.published->peak_reserved_gib);
+    CHECK(*c.published->peak_reserved_gib == rows.at(c.name).second);
+    ++seen;
+  }
+  CHECK(seen == 4);
 }
