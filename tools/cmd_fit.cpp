@@ -163,7 +163,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("note", po::value(&a.notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
       ("model", po::value(&a.model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
       ("min-bytes", po::value(&a.min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
-      ("collectives-only", "fit only the collective model; compute, contention and host numbers stay the base profile's (GEMMs in --trace are ignored)")
+      ("collectives-only", "fit only the collective model; compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
       ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
   po::positional_options_description pos;
@@ -247,8 +247,11 @@ Measurements read_measurements(const FitArgs& a) {
   import_measurements(a.logs, a.xla_coll, a.xla_gemm, a.calibrations, a.device_key, m.inputs);
   if (!a.traces.empty()) m.trace = add_trace_measurements(a, m.inputs);
   if (a.collectives_only) {
+    // Only the collective model is refitted: the base keeps its GEMM table, contention, host
+    // costs and attention rates (a trace's compute side is not applied either).
     m.inputs.gemm.clear();
     m.inputs.contention.clear();
+    m.trace.reset();
   }
   return m;
 }

@@ -44,6 +44,19 @@ TEST_CASE("fit --model topology --trace on the Megatron traces reproduces the sh
   // --collectives-only: the GEMM table and efficiencies stay the base profile's.
   CHECK(fitted.compute.gemm_table.size() == shipped.compute.gemm_table.size());
   CHECK(fitted.compute.gemm_efficiency == shipped.compute.gemm_efficiency);
+  // ...and so do the host costs, the contention and the attention rates: the traces' launch
+  // spacing, overlapped GEMMs and flash kernels are not applied (they once were, and replaced
+  // the A800's amp-trace host costs with the Megatron trace's).
+  CHECK(fitted.host.eager_op_overhead.ns == shipped.host.eager_op_overhead.ns);
+  CHECK(fitted.host.autograd_op_overhead.ns == shipped.host.autograd_op_overhead.ns);
+  CHECK(fitted.host.kernel_launch_overhead.ns == shipped.host.kernel_launch_overhead.ns);
+  CHECK(fitted.contention.compute_slowdown == shipped.contention.compute_slowdown);
+  CHECK(fitted.compute.attention_rates[0]->forward == shipped.compute.attention_rates[0]->forward);
+  CHECK_FALSE(fitted.provenance.contains("trace_compute"));
+  // The shipped numbers are the amp trace's (tools/fit_compute_from_trace.py; sources in the profile).
+  CHECK(shipped.host.eager_op_overhead.us() == 62);
+  CHECK(shipped.host.autograd_op_overhead.us() == 35);
+  CHECK(shipped.contention.compute_slowdown == 0.07);
 
   rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --model topology --base " + base + " --trace " + traces[0] +
                              " --trace-statistic mean --out " + out_file,
