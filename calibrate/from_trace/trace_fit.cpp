@@ -323,7 +323,9 @@ void add_attention(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOpt
     if (!first || total.ns <= 0) continue;
     auto s = idx.step_of(*first);
     if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
-    const AttentionKernel kernel = op.find("efficient") != std::string::npos ? AttentionKernel::SdpaEfficient : AttentionKernel::Flash;
+    const AttentionKernel kernel = op.find("efficient") != std::string::npos ? AttentionKernel::SdpaEfficient
+                                   : op.starts_with("aten::")              ? AttentionKernel::SdpaFlash
+                                                                           : AttentionKernel::Flash;
     const bool backward = attention_backward(op);
     AttentionTimes& slot = out[AttentionKey{kernel, backward, shape->batch, shape->seq, shape->hidden}];
     slot.times.push_back(total);
@@ -494,8 +496,8 @@ const AttentionPoint* busiest(const TraceFitData& d, AttentionKernel k, bool bac
 
 // Each attention kernel family measured in both directions becomes its compute.attention rate:
 // the measured fraction of bf16 peak at the trace's sequence length s, carried to long sequences
-// by the base profile's half_rate_seq (e = measured x (s + half) / s); no half_rate_seq in the
-// base: the measured fraction at every length.
+// by the base profile's half_rate_seq for that kernel (else flash's; e = measured x (s + half) / s);
+// none in the base: the measured fraction at every length.
 void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::json& j) {
   auto peak = p.compute.peak.find(Dtype::BF16);
   if (peak == p.compute.peak.end() || peak->second.flops_per_s <= 0) return;
@@ -505,8 +507,9 @@ void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::
     const AttentionPoint* b = busiest(d, k, true);
     if (!f || !b) continue;
     auto& slot = p.compute.attention_rates[static_cast<std::size_t>(i)];
+    const auto& flash = p.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
     AttentionRate r;
-    r.half_rate_seq = slot ? slot->half_rate_seq : 0;
+    r.half_rate_seq = slot ? slot->half_rate_seq : flash ? flash->half_rate_seq : 0;
     auto long_seq = [&](const AttentionPoint& a) {
       const double measured = a.rate.flops_per_s / peak->second.flops_per_s;
       return std::min(1.0, measured * static_cast<double>(a.seq + r.half_rate_seq) / static_cast<double>(a.seq));

@@ -31,9 +31,10 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
            : i == "llm_foundry" ? Implementation::LlmFoundry : Implementation::Megatron;
   }
   if (w.has("attention")) {
-    std::string a = w.choice("attention", {"flash", "flash_triton", "flash3", "sdpa_efficient", "eager"});
-    o.attention = a == "flash" ? Attention::Flash : a == "flash_triton" ? Attention::FlashTriton
-                : a == "flash3" ? Attention::Flash3 : a == "eager" ? Attention::Eager : Attention::SdpaEfficient;
+    std::string a = w.choice("attention", {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient", "eager"});
+    o.attention = a == "flash" ? Attention::Flash : a == "sdpa_flash" ? Attention::SdpaFlash
+                : a == "flash_triton" ? Attention::FlashTriton : a == "flash3" ? Attention::Flash3
+                : a == "eager" ? Attention::Eager : Attention::SdpaEfficient;
   }
   if (w.has("dropout")) {
     o.dropout = w.fraction("dropout", o.dropout);

@@ -72,9 +72,10 @@ const ConfigObject& workload() {
         {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron"},
          .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron)",
          .doc = "Whose model code launches the ops.", .since = kStepsim},
-        {.name = "attention", .types = kString, .choices = {"flash", "flash_triton", "flash3", "sdpa_efficient", "eager"},
-         .default_text = "the implementation's (llm_foundry: flash_triton, hf: eager, else flash)",
-         .doc = "The attention kernel: flash (FlashAttention-2 / sdpa flash), flash_triton, flash3 (Hopper), sdpa_efficient, eager.",
+        {.name = "attention", .types = kString, .choices = {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient", "eager"},
+         .default_text = "the implementation's (torchtitan: sdpa_flash, llm_foundry: flash_triton, hf: eager, megatron: flash)",
+         .doc = "The attention kernel: flash (flash_attn's FlashAttention-2), sdpa_flash (PyTorch sdpa's), flash_triton, flash3 "
+                "(Hopper), sdpa_efficient, eager.",
          .since = kStepsim},
         {.name = "dropout", .types = kNumber, .min = 0, .max = 1, .default_text = "the implementation's (hf, megatron: 0.1; else 0)",
          .doc = "Dropout probability in [0, 1).", .since = kStepsim},

@@ -99,6 +99,9 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
 double attention_efficiency(const ComputeProfile& c, const AttentionWork& a) {
   const auto& rate = c.attention_rates[static_cast<std::size_t>(a.kernel)];
   if (rate) return rate->at(a.backward, a.seq);
+  // PyTorch's flash backend is FlashAttention-2 too: without a rate of its own, flash_attn's.
+  const auto& flash = c.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
+  if (a.kernel == AttentionKernel::SdpaFlash && flash) return flash->at(a.backward, a.seq);
   if (a.kernel == AttentionKernel::SdpaEfficient && c.efficient_attention_efficiency > 0) return c.efficient_attention_efficiency;
   return c.attention_efficiency;
 }

@@ -17,7 +17,8 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g);
 // has none for the class).
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);
 // The fraction of bf16 peak a fused attention kernel reaches: its compute.attention rate at the
-// sequence length, else attention_efficiency (efficient_attention_efficiency for sdpa_efficient).
+// sequence length (sdpa_flash without one: flash's), else attention_efficiency
+// (efficient_attention_efficiency for sdpa_efficient).
 double attention_efficiency(const ComputeProfile& c, const AttentionWork& a);
 // A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least
 // min_kernel_time.

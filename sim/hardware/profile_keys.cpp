@@ -175,7 +175,7 @@ const ConfigObject& attention() {
   static const ConfigObject o = [] {
     ConfigObject a{"profile.compute.attention", "/compute/attention",
                    "Measured rates of the fused attention kernels; a kernel not listed runs at attention_efficiency.", {}};
-    for (const char* k : {"flash", "flash_triton", "flash3", "sdpa_efficient"})
+    for (const char* k : {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient"})
       a.keys.push_back(object(k, {"profile.compute.attention.kernel"}, std::string("The ") + k + " kernel's rate."));
     return a;
   }();

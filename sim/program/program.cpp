@@ -113,6 +113,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
 std::string to_string(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::Flash: return "flash";
+    case AttentionKernel::SdpaFlash: return "sdpa_flash";
     case AttentionKernel::FlashTriton: return "flash_triton";
     case AttentionKernel::Flash3: return "flash3";
     case AttentionKernel::SdpaEfficient: return "sdpa_efficient";

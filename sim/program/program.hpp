@@ -44,12 +44,13 @@ struct GemmShape {
 
 // The fused attention kernels, each priced at its own measured rate per direction
 // (ComputeProfile::attention_rates, docs/workload-ops.md):
-//  - Flash: FlashAttention-2's CUDA kernels (flash_attn 2.x, PyTorch sdpa's flash backend)
+//  - Flash: FlashAttention-2's CUDA kernels as the flash_attn 2.x package builds them
+//  - SdpaFlash: PyTorch sdpa's flash backend (its own vendored copy of FlashAttention-2)
 //  - FlashTriton: the Triton FlashAttention (flash_attn_triton.py, llm-foundry's attn_impl triton)
 //  - Flash3: FlashAttention-3 (Hopper only: wgmma/TMA)
 //  - SdpaEfficient: sdpa's memory-efficient backend (the xformers cutlass kernel)
-enum class AttentionKernel : std::uint8_t { Flash, FlashTriton, Flash3, SdpaEfficient };
-inline constexpr int kAttentionKernelCount = 4;
+enum class AttentionKernel : std::uint8_t { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient };
+inline constexpr int kAttentionKernelCount = 5;
 std::string to_string(AttentionKernel k);
 
 // The work of a fused attention kernel: its causal FLOPs (QK^T and PV halved), which kernel,

@@ -95,6 +95,7 @@ std::string to_string(Implementation i) {
 std::string to_string(Attention a) {
   switch (a) {
     case Attention::Flash: return "flash";
+    case Attention::SdpaFlash: return "sdpa_flash";
     case Attention::FlashTriton: return "flash_triton";
     case Attention::Flash3: return "flash3";
     case Attention::SdpaEfficient: return "sdpa_efficient";
@@ -125,9 +126,10 @@ WorkloadOptions default_options(const std::string& family) {
     o.impl = Implementation::LlmFoundry;
     o.attention = Attention::FlashTriton;
   } else {
-    // torchtitan Llama: F.scaled_dot_product_attention(is_causal=True) -> flash on sm80+; no dropout.
+    // torchtitan Llama: F.scaled_dot_product_attention(is_causal=True) -> sdpa's flash backend on
+    // sm80+; no dropout.
     o.impl = Implementation::Torchtitan;
-    o.attention = Attention::Flash;
+    o.attention = Attention::SdpaFlash;
   }
   return o;
 }
@@ -297,6 +299,7 @@ Op grad_add(const Dims& d, std::int64_t n) {
 
 static AttentionKernel attention_kernel(Attention a) {
   switch (a) {
+    case Attention::SdpaFlash: return AttentionKernel::SdpaFlash;
     case Attention::FlashTriton: return AttentionKernel::FlashTriton;
     case Attention::Flash3: return AttentionKernel::Flash3;
     case Attention::SdpaEfficient: return AttentionKernel::SdpaEfficient;

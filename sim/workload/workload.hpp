@@ -92,12 +92,12 @@ std::string to_string(Checkpointing c);
 enum class Implementation { Hf, Torchtitan, LlmFoundry, Megatron };
 std::string to_string(Implementation i);
 
-// flash: FlashAttention-2's fused CUDA kernels (flash_attn 2.x, PyTorch sdpa's flash backend),
-// causal work halved; flash_triton: the Triton FlashAttention (flash_attn_triton.py, llm-foundry's
+// flash: FlashAttention-2's fused CUDA kernels (the flash_attn 2.x package), causal work halved;
+// sdpa_flash: PyTorch sdpa's flash backend (its vendored FlashAttention-2); flash_triton: the Triton FlashAttention (flash_attn_triton.py, llm-foundry's
 // attn_impl triton); flash3: FlashAttention-3 (Hopper); sdpa_efficient: memory-efficient sdpa
 // (xformers cutlass kernel); each fused kernel runs at its own measured rate (the profile's
 // compute.attention). eager: full s^2 matmuls through the GEMM model plus the s^2 elementwise passes.
-enum class Attention { Flash, FlashTriton, Flash3, SdpaEfficient, Eager };
+enum class Attention { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient, Eager };
 std::string to_string(Attention a);
 
 struct WorkloadOptions {
@@ -117,7 +117,7 @@ struct WorkloadOptions {
 
 // The implementation a preset or a model family runs by default: opt-* / gpt2* = HF eager with
 // dropout 0.1 (the HF configs' dropout / resid_pdrop; OPT's attention_dropout is 0, GPT-2's
-// attn_pdrop 0.1); llama* = torchtitan (sdpa flash, no dropout); mpt-* = llm-foundry (flash_triton,
+// attn_pdrop 0.1); llama* = torchtitan (sdpa_flash, no dropout); mpt-* = llm-foundry (flash_triton,
 // pdrop 0 as MPTConfig's defaults); gpt3-* = Megatron-style (flash, dropout 0.1).
 WorkloadOptions default_options(const std::string& family);
 

@@ -79,3 +79,20 @@ TEST_CASE("fit --trace on the Megatron trace reproduces the shipped A800 flash a
   // The GEMM table from a trace is this part's: no power-variant scaling.
   CHECK(fitted.compute.gemm_table_peak.flops_per_s == 0);
 }
+
+TEST_CASE("The shipped FlashAttention-2 rates against Azure's runs of flash-attention's benchmark", "[attention][data]") {
+  // ../shared/data/azure_ai_benchmarking_guide: benchmark_flash_attention.py forward + backward, causal,
+  // batch 2, sequence 8192, FLOPs 3.5 x 4 b s^2 h / 2 (the causal count stepsim uses).
+  auto combined_tflops = [](const HardwareProfile& p, std::int64_t seq) {
+    const double f = attention_efficiency(p.compute, AttentionWork{Flops{1}, AttentionKernel::Flash, false, seq});
+    const double b = attention_efficiency(p.compute, AttentionWork{Flops{1}, AttentionKernel::Flash, true, seq});
+    return 3.5 / (1.0 / f + 2.5 / b) * p.compute.peak.at(Dtype::BF16).tflops();
+  };
+  // A100 80GB (ND A100 v4, head dim 64): 179.5 TFLOPS. The A100 profile's rates come from the A800
+  // Megatron trace at sequence 1,024 and the FlashAttention-2 paper's maximum: an independent check.
+  const HardwareProfile a100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json");
+  CHECK(combined_tflops(a100, 8192) == Approx(179.5).epsilon(0.02));
+  // H100 80GB HBM3 (ND H100 v5, head dim 128): 327.9 TFLOPS, the measurement the H100 rate is taken from.
+  const HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
+  CHECK(combined_tflops(h100, 8192) == Approx(327.9).epsilon(0.005));
+}

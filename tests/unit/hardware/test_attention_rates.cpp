@@ -47,6 +47,10 @@ TEST_CASE("Each attention kernel uses its own rate; a kernel without one falls b
   CHECK(attention_efficiency(c, work(AttentionKernel::SdpaEfficient, true, 2048)) == Approx(0.5));
   c.efficient_attention_efficiency = 0.25;
   CHECK(attention_efficiency(c, work(AttentionKernel::SdpaEfficient, true, 2048)) == Approx(0.25));
+  // PyTorch's flash backend without a rate of its own runs at flash_attn's; with one, at its own.
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaFlash, true, 2048)) == Approx(0.4));
+  c.attention_rates[static_cast<std::size_t>(AttentionKernel::SdpaFlash)] = AttentionRate{0.3, 0.2, 0};
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaFlash, true, 2048)) == Approx(0.2));
 
   // The kernel's time: 1e12 causal FLOPs at 0.4 of 1,000 TFLOP/s = 2.5 ms.
   Kernel k{"attention.bwd", KernelClass::Attention, KernelWork{}, ""};

@@ -140,7 +140,7 @@ TEST_CASE("Presets pick their implementation's defaults", "[workload]") {
   CHECK(preset_options("opt-1.3b").attention == Attention::Eager);
   CHECK(preset_options("opt-1.3b").dropout == 0.1);
   CHECK(preset_options("llama3-8b").impl == Implementation::Torchtitan);
-  CHECK(preset_options("llama3-8b").attention == Attention::Flash);
+  CHECK(preset_options("llama3-8b").attention == Attention::SdpaFlash);  // torchtitan: F.scaled_dot_product_attention
   CHECK(preset_options("llama3-8b").dropout == 0);
   CHECK(preset_options("mpt-7b").impl == Implementation::LlmFoundry);
   // llm-foundry's benchmark runs: attn_impl triton (submit_benchmarks.py's default).
@@ -149,7 +149,8 @@ TEST_CASE("Presets pick their implementation's defaults", "[workload]") {
 }
 
 TEST_CASE("The fused attention kernel carries its kind, direction and sequence length", "[workload][attention]") {
-  for (auto [a, k] : {std::pair{Attention::Flash, AttentionKernel::Flash}, std::pair{Attention::FlashTriton, AttentionKernel::FlashTriton},
+  for (auto [a, k] : {std::pair{Attention::Flash, AttentionKernel::Flash}, std::pair{Attention::SdpaFlash, AttentionKernel::SdpaFlash},
+                      std::pair{Attention::FlashTriton, AttentionKernel::FlashTriton},
                       std::pair{Attention::Flash3, AttentionKernel::Flash3},
                       std::pair{Attention::SdpaEfficient, AttentionKernel::SdpaEfficient}}) {
     WorkloadOptions o = preset_options("llama3-8b");
