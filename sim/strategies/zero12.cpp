@@ -319,10 +319,13 @@ class Zero12Builder {
   // fp32 cast (.to(fp32), then `del flat_grad_partition`), the bit16 grads released
   // (free_grad_in_param_list), Adam on the fp32 partition, the copy back to bit16; finally
   // all_gather_dp_groups: one all-gather per group's flat bit16 buffer (nothing overlaps it).
+  //
+  // The optimizer phase starts where DeepSpeed calls the torch optimizer of group 0
+  // (_optimizer_step: the `Optimizer.step#` span a profiler trace shows, where `analyze` starts
+  // it): the gradient norm and group 0's flatten and fp32 cast are in the backward phase.
   void step() {
-    b_.mark("optimizer", Phase::Optimizer);
-    b_.launch(dflt_, elementwise("grad norm", Bytes{grads_in_partition_size_ * model_bytes_}));
-    b_.collective(dp_process_group_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm", "step");
+    b_.mark("step");  // DeepSpeedZeroOptimizer.step() begins (no phase change)
+    grad_norm();
     const bool one = groups_.size() == 1;
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       const PGroup& g = groups_[i];
@@ -344,11 +347,13 @@ class Zero12Builder {
         for (auto& [p, gb] : grad_) b_.free(gb);
         grad_.clear();
       }
+      if (i == 0) b_.mark("optimizer", Phase::Optimizer);
       if (e_.training.optimizer != Optimizer::None)
         b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, g.part, Dtype::FP32, "optimizer.step (fp32 partition" + sfx + ")"));
       b_.free(g32);
       b_.launch(dflt_, elementwise("fp32 -> bit16 partition" + sfx, Bytes{g.part * (4 + model_bytes_)}, "step", KernelClass::Copy));
     }
+    if (groups_.empty()) b_.mark("optimizer", Phase::Optimizer);
     for (std::size_t i = 0; i < groups_.size(); ++i) {
       const PGroup& g = groups_[i];
       const std::string sfx = one ? std::string() : fmt::format(" {}", i);
@@ -364,6 +369,58 @@ class Zero12Builder {
           b_.collective(dp_process_group_, dflt_, CollectiveKind::AllGather, Bytes{n * dp_world_size_ * model_bytes_}, c_.model_dtype,
                         fmt::format("AG step flat{} shard {}", sfx, k), "step");
         }
+      }
+    }
+  }
+
+  // Z4.6a scaled_global_norm: get_grad_norm_direct per param group over averaged_gradients[i],
+  // the slices of this rank's partition, one per param in it (get_flat_partition). Per slice
+  // `g.data.double()` (a strided fp64 copy) and its norm (a reduction), eager ops from Python.
+  // Before 0.13.2 (stage_1_and_2.py of 0.12.6: `total_norm += param_norm.item()**2`) each norm
+  // is read back at once, a host synchronisation per slice, then the group's scalar goes up in
+  // a FloatTensor, is all-reduced and read back again. Since 0.13.2 the norms stay on the device:
+  // torch.stack(...).square().sum().float(), the all-reduce, then pow and the inf/nan masking
+  // (isinf, isnan, logical_or, mul, logical_not, mul, add), no synchronisation.
+  void grad_norm() {
+    const bool item_per_slice = c_.version < DeepSpeedVersion{0, 13, 2};
+    auto eager = [](Kernel k) {
+      k.dispatch = HostDispatch::Eager;
+      return k;
+    };
+    const bool one = groups_.size() == 1;
+    for (std::size_t i = 0; i < groups_.size(); ++i) {
+      const PGroup& g = groups_[i];
+      const std::string sfx = one ? std::string() : fmt::format(" {}", i);
+      const std::int64_t lo = g.part * kZeroSimulatedRank, hi = lo + g.part;
+      std::int64_t covered = 0;
+      std::vector<std::int64_t> slices;
+      for (const Param* p : g.params) {
+        const std::int64_t s0 = std::max(offset_.at(p), lo), s1 = std::min(offset_.at(p) + p->numel, hi);
+        if (s1 > s0) slices.push_back(s1 - s0), covered += s1 - s0;
+      }
+      if (covered < g.part) slices.push_back(g.part - covered);  // get_flat_partition's zero padding
+      for (std::int64_t n : slices) {
+        b_.launch(dflt_, eager(elementwise("grad norm: g.double()" + sfx, Bytes{n * (model_bytes_ + 8)}, "step",
+                                           KernelClass::ElementwiseStrided)));
+        b_.launch(dflt_, eager(elementwise("grad norm: norm(2)" + sfx, Bytes{n * 8}, "step", KernelClass::Reduction)));
+        if (item_per_slice) b_.host_sync_stream(dflt_, "get_grad_norm_direct: param_norm.item()");
+      }
+      if (!item_per_slice) {
+        Kernel k = eager(elementwise("grad norm: stack, square, sum, float" + sfx, Bytes{static_cast<std::int64_t>(slices.size()) * 16},
+                                     "step", KernelClass::Elementwise));
+        k.kernels = 4;
+        b_.launch(dflt_, k);
+      } else {
+        b_.launch(dflt_, eager(elementwise("grad norm: FloatTensor([total_norm])" + sfx, Bytes{8}, "step", KernelClass::Copy)));
+      }
+      b_.collective(dp_process_group_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR grad norm" + sfx, "step");
+      if (item_per_slice) {
+        b_.host_sync_stream(dflt_, "get_grad_norm_direct: total_norm_cuda[0].item()");
+      } else {
+        Kernel k = eager(elementwise("grad norm: pow, isinf, isnan, logical_or, mul, logical_not, mul, add" + sfx, Bytes{64}, "step",
+                                     KernelClass::Elementwise));
+        k.kernels = 8;
+        b_.launch(dflt_, k);
       }
     }
   }

@@ -134,7 +134,7 @@ TEST_CASE("ZeRO-1 on Llama-2-7B at N=8 holds the M5.1 model states: 2Psi + 2Psi 
   // At the step: the autograd grads went into the IPG buffer as they were bucketed (Z4.4) and
   // rank 0 keeps grads_in_partition: 2Psi + 2*850,427,904 + 12*842,301,952 = 25,285,310,464.
   // Table M5.1's "~4Psi + 14Psi/N" adds both gradient terms; they never coexist in full.
-  CHECK(model_states(live_at(r.program, "optimizer")) == 2 * kPsi + 2 * kGradsInPartition + 12 * kPart);
+  CHECK(model_states(live_at(r.program, "step")) == 2 * kPsi + 2 * kGradsInPartition + 12 * kPart);
   // Between steps (grads freed in step): 2Psi + 12Psi/N = 23,584,454,656 bytes.
   CHECK(r.metrics.persistent_memory.count == 2 * kPsi + 12 * kPart);
 }
@@ -146,14 +146,14 @@ TEST_CASE("ZeRO-2 on Llama-2-7B at N=8 holds 2Psi + 14Psi/N model states at the 
   // 2Psi + 2*grads_in_partition + 12Psi/N = 13,476,831,232 + 1,700,855,808 + 10,107,623,424
   // = 25,285,310,464; the table's 2Psi + 14Psi/N = 25,269,058,560 differs by the whole
   // straddling gate_proj grad (2 * (850,427,904 - 842,301,952) = 16,251,904 bytes).
-  CHECK(model_states(live_at(r.program, "optimizer")) == 2 * kPsi + 2 * kGradsInPartition + 12 * kPart);
+  CHECK(model_states(live_at(r.program, "step")) == 2 * kPsi + 2 * kGradsInPartition + 12 * kPart);
   CHECK(r.metrics.persistent_memory.count == 2 * kPsi + 12 * kPart);
   // The step's own peak, after the fp32 cast: grads_in_partition 1,700,855,808 + the bf16 flat
   // copy of the partition 2 * 842,301,952 + its fp32 cast 4 * 842,301,952 = 6,754,667,520 bytes
   // of gradients on top of 2Psi + 12Psi/N (the 1 GB IPG buffer was released in the epilogue):
   // 30,339,122,176 bytes. (The step's overall peak is in backward: the op-level activations of
   // an eager Llama block at seq 1024 are larger than this.)
-  auto [step_peak, at_peak] = peak_from(r.program, "optimizer");
+  auto [step_peak, at_peak] = peak_from(r.program, "step");
   CHECK(at_peak[MemCategory::Gradients] == 2 * kGradsInPartition + 6 * kPart);
   CHECK(step_peak == 2 * kPsi + 2 * kGradsInPartition + 18 * kPart);
   CHECK(r.metrics.peak_memory.count >= step_peak);
@@ -235,7 +235,8 @@ TEST_CASE("use_multi_rank_bucket_allreduce=false (DeepSpeed < 0.12.4) reduces ea
     std::int64_t bytes = 0;
     int n = 0;
     for (const auto& op : r.timeline.ops)
-      if (op.kind == TimelineOp::Kind::Collective && op.collective == k && op.phase != Phase::Optimizer) {
+      if (op.kind == TimelineOp::Kind::Collective && op.collective == k && op.phase != Phase::Optimizer &&
+          !starts_with(op.name, "AR grad norm")) {
         bytes += op.bytes.count;
         ++n;
       }
@@ -346,4 +347,31 @@ TEST_CASE("stepsim simulate runs the shipped OPT-1.3B ZeRO-1 and ZeRO-2 examples
     INFO(cmd);
     CHECK(std::system(cmd.c_str()) == 0);
   }
+}
+
+TEST_CASE("The gradient norm as DeepSpeed runs it: a host synchronisation per partition slice before 0.13.2, none after",
+          "[zero][version]") {
+  auto norm_ops = [](const SimulationResult& r) {
+    int syncs = 0, copies = 0, norms = 0;
+    for (const auto& ins : r.program.instructions) {
+      if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.starts_with("get_grad_norm_direct")) ++syncs;
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        copies += l->kernel.name.starts_with("grad norm: g.double()");
+        norms += l->kernel.name.starts_with("grad norm: norm(2)");
+      }
+    }
+    return std::make_tuple(syncs, copies, norms);
+  };
+  const auto [syncs_old, copies_old, norms_old] =
+      norm_ops(run_experiment(opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.12.6"}})));
+  const auto [syncs_new, copies_new, norms_new] = norm_ops(run_experiment(opt13({{"framework", "zero"}, {"stage", 1}})));
+  // One slice per param in rank 0's partition of each group (decay, no decay): an fp64 copy and
+  // a norm each either way.
+  CHECK(copies_old == norms_old);
+  CHECK(copies_new == copies_old);
+  CHECK(norms_new == norms_old);
+  CHECK(copies_old > 2);
+  // 0.12.6: `.item()` after every norm, and the group's all-reduced total read back.
+  CHECK(syncs_old == copies_old + 2);
+  CHECK(syncs_new == 0);
 }
