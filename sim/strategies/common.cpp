@@ -52,9 +52,15 @@ void KeptOutput::after_forward_op(ProgramBuilder& b, const Op& op, StreamId s) {
   }
 }
 
+// An op whose Python copies a host value from pageable memory first waits for the stream.
+static void sync_if_needed(ProgramBuilder& b, StreamId s, const Op& op) {
+  if (op.host_sync_before) b.host_sync_stream(s, op.name + ": torch.tensor(..., device=cuda) from pageable memory");
+}
+
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
                 KeptOutput* kept) {
   for (const auto& op : ops) {
+    sync_if_needed(b, s, op);
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
     if (kept && forward) kept->after_forward_op(b, op, s);
   }
@@ -65,6 +71,7 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
   (void)micro;
   for (const auto& m : l.modules)
     for (const auto& op : m.forward) {
+      sync_if_needed(b, s, op);
       b.launch(s, op_kernel(l, m, op, true));
       if (kept) kept->after_forward_op(b, op, s);
     }
@@ -72,6 +79,7 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
 
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   for (const auto& op : l.recompute) {
+    sync_if_needed(b, s, op);
     Kernel k;
     k.name = "recompute " + l.name + " " + op.name;
     k.cls = op.cls;

@@ -360,7 +360,15 @@ Module eager_attention(const std::string& name, const Dims& d, const EagerStyle&
   // Mask add: the [b, 1, s, s] mask broadcast over heads -> TensorIterator's strided path. OPT's
   // torch.max(scores, min) saves its input (MaximumBackward0 keeps self).
   f.push_back(mem("scores.mask_add", KernelClass::ElementwiseStrided, S2 * e, S2 * e, st.opt ? S2 * e : 0));
-  if (st.opt) f.push_back(mem("scores.max_clamp", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+  if (st.opt) {
+    // modeling_opt.py: torch.max(attn_weights, torch.tensor(torch.finfo(attn_weights.dtype).min,
+    // device=attn_weights.device)): the scalar is copied from pageable host memory, so the host
+    // synchronizes the stream before the max (one cudaStreamSynchronize per block in the
+    // li-plus traces' forward).
+    Op clamp = mem("scores.max_clamp", KernelClass::ElementwiseStrided, S2 * e, S2 * e);
+    clamp.host_sync_before = true;
+    f.push_back(clamp);
+  }
   if (st.fp32_softmax) {
     f.push_back(mem("softmax.fp32", KernelClass::Reduction, S2 * e, S2 * 4, S2 * 4));
     f.push_back(mem("probs.to_bf16", KernelClass::Elementwise, S2 * 4, S2 * e, st.attn_dropout > 0 ? 0 : S2 * e));

@@ -41,6 +41,11 @@ struct Op {
   // assignment (`outputs = model(...)`) releases the previous micro-batch's output.
   Bytes kept_output;
   bool model_returns = false;
+  // The op's Python first copies a host value to the device from pageable memory
+  // (`torch.tensor(x, device=cuda)`: cudaMemcpyAsync then cudaStreamSynchronize, since a pageable
+  // source cannot be copied asynchronously): the host waits for the stream to drain before it
+  // launches the op, and the GPU idles while the host issues it.
+  bool host_sync_before = false;
 };
 
 struct Module {

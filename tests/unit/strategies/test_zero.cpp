@@ -375,3 +375,11 @@ TEST_CASE("The gradient norm as DeepSpeed runs it: a host synchronisation per pa
   CHECK(syncs_old == copies_old + 2);
   CHECK(syncs_new == 0);
 }
+
+TEST_CASE("Every OPT block's forward synchronizes the host once (the pageable clamp scalar)", "[zero]") {
+  const SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", 1}}));
+  int syncs = 0;
+  for (const auto& ins : r.program.instructions)
+    if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.starts_with("scores.max_clamp")) ++syncs;
+  CHECK(syncs == 24);  // OPT-1.3B: 24 decoder layers, one micro-batch
+}

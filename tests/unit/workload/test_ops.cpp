@@ -329,3 +329,21 @@ TEST_CASE("HF eager OPT launches per class the kernels of the li-plus DeepSpeed-
   for (const auto& l : w.layers) total += l.forward_kernels() + l.backward_kernels();
   CHECK(total == 1711);
 }
+
+TEST_CASE("OPT's eager attention copies its clamp value from pageable memory: a host sync before the max", "[workload]") {
+  // modeling_opt.py: torch.max(w, torch.tensor(torch.finfo(w.dtype).min, device=w.device)).
+  int syncs = 0;
+  const Workload opt = opt13(preset_options("opt-1.3b"));
+  for (const auto& m : first_block(opt).modules)
+    for (const auto& op : m.forward)
+      if (op.host_sync_before) {
+        CHECK(op.name == "scores.max_clamp");
+        ++syncs;
+      }
+  CHECK(syncs == 1);
+  WorkloadOptions llama = preset_options("llama3-8b");
+  llama.attention = Attention::Eager;
+  const Workload eager_llama = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, llama);
+  for (const auto& m : first_block(eager_llama).modules)
+    for (const auto& op : m.forward) CHECK_FALSE(op.host_sync_before);
+}
