@@ -7,8 +7,8 @@ contention.compute_slowdown; see that file's "sources").
   tools/fit_compute_from_trace.py --megatron TRACE.json.gz --eager TRACE.json.gz
 
 --megatron: a trace whose aten ops carry "Input Dims" (record_shapes=True): class bandwidths
-            (bytes from each launching op's input shapes and dtypes), in-training GEMM rates and
-            the FlashAttention-2 kernels' rate per direction (compute.attention.flash).
+            (bytes from each launching op's input shapes and dtypes) and in-training GEMM rates.
+            (The FlashAttention-2 rates come from `stepsim fit --trace` on the same trace.)
 --eager:    an eager-PyTorch training trace: host dispatch cost (median interval between kernel
             launches on the forward thread and on the autograd thread, median cudaLaunchKernel
             duration) and contention (same kernel with and without a concurrent NCCL kernel).
@@ -111,34 +111,6 @@ def gemm_rates(ev, peak_tflops):
             for (m, n, k), v in sorted(per.items())]
 
 
-def attention_rates(ev, peak_tflops):
-    """FlashAttention-2 (flash_attn varlen) forward and backward rate as a fraction of peak: per
-    call, the kernels launched under FlashAttnVarlenFunc (flash_fwd_kernel) and under its backward
-    (dot_do_o, the dq_dk_dv loop, convert_dq), against causal FLOPs 2 b s^2 h forward and 5 b s^2 h
-    backward (non-causal: twice that). b and s from the forward's q [T, H, d] and cu_seqlens [b + 1]
-    (equal-length sequences); causal from flash_fwd_kernel's Is_causal template argument."""
-    fwd, bwd, shape, causal = [], collections.defaultdict(float), None, None
-    for g, op in launching_ops(ev):
-        if 'flash' not in g['name']:
-            continue
-        if op['name'] == 'FlashAttnVarlenFunc':
-            (t, heads, d), cu = op['args']['Input Dims'][0], op['args']['Input Dims'][3]
-            shape = (cu[0] - 1, t // (cu[0] - 1), heads * d)
-            flags = re.search(r'>\s*>\s*,\s*(true|false)\s*,\s*(true|false)', g['name'])
-            causal = flags.group(2) == 'true' if flags else None
-            fwd.append(g['dur'])
-        elif op['name'] == 'FlashAttnVarlenFuncBackward':
-            bwd[op['ts']] += g['dur']
-    if not fwd or not bwd or shape is None or causal is None:
-        return {}
-    b, s, h = shape
-    flops = 2.0 * b * s * s * h * (1 if causal else 2)
-    rate = lambda dur, mult: round(mult * flops / dur / 1e6 / peak_tflops, 4)
-    return {'batch': b, 'seq': s, 'hidden_per_rank': h, 'causal': causal, 'calls': [len(fwd), len(bwd)],
-            'forward_us': statistics.median(fwd), 'backward_us': statistics.median(bwd.values()),
-            'forward': rate(statistics.median(fwd), 1), 'backward': rate(statistics.median(bwd.values()), 2.5)}
-
-
 def host_dispatch(ev):
     launches = collections.defaultdict(list)
     for e in ev:
@@ -209,7 +181,6 @@ def main():
     a = ap.parse_args()
     mg, eg = load(a.megatron), load(a.eager)
     print(json.dumps({'memory_bandwidth_GBps': class_bandwidths(mg), 'gemm_table': gemm_rates(mg, a.peak_tflops),
-                      'attention_flash': attention_rates(mg, a.peak_tflops),
                       'host': host_dispatch(eg), 'host_megatron': host_dispatch(mg), 'contention': contention(eg),
                       'kernel_gap': kernel_gap(eg), 'kernel_gap_megatron': kernel_gap(mg)},
                      indent=2))

@@ -247,11 +247,38 @@ bool beside_collective(const std::vector<std::pair<Time, Time>>& colls, const Gp
   return beside;
 }
 
+// The kernels a CPU span launched (runtime calls on its thread inside it), in launch order, and
+// their summed GPU time.
+struct SpanKernels {
+  std::vector<const GpuOp*> kernels;
+  Time total;
+};
+
+SpanKernels kernels_in(const KernelLaunches& launches, const CpuSpan& span) {
+  SpanKernels out;
+  auto it = launches.by_thread.find(span.thread);
+  if (it == launches.by_thread.end()) return out;
+  const auto& v = it->second;
+  for (auto lo = std::lower_bound(v.begin(), v.end(), span.start, [](const RuntimeCall* r, Time x) { return r->start < x; });
+       lo != v.end() && (*lo)->start <= span.end; ++lo) {
+    const GpuOp* k = launches.by_corr.at((*lo)->correlation);
+    out.kernels.push_back(k);
+    out.total += k->end - k->start;
+  }
+  return out;
+}
+
+// Whether a span's kernels count: some GPU time, and the first kernel in a selected step.
+bool counted(const SpanKernels& k, const TraceIndex& idx, const AnalyzeOptions& o) {
+  if (k.kernels.empty() || k.total.ns <= 0) return false;
+  auto s = idx.step_of(*k.kernels.front());
+  return s && selected(idx.steps()[*s]->step_number, o);
+}
+
 // GEMMs: the kernels launched inside each aten::mm/addmm/bmm/baddbmm call (same thread), by
 // shape, apart from those beside an NCCL kernel.
-void add_gemms(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, const std::vector<std::pair<Time, Time>>& colls,
-               TimesByShape& by_shape, TimesByShape& by_shape_overlapped) {
-  const KernelLaunches launches = kernel_launches(t);
+void add_gemms(const KinetoTrace& t, const KernelLaunches& launches, const TraceIndex& idx, const AnalyzeOptions& o,
+               const std::vector<std::pair<Time, Time>>& colls, TimesByShape& by_shape, TimesByShape& by_shape_overlapped) {
   for (const CpuSpan& span : t.cpu) {
     if (span.kind != CpuSpan::Kind::Gemm) continue;
     GemmShape shape;
@@ -261,23 +288,9 @@ void add_gemms(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions
     else if (dt == "fp16") shape.dtype = Dtype::FP16;
     else if (dt == "fp32") shape.dtype = Dtype::FP32;
     else continue;
-    auto it = launches.by_thread.find(span.thread);
-    if (it == launches.by_thread.end()) continue;
-    const auto& v = it->second;
-    auto lo = std::lower_bound(v.begin(), v.end(), span.start,
-                               [](const RuntimeCall* r, Time x) { return r->start < x; });
-    Time total;
-    const GpuOp* first = nullptr;
-    for (; lo != v.end() && (*lo)->start <= span.end; ++lo) {
-      const GpuOp* k = launches.by_corr.at((*lo)->correlation);
-      if (!first) first = k;
-      total += k->end - k->start;
-    }
-    if (!first) continue;
-    auto s = idx.step_of(*first);
-    if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
-    if (total.ns <= 0) continue;
-    (beside_collective(colls, *first) ? by_shape_overlapped : by_shape)[shape].push_back(total);
+    const SpanKernels k = kernels_in(launches, span);
+    if (!counted(k, idx, o)) continue;
+    (beside_collective(colls, *k.kernels.front()) ? by_shape_overlapped : by_shape)[shape].push_back(k.total);
   }
 }
 
@@ -295,10 +308,9 @@ struct AttentionTimes {
 };
 using AttentionByKey = std::map<AttentionKey, AttentionTimes>;
 
-void add_attention(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, AttentionByKey& out) {
-  const KernelLaunches launches = kernel_launches(t);
+void add_attention(const KinetoTrace& t, const KernelLaunches& launches, const TraceIndex& idx, const AnalyzeOptions& o,
+                   AttentionByKey& out) {
   std::map<std::vector<std::int64_t>, std::int64_t> varlen_batch;
-  std::map<std::tuple<AttentionKernel, std::int64_t, std::int64_t, std::int64_t>, bool> causal_of_forward;
   std::vector<const CpuSpan*> spans;
   for (const CpuSpan& span : t.cpu)
     if (span.kind == CpuSpan::Kind::Attention) spans.push_back(&span);
@@ -307,28 +319,17 @@ void add_attention(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOpt
     const std::string& op = t.names[static_cast<std::size_t>(span->name)];
     auto shape = attention_shape(op, span->input_dims, varlen_batch);
     if (!shape) continue;
-    auto it = launches.by_thread.find(span->thread);
-    if (it == launches.by_thread.end()) continue;
-    const auto& v = it->second;
-    auto lo = std::lower_bound(v.begin(), v.end(), span->start, [](const RuntimeCall* r, Time x) { return r->start < x; });
-    Time total;
-    const GpuOp* first = nullptr;
+    const SpanKernels k = kernels_in(launches, *span);
+    if (!counted(k, idx, o)) continue;
     std::optional<bool> causal;
-    for (; lo != v.end() && (*lo)->start <= span->end; ++lo) {
-      const GpuOp* k = launches.by_corr.at((*lo)->correlation);
-      if (!first) first = k;
-      if (!causal) causal = flash_causal(t.name_of(*k));
-      total += k->end - k->start;
-    }
-    if (!first || total.ns <= 0) continue;
-    auto s = idx.step_of(*first);
-    if (!s || !selected(idx.steps()[*s]->step_number, o)) continue;
+    for (const GpuOp* g : k.kernels)
+      if (!causal) causal = flash_causal(t.name_of(*g));
     const AttentionKernel kernel = op.find("efficient") != std::string::npos ? AttentionKernel::SdpaEfficient
                                    : op.starts_with("aten::")              ? AttentionKernel::SdpaFlash
                                                                            : AttentionKernel::Flash;
     const bool backward = attention_backward(op);
     AttentionTimes& slot = out[AttentionKey{kernel, backward, shape->batch, shape->seq, shape->hidden}];
-    slot.times.push_back(total);
+    slot.times.push_back(k.total);
     if (causal && !slot.causal) slot.causal = causal;
   }
 }
@@ -420,8 +421,9 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     const std::vector<std::pair<Time, Time>> colls = collective_intervals(t, dev);
     host_dispatch(t, dispatch);
     add_kernel_classes(t, idx, dev, o, by_class);
-    add_gemms(t, idx, o, colls, by_shape, by_shape_overlapped);
-    add_attention(t, idx, o, attention);
+    const KernelLaunches launches = kernel_launches(t);
+    add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
+    add_attention(t, launches, idx, o, attention);
   }
   add_kernel_class_timings(by_class, d);
   add_gemm_points(by_shape, by_shape_overlapped, d);

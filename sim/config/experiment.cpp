@@ -1,5 +1,7 @@
 #include "sim/config/experiment.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/config/experiment_keys.hpp"
@@ -31,10 +33,9 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
            : i == "llm_foundry" ? Implementation::LlmFoundry : Implementation::Megatron;
   }
   if (w.has("attention")) {
-    std::string a = w.choice("attention", {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient", "eager"});
-    o.attention = a == "flash" ? Attention::Flash : a == "sdpa_flash" ? Attention::SdpaFlash
-                : a == "flash_triton" ? Attention::FlashTriton : a == "flash3" ? Attention::Flash3
-                : a == "eager" ? Attention::Eager : Attention::SdpaEfficient;
+    const auto& names = attention_names();
+    const std::string a = w.declared_choice("attention");  // one of attention_names() (experiment_keys.cpp)
+    o.attention = static_cast<Attention>(std::find(names.begin(), names.end(), a) - names.begin());
   }
   if (w.has("dropout")) {
     o.dropout = w.fraction("dropout", o.dropout);

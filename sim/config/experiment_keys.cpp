@@ -72,7 +72,7 @@ const ConfigObject& workload() {
         {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron"},
          .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron)",
          .doc = "Whose model code launches the ops.", .since = kStepsim},
-        {.name = "attention", .types = kString, .choices = {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient", "eager"},
+        {.name = "attention", .types = kString, .choices = attention_names(),
          .default_text = "the implementation's (torchtitan: sdpa_flash, llm_foundry: flash_triton, hf: eager, megatron: flash)",
          .doc = "The attention kernel: flash (flash_attn's FlashAttention-2), sdpa_flash (PyTorch sdpa's), flash_triton, flash3 "
                 "(Hopper), sdpa_efficient, eager.",

@@ -1,6 +1,7 @@
 #include "sim/hardware/profile_keys.hpp"
 
 #include "sim/core/config_keys.hpp"
+#include "sim/program/program.hpp"
 
 #include <optional>
 #include <utility>
@@ -175,8 +176,10 @@ const ConfigObject& attention() {
   static const ConfigObject o = [] {
     ConfigObject a{"profile.compute.attention", "/compute/attention",
                    "Measured rates of the fused attention kernels; a kernel not listed runs at attention_efficiency.", {}};
-    for (const char* k : {"flash", "sdpa_flash", "flash_triton", "flash3", "sdpa_efficient"})
-      a.keys.push_back(object(k, {"profile.compute.attention.kernel"}, std::string("The ") + k + " kernel's rate."));
+    for (int i = 0; i < kAttentionKernelCount; ++i) {
+      const std::string k = to_string(static_cast<AttentionKernel>(i));
+      a.keys.push_back(object(k, {"profile.compute.attention.kernel"}, "The " + k + " kernel's rate."));
+    }
     return a;
   }();
   return o;

@@ -92,16 +92,19 @@ std::string to_string(Implementation i) {
   return "hf";
 }
 
-std::string to_string(Attention a) {
-  switch (a) {
-    case Attention::Flash: return "flash";
-    case Attention::SdpaFlash: return "sdpa_flash";
-    case Attention::FlashTriton: return "flash_triton";
-    case Attention::Flash3: return "flash3";
-    case Attention::SdpaEfficient: return "sdpa_efficient";
-    case Attention::Eager: return "eager";
-  }
-  return "flash";
+static_assert(static_cast<int>(Attention::SdpaEfficient) == static_cast<int>(AttentionKernel::SdpaEfficient) &&
+                  static_cast<int>(Attention::Eager) == kAttentionKernelCount,
+              "Attention lists AttentionKernel's values in its order, then Eager");
+
+std::string to_string(Attention a) { return a == Attention::Eager ? "eager" : to_string(attention_kernel(a)); }
+
+const std::vector<std::string>& attention_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (int i = 0; i < kAttentionCount; ++i) out.push_back(to_string(static_cast<Attention>(i)));
+    return out;
+  }();
+  return names;
 }
 
 WorkloadOptions default_options(const std::string& family) {
@@ -295,16 +298,6 @@ Op residual_add(const Dims& d) {
 // Where two gradient paths meet (the residual stream, a shared input of q/k/v), autograd adds.
 Op grad_add(const Dims& d, std::int64_t n) {
   return mem("grad_accumulate", KernelClass::Elementwise, 2 * n * d.e, n * d.e);
-}
-
-static AttentionKernel attention_kernel(Attention a) {
-  switch (a) {
-    case Attention::SdpaFlash: return AttentionKernel::SdpaFlash;
-    case Attention::FlashTriton: return AttentionKernel::FlashTriton;
-    case Attention::Flash3: return AttentionKernel::Flash3;
-    case Attention::SdpaEfficient: return AttentionKernel::SdpaEfficient;
-    default: return AttentionKernel::Flash;
-  }
 }
 
 // The attention core. Flash / sdpa: one kernel saving q, k, v, out and the fp32 log-sum-exp

@@ -102,8 +102,13 @@ std::string to_string(Implementation i);
 // attn_impl triton); flash3: FlashAttention-3 (Hopper); sdpa_efficient: memory-efficient sdpa
 // (xformers cutlass kernel); each fused kernel runs at its own measured rate (the profile's
 // compute.attention). eager: full s^2 matmuls through the GEMM model plus the s^2 elementwise passes.
+// The fused kernels in AttentionKernel's order, then eager: a fused choice converts to its kernel.
 enum class Attention { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient, Eager };
+inline constexpr int kAttentionCount = kAttentionKernelCount + 1;
+inline AttentionKernel attention_kernel(Attention a) { return static_cast<AttentionKernel>(a); }  // not Eager
 std::string to_string(Attention a);
+// Every `attention` value, in enum order ("flash" ... "eager").
+const std::vector<std::string>& attention_names();
 
 struct WorkloadOptions {
   Implementation impl = Implementation::Torchtitan;
