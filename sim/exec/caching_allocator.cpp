@@ -25,14 +25,12 @@ std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
 
 void CachingAllocator::insert_free(int b) {
   const Block& k = blocks_[static_cast<std::size_t>(b)];
-  const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
-  pool(s.stream, s.small).insert({k.size, k.segment, k.offset, b});
+  segments_[static_cast<std::size_t>(k.segment)].pool->insert({k.size, k.segment, k.offset, b});
 }
 
 void CachingAllocator::erase_free(int b) {
   const Block& k = blocks_[static_cast<std::size_t>(b)];
-  const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
-  pool(s.stream, s.small).erase({k.size, k.segment, k.offset, b});
+  segments_[static_cast<std::size_t>(k.segment)].pool->erase({k.size, k.segment, k.offset, b});
 }
 
 // get_free_block: "Do not return an oversized block for a large request" and "Allow oversized
@@ -57,7 +55,7 @@ bool CachingAllocator::should_split(const Block& b, std::int64_t size) const {
 
 int CachingAllocator::new_segment(StreamId stream, bool small, std::int64_t bytes) {
   int seg = static_cast<int>(segments_.size());
-  segments_.push_back(Segment{stream, small, false, bytes});
+  segments_.push_back(Segment{stream, small, false, bytes, &pool(stream, small)});
   reserved_ += bytes;
   int b = static_cast<int>(blocks_.size());
   blocks_.push_back(Block{seg, 0, bytes, -1, -1, false});
@@ -74,14 +72,14 @@ int CachingAllocator::grow_expandable(StreamId stream, bool small, std::int64_t 
   int seg;
   if (it == expandable_.end()) {
     seg = static_cast<int>(segments_.size());
-    segments_.push_back(Segment{stream, small, true, 0});
+    segments_.push_back(Segment{stream, small, true, 0, &pool(stream, small)});
     expandable_[key] = seg;
   } else {
     seg = it->second;
   }
   Segment& s = segments_[static_cast<std::size_t>(seg)];
   // The tail block: the one ending at the mapped end.
-  int tail = tail_of_.count(seg) ? tail_of_[seg] : -1;
+  int tail = s.tail;
   std::int64_t page = small ? kSmallBuffer : kLargeBuffer;
   bool tail_free = tail >= 0 && !blocks_[static_cast<std::size_t>(tail)].allocated;
   std::int64_t have = tail_free ? blocks_[static_cast<std::size_t>(tail)].size : 0;
@@ -97,7 +95,7 @@ int CachingAllocator::grow_expandable(StreamId stream, bool small, std::int64_t 
   int b = static_cast<int>(blocks_.size());
   blocks_.push_back(Block{seg, old_end, add, tail, -1, false});
   if (tail >= 0) blocks_[static_cast<std::size_t>(tail)].next = b;
-  tail_of_[seg] = b;
+  s.tail = b;
   return b;
 }
 
@@ -111,8 +109,8 @@ int CachingAllocator::split(int b, std::int64_t size) {
   blocks_[static_cast<std::size_t>(b)].next = r;
   blocks_.push_back(rest);
   if (next >= 0) blocks_[static_cast<std::size_t>(next)].prev = r;
-  int seg = blocks_[static_cast<std::size_t>(r)].segment;
-  if (tail_of_.count(seg) && tail_of_[seg] == b) tail_of_[seg] = r;
+  Segment& seg = segments_[static_cast<std::size_t>(blocks_[static_cast<std::size_t>(r)].segment)];
+  if (seg.tail == b) seg.tail = r;
   insert_free(r);
   return r;
 }
@@ -181,8 +179,8 @@ void CachingAllocator::free(BufferId id) {
     kk.size += n.size;
     kk.next = n.next;
     if (kk.next >= 0) blocks_[static_cast<std::size_t>(kk.next)].prev = b;
-    int seg = kk.segment;
-    if (tail_of_.count(seg) && tail_of_[seg] == next) tail_of_[seg] = b;
+    Segment& seg = segments_[static_cast<std::size_t>(kk.segment)];
+    if (seg.tail == next) seg.tail = b;
   }
   insert_free(b);
 }

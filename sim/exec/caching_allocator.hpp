@@ -75,18 +75,65 @@ class CachingAllocator {
     int prev = -1, next = -1;  // neighbours in the segment (block indices)
     bool allocated = false;
   };
+  // The free sets' tree nodes, kept for reuse: the model inserts and erases a free block on
+  // nearly every malloc and free, and a recycled node costs a fraction of operator new.
+  class NodeRecycler {
+   public:
+    NodeRecycler() = default;
+    NodeRecycler(const NodeRecycler&) = delete;
+    NodeRecycler& operator=(const NodeRecycler&) = delete;
+    ~NodeRecycler() {
+      for (void* p : free_) ::operator delete(p);
+    }
+    void* get(std::size_t bytes) {
+      if (bytes != bytes_) release_all(bytes);
+      if (free_.empty()) return ::operator new(bytes);
+      void* p = free_.back();
+      free_.pop_back();
+      return p;
+    }
+    void put(void* p, std::size_t bytes) {
+      if (bytes == bytes_) free_.push_back(p);
+      else ::operator delete(p);
+    }
+
+   private:
+    void release_all(std::size_t bytes) {
+      for (void* p : free_) ::operator delete(p);
+      free_.clear();
+      bytes_ = bytes;
+    }
+    std::size_t bytes_ = 0;
+    std::vector<void*> free_;
+  };
+  template <class T>
+  struct RecyclingAllocator {
+    using value_type = T;
+    explicit RecyclingAllocator(NodeRecycler* r) : nodes(r) {}
+    template <class U>
+    RecyclingAllocator(const RecyclingAllocator<U>& o) : nodes(o.nodes) {}  // NOLINT: rebinding
+    T* allocate(std::size_t n) { return n == 1 ? static_cast<T*>(nodes->get(sizeof(T))) : std::allocator<T>{}.allocate(n); }
+    void deallocate(T* p, std::size_t n) {
+      if (n == 1) nodes->put(p, sizeof(T));
+      else std::allocator<T>{}.deallocate(p, n);
+    }
+    friend bool operator==(const RecyclingAllocator& a, const RecyclingAllocator& b) { return a.nodes == b.nodes; }
+    NodeRecycler* nodes;
+  };
+  // Free blocks of one (stream, pool), ordered by (size, segment, offset): best fit, then the
+  // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
+  using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
+  using FreeSet = std::set<FreeKey, std::less<>, RecyclingAllocator<FreeKey>>;
   struct Segment {
     StreamId stream{0};
     bool small = false;
     bool expandable = false;
     std::int64_t mapped = 0;  // bytes backed by cudaMalloc / mapped pages
+    FreeSet* pool = nullptr;  // the free blocks of its (stream, pool)
+    int tail = -1;            // expandable: the block ending at the mapped end
   };
-  // Free blocks of one (stream, pool), ordered by (size, segment, offset): best fit, then the
-  // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
-  using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
-  using FreeSet = std::set<FreeKey>;
 
-  FreeSet& pool(StreamId stream, bool small) { return pools_[{stream, small}]; }
+  FreeSet& pool(StreamId stream, bool small) { return pools_.try_emplace({stream, small}, RecyclingAllocator<FreeKey>(&nodes_)).first->second; }
   void insert_free(int b);
   void erase_free(int b);
   bool oversize_rejects(std::int64_t block_size, std::int64_t request) const;
@@ -98,9 +145,9 @@ class CachingAllocator {
   AllocatorConfig config_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
+  NodeRecycler nodes_;  // declared before pools_, whose nodes it outlives
   std::map<std::pair<StreamId, bool>, FreeSet> pools_;
   std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
-  std::map<int, int> tail_of_;                       // expandable segment -> its last block
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
   std::int64_t reserved_ = 0, allocated_ = 0;
 };
