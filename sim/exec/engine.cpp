@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -118,6 +119,40 @@ struct PendingFree {
   std::size_t outstanding = 0;
 };
 
+// Stream indices as bits, taken in increasing order: pump() visits only the streams whose front
+// may have become startable, in the order a scan of every stream would.
+class StreamBits {
+ public:
+  static constexpr std::size_t npos = SIZE_MAX;
+
+  void resize(std::size_t streams) {
+    streams_ = streams;
+    words_.assign((streams + 63) / 64, 0);
+  }
+  void insert(std::size_t s) { words_[s / 64] |= std::uint64_t{1} << (s % 64); }
+  void insert_all() {
+    std::fill(words_.begin(), words_.end(), ~std::uint64_t{0});
+    if (streams_ % 64) words_.back() = (std::uint64_t{1} << (streams_ % 64)) - 1;
+  }
+  // Removes and returns the smallest member >= s; npos when there is none.
+  std::size_t take_from(std::size_t s) {
+    std::size_t w = s / 64;
+    if (w >= words_.size()) return npos;
+    std::uint64_t bits = words_[w] & (~std::uint64_t{0} << (s % 64));
+    while (bits == 0) {
+      if (++w == words_.size()) return npos;
+      bits = words_[w];
+    }
+    const auto b = static_cast<std::size_t>(std::countr_zero(bits));
+    words_[w] &= ~(std::uint64_t{1} << b);
+    return w * 64 + b;
+  }
+
+ private:
+  std::size_t streams_ = 0;
+  std::vector<std::uint64_t> words_;
+};
+
 struct HeapEvent {
   Time time;
   std::uint64_t seq = 0;
@@ -130,9 +165,9 @@ struct HeapEvent {
 class Engine {
  public:
   Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator)
-      : p_(p), hw_(hw), kernel_times_(hw.compute), allocator_config_(allocator), allocator_(allocator) {
+      : p_(p), hw_(hw), checker_(p), kernel_times_(hw.compute), allocator_config_(allocator), allocator_(allocator) {
     streams_.resize(p.streams.size());
-    stream_dirty_.assign(p.streams.size(), 0);
+    stream_dirty_.resize(p.streams.size());
     stream_last_op_.assign(p.streams.size(), -1);
     comm_queue_.resize(p.comms.size());
     comm_next_.assign(p.comms.size(), 0);
@@ -149,7 +184,8 @@ class Engine {
     std::vector<char> used(p.comms.size(), 0);
     std::size_t allocs = 0, ops = 0, launches = 0;
     for (const auto& ins : p.instructions) {
-      if (const auto* c = std::get_if<Collective>(&ins)) used[c->comm.index()] = 1;
+      // (an undeclared communicator is refused when the host reaches it: ProgramChecker)
+      if (const auto* c = std::get_if<Collective>(&ins); c && c->comm.index() < used.size()) used[c->comm.index()] = 1;
       allocs += std::holds_alternative<Alloc>(ins);
       launches += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins);
       ops += std::holds_alternative<Launch>(ins) || std::holds_alternative<Collective>(ins) ||
@@ -217,13 +253,14 @@ class Engine {
   void run_host() {
     while (pc_ < p_.instructions.size()) {
       std::size_t i = pc_;
+      checker_.check(i);  // validate()'s checks, as the host reaches it
       Time cost = host_cost(i);
       if (cost.ns > 0) {
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
         last_label_ = host_label(i);
         labeled_ = i;
-        push_host(HostInterval{kind, last_label_, now_ - cost, now_, i});
+        push_host(HostInterval{kind, static_cast<std::uint32_t>(i), last_label_, now_ - cost, now_});
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
       ++pc_;
@@ -445,7 +482,7 @@ class Engine {
     }
     ops_.push_back(std::move(op));
     streams_[su].push_back(idx);
-    stream_dirty_[su] = 1;
+    stream_dirty_.insert(su);
     stream_last_op_[su] = static_cast<long>(idx);
   }
 
@@ -470,9 +507,8 @@ class Engine {
     bool running_changed = false;
     while (progress) {
       progress = false;
-      for (std::size_t s = 0; s < streams_.size(); ++s) {
-        if (!stream_dirty_[s]) continue;  // its front cannot have become startable
-        stream_dirty_[s] = 0;
+      // Only streams whose front may have become startable; the others stopped where they are.
+      for (std::size_t s = stream_dirty_.take_from(0); s != StreamBits::npos; s = stream_dirty_.take_from(s + 1)) {
         auto& q = streams_[s];
         while (!q.empty()) {
           std::size_t idx = q.front();
@@ -596,8 +632,8 @@ class Engine {
     if (!q.empty() && q.front() == idx) q.pop_front();
     // The next op of its stream may start; a Record may release a Wait, a collective the next
     // one of its communicator, on any stream.
-    if (op.type == OpType::Record || op.type == OpType::Collective) std::fill(stream_dirty_.begin(), stream_dirty_.end(), 1);
-    else stream_dirty_[op.stream.index()] = 1;
+    if (op.type == OpType::Record || op.type == OpType::Collective) stream_dirty_.insert_all();
+    else stream_dirty_.insert(op.stream.index());
     if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
     auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.op == idx; });
     if (it != running_.end()) {
@@ -611,7 +647,7 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      HostInterval blocked{HostInterval::Kind::Blocked, timeline_.text->add("blocked: ", sync_reason(pc_)), blocked_since_, now_, pc_};
+      HostInterval blocked{HostInterval::Kind::Blocked, static_cast<std::uint32_t>(pc_), timeline_.text->add("blocked: ", sync_reason(pc_)), blocked_since_, now_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
       StartRecord why;
       if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
@@ -731,6 +767,7 @@ class Engine {
 
   const Program& p_;
   const HardwareProfile& hw_;
+  ProgramChecker checker_;
   KernelTimeCache kernel_times_;
   Time now_;
   std::uint64_t seq_ = 0;
@@ -740,7 +777,7 @@ class Engine {
   // Streams whose front op may have become startable since pump() last looked (an op was
   // enqueued on it, its front completed, or a Record or collective completed anywhere): pump()
   // skips the others, which could only have stopped where they are.
-  std::vector<char> stream_dirty_;
+  StreamBits stream_dirty_;
   std::vector<long> stream_last_op_;
   std::vector<std::vector<std::size_t>> comm_queue_;
   std::vector<std::size_t> comm_next_;
@@ -787,7 +824,6 @@ class Engine {
 }  // namespace
 
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator) {
-  validate(program);
   return Engine(program, hw, allocator).run();
 }
 

@@ -61,36 +61,39 @@ class StartRecord {
   std::int32_t on_ = -1;
 };
 
+// One per GPU op (10^5 in a deep program, written as the simulator runs): the members are
+// ordered so that it packs into 104 bytes.
 struct TimelineOp {
-  enum class Kind { Kernel, Collective, Marker };
-  Kind kind = Kind::Kernel;
+  enum class Kind : std::uint8_t { Kernel, Collective, Marker };
   Text name;  // held by Timeline::text
   Text unit;
-  StreamId stream{0};
-  Phase phase = Phase::Setup;
   Time issue, start, end;
+  Time solo_duration;  // what the cost model gave, before contention
   std::size_t instruction = 0;  // index into Program::instructions
+  StreamId stream{0};
+  Kind kind = Kind::Kernel;
+  Phase phase = Phase::Setup;
   // Kernels
   KernelClass cls = KernelClass::Compute;
   int kernels = 1;  // CUDA kernels this op stands for (Kernel::kernels)
   // Collectives
   std::optional<CommId> comm;  // collectives
   CollectiveKind collective = CollectiveKind::AllReduce;
-  Bytes bytes;
   Dtype dtype = Dtype::BF16;
-  Time solo_duration;  // what the cost model gave, before contention
+  Bytes bytes;
 
   Time duration() const { return end - start; }
 };
 
 // The host thread: what it was doing from start to end (an instruction's CPU cost, HostWork,
 // or blocked in a HostSync).
+// One per host instruction with a CPU cost: 40 bytes.
 struct HostInterval {
-  enum class Kind { Issue, Work, Blocked };
+  enum class Kind : std::uint8_t { Issue, Work, Blocked };
   Kind kind = Kind::Issue;
+  std::uint32_t instruction = 0;  // index into Program::instructions (at most kMaxProgramInstructions)
   Text name;  // held by Timeline::text
   Time start, end;
-  std::size_t instruction = 0;
 };
 
 // Live bytes after a change at `time`, per category and total, and what the caching
@@ -101,6 +104,8 @@ struct MemorySample {
   std::array<Bytes, kMemCategoryCount> by_category{};  // indexed by MemCategory
   Bytes reserved;                  // 0 when not known (measured timelines)
 };
+
+static_assert(sizeof(TimelineOp) <= 104 && sizeof(HostInterval) <= 40, "timeline records grew: see their comments");
 
 struct PhaseMark {
   std::string name;

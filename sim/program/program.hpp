@@ -21,10 +21,10 @@ using EventId = Id<struct EventTag>;
 using CommId = Id<struct CommTag>;  // into Program::comms
 using BufferId = Id<struct BufferTag>;  // below Program::buffer_count
 
-enum class Phase { Setup, Forward, Backward, Optimizer };
+enum class Phase : std::uint8_t { Setup, Forward, Backward, Optimizer };
 std::string to_string(Phase p);
 
-enum class CollectiveKind { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll };
+enum class CollectiveKind : std::uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll };
 std::string to_string(CollectiveKind k);
 std::string short_name(CollectiveKind k);  // AR, AG, RS, BC, RD, A2A
 CollectiveKind parse_collective_kind(const std::string& name);  // "all_reduce", ...
@@ -94,7 +94,7 @@ struct KernelWork {
 //  - Optimizer: the optimizer step (multi_tensor_apply / fused kernels)
 // Gemm and Attention kernels are priced by FLOPs (GEMM table / attention efficiency); Compute is
 // a kernel with a fixed or aggregate cost (toy workloads, measured kernels).
-enum class KernelClass { Compute, Gemm, Attention, Elementwise, ElementwiseStrided, Reduction, Norm, Copy, Embedding, Optimizer };
+enum class KernelClass : std::uint8_t { Compute, Gemm, Attention, Elementwise, ElementwiseStrided, Reduction, Norm, Copy, Embedding, Optimizer };
 inline constexpr int kKernelClassCount = 10;
 std::string to_string(KernelClass c);
 // "gemm", "elementwise_strided", ...: the names of to_string; throws std::out_of_range otherwise.
