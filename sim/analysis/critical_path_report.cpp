@@ -47,68 +47,81 @@ struct Segment {
 
 Time step_time(const CriticalStep& s) { return s.kind == CriticalStep::Kind::Blocked ? Time{} : s.end - s.start; }
 
+// The first number after a '.' or ' ' is the unit index ("block.3", "bucket 4"): the [begin,
+// end) of each run of it in `name` (every occurrence becomes the template's '#').
+std::vector<std::pair<std::size_t, std::size_t>> unit_number_runs(const std::string& name) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  for (std::size_t k = 1; k < name.size(); ++k) {
+    if (!std::isdigit(static_cast<unsigned char>(name[k])) || (name[k - 1] != '.' && name[k - 1] != ' ')) continue;
+    std::size_t e = k;
+    while (e < name.size() && std::isdigit(static_cast<unsigned char>(name[e]))) ++e;
+    if (e - k <= 9 && (runs.empty() || name.compare(k, e - k, name, runs[0].first, runs[0].second - runs[0].first) == 0))
+      runs.emplace_back(k, e);
+    k = e;
+  }
+  return runs;
+}
+
+// A collective on the path (step `i`), its own segment; numbered when its name carries a unit
+// index ("AG prefetch block.3.attn..block.3.mlp" -> key "collective AG prefetch block.#.attn..block.#.mlp on ...").
+Segment collective_segment(const CriticalStep& s, std::size_t i) {
+  Segment g;
+  g.first = i;
+  g.where = s.where;
+  g.last = i;
+  g.time = step_time(s);
+  g.label = fmt::format("{} on {}", s.name, s.where);
+  g.repeated_label = g.label;
+  g.key = "collective " + g.label;
+  const auto runs = unit_number_runs(s.name);
+  if (runs.empty()) return g;
+  g.numbered = true;
+  g.number = std::stol(s.name.substr(runs[0].first, runs[0].second - runs[0].first));
+  std::size_t at = 0;
+  for (const auto& [b, e] : runs) {
+    g.parts.push_back(s.name.substr(at, b - at));
+    at = e;
+  }
+  g.parts.push_back(s.name.substr(at));
+  std::string tmpl;
+  for (std::size_t k = 0; k < g.parts.size(); ++k) tmpl += (k ? "#" : "") + g.parts[k];
+  g.key = fmt::format("collective {} on {}", tmpl, s.where);
+  return g;
+}
+
+// Consecutive non-collective steps in one place from step `i` collapse into one segment,
+// labelled by the passes they belong to ("fwd+bwd+grad->bucket"); zero-length steps are not
+// counted.
+Segment pass_segment(const Explanation& x, std::size_t i) {
+  const auto& s = x.path[i];
+  Segment g;
+  g.first = i;
+  g.where = s.where;
+  std::size_t j = i, n = 0;
+  std::vector<std::string> groups;
+  while (j < x.path.size() && x.path[j].kind == s.kind && x.path[j].where == s.where) {
+    g.time += x.path[j].end - x.path[j].start;
+    if (x.path[j].end > x.path[j].start) ++n;
+    std::string name = s.kind == CriticalStep::Kind::Blocked ? x.path[j].name : group_of(x.path[j]);
+    if (std::find(groups.begin(), groups.end(), name) == groups.end()) groups.push_back(name);
+    ++j;
+  }
+  if (s.kind == CriticalStep::Kind::Blocked) g.time = Time{};
+  std::string passes;
+  for (const auto& p : groups) passes += (passes.empty() ? "" : "+") + p;
+  g.last = j - 1;
+  g.label = fmt::format("{} x{} on {}", passes, n, s.where);
+  g.repeated_label = fmt::format("{} on {}", passes, s.where);
+  g.key = fmt::format("{} {} on {}", kind_name(s.kind), passes, s.where);
+  return g;
+}
+
 std::vector<Segment> segments(const Explanation& x) {
   std::vector<Segment> out;
   std::size_t i = 0;
   while (i < x.path.size()) {
-    const auto& s = x.path[i];
-    Segment g;
-    g.first = i;
-    g.where = s.where;
-    if (s.kind == CriticalStep::Kind::Collective) {
-      g.last = i;
-      g.time = step_time(s);
-      g.label = fmt::format("{} on {}", s.name, s.where);
-      g.repeated_label = g.label;
-      g.key = "collective " + g.label;
-      // The first number after a '.' or ' ' is the unit index ("block.3", "bucket 4"); every
-      // occurrence of it becomes the template's '#' ("AG prefetch block.3.attn..block.3.mlp").
-      std::vector<std::pair<std::size_t, std::size_t>> runs;  // [begin, end) of unit-number runs
-      for (std::size_t k = 1; k < s.name.size(); ++k) {
-        if (!std::isdigit(static_cast<unsigned char>(s.name[k])) || (s.name[k - 1] != '.' && s.name[k - 1] != ' ')) continue;
-        std::size_t e = k;
-        while (e < s.name.size() && std::isdigit(static_cast<unsigned char>(s.name[e]))) ++e;
-        if (e - k <= 9 && (runs.empty() || s.name.compare(k, e - k, s.name, runs[0].first, runs[0].second - runs[0].first) == 0))
-          runs.emplace_back(k, e);
-        k = e;
-      }
-      if (!runs.empty()) {
-        g.numbered = true;
-        g.number = std::stol(s.name.substr(runs[0].first, runs[0].second - runs[0].first));
-        std::size_t at = 0;
-        for (const auto& [b, e] : runs) {
-          g.parts.push_back(s.name.substr(at, b - at));
-          at = e;
-        }
-        g.parts.push_back(s.name.substr(at));
-        std::string tmpl;
-        for (std::size_t k = 0; k < g.parts.size(); ++k) tmpl += (k ? "#" : "") + g.parts[k];
-        g.key = fmt::format("collective {} on {}", tmpl, s.where);
-      }
-      out.push_back(std::move(g));
-      ++i;
-      continue;
-    }
-    // Consecutive non-collective steps in one place collapse into one segment, labelled by
-    // the passes they belong to ("fwd+bwd+grad->bucket"); zero-length steps are not counted.
-    std::size_t j = i, n = 0;
-    std::vector<std::string> groups;
-    while (j < x.path.size() && x.path[j].kind == s.kind && x.path[j].where == s.where) {
-      g.time += x.path[j].end - x.path[j].start;
-      if (x.path[j].end > x.path[j].start) ++n;
-      std::string name = s.kind == CriticalStep::Kind::Blocked ? x.path[j].name : group_of(x.path[j]);
-      if (std::find(groups.begin(), groups.end(), name) == groups.end()) groups.push_back(name);
-      ++j;
-    }
-    if (s.kind == CriticalStep::Kind::Blocked) g.time = Time{};
-    std::string passes;
-    for (const auto& p : groups) passes += (passes.empty() ? "" : "+") + p;
-    g.last = j - 1;
-    g.label = fmt::format("{} x{} on {}", passes, n, s.where);
-    g.repeated_label = fmt::format("{} on {}", passes, s.where);
-    g.key = fmt::format("{} {} on {}", kind_name(s.kind), passes, s.where);
-    out.push_back(std::move(g));
-    i = j;
+    out.push_back(x.path[i].kind == CriticalStep::Kind::Collective ? collective_segment(x.path[i], i) : pass_segment(x, i));
+    i = out.back().last + 1;
   }
   return out;
 }

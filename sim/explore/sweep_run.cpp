@@ -313,34 +313,20 @@ class Progress {
   int last_ = -1;
 };
 
-}  // namespace
-
-SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink) {
-  if (opts.shards < 1 || opts.shard < 0 || opts.shard >= opts.shards)
-    throw InputError(fmt::format("--shard {}/{}: expected i/n with 0 <= i < n", opts.shard, opts.shards));
-  const std::uint64_t n = spec.size();
-  const auto shards = static_cast<std::uint64_t>(opts.shards);
-  const auto shard = static_cast<std::uint64_t>(opts.shard);
-  const std::uint64_t count = n > shard ? (n - shard + shards - 1) / shards : 0;  // k-th point: shard + k * shards
-  SweepSummary summary(spec.columns, spec.top, spec.objective);
-  if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
-  Progress progress(opts.progress, count);
-  int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(jobs), std::max<std::uint64_t>(count, 1)));
-  auto emit = [&](const SweepRow& row) {
-    sink(row);
-    summary.add(brief_of(row), row.status);
-  };
-  if (jobs <= 1) {
-    for (std::uint64_t k = 0; k < count; ++k) {
-      emit(run_sweep_point(spec, shard + k * shards));
-      progress.update(k + 1);
-    }
-    return summary;
+// The shard's points one after another on the calling thread.
+void run_points_in_order(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count,
+                         const std::function<void(const SweepRow&)>& emit, Progress& progress) {
+  for (std::uint64_t k = 0; k < count; ++k) {
+    emit(run_sweep_point(spec, shard + k * shards));
+    progress.update(k + 1);
   }
-  // Workers claim point numbers in order; the calling thread writes rows in order. A worker
-  // does not run further than `window` points ahead of the writer, so the reorder buffer
-  // (and memory) stays bounded however large the sweep is.
+}
+
+// The shard's points on `jobs` worker threads. Workers claim point numbers in order; the
+// calling thread emits rows in order. A worker does not run further than `window` points ahead
+// of the writer, so the reorder buffer (and memory) stays bounded however large the sweep is.
+void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count, int jobs,
+                            const std::function<void(const SweepRow&)>& emit, Progress& progress) {
   const std::uint64_t window = static_cast<std::uint64_t>(jobs) * 16;
   std::atomic<std::uint64_t> next{0};
   std::mutex mu;
@@ -394,6 +380,28 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
     throw;
   }
   for (auto& t : workers) t.join();
+}
+
+}  // namespace
+
+SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink) {
+  if (opts.shards < 1 || opts.shard < 0 || opts.shard >= opts.shards)
+    throw InputError(fmt::format("--shard {}/{}: expected i/n with 0 <= i < n", opts.shard, opts.shards));
+  const std::uint64_t n = spec.size();
+  const auto shards = static_cast<std::uint64_t>(opts.shards);
+  const auto shard = static_cast<std::uint64_t>(opts.shard);
+  const std::uint64_t count = n > shard ? (n - shard + shards - 1) / shards : 0;  // k-th point: shard + k * shards
+  SweepSummary summary(spec.columns, spec.top, spec.objective);
+  if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
+  Progress progress(opts.progress, count);
+  int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(jobs), std::max<std::uint64_t>(count, 1)));
+  const std::function<void(const SweepRow&)> emit = [&](const SweepRow& row) {
+    sink(row);
+    summary.add(brief_of(row), row.status);
+  };
+  if (jobs <= 1) run_points_in_order(spec, shard, shards, count, emit, progress);
+  else run_points_in_parallel(spec, shard, shards, count, jobs, emit, progress);
   return summary;
 }
 
@@ -432,12 +440,9 @@ struct ShardReader {
   }
 };
 
-}  // namespace
-
-SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top,
-                             std::optional<Objective> objective) {
-  if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
-  std::string header;
+// Opens every shard, checks that they share one header (returned in `header`) and reads each
+// one's first row.
+std::vector<std::unique_ptr<ShardReader>> open_shards(const std::vector<std::filesystem::path>& inputs, std::string& header) {
   std::vector<std::unique_ptr<ShardReader>> shards;
   for (const auto& f : inputs) {
     auto r = std::make_unique<ShardReader>();
@@ -451,108 +456,160 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     r->next();
     shards.push_back(std::move(r));
   }
-  // Rebuild the summary from the columns: varied paths sit between "status" and "framework".
-  auto head = split_csv_line(header);
-  auto col = [&](const std::string& name) {
-    auto it = std::find(head.begin(), head.end(), name);
-    if (it == head.end()) throw InputError(inputs[0].string() + ": header lacks column " + name + ": expected a stepsim sweep CSV");
-    return static_cast<std::size_t>(it - head.begin());
-  };
-  const std::size_t c_status = col("status"), c_fw = col("framework"), c_step = col("step_time_ns"),
-                    c_mem = col("peak_memory_bytes"), c_ok = col("constraints_ok"), c_points = col("points");
+  return shards;
+}
+
+// Where a sweep CSV keeps what the summary needs; the varied paths sit between "status" and
+// "framework".
+struct SweepCsvColumns {
+  std::size_t status = 0, framework = 0, step = 0, memory = 0, constraints_ok = 0, points = 0;
   // Columns added with the objective (issue 17); a CSV without them merges with zeros there.
+  std::optional<std::size_t> reserved, capacity, tokens, mfu;
+};
+
+SweepCsvColumns sweep_csv_columns(const std::vector<std::string>& head, const std::filesystem::path& file) {
   auto optional_col = [&](const std::string& name) -> std::optional<std::size_t> {
     auto it = std::find(head.begin(), head.end(), name);
     if (it == head.end()) return std::nullopt;
     return static_cast<std::size_t>(it - head.begin());
   };
-  const auto c_reserved = optional_col("peak_reserved_bytes"), c_capacity = optional_col("memory_capacity_bytes"),
-             c_tokens = optional_col("tokens_per_step"), c_mfu = optional_col("mfu_pct");
-  // Every row names the sweep's point count; the merge is complete only when every point from
-  // 0 to points-1 was read (rows are unique and increasing, so counting them suffices).
-  std::uint64_t points = 0, merged = 0;
-  std::optional<std::uint64_t> first_missing;
-  const ShardReader* points_from = nullptr;
-  auto number_field = [&](const ShardReader& r, const std::string& text, const char* column) -> std::int64_t {
-    try {
-      std::size_t used = 0;
-      long long v = std::stoll(text, &used);
-      if (used == text.size() && v >= 0) return v;
-    } catch (const std::exception&) {
-    }
-    throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
-                                 r.lineno, column, text.substr(0, 40)));
+  auto col = [&](const std::string& name) {
+    if (auto c = optional_col(name)) return *c;
+    throw InputError(file.string() + ": header lacks column " + name + ": expected a stepsim sweep CSV");
   };
-  auto number_double = [&](const ShardReader& r, const std::string& text, const char* column) -> double {
-    try {
-      std::size_t used = 0;
-      double v = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(v) && v >= 0) return v;
-    } catch (const std::exception&) {
+  SweepCsvColumns c;
+  c.status = col("status");
+  c.framework = col("framework");
+  c.step = col("step_time_ns");
+  c.memory = col("peak_memory_bytes");
+  c.constraints_ok = col("constraints_ok");
+  c.points = col("points");
+  c.reserved = optional_col("peak_reserved_bytes");
+  c.capacity = optional_col("memory_capacity_bytes");
+  c.tokens = optional_col("tokens_per_step");
+  c.mfu = optional_col("mfu_pct");
+  if (c.framework <= c.status)
+    throw InputError(file.string() + ": header has framework before status: expected a stepsim sweep CSV");
+  return c;
+}
+
+std::int64_t integer_field(const ShardReader& r, const std::string& text, const char* column) {
+  try {
+    std::size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
+                               r.lineno, column, text.substr(0, 40)));
+}
+
+double number_field(const ShardReader& r, const std::string& text, const char* column) {
+  try {
+    std::size_t used = 0;
+    double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v) && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected a number >= 0 (a shard cut short?)", r.file.string(), r.lineno,
+                               column, text.substr(0, 40)));
+}
+
+// What the summary keeps of one CSV row (`f`, the reader's current line split).
+SweepPointBrief brief_of_csv_row(const ShardReader& r, const std::vector<std::string>& f, const SweepCsvColumns& c) {
+  SweepPointBrief b;
+  b.index = r.index;
+  b.values.assign(f.begin() + static_cast<std::ptrdiff_t>(c.status) + 1, f.begin() + static_cast<std::ptrdiff_t>(c.framework));
+  if (f[c.status] == "ok") {
+    b.step_time = Time{integer_field(r, f[c.step], "step_time_ns")};
+    b.peak_memory = Bytes{integer_field(r, f[c.memory], "peak_memory_bytes")};
+    if (c.reserved) b.peak_reserved = Bytes{integer_field(r, f[*c.reserved], "peak_reserved_bytes")};
+    if (c.capacity) b.capacity = Bytes{integer_field(r, f[*c.capacity], "memory_capacity_bytes")};
+    if (c.tokens) b.tokens_per_step = static_cast<double>(integer_field(r, f[*c.tokens], "tokens_per_step"));
+    if (c.mfu) b.mfu_pct = number_field(r, f[*c.mfu], "mfu_pct");
+    b.constraints_ok = f[c.constraints_ok] == "true";
+  }
+  return b;
+}
+
+// The shard whose pending row has the lowest point index, or null when all are read (a
+// handful of shards: a linear scan beats a heap).
+ShardReader* lowest_pending(const std::vector<std::unique_ptr<ShardReader>>& shards) {
+  ShardReader* r = nullptr;
+  for (const auto& s : shards)
+    if (!s->done && (!r || s->index < r->index)) r = s.get();
+  return r;
+}
+
+// Checks the merged rows as they come: each point once, one point count across the shards and
+// (at the end) every point from 0 to points-1 read (rows are unique and increasing, so counting
+// them suffices).
+class MergeCoverage {
+ public:
+  void check_not_repeated(const ShardReader& r) {
+    if (last_from_ && r.index == last_)
+      throw InputError(fmt::format("{}: line {}: point {} appears twice (also in {}): expected disjoint shards", r.file.string(),
+                                   r.lineno, r.index, last_from_->file.string()));
+    last_ = r.index;
+    last_from_ = &r;
+  }
+
+  // `points`: the row's count of the sweep's points.
+  void check_point_count(const ShardReader& r, std::uint64_t points) {
+    if (!points_from_) {
+      points_ = points;
+      points_from_ = &r;
+    } else if (points != points_) {
+      throw InputError(fmt::format("{}: line {}: points {}: expected {} as in {} (shards of one sweep)", r.file.string(), r.lineno,
+                                   points, points_, points_from_->file.string()));
     }
-    throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected a number >= 0 (a shard cut short?)", r.file.string(), r.lineno,
-                                 column, text.substr(0, 40)));
-  };
-  if (c_fw <= c_status)
-    throw InputError(inputs[0].string() + ": header has framework before status: expected a stepsim sweep CSV");
-  std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c_status) + 1,
-                                   head.begin() + static_cast<std::ptrdiff_t>(c_fw));
+    if (r.index >= points_)
+      throw InputError(fmt::format("{}: line {}: point {}: expected a point index below the sweep's {} points", r.file.string(),
+                                   r.lineno, r.index, points_));
+    if (r.index != merged_ && !first_missing_) first_missing_ = merged_;  // rows increase: the first gap
+    ++merged_;
+  }
+
+  void check_complete(std::size_t files) const {
+    if (merged_ == points_) return;
+    throw InputError(fmt::format("sweep --merge: {} of the sweep's {} points are in the {} file(s) given (point {} is missing): "
+                                 "expected every shard (one is missing or was cut short)",
+                                 merged_, points_, files, first_missing_ ? *first_missing_ : merged_));
+  }
+
+ private:
+  std::uint64_t points_ = 0, merged_ = 0, last_ = 0;
+  std::optional<std::uint64_t> first_missing_;
+  const ShardReader* points_from_ = nullptr;  // the first row's shard, named when another disagrees
+  const ShardReader* last_from_ = nullptr;    // the shard of the row merged last
+};
+
+}  // namespace
+
+SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top,
+                             std::optional<Objective> objective) {
+  if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
+  std::string header;
+  const auto shards = open_shards(inputs, header);
+  const auto head = split_csv_line(header);
+  const SweepCsvColumns c = sweep_csv_columns(head, inputs[0]);
+  std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c.status) + 1,
+                                   head.begin() + static_cast<std::ptrdiff_t>(c.framework));
   SweepSummary summary(columns, top, objective);
   out << header << "\n";
-  // k-way merge on the point index (a handful of shards: a linear scan beats a heap).
-  bool have_last = false;
-  std::uint64_t last = 0;
-  const ShardReader* last_from = nullptr;
-  for (;;) {
-    ShardReader* r = nullptr;
-    for (auto& s : shards)
-      if (!s->done && (!r || s->index < r->index)) r = s.get();
-    if (!r) break;
-    const std::uint64_t index = r->index;
-    if (have_last && index == last)
-      throw InputError(fmt::format("{}: line {}: point {} appears twice (also in {}): expected disjoint shards", r->file.string(),
-                                   r->lineno, index, last_from->file.string()));
-    have_last = true;
-    last = index;
-    last_from = r;
+  MergeCoverage coverage;
+  while (ShardReader* r = lowest_pending(shards)) {
+    coverage.check_not_repeated(*r);
     out << r->line << "\n";
     auto f = split_csv_line(r->line);
     if (f.size() != head.size())
       throw InputError(fmt::format("{}: line {}: point {}: {} fields, header has {}: expected a complete row (a shard cut short?)",
-                                   r->file.string(), r->lineno, index, f.size(), head.size()));
-    const auto n = static_cast<std::uint64_t>(number_field(*r, f[c_points], "points"));
-    if (!points_from) {
-      points = n;
-      points_from = r;
-    } else if (n != points) {
-      throw InputError(fmt::format("{}: line {}: points {}: expected {} as in {} (shards of one sweep)", r->file.string(), r->lineno, n,
-                                   points, points_from->file.string()));
-    }
-    if (index >= points)
-      throw InputError(fmt::format("{}: line {}: point {}: expected a point index below the sweep's {} points", r->file.string(),
-                                   r->lineno, index, points));
-    if (index != merged && !first_missing) first_missing = merged;  // rows increase: the first gap
-    ++merged;
-    SweepPointBrief b;
-    b.index = index;
-    b.values.assign(f.begin() + static_cast<std::ptrdiff_t>(c_status) + 1, f.begin() + static_cast<std::ptrdiff_t>(c_fw));
-    if (f[c_status] == "ok") {
-      b.step_time = Time{number_field(*r, f[c_step], "step_time_ns")};
-      b.peak_memory = Bytes{number_field(*r, f[c_mem], "peak_memory_bytes")};
-      if (c_reserved) b.peak_reserved = Bytes{number_field(*r, f[*c_reserved], "peak_reserved_bytes")};
-      if (c_capacity) b.capacity = Bytes{number_field(*r, f[*c_capacity], "memory_capacity_bytes")};
-      if (c_tokens) b.tokens_per_step = static_cast<double>(number_field(*r, f[*c_tokens], "tokens_per_step"));
-      if (c_mfu) b.mfu_pct = number_double(*r, f[*c_mfu], "mfu_pct");
-      b.constraints_ok = f[c_ok] == "true";
-    }
-    summary.add(b, f[c_status]);
+                                   r->file.string(), r->lineno, r->index, f.size(), head.size()));
+    coverage.check_point_count(*r, static_cast<std::uint64_t>(integer_field(*r, f[c.points], "points")));
+    summary.add(brief_of_csv_row(*r, f, c), f[c.status]);
     r->next();
   }
-  if (merged != points) {
-    throw InputError(fmt::format("sweep --merge: {} of the sweep's {} points are in the {} file(s) given (point {} is missing): "
-                                 "expected every shard (one is missing or was cut short)",
-                                 merged, points, inputs.size(), first_missing ? *first_missing : merged));
-  }
+  coverage.check_complete(inputs.size());
   return summary;
 }
 

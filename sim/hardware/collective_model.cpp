@@ -479,6 +479,120 @@ NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, 
   return best;
 }
 
+namespace {
+
+// What topology_collective_time's algorithm families share: the group's shape, the tuner's
+// constants and the ring level's bandwidth (ring_level() in nccl_candidates), computed once.
+struct FastCollective {
+  CollectiveKind kind;
+  int n, nn, ppn, nics;       // ranks, nodes, ranks per node, NICs the node's ranks use
+  bool multi, rooted;         // spans nodes; Broadcast / Reduce
+  int nsteps, crossing;       // ring steps, and those that cross nodes
+  int arch;
+  double S;                   // bytes
+  double s_nvl, s_net;        // latency scales
+  double nvl_bw, nic_bw;      // bytes/s
+  double ll_max;              // LL's bandwidth cap, bytes/s
+  double ring_bw, inv_ring;   // the ring level's bus bandwidth (bytes/s) and us per byte
+  double factor;              // busbw factor of the collective on the group
+};
+
+FastCollective fast_collective(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+  FastCollective c;
+  c.kind = kind;
+  c.n = ranks;
+  c.nn = std::max(1, nodes);
+  c.ppn = std::max(1, (c.n + c.nn - 1) / c.nn);
+  c.nics = std::max(1, std::min(c.ppn, t.nics_per_node));
+  c.multi = c.nn > 1;
+  c.rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
+  c.nsteps = ring_steps(kind, c.n);
+  c.crossing = inter_steps(kind, c.nn);
+  c.arch = static_cast<int>(t.arch);
+  c.S = static_cast<double>(bytes.count);
+  c.s_nvl = t.nvlink_latency_scale;
+  c.s_net = t.net_latency_scale;
+  c.nvl_bw = t.nvlink_busbw.bytes_per_s;
+  c.nic_bw = t.nic_bw.bytes_per_s;
+  c.ll_max = (c.multi ? kLlMaxBwGBps[0][c.nn <= 2 ? 1 : 2] : kLlMaxBwGBps[c.arch][0]) * 1e9;
+  const double net_total = c.nics * c.nic_bw;
+  const bool nvlink_bound = !c.multi || (c.nvl_bw > 0 && c.nvl_bw < net_total && c.ppn > 1);
+  c.ring_bw = nvlink_bound ? c.nvl_bw : net_total;  // path bus bandwidth
+  c.inv_ring = c.ring_bw > 0 ? 1e6 / c.ring_bw : std::numeric_limits<double>::infinity();
+  c.factor = busbw_factor(kind, c.n);
+  return c;
+}
+
+// The fastest ring over the protocols (LL, LL128 where enabled, Simple), in us.
+double fast_ring_us(const NcclTopology& t, const FastCollective& c) {
+  const double plateau = (c.kind == CollectiveKind::AllReduce && c.multi && c.S / (static_cast<double>(t.channels) * c.n) >= 64)
+                             ? (c.arch >= static_cast<int>(NcclArch::Ampere) ? 1.4 : 1.9)
+                             : 1.0;
+  double best = std::numeric_limits<double>::infinity();
+  static constexpr double kRingEff[3] = {0.5, 0.92, 1.0};
+  for (int p = 0; p < 3; ++p) {
+    if (p == 1 && !t.ll128) continue;
+    if (c.rooted) {
+      double hop = c.multi ? (p == 2 ? kNetHopUs[0][2] : kNetHopUs[1][p]) : (p == 2 ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][p]);
+      double lat = kBaseLatencyUs[1][p] + c.nsteps * hop * (c.multi ? c.s_net : c.s_nvl);
+      best = std::min(best, lat + c.S / kRingEff[p] * c.inv_ring);
+      continue;
+    }
+    double fixed = kBaseLatencyUs[1][p], intra = kNvlinkHopUs[1][p] * c.s_nvl;
+    double inter = (c.ppn == 1 ? kNetHopUs[0][p] : kNetHopUs[1][p]) * c.s_net;
+    if (c.multi) intra = std::max(intra, p == 2 ? 3.0 : 1.0);
+    double lat = fixed + (c.nsteps - c.crossing) * intra + c.crossing * inter;
+    if (p == 2) lat *= plateau;
+    double bw_us = (p == 0 && c.ring_bw * 0.5 > c.ll_max) ? c.S * c.factor / c.ll_max * 1e6 : c.S * c.factor / kRingEff[p] * c.inv_ring;
+    best = std::min(best, lat + bw_us);
+  }
+  return best;
+}
+
+// The fastest tree all-reduce over the protocols, in us (infinite for other collectives or
+// without trees).
+double fast_tree_us(const NcclTopology& t, const FastCollective& c, Bytes bytes) {
+  double best = std::numeric_limits<double>::infinity();
+  if (c.kind != CollectiveKind::AllReduce || !t.tree) return best;
+  int log_size = log2i(bytes.count >> 6);
+  for (int p = 0; p < 3; ++p) {
+    if (p == 1 && !t.ll128) continue;
+    double eff = 0.92 * (p == 0 ? 1.0 / 3.8 : p == 1 ? (c.multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
+    if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[p][log_size];
+    double lat = kBaseLatencyUs[0][p] + 2.0 * (c.ppn - 1) * kNvlinkHopUs[0][p] * c.s_nvl +
+                 2.0 * log2i(c.nn) * kNetHopUs[0][p] * c.s_net;
+    double bw_us = (p == 0 && c.ring_bw * eff > c.ll_max) ? 2 * c.S / c.ll_max * 1e6 : 2 * c.S / eff * c.inv_ring;
+    best = std::min(best, lat + bw_us);
+  }
+  return best;
+}
+
+// NVLink SHARP (Simple): in one node any unrooted collective, across nodes the all-reduce
+// (NVLS inside, the network between); in us, infinite where NVLS does not apply.
+double fast_nvls_us(const NcclTopology& t, const FastCollective& c) {
+  const double nvls_bw = t.nvls_bw.bytes_per_s;
+  if (!(nvls_bw > 0 && c.ppn > 1)) return std::numeric_limits<double>::infinity();
+  if (!c.multi && !c.rooted) {
+    double wire = c.kind == CollectiveKind::AllReduce ? c.S * (c.n + 1) / c.n : c.S * (c.n - 1) / c.n;
+    return kNvlinkHopUs[2][2] * c.s_nvl + wire / nvls_bw * 1e6;
+  }
+  if (c.multi && c.kind == CollectiveKind::AllReduce) {
+    double lat = kNvlinkHopUs[3][2] * c.s_nvl + 2.0 * log2i(c.nn) * kNetHopUs[3][2] * c.s_net;
+    double t_nvls = c.S * (c.ppn + 1) / c.ppn / nvls_bw, t_net = 2 * c.S / c.nics / c.nic_bw;
+    return lat + std::max(t_nvls, t_net) * 1e6;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+// PAT (one GPU per node, all-gather / reduce-scatter), in us; infinite where it does not apply.
+double fast_pat_us(const FastCollective& c) {
+  if (!c.multi || c.ppn != 1 || (c.kind != CollectiveKind::AllGather && c.kind != CollectiveKind::ReduceScatter))
+    return std::numeric_limits<double>::infinity();
+  return kBaseLatencyUs[4][2] + 2.8 * c.n + log2i(c.nn) * kNetHopUs[0][2] / 3.5 * c.s_net + c.S * c.factor / 0.75 * c.inv_ring;
+}
+
+}  // namespace
+
 // The engine's entry point: the same minimum as nccl_choice over the same candidates, computed
 // without building them (one division per bandwidth level, no per-candidate structs); the
 // unit tests hold the two equal over a grid of shapes and sizes. bench/collective_bench.cpp
@@ -486,71 +600,11 @@ NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, 
 Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
   if (ranks <= 1 || bytes.count <= 0) return Time::zero();
   if (kind == CollectiveKind::AllToAll) return nccl_choice(t, kind, bytes, ranks, nodes).time;
-  const int n = ranks, nn = std::max(1, nodes);
-  const int ppn = std::max(1, (n + nn - 1) / nn);
-  const int nics = std::max(1, std::min(ppn, t.nics_per_node));
-  const bool multi = nn > 1;
-  const int nsteps = ring_steps(kind, n);
-  const int crossing = inter_steps(kind, nn);
-  const double S = static_cast<double>(bytes.count);
-  const double s_nvl = t.nvlink_latency_scale, s_net = t.net_latency_scale;
-  const double nvl_bw = t.nvlink_busbw.bytes_per_s, nic_bw = t.nic_bw.bytes_per_s;
-  const int arch = static_cast<int>(t.arch);
-  const double ll_max = (multi ? kLlMaxBwGBps[0][nn <= 2 ? 1 : 2] : kLlMaxBwGBps[arch][0]) * 1e9;
-  // The ring level (ring_level() in nccl_candidates): its bandwidth and the bytes divisor.
-  const double net_total = nics * nic_bw;
-  const bool nvlink_bound = !multi || (nvl_bw > 0 && nvl_bw < net_total && ppn > 1);
-  const double ring_bw = nvlink_bound ? nvl_bw : net_total;  // path bus bandwidth
-  const double inv_ring = ring_bw > 0 ? 1e6 / ring_bw : std::numeric_limits<double>::infinity();
-  const bool rooted = kind == CollectiveKind::Broadcast || kind == CollectiveKind::Reduce;
-  const double factor = busbw_factor(kind, n);
-  const double plateau = (kind == CollectiveKind::AllReduce && multi && S / (static_cast<double>(t.channels) * n) >= 64)
-                             ? (arch >= static_cast<int>(NcclArch::Ampere) ? 1.4 : 1.9)
-                             : 1.0;
-  double best = std::numeric_limits<double>::infinity();
-  static constexpr double kRingEff[3] = {0.5, 0.92, 1.0};
-  for (int p = 0; p < 3; ++p) {
-    if (p == 1 && !t.ll128) continue;
-    if (rooted) {
-      double hop = multi ? (p == 2 ? kNetHopUs[0][2] : kNetHopUs[1][p]) : (p == 2 ? kNvlinkHopUs[0][2] : kNvlinkHopUs[1][p]);
-      double lat = kBaseLatencyUs[1][p] + nsteps * hop * (multi ? s_net : s_nvl);
-      best = std::min(best, lat + S / kRingEff[p] * inv_ring);
-      continue;
-    }
-    double fixed = kBaseLatencyUs[1][p], intra = kNvlinkHopUs[1][p] * s_nvl;
-    double inter = (ppn == 1 ? kNetHopUs[0][p] : kNetHopUs[1][p]) * s_net;
-    if (multi) intra = std::max(intra, p == 2 ? 3.0 : 1.0);
-    double lat = fixed + (nsteps - crossing) * intra + crossing * inter;
-    if (p == 2) lat *= plateau;
-    double bw_us = (p == 0 && ring_bw * 0.5 > ll_max) ? S * factor / ll_max * 1e6 : S * factor / kRingEff[p] * inv_ring;
-    best = std::min(best, lat + bw_us);
-  }
-  if (kind == CollectiveKind::AllReduce && t.tree) {
-    int log_size = log2i(bytes.count >> 6);
-    for (int p = 0; p < 3; ++p) {
-      if (p == 1 && !t.ll128) continue;
-      double eff = 0.92 * (p == 0 ? 1.0 / 3.8 : p == 1 ? (multi ? 120.0 / 128.0 : 7.0 / 9.0) : 1.0);
-      if (log_size >= 0 && log_size < 23) eff *= kTreeCorrection[p][log_size];
-      double lat = kBaseLatencyUs[0][p] + 2.0 * (ppn - 1) * kNvlinkHopUs[0][p] * s_nvl +
-                   2.0 * log2i(nn) * kNetHopUs[0][p] * s_net;
-      double bw_us = (p == 0 && ring_bw * eff > ll_max) ? 2 * S / ll_max * 1e6 : 2 * S / eff * inv_ring;
-      best = std::min(best, lat + bw_us);
-    }
-  }
-  const double nvls_bw = t.nvls_bw.bytes_per_s;
-  if (nvls_bw > 0 && ppn > 1) {
-    if (!multi && !rooted) {
-      double wire = kind == CollectiveKind::AllReduce ? S * (n + 1) / n : S * (n - 1) / n;
-      best = std::min(best, kNvlinkHopUs[2][2] * s_nvl + wire / nvls_bw * 1e6);
-    } else if (multi && kind == CollectiveKind::AllReduce) {
-      double lat = kNvlinkHopUs[3][2] * s_nvl + 2.0 * log2i(nn) * kNetHopUs[3][2] * s_net;
-      double t_nvls = S * (ppn + 1) / ppn / nvls_bw, t_net = 2 * S / nics / nic_bw;
-      best = std::min(best, lat + std::max(t_nvls, t_net) * 1e6);
-    }
-  }
-  if (multi && ppn == 1 && (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter))
-    best = std::min(best, kBaseLatencyUs[4][2] + 2.8 * n + log2i(nn) * kNetHopUs[0][2] / 3.5 * s_net +
-                              S * factor / 0.75 * inv_ring);
+  const FastCollective c = fast_collective(t, kind, bytes, ranks, nodes);
+  double best = fast_ring_us(t, c);
+  best = std::min(best, fast_tree_us(t, c, bytes));
+  best = std::min(best, fast_nvls_us(t, c));
+  best = std::min(best, fast_pat_us(c));
   return Time{std::llround(best * 1e3)};
 }
 

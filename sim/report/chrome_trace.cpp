@@ -36,12 +36,12 @@ struct Flow {
   Time from_ts, to_ts;
 };
 
-// The arrows of the header comment, in a deterministic order.
-std::vector<Flow> flows(const Timeline& t, const Program* program) {
-  std::vector<Flow> out;
-  auto tid_of = [](const TimelineOp& op) { return 1 + static_cast<int>(op.stream.index()); };
-  auto has_length = [](Time a, Time b) { return b.ns - a.ns >= 2; };
-  // Host issue -> op: the Issue interval of the op's instruction.
+int tid_of(const TimelineOp& op) { return 1 + static_cast<int>(op.stream.index()); }
+// An arrow needs a point strictly inside each end's interval (see `inside`).
+bool has_length(Time a, Time b) { return b.ns - a.ns >= 2; }
+
+// Host issue -> op: the Issue interval of the op's instruction.
+void add_issue_flows(std::vector<Flow>& out, const Timeline& t) {
   std::map<std::size_t, std::size_t> issue_of;  // instruction -> host interval
   for (std::size_t h = 0; h < t.host.size(); ++h)
     if (t.host[h].kind == HostInterval::Kind::Issue) issue_of.emplace(t.host[h].instruction, h);
@@ -52,49 +52,53 @@ std::vector<Flow> flows(const Timeline& t, const Program* program) {
     if (!has_length(h.start, h.end)) continue;
     out.push_back(Flow{"issue", "issue", 0, tid_of(op), inside(h.start, h.end), inside(op.start, op.end)});
   }
-  // Record -> Wait: the last op on the Record's stream before it (in issue order) -> the first
-  // op on the Wait's stream after the Wait, for the latest Record of the event before the Wait.
-  if (program) {
-    std::map<int, std::vector<std::size_t>> ops_on;  // stream -> timeline ops in issue order
-    for (std::size_t i = 0; i < t.ops.size(); ++i) ops_on[static_cast<int>(t.ops[i].stream.index())].push_back(i);
-    auto last_before = [&](int stream, std::size_t instruction) -> long {
-      auto it = ops_on.find(stream);
-      if (it == ops_on.end()) return -1;
-      long found = -1;
-      for (std::size_t i : it->second) {
-        if (t.ops[i].instruction >= instruction) break;
-        found = static_cast<long>(i);
-      }
-      return found;
-    };
-    auto first_after = [&](int stream, std::size_t instruction) -> long {
-      auto it = ops_on.find(stream);
-      if (it == ops_on.end()) return -1;
-      for (std::size_t i : it->second)
-        if (t.ops[i].instruction > instruction) return static_cast<long>(i);
-      return -1;
-    };
-    std::map<int, std::size_t> latest_record;  // event -> Record instruction
-    std::set<std::pair<long, long>> seen;
-    for (std::size_t k = 0; k < program->instructions.size(); ++k) {
-      const auto& ins = program->instructions[k];
-      if (const auto* r = std::get_if<Record>(&ins)) {
-        latest_record[static_cast<int>(r->event.index())] = k;
-      } else if (const auto* w = std::get_if<Wait>(&ins)) {
-        auto rec = latest_record.find(static_cast<int>(w->event.index()));
-        if (rec == latest_record.end()) continue;
-        const auto& record = std::get<Record>(program->instructions[rec->second]);
-        long from = last_before(static_cast<int>(record.stream.index()), rec->second);
-        long to = first_after(static_cast<int>(w->stream.index()), k);
-        if (from < 0 || to < 0 || !seen.emplace(from, to).second) continue;
-        const auto& a = t.ops[static_cast<std::size_t>(from)];
-        const auto& b = t.ops[static_cast<std::size_t>(to)];
-        if (tid_of(a) == tid_of(b) || !has_length(a.start, a.end) || !has_length(b.start, b.end)) continue;
-        out.push_back(Flow{"event", "record -> wait", tid_of(a), tid_of(b), inside(a.start, a.end), inside(b.start, b.end)});
-      }
+}
+
+// Record -> Wait: the last op on the Record's stream before it (in issue order) -> the first
+// op on the Wait's stream after the Wait, for the latest Record of the event before the Wait.
+void add_record_wait_flows(std::vector<Flow>& out, const Timeline& t, const Program& program) {
+  std::map<int, std::vector<std::size_t>> ops_on;  // stream -> timeline ops in issue order
+  for (std::size_t i = 0; i < t.ops.size(); ++i) ops_on[static_cast<int>(t.ops[i].stream.index())].push_back(i);
+  auto last_before = [&](int stream, std::size_t instruction) -> long {
+    auto it = ops_on.find(stream);
+    if (it == ops_on.end()) return -1;
+    long found = -1;
+    for (std::size_t i : it->second) {
+      if (t.ops[i].instruction >= instruction) break;
+      found = static_cast<long>(i);
+    }
+    return found;
+  };
+  auto first_after = [&](int stream, std::size_t instruction) -> long {
+    auto it = ops_on.find(stream);
+    if (it == ops_on.end()) return -1;
+    for (std::size_t i : it->second)
+      if (t.ops[i].instruction > instruction) return static_cast<long>(i);
+    return -1;
+  };
+  std::map<int, std::size_t> latest_record;  // event -> Record instruction
+  std::set<std::pair<long, long>> seen;
+  for (std::size_t k = 0; k < program.instructions.size(); ++k) {
+    const auto& ins = program.instructions[k];
+    if (const auto* r = std::get_if<Record>(&ins)) {
+      latest_record[static_cast<int>(r->event.index())] = k;
+    } else if (const auto* w = std::get_if<Wait>(&ins)) {
+      auto rec = latest_record.find(static_cast<int>(w->event.index()));
+      if (rec == latest_record.end()) continue;
+      const auto& record = std::get<Record>(program.instructions[rec->second]);
+      long from = last_before(static_cast<int>(record.stream.index()), rec->second);
+      long to = first_after(static_cast<int>(w->stream.index()), k);
+      if (from < 0 || to < 0 || !seen.emplace(from, to).second) continue;
+      const auto& a = t.ops[static_cast<std::size_t>(from)];
+      const auto& b = t.ops[static_cast<std::size_t>(to)];
+      if (tid_of(a) == tid_of(b) || !has_length(a.start, a.end) || !has_length(b.start, b.end)) continue;
+      out.push_back(Flow{"event", "record -> wait", tid_of(a), tid_of(b), inside(a.start, a.end), inside(b.start, b.end)});
     }
   }
-  // Op -> the blocked host interval it released (the simulator's record).
+}
+
+// Op -> the blocked host interval it released (the simulator's record).
+void add_host_sync_flows(std::vector<Flow>& out, const Timeline& t) {
   for (std::size_t h = 0; h < t.host.size() && h < t.host_why.size(); ++h) {
     const auto& why = t.host_why[h];
     if (t.host[h].kind != HostInterval::Kind::Blocked || why.cause() != StartCause::HostSync || !why.op() ||
@@ -104,7 +108,58 @@ std::vector<Flow> flows(const Timeline& t, const Program* program) {
     if (!has_length(op.start, op.end) || !has_length(t.host[h].start, t.host[h].end)) continue;
     out.push_back(Flow{"host_sync", "host sync", tid_of(op), 0, inside(op.start, op.end), inside(t.host[h].start, t.host[h].end)});
   }
+}
+
+// The arrows of the header comment, in a deterministic order.
+std::vector<Flow> flows(const Timeline& t, const Program* program) {
+  std::vector<Flow> out;
+  add_issue_flows(out, t);
+  if (program) add_record_wait_flows(out, t, *program);
+  add_host_sync_flows(out, t);
   return out;
+}
+
+// The process and thread names: the host thread, then one thread per stream.
+void write_thread_names(std::ostream& out, bool& first, const Timeline& t, const std::string& title) {
+  using nlohmann::json;
+  event(out, first, json{{"ph", "M"}, {"pid", 0}, {"name", "process_name"}, {"args", {{"name", title}}}}.dump());
+  event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 0}, {"name", "thread_name"}, {"args", {{"name", "host thread"}}}}.dump());
+  for (std::size_t s = 0; s < t.streams.size(); ++s) {
+    event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 1 + s}, {"name", "thread_name"},
+                           {"args", {{"name", fmt::format("stream {} ({})", s, t.streams[s].name)}}}}
+                          .dump());
+    event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 1 + s}, {"name", "thread_sort_index"}, {"args", {{"sort_index", 1 + s}}}}.dump());
+  }
+}
+
+// A kernel event's args: where and when it ran, and what it was (collective or compute).
+nlohmann::json kernel_args(const Timeline& t, const TimelineOp& op) {
+  nlohmann::json args{{"stream", op.stream.index()}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
+                      {"start_ns", op.start.ns}, {"end_ns", op.end.ns}};
+  if (op.kind == TimelineOp::Kind::Collective) {
+    args["stepsim_op"] = "collective";
+    args["collective"] = to_string(op.collective);
+    args["bytes"] = op.bytes.count;
+    args["dtype"] = to_string(op.dtype);
+    args["comm"] = t.comms.at(op.comm.value().index()).name;
+    args["group_size"] = t.comms.at(op.comm.value().index()).ranks;
+  } else {
+    args["stepsim_op"] = "compute";
+    args["class"] = to_string(op.cls);
+  }
+  return args;
+}
+
+// Each flow as a start ("s") and finish ("f", binding to the enclosing slice) event pair.
+void write_flow_events(std::ostream& out, bool& first, const Timeline& t, const Program* program) {
+  int id = 0;
+  for (const auto& f : flows(t, program)) {
+    ++id;
+    event(out, first, fmt::format(R"({{"ph": "s", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}"}})", id, f.from_tid,
+                                  us(f.from_ts), f.cat, f.name));
+    event(out, first, fmt::format(R"({{"ph": "f", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}", "bp": "e"}})", id,
+                                  f.to_tid, us(f.to_ts), f.cat, f.name));
+  }
 }
 
 }  // namespace
@@ -117,14 +172,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
              .dump()
       << ", \"traceEvents\": [";
   bool first = true;
-  event(out, first, json{{"ph", "M"}, {"pid", 0}, {"name", "process_name"}, {"args", {{"name", title}}}}.dump());
-  event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 0}, {"name", "thread_name"}, {"args", {{"name", "host thread"}}}}.dump());
-  for (std::size_t s = 0; s < t.streams.size(); ++s) {
-    event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 1 + s}, {"name", "thread_name"},
-                           {"args", {{"name", fmt::format("stream {} ({})", s, t.streams[s].name)}}}}
-                          .dump());
-    event(out, first, json{{"ph", "M"}, {"pid", 0}, {"tid", 1 + s}, {"name", "thread_sort_index"}, {"args", {{"sort_index", 1 + s}}}}.dump());
-  }
+  write_thread_names(out, first, t, title);
   event(out, first,
         fmt::format(R"({{"ph": "X", "pid": 0, "tid": 0, "cat": "user_annotation", "name": "ProfilerStep#0", "ts": {}, "dur": {}}})",
                     us(t.start), us(t.end - t.start)));
@@ -136,19 +184,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
                                   json(h.name).dump(), us(h.start), us(h.end - h.start)));
   }
   for (const auto& op : t.ops) {
-    json args{{"stream", op.stream.index()}, {"phase", to_string(op.phase)}, {"unit", op.unit}, {"issue_ns", op.issue.ns},
-              {"start_ns", op.start.ns}, {"end_ns", op.end.ns}};
-    if (op.kind == TimelineOp::Kind::Collective) {
-      args["stepsim_op"] = "collective";
-      args["collective"] = to_string(op.collective);
-      args["bytes"] = op.bytes.count;
-      args["dtype"] = to_string(op.dtype);
-      args["comm"] = t.comms.at(op.comm.value().index()).name;
-      args["group_size"] = t.comms.at(op.comm.value().index()).ranks;
-    } else {
-      args["stepsim_op"] = "compute";
-      args["class"] = to_string(op.cls);
-    }
+    const json args = kernel_args(t, op);
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": {}, "cat": "kernel", "name": {}, "ts": {}, "dur": {}, "args": {}}})",
                                   1 + op.stream.index(), json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
   }
@@ -160,14 +196,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
     event(out, first, fmt::format(R"x({{"ph": "C", "pid": 0, "name": "memory reserved (bytes)", "ts": {}, "args": {{"reserved": {}}}}})x",
                                   us(m.time), m.reserved.count));
   }
-  int id = 0;
-  for (const auto& f : flows(t, program)) {
-    ++id;
-    event(out, first, fmt::format(R"({{"ph": "s", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}"}})", id, f.from_tid,
-                                  us(f.from_ts), f.cat, f.name));
-    event(out, first, fmt::format(R"({{"ph": "f", "id": {}, "pid": 0, "tid": {}, "ts": {}, "cat": "{}", "name": "{}", "bp": "e"}})", id,
-                                  f.to_tid, us(f.to_ts), f.cat, f.name));
-  }
+  write_flow_events(out, first, t, program);
   out << "\n]}\n";
 }
 

@@ -299,26 +299,10 @@ std::vector<ConfigChange> diff_json(const nlohmann::json& a, const nlohmann::jso
   return out;
 }
 
-CompareReport compare_results(const nlohmann::json& first, const std::string& first_label, const nlohmann::json& second,
-                              const std::string& second_label, const CompareOptions& options) {
-  Doc d1 = read_doc(first, first_label);
-  Doc d2 = read_doc(second, second_label);
-  // The measurement is the reference when there is exactly one; else the first file.
-  const bool swap = !measured_mode(d1.mode) && measured_mode(d2.mode);
-  const Doc& ref = swap ? d2 : d1;
-  const Doc& sub = swap ? d1 : d2;
+namespace {
 
-  CompareReport r;
-  r.options = options;
-  r.reference_label = ref.label;
-  r.subject_label = sub.label;
-  r.reference_mode = ref.mode;
-  r.subject_mode = sub.mode;
-  r.reference_device = ref.device;
-  r.subject_device = sub.device;
-
-  const Metrics& a = ref.metrics;
-  const Metrics& b = sub.metrics;
+// The step's overlap metrics; the step time row carries the step-time gate.
+void add_overlap_rows(CompareReport& r, const Metrics& a, const Metrics& b, const CompareOptions& options) {
   add_row(r, "metric", "step time", "ns", ns(a.overlap.step_time), ns(b.overlap.step_time), options.tolerance_pct);
   r.step_time_pass = r.rows.back().pass;
   add_row(r, "metric", "compute time", "ns", ns(a.overlap.compute_time), ns(b.overlap.compute_time));
@@ -327,23 +311,30 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   add_row(r, "metric", "exposed comm", "ns", ns(a.overlap.exposed_comm), ns(b.overlap.exposed_comm));
   add_row(r, "metric", "overlap", "%", a.overlap.overlap_pct, b.overlap.overlap_pct);
   add_row(r, "metric", "idle", "ns", ns(a.overlap.idle), ns(b.overlap.idle));
-  // Throughput (sim/analysis/throughput.hpp): a document without tokens per step (analyze
-  // --json, a measurement) does the other's work, so its tokens/s is the other's tokens per
-  // step over its own step time, and its MFU the other's scaled by the step-time ratio (the
-  // same model FLOPs on the same GPUs).
-  if (ref.tokens_per_step || sub.tokens_per_step) {
-    const double tokens_a = ref.tokens_per_step.value_or(*sub.tokens_per_step);
-    const double tokens_b = sub.tokens_per_step.value_or(*ref.tokens_per_step);
-    auto rate = [](double tokens, Time step) { return step.ns > 0 ? tokens * 1e9 / ns(step) : 0.0; };
-    add_row(r, "throughput", "tokens/s", "tokens/s", rate(tokens_a, a.overlap.step_time), rate(tokens_b, b.overlap.step_time));
-    auto mfu_of = [&](const Doc& self, const Doc& other) -> std::optional<double> {
-      if (self.mfu_pct) return self.mfu_pct;
-      if (self.tokens_per_step || !other.mfu_pct || self.metrics.overlap.step_time.ns <= 0) return std::nullopt;
-      return *other.mfu_pct * ns(other.metrics.overlap.step_time) / ns(self.metrics.overlap.step_time);
-    };
-    auto mfu_a = mfu_of(ref, sub), mfu_b = mfu_of(sub, ref);
-    if (mfu_a && mfu_b && (*mfu_a > 0 || *mfu_b > 0)) add_row(r, "throughput", "MFU", "%", *mfu_a, *mfu_b);
-  }
+}
+
+// Throughput (sim/analysis/throughput.hpp): a document without tokens per step (analyze
+// --json, a measurement) does the other's work, so its tokens/s is the other's tokens per
+// step over its own step time, and its MFU the other's scaled by the step-time ratio (the
+// same model FLOPs on the same GPUs).
+void add_throughput_rows(CompareReport& r, const Doc& ref, const Doc& sub) {
+  if (!ref.tokens_per_step && !sub.tokens_per_step) return;
+  const double tokens_a = ref.tokens_per_step.value_or(*sub.tokens_per_step);
+  const double tokens_b = sub.tokens_per_step.value_or(*ref.tokens_per_step);
+  auto rate = [](double tokens, Time step) { return step.ns > 0 ? tokens * 1e9 / ns(step) : 0.0; };
+  add_row(r, "throughput", "tokens/s", "tokens/s", rate(tokens_a, ref.metrics.overlap.step_time),
+          rate(tokens_b, sub.metrics.overlap.step_time));
+  auto mfu_of = [&](const Doc& self, const Doc& other) -> std::optional<double> {
+    if (self.mfu_pct) return self.mfu_pct;
+    if (self.tokens_per_step || !other.mfu_pct || self.metrics.overlap.step_time.ns <= 0) return std::nullopt;
+    return *other.mfu_pct * ns(other.metrics.overlap.step_time) / ns(self.metrics.overlap.step_time);
+  };
+  auto mfu_a = mfu_of(ref, sub), mfu_b = mfu_of(sub, ref);
+  if (mfu_a && mfu_b && (*mfu_a > 0 || *mfu_b > 0)) add_row(r, "throughput", "MFU", "%", *mfu_a, *mfu_b);
+}
+
+// Phase times and memory; the peak memory row carries the memory gate.
+void add_phase_and_memory_rows(CompareReport& r, const Metrics& a, const Metrics& b, const CompareOptions& options) {
   add_row(r, "phase", "forward", "ns", ns(a.forward), ns(b.forward));
   add_row(r, "phase", "backward", "ns", ns(a.backward), ns(b.backward));
   add_row(r, "phase", "optimizer", "ns", ns(a.optimizer), ns(b.optimizer));
@@ -351,27 +342,30 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   r.memory_pass = r.rows.back().pass;
   add_row(r, "memory", "persistent memory", "bytes", by(a.persistent_memory), by(b.persistent_memory));
   // A Kineto trace's memory events carry no categories: no breakdown rows against one.
-  if (!a.peak_breakdown.empty() && !b.peak_breakdown.empty()) {
-    for (const auto& k : union_keys(a.peak_breakdown, b.peak_breakdown)) {
-      double x = a.peak_breakdown.count(k) ? by(a.peak_breakdown.at(k)) : 0.0;
-      double y = b.peak_breakdown.count(k) ? by(b.peak_breakdown.at(k)) : 0.0;
-      if (x != 0 || y != 0) add_row(r, "memory", "peak: " + k, "bytes", x, y);
-    }
+  if (a.peak_breakdown.empty() || b.peak_breakdown.empty()) return;
+  for (const auto& k : union_keys(a.peak_breakdown, b.peak_breakdown)) {
+    double x = a.peak_breakdown.count(k) ? by(a.peak_breakdown.at(k)) : 0.0;
+    double y = b.peak_breakdown.count(k) ? by(b.peak_breakdown.at(k)) : 0.0;
+    if (x != 0 || y != 0) add_row(r, "memory", "peak: " + k, "bytes", x, y);
   }
+}
 
-  OpStats sa = op_stats(ref), sb = op_stats(sub);
-  // A side without per-op data (a document with no ops) has nothing to say: no rows, rather than
-  // rows that show a measurement of 0.
-  const bool classes = !sa.kernel_class_ns.empty() && !sb.kernel_class_ns.empty();
+// Time and kernel count per kernel class. A side without per-op data (a document with no ops)
+// has nothing to say: no rows, rather than rows that show a measurement of 0.
+void add_kernel_class_rows(CompareReport& r, const OpStats& sa, const OpStats& sb) {
+  if (sa.kernel_class_ns.empty() || sb.kernel_class_ns.empty()) return;
   auto row_unless_both_zero = [&](const char* section, const std::string& k, const char* unit, double x, double y) {
     if (x != 0 || y != 0) add_row(r, section, k, unit, x, y);
   };
-  if (classes) {
-    for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
-      row_unless_both_zero("kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
-    for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
-      row_unless_both_zero("kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
-  }
+  for (const auto& k : union_keys(sa.kernel_class_ns, sb.kernel_class_ns))
+    row_unless_both_zero("kernel class", k, "ns", get_or_zero(sa.kernel_class_ns, k), get_or_zero(sb.kernel_class_ns, k));
+  for (const auto& k : union_keys(sa.kernel_class_count, sb.kernel_class_count))
+    row_unless_both_zero("kernel count", k, "kernels", get_or_zero(sa.kernel_class_count, k), get_or_zero(sb.kernel_class_count, k));
+}
+
+// Time (and exposed time) per collective kind and per collective; the collectives only one side
+// issued are listed apart.
+void add_collective_rows(CompareReport& r, const OpStats& sa, const OpStats& sb) {
   if (!sa.coll_kind_ns.empty() && !sb.coll_kind_ns.empty())
     for (const auto& k : union_keys(sa.coll_kind_ns, sb.coll_kind_ns)) {
       add_row(r, "collective kind", k, "ns", get_or_zero(sa.coll_kind_ns, k), get_or_zero(sb.coll_kind_ns, k));
@@ -390,13 +384,45 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   }
   for (const auto& key : sb.coll_keys)
     if (!sa.coll.count(key) && sa.per_op) r.only_in_subject.push_back(key);
+}
 
+// What differs between the two documents' experiment and strategy sections.
+void add_config_changes(CompareReport& r, const Doc& ref, const Doc& sub) {
   for (const char* part : {"experiment", "strategy"}) {
     nlohmann::json x = ref.root->contains(part) ? (*ref.root)[part] : nlohmann::json(nullptr);
     nlohmann::json y = sub.root->contains(part) ? (*sub.root)[part] : nlohmann::json(nullptr);
     auto ch = diff_json(x, y, std::string("/") + part);
     r.config_changes.insert(r.config_changes.end(), ch.begin(), ch.end());
   }
+}
+
+}  // namespace
+
+CompareReport compare_results(const nlohmann::json& first, const std::string& first_label, const nlohmann::json& second,
+                              const std::string& second_label, const CompareOptions& options) {
+  Doc d1 = read_doc(first, first_label);
+  Doc d2 = read_doc(second, second_label);
+  // The measurement is the reference when there is exactly one; else the first file.
+  const bool swap = !measured_mode(d1.mode) && measured_mode(d2.mode);
+  const Doc& ref = swap ? d2 : d1;
+  const Doc& sub = swap ? d1 : d2;
+
+  CompareReport r;
+  r.options = options;
+  r.reference_label = ref.label;
+  r.subject_label = sub.label;
+  r.reference_mode = ref.mode;
+  r.subject_mode = sub.mode;
+  r.reference_device = ref.device;
+  r.subject_device = sub.device;
+
+  add_overlap_rows(r, ref.metrics, sub.metrics, options);
+  add_throughput_rows(r, ref, sub);
+  add_phase_and_memory_rows(r, ref.metrics, sub.metrics, options);
+  const OpStats sa = op_stats(ref), sb = op_stats(sub);
+  add_kernel_class_rows(r, sa, sb);
+  add_collective_rows(r, sa, sb);
+  add_config_changes(r, ref, sub);
   return r;
 }
 

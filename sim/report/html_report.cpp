@@ -185,9 +185,10 @@ std::string memory_svg(const Timeline& t, const Metrics& m) {
   return o;
 }
 
-void write_simulation_html(std::ostream& out, const Experiment& e, const SimulationResult& r, const Explanation* x) {
-  const Metrics& m = r.metrics;
-  const auto& ov = m.overlap;
+namespace {
+
+// The title, the run's one-line description and the effective strategy config.
+void write_simulation_heading(std::ostream& out, const Experiment& e, const Explanation* x) {
   std::string title = fmt::format("stepsim {}: {}", x ? "explain" : "simulate", e.file);
   head(out, title);
   out << "<h1>" << html_escape(title) << "</h1>\n<div class=\"sub\">"
@@ -196,7 +197,11 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
                                  e.training.grad_accum))
       << "<br>strategy: <code>" << html_escape(e.strategy->effective_config().dump()) << "</code></div>\n";
   if (x) out << "<p class=\"bound\">Bound by: " << html_escape(x->bound) << "</p>\n";
+}
 
+// Phase, compute and communication times, each with its share of the step.
+void write_metrics_table(std::ostream& out, const Metrics& m) {
+  const auto& ov = m.overlap;
   out << "<h2>Metrics</h2>\n<table><tr><th class=\"l\">metric</th><th>ms</th><th>% of step</th></tr>\n";
   auto row = [&](const char* name, Time v) {
     out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1f}</td></tr>\n", name, ms(v),
@@ -212,31 +217,39 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
   row("&nbsp;&nbsp;exposed", ov.exposed_comm);
   row("idle", ov.idle);
   out << fmt::format("<tr><td class=\"l\">overlap (of comm)</td><td colspan=\"2\">{:.1f} %</td></tr></table>\n", ov.overlap_pct);
-  if (ov.step_time.ns > 0) {
-    // sim/analysis/throughput.hpp (llm-foundry's MFU convention; docs/metrics.md).
-    const Throughput tp = throughput(e, ov.step_time);
-    out << "<table class=\"throughput\"><tr><th class=\"l\">throughput</th><th>value</th></tr>\n";
-    auto trow = [&](const char* name, const std::string& v) { out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", name, v); };
-    trow("tokens per step (job)", fmt::format("{:.0f}", tp.tokens_per_step));
-    trow("tokens/s (job)", fmt::format("{:.0f}", tp.tokens_per_s));
-    trow("tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
-    trow("samples/s (job)", fmt::format("{:.2f}", tp.samples_per_s));
-    if (tp.mfu_pct > 0) {
-      trow("MFU", fmt::format("{:.1f} %", tp.mfu_pct));
-      trow("HFU (with recomputation)", fmt::format("{:.1f} %", tp.hfu_pct));
-    }
-    out << "</table>\n";
-  }
+}
 
+// Tokens/s, samples/s and MFU at the step time (sim/analysis/throughput.hpp: llm-foundry's MFU
+// convention; docs/metrics.md).
+void write_throughput_table(std::ostream& out, const Experiment& e, Time step_time) {
+  if (step_time.ns <= 0) return;
+  const Throughput tp = throughput(e, step_time);
+  out << "<table class=\"throughput\"><tr><th class=\"l\">throughput</th><th>value</th></tr>\n";
+  auto trow = [&](const char* name, const std::string& v) { out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", name, v); };
+  trow("tokens per step (job)", fmt::format("{:.0f}", tp.tokens_per_step));
+  trow("tokens/s (job)", fmt::format("{:.0f}", tp.tokens_per_s));
+  trow("tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
+  trow("samples/s (job)", fmt::format("{:.2f}", tp.samples_per_s));
+  if (tp.mfu_pct > 0) {
+    trow("MFU", fmt::format("{:.1f} %", tp.mfu_pct));
+    trow("HFU (with recomputation)", fmt::format("{:.1f} %", tp.hfu_pct));
+  }
+  out << "</table>\n";
+}
+
+void write_timeline_section(std::ostream& out, const Timeline& t, const Explanation* x) {
   out << "<h2>Timeline</h2>\n<div class=\"legend\"><span><i style=\"background:#4e79a7\"></i>compute</span>"
          "<span><i style=\"background:#76b7b2\"></i>copy/elementwise</span><span><i style=\"background:#9c755f\"></i>optimizer</span>"
          "<span><i style=\"background:#59a14f\"></i>all-gather</span><span><i style=\"background:#f28e2b\"></i>reduce-scatter</span>"
          "<span><i style=\"background:#e15759\"></i>all-reduce</span><span><i style=\"background:#bab0ac\"></i>host issue</span>"
          "<span><i style=\"background:#d3d3d3\"></i>host blocked</span>"
       << (x ? "<span><i style=\"background:#fff;border:2px solid #000\"></i>critical path</span>" : "") << "</div>\n"
-      << timeline_svg(r.timeline, x);
+      << timeline_svg(t, x);
+}
 
-  out << "<h2>Memory</h2>\n" << memory_svg(r.timeline, m);
+// The memory curve, the peak (allocated and reserved) and what it is made of.
+void write_memory_section(std::ostream& out, const Timeline& t, const Metrics& m) {
+  out << "<h2>Memory</h2>\n" << memory_svg(t, m);
   out << fmt::format("<p>peak {} at {} ms ({}){}; persistent at the end of the step {}</p>\n", format_bytes(m.peak_memory), ms(m.peak_time),
                      html_escape(m.peak_phase),
                      m.capacity.count ? fmt::format(" of {}: <b>{}</b>", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "",
@@ -251,27 +264,39 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
       out << fmt::format("<tr><td class=\"l\">{}</td><td>{:.3f}</td><td>{:.1f}</td></tr>\n", html_escape(cat), b.gib(),
                          m.peak_memory.count ? 100.0 * static_cast<double>(b.count) / static_cast<double>(m.peak_memory.count) : 0.0);
   out << "</table>\n";
+}
 
-  if (x) {
-    out << "<h2>Critical path</h2>\n<p>" << html_escape(summarize_path(*x)) << "</p>\n<table><tr><th class=\"l\">category</th><th>ms</th></tr>\n";
-    for (const auto& [k, v] : x->path_time) out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", html_escape(k), ms(v));
-    out << "</table>\n<h2>Exposed communication</h2>\n<table><tr><th class=\"l\">phase</th><th>exposed ms</th></tr>\n";
-    for (const auto& [ph, v] : x->exposed_by_phase) out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", ph, ms(v));
-    out << "</table>\n<table><tr><th class=\"l\">collective</th><th class=\"l\">unit</th><th class=\"l\">comm</th><th class=\"l\">phase</th>"
-           "<th>ms</th><th>exposed ms</th><th class=\"l\">critical</th></tr>\n";
-    for (const auto& c : x->collectives)
-      out << fmt::format("<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>"
-                         "<td class=\"l\">{}</td></tr>\n",
-                         html_escape(c.name), html_escape(c.unit), html_escape(c.comm), to_string(c.phase), ms(c.duration), ms(c.exposed),
-                         c.on_critical_path ? "yes" : "");
-    out << "</table>\n";
-    if (!x->sensitivities.empty()) {
-      out << "<h2>Sensitivities (re-simulated)</h2>\n<table><tr><th class=\"l\">what if</th><th>step ms</th><th>speedup</th></tr>\n";
-      for (const auto& s : x->sensitivities)
-        out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.3f}x</td></tr>\n", html_escape(s.what), ms(s.step_time), s.speedup);
-      out << "</table>\n";
-    }
-  }
+// explain's sections: the critical path, exposed communication per phase and per collective,
+// and the re-simulated sensitivities.
+void write_explanation_sections(std::ostream& out, const Explanation& x) {
+  out << "<h2>Critical path</h2>\n<p>" << html_escape(summarize_path(x)) << "</p>\n<table><tr><th class=\"l\">category</th><th>ms</th></tr>\n";
+  for (const auto& [k, v] : x.path_time) out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", html_escape(k), ms(v));
+  out << "</table>\n<h2>Exposed communication</h2>\n<table><tr><th class=\"l\">phase</th><th>exposed ms</th></tr>\n";
+  for (const auto& [ph, v] : x.exposed_by_phase) out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", ph, ms(v));
+  out << "</table>\n<table><tr><th class=\"l\">collective</th><th class=\"l\">unit</th><th class=\"l\">comm</th><th class=\"l\">phase</th>"
+         "<th>ms</th><th>exposed ms</th><th class=\"l\">critical</th></tr>\n";
+  for (const auto& c : x.collectives)
+    out << fmt::format("<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>"
+                       "<td class=\"l\">{}</td></tr>\n",
+                       html_escape(c.name), html_escape(c.unit), html_escape(c.comm), to_string(c.phase), ms(c.duration), ms(c.exposed),
+                       c.on_critical_path ? "yes" : "");
+  out << "</table>\n";
+  if (x.sensitivities.empty()) return;
+  out << "<h2>Sensitivities (re-simulated)</h2>\n<table><tr><th class=\"l\">what if</th><th>step ms</th><th>speedup</th></tr>\n";
+  for (const auto& s : x.sensitivities)
+    out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.3f}x</td></tr>\n", html_escape(s.what), ms(s.step_time), s.speedup);
+  out << "</table>\n";
+}
+
+}  // namespace
+
+void write_simulation_html(std::ostream& out, const Experiment& e, const SimulationResult& r, const Explanation* x) {
+  write_simulation_heading(out, e, x);
+  write_metrics_table(out, r.metrics);
+  write_throughput_table(out, e, r.metrics.overlap.step_time);
+  write_timeline_section(out, r.timeline, x);
+  write_memory_section(out, r.timeline, r.metrics);
+  if (x) write_explanation_sections(out, *x);
   out << "<p class=\"sub\">generated by stepsim; self-contained (no network).</p>\n</body></html>\n";
 }
 

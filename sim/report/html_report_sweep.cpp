@@ -105,17 +105,96 @@ std::string pareto_svg(const SweepSummary& s) {
   return o;
 }
 
+namespace {
+
+// Geometry of one of axis_svg's two panels side by side: the objective's mean per value, and
+// peak reserved memory (mean dot, bar to the max).
+struct AxisPanel {
+  static constexpr double kWidth = 420, kHeight = 210, kLeft = 62, kRight = 12, kTop = 22, kBottom = 52, kGap = 30;
+  double x0;          // the panel's left edge
+  double ymax;        // the value at the top of its y axis
+  std::size_t n;      // values drawn
+  double x(std::size_t i) const {
+    return x0 + kLeft + (static_cast<double>(i) + 0.5) / static_cast<double>(n) * (kWidth - kLeft - kRight);
+  }
+  double y(double v) const { return kTop + (1 - v / ymax) * (kHeight - kTop - kBottom); }
+};
+
+using AxisValues = std::vector<std::pair<std::string, AxisValueStats>>;
+
+// The panel's frame, y ticks and title.
+std::string axis_panel_frame(const AxisPanel& p, const std::string& title) {
+  using P = AxisPanel;
+  std::string o = fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", p.x0 + P::kLeft, P::kTop,
+                              P::kWidth - P::kLeft - P::kRight, P::kHeight - P::kTop - P::kBottom);
+  for (int i = 0; i <= 4; ++i)
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\">{}</text>", p.x0 + P::kLeft - 4,
+                     p.y(p.ymax * i / 4) + 3, tick(p.ymax * i / 4));
+  o += fmt::format("<text x=\"{}\" y=\"14\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", p.x0 + (P::kLeft + P::kWidth - P::kRight) / 2,
+                   title);
+  return o;
+}
+
+// Value i's label under the x axis, slanted, cut to 14 characters; every label_every-th value.
+std::string axis_value_label(const AxisPanel& p, std::size_t i, std::size_t label_every, const std::string& v) {
+  if (i % label_every != 0) return "";
+  const double y = AxisPanel::kHeight - AxisPanel::kBottom + 14;
+  return fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\" transform=\"rotate(-35 {:.1f} {})\">{}</text>",
+                     p.x(i), y, p.x(i), y, html_escape(v.size() > 14 ? v.substr(0, 13) + "~" : v));
+}
+
+std::size_t label_every(const AxisValues& values) { return std::max<std::size_t>(1, values.size() / 12); }
+
+// The objective's mean per value, joined by a line.
+std::string objective_panel(const AxisPanel& p, const AxisValues& values, Objective obj, const AxisEffect& e) {
+  std::string o = axis_panel_frame(p, "mean " + axis_title(obj));
+  std::string line;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const auto& [v, st] = values[i];
+    o += axis_value_label(p, i, label_every(values), v);
+    const double m = st.mean(obj);
+    line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", p.x(i), p.y(m));
+    o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#4e79a7\"><title>{}={}: mean {} over {} points</title></circle>\n", p.x(i),
+                     p.y(m), html_escape(e.path), html_escape(v), html_escape(format_objective(obj, m)), st.count);
+  }
+  if (values.size() > 1) o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1\"/>\n", line);
+  return o;
+}
+
+// Peak reserved memory per value (mean dot, bar to the max) and the memory cap's dashed line.
+std::string memory_panel(const AxisPanel& p, const AxisValues& values, const AxisEffect& e, const SweepSummary& s) {
+  std::string o = axis_panel_frame(p, "peak reserved memory (GiB): mean, bar to max");
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const auto& [v, st] = values[i];
+    o += axis_value_label(p, i, label_every(values), v);
+    const double mean = st.mean_memory_gib(), mx = st.max_memory.gib();
+    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#9c755f\" stroke-width=\"6\" stroke-opacity=\"0.35\"/>",
+                     p.x(i), p.y(mean), p.x(i), p.y(mx));
+    o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#9c755f\"><title>{}={}: mean {:.2f} GiB, max {:.2f} GiB reserved over {} points</title></circle>\n",
+                     p.x(i), p.y(mean), html_escape(e.path), html_escape(v), mean, mx, st.count);
+  }
+  const double cap_gib = s.memory_cap().gib();
+  if (cap_gib > 0) {
+    const double right = p.x0 + AxisPanel::kWidth - AxisPanel::kRight;
+    o += fmt::format("<line class=\"cap\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e15759\" stroke-dasharray=\"5,3\"/>",
+                     p.x0 + AxisPanel::kLeft, p.y(cap_gib), right, p.y(cap_gib));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#e15759\">cap {:.1f} GiB ({})</text>\n", right - 2,
+                     p.y(cap_gib) - 3, cap_gib, html_escape(s.memory_cap_what()));
+  }
+  return o;
+}
+
+}  // namespace
+
 std::string axis_svg(const SweepSummary& s, const AxisEffect& e) {
   const Objective obj = s.objective().objective;
-  std::vector<std::pair<std::string, AxisValueStats>> values;
+  AxisValues values;
   for (const auto& v : e.by_value)
     if (v.second.count) values.push_back(v);
   const std::size_t total = values.size();
   if (values.size() > kAxisChartMax) values.resize(kAxisChartMax);
-  const double PW = 420, H = 210, left = 62, right = 12, top = 22, bottom = 52, gap = 30;
-  const double W = 2 * PW + gap;
-  const double cap_gib = s.memory_cap().gib();
-  double omax = 0, mmax = cap_gib;
+  const double W = 2 * AxisPanel::kWidth + AxisPanel::kGap, H = AxisPanel::kHeight;
+  double omax = 0, mmax = s.memory_cap().gib();
   for (const auto& [v, st] : values) {
     omax = std::max(omax, st.mean(obj));
     mmax = std::max(mmax, st.max_memory.gib());
@@ -124,57 +203,19 @@ std::string axis_svg(const SweepSummary& s, const AxisEffect& e) {
   mmax = nice_ceil(mmax * 1.05);
   const std::size_t n = std::max<std::size_t>(values.size(), 1);
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"axis\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">\n", W, H, W, H);
-  // Two panels: the objective's mean per value, and peak reserved memory (mean dot, max bar).
-  for (int panel = 0; panel < 2; ++panel) {
-    const double x0 = panel * (PW + gap);
-    const double ymax = panel == 0 ? omax : mmax;
-    auto X = [&](std::size_t i) { return x0 + left + (static_cast<double>(i) + 0.5) / static_cast<double>(n) * (PW - left - right); };
-    auto Y = [&](double v) { return top + (1 - v / ymax) * (H - top - bottom); };
-    o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", x0 + left, top, PW - left - right,
-                     H - top - bottom);
-    for (int i = 0; i <= 4; ++i)
-      o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\">{}</text>", x0 + left - 4,
-                       Y(ymax * i / 4) + 3, tick(ymax * i / 4));
-    o += fmt::format("<text x=\"{}\" y=\"14\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", x0 + (left + PW - right) / 2,
-                     panel == 0 ? "mean " + axis_title(obj) : std::string("peak reserved memory (GiB): mean, bar to max"));
-    const std::size_t label_every = std::max<std::size_t>(1, values.size() / 12);
-    std::string line;
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const auto& [v, st] = values[i];
-      if (i % label_every == 0)
-        o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\" transform=\"rotate(-35 {:.1f} {})\">{}</text>",
-                         X(i), H - bottom + 14, X(i), H - bottom + 14, html_escape(v.size() > 14 ? v.substr(0, 13) + "~" : v));
-      if (panel == 0) {
-        const double m = st.mean(obj);
-        line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", X(i), Y(m));
-        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#4e79a7\"><title>{}={}: mean {} over {} points</title></circle>\n", X(i),
-                         Y(m), html_escape(e.path), html_escape(v), html_escape(format_objective(obj, m)), st.count);
-      } else {
-        const double mean = st.mean_memory_gib(), mx = st.max_memory.gib();
-        o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#9c755f\" stroke-width=\"6\" stroke-opacity=\"0.35\"/>",
-                         X(i), Y(mean), X(i), Y(mx));
-        o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#9c755f\"><title>{}={}: mean {:.2f} GiB, max {:.2f} GiB reserved over {} points</title></circle>\n",
-                         X(i), Y(mean), html_escape(e.path), html_escape(v), mean, mx, st.count);
-      }
-    }
-    if (panel == 0 && values.size() > 1)
-      o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1\"/>\n", line);
-    if (panel == 1 && cap_gib > 0) {
-      o += fmt::format("<line class=\"cap\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e15759\" stroke-dasharray=\"5,3\"/>", x0 + left,
-                       Y(cap_gib), x0 + PW - right, Y(cap_gib));
-      o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#e15759\">cap {:.1f} GiB ({})</text>\n", x0 + PW - right - 2,
-                       Y(cap_gib) - 3, cap_gib, html_escape(s.memory_cap_what()));
-    }
-  }
+  o += objective_panel(AxisPanel{0, omax, n}, values, obj, e);
+  o += memory_panel(AxisPanel{AxisPanel::kWidth + AxisPanel::kGap, mmax, n}, values, e, s);
   if (total > values.size())
-    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\">first {} of {} values</text>\n", left, H - 4, values.size(), total);
+    o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\">first {} of {} values</text>\n", AxisPanel::kLeft, H - 4, values.size(),
+                     total);
   o += "</svg>\n";
   return o;
 }
 
-void write_sweep_html(std::ostream& out, const std::string& title, const SweepSummary& s) {
-  const ObjectiveChoice oc = s.objective();
-  const Objective obj = oc.objective;
+namespace {
+
+// The page's head: title and the simulate page's look.
+void write_sweep_page_head(std::ostream& out, const std::string& title) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(title) << "</title>\n";
   // Same look as the simulate page.
   out << "<style>body{font-family:system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:24px;color:#222}"
@@ -184,38 +225,25 @@ void write_sweep_html(std::ostream& out, const std::string& title, const SweepSu
          "th{background:#f3f3f3}th.sort{cursor:pointer}th.sort:hover{background:#e4e4e4}td.l,th.l{text-align:left}"
          ".legend span{margin-right:14px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px}"
          "</style></head><body>\n";
-  out << "<h1>" << html_escape(title) << "</h1>\n";
-  out << fmt::format("<div class=\"sub\">{} points: {} ok, {} invalid, {} satisfy the constraints (and fit in memory)</div>\n", s.total(), s.ok(),
-                     s.invalid(), s.feasible());
-  out << fmt::format("<p>Objective: <b>{}</b> ({}{}).</p>\n", to_string(obj), html_escape(oc.reason),
-                     oc.requested ? "" : "; <code>--objective step_time|tokens_per_s|mfu</code> to choose");
-  const auto& cols = s.columns();
-  auto table_head = [&](bool sortable) {
-    out << "<table" << (sortable ? " class=\"sortable\"" : "") << "><thead><tr><th>#</th>";
-    for (const auto& c : cols) out << "<th class=\"l\">" << html_escape(c) << "</th>";
-    out << "<th>step ms</th><th>tokens/s</th><th>MFU %</th><th>reserved GiB</th><th>peak GiB</th><th class=\"l\">constraints</th></tr></thead><tbody>\n";
-  };
-  auto table_row = [&](const SweepPointBrief& p) {
+}
+
+// A table of points, one row each: the varied values, then the point's results.
+void write_point_table(std::ostream& out, const std::vector<std::string>& cols, const std::vector<SweepPointBrief>& points,
+                       bool sortable) {
+  out << "<table" << (sortable ? " class=\"sortable\"" : "") << "><thead><tr><th>#</th>";
+  for (const auto& c : cols) out << "<th class=\"l\">" << html_escape(c) << "</th>";
+  out << "<th>step ms</th><th>tokens/s</th><th>MFU %</th><th>reserved GiB</th><th>peak GiB</th><th class=\"l\">constraints</th></tr></thead><tbody>\n";
+  for (const auto& p : points) {
     out << "<tr><td>" << p.index << "</td>";
     for (const auto& v : p.values) out << "<td class=\"l\">" << html_escape(v) << "</td>";
     out << fmt::format("<td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{:.3f}</td><td>{:.3f}</td><td class=\"l\">{}</td></tr>\n", p.step_time.ms(),
                        p.inputs().tokens_per_s(), p.mfu_pct, p.memory().gib(), p.peak_memory.gib(), p.constraints_ok ? "ok" : "violated");
-  };
-  out << "<h2>Best configurations</h2>\n";
-  table_head(false);
-  for (const auto& p : s.best()) table_row(p);
+  }
   out << "</tbody></table>\n";
-  out << "<h2>Pareto front: " << html_escape(objective_label(obj)) << " vs peak reserved memory</h2>\n<div class=\"legend\"><span><i style=\"background:#e15759\"></i>Pareto front</span>"
-         "<span><i style=\"background:#4e79a7\"></i>satisfies constraints</span><span><i style=\"background:#bbb\"></i>violates constraints</span></div>\n"
-      << pareto_svg(s);
-  table_head(false);
-  for (const auto& p : s.pareto()) table_row(p);
-  out << "</tbody></table>\n";
-  out << "<h2>" << html_escape(objective_label(obj)) << " and memory per axis value</h2>\n";
-  out << fmt::format("<p class=\"sub\">Each chart: the mean over the points with that value (the other axes vary); memory is the peak reserved, the "
-                     "dashed line the memory cap{}.</p>\n",
-                     s.memory_cap().count ? fmt::format(" ({})", html_escape(s.memory_cap_what())) : " (none known)");
-  for (const auto& e : s.effects()) out << "<h3>" << html_escape(e.path) << "</h3>\n" << axis_svg(s, e);
+}
+
+// Which knob moved the objective most: each axis' range of means, and its mean per value.
+void write_knob_table(std::ostream& out, const SweepSummary& s, Objective obj) {
   out << "<h2>Which knob moved " << html_escape(objective_label(obj)) << " most</h2>\n<table><tr><th class=\"l\">config path</th><th>range of mean "
       << html_escape(axis_title(obj)) << "</th><th class=\"l\">mean per value, best first (at most 8 shown)</th></tr>\n";
   for (const auto& e : s.effects()) {
@@ -227,11 +255,36 @@ void write_sweep_html(std::ostream& out, const std::string& title, const SweepSu
     out << fmt::format("<tr><td class=\"l\">{}</td><td>{:.3f}</td><td class=\"l\">{}</td></tr>\n", html_escape(e.path), e.range(obj), html_escape(means));
   }
   out << "</table>\n";
+}
+
+}  // namespace
+
+void write_sweep_html(std::ostream& out, const std::string& title, const SweepSummary& s) {
+  const ObjectiveChoice oc = s.objective();
+  const Objective obj = oc.objective;
+  write_sweep_page_head(out, title);
+  out << "<h1>" << html_escape(title) << "</h1>\n";
+  out << fmt::format("<div class=\"sub\">{} points: {} ok, {} invalid, {} satisfy the constraints (and fit in memory)</div>\n", s.total(), s.ok(),
+                     s.invalid(), s.feasible());
+  out << fmt::format("<p>Objective: <b>{}</b> ({}{}).</p>\n", to_string(obj), html_escape(oc.reason),
+                     oc.requested ? "" : "; <code>--objective step_time|tokens_per_s|mfu</code> to choose");
+  const auto& cols = s.columns();
+  out << "<h2>Best configurations</h2>\n";
+  write_point_table(out, cols, s.best(), false);
+  out << "<h2>Pareto front: " << html_escape(objective_label(obj)) << " vs peak reserved memory</h2>\n<div class=\"legend\"><span><i style=\"background:#e15759\"></i>Pareto front</span>"
+         "<span><i style=\"background:#4e79a7\"></i>satisfies constraints</span><span><i style=\"background:#bbb\"></i>violates constraints</span></div>\n"
+      << pareto_svg(s);
+  write_point_table(out, cols, s.pareto(), false);
+  out << "<h2>" << html_escape(objective_label(obj)) << " and memory per axis value</h2>\n";
+  out << fmt::format("<p class=\"sub\">Each chart: the mean over the points with that value (the other axes vary); memory is the peak reserved, the "
+                     "dashed line the memory cap{}.</p>\n",
+                     s.memory_cap().count ? fmt::format(" ({})", html_escape(s.memory_cap_what())) : " (none known)");
+  for (const auto& e : s.effects()) out << "<h3>" << html_escape(e.path) << "</h3>\n" << axis_svg(s, e);
+  write_knob_table(out, s, obj);
   out << fmt::format("<h2>All points{} (click a header to sort)</h2>\n",
                      s.ok() > s.scatter().size() ? fmt::format(" (first {} ok points of {})", s.scatter().size(), s.ok()) : "");
-  table_head(true);
-  for (const auto& p : s.scatter()) table_row(p);
-  out << "</tbody></table>\n" << kSortScript << "<p class=\"sub\">generated by stepsim; self-contained (no network).</p>\n</body></html>\n";
+  write_point_table(out, cols, s.scatter(), true);
+  out << kSortScript << "<p class=\"sub\">generated by stepsim; self-contained (no network).</p>\n</body></html>\n";
 }
 
 }  // namespace stepsim

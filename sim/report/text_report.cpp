@@ -11,17 +11,23 @@
 
 namespace stepsim {
 
-void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r) {
-  const Metrics& m = r.metrics;
+namespace {
+
+// The experiment file, the run in one line and the effective strategy config.
+void write_run_description(std::ostream& out, const Experiment& e) {
   const Workload& w = e.workload;
-  auto pct = [&](Time t) {
-    return m.overlap.step_time.ns > 0 ? 100.0 * static_cast<double>(t.ns) / m.overlap.step_time.ns : 0.0;
-  };
   out << fmt::format("stepsim simulate: {}\n", e.file);
   out << fmt::format("  {} | {} ({:.2f} B params) | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}\n",
                      e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,
                      e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
   out << fmt::format("  strategy: {}\n\n", e.strategy->effective_config().dump());
+}
+
+// The step's times, each with its share of the step, and the throughput at that step time.
+void write_time_table(std::ostream& out, const Experiment& e, const Metrics& m) {
+  auto pct = [&](Time t) {
+    return m.overlap.step_time.ns > 0 ? 100.0 * static_cast<double>(t.ns) / m.overlap.step_time.ns : 0.0;
+  };
   out << fmt::format("  {:<22}{:>14}{:>9}\n", "metric", "value", "% step");
   auto row = [&](const char* name, Time t) { out << fmt::format("  {:<22}{:>14}{:>8.1f}%\n", name, format_time(t), pct(t)); };
   row("step time", m.overlap.step_time);
@@ -39,7 +45,10 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
     out << fmt::format("  {:<22}{:>14}\n", "tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
     if (tp.mfu_pct > 0) out << fmt::format("  {:<22}{:>13.1f}%   (HFU {:.1f}%)\n", "MFU", tp.mfu_pct, tp.hfu_pct);
   }
-  out << "\n" << breakdown_to_text(class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle), m.overlap.step_time);
+}
+
+// The peak (allocated and reserved), what it is made of, and what persists after the step.
+void write_memory_lines(std::ostream& out, const Metrics& m) {
   out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
                      m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "");
   for (const auto& [cat, b] : m.peak_breakdown)
@@ -49,9 +58,11 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
     out << fmt::format("  peak reserved {} (caching allocator) + {} outside PyTorch = {}{}\n", format_bytes(m.peak_reserved),
                        format_bytes(m.non_pytorch), format_bytes(m.peak_reserved + m.non_pytorch),
                        m.capacity.count ? fmt::format(" of {}", format_bytes(m.capacity)) : "");
+}
 
-  // Collectives: totals per kind, and the most exposed ones with their unit labels.
-  auto exposed = exposed_per_op(r.timeline);
+// Collectives: totals per kind, and the most exposed ones with their unit labels.
+void write_collective_tables(std::ostream& out, const Timeline& t) {
+  auto exposed = exposed_per_op(t);
   struct Agg {
     int count = 0;
     Bytes bytes;
@@ -59,30 +70,40 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
   };
   std::map<std::string, Agg> by_kind;
   std::vector<std::size_t> colls;
-  for (std::size_t i = 0; i < r.timeline.ops.size(); ++i) {
-    const auto& op = r.timeline.ops[i];
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const auto& op = t.ops[i];
     if (op.kind != TimelineOp::Kind::Collective) continue;
-    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), r.timeline.comms[op.comm.value().index()].name)];
+    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), t.comms[op.comm.value().index()].name)];
     ++a.count;
     a.bytes += op.bytes;
     a.time += op.duration();
     a.exposed += exposed[i];
     colls.push_back(i);
   }
-  if (!colls.empty()) {
-    out << fmt::format("\n  {:<34}{:>7}{:>12}{:>14}{:>14}\n", "collectives", "count", "bytes", "time", "exposed");
-    for (const auto& [k, a] : by_kind)
-      out << fmt::format("  {:<34}{:>7}{:>12}{:>14}{:>14}\n", k, a.count, format_bytes(a.bytes), format_time(a.time),
-                         format_time(a.exposed));
-    std::stable_sort(colls.begin(), colls.end(), [&](std::size_t a, std::size_t b) { return exposed[a] > exposed[b]; });
-    out << "\n  most exposed collectives:\n";
-    for (std::size_t k = 0; k < std::min<std::size_t>(5, colls.size()); ++k) {
-      const auto& op = r.timeline.ops[colls[k]];
-      if (exposed[colls[k]].ns == 0) break;
-      out << fmt::format("    {:<30} {:>10} start {:>12}  took {:>12}  exposed {:>12}\n", op.name, format_bytes(op.bytes),
-                         format_time(op.start), format_time(op.duration()), format_time(exposed[colls[k]]));
-    }
+  if (colls.empty()) return;
+  out << fmt::format("\n  {:<34}{:>7}{:>12}{:>14}{:>14}\n", "collectives", "count", "bytes", "time", "exposed");
+  for (const auto& [k, a] : by_kind)
+    out << fmt::format("  {:<34}{:>7}{:>12}{:>14}{:>14}\n", k, a.count, format_bytes(a.bytes), format_time(a.time),
+                       format_time(a.exposed));
+  std::stable_sort(colls.begin(), colls.end(), [&](std::size_t a, std::size_t b) { return exposed[a] > exposed[b]; });
+  out << "\n  most exposed collectives:\n";
+  for (std::size_t k = 0; k < std::min<std::size_t>(5, colls.size()); ++k) {
+    const auto& op = t.ops[colls[k]];
+    if (exposed[colls[k]].ns == 0) break;
+    out << fmt::format("    {:<30} {:>10} start {:>12}  took {:>12}  exposed {:>12}\n", op.name, format_bytes(op.bytes),
+                       format_time(op.start), format_time(op.duration()), format_time(exposed[colls[k]]));
   }
+}
+
+}  // namespace
+
+void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r) {
+  const Metrics& m = r.metrics;
+  write_run_description(out, e);
+  write_time_table(out, e, m);
+  out << "\n" << breakdown_to_text(class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle), m.overlap.step_time);
+  write_memory_lines(out, m);
+  write_collective_tables(out, r.timeline);
 }
 
 }  // namespace stepsim

@@ -56,27 +56,27 @@ int nodes_spanned(int start, int stride, int count, int gpus_per_node) {
 
 }  // namespace fsdp2
 
-std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
-  fsdp2::Fsdp2Config c;
+namespace {
+
+// Mesh (F2.3): default 1-D over the world; {"replicate": R, "shard": S} is HSDP.
+void parse_mesh(ObjectReader& r, const Experiment& e, fsdp2::Fsdp2Config& c) {
   const int W = e.cluster.world_size();
-  c.wrap = r.declared_choice("wrap");
-
-  // Mesh (F2.3): default 1-D over the world; {"replicate": R, "shard": S} is HSDP.
   c.shard = W;
-  if (r.has("mesh")) {
-    ObjectReader m = r.object("mesh", strategy_keys::fsdp2_mesh());
-    std::int64_t rep = m.integer_in("replicate", 1, W, 1);
-    std::int64_t sh = m.integer_in("shard", 1, W, W / rep > 0 ? W / rep : 1);
-    m.finish();
-    if (rep * sh != W)
-      r.fail("mesh", fmt::format("replicate x shard equal to the world size {} ({} nodes x {} GPUs)", W,
-                                 e.cluster.nodes, e.cluster.gpus_per_node));
-    c.replicate = static_cast<int>(rep);
-    c.shard = static_cast<int>(sh);
-  }
+  if (!r.has("mesh")) return;
+  ObjectReader m = r.object("mesh", strategy_keys::fsdp2_mesh());
+  std::int64_t rep = m.integer_in("replicate", 1, W, 1);
+  std::int64_t sh = m.integer_in("shard", 1, W, W / rep > 0 ? W / rep : 1);
+  m.finish();
+  if (rep * sh != W)
+    r.fail("mesh", fmt::format("replicate x shard equal to the world size {} ({} nodes x {} GPUs)", W,
+                               e.cluster.nodes, e.cluster.gpus_per_node));
+  c.replicate = static_cast<int>(rep);
+  c.shard = static_cast<int>(sh);
+}
 
-  // reshard_after_forward (F2.4): None/true -> reshard non-root groups; false -> keep; int k
-  // -> a non-trivial divisor of the shard size.
+// reshard_after_forward (F2.4): None/true -> reshard non-root groups; false -> keep; int k
+// -> a non-trivial divisor of the shard size. Then the root's and the last block's overrides.
+void parse_reshard(ObjectReader& r, fsdp2::Fsdp2Config& c) {
   c.reshard_size = c.shard;
   if (r.has("reshard_after_forward")) {
     const Json& v = r.raw("reshard_after_forward");
@@ -104,19 +104,31 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
     if (c.last_block_reshard && c.reshard_size == 0)
       r.fail("reshard_last_block_after_forward", "false when reshard_after_forward is false (no block reshards)");
   }
+}
 
+// MixedPrecisionPolicy: param_dtype (None: the parameters' own dtype) and reduce_dtype (left
+// unset unless given; unset_reduce_dtype says what that means).
+void parse_mixed_precision(ObjectReader& r, const Experiment& e, fsdp2::Fsdp2Config& c) {
+  c.orig_dtype = e.training.master_dtype;
+  c.param_dtype = c.orig_dtype;  // MixedPrecisionPolicy(param_dtype=None)
+  if (!r.has("mixed_precision")) return;
+  ObjectReader mp = r.object("mixed_precision", strategy_keys::fsdp2_mixed_precision());
+  c.param_dtype = mp.dtype("param_dtype", c.orig_dtype);
+  if (mp.has("reduce_dtype")) c.reduce_dtype = mp.dtype("reduce_dtype", c.param_dtype);
+  mp.finish();
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
+  fsdp2::Fsdp2Config c;
+  c.wrap = r.declared_choice("wrap");
+  parse_mesh(r, e, c);
+  parse_reshard(r, c);
   // Prefetch depths and buffer counts beyond the layer count change nothing; 1024 bounds them.
   c.forward_prefetch = r.declared_int("forward_prefetch");
   c.backward_prefetch = r.declared_int("backward_prefetch");
-
-  c.orig_dtype = e.training.master_dtype;
-  c.param_dtype = c.orig_dtype;  // MixedPrecisionPolicy(param_dtype=None)
-  if (r.has("mixed_precision")) {
-    ObjectReader mp = r.object("mixed_precision", strategy_keys::fsdp2_mixed_precision());
-    c.param_dtype = mp.dtype("param_dtype", c.orig_dtype);
-    if (mp.has("reduce_dtype")) c.reduce_dtype = mp.dtype("reduce_dtype", c.param_dtype);
-    mp.finish();
-  }
+  parse_mixed_precision(r, e, c);
   c.unset_reduce_dtype = r.declared_choice("unset_reduce_dtype");
   c.rs_max_input_buffers = r.declared_int("reduce_scatter_max_input_buffers");
   return fsdp2::make_fsdp2(c);

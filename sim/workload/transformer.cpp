@@ -336,12 +336,9 @@ struct EagerStyle {
 // OPT's op list is the one in the li-plus trace: q copy, bmm, mask add, max, softmax, bmm,
 // reshape copy (+ k/v copies in their projections); backward: reshape copy, 2 bmm, softmax
 // backward (2 kernels), max backward (div, eq, where, lt, masked_fill), 2 bmm, 2 copies.
-Module eager_attention(const std::string& name, const Dims& d, const EagerStyle& st) {
-  Module m;
-  m.name = name;
+std::vector<Op> eager_attention_forward(const Dims& d, const EagerStyle& st) {
   const std::int64_t n = d.T * d.h, e = d.e, S2 = d.S2, bH = d.b * d.H;
-  auto& f = m.forward;
-  auto& b = m.backward;
+  std::vector<Op> f;
   f.push_back(mem("q.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
   f.push_back(gemm("bmm.qk", d.s, d.s, d.d, bH, d.dt));
   if (st.gpt2) {
@@ -372,7 +369,13 @@ Module eager_attention(const std::string& name, const Dims& d, const EagerStyle&
     f.push_back(mem("probs.dropout", KernelClass::Elementwise, S2 * e, S2 * e + S2, S2 + S2 * e));
   f.push_back(gemm("bmm.pv", d.s, d.d, d.s, bH, d.dt));
   f.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
+  return f;
+}
 
+// The backward of eager_attention_forward, in autograd's order.
+std::vector<Op> eager_attention_backward(const Dims& d, const EagerStyle& st) {
+  const std::int64_t n = d.T * d.h, e = d.e, S2 = d.S2, bH = d.b * d.H;
+  std::vector<Op> b;
   b.push_back(mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
   b.push_back(gemm("bmm.pv.dprobs", d.s, d.s, d.d, bH, d.dt));
   b.push_back(gemm("bmm.pv.dv", d.s, d.d, d.s, bH, d.dt));
@@ -402,6 +405,15 @@ Module eager_attention(const std::string& name, const Dims& d, const EagerStyle&
   b.push_back(gemm("bmm.qk.dk", d.s, d.d, d.s, bH, d.dt));
   b.push_back(mem("dq.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
   b.push_back(mem("dk.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  return b;
+}
+
+// HF eager attention: the forward and backward above as one module.
+Module eager_attention(const std::string& name, const Dims& d, const EagerStyle& st) {
+  Module m;
+  m.name = name;
+  m.forward = eager_attention_forward(d, st);
+  m.backward = eager_attention_backward(d, st);
   return m;
 }
 
@@ -666,16 +678,54 @@ std::int64_t saved_of(const Layer& l) {
   return s;
 }
 
+// Korthikanti et al. 2022 section 5: recompute the attention core (everything between the
+// q/k/v projections and the output projection), keep its inputs (q, k, v). `all`: the bytes the
+// block saves without checkpointing.
+void checkpoint_selective(Layer& l, std::int64_t all) {
+  std::int64_t core_saved = 0, qkv = 0;
+  for (const auto& m : l.modules) {
+    if (m.name.ends_with(".attn.core")) {
+      for (const auto& o : m.forward) {
+        if (o.cls == KernelClass::Attention) qkv = o.read.count;  // q, k, v stay saved; out and lse are recomputed
+        core_saved += o.saved.count;
+        l.recompute.push_back(o);
+      }
+    }
+  }
+  l.saved_activations = Bytes{all - core_saved + qkv};
+  l.recompute_activations = Bytes{core_saved};
+}
+
+// torchtitan _save_list policy: save the outputs of the attention kernel and of every other
+// mm (the first, third, ... in forward order), recompute everything else. Kept: the block
+// input, the saved mm outputs (T x n of each) and the attention outputs; recomputed: every
+// memory-bound op and the other half of the GEMMs.
+void checkpoint_op_sac(Layer& l, std::int64_t all, std::int64_t input, const Dims& d) {
+  std::int64_t kept = input;
+  int mm = 0;
+  for (const auto& m : l.modules)
+    for (const auto& o : m.forward) {
+      if (o.cls == KernelClass::Gemm && o.work.gemms.front().batch == 1) {
+        const GemmShape& g = o.work.gemms.front();
+        if (mm++ % 2 == 0) {
+          kept += g.m * g.n * d.e;
+          continue;
+        }
+      } else if (o.cls == KernelClass::Attention) {
+        kept += o.written.count;
+        continue;
+      }
+      l.recompute.push_back(o);
+    }
+  kept = std::min(kept, all);
+  l.saved_activations = Bytes{kept};
+  l.recompute_activations = Bytes{all - kept};
+}
+
 // Applies a checkpointing policy to a block built without one.
 void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
   const std::int64_t all = saved_of(l);
   const std::int64_t input = d.T * d.h * d.e;
-  auto forward_ops = [&] {
-    std::vector<Op> ops;
-    for (const auto& m : l.modules)
-      for (const auto& o : m.forward) ops.push_back(o);
-    return ops;
-  };
   switch (c) {
     case Checkpointing::None:
     case Checkpointing::EveryK:  // per block: decided by the caller
@@ -685,53 +735,223 @@ void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
       // torch.utils.checkpoint: only the block input survives forward; backward re-runs the
       // whole forward (same ops, same kernels) before the block's backward.
       l.saved_activations = Bytes{input};
-      l.recompute = forward_ops();
+      for (const auto& m : l.modules)
+        for (const auto& o : m.forward) l.recompute.push_back(o);
       l.recompute_activations = Bytes{all};
       return;
-    case Checkpointing::Selective: {
-      // Korthikanti et al. 2022 section 5: recompute the attention core (everything between the
-      // q/k/v projections and the output projection), keep its inputs (q, k, v).
-      std::int64_t core_saved = 0, qkv = 0;
-      for (const auto& m : l.modules) {
-        if (m.name.ends_with(".attn.core")) {
-          for (const auto& o : m.forward) {
-            if (o.cls == KernelClass::Attention) qkv = o.read.count;  // q, k, v stay saved; out and lse are recomputed
-            core_saved += o.saved.count;
-            l.recompute.push_back(o);
-          }
-        }
-      }
-      l.saved_activations = Bytes{all - core_saved + qkv};
-      l.recompute_activations = Bytes{core_saved};
+    case Checkpointing::Selective:
+      checkpoint_selective(l, all);
       return;
-    }
-    case Checkpointing::OpSac: {
-      // torchtitan _save_list policy: save the outputs of the attention kernel and of every other
-      // mm (the first, third, ... in forward order), recompute everything else. Kept: the block
-      // input, the saved mm outputs (T x n of each) and the attention outputs; recomputed: every
-      // memory-bound op and the other half of the GEMMs.
-      std::int64_t kept = input;
-      int mm = 0;
-      for (const auto& m : l.modules)
-        for (const auto& o : m.forward) {
-          if (o.cls == KernelClass::Gemm && o.work.gemms.front().batch == 1) {
-            const GemmShape& g = o.work.gemms.front();
-            if (mm++ % 2 == 0) {
-              kept += g.m * g.n * d.e;
-              continue;
-            }
-          } else if (o.cls == KernelClass::Attention) {
-            kept += o.written.count;
-            continue;
-          }
-          l.recompute.push_back(o);
-        }
-      kept = std::min(kept, all);
-      l.saved_activations = Bytes{kept};
-      l.recompute_activations = Bytes{all - kept};
+    case Checkpointing::OpSac:
+      checkpoint_op_sac(l, all, input, d);
       return;
-    }
   }
+}
+
+// The causal mask HF builds on every forward, before the token lookup.
+void attention_mask_ops(Module& tok, const ModelDims& md, const Dims& d) {
+  const std::int64_t b = d.b, s = d.s, e = d.e;
+  if (md.family == "gpt") {
+    // GPT-2 builds its additive mask from the attention mask over b*s*s elements (not read off a
+    // trace; unchanged).
+    tok.forward.push_back(mem("attention_mask.prepare", KernelClass::ElementwiseStrided, b * s * s * 6, b * s * s * 6, 0, 12));
+    return;
+  }
+  // HF OPT / Llama (transformers 4.36, modeling_attn_mask_utils.py) build the 4-D causal mask
+  // on every forward, _prepare_4d_causal_attention_mask -> AttentionMaskConverter.to_4d:
+  // _make_causal_mask: torch.full((s, s), min) [fill], arange(s) [strided: index kernel],
+  // mask_cond + 1 [add], lt [strided: broadcast view(s, 1)], masked_fill_, .to(dtype) [copy];
+  // _expand_mask: mask[:, None, None, :].expand(b, 1, s, s).to(dtype) [strided copy],
+  // 1.0 - expanded [sub], .to(bool) [copy], masked_fill; then
+  // causal_4d_mask.masked_fill(expanded.bool(), min) [copies of the broadcast causal mask and
+  // the bool mask, masked_fill]. The li-plus trace's OPTDecoder shows exactly 13 kernels:
+  // fill, add, sub and three masked_fill are vectorized (6 elementwise), arange, lt and five
+  // copies take the strided path (7). Bytes: the s x s causal mask is small; the b*s*s passes
+  // (bf16 or bool) dominate: elementwise ~ sub + 2 masked_fill over b*s*s bf16 (read 2, write
+  // 1 each, the bool mask 1 B read); strided ~ 4 copies over b*s*s (read and write ~2 B each).
+  const std::int64_t bss = b * s * s;
+  tok.forward.push_back(mem("attention_mask.prepare", KernelClass::Elementwise, 3 * bss * e + 2 * bss, 3 * bss * e, 0, 6));
+  tok.forward.push_back(mem("attention_mask.prepare.copies", KernelClass::ElementwiseStrided, 4 * bss * e, 4 * bss * e, 0, 7));
+}
+
+// The token embedding (with HF's mask preparation in front) and its backward.
+Module token_embedding(const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  const std::int64_t T = d.T, h = d.h, e = d.e, n = T * h;
+  Module tok;
+  tok.name = "embed.tokens";
+  tok.params.push_back(Param{"embed.tokens.weight", d.V * h, d.V});
+  if (o.impl == Implementation::Hf) attention_mask_ops(tok, md, d);
+  // aten::embedding -> index_select; saves the int64 ids.
+  tok.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, T * 8));
+  // embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu, embedding_dense_backward_cuda,
+  // the same aten op for every family's nn.Embedding / F.embedding):
+  tok.backward = embedding_backward(d, d.V);
+  if (md.tied_embeddings) {
+    // A tied head (OPT, GPT-2, MPT) sends the weight two gradients, the lm_head's (MmBackward0)
+    // and the embedding's; autograd's InputBuffer sums them out of place before AccumulateGrad
+    // (torch/csrc/autograd/input_buffer.cpp accumulate: `old_var + var`): one vectorized add
+    // over V x h, the trace's `EmbeddingBackward0 > aten::add` after the embedding backward.
+    tok.backward.push_back(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * d.V * h * e, d.V * h * e));
+  }
+  return tok;
+}
+
+// The learned position table (`positions` rows): the lookup added to the token embedding.
+Module position_embedding(const ModelDims& md, const Dims& d, std::int64_t positions) {
+  const std::int64_t b = d.b, s = d.s, T = d.T, h = d.h, e = d.e, n = T * h;
+  Module pos;
+  pos.name = "embed.positions";
+  pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
+  // OPT computes positions from the mask (cumsum, mul, sub, add: 4 kernels), then looks them up.
+  // OPTLearnedPositionalEmbedding.forward (transformers 4.36 modeling_opt.py):
+  // `(torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1`,
+  // then `positions + self.offset`: a scan kernel (tensor_kernel_scan_innermost_dim, a
+  // reduction-like pass) and mul, sub, add over b x s int64.
+  if (md.family == "opt") {
+    pos.forward.push_back(mem("positions.cumsum", KernelClass::Reduction, b * s * 8, b * s * 8));
+    pos.forward.push_back(mem("positions.mul_sub_add", KernelClass::Elementwise, b * s * 8 * 3, b * s * 8 * 3, 0, 3));
+  }
+  pos.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, 0));
+  pos.forward.push_back(mem("add", KernelClass::Elementwise, 2 * n * e, n * e));
+  pos.backward = embedding_backward(d, positions);
+  return pos;
+}
+
+// The embedding layer: token and position lookups, GPT-2's embedding dropout.
+Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  Layer embed;
+  embed.name = "embed";
+  embed.kind = LayerKind::Embedding;
+  embed.modules.push_back(token_embedding(md, d, o));
+  // MPT's learned position table has max_seq_len rows: the run's sequence length.
+  const std::int64_t positions = md.family == "mpt" ? d.s : md.max_positions;
+  if (positions > 0) embed.modules.push_back(position_embedding(md, d, positions));
+  if (md.family == "gpt" && o.impl == Implementation::Hf && o.dropout > 0) {
+    std::vector<Op> bfront;
+    dropout(embed.modules.back().forward, bfront, d.T * d.h, d.e, o.dropout);
+    auto& bw = embed.modules.back().backward;
+    bw.insert(bw.begin(), bfront.begin(), bfront.end());
+  }
+  embed.saved_activations = Bytes{saved_of(embed)};
+  return embed;
+}
+
+// The transformer blocks, each with its checkpointing policy applied.
+void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  BlockBuild bb{md, d, o};
+  for (int i = 0; i < md.layers; ++i) {
+    Layer l = block(i, bb);
+    Checkpointing c = o.checkpointing;
+    if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
+    checkpoint(l, c, d);
+    w.layers.push_back(std::move(l));
+  }
+}
+
+// The norm after the last block.
+Layer final_norm_layer(const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  const bool llama = md.family == "llama";
+  Layer fnorm;
+  fnorm.name = "norm";
+  fnorm.kind = LayerKind::Norm;
+  fnorm.modules.push_back(norm("norm", llama ? NormKind::RmsNormFp32 : o.impl == Implementation::Megatron ? NormKind::ApexLayerNorm
+                                                                                                          : NormKind::LayerNorm,
+                               !llama, d, o.compile));
+  fnorm.saved_activations = Bytes{saved_of(fnorm)};
+  return fnorm;
+}
+
+// HF OPT / GPT-2's loss in the model dtype over shifted logits; sets the head's transient
+// logits-sized gradients.
+Module shifted_logits_loss(const Dims& d, Layer& head) {
+  const std::int64_t T = d.T, e = d.e, TV = T * d.V;
+  Module loss;
+  loss.name = "head.loss";
+  // OPTForCausalLM / GPT2LMHeadModel.forward (transformers 4.36): `shift_logits =
+  // logits[..., :-1, :].contiguous()`, `shift_labels = labels[..., 1:].contiguous()` (two
+  // strided copies, the second over the int64 labels), CrossEntropyLoss -> log_softmax +
+  // nll_loss_forward (one nll_loss_forward_reduce_cuda_kernel_2d: the li-plus trace).
+  loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
+  loss.forward.push_back(mem("shift_labels.contiguous", KernelClass::ElementwiseStrided, T * 8, T * 8));
+  loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
+  loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8));
+  // NllLossBackward0: grad_input = zeros_like(self) [fill over T x V], then
+  // nll_loss_backward_reduce_cuda_kernel_2d scatters -1/N at each target [T x 8 read, T x e written].
+  loss.backward.push_back(mem("nll_loss.bwd.zero", KernelClass::Elementwise, 0, TV * e));
+  loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Reduction, T * 16, T * e));
+  loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * e, TV * e));
+  // SliceBackward0 of `logits[..., :-1, :]`: the li-plus trace shows two aten::slice_backward,
+  // each `at::zeros` of the full logits shape (two vectorized fills of equal length), and one
+  // strided copy of the gradient into the :-1 slice (the kernels as traced; why the second
+  // slice_backward launches no copy of its own was not looked into).
+  loss.backward.push_back(mem("shift.slice_bwd.zero", KernelClass::Elementwise, 0, 2 * TV * e, 0, 2));
+  loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, TV * e, TV * e));
+  head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
+  return loss;
+}
+
+// The loss over logits upcast to fp32 (torchtitan, llm-foundry, Megatron, HF Llama); sets the
+// head's transient logits-sized gradients.
+Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
+  const std::int64_t T = d.T, e = d.e, TV = T * d.V;
+  Module loss;
+  loss.name = "head.loss";
+  loss.forward.push_back(mem("logits.float", KernelClass::Elementwise, TV * e, TV * 4));
+  loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * 4, TV * 4, TV * 4));
+  loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
+  loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * 4, 0, 2));
+  loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * 4, TV * 4));
+  loss.backward.push_back(mem("logits.float.bwd", KernelClass::Elementwise, TV * 4, TV * e));
+  // fp32 and bf16 logits gradients. log_softmax_backward_data allocates its fp32 grad_input
+  // while nll_loss's fp32 gradient, its input, is alive: two fp32 logits-sized tensors at once
+  // (aten/src/ATen/native/cuda/SoftMax.cu). Megatron's fused vocab-parallel cross entropy
+  // writes the gradient into its saved softmax instead (tensor_parallel/cross_entropy.py).
+  const bool fused_ce = o.impl == Implementation::Megatron;
+  head.recompute_activations = Bytes{fused_ce ? TV * (4 + e) : std::max(2 * TV * 4, TV * (4 + e))};
+  return loss;
+}
+
+// The model output the training loop keeps (WorkloadOptions::loop_keeps_output): the logits as
+// the model returns them. HF OPT/GPT-2 return the lm_head output in the model dtype
+// (modeling_opt.py `logits = self.lm_head(outputs[0]).contiguous()`), HF Llama its fp32 copy
+// (`logits = logits.float()`), both after computing the loss from it; llm-foundry's MPT returns
+// the bf16 lm_head output and Composer computes the loss outside (`self.state.outputs =
+// self.state.model(batch)`, then `loss(self.state.outputs, batch)`); torchtitan returns
+// `self.output(h).float()` (models/llama/model.py at 83c879f1), the loss outside. Megatron's
+// model returns the loss, so nothing the size of the logits outlives it.
+void mark_kept_output(Workload& w, Module& lm, Module& loss, const ModelDims& md, const Dims& d,
+                      const WorkloadOptions& o) {
+  const bool llama = md.family == "llama";
+  const bool hf = o.impl == Implementation::Hf;
+  const bool keeps = o.loop_keeps_output.value_or(hf || o.impl == Implementation::LlmFoundry);
+  if (!keeps || o.impl == Implementation::Megatron) return;
+  const bool bit16 = (hf && !llama) || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
+  Op& logits = bit16 ? lm.forward.back() : loss.forward.front();
+  logits.kept_output = Bytes{d.T * d.V * (bit16 ? d.e : 4)};
+  Op& returns = hf ? loss.forward.back() : logits;
+  returns.model_returns = true;
+  w.kept_output = logits.kept_output;
+}
+
+// LM head + cross-entropy. Tied heads (gpt, opt, mpt) reuse the embedding weight: compute, no
+// parameters. The loss: HF (OPT/GPT-2/Llama of 2023, model in bf16 under DeepSpeed) shifts the
+// logits with a strided .contiguous() copy and runs log_softmax in bf16; torchtitan
+// (cross_entropy(pred.float())), llm-foundry (autocast lists cross_entropy as fp32) and
+// Megatron (fp32 vocab-parallel cross entropy) upcast the logits to fp32 first. Saved: the
+// head input and log_softmax's output; the fp32 copy and the logits gradient are transients.
+Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  Layer head;
+  head.name = "head";
+  head.kind = LayerKind::Head;
+  Module lm = linear("head.lm_head", d.h, d.V, false, d, d.T * d.h * d.e);
+  if (md.tied_embeddings) lm.params.clear();
+  const bool shifted = o.impl == Implementation::Hf && md.family != "llama";
+  Module loss = shifted ? shifted_logits_loss(d, head) : fp32_logits_loss(d, o, head);
+  mark_kept_output(w, lm, loss, md, d, o);
+  head.modules.push_back(lm);
+  head.modules.push_back(loss);
+  head.saved_activations = Bytes{saved_of(head)};
+  return head;
 }
 
 }  // namespace
@@ -753,171 +973,12 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.checkpointing = o.checkpointing;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
-  const std::int64_t T = d.T, h = d.h, e = d.e, n = T * h;
-  const bool llama = md.family == "llama";
-  const bool hf = o.impl == Implementation::Hf;
+  w.layers.push_back(embedding_layer(md, d, o));
+  add_blocks(w, md, d, o);
+  w.layers.push_back(final_norm_layer(md, d, o));
+  w.layers.push_back(head_layer(w, md, d, o));
   const HostDispatch fwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Eager;
   const HostDispatch bwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Autograd;
-
-  // --- embedding ---
-  Layer embed;
-  embed.name = "embed";
-  embed.kind = LayerKind::Embedding;
-  Module tok;
-  tok.name = "embed.tokens";
-  tok.params.push_back(Param{"embed.tokens.weight", d.V * h, d.V});
-  if (hf && md.family == "gpt") {
-    // GPT-2 builds its additive mask from the attention mask over b*s*s elements (not read off a
-    // trace; unchanged).
-    tok.forward.push_back(mem("attention_mask.prepare", KernelClass::ElementwiseStrided, b * s * s * 6, b * s * s * 6, 0, 12));
-  } else if (hf) {
-    // HF OPT / Llama (transformers 4.36, modeling_attn_mask_utils.py) build the 4-D causal mask
-    // on every forward, _prepare_4d_causal_attention_mask -> AttentionMaskConverter.to_4d:
-    // _make_causal_mask: torch.full((s, s), min) [fill], arange(s) [strided: index kernel],
-    // mask_cond + 1 [add], lt [strided: broadcast view(s, 1)], masked_fill_, .to(dtype) [copy];
-    // _expand_mask: mask[:, None, None, :].expand(b, 1, s, s).to(dtype) [strided copy],
-    // 1.0 - expanded [sub], .to(bool) [copy], masked_fill; then
-    // causal_4d_mask.masked_fill(expanded.bool(), min) [copies of the broadcast causal mask and
-    // the bool mask, masked_fill]. The li-plus trace's OPTDecoder shows exactly 13 kernels:
-    // fill, add, sub and three masked_fill are vectorized (6 elementwise), arange, lt and five
-    // copies take the strided path (7). Bytes: the s x s causal mask is small; the b*s*s passes
-    // (bf16 or bool) dominate: elementwise ~ sub + 2 masked_fill over b*s*s bf16 (read 2, write
-    // 1 each, the bool mask 1 B read); strided ~ 4 copies over b*s*s (read and write ~2 B each).
-    const std::int64_t bss = b * s * s;
-    tok.forward.push_back(mem("attention_mask.prepare", KernelClass::Elementwise, 3 * bss * e + 2 * bss, 3 * bss * e, 0, 6));
-    tok.forward.push_back(mem("attention_mask.prepare.copies", KernelClass::ElementwiseStrided, 4 * bss * e, 4 * bss * e, 0, 7));
-  }
-  // aten::embedding -> index_select; saves the int64 ids.
-  tok.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, T * 8));
-  // embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu, embedding_dense_backward_cuda,
-  // the same aten op for every family's nn.Embedding / F.embedding):
-  tok.backward = embedding_backward(d, d.V);
-  if (md.tied_embeddings) {
-    // A tied head (OPT, GPT-2, MPT) sends the weight two gradients, the lm_head's (MmBackward0)
-    // and the embedding's; autograd's InputBuffer sums them out of place before AccumulateGrad
-    // (torch/csrc/autograd/input_buffer.cpp accumulate: `old_var + var`): one vectorized add
-    // over V x h, the trace's `EmbeddingBackward0 > aten::add` after the embedding backward.
-    tok.backward.push_back(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * d.V * h * e, d.V * h * e));
-  }
-  embed.modules.push_back(tok);
-  // MPT's learned position table has max_seq_len rows: the run's sequence length.
-  const std::int64_t positions = md.family == "mpt" ? s : md.max_positions;
-  if (positions > 0) {
-    Module pos;
-    pos.name = "embed.positions";
-    pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
-    // OPT computes positions from the mask (cumsum, mul, sub, add: 4 kernels), then looks them up.
-    // OPTLearnedPositionalEmbedding.forward (transformers 4.36 modeling_opt.py):
-    // `(torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1`,
-    // then `positions + self.offset`: a scan kernel (tensor_kernel_scan_innermost_dim, a
-    // reduction-like pass) and mul, sub, add over b x s int64.
-    if (md.family == "opt") {
-      pos.forward.push_back(mem("positions.cumsum", KernelClass::Reduction, b * s * 8, b * s * 8));
-      pos.forward.push_back(mem("positions.mul_sub_add", KernelClass::Elementwise, b * s * 8 * 3, b * s * 8 * 3, 0, 3));
-    }
-    pos.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, 0));
-    pos.forward.push_back(mem("add", KernelClass::Elementwise, 2 * n * e, n * e));
-    pos.backward = embedding_backward(d, positions);
-    embed.modules.push_back(pos);
-  }
-  if (md.family == "gpt" && hf && o.dropout > 0) {
-    std::vector<Op> bfront;
-    dropout(embed.modules.back().forward, bfront, n, e, o.dropout);
-    auto& bw = embed.modules.back().backward;
-    bw.insert(bw.begin(), bfront.begin(), bfront.end());
-  }
-  embed.saved_activations = Bytes{saved_of(embed)};
-  w.layers.push_back(embed);
-
-  BlockBuild bb{md, d, o};
-  for (int i = 0; i < md.layers; ++i) {
-    Layer l = block(i, bb);
-    Checkpointing c = o.checkpointing;
-    if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
-    checkpoint(l, c, d);
-    w.layers.push_back(std::move(l));
-  }
-
-  Layer fnorm;
-  fnorm.name = "norm";
-  fnorm.kind = LayerKind::Norm;
-  fnorm.modules.push_back(norm("norm", llama ? NormKind::RmsNormFp32 : o.impl == Implementation::Megatron ? NormKind::ApexLayerNorm
-                                                                                                          : NormKind::LayerNorm,
-                               !llama, d, o.compile));
-  fnorm.saved_activations = Bytes{saved_of(fnorm)};
-  w.layers.push_back(fnorm);
-
-  // LM head + cross-entropy. Tied heads (gpt, opt, mpt) reuse the embedding weight: compute, no
-  // parameters. The loss: HF (OPT/GPT-2/Llama of 2023, model in bf16 under DeepSpeed) shifts the
-  // logits with a strided .contiguous() copy and runs log_softmax in bf16; torchtitan
-  // (cross_entropy(pred.float())), llm-foundry (autocast lists cross_entropy as fp32) and
-  // Megatron (fp32 vocab-parallel cross entropy) upcast the logits to fp32 first. Saved: the
-  // head input and log_softmax's output; the fp32 copy and the logits gradient are transients.
-  Layer head;
-  head.name = "head";
-  head.kind = LayerKind::Head;
-  Module lm = linear("head.lm_head", h, d.V, false, d, n * e);
-  if (md.tied_embeddings) lm.params.clear();
-  const std::int64_t TV = T * d.V;
-  Module loss;
-  loss.name = "head.loss";
-  if (hf && !llama) {
-    // OPTForCausalLM / GPT2LMHeadModel.forward (transformers 4.36): `shift_logits =
-    // logits[..., :-1, :].contiguous()`, `shift_labels = labels[..., 1:].contiguous()` (two
-    // strided copies, the second over the int64 labels), CrossEntropyLoss -> log_softmax +
-    // nll_loss_forward (one nll_loss_forward_reduce_cuda_kernel_2d: the li-plus trace).
-    loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
-    loss.forward.push_back(mem("shift_labels.contiguous", KernelClass::ElementwiseStrided, T * 8, T * 8));
-    loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
-    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8));
-    // NllLossBackward0: grad_input = zeros_like(self) [fill over T x V], then
-    // nll_loss_backward_reduce_cuda_kernel_2d scatters -1/N at each target [T x 8 read, T x e written].
-    loss.backward.push_back(mem("nll_loss.bwd.zero", KernelClass::Elementwise, 0, TV * e));
-    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Reduction, T * 16, T * e));
-    loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * e, TV * e));
-    // SliceBackward0 of `logits[..., :-1, :]`: the li-plus trace shows two aten::slice_backward,
-    // each `at::zeros` of the full logits shape (two vectorized fills of equal length), and one
-    // strided copy of the gradient into the :-1 slice (the kernels as traced; why the second
-    // slice_backward launches no copy of its own was not looked into).
-    loss.backward.push_back(mem("shift.slice_bwd.zero", KernelClass::Elementwise, 0, 2 * TV * e, 0, 2));
-    loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, TV * e, TV * e));
-    head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
-  } else {
-    loss.forward.push_back(mem("logits.float", KernelClass::Elementwise, TV * e, TV * 4));
-    loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * 4, TV * 4, TV * 4));
-    loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
-    loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * 4, 0, 2));
-    loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * 4, TV * 4));
-    loss.backward.push_back(mem("logits.float.bwd", KernelClass::Elementwise, TV * 4, TV * e));
-    // fp32 and bf16 logits gradients. log_softmax_backward_data allocates its fp32 grad_input
-    // while nll_loss's fp32 gradient, its input, is alive: two fp32 logits-sized tensors at once
-    // (aten/src/ATen/native/cuda/SoftMax.cu). Megatron's fused vocab-parallel cross entropy
-    // writes the gradient into its saved softmax instead (tensor_parallel/cross_entropy.py).
-    const bool fused_ce = o.impl == Implementation::Megatron;
-    head.recompute_activations = Bytes{fused_ce ? TV * (4 + e) : std::max(2 * TV * 4, TV * (4 + e))};
-  }
-  // The model output the training loop keeps (WorkloadOptions::loop_keeps_output): the logits as
-  // the model returns them. HF OPT/GPT-2 return the lm_head output in the model dtype
-  // (modeling_opt.py `logits = self.lm_head(outputs[0]).contiguous()`), HF Llama its fp32 copy
-  // (`logits = logits.float()`), both after computing the loss from it; llm-foundry's MPT returns
-  // the bf16 lm_head output and Composer computes the loss outside (`self.state.outputs =
-  // self.state.model(batch)`, then `loss(self.state.outputs, batch)`); torchtitan returns
-  // `self.output(h).float()` (models/llama/model.py at 83c879f1), the loss outside. Megatron's
-  // model returns the loss, so nothing the size of the logits outlives it.
-  const bool keeps = o.loop_keeps_output.value_or(hf || o.impl == Implementation::LlmFoundry);
-  if (keeps && o.impl != Implementation::Megatron) {
-    const bool bit16 = (hf && !llama) || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
-    Op& logits = bit16 ? lm.forward.back() : loss.forward.front();
-    logits.kept_output = Bytes{TV * (bit16 ? e : 4)};
-    Op& returns = hf ? loss.forward.back() : logits;
-    returns.model_returns = true;
-    w.kept_output = logits.kept_output;
-  }
-  head.modules.push_back(lm);
-  head.modules.push_back(loss);
-  head.saved_activations = Bytes{saved_of(head)};
-  w.layers.push_back(head);
-
   for (auto& l : w.layers) {
     l.forward_dispatch = fwd_dispatch;
     l.backward_dispatch = bwd_dispatch;
