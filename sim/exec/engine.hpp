@@ -25,8 +25,8 @@
 
 namespace stepsim {
 
-// Throws std::logic_error on a malformed Program (validate(), sim/program/validate.hpp) and
-// DeadlockError (rule 7).
+// Throws std::logic_error on a malformed Program (validate()'s checks, sim/program/validate.hpp,
+// run on each instruction as the host reaches it) and DeadlockError (rule 7).
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {});
 
 // One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").

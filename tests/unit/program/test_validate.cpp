@@ -108,4 +108,17 @@ TEST_CASE("the simulator and the live lowering both refuse what validate refuses
   CHECK(refusal(p) == expected);
   CHECK_THROWS_WITH(simulate_program(p, HardwareProfile{}), expected);
   CHECK_THROWS_WITH(live::lower_program(p, live::LoweringOptions{}), expected);
+
+  // The simulator checks each instruction as its host reaches it (ProgramChecker): a refusal
+  // after valid instructions, and one the engine would otherwise index out of bounds with
+  // (an undeclared communicator, which it counts for NCCL's buffers), come out the same.
+  Program k = one_stream();
+  k.instructions.push_back(Mark{"step", Phase::Forward});
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}}}});
+  CHECK(refusal(k) == "instruction 1: kernel 'mm' has an empty GEMM 8x0x8");
+  CHECK_THROWS_WITH(simulate_program(k, HardwareProfile{}), refusal(k));
+  Program c = one_stream();
+  c.instructions.push_back(Collective{CommId{3}, StreamId{0}, CollectiveKind::AllReduce, Bytes{64}, Dtype::BF16, "AR", ""});
+  CHECK(refusal(c) == "instruction 0: communicator 3 was not declared");
+  CHECK_THROWS_WITH(simulate_program(c, HardwareProfile{}), refusal(c));
 }
