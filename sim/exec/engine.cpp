@@ -10,7 +10,6 @@
 #include <queue>
 #include <stdexcept>
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include "sim/core/overloaded.hpp"
@@ -25,49 +24,49 @@ namespace stepsim {
 
 namespace {
 
-// describe(), written to `out` (the engine labels host intervals with it, 100,000s of times per
-// run, so without a temporary string each).
-template <class Out>
-Out describe_to(Out out, const Program& p, std::size_t i) {
-  if (i >= p.instructions.size()) return fmt::format_to(out, FMT_COMPILE("end of program"));
-  auto stream_name = [&](StreamId s) -> std::string_view {
-    return s.index() < p.streams.size() ? std::string_view(p.streams[s.index()].name) : std::string_view("#");
+// describe(), appended to `out`: the engine labels host intervals with it, 10^5 times in a deep
+// program, so plain appends (no format string to interpret, no iterator writing a character
+// at a time, no temporary string).
+void describe_to(fmt::memory_buffer& out, const Program& p, std::size_t i) {
+  auto text = [&](std::string_view s) { out.append(s.data(), s.data() + s.size()); };
+  auto number = [&](auto v) {
+    const fmt::format_int digits(v);
+    out.append(digits.data(), digits.data() + digits.size());
   };
-  auto stream_suffix = [&](StreamId s) { return s.index() < p.streams.size() ? std::string() : fmt::format("{}", s); };
-  return std::visit(Overloaded{
-                        [&](const Launch& l) {
-                          return fmt::format_to(out, FMT_COMPILE("Launch '{}' on {}{}"), l.kernel.name, stream_name(l.stream), stream_suffix(l.stream));
-                        },
-                        [&](const Collective& c) {
-                          return fmt::format_to(out, FMT_COMPILE("Collective {} '{}' on {}{}"), to_string(c.kind), c.name, stream_name(c.stream),
-                                                stream_suffix(c.stream));
-                        },
-                        [&](const Record& r) {
-                          return fmt::format_to(out, FMT_COMPILE("Record event {} on {}{}"), r.event, stream_name(r.stream), stream_suffix(r.stream));
-                        },
-                        [&](const Wait& w) {
-                          return fmt::format_to(out, FMT_COMPILE("Wait {}{} on event {}"), stream_name(w.stream), stream_suffix(w.stream), w.event);
-                        },
-                        [&](const HostSync& h) {
-                          return std::visit(Overloaded{
-                                                [&](EventId e) { return fmt::format_to(out, FMT_COMPILE("HostSync on event {} ({})"), e, h.reason); },
-                                                [&](StreamId s) {
-                                                  return fmt::format_to(out, FMT_COMPILE("HostSync on stream {}{} ({})"), stream_name(s),
-                                                                        stream_suffix(s), h.reason);
-                                                },
-                                            },
-                                            h.target);
-                        },
-                        [&](const Alloc& a) { return fmt::format_to(out, FMT_COMPILE("Alloc '{}' {} B"), a.name, a.bytes.count); },
-                        [&](const Free& f) {
-                          if (f.buffer.index() < p.buffer_names.size())
-                            return fmt::format_to(out, FMT_COMPILE("Free '{}'"), p.buffer_names[f.buffer.index()]);
-                          return fmt::format_to(out, FMT_COMPILE("Free '{}'"), f.buffer);
-                        },
-                        [&](const HostWork& w) { return fmt::format_to(out, FMT_COMPILE("HostWork '{}'"), w.name); },
-                        [&](const Mark& m) { return fmt::format_to(out, FMT_COMPILE("Mark '{}'"), m.name); },
-                    },
-                    p.instructions[i]);
+  auto stream = [&](StreamId s) {  // its name, or "#" and its index when it was not declared
+    if (s.index() < p.streams.size()) return text(p.streams[s.index()].name);
+    text("#");
+    number(s.index());
+  };
+  if (i >= p.instructions.size()) return text("end of program");
+  std::visit(Overloaded{
+                 [&](const Launch& l) {
+                   text("Launch '"); text(l.kernel.name); text("' on "); stream(l.stream);
+                 },
+                 [&](const Collective& c) {
+                   text("Collective "); text(to_string(c.kind)); text(" '"); text(c.name); text("' on "); stream(c.stream);
+                 },
+                 [&](const Record& r) { text("Record event "); number(r.event.index()); text(" on "); stream(r.stream); },
+                 [&](const Wait& w) { text("Wait "); stream(w.stream); text(" on event "); number(w.event.index()); },
+                 [&](const HostSync& h) {
+                   std::visit(Overloaded{
+                                  [&](EventId e) { text("HostSync on event "); number(e.index()); },
+                                  [&](StreamId s) { text("HostSync on stream "); stream(s); },
+                              },
+                              h.target);
+                   text(" ("); text(h.reason); text(")");
+                 },
+                 [&](const Alloc& a) { text("Alloc '"); text(a.name); text("' "); number(a.bytes.count); text(" B"); },
+                 [&](const Free& f) {
+                   text("Free '");
+                   if (f.buffer.index() < p.buffer_names.size()) text(p.buffer_names[f.buffer.index()]);
+                   else number(f.buffer.index());
+                   text("'");
+                 },
+                 [&](const HostWork& w) { text("HostWork '"); text(w.name); text("'"); },
+                 [&](const Mark& m) { text("Mark '"); text(m.name); text("'"); },
+             },
+             p.instructions[i]);
 }
 
 enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
@@ -241,10 +240,10 @@ class Engine {
   // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
   // one has a CPU cost (scheduled for later), blocks on a HostSync, or the program ends.
   void run_host() {
+    Time cost = pc_ < p_.instructions.size() ? host_cost(pc_) : Time::zero();  // already elapsed
     while (pc_ < p_.instructions.size()) {
       std::size_t i = pc_;
       checker_.check(i);  // validate()'s checks, as the host reaches it
-      Time cost = host_cost(i);
       if (cost.ns > 0) {
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
@@ -256,16 +255,16 @@ class Engine {
       ++pc_;
       pump();
       if (pc_ < p_.instructions.size()) {
-        Time next = host_cost(pc_);
-        if (next.ns > 0) {
+        cost = host_cost(pc_);
+        if (cost.ns > 0) {
           // Nothing else happens before the host's next instruction: run it now instead of
           // through the heap (the order is the same: an event due at that very instant, which
           // the heap would put first, falls back to the heap).
-          if (!heap_.empty() && heap_.top().time <= now_ + next) {
-            schedule_host(now_ + next);
+          if (!heap_.empty() && heap_.top().time <= now_ + cost) {
+            schedule_host(now_ + cost);
             return;
           }
-          now_ = now_ + next;
+          now_ = now_ + cost;
         }
       }
     }
@@ -289,7 +288,7 @@ class Engine {
                           [&](const HostWork& w) { return text.add(w.name); },
                           [&](const auto&) {
                             label_.clear();
-                            describe_to(std::back_inserter(label_), p_, i);
+                            describe_to(label_, p_, i);
                             return text.add(std::string_view(label_.data(), label_.size()));
                           },
                       },
@@ -824,7 +823,7 @@ Timeline simulate_program(const Program& program, const HardwareProfile& hw, con
 
 std::string describe(const Program& p, std::size_t i) {
   fmt::memory_buffer buf;
-  describe_to(std::back_inserter(buf), p, i);
+  describe_to(buf, p, i);
   return fmt::to_string(buf);
 }
 
