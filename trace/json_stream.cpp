@@ -229,74 +229,81 @@ std::string_view JsonStream::scan_string() {
       q = utf8_sequence(q);
       continue;
     }
-    if (c != '\\') {
-      p_ = q;
-      if (q == end_) {
-        more();
-        fail("unterminated string");
-      }
-      fail("unescaped control character in a string");
-    }
+    if (c != '\\') control_in_string(q);
     if constexpr (Keep) {
       if (!out) out = &scratch();
       out->append(run, q);
     }
-    need(q, 2);
-    char decoded = 0;
-    switch (q[1]) {
-      case '"': decoded = '"'; break;
-      case '\\': decoded = '\\'; break;
-      case '/': decoded = '/'; break;
-      case 'b': decoded = '\b'; break;
-      case 'f': decoded = '\f'; break;
-      case 'n': decoded = '\n'; break;
-      case 'r': decoded = '\r'; break;
-      case 't': decoded = '\t'; break;
-      case 'u': break;
-      default:
-        p_ = q;
-        fail("invalid escape in a string");
-    }
-    if (decoded != 0) {
-      if constexpr (Keep) out->push_back(decoded);
-      q += 2;
-    } else {
-      auto hex4 = [&](const char* h) {
-        int v = 0;
-        for (int k = 0; k < 4; ++k) {
-          int d = hex_value(h[k]);
-          if (d < 0) {
-            p_ = q;
-            fail("invalid \\u escape in a string (expected 4 hex digits)");
-          }
-          v = v * 16 + d;
-        }
-        return static_cast<std::uint32_t>(v);
-      };
-      need(q, 6);
-      std::uint32_t cp = hex4(q + 2);
-      q += 6;
-      if (cp >= 0xD800 && cp <= 0xDBFF) {
-        need(q, 6);
-        if (q[0] != '\\' || q[1] != 'u') {
-          p_ = q;
-          fail("high surrogate not followed by a \\u low surrogate");
-        }
-        std::uint32_t lo = hex4(q + 2);
-        if (lo < 0xDC00 || lo > 0xDFFF) {
-          p_ = q;
-          fail("high surrogate not followed by a \\u low surrogate");
-        }
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        q += 6;
-      } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-        p_ = q - 6;
-        fail("low surrogate without a high surrogate");
-      }
-      if constexpr (Keep) append_utf8(*out, cp);
-    }
+    q = escape_sequence(q, out);
     run = q;
   }
+}
+
+void JsonStream::control_in_string(const char* q) {
+  p_ = q;
+  if (q == end_) {
+    more();
+    fail("unterminated string");
+  }
+  fail("unescaped control character in a string");
+}
+
+const char* JsonStream::escape_sequence(const char* q, std::string* out) {
+  need(q, 2);
+  char decoded = 0;
+  switch (q[1]) {
+    case '"': decoded = '"'; break;
+    case '\\': decoded = '\\'; break;
+    case '/': decoded = '/'; break;
+    case 'b': decoded = '\b'; break;
+    case 'f': decoded = '\f'; break;
+    case 'n': decoded = '\n'; break;
+    case 'r': decoded = '\r'; break;
+    case 't': decoded = '\t'; break;
+    case 'u': break;
+    default:
+      p_ = q;
+      fail("invalid escape in a string");
+  }
+  if (decoded != 0) {
+    if (out) out->push_back(decoded);
+    return q + 2;
+  }
+  need(q, 6);
+  std::uint32_t cp = unicode_escape(q);
+  q += 6;
+  if (cp >= 0xD800 && cp <= 0xDBFF) {
+    need(q, 6);
+    if (q[0] != '\\' || q[1] != 'u') {
+      p_ = q;
+      fail("high surrogate not followed by a \\u low surrogate");
+    }
+    std::uint32_t lo = unicode_escape(q);
+    if (lo < 0xDC00 || lo > 0xDFFF) {
+      p_ = q;
+      fail("high surrogate not followed by a \\u low surrogate");
+    }
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    q += 6;
+  } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+    p_ = q - 6;
+    fail("low surrogate without a high surrogate");
+  }
+  if (out) append_utf8(*out, cp);
+  return q;
+}
+
+std::uint32_t JsonStream::unicode_escape(const char* q) {
+  int v = 0;
+  for (int k = 2; k < 6; ++k) {
+    int d = hex_value(q[k]);
+    if (d < 0) {
+      p_ = q;
+      fail("invalid \\u escape in a string (expected 4 hex digits)");
+    }
+    v = v * 16 + d;
+  }
+  return static_cast<std::uint32_t>(v);
 }
 
 template std::string_view JsonStream::scan_string<true>();

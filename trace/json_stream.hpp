@@ -103,6 +103,14 @@ class JsonStream {
   void refill();
   template <bool Keep>
   std::string_view scan_string();
+  // The cold parts of scan_string. At a control byte in a string (q): more input, or the error
+  // (unterminated, or an unescaped control character).
+  [[noreturn]] void control_in_string(const char* q);
+  // At an escape's backslash: validates it (a \u escape with its low surrogate), appends the
+  // character to *out unless out is null (skipping), returns the position after it.
+  const char* escape_sequence(const char* q, std::string* out);
+  // The code unit of the \uXXXX escape at q.
+  std::uint32_t unicode_escape(const char* q);
   const char* utf8_sequence(const char* q);  // validates one multi-byte character at q
   void literal(std::string_view word);
   std::string& scratch();

@@ -241,7 +241,15 @@ class Reader {
   void distributed_info();
   void device_properties();
   void stepsim_info();
+  bool read_text(char c, std::string_view& text, bool& seen);
+  bool read_id(char c, Id& id);
+  bool read_time(char c, Num& n);
   void finish_event();
+  void finish_complete_event();
+  void add_gpu_op(GpuOp::Kind kind, Time start, Time end);
+  void add_cpu_span(Time start, Time end);
+  void finish_memory_event();
+  void finish_counter_event();
   int intern(std::string_view s) {
     if (auto it = name_ids_.find(s); it != name_ids_.end()) return it->second;
     int id = static_cast<int>(out_.names.size());
@@ -334,46 +342,26 @@ void Reader::event(bool skip_args) {
     char c = s_.peek();
     switch (event_key(key)) {
       case EventKey::Ph:
-        if (c != '"') break;
-        e.ph = s_.string();
-        e.ph_seen = true;
-        continue;
+        if (read_text(c, e.ph, e.ph_seen)) continue;
+        break;
       case EventKey::Cat:
-        if (c != '"') break;
-        e.cat = s_.string();
-        e.cat_seen = true;
-        continue;
+        if (read_text(c, e.cat, e.cat_seen)) continue;
+        break;
       case EventKey::Name:
-        if (c != '"') break;
-        e.name = s_.string();
-        e.name_seen = true;
-        continue;
+        if (read_text(c, e.name, e.name_seen)) continue;
+        break;
       case EventKey::Pid:
-      case EventKey::Tid: {
-        Id& id = event_key(key) == EventKey::Pid ? e.pid : e.tid;
-        if (c == '"') {
-          id.set_str(s_.string());
-          continue;
-        }
-        if (JsonStream::starts_number(c)) {
-          id.set_int(Num::of(s_.number()).as_int());
-          continue;
-        }
+        if (read_id(c, e.pid)) continue;
         break;
-      }
+      case EventKey::Tid:
+        if (read_id(c, e.tid)) continue;
+        break;
       case EventKey::Ts:
-      case EventKey::Dur: {
-        Num& n = event_key(key) == EventKey::Ts ? e.ts : e.dur;
-        if (c == '"') {
-          n = Num{Num::Kind::Text, 0, s_.string()};
-          continue;
-        }
-        if (JsonStream::starts_number(c)) {
-          n = Num::of(s_.number());
-          continue;
-        }
+        if (read_time(c, e.ts)) continue;
         break;
-      }
+      case EventKey::Dur:
+        if (read_time(c, e.dur)) continue;
+        break;
       case EventKey::Args:
         if (c != '{') break;
         if (skip_args && !args_may_matter(e)) {
@@ -387,6 +375,42 @@ void Reader::event(bool skip_args) {
     }
     s_.skip_value();
   }
+}
+
+// The readers of one event member whose value starts with `c`: each reads the value and returns
+// true, or returns false for a value of another type (which event() skips, as an unknown key).
+
+bool Reader::read_text(char c, std::string_view& text, bool& seen) {
+  if (c != '"') return false;
+  text = s_.string();
+  seen = true;
+  return true;
+}
+
+// pid/tid: an integer, or a string (hashed).
+bool Reader::read_id(char c, Id& id) {
+  if (c == '"') {
+    id.set_str(s_.string());
+    return true;
+  }
+  if (JsonStream::starts_number(c)) {
+    id.set_int(Num::of(s_.number()).as_int());
+    return true;
+  }
+  return false;
+}
+
+// ts/dur: a number, or its text quoted (Chrome traces).
+bool Reader::read_time(char c, Num& n) {
+  if (c == '"') {
+    n = Num{Num::Kind::Text, 0, s_.string()};
+    return true;
+  }
+  if (JsonStream::starts_number(c)) {
+    n = Num::of(s_.number());
+    return true;
+  }
+  return false;
 }
 
 void Reader::args() {
@@ -548,116 +572,144 @@ void fill_comm_from_args(const EventFields::Scalars& ev, CommParams& c) {
   c.group_name = std::string(ev.pg_name);
 }
 
+// The elements of a nccl:* op's Input Dims: the input tensors (one list per tensor, its type in
+// Input type), their elements added; the first typed tensor gives the dtype. Unchanged when no
+// tensor has a known type and a dimension.
+void comm_elems_from_inputs(const std::vector<std::vector<std::int64_t>>& dims, const std::vector<std::string_view>& types,
+                            CommParams& comm) {
+  std::int64_t total = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < dims.size() && i < types.size(); ++i) {
+    int eb = dtype_bytes_from_name(std::string(types[i]));
+    if (eb == 0 || dims[i].empty()) continue;
+    std::int64_t p = 1;
+    for (auto d : dims[i]) p *= d;
+    total += p;
+    any = true;
+    if (comm.elem_bytes == 0) {
+      comm.elem_bytes = eb;
+      comm.dtype = std::string(types[i]);
+    }
+  }
+  if (any) comm.in_elems = total;
+}
+
+// One record per event at most: "X" events make GPU ops, runtime calls or CPU spans; "i"
+// [memory] events and "C" counters make memory samples; everything else is dropped.
 void Reader::finish_event() {
   const EventFields::Scalars& ev = ev_.s;
   if (eq(ev.ph, "X")) {
-    if (!ev.ts.set()) return;
-    Time start = ev.ts.as_us_time();
-    Time end = start + (ev.dur.set() ? ev.dur.as_us_time() : Time{});
-    const std::string_view cat = ev.cat;
-    bool kernel = eq(cat, "kernel") || eq(cat, "Kernel");
-    bool memcpy = eq(cat, "gpu_memcpy") || eq(cat, "Memcpy");
-    bool memset = eq(cat, "gpu_memset") || eq(cat, "Memset");
-    if (kernel || memcpy || memset) {
-      GpuOp op;
-      op.kind = kernel ? GpuOp::Kind::Kernel : memcpy ? GpuOp::Kind::Memcpy : GpuOp::Kind::Memset;
-      op.name = intern(ev.name);
-      op.device = ev.device.set() ? static_cast<int>(ev.device.as_int()) : static_cast<int>(ev.pid.v);
-      op.stream = ev.stream.set() ? ev.stream.as_int() : ev.tid.v;
-      op.start = start;
-      op.end = end;
-      op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
-      op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
-      op.phase = std::string(ev.phase);
-      if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
-      if (kernel) {
-        op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));
-        if (op.collective) {
-          fill_comm_from_args(ev, op.comm);
-          if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();
-        }
-      }
-      out_.gpu_ops.push_back(std::move(op));
-      return;
-    }
-    if (eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime")) {
-      if (ev.correlation.set())
-        out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end});
-      return;
-    }
-    if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
-    const std::string_view n = ev.name;
-    CpuSpan span;
-    span.thread = fold_thread(ev.pid, ev.tid);
-    span.start = start;
-    span.end = end;
-    if (starts_with(n, "ProfilerStep#")) {
-      span.kind = CpuSpan::Kind::Step;
-      try {
-        span.step_number = std::stoll(std::string(n.substr(13)));
-      } catch (const std::exception&) {
-        return;  // "ProfilerStep#abc": not a step span
-      }
-    } else if (eq(n, "record_param_comms") || starts_with(n, "nccl:")) {
-      span.kind = CpuSpan::Kind::CommOp;
-      fill_comm_from_args(ev, span.comm);
-      if (!eq(n, "record_param_comms") && span.comm.kind == TraceCollective::Unknown)
-        span.comm.kind = collective_from_op_name(std::string(n.substr(5)));
-      // Input Dims of nccl:* ops: the input tensors (one list per tensor); their elements add.
-      const auto& dims = ev_.input_dims;
-      const auto& types = ev_.input_types;
-      if (span.comm.in_elems < 0 && !dims.empty() && !types.empty()) {
-        std::int64_t total = 0;
-        bool any = false;
-        for (std::size_t i = 0; i < dims.size() && i < types.size(); ++i) {
-          int eb = dtype_bytes_from_name(std::string(types[i]));
-          if (eb == 0 || dims[i].empty()) continue;
-          std::int64_t p = 1;
-          for (auto d : dims[i]) p *= d;
-          total += p;
-          any = true;
-          if (span.comm.elem_bytes == 0) {
-            span.comm.elem_bytes = eb;
-            span.comm.dtype = std::string(types[i]);
-          }
-        }
-        if (any) span.comm.in_elems = total;
-      }
-      span.comm_has_params = span.comm.in_elems >= 0 || span.comm.kind != TraceCollective::Unknown;
-    } else if (starts_with(n, "Optimizer.step#")) {
-      span.kind = CpuSpan::Kind::Optimizer;
-    } else if (starts_with(n, "autograd::engine::evaluate_function")) {
-      span.kind = CpuSpan::Kind::Backward;
-    } else if (is_gemm_name(n) && !ev_.input_dims.empty()) {
-      span.kind = CpuSpan::Kind::Gemm;
-      span.input_dims = ev_.input_dims;
-      if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
-    } else if (is_attention_name(n) && !ev_.input_dims.empty()) {
-      span.kind = CpuSpan::Kind::Attention;
-      span.input_dims = ev_.input_dims;
-      if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
-    } else {
-      return;
-    }
-    span.name = intern(n);
-    out_.cpu.push_back(std::move(span));
+    if (ev.ts.set()) finish_complete_event();
     return;
   }
   if (eq(ev.ph, "i") && eq(ev.name, "[memory]")) {
-    // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
-    if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
-      out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
-                                      Bytes{ev.total_allocated.as_int()}, {},
-                                      Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true,
-                                      ev.addr.set() ? ev.addr.as_int() : 0,
-                                      ev.block_bytes.set() ? ev.block_bytes.as_int() : 0});
+    finish_memory_event();
     return;
   }
-  if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_any) {
+  if (eq(ev.ph, "C")) finish_counter_event();
+}
+
+// A complete ("X") event with a start: by its category a GPU op, a runtime call, or a CPU span.
+void Reader::finish_complete_event() {
+  const EventFields::Scalars& ev = ev_.s;
+  Time start = ev.ts.as_us_time();
+  Time end = start + (ev.dur.set() ? ev.dur.as_us_time() : Time{});
+  const std::string_view cat = ev.cat;
+  if (eq(cat, "kernel") || eq(cat, "Kernel")) return add_gpu_op(GpuOp::Kind::Kernel, start, end);
+  if (eq(cat, "gpu_memcpy") || eq(cat, "Memcpy")) return add_gpu_op(GpuOp::Kind::Memcpy, start, end);
+  if (eq(cat, "gpu_memset") || eq(cat, "Memset")) return add_gpu_op(GpuOp::Kind::Memset, start, end);
+  if (eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime")) {
+    if (ev.correlation.set())
+      out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end});
+    return;
+  }
+  if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
+  add_cpu_span(start, end);
+}
+
+void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
+  const EventFields::Scalars& ev = ev_.s;
+  GpuOp op;
+  op.kind = kind;
+  op.name = intern(ev.name);
+  op.device = ev.device.set() ? static_cast<int>(ev.device.as_int()) : static_cast<int>(ev.pid.v);
+  op.stream = ev.stream.set() ? ev.stream.as_int() : ev.tid.v;
+  op.start = start;
+  op.end = end;
+  op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
+  op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
+  op.phase = std::string(ev.phase);
+  if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
+  if (kind == GpuOp::Kind::Kernel) {
+    op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));
+    if (op.collective) {
+      fill_comm_from_args(ev, op.comm);
+      if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();
+    }
+  }
+  out_.gpu_ops.push_back(std::move(op));
+}
+
+// A CPU op kept as a span when its name says what it is (a step, a collective call, the
+// optimizer, a backward node, a GEMM or an attention op with its input shapes); others dropped.
+void Reader::add_cpu_span(Time start, Time end) {
+  const EventFields::Scalars& ev = ev_.s;
+  const std::string_view n = ev.name;
+  CpuSpan span;
+  span.thread = fold_thread(ev.pid, ev.tid);
+  span.start = start;
+  span.end = end;
+  if (starts_with(n, "ProfilerStep#")) {
+    span.kind = CpuSpan::Kind::Step;
+    try {
+      span.step_number = std::stoll(std::string(n.substr(13)));
+    } catch (const std::exception&) {
+      return;  // "ProfilerStep#abc": not a step span
+    }
+  } else if (eq(n, "record_param_comms") || starts_with(n, "nccl:")) {
+    span.kind = CpuSpan::Kind::CommOp;
+    fill_comm_from_args(ev, span.comm);
+    if (!eq(n, "record_param_comms") && span.comm.kind == TraceCollective::Unknown)
+      span.comm.kind = collective_from_op_name(std::string(n.substr(5)));
+    if (span.comm.in_elems < 0 && !ev_.input_dims.empty() && !ev_.input_types.empty())
+      comm_elems_from_inputs(ev_.input_dims, ev_.input_types, span.comm);
+    span.comm_has_params = span.comm.in_elems >= 0 || span.comm.kind != TraceCollective::Unknown;
+  } else if (starts_with(n, "Optimizer.step#")) {
+    span.kind = CpuSpan::Kind::Optimizer;
+  } else if (starts_with(n, "autograd::engine::evaluate_function")) {
+    span.kind = CpuSpan::Kind::Backward;
+  } else if ((is_gemm_name(n) || is_attention_name(n)) && !ev_.input_dims.empty()) {
+    span.kind = is_gemm_name(n) ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
+    span.input_dims = ev_.input_dims;
+    if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
+  } else {
+    return;
+  }
+  span.name = intern(n);
+  out_.cpu.push_back(std::move(span));
+}
+
+// Kineto's allocator instant event: a sample of the CUDA device's allocated and reserved bytes.
+void Reader::finish_memory_event() {
+  const EventFields::Scalars& ev = ev_.s;
+  // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
+  if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
+    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
+                                    Bytes{ev.total_allocated.as_int()}, {},
+                                    Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true,
+                                    ev.addr.set() ? ev.addr.as_int() : 0,
+                                    ev.block_bytes.set() ? ev.block_bytes.as_int() : 0});
+}
+
+// A counter ("C") event: the allocated total (its "total" arg, else the sum of its series) and
+// the reserved bytes; with only a reserved counter, a sample of the reserved bytes alone.
+void Reader::finish_counter_event() {
+  const EventFields::Scalars& ev = ev_.s;
+  if (ev.ts.set() && ev.counter_any) {
     std::int64_t total = ev.counter_total.set() ? ev.counter_total.as_int() : ev.counter_sum;
     out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
                                     Bytes{ev.counter_reserved.set() ? ev.counter_reserved.as_int() : 0}, true});
-  } else if (eq(ev.ph, "C") && ev.ts.set() && ev.counter_reserved.set()) {
+  } else if (ev.ts.set() && ev.counter_reserved.set()) {
     out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
                                     Bytes{ev.counter_reserved.as_int()}, false});
   }

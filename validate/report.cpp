@@ -1,6 +1,7 @@
 // A validation report as text, JSON and HTML, and the baseline gate.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -222,61 +223,53 @@ std::string report_to_text(const Report& r) {
 
 namespace {
 
-// One predicted-vs-measured scatter (log axes): points per source, the y = x line and the
-// +-10 % band.
-std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string>& sources) {
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
-  std::vector<const Row*> rows;
-  for (const auto& row : r.rows)
-    if (row.metric == m && row.predicted > 0 && row.measured > 0) rows.push_back(&row);
-  if (rows.empty()) return "";
+// One colour per source, in the order sources first appear in the rows (legend and points).
+constexpr const char* kSourceColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+const char* source_colour(std::size_t k) { return kSourceColours[k % std::size(kSourceColours)]; }
+
+// Scatter geometry (px): the SVG's size, the left margin (y labels), the plot square's side.
+constexpr double kScatterWidth = 360, kScatterHeight = 370, kScatterLeft = 56;
+constexpr double kPlotSide = kScatterWidth - kScatterLeft - 10;
+
+// The axes of one scatter (x measured, y predicted, the same range): in display units, scaled
+// to seconds for times beyond 10 s, logarithmic when the values span more than 20x.
+struct ScatterAxes {
+  double lo = 0, hi = 0;
+  double scale = 1;  // display value -> axis unit
+  std::string unit;
+  bool log = false;
+
+  // The distance of v from the plot's origin along either axis (px).
+  double pos(double v) const {
+    double f = log ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi - lo);
+    return f * kPlotSide;
+  }
+  double y(double v) const { return kPlotSide - pos(v); }
+};
+
+ScatterAxes scatter_axes(Metric m, const std::vector<const Row*>& rows) {
   double lo = 1e300, hi = 0;
   for (const Row* row : rows)
     for (double v : {display_value(m, row->predicted), display_value(m, row->measured)}) {
       lo = std::min(lo, v);
       hi = std::max(hi, v);
     }
-  // Times beyond 10 s read better in seconds.
-  const double scale = unit_of(m) == "ms" && hi > 10000 ? 1e-3 : 1.0;
-  const std::string unit = scale < 1 ? "s" : unit_of(m);
-  lo *= scale;
-  hi *= scale;
-  const bool log_axes = hi / lo > 20;
-  lo = log_axes ? lo / 1.3 : std::max(0.0, lo - 0.1 * (hi - lo));
-  hi = log_axes ? hi * 1.3 : hi + 0.1 * (hi - lo) + 1e-9;
-  const double W = 360, H = 370, L = 56;
-  auto pos = [&](double v) {
-    double f = log_axes ? std::log(v / lo) / std::log(hi / lo) : (v - lo) / (hi - lo);
-    return f * (W - L - 10);
-  };
-  std::ostringstream s;
-  s << fmt::format("<svg class=\"scatter\" data-metric=\"{}\" width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
-                   to_string(m), W, H);
-  s << fmt::format("<g transform=\"translate({},{})\">", L, 10);
-  const double P = W - L - 10;
-  s << fmt::format("<rect width=\"{0}\" height=\"{0}\" fill=\"#fafafa\" stroke=\"#999\"/>", P);
-  // +-10 % band and y = x.
-  auto y = [&](double v) { return P - pos(v); };
-  s << fmt::format("<polygon fill=\"#e6f0e6\" points=\"{},{} {},{} {},{} {},{}\"/>", pos(lo), y(lo * 1.1), pos(hi / 1.1),
-                   y(hi), pos(hi), y(hi * 0.9), pos(lo / 0.9 > hi ? hi : lo / 0.9), y(lo));
-  s << fmt::format("<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>", P, P);
-  for (const Row* row : rows) {
-    std::size_t k = std::find(sources.begin(), sources.end(), row->source) - sources.begin();
-    s << fmt::format("<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">"
-                     "<title>{}: predicted {}, measured {} ({})</title></circle>",
-                     pos(scale * display_value(m, row->measured)), y(scale * display_value(m, row->predicted)), colours[k % 6],
-                     html_escape(row->case_name), value_text(m, row->predicted), value_text(m, row->measured),
-                     error_text(m, row->error));
-  }
-  s << "</g>";
-  s << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">measured {} ({}{})</text>", L + P / 2,
-                   H - 8, html_escape(to_string(m)), unit, log_axes ? ", log" : "");
-  s << fmt::format("<text x=\"12\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 12 {})\">"
-                   "predicted</text>",
-                   10 + P / 2, 10 + P / 2);
-  // Ticks on both axes (the same scale): 1-2-5 per decade on log axes, a 1-2-5 step on linear ones.
+  ScatterAxes a;
+  a.scale = unit_of(m) == "ms" && hi > 10000 ? 1e-3 : 1.0;
+  a.unit = a.scale < 1 ? "s" : unit_of(m);
+  lo *= a.scale;
+  hi *= a.scale;
+  a.log = hi / lo > 20;
+  a.lo = a.log ? lo / 1.3 : std::max(0.0, lo - 0.1 * (hi - lo));
+  a.hi = a.log ? hi * 1.3 : hi + 0.1 * (hi - a.lo) + 1e-9;  // the margin from the widened lo
+  return a;
+}
+
+// Ticks on both axes (the same scale): 1-2-5 per decade on log axes, a 1-2-5 step on linear ones.
+std::vector<double> axis_ticks(const ScatterAxes& a) {
+  const double lo = a.lo, hi = a.hi;
   std::vector<double> ticks;
-  if (log_axes) {
+  if (a.log) {
     const std::vector<double> steps = hi / lo > 1000 ? std::vector<double>{1.0} : std::vector<double>{1.0, 2.0, 5.0};
     for (double decade = std::pow(10.0, std::floor(std::log10(lo))); decade <= hi; decade *= 10)
       for (double f : steps)
@@ -286,57 +279,95 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
     double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
     for (double t = std::ceil(lo / step) * step; t <= hi; t += step) ticks.push_back(t);
   }
-  for (double t : ticks) {
+  return ticks;
+}
+
+// The axis titles, and each tick's mark and label on both axes (outside the plot's group).
+void write_axes(std::ostream& s, Metric m, const ScatterAxes& a) {
+  const double L = kScatterLeft, P = kPlotSide;
+  s << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\">measured {} ({}{})</text>", L + P / 2,
+                   kScatterHeight - 8, html_escape(to_string(m)), a.unit, a.log ? ", log" : "");
+  s << fmt::format("<text x=\"12\" y=\"{}\" text-anchor=\"middle\" font-size=\"12\" transform=\"rotate(-90 12 {})\">"
+                   "predicted</text>",
+                   10 + P / 2, 10 + P / 2);
+  for (double t : axis_ticks(a)) {
     s << fmt::format("<line class=\"tick\" x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#999\"/>"
                      "<text x=\"{0:.1f}\" y=\"{3}\" font-size=\"10\" text-anchor=\"middle\">{4:g}</text>",
-                     L + pos(t), 10 + P, 10 + P + 4, 10 + P + 15, t);
+                     L + a.pos(t), 10 + P, 10 + P + 4, 10 + P + 15, t);
     s << fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#999\"/>"
                      "<text x=\"{3}\" y=\"{4:.1f}\" font-size=\"10\" text-anchor=\"end\">{5:g}</text>",
-                     L - 4, 10 + y(t), L, L - 6, 10 + y(t) + 3, t);
+                     L - 4, 10 + a.y(t), L, L - 6, 10 + a.y(t) + 3, t);
   }
+}
+
+// One predicted-vs-measured scatter: points per source, the y = x line and the +-10 % band.
+std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string>& sources) {
+  std::vector<const Row*> rows;
+  for (const auto& row : r.rows)
+    if (row.metric == m && row.predicted > 0 && row.measured > 0) rows.push_back(&row);
+  if (rows.empty()) return "";
+  const ScatterAxes a = scatter_axes(m, rows);
+  const double lo = a.lo, hi = a.hi, P = kPlotSide;
+  std::ostringstream s;
+  s << fmt::format("<svg class=\"scatter\" data-metric=\"{}\" width=\"{}\" height=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">",
+                   to_string(m), kScatterWidth, kScatterHeight);
+  s << fmt::format("<g transform=\"translate({},{})\">", kScatterLeft, 10);
+  s << fmt::format("<rect width=\"{0}\" height=\"{0}\" fill=\"#fafafa\" stroke=\"#999\"/>", P);
+  // +-10 % band and y = x.
+  s << fmt::format("<polygon fill=\"#e6f0e6\" points=\"{},{} {},{} {},{} {},{}\"/>", a.pos(lo), a.y(lo * 1.1),
+                   a.pos(hi / 1.1), a.y(hi), a.pos(hi), a.y(hi * 0.9), a.pos(lo / 0.9 > hi ? hi : lo / 0.9), a.y(lo));
+  s << fmt::format("<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>", P, P);
+  for (const Row* row : rows) {
+    std::size_t k = std::find(sources.begin(), sources.end(), row->source) - sources.begin();
+    s << fmt::format("<circle class=\"point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">"
+                     "<title>{}: predicted {}, measured {} ({})</title></circle>",
+                     a.pos(a.scale * display_value(m, row->measured)), a.y(a.scale * display_value(m, row->predicted)),
+                     source_colour(k), html_escape(row->case_name), value_text(m, row->predicted),
+                     value_text(m, row->measured), error_text(m, row->error));
+  }
+  s << "</g>";
+  write_axes(s, m, a);
   s << "</svg>";
   return s.str();
 }
 
-}  // namespace
-
-std::string report_to_html(const Report& r) {
+// The legend (one colour per source) and one scatter per metric with rows.
+void write_plots(std::ostream& h, const Report& r) {
   std::vector<std::string> sources;
   for (const auto& row : r.rows)
     if (std::find(sources.begin(), sources.end(), row.source) == sources.end()) sources.push_back(row.source);
-  std::ostringstream h;
-  h << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>stepsim validate</title><style>"
-       "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
-       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
-       ".fail{color:#b00;font-weight:bold}.plots{display:flex;flex-wrap:wrap;gap:16px}.plot h3{margin:4px 0;font-size:14px}"
-       ".legend span{margin-right:14px}</style></head><body>";
-  h << "<h1>stepsim validate</h1><p>" << html_escape(r.suite_file) << ": " << r.cases.size() << " cases, " << r.rows.size()
-    << " comparisons, " << r.failed_rows() << " outside tolerance.</p>";
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   h << "<p class=\"legend\">";
   for (std::size_t i = 0; i < sources.size(); ++i)
-    h << "<span style=\"color:" << colours[i % 6] << "\">&#9679; " << html_escape(sources[i]) << "</span>";
+    h << "<span style=\"color:" << source_colour(i) << "\">&#9679; " << html_escape(sources[i]) << "</span>";
   h << "<span>dashed: predicted = measured; green band: within 10 %</span></p>";
   h << "<h2>Predicted vs measured</h2><div class=\"plots\">";
   for (Metric m : kAllMetrics) {
     std::string svg = scatter_svg(r, m, sources);
     if (!svg.empty()) h << "<div class=\"plot\"><h3>" << to_string(m) << "</h3>" << svg << "</div>";
   }
-  h << "</div><h2>Summary</h2><table><tr><th>source</th><th>metric</th><th>cases</th><th>median |error|</th>"
+  h << "</div>";
+}
+
+// The error summary per source and metric, and the pairs' predicted and measured changes.
+void write_summary_and_pairs(std::ostream& h, const Report& r) {
+  h << "<h2>Summary</h2><table><tr><th>source</th><th>metric</th><th>cases</th><th>median |error|</th>"
        "<th>p90 |error|</th><th>bias</th></tr>";
   for (const auto& s : r.summaries)
     h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
                      html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
   h << "</table>";
-  if (!r.pairs.empty()) {
-    h << "<h2>Pairs</h2><table><tr><th>pair</th><th>knob</th><th>predicted change</th><th>measured change</th>"
-         "<th>sign</th></tr>";
-    for (const auto& p : r.pairs)
-      h << fmt::format("<tr><td>{}</td><td>{}</td><td>{:+.1f} %</td><td>{:+.1f} %</td><td>{}</td></tr>", html_escape(p.name),
-                       html_escape(p.knob), p.predicted_change_pct, p.measured_change_pct,
-                       p.sign_right ? (*p.sign_right ? "right" : "<span class=\"fail\">wrong</span>") : "-");
-    h << "</table>";
-  }
+  if (r.pairs.empty()) return;
+  h << "<h2>Pairs</h2><table><tr><th>pair</th><th>knob</th><th>predicted change</th><th>measured change</th>"
+       "<th>sign</th></tr>";
+  for (const auto& p : r.pairs)
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{:+.1f} %</td><td>{:+.1f} %</td><td>{}</td></tr>", html_escape(p.name),
+                     html_escape(p.knob), p.predicted_change_pct, p.measured_change_pct,
+                     p.sign_right ? (*p.sign_right ? "right" : "<span class=\"fail\">wrong</span>") : "-");
+  h << "</table>";
+}
+
+// Each comparison, then each case's throughput (reported, not gated).
+void write_cases_and_throughput(std::ostream& h, const Report& r) {
   h << "<h2>Cases</h2><table><tr><th>case</th><th>metric</th><th>predicted</th><th>measured</th><th>error</th>"
        "<th>tolerance</th></tr>";
   for (const auto& row : r.rows)
@@ -357,7 +388,12 @@ std::string report_to_html(const Report& r) {
                      t.measured_tokens_per_s ? fmt::format("{:.0f}", *t.measured_tokens_per_s) : std::string("-"), pct(t.predicted_mfu_pct),
                      t.measured_mfu_pct ? pct(*t.measured_mfu_pct) : std::string("-"), pct(t.predicted_hfu_pct));
   }
-  h << "</table><h2>Sources</h2><table><tr><th>case</th><th>measured by</th><th>provenance</th><th>assumptions and "
+  h << "</table>";
+}
+
+// Where each case's measurement comes from, with its assumptions and conversions.
+void write_sources(std::ostream& h, const Report& r) {
+  h << "<h2>Sources</h2><table><tr><th>case</th><th>measured by</th><th>provenance</th><th>assumptions and "
        "conversions</th></tr>";
   for (const auto& c : r.cases) {
     std::string notes;
@@ -368,7 +404,25 @@ std::string report_to_html(const Report& r) {
                      html_escape(c.name), html_escape(c.measured_by), html_escape(c.provenance.repository),
                      html_escape(c.provenance.commit), html_escape(c.provenance.path), html_escape(c.provenance.row), notes);
   }
-  h << "</table></body></html>\n";
+  h << "</table>";
+}
+
+}  // namespace
+
+std::string report_to_html(const Report& r) {
+  std::ostringstream h;
+  h << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>stepsim validate</title><style>"
+       "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;font-size:13px}"
+       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+       ".fail{color:#b00;font-weight:bold}.plots{display:flex;flex-wrap:wrap;gap:16px}.plot h3{margin:4px 0;font-size:14px}"
+       ".legend span{margin-right:14px}</style></head><body>";
+  h << "<h1>stepsim validate</h1><p>" << html_escape(r.suite_file) << ": " << r.cases.size() << " cases, " << r.rows.size()
+    << " comparisons, " << r.failed_rows() << " outside tolerance.</p>";
+  write_plots(h, r);
+  write_summary_and_pairs(h, r);
+  write_cases_and_throughput(h, r);
+  write_sources(h, r);
+  h << "</body></html>\n";
   return h.str();
 }
 

@@ -130,6 +130,62 @@ Case::Published read_published(ObjectReader p) {
   return out;
 }
 
+Provenance read_provenance(ObjectReader p) {
+  Provenance out;
+  out.repository = p.string("repository");
+  out.commit = p.string("commit");
+  out.path = p.string("path");
+  out.row = p.string("row", "");
+  p.finish();
+  return out;
+}
+
+// "measured": exactly one of a trace (file and steps) or published numbers.
+void read_measured(ObjectReader m, Case& out) {
+  if (m.has("trace") == m.has("published")) m.fail("trace", "exactly one of \"trace\" or \"published\"");
+  if (m.has("trace")) {
+    ObjectReader t = m.object("trace");
+    out.trace = existing_file(t, "file", t.string("file"));
+    out.trace_steps = t.has("steps") ? step_range(t, "steps") : "";
+    t.finish();
+  } else {
+    out.published = read_published(m.object("published"));
+  }
+  m.finish();
+}
+
+// "calibrate": the traces to fit the case's profile to, each an existing file.
+void read_calibration(ObjectReader k, Case& out) {
+  const Json& traces = k.array("traces");
+  if (traces.empty()) k.fail("traces", "a non-empty array of trace files");
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    if (!traces[i].is_string()) k.fail("traces", "an array of trace file names");
+    fs::path p = resolve_config_path(traces[i].get<std::string>(), k.sources().file_for(k.path_of("traces")));
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
+      throw_input_error(k.sources().file_for(k.path_of("traces")), k.path_of("traces") + "/" + std::to_string(i),
+                        traces[i], "an existing trace file (not found)");
+    out.calibration_traces.push_back(p);
+  }
+  out.calibration_steps = k.has("steps") ? step_range(k, "steps") : "";
+  out.calibration_assumed_groups = k.boolean("assumed_groups", false);
+  k.finish();
+}
+
+// The case's "metrics" array, each a metric name.
+std::vector<Metric> read_metrics(ObjectReader& c) {
+  std::vector<Metric> out;
+  const Json& ms = c.array("metrics");
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    auto metric = ms[i].is_string() ? parse_metric(ms[i].get<std::string>()) : std::nullopt;
+    if (!metric)
+      throw_input_error(c.sources().file_for(c.path_of("metrics")), c.path_of("metrics") + "/" + std::to_string(i), ms[i],
+                        "a metric name (" + metric_names() + ")");
+    out.push_back(*metric);
+  }
+  return out;
+}
+
 Case read_case(ObjectReader c, std::size_t doc, const std::string& default_source, std::set<std::string>& names) {
   Case out;
   out.doc = doc;
@@ -143,55 +199,15 @@ Case read_case(ObjectReader c, std::size_t doc, const std::string& default_sourc
   out.description = c.string("description", "");
   if (!c.has("experiment") || !c.raw("experiment").is_object())
     c.fail("experiment", "an experiment object (inline, or {\"include\": \"file.json\"})");
-  ObjectReader prov = c.object("provenance");
-  out.provenance.repository = prov.string("repository");
-  out.provenance.commit = prov.string("commit");
-  out.provenance.path = prov.string("path");
-  out.provenance.row = prov.string("row", "");
-  prov.finish();
+  out.provenance = read_provenance(c.object("provenance"));
   if (c.has("assumptions"))
     for (const auto& a : c.array("assumptions")) {
       if (!a.is_string()) c.fail("assumptions", "an array of strings");
       out.assumptions.push_back(a.get<std::string>());
     }
-  ObjectReader m = c.object("measured");
-  if (m.has("trace") == m.has("published")) m.fail("trace", "exactly one of \"trace\" or \"published\"");
-  if (m.has("trace")) {
-    ObjectReader t = m.object("trace");
-    out.trace = existing_file(t, "file", t.string("file"));
-    out.trace_steps = t.has("steps") ? step_range(t, "steps") : "";
-    t.finish();
-  } else {
-    out.published = read_published(m.object("published"));
-  }
-  m.finish();
-  if (c.has("calibrate")) {
-    ObjectReader k = c.object("calibrate");
-    const Json& traces = k.array("traces");
-    if (traces.empty()) k.fail("traces", "a non-empty array of trace files");
-    for (std::size_t i = 0; i < traces.size(); ++i) {
-      if (!traces[i].is_string()) k.fail("traces", "an array of trace file names");
-      fs::path p = resolve_config_path(traces[i].get<std::string>(), k.sources().file_for(k.path_of("traces")));
-      std::error_code ec;
-      if (!fs::is_regular_file(p, ec))
-        throw_input_error(k.sources().file_for(k.path_of("traces")), k.path_of("traces") + "/" + std::to_string(i),
-                          traces[i], "an existing trace file (not found)");
-      out.calibration_traces.push_back(p);
-    }
-    out.calibration_steps = k.has("steps") ? step_range(k, "steps") : "";
-    out.calibration_assumed_groups = k.boolean("assumed_groups", false);
-    k.finish();
-  }
-  if (c.has("metrics")) {
-    const Json& ms = c.array("metrics");
-    for (std::size_t i = 0; i < ms.size(); ++i) {
-      auto metric = ms[i].is_string() ? parse_metric(ms[i].get<std::string>()) : std::nullopt;
-      if (!metric)
-        throw_input_error(c.sources().file_for(c.path_of("metrics")), c.path_of("metrics") + "/" + std::to_string(i),
-                          ms[i], "a metric name (" + metric_names() + ")");
-      out.metrics.push_back(*metric);
-    }
-  }
+  read_measured(c.object("measured"), out);
+  if (c.has("calibrate")) read_calibration(c.object("calibrate"), out);
+  if (c.has("metrics")) out.metrics = read_metrics(c);
   if (c.has("tolerance_pct")) out.tolerance_pct = read_tolerances(c.object("tolerance_pct"));
   c.finish();
   return out;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -106,6 +107,170 @@ std::vector<Point> points_of(const CollectiveSeries& s, const TopologyFitOptions
   return out;
 }
 
+// A series of a shape the topology fit uses: at least two ranks, a fitted kind.
+bool fittable_shape(const CollectiveSeries& s) { return s.ranks >= 2 && fitted_kind(s.kind); }
+
+// The group shapes the usable series span (the profile's fitted range).
+FittedRange fitted_range(const std::vector<CollectiveSeries>& series, const TopologyFitOptions& o) {
+  FittedRange r;
+  bool any = false;
+  for (const auto& s : series) {
+    if (!fittable_shape(s) || points_of(s, o).empty()) continue;
+    int ppn = (s.ranks + s.nodes - 1) / std::max(1, s.nodes);
+    if (!any) r = {s.ranks, s.ranks, s.nodes, s.nodes, ppn, ppn};
+    r.min_ranks = std::min(r.min_ranks, s.ranks), r.max_ranks = std::max(r.max_ranks, s.ranks);
+    r.min_nodes = std::min(r.min_nodes, s.nodes), r.max_nodes = std::max(r.max_nodes, s.nodes);
+    r.min_gpus_per_node = std::min(r.min_gpus_per_node, ppn), r.max_gpus_per_node = std::max(r.max_gpus_per_node, ppn);
+    any = true;
+  }
+  if (!any) throw InputError("fit: no collective series with >= 2 ranks and samples to fit the topology model to");
+  return r;
+}
+
+// The points of the series whose shape informs `level`, each series named in `lf.series`.
+std::vector<Point> level_points(const NcclTopology& base, const std::vector<CollectiveSeries>& series,
+                                const TopologyFitOptions& o, TopoLevel level, LevelFit& lf) {
+  std::vector<Point> pts;
+  for (const auto& s : series) {
+    if (!fittable_shape(s) || level_of(base, s) != level) continue;
+    auto p = points_of(s, o);
+    if (p.empty()) continue;
+    pts.insert(pts.end(), p.begin(), p.end());
+    lf.series.push_back(fmt::format("{}{}: {} {} ranks / {} nodes", s.source, s.label.empty() ? "" : " (" + s.label + ")",
+                                    to_string(s.kind), s.ranks, s.nodes));
+  }
+  return pts;
+}
+
+// Fits one level's bandwidth (and, for the NVLink and network levels, the scale on NCCL's hop
+// latencies) to its points, by weighted least squares on time (weights 1/t^2). Each row reads
+// t = f + scale * h + x * w: h the level's hop latency, w the wire bytes, x = 1e6 / bandwidth,
+// f the rest of the candidate's time.
+class LevelFitter {
+ public:
+  LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled)
+      : level_(level),
+        points_(points),
+        disabled_(std::move(disabled)),
+        has_scale_(level == TopoLevel::Nvlink || level == TopoLevel::Net) {}
+
+  bool has_scale() const { return has_scale_; }
+
+  // The level's latency scale in `t` (a level without one reads the NVLink scale, unchanged).
+  double& scale_of(NcclTopology& t) const {
+    return level_ == TopoLevel::Net ? t.net_latency_scale : t.nvlink_latency_scale;
+  }
+
+  // Alternates: picks each point's algorithm/protocol under the current parameters, then solves
+  // for (scale, 1/bandwidth), until the parameters settle. False when no pass gave a positive
+  // bandwidth (`t` then holds whatever the level had).
+  bool fit(NcclTopology& t) const {
+    double& scale = scale_of(t);
+    bool ok = false;
+    for (int iter = 0; iter < 30; ++iter) {
+      const bool restricted = points_owned(t) < 2;
+      auto [new_scale, x] = solve(t, restricted, scale);
+      if (x <= 0) break;
+      double bw = 1e6 / x;
+      bool settled = std::abs(bw - level_bandwidth(t, level_)) < 1e-7 * bw && std::abs(new_scale - scale) < 1e-7;
+      set_bandwidth(t, level_, bw);
+      scale = new_scale;
+      ok = true;
+      if (settled) break;
+    }
+    return ok;
+  }
+
+ private:
+  struct Solution {
+    double scale;
+    double x;  // 1e6 / bandwidth
+  };
+
+  // Points the model gives to this level. When fewer than two, the fit takes every point's best
+  // candidate of this level instead (the first guesses may send all points elsewhere).
+  int points_owned(const NcclTopology& t) const {
+    int own = 0;
+    for (const auto& p : points_) {
+      NcclCandidate c;
+      own += pick(t, p, level_, false, disabled_, c) ? 1 : 0;
+    }
+    return own;
+  }
+
+  double hop_us(const NcclCandidate& c) const { return level_ == TopoLevel::Net ? c.net_us : c.nvlink_us; }
+
+  // The candidate's time outside this level's parameters: its fixed part and the other level's
+  // hop latencies at their current scale.
+  double other_us(const NcclTopology& t, const NcclCandidate& c) const {
+    return c.fixed_us + (level_ == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
+  }
+
+  // The two-parameter least squares; where the latency is not separable from these sizes (or
+  // comes out negative), keeps the scale (0 if it came out negative) and fits the bandwidth alone.
+  Solution solve(const NcclTopology& t, bool restricted, double scale) const {
+    std::array<std::array<double, 2>, 2> a{};
+    std::array<double, 2> b{};
+    for (const auto& p : points_) {
+      NcclCandidate c;
+      if (!pick(t, p, level_, restricted, disabled_, c)) continue;
+      double h = hop_us(c);
+      double f = other_us(t, c);
+      if (!has_scale_) f += scale * h, h = 0;
+      double w = c.wire_bytes, y = p.time_us - f, wt = 1.0 / (p.time_us * p.time_us);
+      a[0][0] += wt * h * h, a[0][1] += wt * h * w, a[1][1] += wt * w * w;
+      b[0] += wt * h * y, b[1] += wt * w * y;
+    }
+    Solution s{scale, 0};
+    double det = a[0][0] * a[1][1] - a[0][1] * a[0][1];
+    const bool separable = det > 1e-12 * a[0][0] * a[1][1];
+    if (has_scale_ && separable) {
+      s.scale = (b[0] * a[1][1] - a[0][1] * b[1]) / det;
+      s.x = (a[0][0] * b[1] - a[0][1] * b[0]) / det;
+    }
+    if (!has_scale_ || !separable || s.scale < 0 || s.x <= 0) {
+      s.scale = has_scale_ && s.scale < 0 ? 0 : scale;
+      s.x = solve_bandwidth_alone(t, restricted, s.scale);
+    }
+    return s;
+  }
+
+  // The one-parameter least squares for x at a fixed scale.
+  double solve_bandwidth_alone(const NcclTopology& t, bool restricted, double scale) const {
+    double y0 = 0, xx = 0;
+    for (const auto& p : points_) {
+      NcclCandidate c;
+      if (!pick(t, p, level_, restricted, disabled_, c)) continue;
+      double f = other_us(t, c) + scale * hop_us(c);
+      double wt = 1.0 / (p.time_us * p.time_us);
+      xx += wt * c.wire_bytes * c.wire_bytes, y0 += wt * c.wire_bytes * (p.time_us - f);
+    }
+    return xx > 0 ? y0 / xx : 0;
+  }
+
+  TopoLevel level_;
+  const std::vector<Point>& points_;
+  std::vector<TopoLevel> disabled_;
+  bool has_scale_;
+};
+
+// Relative errors of every usable series of each fitted level, with the full model (every
+// algorithm and protocol competing).
+void record_level_errors(const NcclTopology& t, const NcclTopology& base, const std::vector<CollectiveSeries>& series,
+                         const TopologyFitOptions& o, std::vector<LevelFit>& levels) {
+  for (auto& lf : levels) {
+    if (!lf.fitted) continue;
+    std::vector<double> errs;
+    for (const auto& s : series)
+      if (fittable_shape(s) && level_name(level_of(base, s)) == lf.level) {
+        auto e = topology_errors(t, s, o);
+        errs.insert(errs.end(), e.begin(), e.end());
+      }
+    lf.median_abs_error = median(errs);
+    lf.max_abs_error = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
+  }
+}
+
 }  // namespace
 
 std::vector<double> topology_errors(const NcclTopology& t, const CollectiveSeries& s, const TopologyFitOptions& o) {
@@ -121,133 +286,43 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
                           const TopologyFitOptions& o, TopologyFitReport& report) {
   NcclTopology t = base;
   report = TopologyFitReport{};
+  report.range = fitted_range(series, o);
   const TopoLevel order[] = {TopoLevel::Nvlink, TopoLevel::Nvls, TopoLevel::Net, TopoLevel::NvlinkAllToAll,
                              TopoLevel::NetAllToAll};
-  bool any = false;
-  for (const auto& s : series) {
-    if (s.ranks < 2 || !fitted_kind(s.kind) || points_of(s, o).empty()) continue;
-    int ppn = (s.ranks + s.nodes - 1) / std::max(1, s.nodes);
-    FittedRange& r = report.range;
-    if (!any) r = {s.ranks, s.ranks, s.nodes, s.nodes, ppn, ppn};
-    r.min_ranks = std::min(r.min_ranks, s.ranks), r.max_ranks = std::max(r.max_ranks, s.ranks);
-    r.min_nodes = std::min(r.min_nodes, s.nodes), r.max_nodes = std::max(r.max_nodes, s.nodes);
-    r.min_gpus_per_node = std::min(r.min_gpus_per_node, ppn), r.max_gpus_per_node = std::max(r.max_gpus_per_node, ppn);
-    any = true;
-  }
-  if (!any) throw InputError("fit: no collective series with >= 2 ranks and samples to fit the topology model to");
-
-  // Points per level, by the shape of their series.
-  std::vector<std::vector<Point>> level_points;
+  std::vector<std::vector<Point>> points;  // per level of `order`
   for (TopoLevel level : order) {
     LevelFit lf;
     lf.level = level_name(level);
-    std::vector<Point> pts;
-    for (const auto& s : series) {
-      if (s.ranks < 2 || !fitted_kind(s.kind) || level_of(base, s) != level) continue;
-      auto p = points_of(s, o);
-      if (p.empty()) continue;
-      pts.insert(pts.end(), p.begin(), p.end());
-      lf.series.push_back(fmt::format("{}{}: {} {} ranks / {} nodes", s.source, s.label.empty() ? "" : " (" + s.label + ")",
-                                      to_string(s.kind), s.ranks, s.nodes));
-    }
+    std::vector<Point> pts = level_points(base, series, o, level, lf);
     if (pts.empty()) lf.note = "no measurement: kept from the base profile";
     if (!pts.empty() && level_bandwidth(t, level) <= 0) set_bandwidth(t, level, 100e9);  // a start
     lf.points = static_cast<int>(pts.size());
     report.levels.push_back(lf);
-    level_points.push_back(std::move(pts));
+    points.push_back(std::move(pts));
   }
   // Pass 0 fits the levels in order, each with the levels after it disabled; passes 1-2 refit
   // every level with all of them competing (a point may move to a level fitted after it).
   for (int pass = 0; pass < 3; ++pass) {
     for (std::size_t li = 0; li < std::size(order); ++li) {
-      const TopoLevel level = order[li];
-      const std::vector<Point>& pts = level_points[li];
-      LevelFit& lf = report.levels[li];
-      if (pts.empty()) continue;
+      if (points[li].empty()) continue;
       std::vector<TopoLevel> disabled;
       if (pass == 0)
         for (std::size_t lj = li + 1; lj < std::size(order); ++lj)
-          if (!level_points[lj].empty()) disabled.push_back(order[lj]);
-      const bool has_scale = level == TopoLevel::Nvlink || level == TopoLevel::Net;
-      double& scale = level == TopoLevel::Net ? t.net_latency_scale : t.nvlink_latency_scale;
-      // Alternate: pick each point's algorithm/protocol under the current parameters, then
-      // solve the weighted least squares for (scale, 1/bandwidth), until the parameters settle.
-      bool ok = false;
-      for (int iter = 0; iter < 30; ++iter) {
-        // Rows t = f + scale * h + x * w, x = 1e6 / bandwidth.
-        std::array<std::array<double, 2>, 2> a{};
-        std::array<double, 2> b{};
-        // Points the model gives to this level; if fewer than two, every point's best
-        // candidate of this level (the first guesses may send all points elsewhere).
-        int own = 0;
-        for (const auto& p : pts) {
-          NcclCandidate c;
-          own += pick(t, p, level, false, disabled, c) ? 1 : 0;
-        }
-        const bool restricted = own < 2;
-        for (const auto& p : pts) {
-          NcclCandidate c;
-          if (!pick(t, p, level, restricted, disabled, c)) continue;
-          double h = level == TopoLevel::Net ? c.net_us : c.nvlink_us;
-          double f = c.fixed_us + (level == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
-          if (!has_scale) f += scale * h, h = 0;
-          double w = c.wire_bytes, y = p.time_us - f, wt = 1.0 / (p.time_us * p.time_us);
-          a[0][0] += wt * h * h, a[0][1] += wt * h * w, a[1][1] += wt * w * w;
-          b[0] += wt * h * y, b[1] += wt * w * y;
-        }
-        double new_scale = scale, x = 0;
-        double det = a[0][0] * a[1][1] - a[0][1] * a[0][1];
-        if (has_scale && det > 1e-12 * a[0][0] * a[1][1]) {
-          new_scale = (b[0] * a[1][1] - a[0][1] * b[1]) / det;
-          x = (a[0][0] * b[1] - a[0][1] * b[0]) / det;
-        }
-        if (!has_scale || !(det > 1e-12 * a[0][0] * a[1][1]) || new_scale < 0 || x <= 0) {
-          // Latency not separable from these sizes (or negative): keep the scale (0 if it
-          // came out negative), fit the bandwidth alone.
-          new_scale = has_scale && new_scale < 0 ? 0 : scale;
-          double y0 = 0, xx = 0;
-          for (const auto& p : pts) {
-            NcclCandidate c;
-            if (!pick(t, p, level, restricted, disabled, c)) continue;
-            double h = level == TopoLevel::Net ? c.net_us : c.nvlink_us;
-            double f = c.fixed_us + (level == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us) +
-                       new_scale * h;
-            double wt = 1.0 / (p.time_us * p.time_us);
-            xx += wt * c.wire_bytes * c.wire_bytes, y0 += wt * c.wire_bytes * (p.time_us - f);
-          }
-          x = xx > 0 ? y0 / xx : 0;
-        }
-        if (x <= 0) break;
-        double bw = 1e6 / x;
-        bool settled = std::abs(bw - level_bandwidth(t, level)) < 1e-7 * bw && std::abs(new_scale - scale) < 1e-7;
-        set_bandwidth(t, level, bw);
-        scale = new_scale;
-        ok = true;
-        if (settled) break;
-      }
-      if (!ok) {
+          if (!points[lj].empty()) disabled.push_back(order[lj]);
+      const LevelFitter fitter(order[li], points[li], std::move(disabled));
+      LevelFit& lf = report.levels[li];
+      if (!fitter.fit(t)) {
         lf.note = "the points give no positive bandwidth: kept from the base profile";
-        set_bandwidth(t, level, level_bandwidth(base, level));
+        set_bandwidth(t, order[li], level_bandwidth(base, order[li]));
         continue;
       }
       lf.fitted = true;
       lf.note.clear();
-      lf.bandwidth_gbps = level_bandwidth(t, level) / 1e9;
-      if (has_scale) lf.latency_scale = scale;
+      lf.bandwidth_gbps = level_bandwidth(t, order[li]) / 1e9;
+      if (fitter.has_scale()) lf.latency_scale = fitter.scale_of(t);
     }
   }
-  // Error per level, with the full model (every algorithm and protocol competing).
-  for (auto& lf : report.levels) {
-    if (!lf.fitted) continue;
-    std::vector<double> errs;
-    for (const auto& s : series)
-      if (s.ranks >= 2 && fitted_kind(s.kind) && level_name(level_of(base, s)) == lf.level) {
-        auto e = topology_errors(t, s, o);
-        errs.insert(errs.end(), e.begin(), e.end());
-      }
-    lf.median_abs_error = median(errs);
-    lf.max_abs_error = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
-  }
+  record_level_errors(t, base, series, o, report.levels);
   t.fitted = report.range;
   return t;
 }

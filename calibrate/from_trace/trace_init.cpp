@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -92,93 +93,197 @@ K most_frequent(const std::map<K, std::size_t>& counts) {
   return best;
 }
 
+// The dimensions a transformer block's GEMMs give (the rules in the header).
+struct BlockShapes {
+  std::int64_t tokens = 0, hidden = 0;  // T and h
+  std::int64_t ffn = 0;                 // the MLP width F, 0 when no MLP pair was found
+  std::int64_t vocab = 0;
+  std::size_t up_count = 0, down_count = 0;  // (T, F, h) and (T, h, F) GEMMs at F = ffn
+};
+
+// Empty when the trace recorded no GEMM shapes.
+std::optional<BlockShapes> block_shapes(const TraceFitData& fit) {
+  std::map<std::int64_t, std::size_t> m_count;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch == 1) m_count[g.shape.m] += g.count;
+  if (m_count.empty()) return std::nullopt;
+  BlockShapes b;
+  const std::int64_t T = b.tokens = most_frequent(m_count);
+  std::map<std::int64_t, std::size_t> k_count;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch == 1 && g.shape.m == T) k_count[g.shape.k] += g.count;
+  const std::int64_t h = b.hidden = most_frequent(k_count);
+  // MLP width: the N of (T, F, h) GEMMs that also appear as (T, h, F).
+  std::map<std::int64_t, std::size_t> up, down;
+  for (const auto& g : fit.gemms) {
+    if (g.shape.batch != 1 || g.shape.m != T) continue;
+    if (g.shape.k == h && g.shape.n != h) up[g.shape.n] += g.count;
+    if (g.shape.n == h && g.shape.k != h) down[g.shape.k] += g.count;
+    if (g.shape.k == h) b.vocab = std::max(b.vocab, g.shape.n);
+  }
+  for (const auto& [f, c] : down)
+    if (up.count(f) && c > b.down_count && f != b.vocab) {
+      b.ffn = f;
+      b.down_count = c;
+      b.up_count = up[f];
+    }
+  return b;
+}
+
+struct AttentionDims {
+  std::int64_t seq, heads, micro_batch;
+};
+
+// Heads, sequence and micro-batch from the batched attention matmuls (eager attention), or
+// assumed (flash attention leaves none), with a note either way.
+AttentionDims attention_dims(const TraceFitData& fit, const BlockShapes& b, std::vector<std::string>& notes) {
+  const std::int64_t T = b.tokens, h = b.hidden;
+  std::map<GemmShape, std::size_t> bmm;
+  for (const auto& g : fit.gemms)
+    if (g.shape.batch > 1 && g.shape.m == g.shape.n && g.shape.k < g.shape.m) bmm[g.shape] += g.count;
+  AttentionDims d{T, std::max<std::int64_t>(1, h / 128), 1};
+  const GemmShape s = bmm.empty() ? GemmShape{} : most_frequent(bmm);
+  if (s.k > 0 && h % s.k == 0 && T % s.m == 0) {
+    d.seq = s.m;
+    d.heads = h / s.k;
+    d.micro_batch = T / d.seq;
+    if (s.batch != d.micro_batch * d.heads)
+      notes.push_back(fmt::format("attention matmul batch {} is not micro-batch x heads = {}: check heads", s.batch,
+                                  d.micro_batch * d.heads));
+    notes.push_back(fmt::format("sequence {} and head dim {} from the attention matmuls [{} x {} x {}]: {} heads, micro-batch {}",
+                                d.seq, s.k, s.batch, d.seq, s.k, d.heads, d.micro_batch));
+  } else {
+    notes.push_back(fmt::format("heads, sequence and micro-batch: no attention matmuls in the trace (flash attention); head "
+                                "dim 128 ({} heads), micro-batch 1 and sequence {} assumed: set the real ones",
+                                d.heads, d.seq));
+  }
+  return d;
+}
+
+// The workload's model object. A two-matrix MLP with ReLU is OPT's (HF OPTDecoderLayer: fc1,
+// ReLU, fc2); with GELU (or nothing recognisable) GPT-2's. ReLU wins only when it runs at least
+// once per layer and no GELU kernel ran at all.
+nlohmann::json model_json(const BlockShapes& b, bool swiglu, std::int64_t layers, const AttentionDims& att,
+                          const Activations& act, const std::string& trace_name, std::vector<std::string>& notes) {
+  const bool relu = !swiglu && act.gelu == 0 && act.relu >= static_cast<std::size_t>(layers);
+  const char* family = swiglu ? "llama" : relu ? "opt" : "gpt";
+  nlohmann::json model{{"name", "inferred from " + trace_name}, {"family", family},     {"hidden", b.hidden},
+                       {"layers", layers},                      {"heads", att.heads},  {"ffn", b.ffn},
+                       {"vocab", std::max<std::int64_t>(1, b.vocab)}};
+  if (!swiglu) {
+    model["max_positions"] = att.seq;
+    model["tied_embeddings"] = true;
+    notes.push_back(fmt::format(
+        "family {}: {} ({} ReLU and {} GELU kernels in the trace); LayerNorm, biases, learned positions ({} rows "
+        "assumed) and tied embeddings assumed, as {} has them; not visible in GEMM shapes",
+        family, relu ? "ReLU MLP activation (clamp_min / threshold_backward kernels)" : "GELU MLP activation assumed",
+        act.relu, act.gelu, att.seq, relu ? "OPT" : "GPT-2"));
+  }
+  return model;
+}
+
 // The workload of a transformer whose GEMM shapes the trace recorded (the rules in the header),
 // or null with a note saying why not.
 nlohmann::json infer_transformer(const TraceFitData& fit, const Activations& act, std::size_t steps, const std::string& trace_name,
                                  std::vector<std::string>& notes) {
   auto note = [&](std::string s) { notes.push_back(std::move(s)); };
-  std::map<std::int64_t, std::size_t> m_count;
-  for (const auto& g : fit.gemms)
-    if (g.shape.batch == 1) m_count[g.shape.m] += g.count;
-  if (m_count.empty()) {
+  const std::optional<BlockShapes> shapes = block_shapes(fit);
+  if (!shapes) {
     note("model: the trace records no GEMM shapes (profile with record_shapes=True); the llama3-8b preset stands in");
     return nullptr;
   }
-  const std::int64_t T = most_frequent(m_count);
-  std::map<std::int64_t, std::size_t> k_count;
-  for (const auto& g : fit.gemms)
-    if (g.shape.batch == 1 && g.shape.m == T) k_count[g.shape.k] += g.count;
-  const std::int64_t h = most_frequent(k_count);
-  // MLP width: the N of (T, F, h) GEMMs that also appear as (T, h, F).
-  std::map<std::int64_t, std::size_t> up, down;
-  std::int64_t vocab = 0;
-  for (const auto& g : fit.gemms) {
-    if (g.shape.batch != 1 || g.shape.m != T) continue;
-    if (g.shape.k == h && g.shape.n != h) up[g.shape.n] += g.count;
-    if (g.shape.n == h && g.shape.k != h) down[g.shape.k] += g.count;
-    if (g.shape.k == h) vocab = std::max(vocab, g.shape.n);
-  }
-  std::int64_t ffn = 0;
-  std::size_t up_n = 0, down_n = 0;
-  for (const auto& [f, c] : down)
-    if (up.count(f) && c > down_n && f != vocab) {
-      ffn = f;
-      down_n = c;
-      up_n = up[f];
-    }
-  if (ffn == 0 || down_n < 2 * steps) {
+  const BlockShapes& b = *shapes;
+  if (b.ffn == 0 || b.down_count < 2 * steps) {
     // No transformer MLP pair among the shapes (a CNN, or too few GEMMs recorded).
     note(fmt::format("model: the GEMM shapes describe no transformer block (no (T, F, hidden) / (T, hidden, F) MLP pair "
                      "at T = {}, hidden = {}); the llama3-8b preset stands in: describe the model yourself",
-                     T, h));
+                     b.tokens, b.hidden));
     return nullptr;
   }
-  const bool swiglu = up_n >= 2 * down_n - down_n / 4;
+  const bool swiglu = b.up_count >= 2 * b.down_count - b.down_count / 4;
   // Per layer and step: (T, h, F) runs in forward (down-projection) and in backward (the
   // up-projection's input gradient): 2; 3 when the forward is recomputed (checkpointing).
-  const std::int64_t per_step = static_cast<std::int64_t>(down_n / steps);
+  const std::int64_t per_step = static_cast<std::int64_t>(b.down_count / steps);
   const std::int64_t layers = std::max<std::int64_t>(1, per_step / 2);
   note(fmt::format("tokens per micro-batch T = {} (most frequent GEMM M), hidden = {} (most frequent K at M = T), MLP width {} "
                    "({} MLP), vocabulary {} (widest N at K = hidden)",
-                   T, h, ffn, swiglu ? "SwiGLU: two up-projections per down-projection, Llama family" : "two-matrix", vocab));
+                   b.tokens, b.hidden, b.ffn,
+                   swiglu ? "SwiGLU: two up-projections per down-projection, Llama family" : "two-matrix", b.vocab));
   note(fmt::format("layers = {}: {} (T, hidden, MLP width) GEMMs per step / 2 (forward + input gradient); if activation "
                    "checkpointing recomputes the forward, the count is 3 per layer: divide by 3 instead",
                    layers, per_step));
-  // Heads and sequence from the batched attention matmuls (eager attention).
-  std::map<GemmShape, std::size_t> bmm;
+  const AttentionDims att = attention_dims(fit, b, notes);
+  nlohmann::json model = model_json(b, swiglu, layers, att, act, trace_name, notes);
+  return {{"model", model}, {"seq_len", att.seq}, {"micro_batch", att.micro_batch}};
+}
+
+// The cluster as far as a trace tells it: world size from distributedInfo (nodes x GPUs per
+// node assumed, see the header) and the main device's name and memory.
+struct ClusterGuess {
+  int world = 1, gpus_per_node = 1;
+  std::string device;
+  Bytes memory;
+};
+
+ClusterGuess guess_cluster(const KinetoTrace& t, std::vector<std::string>& notes) {
+  ClusterGuess c;
+  c.world = t.world_size > 0 ? t.world_size : 1;
+  if (t.world_size <= 0) notes.push_back("world size: the trace has no distributedInfo; 1 rank assumed");
+  c.gpus_per_node = c.world <= 8 ? c.world : 8;
+  if (c.world % c.gpus_per_node != 0) c.gpus_per_node = 1;
+  notes.push_back(fmt::format("nodes x GPUs per node: a trace does not record them; {} x {} assumed",
+                              c.world / c.gpus_per_node, c.gpus_per_node));
+  for (const auto& d : t.devices)
+    if (d.id == t.main_device()) {
+      c.device = d.name;
+      c.memory = d.memory;
+    }
+  return c;
+}
+
+// The dtype of the GEMM inputs; without GEMM shapes, the collectives' (or bf16), with a note.
+std::string guess_dtype(const TraceFitData& fit, const KinetoTrace& t, const TraceAnalysis& a, std::vector<std::string>& notes) {
+  std::map<Dtype, std::size_t> dtype_count;
   for (const auto& g : fit.gemms)
-    if (g.shape.batch > 1 && g.shape.m == g.shape.n && g.shape.k < g.shape.m) bmm[g.shape] += g.count;
-  std::int64_t seq = T, heads = std::max<std::int64_t>(1, h / 128), micro = 1;
-  const GemmShape s = bmm.empty() ? GemmShape{} : most_frequent(bmm);
-  if (s.k > 0 && h % s.k == 0 && T % s.m == 0) {
-    seq = s.m;
-    heads = h / s.k;
-    micro = T / seq;
-    if (s.batch != micro * heads)
-      note(fmt::format("attention matmul batch {} is not micro-batch x heads = {}: check heads", s.batch, micro * heads));
-    note(fmt::format("sequence {} and head dim {} from the attention matmuls [{} x {} x {}]: {} heads, micro-batch {}", seq,
-                     s.k, s.batch, seq, s.k, heads, micro));
-  } else {
-    note(fmt::format("heads, sequence and micro-batch: no attention matmuls in the trace (flash attention); head dim 128 "
-                     "({} heads), micro-batch 1 and sequence {} assumed: set the real ones",
-                     heads, seq));
+    if (g.shape.batch == 1) dtype_count[g.shape.dtype] += g.count;
+  std::string dtype = dtype_count.empty() ? "" : to_string(most_frequent(dtype_count));
+  if (dtype.empty()) {
+    StepCollectives c = collectives_of(t, a);
+    dtype = c.dtype == "bf16" || c.dtype == "fp16" ? c.dtype : "bf16";
+    notes.push_back("dtype: no GEMM shapes in the trace (record_shapes off); " + dtype + " from the collectives or assumed");
   }
-  // A two-matrix MLP with ReLU is OPT's (HF OPTDecoderLayer: fc1, ReLU, fc2); with GELU (or
-  // nothing recognisable) GPT-2's. ReLU wins only when it runs at least once per layer and no
-  // GELU kernel ran at all.
-  const bool relu = !swiglu && act.gelu == 0 && act.relu >= static_cast<std::size_t>(layers);
-  const char* family = swiglu ? "llama" : relu ? "opt" : "gpt";
-  nlohmann::json model{{"name", "inferred from " + trace_name}, {"family", family},
-                       {"hidden", h},   {"layers", layers}, {"heads", heads}, {"ffn", ffn}, {"vocab", std::max<std::int64_t>(1, vocab)}};
-  if (!swiglu) {
-    model["max_positions"] = seq;
-    model["tied_embeddings"] = true;
-    note(fmt::format("family {}: {} ({} ReLU and {} GELU kernels in the trace); LayerNorm, biases, learned positions ({} rows "
-                     "assumed) and tied embeddings assumed, as {} has them; not visible in GEMM shapes",
-                     family, relu ? "ReLU MLP activation (clamp_min / threshold_backward kernels)" : "GELU MLP activation assumed",
-                     act.relu, act.gelu, seq, relu ? "OPT" : "GPT-2"));
+  return dtype;
+}
+
+// The framework, from the collectives of one step and when they run (the rules in the header).
+nlohmann::json guess_strategy(const KinetoTrace& t, const TraceAnalysis& a, int world, std::vector<std::string>& notes) {
+  auto note = [&](std::string s) { notes.push_back(std::move(s)); };
+  StepCollectives c = collectives_of(t, a);
+  bool fsdp2_kernels = false;
+  for (const auto& n : t.names)
+    if (has(n, "chunk_cat") || has(n, "split_with_sizes_copy")) fsdp2_kernels = true;
+  if (world == 1) {
+    note("framework: one rank, no collectives to tell frameworks apart; ddp assumed");
+    return {{"framework", "ddp"}};
   }
-  return {{"model", model}, {"seq_len", seq}, {"micro_batch", micro}};
+  if (c.ag_forward && c.rs_backward) {
+    note(std::string("framework: all-gathers in forward and reduce-scatters in backward: FSDP (") +
+         (fsdp2_kernels ? "FSDP2: its chunk_cat / split_with_sizes_copy kernels are present" : "FSDP1: no FSDP2 copy kernels") +
+         "; DeepSpeed ZeRO-3 looks the same in a trace)");
+    return {{"framework", fsdp2_kernels ? "fsdp2" : "fsdp1"}, {"wrap", "block"}};
+  }
+  if (c.ag_after_optimizer) {
+    int stage = c.ar_overlaps_compute ? 2 : 1;
+    nlohmann::json strategy = {{"framework", "zero"}, {"stage", stage}};
+    if (stage == 2) strategy["overlap_comm"] = true;
+    note(fmt::format("framework: gradient all-reduces{} and an all-gather of the parameters after the optimizer step: "
+                     "DeepSpeed ZeRO-{} (stage 1 and 2 differ in the trace only by that overlap)",
+                     c.ar_overlaps_compute ? " overlapping backward" : " after backward", stage));
+    return strategy;
+  }
+  note(c.ar_backward ? "framework: all-reduces during backward and no all-gather: DDP"
+                     : "framework: no recognisable collective pattern; ddp assumed");
+  return {{"framework", "ddp"}};
 }
 
 }  // namespace
@@ -195,78 +300,36 @@ InitResult init_from_traces(const std::vector<KinetoTrace>& traces, const Analyz
   if (traces.empty()) throw InputError("init: no trace given");
   const KinetoTrace& t = traces.front();
   InitResult r;
-  auto note = [&](std::string s) { r.notes.push_back(std::move(s)); };
   TraceAnalysis a = analyze_trace(t, o);
   if (a.steps.empty()) throw InputError(t.file + ": no ProfilerStep span in the selected range: nothing to infer a step from");
   const std::size_t steps = a.steps.size();
 
-  // Cluster.
-  int world = t.world_size > 0 ? t.world_size : 1;
-  if (t.world_size <= 0) note("world size: the trace has no distributedInfo; 1 rank assumed");
-  int gpn = world <= 8 ? world : 8;
-  if (world % gpn != 0) gpn = 1;
-  note(fmt::format("nodes x GPUs per node: a trace does not record them; {} x {} assumed", world / gpn, gpn));
-  std::string device;
-  Bytes memory;
-  for (const auto& d : t.devices)
-    if (d.id == t.main_device()) {
-      device = d.name;
-      memory = d.memory;
-    }
-  r.base_profile = shipped_profile_for(device, memory);
-  if (r.base_profile.empty()) note("GPU \"" + device + "\": no shipped profile of this type; the fitted profile uses configs/hardware/h100-sxm-8x.json for what the trace does not measure");
+  const ClusterGuess cluster = guess_cluster(t, r.notes);
+  r.base_profile = shipped_profile_for(cluster.device, cluster.memory);
+  if (r.base_profile.empty())
+    r.notes.push_back("GPU \"" + cluster.device + "\": no shipped profile of this type; the fitted profile uses "
+                      "configs/hardware/h100-sxm-8x.json for what the trace does not measure");
 
   // Model dimensions from the GEMM shapes.
   TraceFitData fit = extract_fit_data(traces, o);
-  std::map<Dtype, std::size_t> dtype_count;
-  for (const auto& g : fit.gemms)
-    if (g.shape.batch == 1) dtype_count[g.shape.dtype] += g.count;
-  std::string dtype = dtype_count.empty() ? "" : to_string(most_frequent(dtype_count));
-  if (dtype.empty()) {
-    StepCollectives c = collectives_of(t, a);
-    dtype = c.dtype == "bf16" || c.dtype == "fp16" ? c.dtype : "bf16";
-    note("dtype: no GEMM shapes in the trace (record_shapes off); " + dtype + " from the collectives or assumed");
-  }
-  nlohmann::json workload = infer_transformer(fit, activation_kernels(t), steps, std::filesystem::path(t.file).filename().string(), r.notes);
+  std::string dtype = guess_dtype(fit, t, a, r.notes);
+  const std::string trace_name = std::filesystem::path(t.file).filename().string();
+  nlohmann::json workload = infer_transformer(fit, activation_kernels(t), steps, trace_name, r.notes);
   if (workload.is_null()) workload = {{"preset", "llama3-8b"}, {"seq_len", 2048}, {"micro_batch", 1}};
   workload["dtype"] = dtype;
 
-  // Framework.
-  StepCollectives c = collectives_of(t, a);
-  nlohmann::json strategy;
-  bool fsdp2_kernels = false;
-  for (const auto& n : t.names)
-    if (has(n, "chunk_cat") || has(n, "split_with_sizes_copy")) fsdp2_kernels = true;
-  if (world == 1) {
-    strategy = {{"framework", "ddp"}};
-    note("framework: one rank, no collectives to tell frameworks apart; ddp assumed");
-  } else if (c.ag_forward && c.rs_backward) {
-    strategy = {{"framework", fsdp2_kernels ? "fsdp2" : "fsdp1"}, {"wrap", "block"}};
-    note(std::string("framework: all-gathers in forward and reduce-scatters in backward: FSDP (") +
-         (fsdp2_kernels ? "FSDP2: its chunk_cat / split_with_sizes_copy kernels are present" : "FSDP1: no FSDP2 copy kernels") +
-         "; DeepSpeed ZeRO-3 looks the same in a trace)");
-  } else if (c.ag_after_optimizer) {
-    int stage = c.ar_overlaps_compute ? 2 : 1;
-    strategy = {{"framework", "zero"}, {"stage", stage}};
-    if (stage == 2) strategy["overlap_comm"] = true;
-    note(fmt::format("framework: gradient all-reduces{} and an all-gather of the parameters after the optimizer step: "
-                     "DeepSpeed ZeRO-{} (stage 1 and 2 differ in the trace only by that overlap)",
-                     c.ar_overlaps_compute ? " overlapping backward" : " after backward", stage));
-  } else {
-    strategy = {{"framework", "ddp"}};
-    note(c.ar_backward ? "framework: all-reduces during backward and no all-gather: DDP"
-                       : "framework: no recognisable collective pattern; ddp assumed");
-  }
-
-  r.experiment = {{"name", "inferred from " + std::filesystem::path(t.file).filename().string()},
-                  {"description", fmt::format("stepsim init --from-trace: {} ({}, rank {} of {}), {} step(s)",
-                                              t.file, device.empty() ? "unknown GPU" : device, t.rank, world, steps)},
+  nlohmann::json strategy = guess_strategy(t, a, cluster.world, r.notes);
+  const int nodes = cluster.world / cluster.gpus_per_node;
+  r.experiment = {{"name", "inferred from " + trace_name},
+                  {"description", fmt::format("stepsim init --from-trace: {} ({}, rank {} of {}), {} step(s)", t.file,
+                                              cluster.device.empty() ? "unknown GPU" : cluster.device, t.rank,
+                                              cluster.world, steps)},
                   {"workload", workload},
-                  {"cluster", {{"profile", profile_ref}, {"nodes", world / gpn}, {"gpus_per_node", gpn}}},
+                  {"cluster", {{"profile", profile_ref}, {"nodes", nodes}, {"gpus_per_node", cluster.gpus_per_node}}},
                   {"strategy", strategy},
                   {"training", {{"grad_accum", 1}, {"optimizer", "adamw"}}}};
-  note("training: gradient accumulation 1 and AdamW assumed (a trace step is one optimizer step; set grad_accum if "
-       "several backward passes run per ProfilerStep)");
+  r.notes.push_back("training: gradient accumulation 1 and AdamW assumed (a trace step is one optimizer step; set "
+                    "grad_accum if several backward passes run per ProfilerStep)");
   r.experiment["notes"] = r.notes;
   return r;
 }

@@ -129,67 +129,85 @@ class Parser {
   std::vector<CollectiveSeries> parse(const std::string& text) {
     auto lines = split_char(text, '\n');
     kind_hint_ = kind_from_name(std::filesystem::path(source_).filename().string());
-    std::optional<CollectiveKind> concluded;
+    for (std::size_t i = 0; i < lines.size(); ++i) read_line(lines[i], static_cast<int>(i) + 1);
+    close_table();
+    if (concluded_) kind_hint_ = concluded_;  // the log's own word beats the file name
+    return series();
+  }
+
+ private:
+  // One line of the log: a run's markers and metadata, or a table's header block, row or end.
+  void read_line(std::string_view raw, int lineno) {
+    auto [s, comment] = normalize(raw);
+    if (run_marker(s)) return;
+    auto tokens = split_ws(s);
+    if (tokens.empty()) return;
+    if (tokens[0] == "size" && std::find(tokens.begin(), tokens.end(), "time") != tokens.end()) {
+      open_table(tokens, lineno);
+      return;
+    }
+    if (tokens[0] == "(B)") return;
+    if (s.find("out-of-place") != std::string::npos || s.find("in-place") != std::string::npos) {
+      close_table();  // a banner starts the next table's header block
+      banner_.clear();
+      for (const auto& t : tokens)
+        if (t == "out-of-place" || t == "in-place") banner_.push_back(t);
+      return;
+    }
+    if (s.rfind("Out of bounds", 0) == 0 || s.rfind("Avg bus bandwidth", 0) == 0) {
+      close_table();
+      return;
+    }
+    if (!table_) return;  // prose between runs
+    if (!comment && starts_like_row(tokens[0])) {
+      add_row(tokens, lineno);
+      return;
+    }
+    if (!comment) close_table();  // anything else ends the table (a code fence, prose)
+  }
+
+  // A row starts with its size; one that starts like a number but is not a byte count (-5,
+  // 1e30, 2.5) is an error in add_row, not prose that silently ends the table.
+  static bool starts_like_row(const std::string& first) {
+    return all_digits(first) || first.find_first_of("0123456789") == 0 ||
+           ((first[0] == '-' || first[0] == '+' || first[0] == '.') && first.size() > 1 &&
+            std::isdigit(static_cast<unsigned char>(first[1])));
+  }
+
+  // The lines around the tables: a section's start and end (one per nccl-tests binary), a run's
+  // start (its nThread line) and its rank lines. True when `s` is one of them.
+  bool run_marker(const std::string& s) {
     static const std::regex rank_re(R"(^Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device)");
     static const std::regex concluded_re(R"(Collective test concluded:\s*(\S+))");
     static const std::regex starting_re(R"(Collective test starting:\s*(\S+))");
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      int lineno = static_cast<int>(i) + 1;
-      auto [s, comment] = normalize(lines[i]);
-      std::smatch m;
-      if (std::regex_search(s, m, starting_re)) {
-        close_table();
-        section_ = section_from_binary(m[1].str());
-        continue;
-      }
-      if (std::regex_search(s, m, concluded_re)) {
-        close_table();
-        if (!section_) concluded = kind_from_name(m[1].str());
-        section_.reset();
-        continue;
-      }
-      if (s.rfind("nThread", 0) == 0) {
-        close_table();
-        pending_rank_lines_ = 0;
-        pending_hosts_.clear();
-        continue;
-      }
-      if (std::regex_search(s, m, rank_re)) {
-        ++pending_rank_lines_;
-        pending_hosts_.insert(m[2].str());
-        continue;
-      }
-      auto tokens = split_ws(s);
-      if (tokens.empty()) continue;
-      if (tokens[0] == "size" && std::find(tokens.begin(), tokens.end(), "time") != tokens.end()) {
-        open_table(tokens, lineno);
-        continue;
-      }
-      if (tokens[0] == "(B)") continue;
-      if (s.find("out-of-place") != std::string::npos || s.find("in-place") != std::string::npos) {
-        close_table();  // a banner starts the next table's header block
-        banner_.clear();
-        for (const auto& t : tokens)
-          if (t == "out-of-place" || t == "in-place") banner_.push_back(t);
-        continue;
-      }
-      if (s.rfind("Out of bounds", 0) == 0 || s.rfind("Avg bus bandwidth", 0) == 0) {
-        close_table();
-        continue;
-      }
-      if (!table_) continue;  // prose between runs
-      // A row starts with its size; one that starts like a number but is not a byte count
-      // (-5, 1e30, 2.5) is an error in add_row, not prose that silently ends the table.
-      if (!comment && (all_digits(tokens[0]) || tokens[0].find_first_of("0123456789") == 0 ||
-                       ((tokens[0][0] == '-' || tokens[0][0] == '+' || tokens[0][0] == '.') && tokens[0].size() > 1 &&
-                        std::isdigit(static_cast<unsigned char>(tokens[0][1]))))) {
-        add_row(tokens, lineno);
-        continue;
-      }
-      if (!comment) close_table();  // anything else ends the table (a code fence, prose)
+    std::smatch m;
+    if (std::regex_search(s, m, starting_re)) {
+      close_table();
+      section_ = section_from_binary(m[1].str());
+      return true;
     }
-    close_table();
-    if (concluded) kind_hint_ = concluded;  // the log's own word beats the file name
+    if (std::regex_search(s, m, concluded_re)) {
+      close_table();
+      if (!section_) concluded_ = kind_from_name(m[1].str());
+      section_.reset();
+      return true;
+    }
+    if (s.rfind("nThread", 0) == 0) {
+      close_table();
+      pending_rank_lines_ = 0;
+      pending_hosts_.clear();
+      return true;
+    }
+    if (std::regex_search(s, m, rank_re)) {
+      ++pending_rank_lines_;
+      pending_hosts_.insert(m[2].str());
+      return true;
+    }
+    return false;
+  }
+
+  // One series per table read; an error when there is none.
+  std::vector<CollectiveSeries> series() const {
     if (tables_.empty() && !skipped_.empty())
       throw InputError(fmt::format("{}: only sections of collectives the model has no kind for ({}); expected "
                                    "all_reduce, all_gather, reduce_scatter, alltoall, broadcast or reduce",
@@ -203,7 +221,6 @@ class Parser {
     return out;
   }
 
- private:
   void open_table(const std::vector<std::string>& tokens, int lineno) {
     close_table();
     if (section_ && !section_->kind) {  // a section the model has no collective for
@@ -325,6 +342,7 @@ class Parser {
 
   std::string source_;
   std::optional<CollectiveKind> kind_hint_;
+  std::optional<CollectiveKind> concluded_;  // from a "Collective test concluded: X" line outside a section
   std::optional<Table> table_;
   std::vector<Table> tables_;
   std::vector<std::string> banner_;
@@ -353,42 +371,33 @@ std::optional<double> parse_gbps(std::string text) {
   return parse_double(text);
 }
 
-}  // namespace
-
-std::vector<CollectiveSeries> parse_nccl_tests_text(const std::string& text, const std::string& source) {
-  return Parser(source).parse(text);
+// The cells of a markdown table line `| a | b |`, trimmed.
+std::vector<std::string> markdown_cells(std::string_view line) {
+  auto cells = split_char(line.substr(1, line.size() >= 2 && line.back() == '|' ? line.size() - 2 : line.size() - 1), '|');
+  for (auto& c : cells) c = std::string(trim(c));
+  return cells;
 }
 
-std::vector<CollectiveSeries> parse_bench_markdown(const std::string& text, const std::string& source) {
-  auto lines = split_char(text, '\n');
-  CollectiveSeries s;
-  s.source = source;
-  s.label = "markdown table";
-  auto hint = kind_from_name(text.substr(0, std::min<std::size_t>(text.size(), 2000)));
-  s.kind = hint.value_or(CollectiveKind::AllReduce);
-  int payload_col = -1, busbw_col = -1, algbw_col = -1, header_line = 0;
-  double best_algbw = 0, best_ratio = 0;
+// The `| payload | ... | algbw |` table of a benchmark's markdown output.
+struct MarkdownTable {
+  std::string source;
+  int payload_col = -1, busbw_col = -1, algbw_col = -1;
+  int header_line = 0;                                                // 0 until the header is read
+  double best_algbw = 0, best_ratio = 0;                              // busbw/algbw at the largest algbw
   std::vector<std::pair<std::int64_t, std::pair<double, int>>> rows;  // bytes -> (algbw, line)
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    int lineno = static_cast<int>(i) + 1;
-    std::string_view line = trim(lines[i]);
-    if (line.empty() || line.front() != '|') {
-      if (header_line && !rows.empty()) break;  // the table ended
-      continue;
+
+  // A header names the payload (or size) and algbw columns, busbw optionally.
+  void read_header(const std::vector<std::string>& cells, int lineno) {
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      std::string name = lower(cells[c]);
+      if (name == "payload" || name == "size") payload_col = static_cast<int>(c);
+      if (name == "busbw") busbw_col = static_cast<int>(c);
+      if (name == "algbw") algbw_col = static_cast<int>(c);
     }
-    auto cells = split_char(line.substr(1, line.size() >= 2 && line.back() == '|' ? line.size() - 2 : line.size() - 1), '|');
-    for (auto& c : cells) c = std::string(trim(c));
-    if (!header_line) {
-      for (std::size_t c = 0; c < cells.size(); ++c) {
-        std::string name = lower(cells[c]);
-        if (name == "payload" || name == "size") payload_col = static_cast<int>(c);
-        if (name == "busbw") busbw_col = static_cast<int>(c);
-        if (name == "algbw") algbw_col = static_cast<int>(c);
-      }
-      if (payload_col >= 0 && algbw_col >= 0) header_line = lineno;
-      continue;
-    }
-    if (!cells.empty() && cells[0].find("---") != std::string::npos) continue;  // alignment row
+    if (payload_col >= 0 && algbw_col >= 0) header_line = lineno;
+  }
+
+  void add_row(const std::vector<std::string>& cells, int lineno) {
     auto need = [&](int col) -> const std::string& {
       if (col < 0 || static_cast<std::size_t>(col) >= cells.size())
         throw InputError(fmt::format("{}:{}: expected {} cells like the header on line {}", source, lineno,
@@ -408,14 +417,41 @@ std::vector<CollectiveSeries> parse_bench_markdown(const std::string& text, cons
     }
     rows.push_back({*bytes, {*algbw, lineno}});
   }
-  if (rows.empty())
+};
+
+}  // namespace
+
+std::vector<CollectiveSeries> parse_nccl_tests_text(const std::string& text, const std::string& source) {
+  return Parser(source).parse(text);
+}
+
+std::vector<CollectiveSeries> parse_bench_markdown(const std::string& text, const std::string& source) {
+  auto lines = split_char(text, '\n');
+  CollectiveSeries s;
+  s.source = source;
+  s.label = "markdown table";
+  auto hint = kind_from_name(text.substr(0, std::min<std::size_t>(text.size(), 2000)));
+  s.kind = hint.value_or(CollectiveKind::AllReduce);
+  MarkdownTable table{source};
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    int lineno = static_cast<int>(i) + 1;
+    std::string_view line = trim(lines[i]);
+    if (line.empty() || line.front() != '|') {
+      if (table.header_line && !table.rows.empty()) break;  // the table ended
+      continue;
+    }
+    auto cells = markdown_cells(line);
+    if (!table.header_line) table.read_header(cells, lineno);
+    else if (cells.empty() || cells[0].find("---") == std::string::npos) table.add_row(cells, lineno);  // not the alignment row
+  }
+  if (table.rows.empty())
     throw InputError(fmt::format("{}: no '| payload | ... | algbw |' table with rows found", source));
-  auto ranks = ranks_from_ratio(s.kind, best_ratio);
+  auto ranks = ranks_from_ratio(s.kind, table.best_ratio);
   if (!ranks)
-    throw InputError(fmt::format("{}:{}: cannot tell the number of ranks from busbw/algbw = {:.4f}", source, header_line,
-                                 best_ratio));
+    throw InputError(fmt::format("{}:{}: cannot tell the number of ranks from busbw/algbw = {:.4f}", source,
+                                 table.header_line, table.best_ratio));
   s.ranks = *ranks;
-  for (const auto& [bytes, v] : rows)
+  for (const auto& [bytes, v] : table.rows)
     // algbw = S / t with GB = 1e9 B, so t_us = S / (algbw * 1e3).
     s.samples.push_back({Bytes{bytes}, Time::from_us(static_cast<double>(bytes) / (v.first * 1e3)), false, v.second});
   return {s};
