@@ -49,12 +49,7 @@ struct AttentionShape {
   std::int64_t batch = 0, seq = 0, hidden = 0;
 };
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::string x(suffix);
-  return s.size() >= x.size() && s.compare(s.size() - x.size(), x.size(), x) == 0;
-}
-
-bool attention_backward(const std::string& op) { return ends_with(op, "Backward") || ends_with(op, "_backward"); }
+bool attention_backward(const std::string& op) { return op.ends_with("Backward") || op.ends_with("_backward"); }
 
 // The shape of a fused attention call from its Input Dims. flash_attn's autograd functions take
 // q as [b, s, H, d] ([b, s, 3, H, d] packed), the varlen ones [T, H, d] ([T, 3, H, d] packed)
@@ -352,10 +347,7 @@ void add_attention_points(const AttentionByKey& by_key, TraceFitData& d) {
     a.causal_assumed = !causal;
     a.count = times.times.size();
     a.median = median_of(times.times);
-    const double s2h = static_cast<double>(a.batch) * static_cast<double>(a.seq) * static_cast<double>(a.seq) *
-                       static_cast<double>(a.hidden);
-    const double flops = (a.backward ? 5.0 : 2.0) * s2h * (a.causal ? 1.0 : 2.0);
-    a.rate = FlopRate{flops / a.median.seconds()};
+    a.rate = FlopRate{fused_attention_flops(a.batch, a.seq, a.hidden, a.backward, a.causal).count / a.median.seconds()};
     d.attention.push_back(a);
   }
 }

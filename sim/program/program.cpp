@@ -110,6 +110,11 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   return *this;
 }
 
+Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t hidden, bool backward, bool causal) {
+  const double s2h = static_cast<double>(batch) * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(hidden);
+  return Flops{(backward ? 5.0 : 2.0) * s2h * (causal ? 1.0 : 2.0)};
+}
+
 std::string to_string(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::Flash: return "flash";

@@ -62,6 +62,12 @@ struct AttentionWork {
   std::int64_t seq = 0;
 };
 
+// The FLOPs a fused attention kernel does over `batch` sequences of `seq` tokens with `hidden`
+// = heads x head_dim: 4 b s^2 h forward (QK^T and PV) and 10 b s^2 h backward (the forward's
+// QK^T recomputed, and the four gradient matmuls), halved when causal (FlashAttention-2 paper,
+// section 4: FLOPs of a causal kernel).
+Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t hidden, bool backward, bool causal);
+
 // What a kernel does, for the cost model and for the live executor: a list of GEMMs, bytes of
 // memory-bound traffic (read + write), the FLOPs of a fused attention kernel (priced at its
 // measured rate), and a fixed time (toy workloads, measured kernels). The time is the sum.

@@ -314,10 +314,9 @@ Module fused_attention(const std::string& name, const Dims& d, Attention a, std:
   Op f = mem("attention", KernelClass::Attention, (q + 2 * kv) * e, q * e + lse, (q + 2 * kv + q) * e + lse);
   Op b = mem("attention.bwd", KernelClass::Attention, (2 * q + 2 * kv) * e + q * e + lse, (q + 2 * kv) * e + q * 4, 0,
              a == Attention::SdpaEfficient ? 1 : bwd_kernels);
-  const double s2h = static_cast<double>(d.b) * static_cast<double>(d.s) * static_cast<double>(d.s) * static_cast<double>(d.h);
   const AttentionKernel k = attention_kernel(a);
-  f.work.attention = AttentionWork{Flops{2.0 * s2h}, k, false, d.s};
-  b.work.attention = AttentionWork{Flops{5.0 * s2h}, k, true, d.s};
+  f.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, false, true), k, false, d.s};
+  b.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, true, true), k, true, d.s};
   m.forward.push_back(f);
   m.backward.push_back(b);
   return m;
@@ -919,13 +918,12 @@ Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
 // self.state.model(batch)`, then `loss(self.state.outputs, batch)`); torchtitan returns
 // `self.output(h).float()` (models/llama/model.py at 83c879f1), the loss outside. Megatron's
 // model returns the loss, so nothing the size of the logits outlives it.
-void mark_kept_output(Workload& w, Module& lm, Module& loss, const ModelDims& md, const Dims& d,
-                      const WorkloadOptions& o) {
-  const bool llama = md.family == "llama";
+// `shifted`: the HF loss over shifted bf16 logits (head_layer).
+void mark_kept_output(Workload& w, Module& lm, Module& loss, bool shifted, const Dims& d, const WorkloadOptions& o) {
   const bool hf = o.impl == Implementation::Hf;
   const bool keeps = o.loop_keeps_output.value_or(hf || o.impl == Implementation::LlmFoundry);
   if (!keeps || o.impl == Implementation::Megatron) return;
-  const bool bit16 = (hf && !llama) || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
+  const bool bit16 = shifted || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
   Op& logits = bit16 ? lm.forward.back() : loss.forward.front();
   logits.kept_output = Bytes{d.T * d.V * (bit16 ? d.e : 4)};
   Op& returns = hf ? loss.forward.back() : logits;
@@ -947,7 +945,7 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
   if (md.tied_embeddings) lm.params.clear();
   const bool shifted = o.impl == Implementation::Hf && md.family != "llama";
   Module loss = shifted ? shifted_logits_loss(d, head) : fp32_logits_loss(d, o, head);
-  mark_kept_output(w, lm, loss, md, d, o);
+  mark_kept_output(w, lm, loss, shifted, d, o);
   head.modules.push_back(lm);
   head.modules.push_back(loss);
   head.saved_activations = Bytes{saved_of(head)};
