@@ -178,7 +178,6 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
-    comm_used_.assign(p.comms.size(), 0);
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op, timeline op, host interval, memory sample and
     // allocator event: reserve that much at once rather than reallocate large arrays as they
@@ -319,7 +318,6 @@ class Engine {
     op.comm = c.comm;
     op.link_class = comm.nodes > 1 ? 1 : 0;
     op.solo = collective_time(hw_, c.kind, c.bytes, comm);
-    comm_used_[c.comm.index()] = 1;
     TimelineOp& t = add_timeline_op(op, c.name, c.unit);
     t.kind = TimelineOp::Kind::Collective;
     t.comm = c.comm;
@@ -750,7 +748,8 @@ class Engine {
   void finish_timeline() {
     // NCCL buffers belong to communicators that ran a collective: ProcessGroupNCCL creates the
     // NCCL communicator lazily, at its first collective.
-    timeline_.non_pytorch = hw_.non_pytorch_memory(static_cast<std::size_t>(std::count(comm_used_.begin(), comm_used_.end(), 1)));
+    const auto ran = std::count_if(comm_queue_.begin(), comm_queue_.end(), [](const auto& q) { return !q.empty(); });
+    timeline_.non_pytorch = hw_.non_pytorch_memory(static_cast<std::size_t>(ran));
     Time end = std::max(host_done_at_, ops_end_);
     for (const auto& h : timeline_.host) end = std::max(end, h.end);
     timeline_.start = Time::zero();
@@ -773,7 +772,6 @@ class Engine {
   StreamBits stream_dirty_;
   std::vector<long> stream_last_op_;
   std::vector<std::vector<std::size_t>> comm_queue_;
-  std::vector<char> comm_used_;  // the communicator ran a collective
   std::vector<std::size_t> comm_next_;
   std::int32_t timeline_ops_ = 0;               // Kernel/Collective ops enqueued so far
   std::size_t dependencies_ = 0;                // Timeline::dependencies, host order aside
