@@ -678,8 +678,8 @@ void Reader::add_cpu_span(Time start, Time end) {
     span.kind = CpuSpan::Kind::Optimizer;
   } else if (starts_with(n, "autograd::engine::evaluate_function")) {
     span.kind = CpuSpan::Kind::Backward;
-  } else if ((is_gemm_name(n) || is_attention_name(n)) && !ev_.input_dims.empty()) {
-    span.kind = is_gemm_name(n) ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
+  } else if (const bool gemm = is_gemm_name(n); (gemm || is_attention_name(n)) && !ev_.input_dims.empty()) {
+    span.kind = gemm ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
     span.input_dims = ev_.input_dims;
     if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
   } else {

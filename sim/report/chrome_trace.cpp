@@ -186,7 +186,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
   for (const auto& op : t.ops) {
     const json args = kernel_args(t, op);
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": {}, "cat": "kernel", "name": {}, "ts": {}, "dur": {}, "args": {}}})",
-                                  1 + op.stream.index(), json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
+                                  tid_of(op), json(op.name).dump(), us(op.start), us(op.end - op.start), args.dump()));
   }
   for (const auto& m : t.memory) {
     json args = json::object();

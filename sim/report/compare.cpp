@@ -302,7 +302,8 @@ std::vector<ConfigChange> diff_json(const nlohmann::json& a, const nlohmann::jso
 namespace {
 
 // The step's overlap metrics; the step time row carries the step-time gate.
-void add_overlap_rows(CompareReport& r, const Metrics& a, const Metrics& b, const CompareOptions& options) {
+void add_overlap_rows(CompareReport& r, const Metrics& a, const Metrics& b) {
+  const CompareOptions& options = r.options;
   add_row(r, "metric", "step time", "ns", ns(a.overlap.step_time), ns(b.overlap.step_time), options.tolerance_pct);
   r.step_time_pass = r.rows.back().pass;
   add_row(r, "metric", "compute time", "ns", ns(a.overlap.compute_time), ns(b.overlap.compute_time));
@@ -334,7 +335,8 @@ void add_throughput_rows(CompareReport& r, const Doc& ref, const Doc& sub) {
 }
 
 // Phase times and memory; the peak memory row carries the memory gate.
-void add_phase_and_memory_rows(CompareReport& r, const Metrics& a, const Metrics& b, const CompareOptions& options) {
+void add_phase_and_memory_rows(CompareReport& r, const Metrics& a, const Metrics& b) {
+  const CompareOptions& options = r.options;
   add_row(r, "phase", "forward", "ns", ns(a.forward), ns(b.forward));
   add_row(r, "phase", "backward", "ns", ns(a.backward), ns(b.backward));
   add_row(r, "phase", "optimizer", "ns", ns(a.optimizer), ns(b.optimizer));
@@ -416,9 +418,9 @@ CompareReport compare_results(const nlohmann::json& first, const std::string& fi
   r.reference_device = ref.device;
   r.subject_device = sub.device;
 
-  add_overlap_rows(r, ref.metrics, sub.metrics, options);
+  add_overlap_rows(r, ref.metrics, sub.metrics);
   add_throughput_rows(r, ref, sub);
-  add_phase_and_memory_rows(r, ref.metrics, sub.metrics, options);
+  add_phase_and_memory_rows(r, ref.metrics, sub.metrics);
   const OpStats sa = op_stats(ref), sb = op_stats(sub);
   add_kernel_class_rows(r, sa, sb);
   add_collective_rows(r, sa, sb);

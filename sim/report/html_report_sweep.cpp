@@ -118,6 +118,7 @@ struct AxisPanel {
     return x0 + kLeft + (static_cast<double>(i) + 0.5) / static_cast<double>(n) * (kWidth - kLeft - kRight);
   }
   double y(double v) const { return kTop + (1 - v / ymax) * (kHeight - kTop - kBottom); }
+  std::size_t label_every() const { return std::max<std::size_t>(1, n / 12); }  // x labels drawn
 };
 
 using AxisValues = std::vector<std::pair<std::string, AxisValueStats>>;
@@ -135,15 +136,13 @@ std::string axis_panel_frame(const AxisPanel& p, const std::string& title) {
   return o;
 }
 
-// Value i's label under the x axis, slanted, cut to 14 characters; every label_every-th value.
-std::string axis_value_label(const AxisPanel& p, std::size_t i, std::size_t label_every, const std::string& v) {
-  if (i % label_every != 0) return "";
+// Value i's label under the x axis, slanted, cut to 14 characters; every label_every()-th value.
+std::string axis_value_label(const AxisPanel& p, std::size_t i, const std::string& v) {
+  if (i % p.label_every() != 0) return "";
   const double y = AxisPanel::kHeight - AxisPanel::kBottom + 14;
   return fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\" transform=\"rotate(-35 {:.1f} {})\">{}</text>",
                      p.x(i), y, p.x(i), y, html_escape(v.size() > 14 ? v.substr(0, 13) + "~" : v));
 }
-
-std::size_t label_every(const AxisValues& values) { return std::max<std::size_t>(1, values.size() / 12); }
 
 // The objective's mean per value, joined by a line.
 std::string objective_panel(const AxisPanel& p, const AxisValues& values, Objective obj, const AxisEffect& e) {
@@ -151,7 +150,7 @@ std::string objective_panel(const AxisPanel& p, const AxisValues& values, Object
   std::string line;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const auto& [v, st] = values[i];
-    o += axis_value_label(p, i, label_every(values), v);
+    o += axis_value_label(p, i, v);
     const double m = st.mean(obj);
     line += fmt::format("{}{:.1f},{:.1f}", line.empty() ? "" : " ", p.x(i), p.y(m));
     o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"#4e79a7\"><title>{}={}: mean {} over {} points</title></circle>\n", p.x(i),
@@ -166,7 +165,7 @@ std::string memory_panel(const AxisPanel& p, const AxisValues& values, const Axi
   std::string o = axis_panel_frame(p, "peak reserved memory (GiB): mean, bar to max");
   for (std::size_t i = 0; i < values.size(); ++i) {
     const auto& [v, st] = values[i];
-    o += axis_value_label(p, i, label_every(values), v);
+    o += axis_value_label(p, i, v);
     const double mean = st.mean_memory_gib(), mx = st.max_memory.gib();
     o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#9c755f\" stroke-width=\"6\" stroke-opacity=\"0.35\"/>",
                      p.x(i), p.y(mean), p.x(i), p.y(mx));
