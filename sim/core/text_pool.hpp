@@ -7,9 +7,12 @@
 // Timeline holds its pool by shared_ptr, and copies of the timeline share it).
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,17 +74,34 @@ class TextPool {
   Text add(std::string_view a, std::string_view b) {
     const std::size_t n = a.size() + b.size();
     if (n == 0) return Text{};
-    if (n > left_) grow(n);
-    char* at = next_;
-    if (!a.empty()) std::char_traits<char>::copy(at, a.data(), a.size());
-    if (!b.empty()) std::char_traits<char>::copy(at + a.size(), b.data(), b.size());
-    next_ += n;
-    left_ -= n;
+    char* at = take(n);
+    if (!a.empty()) std::memcpy(at, a.data(), a.size());
+    if (!b.empty()) std::memcpy(at + a.size(), b.data(), b.size());
+    return Text{std::string_view(at, n)};
+  }
+  // The concatenation of `parts`, copied straight into the pool.
+  Text add(std::span<const std::string_view> parts) {
+    std::size_t n = 0;
+    for (std::string_view p : parts) n += p.size();
+    if (n == 0) return Text{};
+    char* at = take(n);
+    for (char* to = at; std::string_view p : parts) {
+      if (!p.empty()) std::memcpy(to, p.data(), p.size());
+      to += p.size();
+    }
     return Text{std::string_view(at, n)};
   }
   std::size_t bytes() const { return used_; }
 
  private:
+  // n > 0 bytes of fresh storage.
+  char* take(std::size_t n) {
+    if (n > left_) grow(n);
+    char* at = next_;
+    next_ += n;
+    left_ -= n;
+    return at;
+  }
   void grow(std::size_t at_least) {
     const std::size_t size = std::max<std::size_t>(at_least, kBlock);
     blocks_.push_back(std::make_unique_for_overwrite<char[]>(size));

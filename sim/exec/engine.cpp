@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <deque>
 #include <iterator>
 #include <queue>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -24,15 +27,38 @@ namespace stepsim {
 
 namespace {
 
-// describe(), appended to `out`: the engine labels host intervals with it, 10^5 times in a deep
-// program, so plain appends (no format string to interpret, no iterator writing a character
-// at a time, no temporary string).
-void describe_to(fmt::memory_buffer& out, const Program& p, std::size_t i) {
-  auto text = [&](std::string_view s) { out.append(s.data(), s.data() + s.size()); };
-  auto number = [&](auto v) {
-    const fmt::format_int digits(v);
-    out.append(digits.data(), digits.data() + digits.size());
-  };
+// describe()'s text as the pieces it is made of: the engine labels host intervals with it, 10^5
+// times in a deep program, and stores the pieces in its pool at once (no buffer in between, no
+// format string to interpret, no temporary string); describe() joins them. The views point into
+// the program and into the object itself, which is why it cannot be copied.
+class LabelParts {
+ public:
+  LabelParts() = default;
+  LabelParts(const LabelParts&) = delete;
+  LabelParts& operator=(const LabelParts&) = delete;
+
+  void text(std::string_view s) {
+    assert(count_ < parts_.size());
+    parts_[count_++] = s;
+  }
+  void number(std::int64_t v) {
+    assert(numbers_ < digits_.size());
+    auto& d = digits_[numbers_++];
+    const auto end = std::to_chars(d.data(), d.data() + d.size(), v).ptr;
+    text(std::string_view(d.data(), static_cast<std::size_t>(end - d.data())));
+  }
+  std::span<const std::string_view> parts() const { return {parts_.data(), count_}; }
+
+ private:
+  std::array<std::string_view, 8> parts_;  // the longest description has 7
+  std::size_t count_ = 0;
+  std::array<std::array<char, 20>, 2> digits_;  // at most two numbers (an event on an undeclared stream)
+  std::size_t numbers_ = 0;
+};
+
+void describe_to(LabelParts& out, const Program& p, std::size_t i) {
+  auto text = [&](std::string_view s) { out.text(s); };
+  auto number = [&](auto v) { out.number(static_cast<std::int64_t>(v)); };
   auto stream = [&](StreamId s) {  // its name, or "#" and its index when it was not declared
     if (s.index() < p.streams.size()) return text(p.streams[s.index()].name);
     text("#");
@@ -129,6 +155,9 @@ class StreamBits {
     words_.assign((streams + 63) / 64, 0);
   }
   void insert(std::size_t s) { words_[s / 64] |= std::uint64_t{1} << (s % 64); }
+  bool empty() const {
+    return std::all_of(words_.begin(), words_.end(), [](std::uint64_t w) { return w == 0; });
+  }
   void insert_all() {
     std::fill(words_.begin(), words_.end(), ~std::uint64_t{0});
     if (streams_ % 64) words_.back() = (std::uint64_t{1} << (streams_ % 64)) - 1;
@@ -152,12 +181,14 @@ class StreamBits {
   std::vector<std::uint64_t> words_;
 };
 
+// 24 bytes: the heap moves these on every push and pop.
 struct HeapEvent {
+  static constexpr std::uint32_t kHost = UINT32_MAX;  // `op` of the host's next step
   Time time;
   std::uint64_t seq = 0;
-  bool host = false;
-  std::size_t op = 0;
+  std::uint32_t op = 0;  // index into the engine's ops (bounded by kMaxProgramInstructions), or kHost
   std::uint32_t version = 0;
+  bool host() const { return op == kHost; }
   bool operator>(const HeapEvent& o) const { return time > o.time || (time == o.time && seq > o.seq); }
 };
 
@@ -196,12 +227,12 @@ class Engine {
 
   Timeline run() {
     sample_memory(Time::zero());
-    if (!p_.instructions.empty()) schedule_host(Time::zero() + host_cost(0));
+    if (!p_.instructions.empty()) schedule_host(host_cost(0));
     while (!heap_.empty()) {
       HeapEvent ev = heap_.top();
       heap_.pop();
       now_ = ev.time;
-      if (ev.host) {
+      if (ev.host()) {
         run_host();
       } else {
         const Op& op = ops_[ev.op];
@@ -234,12 +265,16 @@ class Engine {
                       p_.instructions[i]);
   }
 
-  void schedule_host(Time t) { heap_.push(HeapEvent{t, seq_++, true, 0, 0}); }
+  // The host's next instruction, whose CPU cost is `cost`, is due `cost` from now.
+  void schedule_host(Time cost) {
+    next_cost_ = cost;
+    heap_.emplace(now_ + cost, seq_++, HeapEvent::kHost, 0u);
+  }
 
   // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
   // one has a CPU cost (scheduled for later), blocks on a HostSync, or the program ends.
   void run_host() {
-    Time cost = pc_ < p_.instructions.size() ? host_cost(pc_) : Time::zero();  // already elapsed
+    Time cost = next_cost_;  // already elapsed
     while (pc_ < p_.instructions.size()) {
       std::size_t i = pc_;
       checker_.check(i);  // validate()'s checks, as the host reaches it
@@ -260,7 +295,7 @@ class Engine {
           // through the heap (the order is the same: an event due at that very instant, which
           // the heap would put first, falls back to the heap).
           if (!heap_.empty() && heap_.top().time <= now_ + cost) {
-            schedule_host(now_ + cost);
+            schedule_host(cost);
             return;
           }
           now_ = now_ + cost;
@@ -286,9 +321,9 @@ class Engine {
                           [&](const Collective& c) { return text.add("issue ", c.name); },
                           [&](const HostWork& w) { return text.add(w.name); },
                           [&](const auto&) {
-                            label_.clear();
-                            describe_to(label_, p_, i);
-                            return text.add(std::string_view(label_.data(), label_.size()));
+                            LabelParts parts;
+                            describe_to(parts, p_, i);
+                            return text.add(parts.parts());
                           },
                       },
                       p_.instructions[i]);
@@ -302,18 +337,18 @@ class Engine {
   // One per instruction kind: what the host does when it reaches instruction i. Each returns
   // false if the host blocks there.
   bool issue(const Launch& l, std::size_t i) {
-    Op op = new_op(OpType::Kernel, l.stream, i);
+    Op& op = new_op(OpType::Kernel, l.stream, i);
     op.solo = kernel_times_.kernel_time(l.kernel);
     TimelineOp& t = add_timeline_op(op, l.kernel.name, l.kernel.unit);
     t.kind = TimelineOp::Kind::Kernel;
     t.cls = l.kernel.cls;
     t.kernels = l.kernel.kernels;
-    enqueue(std::move(op));
+    enqueue(op);
     return true;
   }
 
   bool issue(const Collective& c, std::size_t i) {
-    Op op = new_op(OpType::Collective, c.stream, i);
+    Op& op = new_op(OpType::Collective, c.stream, i);
     const CommDecl& comm = p_.comms[c.comm.index()];
     op.comm = c.comm;
     op.link_class = comm.nodes > 1 ? 1 : 0;
@@ -324,26 +359,26 @@ class Engine {
     t.collective = c.kind;
     t.bytes = c.bytes;
     t.dtype = c.dtype;
-    comm_queue_[c.comm.index()].push_back(ops_.size());
-    enqueue(std::move(op));
+    comm_queue_[c.comm.index()].push_back(ops_.size() - 1);
+    enqueue(op);
     return true;
   }
 
   bool issue(const Record& r, std::size_t i) {
-    Op op = new_op(OpType::Record, r.stream, i);
+    Op& op = new_op(OpType::Record, r.stream, i);
     op.event = r.event;
     event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
-    records_[r.event.index()].push_back(ops_.size());
-    enqueue(std::move(op));
+    records_[r.event.index()].push_back(ops_.size() - 1);
+    enqueue(op);
     return true;
   }
 
   bool issue(const Wait& w, std::size_t i) {
-    Op op = new_op(OpType::Wait, w.stream, i);
+    Op& op = new_op(OpType::Wait, w.stream, i);
     op.event = w.event;
     op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
     if (op.event_generation > 0 && event_has_source_[w.event.index()]) ++pending_event_deps_[w.stream.index()];
-    enqueue(std::move(op));
+    enqueue(op);
     return true;
   }
 
@@ -426,8 +461,10 @@ class Engine {
 
   // ---- GPU streams -------------------------------------------------------------------------
 
-  Op new_op(OpType type, StreamId s, std::size_t i) const {
-    Op op;
+  // A new op at the end of ops_, where it stays (built in place: the array is the engine's
+  // largest); enqueue() puts it on its stream.
+  Op& new_op(OpType type, StreamId s, std::size_t i) {
+    Op& op = ops_.emplace_back();
     op.type = type;
     op.stream = s;
     op.instruction = static_cast<std::uint32_t>(i);
@@ -445,8 +482,10 @@ class Engine {
     t.issue = op.issue;
     t.instruction = op.instruction;
     t.solo_duration = op.solo;
-    // The host label of the instruction ("launch <name>", "issue <name>") already holds the name.
-    if (labeled_ == op.instruction && last_label_.ends_with(name)) t.name = last_label_.drop_prefix(last_label_.size() - name.size());
+    // The host label of the instruction ("launch <name>", "issue <name>", host_label) already
+    // holds the name.
+    assert(labeled_ != op.instruction || last_label_.ends_with(name));
+    if (labeled_ == op.instruction) t.name = last_label_.drop_prefix(last_label_.size() - name.size());
     else t.name = timeline_.text->add(name);
     // Consecutive ops mostly belong to the same unit: its name is stored once per run of them.
     if (last_unit_ != unit) last_unit_ = timeline_.text->add(unit);
@@ -455,8 +494,9 @@ class Engine {
     return t;
   }
 
-  void enqueue(Op op) {
-    std::size_t idx = ops_.size();
+  // `op` is the last of ops_ (new_op).
+  void enqueue(Op& op) {
+    const std::size_t idx = ops_.size() - 1;
     const std::size_t su = op.stream.index();
     op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
     if (op.type == OpType::Kernel || op.type == OpType::Collective) {
@@ -468,7 +508,6 @@ class Engine {
       pending_event_deps_[su] = 0;
       stream_has_op_[su] = 1;
     }
-    ops_.push_back(std::move(op));
     streams_[su].push_back(idx);
     stream_dirty_.insert(su);
     stream_last_op_[su] = static_cast<long>(idx);
@@ -488,9 +527,14 @@ class Engine {
     }
   }
 
-  // Starts every op that can start now; zero-time ops complete at once, which may unblock
-  // others, so loop until nothing moves.
+  // Starts every op that can start now (nothing can when no stream is dirty and no rate has
+  // to change: a quarter of the calls, each after a host instruction or an op's end).
   void pump() {
+    if (!stream_dirty_.empty() || rates_dirty_) start_ready_ops();
+  }
+
+  // Zero-time ops complete at once, which may unblock others, so loop until nothing moves.
+  void start_ready_ops() {
     bool progress = true;
     bool running_changed = false;
     while (progress) {
@@ -573,6 +617,13 @@ class Engine {
     return best;
   }
 
+  // std::ceil for the finish times (>= -1e-6): inline, where std::ceil is a libm call on the
+  // baseline x86-64 target, once per rate change.
+  static std::int64_t ceil_ns(double x) {
+    const auto n = static_cast<std::int64_t>(x);
+    return static_cast<double>(n) < x ? n + 1 : n;
+  }
+
   static void advance(Running& r, Time now) {
     r.remaining -= static_cast<double>((now - r.last_update).ns) * r.rate;
     if (r.remaining < 0) r.remaining = 0;
@@ -598,8 +649,7 @@ class Engine {
       r.rate = rate;
       ++op.version;
       double left = r.remaining / rate;
-      Time finish = now_ + Time{static_cast<std::int64_t>(std::ceil(left - 1e-6))};
-      heap_.push(HeapEvent{finish, seq_++, false, r.op, op.version});
+      heap_.emplace(now_ + Time{ceil_ns(left - 1e-6)}, seq_++, static_cast<std::uint32_t>(r.op), op.version);
     }
   }
 
@@ -645,7 +695,7 @@ class Engine {
       blocked_on_.reset();
       ++pc_;
       // The host resumes now; the next instruction's CPU cost starts counting here.
-      if (pc_ < p_.instructions.size()) schedule_host(now_ + host_cost(pc_));
+      if (pc_ < p_.instructions.size()) schedule_host(host_cost(pc_));
       else host_done_at_ = now_;
     }
   }
@@ -763,6 +813,7 @@ class Engine {
   KernelTimeCache kernel_times_;
   Time now_;
   std::uint64_t seq_ = 0;
+  Time next_cost_;  // the CPU cost of the host's next instruction, as scheduled
   std::priority_queue<HeapEvent, std::vector<HeapEvent>, std::greater<>> heap_;
   std::vector<Op> ops_;
   std::vector<std::deque<std::size_t>> streams_;
@@ -806,7 +857,6 @@ class Engine {
   Time blocked_since_;
   Time host_done_at_;
   Timeline timeline_;
-  fmt::memory_buffer label_;  // host_label's scratch
   Text last_unit_;  // the unit name last stored (add_timeline_op)
   Text last_label_;  // the host label last stored, of instruction labeled_
   std::size_t labeled_ = SIZE_MAX;
@@ -820,9 +870,11 @@ Timeline simulate_program(const Program& program, const HardwareProfile& hw, con
 }
 
 std::string describe(const Program& p, std::size_t i) {
-  fmt::memory_buffer buf;
-  describe_to(buf, p, i);
-  return fmt::to_string(buf);
+  LabelParts parts;
+  describe_to(parts, p, i);
+  std::string out;
+  for (std::string_view s : parts.parts()) out += s;
+  return out;
 }
 
 }  // namespace stepsim
