@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <vector>
 
+#include "sim/core/memory_policy.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
 int main(int argc, char** argv) {
+  stepsim::keep_freed_memory();  // as the CLI does
   using namespace stepsim;
   std::string file = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-ddp-8xh100.json";
   int reps = argc > 2 ? std::atoi(argv[2]) : 200;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/memory_policy.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -55,6 +56,7 @@ Result measure(const std::string& file, const std::vector<std::string>& override
 }  // namespace
 
 int main(int argc, char** argv) {
+  stepsim::keep_freed_memory();  // as the CLI does
   int reps = argc > 1 ? std::atoi(argv[1]) : 5;
   const std::string src = STEPSIM_SOURCE_DIR;
   const std::string deep = src + "/bench/configs/fsdp1-4096-layers-no-limit.json";

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/memory_policy.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/exec/engine.hpp"
@@ -100,6 +101,7 @@ int sweep(std::uint64_t n, int jobs) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  stepsim::keep_freed_memory();  // as the CLI does
   std::string mode = argc > 1 ? argv[1] : "engine";
   if (mode == "engine") return engine(argc > 2 ? std::atoi(argv[2]) : 50);
   if (mode == "sweep") return sweep(argc > 2 ? std::stoull(argv[2]) : 10000, argc > 3 ? std::atoi(argv[3]) : 2);
