@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "sim/program/program.hpp"
@@ -19,19 +20,47 @@ namespace stepsim {
 class ProgramChecker {
  public:
   explicit ProgramChecker(const Program& p) : p_(p), live_(p.buffer_count, 0) {}
-  // Instruction i; call for 0, 1, 2, ... in turn.
-  void check(std::size_t i);
+  // Instruction i; call for 0, 1, 2, ... in turn. Inline, with the throwing paths out of line:
+  // the simulator calls it for every instruction.
+  void check(std::size_t i) {
+    i_ = i;
+    std::visit([&](const auto& instr) { check(instr); }, p_.instructions[i]);
+  }
 
  private:
-  void stream(StreamId s) const;
-  void event(EventId e) const;
-  void comm(CommId c) const;
-  std::size_t buffer(BufferId b) const;
+  void stream(StreamId s) const {
+    if (s.index() >= p_.streams.size()) [[unlikely]] undeclared("stream", s.index());
+  }
+  void event(EventId e) const {
+    if (e.index() >= p_.event_count) [[unlikely]] undeclared("event", e.index());
+  }
+  void comm(CommId c) const {
+    if (c.index() >= p_.comms.size()) [[unlikely]] undeclared("communicator", c.index());
+  }
+  std::size_t buffer(BufferId b) const {
+    if (b.index() >= p_.buffer_count) [[unlikely]] undeclared("buffer", b.index());
+    return b.index();
+  }
+  [[noreturn]] void undeclared(const char* what, std::size_t index) const;
+  [[noreturn]] void empty_gemm(const Launch& l, const GemmShape& g) const;
   std::string buffer_name(BufferId b) const;
-  void check(const Launch& l);
-  void check(const Collective& c);
-  void check(const Record& r);
-  void check(const Wait& w);
+  void check(const Launch& l) {
+    stream(l.stream);
+    for (const GemmShape& g : l.kernel.work.gemms)
+      if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) [[unlikely]] empty_gemm(l, g);
+  }
+  void check(const Collective& c) {
+    stream(c.stream);
+    comm(c.comm);
+  }
+  void check(const Record& r) {
+    stream(r.stream);
+    event(r.event);
+  }
+  void check(const Wait& w) {
+    stream(w.stream);
+    event(w.event);
+  }
   void check(const HostSync& h);
   void check(const Alloc& a);
   void check(const Free& f);
