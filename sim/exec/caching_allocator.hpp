@@ -141,9 +141,11 @@ class CachingAllocator {
   int new_segment(StreamId stream, bool small, std::int64_t bytes);
   int grow_expandable(StreamId stream, bool small, std::int64_t size);
   int split(int b, std::int64_t size);
+  int new_block(const Block& k);
 
   AllocatorConfig config_;
   std::vector<Block> blocks_;
+  std::vector<int> dead_;  // slots of blocks_ merged away (or freed, with the model off), for reuse
   std::vector<Segment> segments_;
   NodeRecycler nodes_;  // declared before pools_, whose nodes it outlives
   std::map<std::pair<StreamId, bool>, FreeSet> pools_;
