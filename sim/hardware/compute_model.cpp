@@ -126,12 +126,34 @@ Time launch_host_time(const HostProfile& h, const Kernel& k) {
 
 Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernels) {
   Time t = other_time(c_, w, cls, kernels);
-  for (const auto& g : w.gemms) {
-    auto it = gemm_.find(g);
-    if (it == gemm_.end()) it = gemm_.emplace(g, gemm_time(c_, g)).first;
-    t += it->second;
-  }
+  for (const auto& g : w.gemms) t += gemm(g);
   return t;
+}
+
+// The slot holding g, or the empty one where it belongs.
+KernelTimeCache::Slot& KernelTimeCache::slot(const GemmShape& g) {
+  // Fibonacci hashing of the fields: GEMM sizes are multiples of 64, so their low bits are zero.
+  std::uint64_t h = static_cast<std::uint64_t>(g.m);
+  for (std::int64_t v : {g.n, g.k, g.batch, static_cast<std::int64_t>(g.dtype)})
+    h = (h ^ static_cast<std::uint64_t>(v)) * 0x9E3779B97F4A7C15ull;
+  const std::size_t mask = slots_.size() - 1;
+  for (std::size_t i = static_cast<std::size_t>(h >> 32) & mask;; i = (i + 1) & mask)
+    if (!slots_[i].used || slots_[i].shape == g) return slots_[i];
+}
+
+Time KernelTimeCache::gemm(const GemmShape& g) {
+  Slot* s = &slot(g);
+  if (s->used) return s->time;
+  if (2 * (used_ + 1) > slots_.size()) {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& o : old)
+      if (o.used) slot(o.shape) = o;
+    s = &slot(g);
+  }
+  *s = Slot{g, gemm_time(c_, g), true};
+  ++used_;
+  return s->time;
 }
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {

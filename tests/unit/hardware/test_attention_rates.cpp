@@ -70,6 +70,24 @@ TEST_CASE("A table measured on a faster part of the same chip scales by the bf16
   CHECK(gemm_time(c, g).ms() == Approx(measured_on_table_part.ms() * 1.25));
 }
 
+TEST_CASE("KernelTimeCache prices every GEMM shape as gemm_time does, past its first table size", "[hardware][gemm]") {
+  ComputeProfile c = base();
+  c.gemm_table.push_back(GemmMeasurement{GemmShape{4096, 4096, 4096}, FlopRate::from_tflops(800)});
+  c.gemm_table.push_back(GemmMeasurement{GemmShape{1024, 1024, 1024}, FlopRate::from_tflops(400)});
+  KernelTimeCache cache(c);
+  // 300 distinct shapes (the table starts with 64 slots and grows at half full), each asked
+  // twice: the second answer comes from the cache and must be the first.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::int64_t i = 1; i <= 300; ++i) {
+      Kernel k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
+      const GemmShape g{64 * i, 4096, 64 * (301 - i), i % 3 + 1, i % 2 ? Dtype::BF16 : Dtype::FP32};
+      k.work.gemms = {g, GemmShape{4096, 4096, 4096}};
+      INFO("pass " << pass << ", shape " << i);
+      CHECK(cache.kernel_time(k) == kernel_time(c, k));
+    }
+  }
+}
+
 TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip and are range-checked", "[hardware][attention]") {
   const Json doc{{"name", "p"},
                  {"memory_capacity_GiB", 80},
