@@ -25,13 +25,13 @@ std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
 }
 
 void CachingAllocator::insert_free(int b) {
-  const Block& k = blocks_[static_cast<std::size_t>(b)];
-  segments_[static_cast<std::size_t>(k.segment)].pool->insert({k.size, k.segment, k.offset, b});
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  k.where = segments_[static_cast<std::size_t>(k.segment)].pool->insert({k.size, k.segment, k.offset, b}).first;
 }
 
 void CachingAllocator::erase_free(int b) {
   const Block& k = blocks_[static_cast<std::size_t>(b)];
-  segments_[static_cast<std::size_t>(k.segment)].pool->erase({k.size, k.segment, k.offset, b});
+  segments_[static_cast<std::size_t>(k.segment)].pool->erase(k.where);
 }
 
 // get_free_block: "Do not return an oversized block for a large request" and "Allow oversized

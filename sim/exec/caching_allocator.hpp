@@ -69,12 +69,6 @@ class CachingAllocator {
   static std::int64_t allocation_size(std::int64_t size);
 
  private:
-  struct Block {
-    int segment = -1;
-    std::int64_t offset = 0, size = 0;
-    int prev = -1, next = -1;  // neighbours in the segment (block indices)
-    bool allocated = false;
-  };
   // The free sets' tree nodes, kept for reuse: the model inserts and erases a free block on
   // nearly every malloc and free, and a recycled node costs a fraction of operator new.
   class NodeRecycler {
@@ -124,6 +118,15 @@ class CachingAllocator {
   // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
   using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
   using FreeSet = std::set<FreeKey, std::less<>, RecyclingAllocator<FreeKey>>;
+  struct Block {
+    int segment = -1;
+    std::int64_t offset = 0, size = 0;
+    int prev = -1, next = -1;  // neighbours in the segment (block indices)
+    bool allocated = false;
+    // While free: its entry in its pool's free set, so that taking it out (a merge, an
+    // expandable tail growing) needs no search of the set.
+    FreeSet::iterator where;
+  };
   struct Segment {
     StreamId stream{0};
     bool small = false;
