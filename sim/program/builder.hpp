@@ -11,7 +11,10 @@
 // Host CPU costs of launches, hooks and events are charged by the executor from the hardware
 // profile, not here; HostWork is for extra CPU time a strategy knows about.
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "sim/core/error.hpp"
 #include "sim/program/program.hpp"
@@ -54,11 +57,22 @@ class ProgramBuilder {
   void host_work(Time t, std::string name);
   void mark(std::string name, std::optional<Phase> phase = std::nullopt);
 
+  // Capacity for about n instructions (at most kMaxProgramInstructions): a sweep point builds a
+  // program of 10^3-10^4 instructions, and growing the array moved every instruction once more.
+  void reserve(std::size_t n) { program_.instructions.reserve(std::min(n, kMaxProgramInstructions)); }
+
   const Program& program() const { return program_; }
   Program take() { return std::move(program_); }
 
  private:
-  void add(Instruction i);
+  // Constructs the instruction in place in the program (a Launch is 300 bytes; passing it
+  // through a temporary variant moved it twice more).
+  template <class T>
+  void add(T&& instruction) {
+    check_room();
+    program_.instructions.emplace_back(std::in_place_type<std::decay_t<T>>, std::forward<T>(instruction));
+  }
+  void check_room() const;
   Program program_;
 };
 

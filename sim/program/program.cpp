@@ -138,12 +138,11 @@ CommId ProgramBuilder::comm(const std::string& name, int ranks, int nodes) {
   return CommId{program_.comms.size() - 1};
 }
 
-void ProgramBuilder::add(Instruction i) {
+void ProgramBuilder::check_room() const {
   if (program_.instructions.size() >= kMaxProgramInstructions)
     throw ProgramTooLarge(fmt::format("the step's program exceeds {} instructions (about layers x grad_accum x 20): expected "
                                       "fewer layers or a smaller grad_accum (docs/limits.md)",
                                       kMaxProgramInstructions));
-  program_.instructions.push_back(std::move(i));
 }
 
 EventId ProgramBuilder::new_event() { return EventId{static_cast<std::size_t>(program_.event_count++)}; }

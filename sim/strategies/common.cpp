@@ -24,10 +24,26 @@ static bool first_op(const Layer& l, const Op& op, bool forward) {
   return false;
 }
 
+std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
+  std::size_t per_micro_batch = 64;  // setup, the optimizer step and the marks
+  for (const Layer& l : e.workload.layers) {
+    per_micro_batch += l.recompute.size() + per_layer;
+    for (const Module& m : l.modules) per_micro_batch += m.forward.size() + m.backward.size();
+  }
+  return per_micro_batch * static_cast<std::size_t>(std::max(1, e.training.grad_accum));
+}
+
 Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
   Kernel k;
-  const char* pass = forward ? "fwd " : "bwd ";
-  k.name = single_op(l) || first_op(l, op, forward) ? pass + l.name : pass + m.name + " " + op.name;
+  const std::string_view pass = forward ? "fwd " : "bwd ";
+  // One allocation per name (a sweep point builds 10^4 of them; the sum of temporaries was three).
+  if (single_op(l) || first_op(l, op, forward)) {
+    k.name.reserve(pass.size() + l.name.size());
+    k.name.append(pass).append(l.name);
+  } else {
+    k.name.reserve(pass.size() + m.name.size() + 1 + op.name.size());
+    k.name.append(pass).append(m.name).append(" ").append(op.name);
+  }
   k.cls = op.cls;
   k.work = op.work;
   k.unit = l.name;
@@ -81,7 +97,8 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   for (const auto& op : l.recompute) {
     sync_if_needed(b, s, op);
     Kernel k;
-    k.name = "recompute " + l.name + " " + op.name;
+    k.name.reserve(10 + l.name.size() + 1 + op.name.size());
+    k.name.append("recompute ").append(l.name).append(" ").append(op.name);
     k.cls = op.cls;
     k.work = op.work;
     k.unit = l.name;

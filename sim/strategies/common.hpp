@@ -16,6 +16,12 @@
 
 namespace stepsim {
 
+// About how many instructions a strategy writes for one step of `e`, for ProgramBuilder::reserve:
+// a launch per op of every layer and micro-batch (recompute included), and `per_layer` of the
+// strategy's own (collectives, events, allocations) per layer and micro-batch. Over is address
+// space never touched; under regrows the array as before.
+std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer);
+
 // The Kernel of one op of `l` ("fwd block.3.attn.q_proj linear"); a layer of a single op keeps
 // the layer's name ("fwd layer.0", the toy workloads).
 Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward);

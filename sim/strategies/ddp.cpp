@@ -36,6 +36,7 @@ class ReducerWriter {
   }
 
   Program write() {
+    b_.reserve(instruction_estimate(e_, 30));  // DDP writes up to ~30 of its own per layer and micro-batch
     dflt_ = b_.default_stream();
     // c10d runs async collectives on its internal NCCL stream, which first waits on the
     // caller's current stream (G0.3, D3.7).

@@ -110,6 +110,7 @@ class StepWriter {
 Program StepWriter::write() {
   // F1.5: streams created by the root in lazy init; priority -1 iff limit_all_gathers and HSDP.
   const int prio = c_.limit_all_gathers && c_.hybrid() ? -1 : 0;
+  b_.reserve(instruction_estimate(e_, 40));  // FSDP1 writes up to ~40 of its own per layer and micro-batch
   dflt_ = b_.default_stream();
   unshard_ = b_.stream("unshard", prio);
   post_backward_ = b_.stream("post_backward", prio);

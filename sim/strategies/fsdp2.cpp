@@ -34,6 +34,7 @@ class Emitter {
   }
 
   Program build() {
+    b_.reserve(instruction_estimate(e_, 50));  // FSDP2 writes up to ~50 of its own per layer and micro-batch
     dflt_ = b_.default_stream();
     // F2.6 streams (FSDPCommContext.lazy_init) with their priorities.
     copy_in_ = b_.stream("all_gather_copy_in", -1);

@@ -493,7 +493,7 @@ class BlockBuilder {
         qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
       }
       // (MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.)
-      l.modules.push_back(qkv);
+      l.modules.push_back(std::move(qkv));
     } else {
       Module q = linear(p + ".attn.q_proj", d.h, d.h, bias, d, n * e);
       Module k = linear(p + ".attn.k_proj", d.h, d.kv, bias, d, 0);
@@ -509,14 +509,14 @@ class BlockBuilder {
       // The three projections share their input: its gradient is summed (2 adds).
       k.backward.push_back(grad_add(d, n));
       q.backward.push_back(grad_add(d, n));
-      l.modules.push_back(q);
-      l.modules.push_back(k);
-      l.modules.push_back(v);
+      l.modules.push_back(std::move(q));
+      l.modules.push_back(std::move(k));
+      l.modules.push_back(std::move(v));
       if (llama) {
         Module rot;
         rot.name = p + ".attn.rotary";
         rotary(rot.forward, rot.backward, d, titan, o.compile);
-        l.modules.push_back(rot);
+        l.modules.push_back(std::move(rot));
       }
     }
   }
@@ -543,7 +543,7 @@ class BlockBuilder {
           core.forward.insert(core.forward.begin() + 2, mem("v.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
         }
       }
-      l.modules.push_back(core);
+      l.modules.push_back(std::move(core));
     } else {
       Module core;
       std::int64_t kv_seen = d.kv;  // per token, as the attention kernel sees k and v
@@ -562,7 +562,7 @@ class BlockBuilder {
         core.forward.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
         core.backward.insert(core.backward.begin(), mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
       }
-      l.modules.push_back(core);
+      l.modules.push_back(std::move(core));
     }
   }
 
@@ -584,14 +584,14 @@ class BlockBuilder {
       out.forward.push_back(residual_add(d));
       out.backward.insert(out.backward.begin(), bfront.begin(), bfront.end());
     }
-    l.modules.push_back(out);
+    l.modules.push_back(std::move(out));
   }
 
   // The norm before the MLP and the MLP: SwiGLU (gate, up, down) or fc1, activation, fc2.
   void mlp() {
     Module ln2 = norm(p + ".mlp_norm", nk, bias, d, o.compile);
     ln2.backward.push_back(grad_add(d, n));  // the residual stream's gradient meets the MLP's
-    l.modules.push_back(ln2);
+    l.modules.push_back(std::move(ln2));
     if (act == Act::SwiGlu) swiglu_mlp();
     else fc_mlp();
   }
@@ -607,14 +607,14 @@ class BlockBuilder {
     a.forward.push_back(mem("mul", KernelClass::Elementwise, 2 * In * e, In * e, 2 * In * e)); // saves silu out, w3 x
     a.backward.push_back(mem("mul.bwd", KernelClass::Elementwise, 3 * In * e, 2 * In * e, 0, 2));
     a.backward.push_back(mem("silu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
-    l.modules.push_back(w1);
-    l.modules.push_back(w3);
-    l.modules.push_back(a);
+    l.modules.push_back(std::move(w1));
+    l.modules.push_back(std::move(w3));
+    l.modules.push_back(std::move(a));
     Module down = linear(p + ".mlp.down_proj", d.I, d.h, false, d, In * e);  // saves the mul output
     // h + mlp(norm(h)): HF LlamaDecoderLayer.forward `hidden_states = residual + hidden_states`,
     // torchtitan models/llama/model.py TransformerBlock.forward `out = h + self.feed_forward(self.ffn_norm(h))`.
     down.forward.push_back(residual_add(d));
-    l.modules.push_back(down);
+    l.modules.push_back(std::move(down));
   }
 
   // fc2(act(fc1(x))) with the family's activation, dropout and the residual add.
@@ -635,7 +635,7 @@ class BlockBuilder {
         fc1.backward.insert(fc1.backward.begin(), mem("gelu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
         break;
     }
-    l.modules.push_back(fc1);
+    l.modules.push_back(std::move(fc1));
     // fc2's input is the activation's output: saved by fc2 except for ReLU (whose saved output is the same tensor).
     Module fc2 = linear(p + ".mlp.fc2", d.I, d.h, true, d, act == Act::Relu ? 0 : In * e);
     if (megatron) {
@@ -647,7 +647,7 @@ class BlockBuilder {
       fc2.forward.push_back(residual_add(d));
       fc2.backward.insert(fc2.backward.begin(), bfront.begin(), bfront.end());
     }
-    l.modules.push_back(fc2);
+    l.modules.push_back(std::move(fc2));
   }
 
   const Dims& d;
