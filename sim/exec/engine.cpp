@@ -5,6 +5,7 @@
 #include <bit>
 #include <cassert>
 #include <charconv>
+#include <concepts>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -41,6 +42,10 @@ class LabelParts {
     assert(count_ < parts_.size());
     parts_[count_++] = s;
   }
+  // A temporary std::string would dangle once its statement ends: pass what outlives the parts.
+  template <class S>
+    requires std::same_as<S, std::string>
+  void text(S&&) = delete;
   void number(std::int64_t v) {
     assert(numbers_ < digits_.size());
     auto& d = digits_[numbers_++];
@@ -57,7 +62,7 @@ class LabelParts {
 };
 
 void describe_to(LabelParts& out, const Program& p, std::size_t i) {
-  auto text = [&](std::string_view s) { out.text(s); };
+  auto text = [&](auto&& s) { out.text(std::forward<decltype(s)>(s)); };
   auto number = [&](auto v) { out.number(static_cast<std::int64_t>(v)); };
   auto stream = [&](StreamId s) {  // its name, or "#" and its index when it was not declared
     if (s.index() < p.streams.size()) return text(p.streams[s.index()].name);
@@ -70,7 +75,7 @@ void describe_to(LabelParts& out, const Program& p, std::size_t i) {
                    text("Launch '"); text(l.kernel.name); text("' on "); stream(l.stream);
                  },
                  [&](const Collective& c) {
-                   text("Collective "); text(to_string(c.kind)); text(" '"); text(c.name); text("' on "); stream(c.stream);
+                   text("Collective "); text(name_of(c.kind)); text(" '"); text(c.name); text("' on "); stream(c.stream);
                  },
                  [&](const Record& r) { text("Record event "); number(r.event.index()); text(" on "); stream(r.stream); },
                  [&](const Wait& w) { text("Wait "); stream(w.stream); text(" on event "); number(w.event.index()); },

@@ -18,7 +18,7 @@ std::string to_string(Phase p) {
   return "setup";
 }
 
-std::string to_string(CollectiveKind k) {
+std::string_view name_of(CollectiveKind k) {
   switch (k) {
     case CollectiveKind::AllReduce: return "all_reduce";
     case CollectiveKind::AllGather: return "all_gather";
@@ -29,6 +29,8 @@ std::string to_string(CollectiveKind k) {
   }
   return "all_reduce";
 }
+
+std::string to_string(CollectiveKind k) { return std::string(name_of(k)); }
 
 std::string short_name(CollectiveKind k) {
   switch (k) {

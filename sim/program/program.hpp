@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -26,6 +27,7 @@ std::string to_string(Phase p);
 
 enum class CollectiveKind : std::uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AllToAll };
 std::string to_string(CollectiveKind k);
+std::string_view name_of(CollectiveKind k);  // the same name, a view of a literal
 std::string short_name(CollectiveKind k);  // AR, AG, RS, BC, RD, A2A
 CollectiveKind parse_collective_kind(const std::string& name);  // "all_reduce", ...
 

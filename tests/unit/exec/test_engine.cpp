@@ -184,3 +184,29 @@ TEST_CASE("The same program twice gives identical timelines and trace bytes", "[
   CHECK(a.str() == c.str());
   CHECK(a.str().size() > 1000);
 }
+
+TEST_CASE("describe() names every kind of instruction, its numbers and its streams", "[engine]") {
+  // The text comes from pieces held as views until they are joined; each must outlive that
+  // (a collective's kind once came from a temporary string: garbage in live traces and errors).
+  ProgramBuilder b;
+  auto side = b.stream("side");
+  CommId world = b.comm("world", 8, 1);
+  b.launch(StreamId{0}, fixed_kernel("fwd block.0", Time::from_ms(1)));
+  b.collective(world, side, CollectiveKind::ReduceScatter, Bytes{1024}, Dtype::BF16, "RS block.0");
+  EventId e = b.record(side);
+  b.wait(StreamId{0}, e);
+  b.host_sync(e, "loss.item()");
+  BufferId buf = b.alloc("activations block.0", Bytes{4096}, MemCategory::Activations, StreamId{0});
+  b.free(buf);
+  b.record(e, StreamId{7});  // a stream that was never declared: "#" and its index
+  const Program p = b.take();
+  CHECK(describe(p, 0) == "Launch 'fwd block.0' on default");
+  CHECK(describe(p, 1) == "Collective reduce_scatter 'RS block.0' on side");
+  CHECK(describe(p, 2) == "Record event 0 on side");
+  CHECK(describe(p, 3) == "Wait default on event 0");
+  CHECK(describe(p, 4) == "HostSync on event 0 (loss.item())");
+  CHECK(describe(p, 5) == "Alloc 'activations block.0' 4096 B");
+  CHECK(describe(p, 6) == "Free 'activations block.0'");
+  CHECK(describe(p, 7) == "Record event 0 on #7");
+  CHECK(describe(p, 8) == "end of program");
+}
