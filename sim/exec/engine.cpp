@@ -293,7 +293,7 @@ class Engine {
   // The host's next instruction, whose CPU cost is `cost`, is due `cost` from now.
   void schedule_host(Time cost) {
     next_cost_ = cost;
-    heap_.emplace(now_ + cost, seq_++, HeapEvent::kHost, 0u);
+    heap_.push(HeapEvent{now_ + cost, seq_++, HeapEvent::kHost, 0});
   }
 
   // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
@@ -674,7 +674,7 @@ class Engine {
       r.rate = rate;
       ++op.version;
       double left = r.remaining / rate;
-      heap_.emplace(now_ + Time{ceil_ns(left - 1e-6)}, seq_++, static_cast<std::uint32_t>(r.op), op.version);
+      heap_.push(HeapEvent{now_ + Time{ceil_ns(left - 1e-6)}, seq_++, static_cast<std::uint32_t>(r.op), op.version});
     }
   }
 
