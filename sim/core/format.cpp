@@ -11,6 +11,15 @@ std::string format_time(Time t) {
   return fmt::format("{} ns", t.ns);
 }
 
+std::string concat(std::span<const std::string_view> parts) {
+  std::size_t n = 0;
+  for (std::string_view p : parts) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view p : parts) out += p;
+  return out;
+}
+
 std::string format_bytes(Bytes b) {
   if (b.count >= (1LL << 30)) return fmt::format("{:.2f} GiB", b.gib());
   if (b.count >= (1LL << 20)) return fmt::format("{:.1f} MiB", b.mib());

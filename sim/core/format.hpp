@@ -2,7 +2,10 @@
 // Human formatting of times and sizes, shared by the reports, `explain` and the sweep and tune
 // drivers (one spelling of "56.000 ms" everywhere).
 
+#include <initializer_list>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "sim/core/units.hpp"
 
@@ -10,5 +13,9 @@ namespace stepsim {
 
 std::string format_time(Time t);    // "56.000 ms", "180.0 us"
 std::string format_bytes(Bytes b);  // "12.50 GiB"
+
+// The parts joined, in one allocation (kernel names: 10^4 per sweep point).
+std::string concat(std::span<const std::string_view> parts);
+inline std::string concat(std::initializer_list<std::string_view> parts) { return concat(std::span<const std::string_view>(parts.begin(), parts.size())); }
 
 }  // namespace stepsim

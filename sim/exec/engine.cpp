@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/format.hpp"
 #include "sim/core/overloaded.hpp"
 
 #include "sim/core/error.hpp"
@@ -368,7 +369,7 @@ class Engine {
     t.kind = TimelineOp::Kind::Kernel;
     t.cls = l.kernel.cls;
     t.kernels = l.kernel.kernels;
-    enqueue(op);
+    enqueue();
     return true;
   }
 
@@ -385,7 +386,7 @@ class Engine {
     t.bytes = c.bytes;
     t.dtype = c.dtype;
     comm_queue_[c.comm.index()].push_back(ops_.size() - 1);
-    enqueue(op);
+    enqueue();
     return true;
   }
 
@@ -394,7 +395,7 @@ class Engine {
     op.event = r.event;
     event_has_source_[r.event.index()] = stream_has_op_[r.stream.index()];
     records_[r.event.index()].push_back(ops_.size() - 1);
-    enqueue(op);
+    enqueue();
     return true;
   }
 
@@ -403,7 +404,7 @@ class Engine {
     op.event = w.event;
     op.event_generation = static_cast<std::uint32_t>(records_[w.event.index()].size());
     if (op.event_generation > 0 && event_has_source_[w.event.index()]) ++pending_event_deps_[w.stream.index()];
-    enqueue(op);
+    enqueue();
     return true;
   }
 
@@ -519,9 +520,10 @@ class Engine {
     return t;
   }
 
-  // `op` is the last of ops_ (new_op).
-  void enqueue(Op& op) {
+  // Puts the op new_op() made last on its stream.
+  void enqueue() {
     const std::size_t idx = ops_.size() - 1;
+    Op& op = ops_.back();
     const std::size_t su = op.stream.index();
     op.stream_pred = static_cast<std::int32_t>(stream_last_op_[su]);
     if (op.type == OpType::Kernel || op.type == OpType::Collective) {
@@ -897,9 +899,7 @@ Timeline simulate_program(const Program& program, const HardwareProfile& hw, con
 std::string describe(const Program& p, std::size_t i) {
   LabelParts parts;
   describe_to(parts, p, i);
-  std::string out;
-  for (std::string_view s : parts.parts()) out += s;
-  return out;
+  return concat(parts.parts());
 }
 
 }  // namespace stepsim

@@ -1,5 +1,7 @@
 #include "sim/strategies/common.hpp"
 
+#include "sim/core/format.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,14 +38,7 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
 Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
   Kernel k;
   const std::string_view pass = forward ? "fwd " : "bwd ";
-  // One allocation per name (a sweep point builds 10^4 of them; the sum of temporaries was three).
-  if (single_op(l) || first_op(l, op, forward)) {
-    k.name.reserve(pass.size() + l.name.size());
-    k.name.append(pass).append(l.name);
-  } else {
-    k.name.reserve(pass.size() + m.name.size() + 1 + op.name.size());
-    k.name.append(pass).append(m.name).append(" ").append(op.name);
-  }
+  k.name = single_op(l) || first_op(l, op, forward) ? concat({pass, l.name}) : concat({pass, m.name, " ", op.name});
   k.cls = op.cls;
   k.work = op.work;
   k.unit = l.name;
@@ -97,8 +92,7 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   for (const auto& op : l.recompute) {
     sync_if_needed(b, s, op);
     Kernel k;
-    k.name.reserve(10 + l.name.size() + 1 + op.name.size());
-    k.name.append("recompute ").append(l.name).append(" ").append(op.name);
+    k.name = concat({"recompute ", l.name, " ", op.name});
     k.cls = op.cls;
     k.work = op.work;
     k.unit = l.name;
