@@ -62,6 +62,11 @@ void print_topology_summary(std::ostream& log, const calib::TopologyFitReport& t
     log << fmt::format("{:<20} {:>12.2f} {:>14} {:>7} {:>11.2f}% {:>9.2f}%\n", l.level, l.bandwidth_gbps,
                        l.latency_scale >= 0 ? fmt::format("{:.3f}", l.latency_scale) : std::string("-"), l.points,
                        100 * l.median_abs_error, 100 * l.max_abs_error);
+    if (l.local_gbps >= 0)
+      log << fmt::format("{:<20} local pass {:.2f} GB/s{}\n", "", l.local_gbps, l.local_gbps > 0 ? "" : " (not separable: none)");
+    if (l.measured_bandwidth_gbps > 0)
+      log << fmt::format("{:<20} {:.2f} GB/s on the measured GPUs, scaled to the profile's NVLink\n", "",
+                         l.measured_bandwidth_gbps);
   }
   const auto& r = t.range;
   log << fmt::format("fitted group sizes: {}-{} ranks, {}-{} nodes, {}-{} GPUs per node\n", r.min_ranks, r.max_ranks,
@@ -133,6 +138,8 @@ struct FitArgs {
   int max_ranges = 6;
   std::string model = "alpha_beta";
   double min_bytes = 0;
+  bool local_pass = false;
+  double nvlink_ratio = 1;
   bool collectives_only = false;
   bool no_derive = false;
 };
@@ -163,6 +170,8 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("note", po::value(&a.notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
       ("model", po::value(&a.model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
       ("min-bytes", po::value(&a.min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
+      ("local-pass", "with --model topology: fit the NVLink ring's local pass too (each rank's own S/n bytes not hidden by the wire steps; needs one-node series of two or more group sizes)")
+      ("nvlink-bandwidth-ratio", po::value(&a.nvlink_ratio)->default_value(1), "with --model topology: the measured GPUs' NVLink bandwidth over the base profile's (e.g. 1.5 for A100 logs, 12 links, fitted for an A800, 8 links); fitted NVLink bandwidths are divided by it")
       ("collectives-only", "fit only the collective model; compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
       ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
@@ -178,6 +187,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
   a.trace_group_size_given = vm.count("trace-group-size") > 0;
   a.trace_assumed_groups = vm.count("trace-assumed-groups") > 0;
   a.collectives_only = vm.count("collectives-only") > 0;
+  a.local_pass = vm.count("local-pass") > 0;
   a.no_derive = vm.count("no-derive") > 0;
   return a;
 }
@@ -212,6 +222,12 @@ calib::FitOptions fit_options(const FitArgs& a, const Args& args) {
   if (a.min_bytes < 0) throw InputError(fmt::format("fit: --min-bytes {}: expected a non-negative size", a.min_bytes));
   fo.topology = a.model == "topology";
   fo.topology_options.min_bytes = a.min_bytes;
+  if (!(a.nvlink_ratio > 0) || a.nvlink_ratio > 100)
+    throw InputError(fmt::format("fit: --nvlink-bandwidth-ratio {}: expected a ratio in (0, 100]", a.nvlink_ratio));
+  if ((a.local_pass || a.nvlink_ratio != 1) && a.model != "topology")
+    throw InputError("fit: --local-pass and --nvlink-bandwidth-ratio apply to --model topology only");
+  fo.topology_options.fit_local_pass = a.local_pass;
+  fo.topology_options.nvlink_bandwidth_ratio = a.nvlink_ratio;
   fo.topology_options.in_place = fo.samples != calib::SampleSelection::OutOfPlace;
   fo.topology_options.out_of_place = fo.samples != calib::SampleSelection::InPlace;
   fo.command = "stepsim fit";

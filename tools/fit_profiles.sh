@@ -27,12 +27,18 @@ N=$D/nccl-tests
                $N/allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt \
   --out "$OUT/a100-sxm-8x.json"
 
-# A800: the topology-aware model's NVLink level from the NCCL kernels of the li-plus Megatron
-# traces (8x A800 on host n122-248-036, tensor- and data-parallel groups of 2; the traces record
-# no group size, hence --trace-group-size 2). The li-plus ZeRO-1/ZeRO-2 traces of the same host
-# are validation cases (stepsim validate) and are deliberately not fitted from. Only the
-# collective model is fitted (--collectives-only): compute numbers stay the A800 datasheet's.
-"$STEPSIM" fit --model topology --collectives-only --base configs/hardware/a800-sxm-8x.json \
-  --trace $D/traces/li-plus_playground/megatron__rank_*.pt.trace.json.gz --trace-group-size 2 --trace-statistic min \
-  --note "NVLink level fitted from the li-plus Megatron traces (TP/DP groups of 2); network level not measured on A800 (declared)" \
+# A800: an A100 with 8 of its 12 NVLinks (docs/collectives.md). The topology-aware model's NVLink
+# level is fitted from every one-node Ampere NVSwitch log in ../shared/data, >= 32 MiB: Galvatron's
+# A100-SXM4 timings on groups of 2, 4 and 8 (the spread of group sizes that separates the ring's
+# local pass from the wire), the 1x8 A100-SXM4 log and the DGX A100 4-GPU run; the NVLink
+# bandwidths are then carried to 8 links (--nvlink-bandwidth-ratio 1.5). The local pass (HBM) is
+# not scaled. No A800 measurement is an input: the li-plus ZeRO-1/ZeRO-2 traces are validation
+# cases, the Megatron traces a held-out check (tests/data/test_topology_trace_fit.cpp). Only the
+# collective model is fitted (--collectives-only): compute numbers stay the A800 profile's.
+"$STEPSIM" fit --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5 --min-bytes 33554432 \
+  --base configs/hardware/a800-sxm-8x.json \
+  --nccl-tests $D/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json \
+               $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \
+               "$N/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1" \
+  --note "NVLink level fitted on A100 SXM4 logs (12 NVLinks) and carried to the A800's 8 (ratio 1.5); network level not measured on A800 (declared)" \
   --out "$OUT/a800-sxm-8x.json"

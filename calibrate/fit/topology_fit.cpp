@@ -142,19 +142,30 @@ std::vector<Point> level_points(const NcclTopology& base, const std::vector<Coll
   return pts;
 }
 
+// How many distinct group sizes the points hold (the local pass separates from the wire bytes
+// only across two or more).
+int group_sizes(const std::vector<Point>& points) {
+  std::vector<int> sizes;
+  for (const auto& p : points)
+    if (std::find(sizes.begin(), sizes.end(), p.ranks) == sizes.end()) sizes.push_back(p.ranks);
+  return static_cast<int>(sizes.size());
+}
+
 // Fits one level's bandwidth (and, for the NVLink and network levels, the scale on NCCL's hop
 // latencies) to its points, by weighted least squares on time (weights 1/t^2). Each row reads
 // t = f + scale * h + x * w: h the level's hop latency, w the wire bytes, x = 1e6 / bandwidth,
 // f the rest of the candidate's time.
 class LevelFitter {
  public:
-  LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled)
+  LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled, bool fit_local)
       : level_(level),
         points_(points),
         disabled_(std::move(disabled)),
-        has_scale_(level == TopoLevel::Nvlink || level == TopoLevel::Net) {}
+        has_scale_(level == TopoLevel::Nvlink || level == TopoLevel::Net),
+        has_local_(fit_local && level == TopoLevel::Nvlink && group_sizes(points) >= 2) {}
 
   bool has_scale() const { return has_scale_; }
+  bool has_local() const { return has_local_; }
 
   // The level's latency scale in `t` (a level without one reads the NVLink scale, unchanged).
   double& scale_of(NcclTopology& t) const {
@@ -169,12 +180,14 @@ class LevelFitter {
     bool ok = false;
     for (int iter = 0; iter < 30; ++iter) {
       const bool restricted = points_owned(t) < 2;
-      auto [new_scale, x] = solve(t, restricted, scale);
+      auto [new_scale, x, z] = solve(t, restricted, scale);
       if (x <= 0) break;
-      double bw = 1e6 / x;
-      bool settled = std::abs(bw - level_bandwidth(t, level_)) < 1e-7 * bw && std::abs(new_scale - scale) < 1e-7;
+      double bw = 1e6 / x, local = z > 0 ? 1e6 / z : 0;
+      bool settled = std::abs(bw - level_bandwidth(t, level_)) < 1e-7 * bw && std::abs(new_scale - scale) < 1e-7 &&
+                     std::abs(local - t.nvlink_local_bw.bytes_per_s) <= 1e-7 * local;
       set_bandwidth(t, level_, bw);
       scale = new_scale;
+      if (has_local_) t.nvlink_local_bw = Bandwidth{local};
       ok = true;
       if (settled) break;
     }
@@ -184,7 +197,8 @@ class LevelFitter {
  private:
   struct Solution {
     double scale;
-    double x;  // 1e6 / bandwidth
+    double x;      // 1e6 / bandwidth
+    double z = 0;  // 1e6 / local-pass bandwidth (0: none)
   };
 
   // Points the model gives to this level. When fewer than two, the fit takes every point's best
@@ -203,12 +217,19 @@ class LevelFitter {
   // The candidate's time outside this level's parameters: its fixed part and the other level's
   // hop latencies at their current scale.
   double other_us(const NcclTopology& t, const NcclCandidate& c) const {
-    return c.fixed_us + (level_ == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
+    double us = c.fixed_us + (level_ == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
+    if (!has_local_ && c.local_bytes > 0 && t.nvlink_local_bw.bytes_per_s > 0)
+      us += c.local_bytes / t.nvlink_local_bw.bytes_per_s * 1e6;
+    return us;
   }
 
   // The two-parameter least squares; where the latency is not separable from these sizes (or
   // comes out negative), keeps the scale (0 if it came out negative) and fits the bandwidth alone.
   Solution solve(const NcclTopology& t, bool restricted, double scale) const {
+    if (has_local_) {
+      Solution s3 = solve_with_local(t, restricted);
+      if (s3.x > 0 && s3.z > 0 && s3.scale >= 0) return s3;
+    }
     std::array<std::array<double, 2>, 2> a{};
     std::array<double, 2> b{};
     for (const auto& p : points_) {
@@ -235,6 +256,37 @@ class LevelFitter {
     return s;
   }
 
+  // The three-parameter least squares (scale, 1/bandwidth, 1/local rate), rows
+  // t = f + scale * h + x * w + z * l with l the candidate's local-pass bytes; x = 0 when the
+  // system is singular (one group size: l and w proportional).
+  Solution solve_with_local(const NcclTopology& t, bool restricted) const {
+    std::array<std::array<double, 4>, 3> m{};  // normal equations, augmented
+    for (const auto& p : points_) {
+      NcclCandidate c;
+      if (!pick(t, p, level_, restricted, disabled_, c)) continue;
+      const double row[3] = {hop_us(c), c.wire_bytes, c.local_bytes};
+      double y = p.time_us - other_us(t, c), wt = 1.0 / (p.time_us * p.time_us);
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) m[i][j] += wt * row[i] * row[j];
+        m[i][3] += wt * row[i] * y;
+      }
+    }
+    // Gaussian elimination with partial pivoting.
+    for (int col = 0; col < 3; ++col) {
+      int piv = col;
+      for (int r = col + 1; r < 3; ++r)
+        if (std::abs(m[r][col]) > std::abs(m[piv][col])) piv = r;
+      std::swap(m[col], m[piv]);
+      if (!(std::abs(m[col][col]) > 1e-12 * std::abs(m[0][0] + m[1][1] + m[2][2]))) return {0, 0, 0};
+      for (int r = 0; r < 3; ++r) {
+        if (r == col) continue;
+        double f = m[r][col] / m[col][col];
+        for (int k = col; k < 4; ++k) m[r][k] -= f * m[col][k];
+      }
+    }
+    return {m[0][3] / m[0][0], m[1][3] / m[1][1], m[2][3] / m[2][2]};
+  }
+
   // The one-parameter least squares for x at a fixed scale.
   double solve_bandwidth_alone(const NcclTopology& t, bool restricted, double scale) const {
     double y0 = 0, xx = 0;
@@ -252,6 +304,7 @@ class LevelFitter {
   const std::vector<Point>& points_;
   std::vector<TopoLevel> disabled_;
   bool has_scale_;
+  bool has_local_;
 };
 
 // Relative errors of every usable series of each fitted level, with the full model (every
@@ -268,6 +321,21 @@ void record_level_errors(const NcclTopology& t, const NcclTopology& base, const 
       }
     lf.median_abs_error = median(errs);
     lf.max_abs_error = errs.empty() ? 0 : *std::max_element(errs.begin(), errs.end());
+  }
+}
+
+// Carries the fitted NVLink-level bandwidths to the profile's GPU: divided by `ratio` (the
+// measured GPUs' NVLink bandwidth over the profile's). The errors stay the fit's own, on the
+// measured GPUs.
+void scale_nvlink_levels(NcclTopology& t, double ratio, std::vector<LevelFit>& levels) {
+  for (auto& lf : levels) {
+    if (!lf.fitted) continue;
+    for (TopoLevel l : {TopoLevel::Nvlink, TopoLevel::Nvls, TopoLevel::NvlinkAllToAll}) {
+      if (lf.level != level_name(l)) continue;
+      set_bandwidth(t, l, level_bandwidth(t, l) / ratio);
+      lf.measured_bandwidth_gbps = lf.bandwidth_gbps;
+      lf.bandwidth_gbps = level_bandwidth(t, l) / 1e9;
+    }
   }
 }
 
@@ -309,7 +377,7 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       if (pass == 0)
         for (std::size_t lj = li + 1; lj < std::size(order); ++lj)
           if (!points[lj].empty()) disabled.push_back(order[lj]);
-      const LevelFitter fitter(order[li], points[li], std::move(disabled));
+      const LevelFitter fitter(order[li], points[li], std::move(disabled), o.fit_local_pass);
       LevelFit& lf = report.levels[li];
       if (!fitter.fit(t)) {
         lf.note = "the points give no positive bandwidth: kept from the base profile";
@@ -320,9 +388,11 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       lf.note.clear();
       lf.bandwidth_gbps = level_bandwidth(t, order[li]) / 1e9;
       if (fitter.has_scale()) lf.latency_scale = fitter.scale_of(t);
+      if (fitter.has_local()) lf.local_gbps = t.nvlink_local_bw.bytes_per_s / 1e9;
     }
   }
   record_level_errors(t, base, series, o, report.levels);
+  if (o.nvlink_bandwidth_ratio != 1) scale_nvlink_levels(t, o.nvlink_bandwidth_ratio, report.levels);
   t.fitted = report.range;
   return t;
 }
@@ -334,6 +404,8 @@ nlohmann::json TopologyFitReport::to_json() const {
     if (l.fitted) {
       o["bandwidth_GBps"] = l.bandwidth_gbps;
       if (l.latency_scale >= 0) o["latency_scale"] = l.latency_scale;
+      if (l.local_gbps >= 0) o["local_GBps"] = l.local_gbps;
+      if (l.measured_bandwidth_gbps > 0) o["measured_bandwidth_GBps"] = l.measured_bandwidth_gbps;
       o["points"] = l.points;
       o["median_abs_error"] = l.median_abs_error;
       o["max_abs_error"] = l.max_abs_error;

@@ -21,6 +21,14 @@ struct TopologyFitOptions {
   double min_bytes = 0;     // only samples of at least this size
   bool in_place = true;     // use the in-place column group
   bool out_of_place = true; // use the out-of-place column group
+  // Fit the NVLink level's local pass (NcclTopology::nvlink_local_bw) as a third parameter; it
+  // separates from the wire bandwidth only across group sizes (its S/n against the wire's
+  // S (n-1)/n), so the NVLink series must span at least two.
+  bool fit_local_pass = false;
+  // The measured GPUs' NVLink bandwidth over the profile's (e.g. 12 / 8 = 1.5: logs of an A100
+  // for an A800); the fitted NVLink-level bandwidths (ring, NVLS, all-to-all) are divided by it.
+  // The local pass and the network are not scaled.
+  double nvlink_bandwidth_ratio = 1;
 };
 
 struct LevelFit {
@@ -28,6 +36,8 @@ struct LevelFit {
   bool fitted = false;
   double bandwidth_gbps = 0;
   double latency_scale = -1;  // -1: not a parameter of this level
+  double local_gbps = -1;     // the NVLink level's local pass; -1: not fitted
+  double measured_bandwidth_gbps = 0;  // before options.nvlink_bandwidth_ratio (0: not scaled)
   int points = 0;
   double median_abs_error = 0, max_abs_error = 0;  // relative time error after the fit
   std::vector<std::string> series;                 // "source (label): kind n ranks / m nodes"

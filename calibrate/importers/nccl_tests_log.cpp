@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "calibrate/importers/galvatron_hardware.hpp"
 #include "calibrate/text_util.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
@@ -461,6 +462,7 @@ std::vector<CollectiveSeries> import_collective_log(const std::filesystem::path&
   std::string text = read_text_file(file);
   static const std::regex md_header(R"(\|\s*payload\s*\|)", std::regex::icase);
   if (std::regex_search(text, md_header)) return parse_bench_markdown(text, file.string());
+  if (is_galvatron_sp_time(text)) return parse_galvatron_sp_time(text, file.string());
   return parse_nccl_tests_text(text, file.string());
 }
 

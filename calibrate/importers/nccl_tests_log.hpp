@@ -29,7 +29,8 @@ namespace stepsim::calib {
 std::vector<CollectiveSeries> parse_nccl_tests_text(const std::string& text, const std::string& source);
 std::vector<CollectiveSeries> parse_bench_markdown(const std::string& text, const std::string& source);
 
-// Reads the file and picks the parser (a markdown "| payload |" table, else nccl-tests).
+// Reads the file and picks the parser (a markdown "| payload |" table, Galvatron's sp_time JSON
+// (importers/galvatron_hardware.hpp), else nccl-tests).
 // Throws InputError when the file cannot be read or holds no result table.
 std::vector<CollectiveSeries> import_collective_log(const std::filesystem::path& file);
 

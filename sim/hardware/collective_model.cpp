@@ -247,6 +247,7 @@ double level_bandwidth(const NcclTopology& t, TopoLevel level) {
 double candidate_time_us(const NcclTopology& t, const NcclCandidate& c) {
   double us = c.fixed_us + t.nvlink_latency_scale * c.nvlink_us + t.net_latency_scale * c.net_us;
   if (c.level != TopoLevel::None && c.wire_bytes > 0) us += c.wire_bytes / level_bandwidth(t, c.level) * 1e6;
+  if (c.local_bytes > 0 && t.nvlink_local_bw.bytes_per_s > 0) us += c.local_bytes / t.nvlink_local_bw.bytes_per_s * 1e6;
   return us;
 }
 
@@ -334,6 +335,7 @@ class CandidateList {
       }
     }
     c.wire_bytes = wire;
+    if (a == NcclAlgo::Ring) c.local_bytes = S / g.n;
     // Ring all-reduce over several nodes with Simple: x1.4 "plateau effect" on the latency
     // once each channel moves >= 64 B per rank (tuning.cc:647-650, compute capability >= 80).
     if (a == NcclAlgo::Ring && p == NcclProto::Simple && multi && kind == CollectiveKind::AllReduce &&
@@ -499,6 +501,7 @@ struct FastCollective {
   double ll_max;              // LL's bandwidth cap, bytes/s
   double ring_bw, inv_ring;   // the ring level's bus bandwidth (bytes/s) and us per byte
   double factor;              // busbw factor of the collective on the group
+  double local_us;            // the ring's local pass, S/n at nvlink_local_bw (0: none)
 };
 
 FastCollective fast_collective(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
@@ -524,6 +527,7 @@ FastCollective fast_collective(const NcclTopology& t, CollectiveKind kind, Bytes
   c.ring_bw = nvlink_bound ? c.nvl_bw : net_total;  // path bus bandwidth
   c.inv_ring = c.ring_bw > 0 ? 1e6 / c.ring_bw : std::numeric_limits<double>::infinity();
   c.factor = busbw_factor(kind, c.n);
+  c.local_us = t.nvlink_local_bw.bytes_per_s > 0 ? c.S / c.n / t.nvlink_local_bw.bytes_per_s * 1e6 : 0;
   return c;
 }
 
@@ -548,7 +552,7 @@ double fast_ring_us(const NcclTopology& t, const FastCollective& c) {
     double lat = fixed + (c.nsteps - c.crossing) * intra + c.crossing * inter;
     if (p == 2) lat *= plateau;
     double bw_us = (p == 0 && c.ring_bw * 0.5 > c.ll_max) ? c.S * c.factor / c.ll_max * 1e6 : c.S * c.factor / kRingEff[p] * c.inv_ring;
-    best = std::min(best, lat + bw_us);
+    best = std::min(best, lat + bw_us + c.local_us);
   }
   return best;
 }

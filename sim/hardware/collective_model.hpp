@@ -52,6 +52,7 @@ struct NcclCandidate {
   double net_us = 0;     // network hop latencies at scale 1
   TopoLevel level = TopoLevel::None;
   double wire_bytes = 0;
+  double local_bytes = 0;  // the ring's local pass (S/n), at NcclTopology::nvlink_local_bw
 };
 
 // Every candidate NCCL's tuner considers for `kind` on a group of `ranks` over `nodes` nodes

@@ -115,6 +115,10 @@ struct NcclTopology {
   Bandwidth nvls_bw;         // NVLink SHARP per-GPU link bandwidth; 0: no NVLS on this hardware
   Bandwidth nvlink_all_to_all_busbw;  // 0: nvlink_busbw
   double nvlink_latency_scale = 1;    // x NCCL's NVLink hwLatencies (tuning.cc:159-162)
+  // The ring's local pass: per rank, S/n bytes (its own chunk: the first send from the input,
+  // the last write of the output) at this rate, not hidden behind the wire steps; 0: none.
+  // docs/collectives.md, "The local pass".
+  Bandwidth nvlink_local_bw;
   // Network level: NICs per node, each `nic_bw` per direction (achieved).
   int nics_per_node = 1;
   Bandwidth nic_bw;

@@ -223,6 +223,7 @@ static NcclTopology parse_topology(ObjectReader r) {
     t.nvls_bw = Bandwidth::from_gbps(read_number(n, "nvls_GBps"));
     t.nvlink_all_to_all_busbw = Bandwidth::from_gbps(read_number(n, "all_to_all_busbw_GBps"));
     t.nvlink_latency_scale = read_number(n, "latency_scale");
+    t.nvlink_local_bw = Bandwidth::from_gbps(read_number(n, "local_GBps"));
     skip(n, "note");
     n.finish();
   }
@@ -264,6 +265,7 @@ static Json topology_to_json(const NcclTopology& t) {
   Json nvlink{{"busbw_GBps", t.nvlink_busbw.gbps()}, {"latency_scale", t.nvlink_latency_scale}};
   if (t.nvls_bw.bytes_per_s > 0) nvlink["nvls_GBps"] = t.nvls_bw.gbps();
   if (t.nvlink_all_to_all_busbw.bytes_per_s > 0) nvlink["all_to_all_busbw_GBps"] = t.nvlink_all_to_all_busbw.gbps();
+  if (t.nvlink_local_bw.bytes_per_s > 0) nvlink["local_GBps"] = t.nvlink_local_bw.gbps();
   Json net{{"nics_per_node", t.nics_per_node}, {"nic_GBps", t.nic_bw.gbps()}, {"latency_scale", t.net_latency_scale}};
   if (t.nic_all_to_all_bw.bytes_per_s > 0) net["all_to_all_nic_GBps"] = t.nic_all_to_all_bw.gbps();
   Json o{{"arch", to_string(t.arch)}, {"gpus_per_node", t.gpus_per_node}, {"nvlink", nvlink}, {"network", net},

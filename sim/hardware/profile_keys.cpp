@@ -345,6 +345,9 @@ const ConfigObject& nvlink() {
           non_negative("nvls_GBps", 0, "NVLink SHARP per-GPU bandwidth; 0: no NVLS on this hardware."),
           non_negative("all_to_all_busbw_GBps", 0, "All-to-all bandwidth over NVLink; 0: busbw_GBps."),
           non_negative("latency_scale", 1, "Multiplies NCCL's NVLink hop latencies (tuning.cc hwLatencies)."),
+          non_negative("local_GBps", 0,
+                       "A ring's local pass: each rank's own S/n bytes at this rate, not hidden by the wire steps "
+                       "(docs/collectives.md); 0: none."),
           note(),
       }};
   return o;

@@ -77,14 +77,17 @@ TEST_CASE("collective refuses bad input in one line with exit 2", "[cli][collect
 
 TEST_CASE("a communicator outside the profile's fitted group sizes is flagged in simulate --json and explain",
           "[cli][collective]") {
-  // The A800 topology model is fitted on groups of 2 (li-plus Megatron traces); ZeRO-1's data-
-  // parallel group has 8 ranks.
-  std::string exp = kRoot + "/configs/examples/opt-1.3b-zero1-8xa800.json";
+  // The A800 topology model is fitted on one node (A100 logs of 2..8 GPUs); ZeRO-1 on two nodes
+  // has a data-parallel group of 16 ranks over 2 nodes.
+  std::string exp = kRoot + "/configs/examples/opt-1.3b-zero1-8xa800.json --set cluster.nodes=2";
   Run s = run_cli("simulate " + exp + " --json", false);
   REQUIRE(s.code == 0);
   auto doc = nlohmann::json::parse(s.output);
   REQUIRE(doc.contains("collective_extrapolations"));
-  CHECK(doc["collective_extrapolations"][0].get<std::string>().find("8 ranks") != std::string::npos);
+  CHECK(doc["collective_extrapolations"][0].get<std::string>().find("16 ranks on 2 node(s)") != std::string::npos);
+  // On one node the same run is inside the fitted range.
+  Run one = run_cli("simulate " + kRoot + "/configs/examples/opt-1.3b-zero1-8xa800.json --json", false);
+  CHECK_FALSE(nlohmann::json::parse(one.output).contains("collective_extrapolations"));
   Run e = run_cli("explain " + exp + " --no-sensitivities");
   REQUIRE(e.code == 0);
   CHECK(e.output.find("note: collective times extrapolated beyond the profile's fitted group sizes") != std::string::npos);

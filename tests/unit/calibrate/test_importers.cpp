@@ -5,6 +5,7 @@
 #include <string>
 
 #include "calibrate/calibration_io.hpp"
+#include "calibrate/importers/galvatron_hardware.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/importers/xla_tables.hpp"
 #include "sim/core/error.hpp"
@@ -187,4 +188,41 @@ TEST_CASE("calibrate's own output round-trips through the calibration importer",
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find("cal.json: /provenance/calibration/collectives/0/points/1") != std::string::npos);
   }
+}
+
+TEST_CASE("Galvatron's sp_time JSON gives one series per collective and group, times in ms as nccl-tests wrote them",
+          "[calibrate][import]") {
+  auto series = import_collective_log(std::string(STEPSIM_SHARED_DATA) +
+                                      "/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json");
+  REQUIRE(series.size() == 6);  // all_reduce and all_to_all on 2, 4 and 8 ranks
+  int all_reduce = 0;
+  for (const auto& s : series) {
+    CHECK(s.nodes == 1);
+    CHECK(s.samples.size() == 11);  // 1 MB .. 1024 MB, factor 2
+    CHECK(s.samples.front().bytes.count == 1 << 20);
+    CHECK(s.samples.back().bytes.count == 1LL << 30);
+    if (s.kind == CollectiveKind::AllReduce) ++all_reduce;
+    if (s.kind == CollectiveKind::AllReduce && s.ranks == 8) {
+      CHECK(s.samples.front().time.us() == Approx(78.95));  // "allreduce_size_8_1MB_time": 0.07895
+      CHECK(s.samples.back().time.us() == Approx(8140.9));
+    }
+  }
+  CHECK(all_reduce == 3);
+}
+
+TEST_CASE("a Galvatron file with a key of another form or a non-positive time is a one-line error", "[calibrate][import]") {
+  auto error = [](const std::string& text) {
+    try {
+      parse_galvatron_sp_time(text, "sp.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(is_galvatron_sp_time(R"({"allreduce_size_8_1MB_time": 0.07})"));
+  CHECK_FALSE(is_galvatron_sp_time("# nThread 1 nGpus 8\n"));
+  CHECK(error(R"({"allreduce_size_8_1MB_time": 0.07, "allreduce_size_8_consec_1": 120.5})")
+            .find("sp.json: /allreduce_size_8_consec_1: not a Galvatron timing key") != std::string::npos);
+  CHECK(error(R"({"allreduce_size_8_1MB_time": -1})").find("sp.json: /allreduce_size_8_1MB_time: -1: expected a positive time") !=
+        std::string::npos);
 }

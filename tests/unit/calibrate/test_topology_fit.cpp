@@ -77,6 +77,61 @@ TEST_CASE("the fit recovers bandwidths and hop-latency scales from measurements 
   CHECK(fit.fitted.max_gpus_per_node == 8);
 }
 
+TEST_CASE("--local-pass recovers the local pass across group sizes; one group size leaves it out",
+          "[calibrate][topology]") {
+  NcclTopology declared;
+  declared.arch = NcclArch::Ampere;
+  declared.gpus_per_node = 8;
+  declared.nvlink_busbw = Bandwidth::from_gbps(100);
+  NcclTopology truth = declared;
+  truth.nvlink_busbw = Bandwidth::from_gbps(232);
+  truth.nvlink_latency_scale = 3.0;
+  truth.nvlink_local_bw = Bandwidth::from_gbps(700);
+  TopologyFitOptions o;
+  o.fit_local_pass = true;
+  o.min_bytes = 32 << 20;
+  TopologyFitReport report;
+  NcclTopology fit = fit_topology(declared,
+                                  {synthetic(truth, CollectiveKind::AllReduce, 2, 1), synthetic(truth, CollectiveKind::AllReduce, 4, 1),
+                                   synthetic(truth, CollectiveKind::AllReduce, 8, 1)},
+                                  o, report);
+  CHECK(fit.nvlink_busbw.gbps() == Approx(232).epsilon(1e-3));
+  CHECK(fit.nvlink_local_bw.gbps() == Approx(700).epsilon(1e-2));
+  CHECK(fit.nvlink_latency_scale == Approx(3.0).epsilon(2e-2));
+  CHECK(report.levels[0].local_gbps == Approx(700).epsilon(1e-2));
+  // One group size: S/n and the wire's S(n-1)/n are proportional, so there is no local pass to find.
+  NcclTopology no_local = truth;
+  no_local.nvlink_local_bw = Bandwidth{0};
+  NcclTopology one = fit_topology(declared, {synthetic(no_local, CollectiveKind::AllReduce, 8, 1)}, o, report);
+  CHECK(one.nvlink_local_bw.bytes_per_s == 0);
+  CHECK(one.nvlink_busbw.gbps() == Approx(232).epsilon(1e-3));
+  // Without the option the term is not fitted (the profiles that do not declare it keep 0).
+  NcclTopology off = fit_topology(declared, {synthetic(no_local, CollectiveKind::AllReduce, 4, 1)}, {}, report);
+  CHECK(off.nvlink_local_bw.bytes_per_s == 0);
+  CHECK(report.levels[0].local_gbps == -1);
+}
+
+TEST_CASE("--nvlink-bandwidth-ratio carries the fitted NVLink bandwidths to the profile's GPU, errors unchanged",
+          "[calibrate][topology]") {
+  NcclTopology declared;
+  declared.arch = NcclArch::Ampere;
+  declared.gpus_per_node = 8;
+  declared.nvlink_busbw = Bandwidth::from_gbps(100);
+  NcclTopology truth = declared;
+  truth.nvlink_busbw = Bandwidth::from_gbps(231);
+  std::vector<CollectiveSeries> series = {synthetic(truth, CollectiveKind::AllReduce, 8, 1),
+                                          synthetic(truth, CollectiveKind::AllToAll, 8, 1)};
+  TopologyFitReport same, scaled;
+  NcclTopology a = fit_topology(declared, series, {}, same);
+  TopologyFitOptions o;
+  o.nvlink_bandwidth_ratio = 1.5;  // A100 (12 NVLinks) measured, A800 (8) predicted
+  NcclTopology b = fit_topology(declared, series, o, scaled);
+  CHECK(b.nvlink_busbw.gbps() == Approx(a.nvlink_busbw.gbps() / 1.5));
+  CHECK(b.nvlink_all_to_all_busbw.gbps() == Approx(a.nvlink_all_to_all_busbw.gbps() / 1.5));
+  CHECK(scaled.levels[0].measured_bandwidth_gbps == Approx(a.nvlink_busbw.gbps()));
+  CHECK(scaled.levels[0].median_abs_error == same.levels[0].median_abs_error);
+}
+
 TEST_CASE("leave-one-out over the five h100-cluster01 logs: each predicted within 10 % median time error",
           "[calibrate][topology][slow-ish]") {
   // Issue 15 target: a profile fitted from four of the logs predicts the fifth's rows (all >= 32

@@ -168,9 +168,13 @@ TEST_CASE("the engine's fast path prices every call exactly as the candidate lis
   c.tree = false;
   c.ll128 = false;
   c.nics_per_node = 2;
+  NcclTopology d = b;  // with a local pass
+  d.arch = NcclArch::Ampere;
+  d.nvls_bw = Bandwidth{0};
+  d.nvlink_local_bw = Bandwidth::from_gbps(600);
   const std::pair<int, int> shapes[] = {{2, 1}, {4, 1}, {8, 1}, {16, 2}, {10, 10}, {20, 10}, {40, 10}, {80, 10}, {3, 3}};
   int compared = 0;
-  for (const NcclTopology* t : {&a, &b, &c})
+  for (const NcclTopology* t : {&a, &b, &c, &d})
     for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
                              CollectiveKind::Broadcast, CollectiveKind::Reduce})
       for (std::int64_t bytes = 8; bytes <= 64 * kGiB; bytes *= 4)
@@ -181,5 +185,34 @@ TEST_CASE("the engine's fast path prices every call exactly as the candidate lis
           CHECK(std::abs(fast.ns - ref.ns) <= 1);
           ++compared;
         }
-  CHECK(compared == 3 * 5 * 17 * 9);  // 17 sizes: 8 B x 4^0..16
+  CHECK(compared == 4 * 5 * 17 * 9);  // 17 sizes: 8 B x 4^0..16
+}
+
+TEST_CASE("the local pass adds each rank's own S/n at its rate to a ring, not to a rooted ring or a tree",
+          "[hardware][topology]") {
+  NcclTopology t = h100_like();
+  t.arch = NcclArch::Ampere;
+  t.nvls_bw = Bandwidth{0};
+  t.tree = false;
+  NcclTopology local = t;
+  local.nvlink_local_bw = Bandwidth::from_gbps(500);
+  const Bytes s{1LL << 30};
+  for (int n : {2, 4, 8}) {
+    // 2^30 / n bytes at 500 GB/s, in ns.
+    const double extra_ns = static_cast<double>(s.count) / n / 500e9 * 1e9;
+    for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+      INFO(to_string(k) << " on " << n);
+      CHECK(static_cast<double>(topology_collective_time(local, k, s, n, 1).ns - topology_collective_time(t, k, s, n, 1).ns) ==
+            Approx(extra_ns).margin(1));
+    }
+    CHECK(topology_collective_time(local, CollectiveKind::Broadcast, s, n, 1) ==
+          topology_collective_time(t, CollectiveKind::Broadcast, s, n, 1));
+  }
+  // Its share shrinks as 1/n while the wire's (n-1)/n grows: the busbw of a large all-reduce rises
+  // with the group, as A100 nccl-tests show (2, 4, 8 GPUs: 208, 224, 231 GB/s at 1 GiB).
+  auto busbw = [&](int n) {
+    return static_cast<double>(s.count) * 2 * (n - 1) / n / topology_collective_time(local, CollectiveKind::AllReduce, s, n, 1).ns;
+  };
+  CHECK(busbw(2) < busbw(4));
+  CHECK(busbw(4) < busbw(8));
 }

@@ -1,0 +1,79 @@
+#include "calibrate/importers/galvatron_hardware.hpp"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.hpp"
+
+namespace stepsim::calib {
+
+namespace {
+
+const std::regex& key_re() {
+  static const std::regex re(R"(^(allreduce|all2all)_size_(\d+)_(\d+)MB_time$)");
+  return re;
+}
+
+// GPUs per node from Galvatron's file name (`..._<G>gpus_per_node.json`); 0 when absent.
+int gpus_per_node_of(const std::string& source) {
+  static const std::regex re(R"((\d+)gpus_per_node)");
+  std::smatch m;
+  return std::regex_search(source, m, re) ? std::stoi(m[1].str()) : 0;
+}
+
+}  // namespace
+
+bool is_galvatron_sp_time(const std::string& text) {
+  static const std::regex probe(R"(^\s*\{[^}]*"(allreduce|all2all)_size_\d+_\d+MB_time"\s*:)");
+  return std::regex_search(text, probe);
+}
+
+std::vector<CollectiveSeries> parse_galvatron_sp_time(const std::string& text, const std::string& source) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", source, e.what()));
+  }
+  if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object of Galvatron timings", source));
+  const int gpn = gpus_per_node_of(source);
+  std::map<std::pair<CollectiveKind, int>, CollectiveSeries> series;
+  for (const auto& [key, value] : j.items()) {
+    std::smatch m;
+    if (!std::regex_match(key, m, key_re()))
+      throw InputError(fmt::format("{}: /{}: not a Galvatron timing key (expected allreduce_size_<n>_<m>MB_time or "
+                                   "all2all_size_<n>_<m>MB_time)",
+                                   source, key));
+    if (!value.is_number() || !(value.get<double>() > 0))
+      throw InputError(fmt::format("{}: /{}: {}: expected a positive time in milliseconds", source, key, value.dump()));
+    CollectiveKind kind = m[1].str() == "allreduce" ? CollectiveKind::AllReduce : CollectiveKind::AllToAll;
+    int ranks = std::stoi(m[2].str());
+    long long mib = std::stoll(m[3].str());
+    if (ranks < 1 || mib < 1 || mib > (1LL << 24))
+      throw InputError(fmt::format("{}: /{}: expected a group of >= 1 ranks and a size of 1 MB or more", source, key));
+    auto& s = series[{kind, ranks}];
+    if (s.samples.empty()) {
+      s.source = source;
+      s.label = fmt::format("Galvatron sp_time, {} ranks", ranks);
+      s.kind = kind;
+      s.ranks = ranks;
+      s.nodes = gpn > 0 ? (ranks + gpn - 1) / gpn : 1;
+    }
+    // Galvatron keeps the out-of-place column (datas[5]) only.
+    s.samples.push_back({Bytes{mib << 20}, Time::from_us(value.get<double>() * 1000.0), false, 0});
+  }
+  if (series.empty()) throw InputError(fmt::format("{}: no Galvatron timing keys found", source));
+  std::vector<CollectiveSeries> out;
+  for (auto& [k, s] : series) {
+    std::sort(s.samples.begin(), s.samples.end(), [](const auto& a, const auto& b) { return a.bytes.count < b.bytes.count; });
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace stepsim::calib
