@@ -348,6 +348,10 @@ class Zero12Builder {
         for (auto& [p, gb] : grad_) b_.free(gb);
         grad_.clear();
       }
+      // unscale_and_clip_grads([single_grad_partition], ...): grad.data.mul_(1. / combined_scale)
+      // on the fp32 partition whatever the scale (stage_1_and_2.py: v0.12.6 l.1909-1924, v0.19.5
+      // l.2408-2423; no early exit at scale 1).
+      b_.launch(dflt_, elementwise("unscale_and_clip_grads: mul_ (fp32 partition" + sfx + ")", Bytes{g.part * 8}, "step"));
       if (i == 0) b_.mark("optimizer", Phase::Optimizer);
       if (e_.training.optimizer != Optimizer::None)
         b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, g.part, Dtype::FP32, "optimizer.step (fp32 partition" + sfx + ")"));

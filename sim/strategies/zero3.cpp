@@ -427,6 +427,9 @@ class Zero3Builder {
       const std::string unit = fmt::format("sub_group {}", g);
       BufferId g32 = b_.alloc("fp32 grad " + unit, Bytes{n * 4}, MemCategory::Gradients, dflt_);
       b_.launch(dflt_, elementwise("grad -> fp32 " + unit, Bytes{n * (grad_accum_bytes_ + 4)}, unit, KernelClass::Copy));
+      // unscale_and_clip_grads(sub_group_id, ...): fp32 grad .mul_(1. / combined_scale), always
+      // (stage3.py v0.19.5 l.2666-2675).
+      b_.launch(dflt_, elementwise("unscale_and_clip_grads: mul_ " + unit, Bytes{n * 8}, unit));
       if (e_.training.optimizer != Optimizer::None)
         b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, n, Dtype::FP32, "optimizer.step " + unit));
       b_.launch(dflt_, elementwise("fp32 -> bit16 " + unit, Bytes{n * (4 + model_bytes_)}, unit, KernelClass::Copy));

@@ -383,3 +383,31 @@ TEST_CASE("Every OPT block's forward synchronizes the host once (the pageable cl
     if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.starts_with("scores.max_clamp")) ++syncs;
   CHECK(syncs == 24);  // OPT-1.3B: 24 decoder layers, one micro-batch
 }
+
+TEST_CASE("unscale_and_clip_grads multiplies every fp32 gradient partition, at any scale, before the optimizer",
+          "[zero][step]") {
+  // stage_1_and_2.py (v0.12.6 l.1909-1924, v0.19.5 l.2408-2423) and stage3.py (v0.19.5
+  // l.2666-2675): grad.mul_(1. / combined_scale) with no exit at scale 1 (bf16 has no loss scale).
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    const SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", stage}}));
+    std::int64_t mul_bytes = 0, muls = 0, steps = 0;
+    bool each_before_its_step = true;
+    for (const auto& ins : r.program.instructions)
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        if (l->kernel.name.starts_with("unscale_and_clip_grads: mul_")) {
+          mul_bytes += l->kernel.work.memory_bytes.count;
+          ++muls;
+        }
+        if (l->kernel.name.starts_with("optimizer.step")) {
+          ++steps;
+          each_before_its_step = each_before_its_step && muls == steps;
+        }
+      }
+    // Read and write of the fp32 partition: 8 bytes per element of this rank's 1/8 of OPT-1.3B
+    // (1.32 B parameters, padded partitions).
+    CHECK(muls == steps);
+    CHECK(each_before_its_step);
+    CHECK(static_cast<double>(mul_bytes) == Approx(8.0 * 1.3157e9 / 8).epsilon(0.01));
+  }
+}
