@@ -183,8 +183,9 @@ void add_collectives(const KinetoTrace& t, const TraceAnalysis& a, TraceFitData&
       ++d.skipped_collectives;
       continue;
     }
+    double covered = r.duration.ns > 0 ? 1.0 - static_cast<double>(r.exposed.ns) / static_cast<double>(r.duration.ns) : 0;
     d.collectives.push_back(TraceCollectivePoint{*kind, r.group_size, r.group_assumed, r.bytes, r.duration, r.dtype,
-                                                 "", t.rank, r.step, r.bytes.count <= 8});
+                                                 "", t.rank, r.step, r.bytes.count <= 8, std::clamp(covered, 0.0, 1.0)});
   }
 }
 
@@ -400,6 +401,34 @@ void set_host_costs(const DispatchSamples& dispatch, TraceFitData& d) {
 
 }  // namespace
 
+// Collectives slowed by compute beside them (TraceFitData::comm_slowdown): the same kind, group
+// and size alone and beside compute kernels. Host-synchronised scalars measure the host, not NCCL.
+void add_comm_contention(TraceFitData& d) {
+  struct Split {
+    std::vector<Time> alone, beside;
+    std::vector<double> covered;
+  };
+  std::map<std::tuple<CollectiveKind, int, std::int64_t>, Split> by_key;
+  for (const auto& p : d.collectives) {
+    if (p.host_synchronised) continue;
+    Split& s = by_key[{p.kind, p.ranks, p.bytes.count}];
+    if (p.overlapped_fraction < 0.05) s.alone.push_back(p.time);
+    else if (p.overlapped_fraction >= 0.5) s.beside.push_back(p.time), s.covered.push_back(p.overlapped_fraction);
+  }
+  std::vector<double> factors;
+  for (auto& [key, s] : by_key) {
+    if (s.alone.size() < 3 || s.beside.size() < 3) continue;
+    std::sort(s.covered.begin(), s.covered.end());
+    double f = s.covered[s.covered.size() / 2];
+    double ratio = static_cast<double>(median_of(s.beside).ns) / static_cast<double>(median_of(s.alone).ns);
+    factors.push_back((ratio - 1.0) / f);
+  }
+  if (factors.empty()) return;
+  std::sort(factors.begin(), factors.end());
+  d.comm_contention_keys = factors.size();
+  d.comm_slowdown = std::max(0.0, factors[factors.size() / 2]);
+}
+
 TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   TraceFitData d;
   std::map<std::string, std::vector<Time>> by_class;
@@ -419,6 +448,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   }
   add_kernel_class_timings(by_class, d);
   add_gemm_points(by_shape, by_shape_overlapped, d);
+  add_comm_contention(d);
   add_attention_points(attention, d);
   set_host_costs(dispatch, d);
   return d;
@@ -542,6 +572,11 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     p.host.autograd_op_overhead = d.host.autograd_op;
     j["autograd_op_overhead_us"] = d.host.autograd_op.us();
     j["backward_launches"] = d.host.backward_launches;
+  }
+  if (d.comm_contention_keys > 0) {
+    p.contention.comm_slowdown = d.comm_slowdown;
+    j["comm_slowdown"] = d.comm_slowdown;
+    j["comm_contention_keys"] = d.comm_contention_keys;
   }
   if (d.contention_shapes > 0) {
     p.contention.compute_slowdown = d.compute_slowdown;

@@ -34,6 +34,9 @@ struct TraceCollectivePoint {
   // .item()). Its kernel time is dominated by the ranks arriving at different times after the
   // host sync, not by NCCL latency: left out of the latency fit.
   bool host_synchronised = false;
+  // The part of the kernel's time that compute kernels of the same device covered (1 - exposed
+  // / duration): the contention split of comm_slowdown.
+  double overlapped_fraction = 0;
 };
 
 struct KernelClassTiming {
@@ -86,6 +89,12 @@ struct TraceFitData {
   // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
   double compute_slowdown = 0;
   std::size_t contention_shapes = 0;
+  // The collectives' side: per (kind, group, size) seen at least 3 times alone (< 5 % covered by
+  // compute) and 3 times beside compute (>= 50 %), (median beside / median alone - 1) / the
+  // median covered fraction beside (the engine slows a collective only while a kernel runs);
+  // the median over such keys, 0 with none.
+  double comm_slowdown = 0;
+  std::size_t comm_contention_keys = 0;
 };
 
 // Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->

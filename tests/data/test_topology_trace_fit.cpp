@@ -64,7 +64,7 @@ TEST_CASE("the shipped A800 NVLink level is the A100 logs' fit with the local pa
   CHECK(shipped.contention.compute_slowdown == 0.07);
 }
 
-TEST_CASE("held out: the shipped A800 profile against the Megatron traces' 2-rank collectives of 64 MiB",
+TEST_CASE("held out: the shipped A800 profile against the Megatron traces' 2-rank collectives; their comm slowdown",
           "[fit][trace][topology]") {
   auto files = megatron_traces();
   REQUIRE(files.size() == 8);
@@ -90,6 +90,19 @@ TEST_CASE("held out: the shipped A800 profile against the Megatron traces' 2-ran
     ++checked;
   }
   CHECK(checked == 3);
+  // The same traces give the profile's comm_slowdown: collectives of one kind and size, alone and
+  // beside compute (fit --trace; sources["contention"] in the profile).
+  CHECK(c.data.comm_contention_keys == 2);
+  CHECK(c.data.comm_slowdown == Approx(shipped.contention.comm_slowdown).epsilon(1e-9));
+  CHECK(c.data.comm_slowdown > 0.01);
+  CHECK(c.data.comm_slowdown < 0.1);
+  std::size_t alone = 0, beside = 0;
+  for (const auto& p : c.data.collectives) {
+    alone += p.overlapped_fraction < 0.05;
+    beside += p.overlapped_fraction >= 0.5;
+  }
+  CHECK(alone > 100);
+  CHECK(beside > 100);
 }
 
 TEST_CASE("fit --trace on the Megatron traces: groups of 2, and the compute side untouched with --collectives-only",
