@@ -15,7 +15,7 @@ echo "|---|---|---:|---:|---:|"
 for out in "${LOGS[@]}"; do
   train=()
   for l in "${LOGS[@]}"; do [ "$l" = "$out" ] || train+=("$C/$l"); done
-  "$STEPSIM" fit --model topology --collectives-only --base configs/hardware/h100-sxm-8x.json \
+  "$STEPSIM" fit --model topology --collectives-only --local-pass --base configs/hardware/h100-sxm-8x.json \
     --nccl-tests "${train[@]}" --out "$TMP/loo.json" >/dev/null
   "$STEPSIM" collective --profile "$TMP/loo.json" --compare "$C/$out" > "$TMP/cmp.txt"
   kinds=$(grep '^# [a-z_]* on ' "$TMP/cmp.txt" | awk '{print $2}' | paste -sd, -)

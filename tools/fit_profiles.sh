@@ -11,8 +11,9 @@ N=$D/nccl-tests
 # H100: the topology-aware NCCL model (docs/collectives.md) from the five nccl-tests logs of one
 # H100 cluster (h100-cluster01-xxrjun: 1x8, 1x4, 2x1, 10x1, 10x2 GPUs; all_reduce, all_gather,
 # reduce_scatter, alltoall); the GEMM table from XLA's measured sm_90 matmul table. The XLA
-# collective table and the Nebius/GCP logs are other clusters and are not mixed in.
-"$STEPSIM" fit --model topology --base configs/hardware/h100-sxm-8x.json \
+# collective table and the Nebius/GCP logs are other clusters and are not mixed in. The one-node
+# logs hold groups of 8 and 4, so the ring's local pass is fitted too (--local-pass).
+"$STEPSIM" fit --model topology --local-pass --base configs/hardware/h100-sxm-8x.json \
   --xla-gemm $D/xla_perf_tables/matmul_perf_table.csv --xla-device sm_90 \
   --nccl-tests $N/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log $N/h100-cluster01-xxrjun/nccl_N1_G4_cnode3-003.log \
                $N/h100-cluster01-xxrjun/nccl_N2_G1_cnode3-002_cnode3-003.log \

@@ -389,6 +389,12 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       lf.bandwidth_gbps = level_bandwidth(t, order[li]) / 1e9;
       if (fitter.has_scale()) lf.latency_scale = fitter.scale_of(t);
       if (fitter.has_local()) lf.local_gbps = t.nvlink_local_bw.bytes_per_s / 1e9;
+      if (o.fit_local_pass && order[li] == TopoLevel::Nvlink && !fitter.has_local()) {
+        // Asked for, but one group size cannot separate it: no local pass (not the base's, which
+        // may come from the very measurements a leave-one-out check holds out).
+        t.nvlink_local_bw = Bandwidth{0};
+        lf.local_gbps = 0;
+      }
     }
   }
   record_level_errors(t, base, series, o, report.levels);
