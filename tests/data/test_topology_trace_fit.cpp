@@ -28,26 +28,29 @@ std::vector<std::string> megatron_traces() {
 
 const std::string kA800 = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json";
 
+// `stepsim fit ARGS --base <the shipped A800> --out ...`: the fitted profile and the shipped one.
+std::pair<HardwareProfile, HardwareProfile> fit_against_a800(const test::TempDir& dir, const std::string& args) {
+  std::string out_file = dir.file("fitted.json"), out;
+  int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit" + args + " --base " + kA800 + " --out " + out_file, out);
+  INFO(out);
+  REQUIRE(rc == 0);
+  std::pair<HardwareProfile, HardwareProfile> p{load_profile(out_file), load_profile(kA800)};
+  REQUIRE(p.first.topology);
+  REQUIRE(p.second.topology);
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("the shipped A800 NVLink level is the A100 logs' fit with the local pass, at 8 of 12 NVLinks",
           "[fit][topology]") {
   const std::string d = std::string(STEPSIM_SHARED_DATA);
   const test::TempDir dir;
-  std::string out_file = dir.file("a800.json"), out;
-  int rc = test::run_capture(
-      std::string(STEPSIM_BINARY) + " fit --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5" +
-          " --min-bytes 33554432 --base " + kA800 + " --nccl-tests " + d +
-          "/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json " + d +
-          "/nccl-tests/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt " + d +
-          "/nccl-tests/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1 --out " + out_file,
-      out);
-  INFO(out);
-  REQUIRE(rc == 0);
-  HardwareProfile fitted = load_profile(out_file);
-  HardwareProfile shipped = load_profile(kA800);
-  REQUIRE(fitted.topology);
-  REQUIRE(shipped.topology);
+  auto [fitted, shipped] = fit_against_a800(
+      dir, " --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5 --min-bytes 33554432 --nccl-tests " +
+               d + "/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json " + d +
+               "/nccl-tests/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt " + d +
+               "/nccl-tests/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1");
   // Same inputs, same numbers (the shipped profile came from tools/fit_profiles.sh).
   CHECK(fitted.topology->nvlink_busbw.gbps() == Approx(shipped.topology->nvlink_busbw.gbps()).epsilon(1e-9));
   CHECK(fitted.topology->nvlink_latency_scale == Approx(shipped.topology->nvlink_latency_scale).epsilon(1e-9));
@@ -113,17 +116,9 @@ TEST_CASE("fit --trace on the Megatron traces: groups of 2, and the compute side
   for (const auto& t : traces) list += " " + t;
   const std::string base = kA800;
   const test::TempDir dir;
-  std::string out_file = dir.file("a800-topology.json");
-  std::string out;
-  int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --model topology --collectives-only --base " + base +
-                                 " --trace" + list + " --trace-group-size 2 --trace-statistic min --out " + out_file,
-                             out);
-  INFO(out);
-  REQUIRE(rc == 0);
-  HardwareProfile fitted = load_profile(out_file);
-  HardwareProfile shipped = load_profile(base);
-  REQUIRE(fitted.topology);
-  REQUIRE(shipped.topology);
+  auto [fitted, shipped] =
+      fit_against_a800(dir, " --model topology --collectives-only --trace" + list + " --trace-group-size 2 --trace-statistic min");
+  std::string out_file = dir.file("a800-topology.json"), out;
   // Fitted on groups of 2 on one node only; below the A800's 200 GB/s per direction.
   CHECK(fitted.topology->fitted.min_ranks == 2);
   CHECK(fitted.topology->fitted.max_ranks == 2);
@@ -145,7 +140,7 @@ TEST_CASE("fit --trace on the Megatron traces: groups of 2, and the compute side
   CHECK(shipped.host.autograd_op_overhead.us() == 35);
   CHECK(shipped.contention.compute_slowdown == 0.07);
 
-  rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --model topology --base " + base + " --trace " + traces[0] +
+  int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --model topology --base " + base + " --trace " + traces[0] +
                              " --trace-statistic mean --out " + out_file,
                          out);
   CHECK(rc == 2);

@@ -41,6 +41,15 @@ CollectiveSeries synthetic(const NcclTopology& truth, CollectiveKind kind, int r
   return s;
 }
 
+NcclTopology declared_ampere() {
+  // An NVSwitch node without NVLS: Ampere, 8 GPUs; the NVLink bandwidth a first guess.
+  NcclTopology t;
+  t.arch = NcclArch::Ampere;
+  t.gpus_per_node = 8;
+  t.nvlink_busbw = Bandwidth::from_gbps(100);
+  return t;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   std::size_t m = v.size() / 2;
@@ -79,10 +88,7 @@ TEST_CASE("the fit recovers bandwidths and hop-latency scales from measurements 
 
 TEST_CASE("--local-pass recovers the local pass across group sizes; one group size leaves it out",
           "[calibrate][topology]") {
-  NcclTopology declared;
-  declared.arch = NcclArch::Ampere;
-  declared.gpus_per_node = 8;
-  declared.nvlink_busbw = Bandwidth::from_gbps(100);
+  const NcclTopology declared = declared_ampere();
   NcclTopology truth = declared;
   truth.nvlink_busbw = Bandwidth::from_gbps(232);
   truth.nvlink_latency_scale = 3.0;
@@ -116,10 +122,7 @@ TEST_CASE("--local-pass recovers the local pass across group sizes; one group si
 
 TEST_CASE("--nvlink-bandwidth-ratio carries the fitted NVLink bandwidths to the profile's GPU, errors unchanged",
           "[calibrate][topology]") {
-  NcclTopology declared;
-  declared.arch = NcclArch::Ampere;
-  declared.gpus_per_node = 8;
-  declared.nvlink_busbw = Bandwidth::from_gbps(100);
+  const NcclTopology declared = declared_ampere();
   NcclTopology truth = declared;
   truth.nvlink_busbw = Bandwidth::from_gbps(231);
   std::vector<CollectiveSeries> series = {synthetic(truth, CollectiveKind::AllReduce, 8, 1),
