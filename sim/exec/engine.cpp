@@ -268,6 +268,8 @@ class Engine {
       pump();
     }
     check_finished();
+    for (const Alloc& a : lazy_) allocator_.malloc(a.buffer, a.bytes, a.stream);  // no optimizer phase ran
+    lazy_.clear();
     steady_state_reserved();
     finish_timeline();
     return std::move(timeline_);
@@ -283,7 +285,8 @@ class Engine {
                           [&](const Record&) { return hw_.host.event_overhead; },
                           [&](const Wait&) { return hw_.host.event_overhead; },
                           [&](const HostSync&) { return Time::zero(); },
-                          [&](const Alloc&) { return hw_.host.alloc_overhead; },
+                          // A lazy (optimizer state) buffer exists before the steady step: no call.
+                          [&](const Alloc& a) { return a.lazy ? Time::zero() : hw_.host.alloc_overhead; },
                           [&](const Free&) { return hw_.host.alloc_overhead; },
                           [&](const HostWork& w) { return w.duration; },
                           [&](const Mark&) { return Time::zero(); },
@@ -417,6 +420,11 @@ class Engine {
     if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
     b = BufferState{a.bytes, a.category, true};
     live_[static_cast<std::size_t>(a.category)] += a.bytes;
+    if (a.lazy && allocator_config_.enabled) {
+      lazy_.push_back(a);  // the allocator meets it at the first optimizer phase
+      sample_memory(now_);
+      return true;
+    }
     allocator_.malloc(a.buffer, a.bytes, a.stream);
     sample_memory(now_);
     alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
@@ -455,6 +463,13 @@ class Engine {
 
   bool issue(const Mark& m, std::size_t) {
     if (m.phase) phase_ = *m.phase;
+    if (phase_ == Phase::Optimizer && !lazy_.empty()) {
+      // The first step() creates the optimizer state (torch.optim _init_group), after this
+      // step's backward freed its activations; later passes replay with it in place.
+      for (const Alloc& a : lazy_) allocator_.malloc(a.buffer, a.bytes, a.stream);
+      lazy_.clear();
+      sample_memory(now_);
+    }
     timeline_.marks.push_back(PhaseMark{m.name, now_});
     return true;
   }
@@ -877,6 +892,7 @@ class Engine {
   AllocatorConfig allocator_config_;
   CachingAllocator allocator_;
   std::vector<AllocEvent> alloc_log_;
+  std::vector<Alloc> lazy_;  // Alloc::lazy buffers the allocator has not seen yet
   std::array<Bytes, kMemCategoryCount> live_{};
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;

@@ -52,6 +52,8 @@ class ProgramBuilder {
   void host_sync(EventId e, std::string reason);
   void host_sync_stream(StreamId s, std::string reason);
   BufferId alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s);
+  // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step.
+  BufferId alloc_lazy_optimizer_state(std::string name, Bytes bytes, StreamId s);
   void free(BufferId b);                                 // stream-ordered: effective at issue
   void free_after(BufferId b, std::vector<StreamId> record_streams);  // record_stream'ed free
   void host_work(Time t, std::string name);

@@ -187,6 +187,13 @@ BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, S
   return b;
 }
 
+BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string name, Bytes bytes, StreamId s) {
+  BufferId b{program_.buffer_count++};
+  program_.buffer_names.push_back(name);
+  add(Alloc{b, bytes, MemCategory::OptimizerState, s, std::move(name), true});
+  return b;
+}
+
 void ProgramBuilder::free(BufferId b) { add(Free{b, {}}); }
 
 void ProgramBuilder::free_after(BufferId b, std::vector<StreamId> record_streams) {

@@ -160,6 +160,10 @@ struct Alloc {
   MemCategory category = MemCategory::Other;
   StreamId stream{0};
   std::string name;
+  // torch.optim state (`_init_group`: zeros_like at the first step()): live in the steady step
+  // from setup on, but the caching allocator first meets it inside the first step, at the
+  // optimizer phase, in cached blocks that the step's activations left (docs/memory.md).
+  bool lazy = false;
 };
 
 // A plain free takes effect at issue (stream-ordered reuse). With record_streams the memory

@@ -156,4 +156,12 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
   return opt == Optimizer::AdamW ? Bytes{2 * numel * dtype_bytes(dtype)} : Bytes{0};
 }
 
+void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
+                           StreamId s) {
+  if (opt != Optimizer::AdamW || numel <= 0) return;
+  const Bytes one{numel * dtype_bytes(dtype)};
+  b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), one, s);
+  b.alloc_lazy_optimizer_state(concat({"exp_avg_sq ", name}), one, s);
+}
+
 }  // namespace stepsim

@@ -71,6 +71,12 @@ Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::str
 // momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 
+// torch.optim's state for one tensor the optimizer steps (`name`, `numel` elements of `dtype`):
+// AdamW's exp_avg and exp_avg_sq, each a zeros_like created at the first step() (adamw.py
+// _init_group), as two lazy allocations (Alloc::lazy); nothing for the other optimizers.
+void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
+                           StreamId s);
+
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation
 // buffer of each layer (-1 where it saves none), freed by the caller's backward.

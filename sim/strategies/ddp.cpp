@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/format.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -62,8 +63,9 @@ class ReducerWriter {
     b_.alloc("parameters", Bytes{w_.numel() * param_bytes_}, MemCategory::Parameters, dflt_);
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
-    Bytes opt_state = optimizer_state_bytes(e_.training.optimizer, w_.numel(), c_.param_dtype);
-    if (opt_state.count > 0) b_.alloc("optimizer state", opt_state, MemCategory::OptimizerState, dflt_);
+    for (const Layer& l : w_.layers)
+      for (const Param* p : l.params())
+        alloc_optimizer_state(b_, e_.training.optimizer, concat({l.name, ".", p->name}), p->numel, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
 

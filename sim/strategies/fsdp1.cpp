@@ -151,8 +151,9 @@ void StepWriter::setup() {
   std::int64_t local = 0;
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
   b_.alloc("flat_param shards", bytes(local, orig_dtype_), MemCategory::Parameters, dflt_);
-  Bytes opt = optimizer_state_bytes(e_.training.optimizer, local, orig_dtype_);
-  if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
+  // Per flat parameter (one per unit): the state over this rank's shard of it.
+  for (const auto& u : units_)
+    alloc_optimizer_state(b_, e_.training.optimizer, u.name, c_.sharded() ? u.shard_numel : u.flat_numel, orig_dtype_, dflt_);
   if (local > 0) {
     BufferId prev = b_.alloc(".grad of the previous step", bytes(local, orig_dtype_), MemCategory::Gradients, dflt_);
     b_.free(prev);  // zero_grad(set_to_none=True)

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/format.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/fsdp2.hpp"
@@ -94,8 +95,12 @@ class Emitter {
     b_.mark("setup", Phase::Setup);
     for (const Group& g : groups_) total_shard_ += g.shard_numel();
     b_.alloc("sharded parameters", bytes(total_shard_, orig_bytes_), MemCategory::Parameters, dflt_);
-    Bytes opt = optimizer_state_bytes(e_.training.optimizer, total_shard_, c_.orig_dtype);
-    if (opt.count > 0) b_.alloc("optimizer state", opt, MemCategory::OptimizerState, dflt_);
+    // Per parameter: its dim-0 shard (padded_numel / W), as the optimizer sees the DTensor.
+    for (const Group& g : groups_)
+      for (const Layer* l : g.layers)
+        for (const Param* p : l->params())
+          alloc_optimizer_state(b_, e_.training.optimizer, concat({l->name, ".", p->name}),
+                                fsdp2::padded_numel(*p, g.shard_ranks) / g.shard_ranks, c_.orig_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
 

@@ -335,3 +335,31 @@ TEST_CASE("deepspeed_version must be a release number", "[zero][config]") {
   }
   CHECK_THROWS_WITH(opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", 12}}), Catch::Contains("a DeepSpeed release"));
 }
+
+TEST_CASE("FSDP2, FSDP1 and DDP create AdamW's state lazily, two tensors per parameter the optimizer steps",
+          "[memory][optimizer]") {
+  // torch.optim AdamW (_init_group): exp_avg and exp_avg_sq per parameter, zeros_like at the
+  // first step(). FSDP2 steps each parameter's DTensor shard, FSDP1 each unit's flat parameter,
+  // DDP each parameter; DeepSpeed creates its state at initialization (not lazy).
+  auto lazy_of = [](json strategy) {
+    json doc = {{"workload", {{"preset", "llama2-7b"}, {"micro_batch", 1}, {"seq_len", 1024}, {"dtype", "bf16"}}},
+                          {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                          {"strategy", std::move(strategy)},
+                          {"training", {{"grad_accum", 1}, {"optimizer", "adamw"}}}};
+    const Program p = run_experiment(test::experiment_from_doc(doc)).program;
+    std::int64_t count = 0, bytes = 0, state_bytes = 0;
+    for (const auto& ins : p.instructions)
+      if (const auto* a = std::get_if<Alloc>(&ins)) {
+        if (a->lazy) ++count, bytes += a->bytes.count;
+        if (a->category == MemCategory::OptimizerState) state_bytes += a->bytes.count;
+      }
+    if (count > 0) CHECK(bytes == state_bytes);  // all of the optimizer state, nothing else
+    return count;
+  };
+  // Llama-2-7B: 32 blocks x 9 parameters (4 attention, 3 MLP, 2 norms) + embedding, final norm,
+  // output = 291 parameters; FSDP1 wraps 32 blocks + the root = 33 flat parameters.
+  CHECK(lazy_of({{"framework", "fsdp2"}}) == 2 * 291);
+  CHECK(lazy_of({{"framework", "ddp"}}) == 2 * 291);
+  CHECK(lazy_of({{"framework", "fsdp1"}}) == 2 * 33);
+  CHECK(lazy_of({{"framework", "zero"}, {"stage", 1}}) == 0);
+}
