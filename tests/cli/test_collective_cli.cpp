@@ -73,6 +73,13 @@ TEST_CASE("collective refuses bad input in one line with exit 2", "[cli][collect
   Run f = run_cli("fit --model topology --base " + kRoot + "/configs/hardware/a100-sxm-8x.json --nccl-tests " + kLog);
   CHECK(f.code == 2);
   CHECK(f.output.find("collectives.topology") != std::string::npos);
+  const std::string a800 = " --base " + kRoot + "/configs/hardware/a800-sxm-8x.json --nccl-tests " + kLog;
+  Run ratio = run_cli("fit --model topology --nvlink-bandwidth-ratio 0" + a800);
+  CHECK(ratio.code == 2);
+  CHECK(ratio.output.find("--nvlink-bandwidth-ratio 0: expected a ratio in (0, 100]") != std::string::npos);
+  Run l = run_cli("fit --local-pass" + a800);
+  CHECK(l.code == 2);
+  CHECK(l.output.find("apply to --model topology only") != std::string::npos);
 }
 
 TEST_CASE("a communicator outside the profile's fitted group sizes is flagged in simulate --json and explain",
