@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/format.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -65,7 +64,7 @@ class ReducerWriter {
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     for (const Layer& l : w_.layers)
       for (const Param* p : l.params())
-        alloc_optimizer_state(b_, e_.training.optimizer, concat({l.name, ".", p->name}), p->numel, c_.param_dtype, dflt_);
+        alloc_optimizer_state(b_, e_.training.optimizer, p->name, p->numel, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
 

@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/core/format.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/fsdp2.hpp"
@@ -99,7 +98,7 @@ class Emitter {
     for (const Group& g : groups_)
       for (const Layer* l : g.layers)
         for (const Param* p : l->params())
-          alloc_optimizer_state(b_, e_.training.optimizer, concat({l->name, ".", p->name}),
+          alloc_optimizer_state(b_, e_.training.optimizer, p->name,
                                 fsdp2::padded_numel(*p, g.shard_ranks) / g.shard_ranks, c_.orig_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
