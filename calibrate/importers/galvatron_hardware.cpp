@@ -1,6 +1,7 @@
 #include "calibrate/importers/galvatron_hardware.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <regex>
 #include <utility>
@@ -52,10 +53,13 @@ std::vector<CollectiveSeries> parse_galvatron_sp_time(const std::string& text, c
     if (!value.is_number() || !(value.get<double>() > 0))
       throw InputError(fmt::format("{}: /{}: {}: expected a positive time in milliseconds", source, key, value.dump()));
     CollectiveKind kind = m[1].str() == "allreduce" ? CollectiveKind::AllReduce : CollectiveKind::AllToAll;
-    int ranks = std::stoi(m[2].str());
-    long long mib = std::stoll(m[3].str());
-    if (ranks < 1 || mib < 1 || mib > (1LL << 24))
-      throw InputError(fmt::format("{}: /{}: expected a group of >= 1 ranks and a size of 1 MB or more", source, key));
+    const std::string rs = m[2].str(), ms = m[3].str();
+    int ranks = 0;
+    long long mib = 0;
+    const bool parsed = std::from_chars(rs.data(), rs.data() + rs.size(), ranks).ec == std::errc() &&
+                        std::from_chars(ms.data(), ms.data() + ms.size(), mib).ec == std::errc();
+    if (!parsed || ranks < 1 || ranks > 1000000 || mib < 1 || mib > (1LL << 24))
+      throw InputError(fmt::format("{}: /{}: expected a group of 1 to 1,000,000 ranks and a size of 1 MB to 16 TB", source, key));
     auto& s = series[{kind, ranks}];
     if (s.samples.empty()) {
       s.source = source;

@@ -225,4 +225,7 @@ TEST_CASE("a Galvatron file with a key of another form or a non-positive time is
             .find("sp.json: /allreduce_size_8_consec_1: not a Galvatron timing key") != std::string::npos);
   CHECK(error(R"({"allreduce_size_8_1MB_time": -1})").find("sp.json: /allreduce_size_8_1MB_time: -1: expected a positive time") !=
         std::string::npos);
+  CHECK(error(R"({"allreduce_size_99999999999999999999_1MB_time": 0.5})").find("expected a group of 1 to 1,000,000 ranks") !=
+        std::string::npos);
+  CHECK(error("{not json").find("sp.json: not valid JSON") != std::string::npos);
 }
