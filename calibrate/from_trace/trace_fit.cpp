@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -401,6 +402,28 @@ void set_host_costs(const DispatchSamples& dispatch, TraceFitData& d) {
 
 }  // namespace
 
+// The host time of the training loop around each selected step: from the ProfilerStep's start
+// to the step's first GPU op, and from its last GPU op's end to the span's end.
+void add_step_edges(const KinetoTrace& t, const TraceIndex& idx, int dev, const AnalyzeOptions& o,
+                    std::vector<Time>& starts, std::vector<Time>& ends) {
+  const auto& steps = idx.steps();
+  std::vector<Time> first(steps.size(), Time{std::numeric_limits<std::int64_t>::max()}), last(steps.size());
+  std::vector<bool> any(steps.size(), false);
+  for (const GpuOp& op : t.gpu_ops) {
+    if (op.device != dev) continue;
+    auto st = idx.step_of(op);
+    if (!st) continue;
+    first[*st] = std::min(first[*st], op.start);
+    last[*st] = std::max(last[*st], op.end);
+    any[*st] = true;
+  }
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    if (!any[k] || !selected(steps[k]->step_number, o)) continue;
+    starts.push_back(std::max(Time{}, first[k] - steps[k]->start));
+    ends.push_back(std::max(Time{}, steps[k]->end - last[k]));
+  }
+}
+
 // Collectives slowed by compute beside them (TraceFitData::comm_slowdown): the same kind, group
 // and size alone and beside compute kernels. Host-synchronised scalars measure the host, not NCCL.
 void add_comm_contention(TraceFitData& d) {
@@ -435,6 +458,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   TimesByShape by_shape, by_shape_overlapped;
   AttentionByKey attention;
   DispatchSamples dispatch;
+  std::vector<Time> step_starts, step_ends;
   for (const KinetoTrace& t : traces) {
     add_collectives(t, analyze_trace(t, o), d);
     TraceIndex idx(t);
@@ -442,6 +466,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     const std::vector<std::pair<Time, Time>> colls = collective_intervals(t, dev);
     host_dispatch(t, dispatch);
     add_kernel_classes(t, idx, dev, o, by_class);
+    add_step_edges(t, idx, dev, o, step_starts, step_ends);
     const KernelLaunches launches = kernel_launches(t);
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
@@ -451,6 +476,8 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   add_comm_contention(d);
   add_attention_points(attention, d);
   set_host_costs(dispatch, d);
+  d.host.steps = step_starts.size();
+  if (!step_starts.empty()) d.host.step_start = median_of(step_starts), d.host.step_end = median_of(step_ends);
   return d;
 }
 
@@ -567,6 +594,13 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["eager_op_overhead_us"] = d.host.eager_op.us();
     j["kernel_launch_overhead_us"] = d.host.kernel_launch.us();
     j["forward_launches"] = d.host.forward_launches;
+  }
+  if (d.host.steps > 0) {
+    p.host.step_start = d.host.step_start;
+    p.host.step_end = d.host.step_end;
+    j["step_start_us"] = d.host.step_start.us();
+    j["step_end_us"] = d.host.step_end.us();
+    j["steps"] = d.host.steps;
   }
   if (d.host.backward_launches >= 50) {
     p.host.autograd_op_overhead = d.host.autograd_op;

@@ -76,6 +76,11 @@ struct AttentionPoint {
 struct HostDispatchFit {
   Time eager_op, autograd_op, kernel_launch;
   std::size_t forward_launches = 0, backward_launches = 0;
+  // The training loop's host time around the framework (HostProfile::step_start / step_end):
+  // medians over the selected steps of (first GPU op's start - ProfilerStep start) and
+  // (ProfilerStep end - last GPU op's end, 0 when the host ended first), on the main device.
+  Time step_start, step_end;
+  std::size_t steps = 0;
 };
 
 struct TraceFitData {

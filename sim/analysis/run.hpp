@@ -14,6 +14,11 @@ struct SimulationResult {
   Metrics metrics;
 };
 
+// The strategy's program for one step, inside the training loop's own host time when the
+// profile measured it (host.step_start / step_end): a HostWork after the forward mark, and at the
+// end a synchronize of every stream followed by a HostWork.
+Program build_step_program(const Experiment& e);
+
 SimulationResult run_experiment(const Experiment& e);
 
 // Per-op exposed time: the part of each collective's interval that no compute kernel covers

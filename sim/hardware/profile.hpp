@@ -196,6 +196,11 @@ struct HostProfile {
   Time collective_overhead;  // per Collective (c10d + NCCL enqueue)
   Time event_overhead;       // per Record / Wait
   Time alloc_overhead;       // per Alloc / Free
+  // The training loop's own host time around the framework's step (data loading, input copies,
+  // logging): from the step's start to its first GPU work, and from its last GPU work (after the
+  // loop's synchronize) to its end. Measured by `fit --trace` on the user's job; 0 by default.
+  Time step_start;
+  Time step_end;
 };
 
 // Device memory a training process holds outside PyTorch's caching allocator, so neither

@@ -359,6 +359,8 @@ static HostProfile parse_host(ObjectReader h) {
   out.collective_overhead = Time::from_us(read_number(h, "collective_overhead_us"));
   out.event_overhead = Time::from_us(read_number(h, "event_overhead_us"));
   out.alloc_overhead = Time::from_us(read_number(h, "alloc_overhead_us"));
+  out.step_start = Time::from_us(read_number(h, "step_start_us"));
+  out.step_end = Time::from_us(read_number(h, "step_end_us"));
   h.finish();
   return out;
 }
@@ -530,6 +532,8 @@ Json profile_to_json(const HardwareProfile& p) {
              {"collective_overhead_us", p.host.collective_overhead.us()},
              {"event_overhead_us", p.host.event_overhead.us()},
              {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};
+  if (p.host.step_start.ns > 0) out["host"]["step_start_us"] = p.host.step_start.us();
+  if (p.host.step_end.ns > 0) out["host"]["step_end_us"] = p.host.step_end.us();
   if (p.compute.gemm_table_peak.flops_per_s > 0) out["compute"]["gemm_table_peak_bf16_tflops"] = p.compute.gemm_table_peak.tflops();
   if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
     out["memory_outside_allocator"] = {

@@ -409,6 +409,12 @@ const ConfigObject& host() {
           latency_us("collective_overhead_us", "Per collective (c10d + NCCL enqueue)."),
           latency_us("event_overhead_us", "Per event record or wait."),
           latency_us("alloc_overhead_us", "Per caching-allocator alloc or free."),
+          latency_us("step_start_us",
+                     "The training loop's host time from the step's start to its first GPU work (data loading, "
+                     "input copies); fit --trace measures it on your job."),
+          latency_us("step_end_us",
+                     "The training loop's host time from the step's last GPU work to its end, after its "
+                     "synchronize (logging, metrics); fit --trace measures it."),
       }};
   return o;
 }

@@ -1,6 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include "sim/analysis/metrics.hpp"
+#include "sim/analysis/run.hpp"
+#include "sim/strategies/load_experiment.hpp"
+#include "sim/strategies/strategy.hpp"
 
 using namespace stepsim;
 
@@ -86,4 +89,39 @@ TEST_CASE("The peak's phase is the host program's phase when it allocated, not t
   // Before any op is issued the step is in its forward part.
   t.memory = {sample(0, 500), sample(3, 50)};
   CHECK(compute_metrics(t).peak_phase == "forward");
+}
+
+TEST_CASE("The training loop's measured host time wraps the step: before the forward, and after a synchronize at its end",
+          "[metrics][host]") {
+  Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-fsdp2-8xh100.json");
+  const SimulationResult plain = run_experiment(e);
+  e.cluster.profile.host.step_start = Time::from_us(400);
+  e.cluster.profile.host.step_end = Time::from_us(3000);
+  const Program p = build_step_program(e);
+  const SimulationResult wrapped = run_experiment(e);
+  // The program: one HostWork right after the forward mark, and at the end a synchronize per
+  // stream, then the tail's HostWork.
+  std::size_t works = 0, syncs_at_end = 0;
+  for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+    if (const auto* w = std::get_if<HostWork>(&p.instructions[i]); w && w->name.starts_with("training loop")) {
+      ++works;
+      if (w->duration == Time::from_us(400)) {
+        const auto* m = std::get_if<Mark>(&p.instructions[i - 1]);
+        REQUIRE(m);
+        CHECK(m->phase == Phase::Forward);
+      }
+    }
+    if (const auto* h = std::get_if<HostSync>(&p.instructions[i]); h && h->reason.starts_with("training loop")) ++syncs_at_end;
+  }
+  CHECK(works == 2);
+  CHECK(syncs_at_end == p.streams.size());
+  CHECK(std::holds_alternative<HostWork>(p.instructions.back()));
+  // The step ends 3 ms after the GPU's last work, and the forward starts 0.4 ms later: at least
+  // 3 ms longer (the head may hide behind a host-bound forward), at most 3.4 ms.
+  const Time extra = wrapped.metrics.overlap.step_time - plain.metrics.overlap.step_time;
+  CHECK(extra >= Time::from_us(3000));
+  CHECK(extra <= Time::from_us(3400));
+  // Without them the program is the strategy's own.
+  e.cluster.profile.host.step_start = e.cluster.profile.host.step_end = Time::zero();
+  CHECK(build_step_program(e).instructions.size() == e.strategy->build(e).instructions.size());
 }

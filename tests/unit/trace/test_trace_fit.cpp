@@ -122,4 +122,12 @@ TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and me
   CHECK(d.host.autograd_op > Time::from_us(5));
   CHECK(d.host.kernel_launch > Time::zero());
   CHECK(d.host.kernel_launch < d.host.eager_op);
+  // The training loop around the framework: DeepSpeed-Chat's dataloader and input copies before
+  // the first GPU op (the inputs' H2D copy, ~0.4 ms into the step), and after the last kernel
+  // its print_throughput (a parameter count in Python) and tensorboard writes (~3.2 ms).
+  CHECK(d.host.steps == 2);
+  CHECK(d.host.step_start > Time::from_us(200));
+  CHECK(d.host.step_start < Time::from_us(1000));
+  CHECK(d.host.step_end > Time::from_us(2500));
+  CHECK(d.host.step_end < Time::from_us(4000));
 }
