@@ -142,13 +142,10 @@ std::vector<Point> level_points(const NcclTopology& base, const std::vector<Coll
   return pts;
 }
 
-// How many distinct group sizes the points hold (the local pass separates from the wire bytes
-// only across two or more).
-int group_sizes(const std::vector<Point>& points) {
-  std::vector<int> sizes;
-  for (const auto& p : points)
-    if (std::find(sizes.begin(), sizes.end(), p.ranks) == sizes.end()) sizes.push_back(p.ranks);
-  return static_cast<int>(sizes.size());
+// Whether the points hold two or more group sizes (the local pass separates from the wire bytes
+// only across them).
+bool several_group_sizes(const std::vector<Point>& points) {
+  return std::any_of(points.begin(), points.end(), [&](const Point& p) { return p.ranks != points.front().ranks; });
 }
 
 // Fits one level's bandwidth (and, for the NVLink and network levels, the scale on NCCL's hop
@@ -157,12 +154,13 @@ int group_sizes(const std::vector<Point>& points) {
 // f the rest of the candidate's time.
 class LevelFitter {
  public:
+  // `fit_local`: the NVLink level fits the local pass too (fit_topology decides whether it can).
   LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled, bool fit_local)
       : level_(level),
         points_(points),
         disabled_(std::move(disabled)),
         has_scale_(level == TopoLevel::Nvlink || level == TopoLevel::Net),
-        has_local_(fit_local && level == TopoLevel::Nvlink && group_sizes(points) >= 2) {}
+        has_local_(fit_local && level == TopoLevel::Nvlink) {}
 
   bool has_scale() const { return has_scale_; }
   bool has_local() const { return has_local_; }
@@ -218,9 +216,7 @@ class LevelFitter {
   // hop latencies at their current scale.
   double other_us(const NcclTopology& t, const NcclCandidate& c) const {
     double us = c.fixed_us + (level_ == TopoLevel::Net ? t.nvlink_latency_scale * c.nvlink_us : t.net_latency_scale * c.net_us);
-    if (!has_local_ && c.local_bytes > 0 && t.nvlink_local_bw.bytes_per_s > 0)
-      us += c.local_bytes / t.nvlink_local_bw.bytes_per_s * 1e6;
-    return us;
+    return has_local_ ? us : us + local_pass_us(t, c);
   }
 
   // The two-parameter least squares; where the latency is not separable from these sizes (or
@@ -368,6 +364,14 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
     report.levels.push_back(lf);
     points.push_back(std::move(pts));
   }
+  // The local pass, when asked for, is fitted only where two or more group sizes separate it;
+  // otherwise there is none (not the base's, which may come from the very measurements a
+  // leave-one-out check holds out).
+  const bool fit_local = o.fit_local_pass && several_group_sizes(points[0]);  // order[0]: NVLink
+  if (o.fit_local_pass && !fit_local && !points[0].empty()) {
+    t.nvlink_local_bw = Bandwidth{0};
+    report.levels[0].local_gbps = 0;
+  }
   // Pass 0 fits the levels in order, each with the levels after it disabled; passes 1-2 refit
   // every level with all of them competing (a point may move to a level fitted after it).
   for (int pass = 0; pass < 3; ++pass) {
@@ -377,7 +381,7 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       if (pass == 0)
         for (std::size_t lj = li + 1; lj < std::size(order); ++lj)
           if (!points[lj].empty()) disabled.push_back(order[lj]);
-      const LevelFitter fitter(order[li], points[li], std::move(disabled), o.fit_local_pass);
+      const LevelFitter fitter(order[li], points[li], std::move(disabled), fit_local);
       LevelFit& lf = report.levels[li];
       if (!fitter.fit(t)) {
         lf.note = "the points give no positive bandwidth: kept from the base profile";
@@ -389,12 +393,6 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       lf.bandwidth_gbps = level_bandwidth(t, order[li]) / 1e9;
       if (fitter.has_scale()) lf.latency_scale = fitter.scale_of(t);
       if (fitter.has_local()) lf.local_gbps = t.nvlink_local_bw.bytes_per_s / 1e9;
-      if (o.fit_local_pass && order[li] == TopoLevel::Nvlink && !fitter.has_local()) {
-        // Asked for, but one group size cannot separate it: no local pass (not the base's, which
-        // may come from the very measurements a leave-one-out check holds out).
-        t.nvlink_local_bw = Bandwidth{0};
-        lf.local_gbps = 0;
-      }
     }
   }
   record_level_errors(t, base, series, o, report.levels);

@@ -400,25 +400,22 @@ void set_host_costs(const DispatchSamples& dispatch, TraceFitData& d) {
   d.host.backward_launches = dispatch.backward.size();
 }
 
-}  // namespace
-
 // The host time of the training loop around each selected step: from the ProfilerStep's start
 // to the step's first GPU op, and from its last GPU op's end to the span's end.
 void add_step_edges(const KinetoTrace& t, const TraceIndex& idx, int dev, const AnalyzeOptions& o,
                     std::vector<Time>& starts, std::vector<Time>& ends) {
   const auto& steps = idx.steps();
-  std::vector<Time> first(steps.size(), Time{std::numeric_limits<std::int64_t>::max()}), last(steps.size());
-  std::vector<bool> any(steps.size(), false);
+  const Time none{std::numeric_limits<std::int64_t>::max()};
+  std::vector<Time> first(steps.size(), none), last(steps.size());
   for (const GpuOp& op : t.gpu_ops) {
     if (op.device != dev) continue;
     auto st = idx.step_of(op);
     if (!st) continue;
     first[*st] = std::min(first[*st], op.start);
     last[*st] = std::max(last[*st], op.end);
-    any[*st] = true;
   }
   for (std::size_t k = 0; k < steps.size(); ++k) {
-    if (!any[k] || !selected(steps[k]->step_number, o)) continue;
+    if (first[k] == none || !selected(steps[k]->step_number, o)) continue;
     starts.push_back(std::max(Time{}, first[k] - steps[k]->start));
     ends.push_back(std::max(Time{}, steps[k]->end - last[k]));
   }
@@ -451,6 +448,8 @@ void add_comm_contention(TraceFitData& d) {
   d.comm_contention_keys = factors.size();
   d.comm_slowdown = std::max(0.0, factors[factors.size() / 2]);
 }
+
+}  // namespace
 
 TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   TraceFitData d;

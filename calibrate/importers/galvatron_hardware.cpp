@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <regex>
 #include <utility>
 
@@ -20,11 +21,20 @@ const std::regex& key_re() {
   return re;
 }
 
+// A decimal integer within [lo, hi], or nothing (too long for its type, or out of range).
+template <class T>
+std::optional<T> bounded(const std::string& digits, T lo, T hi) {
+  T v{};
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
 // GPUs per node from Galvatron's file name (`..._<G>gpus_per_node.json`); 0 when absent.
 int gpus_per_node_of(const std::string& source) {
   static const std::regex re(R"((\d+)gpus_per_node)");
   std::smatch m;
-  return std::regex_search(source, m, re) ? std::stoi(m[1].str()) : 0;
+  return std::regex_search(source, m, re) ? bounded(m[1].str(), 1, 1000000).value_or(0) : 0;
 }
 
 }  // namespace
@@ -53,13 +63,12 @@ std::vector<CollectiveSeries> parse_galvatron_sp_time(const std::string& text, c
     if (!value.is_number() || !(value.get<double>() > 0))
       throw InputError(fmt::format("{}: /{}: {}: expected a positive time in milliseconds", source, key, value.dump()));
     CollectiveKind kind = m[1].str() == "allreduce" ? CollectiveKind::AllReduce : CollectiveKind::AllToAll;
-    const std::string rs = m[2].str(), ms = m[3].str();
-    int ranks = 0;
-    long long mib = 0;
-    const bool parsed = std::from_chars(rs.data(), rs.data() + rs.size(), ranks).ec == std::errc() &&
-                        std::from_chars(ms.data(), ms.data() + ms.size(), mib).ec == std::errc();
-    if (!parsed || ranks < 1 || ranks > 1000000 || mib < 1 || mib > (1LL << 24))
+    const auto ranks_of = bounded(m[2].str(), 1, 1000000);
+    const auto mib_of = bounded<long long>(m[3].str(), 1, 1LL << 24);
+    if (!ranks_of || !mib_of)
       throw InputError(fmt::format("{}: /{}: expected a group of 1 to 1,000,000 ranks and a size of 1 MB to 16 TB", source, key));
+    const int ranks = *ranks_of;
+    const long long mib = *mib_of;
     auto& s = series[{kind, ranks}];
     if (s.samples.empty()) {
       s.source = source;

@@ -268,8 +268,7 @@ class Engine {
       pump();
     }
     check_finished();
-    for (const Alloc& a : lazy_) allocator_.malloc(a.buffer, a.bytes, a.stream);  // no optimizer phase ran
-    lazy_.clear();
+    meet_lazy_allocations();  // no optimizer phase ran
     steady_state_reserved();
     finish_timeline();
     return std::move(timeline_);
@@ -420,15 +419,22 @@ class Engine {
     if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
     b = BufferState{a.bytes, a.category, true};
     live_[static_cast<std::size_t>(a.category)] += a.bytes;
-    if (a.lazy && allocator_config_.enabled) {
-      lazy_.push_back(a);  // the allocator meets it at the first optimizer phase
-      sample_memory(now_);
-      return true;
-    }
-    allocator_.malloc(a.buffer, a.bytes, a.stream);
+    const bool deferred = a.lazy && allocator_config_.enabled;  // met at the first optimizer phase
+    if (deferred) lazy_.push_back(i);
+    else allocator_.malloc(a.buffer, a.bytes, a.stream);
     sample_memory(now_);
-    alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
+    if (!deferred) alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
     return true;
+  }
+
+  // The first step() creates torch.optim's state (_init_group), after the step's backward freed
+  // its activations; the steady-state passes replay the step with it in place.
+  void meet_lazy_allocations() {
+    for (std::size_t i : lazy_) {
+      const Alloc& a = std::get<Alloc>(p_.instructions[i]);
+      allocator_.malloc(a.buffer, a.bytes, a.stream);
+    }
+    lazy_.clear();
   }
 
   // A record_stream free waits for the last op issued so far on each recorded stream: it is
@@ -464,10 +470,7 @@ class Engine {
   bool issue(const Mark& m, std::size_t) {
     if (m.phase) phase_ = *m.phase;
     if (phase_ == Phase::Optimizer && !lazy_.empty()) {
-      // The first step() creates the optimizer state (torch.optim _init_group), after this
-      // step's backward freed its activations; later passes replay with it in place.
-      for (const Alloc& a : lazy_) allocator_.malloc(a.buffer, a.bytes, a.stream);
-      lazy_.clear();
+      meet_lazy_allocations();
       sample_memory(now_);
     }
     timeline_.marks.push_back(PhaseMark{m.name, now_});
@@ -892,7 +895,7 @@ class Engine {
   AllocatorConfig allocator_config_;
   CachingAllocator allocator_;
   std::vector<AllocEvent> alloc_log_;
-  std::vector<Alloc> lazy_;  // Alloc::lazy buffers the allocator has not seen yet
+  std::vector<std::size_t> lazy_;  // Alloc::lazy instructions the allocator has not met yet
   std::array<Bytes, kMemCategoryCount> live_{};
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;

@@ -244,11 +244,14 @@ double level_bandwidth(const NcclTopology& t, TopoLevel level) {
   return 0;
 }
 
+double local_pass_us(const NcclTopology& t, const NcclCandidate& c) {
+  return c.local_bytes > 0 && t.nvlink_local_bw.bytes_per_s > 0 ? c.local_bytes / t.nvlink_local_bw.bytes_per_s * 1e6 : 0;
+}
+
 double candidate_time_us(const NcclTopology& t, const NcclCandidate& c) {
   double us = c.fixed_us + t.nvlink_latency_scale * c.nvlink_us + t.net_latency_scale * c.net_us;
   if (c.level != TopoLevel::None && c.wire_bytes > 0) us += c.wire_bytes / level_bandwidth(t, c.level) * 1e6;
-  if (c.local_bytes > 0 && t.nvlink_local_bw.bytes_per_s > 0) us += c.local_bytes / t.nvlink_local_bw.bytes_per_s * 1e6;
-  return us;
+  return us + local_pass_us(t, c);
 }
 
 namespace {

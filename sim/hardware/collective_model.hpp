@@ -62,6 +62,7 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
                     NcclCandidate* out);
 double level_bandwidth(const NcclTopology& t, TopoLevel level);  // B/s; 0 when not declared
 double candidate_time_us(const NcclTopology& t, const NcclCandidate& c);
+double local_pass_us(const NcclTopology& t, const NcclCandidate& c);  // the ring's local pass part of it
 
 // The candidate NCCL would pick (the fastest, as ncclTopoGetAlgoTime ranks them) and its time.
 struct NcclChoice {

@@ -188,9 +188,8 @@ BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, S
 }
 
 BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string name, Bytes bytes, StreamId s) {
-  BufferId b{program_.buffer_count++};
-  program_.buffer_names.push_back(name);
-  add(Alloc{b, bytes, MemCategory::OptimizerState, s, std::move(name), true});
+  BufferId b = alloc(std::move(name), bytes, MemCategory::OptimizerState, s);
+  std::get<Alloc>(program_.instructions.back()).lazy = true;
   return b;
 }
 

@@ -1,10 +1,10 @@
 #include "sim/strategies/common.hpp"
 
-#include "sim/core/format.hpp"
+#include <algorithm>
 
 #include <fmt/format.h>
 
-#include <algorithm>
+#include "sim/core/format.hpp"
 
 namespace stepsim {
 
@@ -158,10 +158,10 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
 
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s) {
-  if (opt != Optimizer::AdamW || numel <= 0) return;
-  const Bytes one{numel * dtype_bytes(dtype)};
-  b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), one, s);
-  b.alloc_lazy_optimizer_state(concat({"exp_avg_sq ", name}), one, s);
+  const Bytes both = optimizer_state_bytes(opt, numel, dtype);  // AdamW's two moments, or none
+  if (both.count <= 0) return;
+  b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), Bytes{both.count / 2}, s);
+  b.alloc_lazy_optimizer_state(concat({"exp_avg_sq ", name}), Bytes{both.count / 2}, s);
 }
 
 }  // namespace stepsim
