@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "trace/allocator_replay.hpp"
+#include "trace/idle_attribution.hpp"
 #include "trace/trace_analysis.hpp"
 #include <fmt/format.h>
 
@@ -20,15 +21,17 @@ int analyze(const Args& args) {
   int top = 10;
   opts.add_options()("trace", po::value(&files)->multitoken(), "trace files (.json or .json.gz), one per rank")(
       "steps", po::value(&steps), "ProfilerStep numbers to report: N, A-B, A- or -B (default: all)")(
-      "top", po::value(&top)->default_value(10), "how many top exposed collectives to list")(
+      "top", po::value(&top)->default_value(10), "how many top exposed collectives (and idle causes) to list")(
       "json", "print stepsim.analyze/1 JSON instead of the text report")(
       "allocator-replay", "also run each trace's own allocator events through stepsim's caching-allocator model "
-                          "(peak reserved of the real sequence; docs/analyze.md)");
+                          "(peak reserved of the real sequence; docs/analyze.md)")(
+      "idle", "also attribute the GPU's idle time: each gap between GPU ops charged to what the host did before the next "
+              "one (still busy in an operator, or waiting in a synchronising call); docs/analyze.md");
   po::positional_options_description pos;
   pos.add("trace", -1);
   po::variables_map vm;
   const std::string usage =
-      "usage: stepsim analyze TRACE... [--steps A-B] [--json] [--allocator-replay]\n"
+      "usage: stepsim analyze TRACE... [--steps A-B] [--json] [--allocator-replay] [--idle]\n"
       "Measures step time, compute, communication, overlap (HTA's comp_comm_overlap_pctg), idle and\n"
       "phases per ProfilerStep of Kineto traces; several traces (one per rank) add a per-rank table\n"
       "and the straggler spread.";
@@ -56,6 +59,20 @@ int analyze(const Args& args) {
         text += fmt::format("\n{}:\n", a.file);
         text += r ? trace::replay_to_text(*r) : "allocator replay: no [memory] events with Addr and Bytes in the analysed steps "
                                                  "(record with profile_memory=True)\n";
+      }
+    }
+  }
+  if (vm.count("idle")) {
+    if (json) out["idle"] = nlohmann::json::array();
+    for (const auto& a : job.ranks) {
+      const auto t = std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
+      std::optional<trace::IdleAttribution> r = trace::attribute_idle(*t, a);
+      if (json) {
+        out["idle"].push_back({{"file", a.file}, {"idle", r ? trace::idle_to_json(*r) : nlohmann::json(nullptr)}});
+      } else {
+        text += fmt::format("\n{}:\n", a.file);
+        text += r ? trace::idle_to_text(*r, static_cast<std::size_t>(top))
+                  : "idle attribution: none (no analysed step, or a stepsim trace: its idle is the model's own)\n";
       }
     }
   }

@@ -1,7 +1,8 @@
 // Streaming Kineto / Chrome trace reader. JsonStream (json_stream.hpp) scans the text in place;
 // each trace event is one step: its fields go into reusable views and, when the event object
-// closes, turn into at most one compact record (or none: python_function, most cpu_ops, flow
-// events and annotations are dropped). The JSON document is never built, and the "args" of
+// closes, turn into at most one compact record (or none: python_function, flow events and
+// annotations are dropped; a cpu_op keeps only its name and span unless it is a step, a
+// collective call, the optimizer, a backward node, a GEMM or an attention op). The JSON document is never built, and the "args" of
 // an event whose record cannot use them (most of the bytes: python_function, cpu_op) are
 // skipped without being decoded.
 
@@ -620,10 +621,11 @@ void Reader::finish_complete_event() {
   if (eq(cat, "gpu_memset") || eq(cat, "Memset")) return add_gpu_op(GpuOp::Kind::Memset, start, end);
   if (eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime")) {
     if (ev.correlation.set())
-      out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end});
+      out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end, intern(ev.name)});
     return;
   }
   if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
+  if (eq(cat, "cpu_op") || eq(cat, "Operator")) out_.host_ops.push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
   add_cpu_span(start, end);
 }
 

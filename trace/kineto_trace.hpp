@@ -2,7 +2,7 @@
 // A PyTorch profiler (Kineto) / Chrome trace, reduced to the records `analyze` and `fit` need.
 // The reader (kineto_reader.cpp) streams the JSON through JsonStream (json_stream.hpp) and keeps
 // only these compact records, never the document: memory is a few dozen bytes per GPU op, runtime
-// call and communication CPU op, plus one copy of each distinct kernel name.
+// call and CPU operator (32 bytes each for the operators), plus one copy of each distinct name.
 //
 // Times are integer nanoseconds on the trace's own clock (Kineto: microseconds since the epoch
 // or since an arbitrary base, converted exactly from the decimal text; stepsim's own traces:
@@ -60,6 +60,16 @@ struct RuntimeCall {
   std::int64_t correlation = 0;
   std::int64_t thread = 0;   // (pid, tid) folded into one id
   Time start, end;
+  int name = -1;             // index into KinetoTrace::names ("cudaLaunchKernel", "cudaStreamSynchronize", ...)
+};
+
+// Every CPU operator event (Kineto category "cpu_op" or "Operator": aten ops, autograd nodes,
+// record_function ranges recorded as ops), reduced to its name and span: what the host was
+// running when it launched a GPU op (analyze --idle).
+struct HostOp {
+  int name = 0;              // index into KinetoTrace::names
+  std::int64_t thread = 0;
+  Time start, end;
 };
 
 // CPU spans the analysis needs.
@@ -116,6 +126,7 @@ struct KinetoTrace {
   std::vector<GpuOp> gpu_ops;
   std::vector<RuntimeCall> runtime;
   std::vector<CpuSpan> cpu;
+  std::vector<HostOp> host_ops;    // in file order
   std::vector<MemSample> memory;
   std::int64_t event_count = 0;  // every traceEvents entry seen
 
