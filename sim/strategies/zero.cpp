@@ -7,6 +7,7 @@
 
 #include "sim/strategies/strategy.hpp"
 #include "sim/strategies/zero_common.hpp"
+#include "sim/strategies/common.hpp"
 
 namespace stepsim {
 
@@ -135,6 +136,16 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
     r.fail("grad_accum_dtype", fmt::format("the model dtype {} at stage {} (another dtype selects DeepSpeed's BF16_Optimizer)",
                                            to_string(c.model_dtype), c.stage));
   return std::make_unique<Zero>(c);
+}
+
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, StreamId s) {
+  if (!c.loss_item_in_backward()) return;
+  // loss.mean() of the 0-d loss (one reduction kernel), then .item(): a 4-byte read-back that
+  // waits for the stream, i.e. for the whole forward.
+  Kernel mean = elementwise("engine.backward: loss.mean()", Bytes{8}, "", KernelClass::Reduction);
+  mean.dispatch = HostDispatch::Eager;
+  b.launch(s, mean);
+  b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
 }
 
 }  // namespace stepsim

@@ -109,6 +109,7 @@ class Zero12Builder {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
     std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
+    engine_backward_prologue(b_, c_, dflt_);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
     // only on the boundary micro-batch; default stage 1 reduces after backward.

@@ -301,6 +301,7 @@ class Zero3Builder {
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
   void backward(int micro, const std::vector<std::optional<BufferId>>& acts) {
+    engine_backward_prologue(b_, c_, dflt_);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     accumulate_ = micro > 0;
     fetch_sub_module(false);  // root

@@ -30,6 +30,12 @@ struct ZeroConfig {
   // DeepSpeedZeroOptimizer.backward() allocated them ahead of loss.backward(); since #7665
   // (53e91a09, 0.18.3) setup_buckets() allocates them at the first gradient hook.
   bool ipg_buffers_at_backward_start() const { return version < DeepSpeedVersion{0, 18, 3}; }
+  // DeepSpeedEngine.backward() logs the loss with `self.losses += loss.mean().item()` on every
+  // rank and micro-batch from 0.10.1 (#4030, eeab613a) until 0.13.3 (#5135, fac1df99, keeps the
+  // sum on the device: `mean_loss = loss.mean().detach()`, read back only by the monitor on rank 0
+  // at the boundary). engine.py at v0.12.6, backward(): a mean kernel and a host synchronisation
+  // before the optimizer's backward.
+  bool loss_item_in_backward() const { return version >= DeepSpeedVersion{0, 10, 1} && version < DeepSpeedVersion{0, 13, 3}; }
   // Z4.1 defaults of deepspeed/runtime/zero/config.py (DeepSpeed 0.19).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t allgather_bucket_size = 500'000'000;
@@ -58,6 +64,14 @@ struct ZeroConfig {
   Dtype communication_data_type = Dtype::BF16;  // engine: config value, else the model dtype
   Dtype grad_accum_dtype = Dtype::BF16;         // engine: config value, else the model dtype
 };
+
+class ProgramBuilder;
+
+// What DeepSpeedEngine.backward() does before it calls the optimizer's backward, on stream `s`
+// (every stage): the loss log's mean and `.item()` where the release has it
+// (ZeroConfig::loss_item_in_backward). Called before the backward phase mark: the host is still
+// in engine.backward, ahead of autograd (analyze's phase rule puts the wait in forward too).
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, StreamId s);
 
 // Stage 1/2 (DeepSpeedZeroOptimizer) and stage 3 (DeepSpeedZeroOptimizer_Stage3) schedules.
 Program build_zero12(const ZeroConfig& c, const Experiment& e);

@@ -376,6 +376,39 @@ TEST_CASE("The gradient norm as DeepSpeed runs it: a host synchronisation per pa
   CHECK(syncs_new == 0);
 }
 
+TEST_CASE("engine.backward reads the loss back (a host sync before backward) from DeepSpeed 0.10.1 until 0.13.3",
+          "[zero][version]") {
+  // engine.py at v0.12.6, backward(): `self.losses += loss.mean().item()` on every rank and
+  // micro-batch (#4030, first in v0.10.1); #5135 (v0.13.3) keeps the sum on the device
+  // (`loss.mean().detach()`) and reads it back only for the monitor on rank 0. Before 0.10.1 only
+  // the monitor read it.
+  auto loss_syncs = [](const Experiment& e) {
+    const Program p = e.strategy->build(e);
+    int syncs = 0, marks_after = 0;
+    bool seen = false;
+    for (const auto& ins : p.instructions) {
+      if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.starts_with("engine.backward: self.losses")) {
+        ++syncs;
+        seen = true;
+      }
+      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward && seen) {
+        ++marks_after;  // the sync comes before autograd starts: ahead of the backward mark
+        seen = false;
+      }
+    }
+    CHECK(marks_after == syncs);
+    return syncs;
+  };
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.10.0"}})) == 0);
+    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.10.1"}})) == 1);
+    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.13.2"}})) == 1);
+    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.13.3"}})) == 0);
+    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}})) == 0);  // the default release, 0.19.6
+  }
+}
+
 TEST_CASE("Every OPT block's forward synchronizes the host once (the pageable clamp scalar)", "[zero]") {
   const SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", 1}}));
   int syncs = 0;
