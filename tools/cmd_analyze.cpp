@@ -66,12 +66,12 @@ int analyze(const Args& args) {
     if (json) out["idle"] = nlohmann::json::array();
     for (const auto& a : job.ranks) {
       const auto t = std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
-      std::optional<trace::IdleAttribution> r = trace::attribute_idle(*t, a);
+      std::optional<IdleAttribution> r = trace::attribute_idle(*t, a);
       if (json) {
-        out["idle"].push_back({{"file", a.file}, {"idle", r ? trace::idle_to_json(*r) : nlohmann::json(nullptr)}});
+        out["idle"].push_back({{"file", a.file}, {"idle", r ? idle_to_json(*r) : nlohmann::json(nullptr)}});
       } else {
         text += fmt::format("\n{}:\n", a.file);
-        text += r ? trace::idle_to_text(*r, static_cast<std::size_t>(top))
+        text += r ? idle_to_text(*r, static_cast<std::size_t>(top))
                   : "idle attribution: none (no analysed step, or a stepsim trace: its idle is the model's own)\n";
       }
     }

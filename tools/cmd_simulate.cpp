@@ -1,7 +1,10 @@
-// stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html]
+// stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html] [--idle]
 #include <fstream>
 #include <iostream>
 
+#include <fmt/format.h>
+
+#include "sim/analysis/idle.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/chrome_trace.hpp"
@@ -17,18 +20,23 @@ int simulate(const Args& args) {
   po::options_description opts("simulate options");
   std::string exp_file, trace_file, report_file, json_file;
   std::vector<std::string> sets;
+  int top = 10;
   opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
       "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable), e.g. strategy.bucket_cap_mb=50")(
       "json", "print the result as JSON (schema stepsim.result/1) instead of the text report")(
       "json-out", po::value(&json_file), "also write the JSON result to this file")(
       "trace", po::value(&trace_file), "write a Chrome/Perfetto trace JSON to this file")(
-      "report", po::value(&report_file), "write a self-contained HTML report to this file");
+      "report", po::value(&report_file), "write a self-contained HTML report to this file")(
+      "idle", "also attribute the GPU's idle time: each gap between GPU ops charged to what the host did before the next "
+              "one (the same rules as analyze --idle; docs/analyze.md)")(
+      "top", po::value(&top)->default_value(10), "with --idle: how many idle causes to list");
   po::positional_options_description pos;
   pos.add("experiment", 1);
   po::variables_map vm;
-  if (!parse_args(args, "usage: stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html]", opts,
+  if (!parse_args(args, "usage: stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html] [--idle]", opts,
                   pos, vm))
     return 0;
+  if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   // Every output is written in full to its temporary file before any is renamed into place.
@@ -46,8 +54,15 @@ int simulate(const Args& args) {
     outs.back() << result_to_json(e, r).dump(1) << "\n";
   }
   for (auto& o : outs) o.commit();
-  if (vm.count("json")) std::cout << result_to_json(e, r).dump(1) << "\n";
-  else write_text_report(std::cout, e, r);
+  const bool idle = vm.count("idle") > 0;
+  if (vm.count("json")) {
+    nlohmann::json j = result_to_json(e, r);
+    if (idle) j["idle"] = idle_to_json(attribute_idle(r.timeline));
+    std::cout << j.dump(1) << "\n";
+  } else {
+    write_text_report(std::cout, e, r);
+    if (idle) std::cout << "\n" << idle_to_text(attribute_idle(r.timeline), static_cast<std::size_t>(top));
+  }
   return 0;
 }
 

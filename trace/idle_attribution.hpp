@@ -1,5 +1,6 @@
 #pragma once
-// `stepsim analyze --idle`: where a real step's GPU idle comes from. Each stretch in which no GPU
+// `stepsim analyze --idle`: where a real step's GPU idle comes from (the shared rules and report:
+// sim/analysis/idle.hpp; the prediction's side: `stepsim simulate --idle`). Each stretch in which no GPU
 // op of the rank's device runs is charged to what the host was doing before it launched the next
 // one: blocked in a synchronising CUDA call (`.item()`, a pageable copy, a synchronize) until the
 // GPU ran dry and then issuing the next op, or simply still busy in an operator while the GPU had
@@ -25,48 +26,16 @@
 //  - Phase: the phase of the op that ends the gap (analyze's CPU-marker rule).
 //  - Figures are means per analysed step.
 
-#include <cstddef>
-#include <cstdint>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "sim/core/units.hpp"
-#include "sim/program/program.hpp"
+#include "sim/analysis/idle.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 
 namespace stepsim::trace {
 
-struct IdleCause {
-  Phase phase = Phase::Forward;
-  bool sync = false;   // the host waited in a synchronising call before this gap
-  std::string ops;     // "outermost > innermost" CPU operator(s), or "(no launch record)"
-  std::size_t count = 0;   // gaps over all analysed steps
-  Time total;              // per step (mean)
-  Time max;                // the longest single gap
-};
-
-struct IdleAttribution {
-  int device = 0;
-  std::size_t steps = 0;
-  Time short_gap;                   // the threshold
-  Time head, tail, gaps;            // per step (mean); gaps = short + attributed
-  Time short_total;                 // per step (mean)
-  std::size_t short_count = 0;      // over all steps
-  Time sync_total;                  // per step (mean): the attributed gaps that followed a sync
-  Time phase_total[4];              // per step (mean), by Phase of the attributed gaps
-  std::vector<IdleCause> causes;    // largest total first
-  Time idle() const { return head + tail + gaps; }
-};
-
-// Empty when no step was analysed or the trace is stepsim's own (its idle is the model's).
-std::optional<IdleAttribution> attribute_idle(const KinetoTrace& t, const TraceAnalysis& a, Time short_gap = Time::from_ns(5000));
-
-nlohmann::json idle_to_json(const IdleAttribution& r);
-// `top`: how many causes to list (the rest are summed in one line).
-std::string idle_to_text(const IdleAttribution& r, std::size_t top);
+// Empty when no step was analysed or the trace is stepsim's own (its idle is the model's:
+// `stepsim simulate --idle`).
+std::optional<IdleAttribution> attribute_idle(const KinetoTrace& t, const TraceAnalysis& a, Time short_gap = kShortIdleGap);
 
 }  // namespace stepsim::trace

@@ -111,3 +111,22 @@ TEST_CASE("stepsim --help lists every subcommand", "[cli]") {
   CHECK(run_capture(kBin + " simulate --help", out) == 0);
   CHECK_THAT(out, Catch::Contains("--trace"));
 }
+
+TEST_CASE("simulate --idle adds the idle attribution to the text and JSON reports; a bad --top is exit 2", "[cli]") {
+  const std::string exp = kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json";
+  std::string out;
+  REQUIRE(run_capture(kBin + " simulate " + exp + " --idle --top 3", out) == 0);
+  CHECK_THAT(out, Catch::Contains("GPU idle per step (mean of 1 step(s)"));
+  CHECK_THAT(out, Catch::Contains("get_grad_norm_direct: param_norm.item()"));
+  CHECK_THAT(out, Catch::Contains("more causes)"));
+  REQUIRE(run_capture(kBin + " simulate " + exp + " --idle --json", out) == 0);
+  const auto j = nlohmann::json::parse(out);
+  REQUIRE(j.contains("idle"));
+  // The attribution's idle is the metrics' idle (no launch gaps: kernel_gap_us is in the kernels).
+  CHECK(j["idle"]["idle_us"].get<double>() * 1000 == Approx(j["metrics"]["idle_ns"].get<double>()).margin(1));
+  CHECK(j["idle"]["causes"].size() > 3);
+  REQUIRE(run_capture(kBin + " simulate " + exp + " --json", out) == 0);
+  CHECK_FALSE(nlohmann::json::parse(out).contains("idle"));
+  CHECK(run_capture(kBin + " simulate " + exp + " --idle --top -1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--top -1"));
+}

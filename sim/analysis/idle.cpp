@@ -1,0 +1,184 @@
+#include "sim/analysis/idle.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "sim/core/format.hpp"
+
+namespace stepsim {
+
+void IdleAccumulator::gap(Time g, Phase phase, bool sync, const std::string& what) {
+  gaps_ += g;
+  if (is_short(g)) {
+    short_total_ += g;
+    ++short_count_;
+    return;
+  }
+  const int p = static_cast<int>(phase);
+  phase_total_[p] += g;
+  if (sync) sync_total_ += g;
+  Key key{p, sync, what};
+  auto it = std::find_if(causes_.begin(), causes_.end(), [&](const auto& c) { return c.first == key; });
+  if (it == causes_.end()) {
+    IdleCause c;
+    c.phase = phase;
+    c.sync = sync;
+    c.ops = what;
+    causes_.emplace_back(std::move(key), std::move(c));
+    it = std::prev(causes_.end());
+  }
+  IdleCause& c = it->second;
+  ++c.count;
+  c.total += g;
+  c.max = std::max(c.max, g);
+}
+
+IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
+  const auto n = static_cast<std::int64_t>(std::max<std::size_t>(1, steps));
+  auto mean = [n](Time t) { return Time::from_ns(t.ns / n); };
+  IdleAttribution r;
+  r.device = device;
+  r.steps = steps;
+  r.short_gap = short_gap_;
+  r.head = mean(head_);
+  r.tail = mean(tail_);
+  r.gaps = mean(gaps_);
+  r.short_total = mean(short_total_);
+  r.short_count = short_count_;
+  r.sync_total = mean(sync_total_);
+  for (int p = 0; p < 4; ++p) r.phase_total[p] = mean(phase_total_[p]);
+  for (const auto& [key, c] : causes_) {
+    r.causes.push_back(c);
+    r.causes.back().total = mean(c.total);
+  }
+  // Largest first; ties in key order, so the listing does not depend on the gaps' order.
+  std::sort(r.causes.begin(), r.causes.end(), [](const IdleCause& x, const IdleCause& y) {
+    if (x.total != y.total) return x.total > y.total;
+    return std::tie(x.phase, x.sync, x.ops) < std::tie(y.phase, y.sync, y.ops);
+  });
+  return r;
+}
+
+namespace {
+
+// "fwd block.12.attn.core scores.max_clamp" -> "fwd block.#.attn.core scores.max_clamp": every
+// number that follows a '.' or a ' ' (unit and bucket indices), so the layers' gaps add up.
+std::string fold_unit_numbers(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (std::size_t k = 0; k < name.size();) {
+    const bool number = std::isdigit(static_cast<unsigned char>(name[k])) && k > 0 && (name[k - 1] == '.' || name[k - 1] == ' ');
+    if (!number) {
+      out += name[k++];
+      continue;
+    }
+    while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k]))) ++k;
+    out += '#';
+  }
+  return out;
+}
+
+constexpr std::string_view kBlockedPrefix = "blocked: ";
+
+}  // namespace
+
+IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
+  IdleAccumulator acc(short_gap);
+  std::vector<const TimelineOp*> ops;
+  for (const TimelineOp& op : t.ops)
+    if (op.kind != TimelineOp::Kind::Marker) ops.push_back(&op);
+  std::stable_sort(ops.begin(), ops.end(), [](const TimelineOp* a, const TimelineOp* b) { return a->start < b->start; });
+  std::vector<const HostInterval*> blocked;  // in time order (the host runs one interval at a time)
+  for (const HostInterval& h : t.host)
+    if (h.kind == HostInterval::Kind::Blocked) blocked.push_back(&h);
+  if (ops.empty()) {
+    acc.head(t.end - t.start);
+    return acc.finish(1, 0);
+  }
+  acc.head(std::max(Time{}, ops.front()->start - t.start));
+  Time busy_end = ops.front()->end;
+  for (std::size_t k = 1; k < ops.size(); ++k) {
+    const TimelineOp& op = *ops[k];
+    if (op.start > busy_end) {
+      const Time g = op.start - busy_end;
+      std::string what;
+      bool sync = false;
+      if (!acc.is_short(g)) {
+        // The last blocked interval that began at or before the GPU ran dry.
+        auto it = std::upper_bound(blocked.begin(), blocked.end(), busy_end,
+                                   [](Time x, const HostInterval* h) { return x < h->start; });
+        if (it != blocked.begin()) {
+          const HostInterval& h = **std::prev(it);
+          if (h.end >= busy_end && h.end <= op.issue) {
+            sync = true;
+            std::string_view n = h.name.view();
+            if (n.starts_with(kBlockedPrefix)) n.remove_prefix(kBlockedPrefix.size());
+            what = fold_unit_numbers(n);
+          }
+        }
+        if (!sync) what = fold_unit_numbers(op.name.view());
+      }
+      acc.gap(g, op.phase, sync, what);
+    }
+    busy_end = std::max(busy_end, op.end);
+  }
+  acc.tail(std::max(Time{}, t.end - busy_end));
+  return acc.finish(1, 0);
+}
+
+nlohmann::json idle_to_json(const IdleAttribution& r) {
+  nlohmann::json causes = nlohmann::json::array();
+  for (const IdleCause& c : r.causes)
+    causes.push_back({{"phase", to_string(c.phase)}, {"kind", c.sync ? "sync" : "host"}, {"ops", c.ops}, {"count", c.count},
+                      {"per_step_us", c.total.us()}, {"max_us", c.max.us()}});
+  return {{"device", r.device},
+          {"steps", r.steps},
+          {"short_gap_us", r.short_gap.us()},
+          {"idle_us", r.idle().us()},
+          {"head_us", r.head.us()},
+          {"tail_us", r.tail.us()},
+          {"gaps_us", r.gaps.us()},
+          {"short_gaps_us", r.short_total.us()},
+          {"short_gaps", r.short_count},
+          {"after_sync_us", r.sync_total.us()},
+          {"by_phase_us",
+           {{"forward", r.phase_total[static_cast<int>(Phase::Forward)].us()},
+            {"backward", r.phase_total[static_cast<int>(Phase::Backward)].us()},
+            {"optimizer", r.phase_total[static_cast<int>(Phase::Optimizer)].us()}}},
+          {"causes", causes}};
+}
+
+std::string idle_to_text(const IdleAttribution& r, std::size_t top) {
+  std::string out = fmt::format("  GPU idle per step (mean of {} step(s), device {}): {}\n", r.steps, r.device, format_time(r.idle()));
+  out += fmt::format("    before the first GPU op {:>12}\n", format_time(r.head));
+  out += fmt::format("    after the last GPU op   {:>12}\n", format_time(r.tail));
+  out += fmt::format("    gaps under {:<12} {:>12}   ({} launch gaps over the steps)\n", format_time(r.short_gap), format_time(r.short_total),
+                     r.short_count);
+  out += fmt::format("    longer gaps             {:>12}   (forward {}, backward {}, optimizer {}; {} after a host sync)\n",
+                     format_time(r.gaps - r.short_total), format_time(r.phase_total[static_cast<int>(Phase::Forward)]),
+                     format_time(r.phase_total[static_cast<int>(Phase::Backward)]),
+                     format_time(r.phase_total[static_cast<int>(Phase::Optimizer)]), format_time(r.sync_total));
+  if (r.causes.empty()) return out;
+  out += "\n  longer gaps by what the host did before the next GPU op (host: still busy in it; sync: waited for the GPU in it)\n";
+  out += fmt::format("    {:<10} {:<5} {:>12} {:>6} {:>10}  {}\n", "phase", "kind", "per step", "count", "max", "host");
+  Time rest;
+  std::size_t rest_count = 0;
+  for (std::size_t i = 0; i < r.causes.size(); ++i) {
+    const IdleCause& c = r.causes[i];
+    if (i >= top) {
+      rest += c.total;
+      rest_count += c.count;
+      continue;
+    }
+    out += fmt::format("    {:<10} {:<5} {:>12} {:>6} {:>10}  {}\n", to_string(c.phase), c.sync ? "sync" : "host", format_time(c.total),
+                       c.count, format_time(c.max), c.ops);
+  }
+  if (rest_count > 0)
+    out += fmt::format("    {:<10} {:<5} {:>12} {:>6} {:>10}  ({} more causes)\n", "", "", format_time(rest), rest_count, "",
+                       r.causes.size() - top);
+  return out;
+}
+
+}  // namespace stepsim
