@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +52,12 @@ struct IdleAttribution {
   Time phase_total[4] = {};         // per step (mean), by Phase of the attributed gaps
   std::vector<IdleCause> causes;    // largest total first
   Time idle() const { return head + tail + gaps; }
+  // The cause named `ops` (the first, if several phases or kinds share the name); nullptr if none.
+  const IdleCause* find(std::string_view ops) const {
+    for (const IdleCause& c : causes)
+      if (c.ops == ops) return &c;
+    return nullptr;
+  }
 };
 
 inline constexpr Time kShortIdleGap = Time::from_ns(5000);

@@ -25,11 +25,6 @@ TimelineOp op(Timeline& t, const char* name, double issue_us, double start_us, d
   return o;
 }
 
-const IdleCause* find(const IdleAttribution& r, const std::string& what) {
-  for (const IdleCause& c : r.causes)
-    if (c.ops == what) return &c;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -60,11 +55,11 @@ TEST_CASE("A simulated gap after a blocked host sync is sync, named by its reaso
   CHECK(r.sync_total == Time::from_us(40));
   CHECK(r.idle() == Time::from_us(643));
   REQUIRE(r.causes.size() == 2);
-  const IdleCause* sync = find(r, "x.item()");
+  const IdleCause* sync = r.find("x.item()");
   REQUIRE(sync);
   CHECK(sync->sync);
   CHECK(sync->phase == Phase::Backward);
-  const IdleCause* host = find(r, "fwd block.#.mlp");
+  const IdleCause* host = r.find("fwd block.#.mlp");
   REQUIRE(host);
   CHECK_FALSE(host->sync);
   CHECK(host->total == Time::from_us(100));
@@ -79,10 +74,10 @@ TEST_CASE("The ZeRO-1 example's predicted idle: DeepSpeed 0.12.6's per-slice nor
   // launch gap is left between queued kernels).
   CHECK(a.idle() == r.metrics.overlap.idle);
   CHECK(a.short_count == 0);
-  const IdleCause* item = find(a, "get_grad_norm_direct: param_norm.item()");
+  const IdleCause* item = a.find("get_grad_norm_direct: param_norm.item()");
   REQUIRE(item);
   CHECK(item->sync);
-  const IdleCause* clamp = find(a, "scores.max_clamp: torch.tensor(..., device=cuda) from pageable memory");
+  const IdleCause* clamp = a.find("scores.max_clamp: torch.tensor(..., device=cuda) from pageable memory");
   REQUIRE(clamp);
   CHECK(clamp->count == 24);  // one per OPT-1.3B decoder layer
   CHECK(clamp->phase == Phase::Forward);

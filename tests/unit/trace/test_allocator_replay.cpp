@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "test_support.hpp"
 #include "trace/allocator_replay.hpp"
 #include "trace/trace_index.hpp"
 
@@ -122,8 +123,7 @@ TEST_CASE("li-plus ZeRO-1: each step allocates its logits before it drops the pr
   // `outputs` holds the 8 x 512 x 50,272 bf16 logits (411,828,224 B) until the next forward
   // returns. In ProfilerStep#11 the first such block is allocated at one address and, later in
   // the same forward, a block of that size at another address (step 10's) is freed.
-  KinetoTrace t = read_kineto_trace(std::string(STEPSIM_SHARED_DATA) +
-                                    "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz");
+  KinetoTrace t = read_kineto_trace(test::kLiPlusZero1Trace);
   AnalyzeOptions o;
   parse_step_range("11", o);
   TraceAnalysis a = analyze_trace(t, o);

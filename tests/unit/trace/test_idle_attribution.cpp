@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "test_support.hpp"
 #include "trace/idle_attribution.hpp"
 
 using namespace stepsim;
@@ -54,11 +55,6 @@ KinetoTrace hand_written() {
   return read_kineto_trace_stream(in, "t.json");
 }
 
-const IdleCause* find(const IdleAttribution& r, const std::string& ops) {
-  for (const IdleCause& c : r.causes)
-    if (c.ops == ops) return &c;
-  return nullptr;
-}
 
 }  // namespace
 
@@ -88,19 +84,19 @@ TEST_CASE("Idle gaps are charged to the host op before the next GPU op, waits in
   CHECK(r->idle() == a.mean.overlap.idle);
 
   REQUIRE(r->causes.size() == 4);
-  const IdleCause* sync = find(*r, "aten::item > aten::_local_scalar_dense");
+  const IdleCause* sync = r->find("aten::item > aten::_local_scalar_dense");
   REQUIRE(sync);
   CHECK(sync->sync);
   CHECK(sync->phase == Phase::Forward);
   CHECK(sync->total == Time::from_us(70));
-  const IdleCause* gemm = find(*r, "aten::linear > aten::addmm");
+  const IdleCause* gemm = r->find("aten::linear > aten::addmm");
   REQUIRE(gemm);
   CHECK_FALSE(gemm->sync);
   CHECK(gemm->total == Time::from_us(100));
-  const IdleCause* bwd = find(*r, "autograd::engine::evaluate_function: MulBackward0 > aten::mul");
+  const IdleCause* bwd = r->find("autograd::engine::evaluate_function: MulBackward0 > aten::mul");
   REQUIRE(bwd);
   CHECK(bwd->phase == Phase::Backward);
-  const IdleCause* none = find(*r, "(no launch record)");
+  const IdleCause* none = r->find("(no launch record)");
   REQUIRE(none);
   CHECK(none->total == Time::from_us(50));
   CHECK(r->causes.back().total == Time::from_us(50));  // largest first
@@ -118,7 +114,7 @@ TEST_CASE("A gap no synchronising call spans is host time even after an earlier 
   KinetoTrace t = hand_written();
   auto r = attribute_idle(t, analyze_trace(t, AnalyzeOptions{}));
   REQUIRE(r);
-  CHECK_FALSE(find(*r, "aten::linear > aten::addmm")->sync);
+  CHECK_FALSE(r->find("aten::linear > aten::addmm")->sync);
 }
 
 TEST_CASE("analyze --idle on li-plus ZeRO-1 steps 11-12 matches an independent scan", "[trace][data]") {
@@ -126,8 +122,7 @@ TEST_CASE("analyze --idle on li-plus ZeRO-1 steps 11-12 matches an independent s
   // launching runtime call starts inside ProfilerStep#11 / #12, in start order; head 534 / 375 us,
   // tail 3263 / 3243 us, gaps 16342 / 14835 us, of which 5357 / 5353 us in 2246 / 2248 gaps under
   // 5 us.
-  KinetoTrace t = read_kineto_trace(std::string(STEPSIM_SHARED_DATA) +
-                                    "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz");
+  KinetoTrace t = read_kineto_trace(test::kLiPlusZero1Trace);
   AnalyzeOptions o;
   parse_step_range("11-12", o);
   TraceAnalysis a = analyze_trace(t, o);
