@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Derives the compute/host/contention numbers of a hardware profile from PyTorch profiler
 traces of the same machine (the derivation of configs/hardware/a800-sxm-8x.json's
-compute.memory_bandwidth_GBps, compute.gemm_table, host.*_overhead_us and
+compute.memory_bandwidth_GBps, compute.memcpy_GBps, compute.gemm_table, host.*_overhead_us and
 contention.compute_slowdown; see that file's "sources").
 
   tools/fit_compute_from_trace.py --megatron TRACE.json.gz --eager TRACE.json.gz
@@ -99,6 +99,14 @@ def class_bandwidths(ev):
     return {c: round(statistics.median(b / d / 1e3 for b, d in v)) for c, v in out.items()}
 
 
+def memcpy_rate(ev):
+    """compute.memcpy_GBps: device-to-device cudaMemcpyAsync read + write bandwidth, twice the median
+    of Kineto's 'memory bandwidth (GB/s)' (payload bytes over duration) of the DtoD memcpys >= 16 MB."""
+    bw = [g['args']['memory bandwidth (GB/s)'] for g in ev
+          if g.get('cat') == 'gpu_memcpy' and 'DtoD' in g['name'] and g['args'].get('bytes', 0) >= 16e6]
+    return round(2 * statistics.median(bw), 1) if bw else None
+
+
 def gemm_rates(ev, peak_tflops):
     per = collections.defaultdict(list)
     for g, op in launching_ops(ev):
@@ -180,7 +188,8 @@ def main():
     ap.add_argument('--peak-tflops', type=float, default=312.0)
     a = ap.parse_args()
     mg, eg = load(a.megatron), load(a.eager)
-    print(json.dumps({'memory_bandwidth_GBps': class_bandwidths(mg), 'gemm_table': gemm_rates(mg, a.peak_tflops),
+    print(json.dumps({'memory_bandwidth_GBps': class_bandwidths(mg), 'memcpy_GBps': memcpy_rate(mg),
+                      'gemm_table': gemm_rates(mg, a.peak_tflops),
                       'host': host_dispatch(eg), 'host_megatron': host_dispatch(mg), 'contention': contention(eg),
                       'kernel_gap': kernel_gap(eg), 'kernel_gap_megatron': kernel_gap(mg)},
                      indent=2))

@@ -89,7 +89,9 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
   Time t = w.fixed;
   if (w.memory_bytes.count > 0 && c.model_memory_kernels && cls != KernelClass::Attention) {
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
-    t += std::max(memory_time(c, w.memory_bytes, cls), floor);
+    // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
+    const bool memcpy = kernels == 0 && cls == KernelClass::Copy && c.memcpy.bytes_per_s > 0;
+    t += std::max(memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls), floor);
   }
   if (w.attention.flops.count > 0)
     t += compute_time(w.attention.flops, FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});
@@ -113,7 +115,7 @@ static KernelClass bytes_class(KernelClass cls) { return cls == KernelClass::Com
 Time kernel_time(const ComputeProfile& c, const Kernel& k) {
   Time t = other_time(c, k.work, bytes_class(k.cls), k.kernels);
   for (const auto& g : k.work.gemms) t += gemm_time(c, g);
-  return t + Time{c.kernel_gap.ns * k.kernels};
+  return t + Time{c.kernel_gap.ns * std::max(k.kernels, 1)};  // a memcpy (0 kernels) is a queued op too
 }
 
 Time launch_host_time(const HostProfile& h, const Kernel& k) {
@@ -157,7 +159,7 @@ Time KernelTimeCache::gemm(const GemmShape& g) {
 }
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {
-  return work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * k.kernels};
+  return work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * std::max(k.kernels, 1)};
 }
 
 }  // namespace stepsim

@@ -174,6 +174,10 @@ struct ComputeProfile {
   // ("memory_bandwidth_GBps": {"elementwise": ..., "reduction": ...}); a class not listed runs
   // at hbm * memory_efficiency.
   std::map<KernelClass, Bandwidth> class_bandwidth;
+  // A device-to-device cudaMemcpyAsync (a same-dtype contiguous copy_: memcpy_dtod, 0 CUDA
+  // kernels), read + write bytes: a copy engine / driver path, not the Copy class's kernels
+  // (torch.cat, split copies), which move data at a lower rate. 0: the Copy class rate.
+  Bandwidth memcpy;
 };
 
 // Fluid contention: while a collective and a compute kernel overlap, the kernel runs at

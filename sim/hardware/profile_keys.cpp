@@ -142,6 +142,9 @@ const ConfigObject& compute() {
            .doc = "false: memory-bound kernels take no time (textbook cases)."},
           latency_us("min_kernel_time_us", "Floor for any non-empty kernel (per CUDA kernel)."),
           latency_us("kernel_gap_us", "Device-side gap between two queued kernels of a stream, paid per CUDA kernel."),
+          number_in("memcpy_GBps", 0, kMaxGBps, 0,
+                    "Achieved read + write bandwidth of a device-to-device cudaMemcpyAsync (a same-dtype contiguous copy_); "
+                    "0: the copy class's. stepsim calibrate membw measures it."),
           {.name = "gemm_table", .types = kArray, .items = "profile.compute.gemm_table.N",
            .doc = "Measured GEMMs, interpolated by shape (docs/calibration.md)."},
       }};

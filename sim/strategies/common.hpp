@@ -53,9 +53,11 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
 // Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.
 void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
 
-// A cudaMemcpyAsync device-to-device of `bytes` (read + write): priced as a Copy, but a copy
-// engine op, not a kernel (kernels = 0: profiler traces list it as Memcpy DtoD, and `analyze`
-// does not count it among the kernels). E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)`.
+// A cudaMemcpyAsync device-to-device of `bytes` (read + write; what a same-dtype contiguous
+// copy_ does): not a kernel (kernels = 0: profiler traces list it as Memcpy DtoD, `analyze` counts
+// it neither among the kernels nor in compute, and neither do the metrics). Priced at the
+// profile's memcpy_GBps (else the Copy class rate) and one kernel_gap, like a queued kernel.
+// E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)` and allreduce_and_copy's `buf.copy_(synced)`.
 Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);

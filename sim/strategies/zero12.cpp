@@ -214,10 +214,12 @@ class Zero12Builder {
       b_.wait_stream(reduction_stream_, dflt_);
       b_.wait_stream(dflt_, reduction_stream_);
     }
-    if (!c_.reduce_scatter) {
+    if (!c_.contiguous_gradients) {
+      buffered_reduce_fallback(unit, bb);
+    } else if (!c_.reduce_scatter) {
       // gradient_reduction_w_predivide: divide, all-reduce the bucket in place.
       b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
-      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, -1);
+      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, {});
     } else {
       average_tensor(unit, bb);
     }
@@ -229,13 +231,41 @@ class Zero12Builder {
   }
 
   // average_tensor (reduce_scatter=true): divide, then one all-reduce of the bucket
-  // (use_multi_rank_bucket_allreduce) or one reduce per destination rank.
+  // (use_multi_rank_bucket_allreduce: allreduce_and_copy_with_multiple_ranks copies back the
+  // slices this rank owns) or one reduce per destination rank.
   void average_tensor(const std::string& unit, Bytes bb) {
     b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
     if (c_.use_multi_rank_bucket_allreduce)
-      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, kZeroSimulatedRank);
+      reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit,
+                        owned_slices(kZeroSimulatedRank));
     else
       allreduce_no_retain(unit);
+  }
+
+  // Without contiguous_gradients, reduce_ipg_grads falls back to buffered_reduce_fallback(None,
+  // grads_in_ipg_bucket) (stage_1_and_2.py v0.12.6 l.1317-1332; ZeRO-1 before 0.13.0 always,
+  // which forces contiguous_gradients off): allreduce_no_retain with rank None, whose bucket is the
+  // whole IPG bucket, so one allreduce_and_copy: allreduce_bucket (flatten, div_, all-reduce) and
+  // then `buf.copy_(synced)` for every grad of the bucket on every rank (rank None).
+  void buffered_reduce_fallback(const std::string& unit, Bytes bb) {
+    if (c_.overlap_comm) {
+      // allreduce_and_copy: get_accelerator().synchronize() first.
+      b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
+      b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
+    }
+    b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
+    std::vector<std::pair<const Param*, std::int64_t>> every;
+    for (const Param* p : params_in_ipg_bucket_) every.emplace_back(p, p->numel);
+    reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, every);
+  }
+
+  // The slices of the bucket's grads that partition `rank` owns (owners()), param by param.
+  std::vector<std::pair<const Param*, std::int64_t>> owned_slices(int rank) const {
+    std::vector<std::pair<const Param*, std::int64_t>> out;
+    for (const Param* p : params_in_ipg_bucket_)
+      for (auto [r, n] : owners(p))
+        if (r == rank) out.emplace_back(p, n);
+    return out;
   }
 
   // DeepSpeed < 0.12.4: slices grouped per destination rank, one dist.reduce each
@@ -254,7 +284,8 @@ class Zero12Builder {
         b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
         b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
       }
-      reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit, r);
+      reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit,
+                        r == kZeroSimulatedRank ? owned_slices(r) : std::vector<std::pair<const Param*, std::int64_t>>{});
     }
   }
 
@@ -287,8 +318,10 @@ class Zero12Builder {
 
   // allreduce_bucket: flatten (a torch.cat copy of the bucket), cast to the communication
   // dtype if it differs, the collective (synchronous on the issuing stream, G0.4), then copy
-  // back the slices this rank owns.
-  void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit, int dst) {
+  // back `copy_back`: per grad slice `buf.copy_(synced)`, a same-dtype contiguous copy, so a
+  // DtoD memcpy each (allreduce_and_copy*, stage_1_and_2.py v0.12.6 l.966-968, l.1498-1500).
+  void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit,
+                         const std::vector<std::pair<const Param*, std::int64_t>>& copy_back) {
     BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * model_bytes_}, MemCategory::CommBuffers, reduction_stream_);
     b_.launch(reduction_stream_, elementwise("flatten " + unit, Bytes{2 * numel * model_bytes_}, unit, KernelClass::Copy));
     std::optional<BufferId> cast;
@@ -297,10 +330,7 @@ class Zero12Builder {
       b_.launch(reduction_stream_, elementwise("cast " + unit, Bytes{numel * (model_bytes_ + communication_bytes_)}, unit));
     }
     b_.collective(dp_process_group_, reduction_stream_, kind, Bytes{numel * communication_bytes_}, c_.communication_data_type, std::move(name), unit);
-    if (dst == kZeroSimulatedRank) {
-      std::int64_t mine = kind == CollectiveKind::Reduce ? numel : ceil_div(numel, dp_world_size_);
-      b_.launch(reduction_stream_, elementwise("copy back " + unit, Bytes{2 * mine * model_bytes_}, unit, KernelClass::Copy));
-    }
+    for (auto [p, n] : copy_back) b_.launch(reduction_stream_, memcpy_dtod("copy back " + p->name, Bytes{2 * n * model_bytes_}, unit));
     if (cast.has_value()) b_.free(*cast);
     b_.free(flat);
   }

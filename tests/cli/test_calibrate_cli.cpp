@@ -121,7 +121,7 @@ void check_calibration(const Run& r, const fs::path& profile_file, std::size_t p
   }
   for (const char* key : {"gemm_alone_us", "gemm_concurrent_us", "comm_alone_us", "comm_concurrent_us"})
     CHECK(cal.at("contention").at(key).get<double>() > 0);
-  // Memory bandwidth: 4, 16, 64 KiB; none reaches 64 MiB, so the copy class is their median.
+  // Memory bandwidth: 4, 16, 64 KiB; none reaches 64 MiB, so memcpy_GBps is their median.
   const json& membw = doc.at("provenance").at("membw");
   REQUIRE(membw.size() == 3);
   CHECK(membw[0].at("bytes") == 4096);
@@ -129,7 +129,7 @@ void check_calibration(const Run& r, const fs::path& profile_file, std::size_t p
   std::vector<double> copy;
   for (const auto& row : membw) copy.push_back(row.at("copy_GBps").get<double>());
   std::sort(copy.begin(), copy.end());
-  CHECK(p.compute.class_bandwidth.at(stepsim::KernelClass::Copy).gbps() == Approx(copy[1]).epsilon(1e-6));
+  CHECK(p.compute.memcpy.gbps() == Approx(copy[1]).epsilon(1e-6));
 
   // What `stepsim fit --calibration` reads back from the file: the same points.
   const stepsim::calib::CalibrationData back = stepsim::calib::calibration_from_json(doc, profile_file.string());

@@ -409,6 +409,41 @@ TEST_CASE("engine.backward reads the loss back (a host sync before backward) fro
   }
 }
 
+TEST_CASE("The reduced bucket is copied back grad by grad as DtoD memcpys: every grad without contiguous_gradients, the owned slices with",
+          "[zero][reduce]") {
+  // stage_1_and_2.py v0.12.6: reduce_ipg_grads without contiguous_gradients (ZeRO-1 before 0.13.0
+  // forces it off) -> buffered_reduce_fallback(None) -> allreduce_and_copy, `buf.copy_(synced)`
+  // for every grad of the bucket on every rank (l.1330, l.1498-1500); with contiguous_gradients
+  // average_tensor -> allreduce_and_copy_with_multiple_ranks copies the slices whose bucket rank
+  // is this rank (l.966-968). A same-dtype contiguous copy_ is a cudaMemcpyAsync DtoD.
+  auto copy_back = [](const Experiment& e) {
+    const Program p = e.strategy->build(e);
+    std::int64_t n = 0, bytes = 0;
+    for (const auto& ins : p.instructions)
+      if (const auto* l = std::get_if<Launch>(&ins); l && l->kernel.name.starts_with("copy back ")) {
+        CHECK(l->kernel.kernels == 0);  // a memcpy, not a kernel
+        CHECK(l->kernel.cls == KernelClass::Copy);
+        ++n;
+        bytes += l->kernel.work.memory_bytes.count;
+      }
+    return std::make_pair(n, bytes);
+  };
+  const Experiment old = opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.12.6"}});
+  std::int64_t params = 0, numel = 0;
+  for (const Layer& l : old.workload.layers)
+    for (const Param* p : l.params()) ++params, numel += p->numel;
+  const auto [n_all, b_all] = copy_back(old);
+  CHECK(n_all == params);           // every grad, once (each in one IPG bucket)
+  CHECK(b_all == 2 * 2 * numel);    // read + write of the whole model's bf16 grads
+  // Stage 2 (contiguous_gradients): the slices of rank 0's partition only, about 1/8 of the model
+  // (the partitions are padded; a param that straddles a boundary is split).
+  const auto [n_own, b_own] = copy_back(opt13({{"framework", "zero"}, {"stage", 2}, {"deepspeed_version", "0.12.6"}}));
+  CHECK(n_own > 0);
+  CHECK(n_own < params);
+  CHECK(b_own <= 2 * 2 * numel / 8 + 2 * 2 * 8);
+  CHECK(b_own >= 2 * 2 * numel / 8 - 2 * 2 * 8 * 4096);
+}
+
 TEST_CASE("Every OPT block's forward synchronizes the host once (the pageable clamp scalar)", "[zero]") {
   const SimulationResult r = run_experiment(opt13({{"framework", "zero"}, {"stage", 1}}));
   int syncs = 0;

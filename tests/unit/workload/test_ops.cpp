@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+
+#include "sim/strategies/common.hpp"
 #include <array>
 #include <utility>
 
@@ -226,6 +228,20 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   CHECK(kernel_time(c, k) == Time::from_us(41));
   KernelTimeCache cache(c);
   CHECK(cache.kernel_time(k) == Time::from_us(41));
+  // A DtoD memcpy (0 kernels) moves its read + write bytes at memcpy_GBps, not at the Copy class
+  // rate of copy kernels, and pays one gap as a queued op: 1,594 MB at 1,594 GB/s + 2.1 us; a
+  // profile without memcpy_GBps prices it as a Copy kernel.
+  c.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(797);
+  c.memcpy = Bandwidth::from_gbps(1594);
+  c.min_kernel_time = Time{};
+  Kernel m = memcpy_dtod("copy back w", Bytes{1'594'000'000});
+  CHECK(m.kernels == 0);
+  CHECK(kernel_time(c, m) == Time::from_ms(1) + Time::from_ns(2100));
+  CHECK(KernelTimeCache(c).kernel_time(m) == kernel_time(c, m));
+  Kernel cat = elementwise("flatten", Bytes{1'594'000'000}, "", KernelClass::Copy);
+  CHECK(kernel_time(c, cat) == Time::from_ms(2) + Time::from_ns(2100));
+  c.memcpy = Bandwidth{};
+  CHECK(kernel_time(c, m) == Time::from_ms(2) + Time::from_ns(2100));
 }
 
 TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per backward op", "[compute]") {
