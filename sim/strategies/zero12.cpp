@@ -91,6 +91,9 @@ class Zero12Builder {
     }
   }
 
+  // Grad slices, param by param: (param, elements); what a reduction copies back.
+  using GradSlices = std::vector<std::pair<const Param*, std::int64_t>>;
+
   // The owner ranks of a param's elements, as (rank, elements) runs.
   std::vector<std::pair<int, std::int64_t>> owners(const Param* p) const {
     std::vector<std::pair<int, std::int64_t>> out;
@@ -254,14 +257,14 @@ class Zero12Builder {
       b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
     }
     b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
-    std::vector<std::pair<const Param*, std::int64_t>> every;
+    GradSlices every;
     for (const Param* p : params_in_ipg_bucket_) every.emplace_back(p, p->numel);
     reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, every);
   }
 
   // The slices of the bucket's grads that partition `rank` owns (owners()), param by param.
-  std::vector<std::pair<const Param*, std::int64_t>> owned_slices(int rank) const {
-    std::vector<std::pair<const Param*, std::int64_t>> out;
+  GradSlices owned_slices(int rank) const {
+    GradSlices out;
     for (const Param* p : params_in_ipg_bucket_)
       for (auto [r, n] : owners(p))
         if (r == rank) out.emplace_back(p, n);
@@ -285,7 +288,7 @@ class Zero12Builder {
         b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
       }
       reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit,
-                        r == kZeroSimulatedRank ? owned_slices(r) : std::vector<std::pair<const Param*, std::int64_t>>{});
+                        r == kZeroSimulatedRank ? owned_slices(r) : GradSlices{});
     }
   }
 
@@ -321,7 +324,7 @@ class Zero12Builder {
   // back `copy_back`: per grad slice `buf.copy_(synced)`, a same-dtype contiguous copy, so a
   // DtoD memcpy each (allreduce_and_copy*, stage_1_and_2.py v0.12.6 l.966-968, l.1498-1500).
   void reduce_collective(CollectiveKind kind, std::int64_t numel, std::string name, const std::string& unit,
-                         const std::vector<std::pair<const Param*, std::int64_t>>& copy_back) {
+                         const GradSlices& copy_back) {
     BufferId flat = b_.alloc("flatten " + unit, Bytes{numel * model_bytes_}, MemCategory::CommBuffers, reduction_stream_);
     b_.launch(reduction_stream_, elementwise("flatten " + unit, Bytes{2 * numel * model_bytes_}, unit, KernelClass::Copy));
     std::optional<BufferId> cast;
