@@ -44,6 +44,11 @@ std::string argument_words(const po::options_description& visible, const std::st
 
 }  // namespace
 
+std::size_t top_rows(int top) {
+  if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
+  return static_cast<std::size_t>(top);
+}
+
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm) {
   visible.add_options()("help,h", "show this help");

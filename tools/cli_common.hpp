@@ -21,6 +21,9 @@ namespace po = boost::program_options;
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
                 const po::positional_options_description& positional, po::variables_map& vm);
 
+// A `--top` row count: 0 to 1,000,000, else InputError naming the value.
+std::size_t top_rows(int top);
+
 // An output file written in full or not at all: the text goes to a temporary file beside it
 // (same directory, so the rename is atomic), and commit() renames it into place. Destroyed
 // without commit() (an error, an exception), it removes the temporary and leaves `file` as it

@@ -37,9 +37,8 @@ int analyze(const Args& args) {
       "and the straggler spread.";
   if (!parse_args(args, usage, opts, pos, vm)) return 0;
   if (files.empty()) throw InputError("analyze: no trace given: expected at least one TRACE (see --help)");
-  if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
   trace::AnalyzeOptions o;
-  o.top_exposed = top;
+  o.top_exposed = static_cast<int>(top_rows(top));
   if (!steps.empty()) trace::parse_step_range(steps, o);
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f));
@@ -47,11 +46,13 @@ int analyze(const Args& args) {
   const bool json = vm.count("json") > 0;
   nlohmann::json out = json ? trace::job_to_json(job) : nlohmann::json();
   std::string text = json ? std::string() : trace::job_to_text(job);
+  auto trace_of = [&](const trace::TraceAnalysis& a) -> const trace::KinetoTrace& {
+    return *std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
+  };
   if (vm.count("allocator-replay")) {
     if (json) out["allocator_replay"] = nlohmann::json::array();
     for (const auto& a : job.ranks) {
-      const auto t = std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
-      std::optional<trace::AllocatorReplay> r = trace::replay_allocator(*t, a);
+      std::optional<trace::AllocatorReplay> r = trace::replay_allocator(trace_of(a), a);
       if (json) {
         nlohmann::json j = r ? trace::replay_to_json(*r) : nlohmann::json(nullptr);
         out["allocator_replay"].push_back({{"file", a.file}, {"replay", j}});
@@ -65,13 +66,12 @@ int analyze(const Args& args) {
   if (vm.count("idle")) {
     if (json) out["idle"] = nlohmann::json::array();
     for (const auto& a : job.ranks) {
-      const auto t = std::find_if(traces.begin(), traces.end(), [&](const trace::KinetoTrace& k) { return k.file == a.file; });
-      std::optional<IdleAttribution> r = trace::attribute_idle(*t, a);
+      std::optional<IdleAttribution> r = trace::attribute_idle(trace_of(a), a);
       if (json) {
         out["idle"].push_back({{"file", a.file}, {"idle", r ? idle_to_json(*r) : nlohmann::json(nullptr)}});
       } else {
         text += fmt::format("\n{}:\n", a.file);
-        text += r ? idle_to_text(*r, static_cast<std::size_t>(top))
+        text += r ? idle_to_text(*r, top_rows(top))
                   : "idle attribution: none (no analysed step, or a stepsim trace: its idle is the model's own)\n";
       }
     }

@@ -2,7 +2,6 @@
 #include <fstream>
 #include <iostream>
 
-#include <fmt/format.h>
 
 #include "sim/analysis/idle.hpp"
 #include "sim/analysis/run.hpp"
@@ -36,7 +35,7 @@ int simulate(const Args& args) {
   if (!parse_args(args, "usage: stepsim simulate EXP.json [--set path=value]... [--json] [--trace F] [--report F.html] [--idle]", opts,
                   pos, vm))
     return 0;
-  if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
+  const std::size_t rows = top_rows(top);
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   // Every output is written in full to its temporary file before any is renamed into place.
@@ -61,7 +60,7 @@ int simulate(const Args& args) {
     std::cout << j.dump(1) << "\n";
   } else {
     write_text_report(std::cout, e, r);
-    if (idle) std::cout << "\n" << idle_to_text(attribute_idle(r.timeline), static_cast<std::size_t>(top));
+    if (idle) std::cout << "\n" << idle_to_text(attribute_idle(r.timeline), rows);
   }
   return 0;
 }

@@ -98,34 +98,18 @@ std::optional<IdleAttribution> attribute_idle(const KinetoTrace& t, const TraceA
 
   IdleAccumulator acc(short_gap);
   for (auto& [step, v] : ops) {
-    const CpuSpan& span = *idx.steps()[step];
-    if (v.empty()) {  // no GPU op at all: the whole span is head
-      acc.head(span.end - span.start);
-      continue;
-    }
     std::stable_sort(v.begin(), v.end(), [](const GpuOp* x, const GpuOp* y) { return x->start < y->start; });
-    if (v.front()->start > span.start) acc.head(v.front()->start - span.start);
-    Time busy_end = v.front()->end;
-    for (std::size_t k = 1; k < v.size(); ++k) {
-      const GpuOp& op = *v[k];
-      if (op.start > busy_end) {
-        const Time gap = op.start - busy_end;
-        bool sync = false;
-        std::string what;
-        if (!acc.is_short(gap)) {
-          what = "(no launch record)";
-          if (const RuntimeCall* launch = idx.launch_of(op)) {
-            const RuntimeCall* wait = host.wait_across(launch->thread, busy_end, launch->start);
-            sync = wait != nullptr;
-            what = host.ops_at(launch->thread, sync ? wait->start : launch->start);
-            if (what.empty()) what = t.names[static_cast<std::size_t>(sync ? wait->name : launch->name)];
-          }
-        }
-        acc.gap(gap, idx.kineto_phase(step, idx.anchor(op)), sync, what);
+    const CpuSpan& span = *idx.steps()[step];
+    acc.step(span.start, span.end, v, [&, step = step](const GpuOp& op, Time dry) {
+      IdleAccumulator::Cause c{idx.kineto_phase(step, idx.anchor(op)), false, "(no launch record)"};
+      if (const RuntimeCall* launch = idx.launch_of(op)) {
+        const RuntimeCall* wait = host.wait_across(launch->thread, dry, launch->start);
+        c.sync = wait != nullptr;
+        c.what = host.ops_at(launch->thread, c.sync ? wait->start : launch->start);
+        if (c.what.empty()) c.what = t.names[static_cast<std::size_t>(c.sync ? wait->name : launch->name)];
       }
-      busy_end = std::max(busy_end, op.end);
-    }
-    if (span.end > busy_end) acc.tail(span.end - busy_end);
+      return c;
+    });
   }
   return acc.finish(wanted.size(), dev);
 }

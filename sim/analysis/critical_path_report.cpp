@@ -47,21 +47,6 @@ struct Segment {
 
 Time step_time(const CriticalStep& s) { return s.kind == CriticalStep::Kind::Blocked ? Time{} : s.end - s.start; }
 
-// The first number after a '.' or ' ' is the unit index ("block.3", "bucket 4"): the [begin,
-// end) of each run of it in `name` (every occurrence becomes the template's '#').
-std::vector<std::pair<std::size_t, std::size_t>> unit_number_runs(const std::string& name) {
-  std::vector<std::pair<std::size_t, std::size_t>> runs;
-  for (std::size_t k = 1; k < name.size(); ++k) {
-    if (!std::isdigit(static_cast<unsigned char>(name[k])) || (name[k - 1] != '.' && name[k - 1] != ' ')) continue;
-    std::size_t e = k;
-    while (e < name.size() && std::isdigit(static_cast<unsigned char>(name[e]))) ++e;
-    if (e - k <= 9 && (runs.empty() || name.compare(k, e - k, name, runs[0].first, runs[0].second - runs[0].first) == 0))
-      runs.emplace_back(k, e);
-    k = e;
-  }
-  return runs;
-}
-
 // A collective on the path (step `i`), its own segment; numbered when its name carries a unit
 // index ("AG prefetch block.3.attn..block.3.mlp" -> key "collective AG prefetch block.#.attn..block.#.mlp on ...").
 Segment collective_segment(const CriticalStep& s, std::size_t i) {
@@ -83,9 +68,7 @@ Segment collective_segment(const CriticalStep& s, std::size_t i) {
     at = e;
   }
   g.parts.push_back(s.name.substr(at));
-  std::string tmpl;
-  for (std::size_t k = 0; k < g.parts.size(); ++k) tmpl += (k ? "#" : "") + g.parts[k];
-  g.key = fmt::format("collective {} on {}", tmpl, s.where);
+  g.key = fmt::format("collective {} on {}", fold_unit_number(s.name), s.where);
   return g;
 }
 

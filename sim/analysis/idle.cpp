@@ -1,7 +1,6 @@
 #include "sim/analysis/idle.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include <fmt/format.h>
 
@@ -9,13 +8,14 @@
 
 namespace stepsim {
 
-void IdleAccumulator::gap(Time g, Phase phase, bool sync, const std::string& what) {
+void IdleAccumulator::add_short(Time g) {
   gaps_ += g;
-  if (is_short(g)) {
-    short_total_ += g;
-    ++short_count_;
-    return;
-  }
+  short_total_ += g;
+  ++short_count_;
+}
+
+void IdleAccumulator::add(Time g, Phase phase, bool sync, const std::string& what) {
+  gaps_ += g;
   const int p = static_cast<int>(phase);
   phase_total_[p] += g;
   if (sync) sync_total_ += g;
@@ -63,23 +63,6 @@ IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
 
 namespace {
 
-// "fwd block.12.attn.core scores.max_clamp" -> "fwd block.#.attn.core scores.max_clamp": every
-// number that follows a '.' or a ' ' (unit and bucket indices), so the layers' gaps add up.
-std::string fold_unit_numbers(std::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  for (std::size_t k = 0; k < name.size();) {
-    const bool number = std::isdigit(static_cast<unsigned char>(name[k])) && k > 0 && (name[k - 1] == '.' || name[k - 1] == ' ');
-    if (!number) {
-      out += name[k++];
-      continue;
-    }
-    while (k < name.size() && std::isdigit(static_cast<unsigned char>(name[k]))) ++k;
-    out += '#';
-  }
-  return out;
-}
-
 constexpr std::string_view kBlockedPrefix = "blocked: ";
 
 }  // namespace
@@ -93,38 +76,19 @@ IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
   std::vector<const HostInterval*> blocked;  // in time order (the host runs one interval at a time)
   for (const HostInterval& h : t.host)
     if (h.kind == HostInterval::Kind::Blocked) blocked.push_back(&h);
-  if (ops.empty()) {
-    acc.head(t.end - t.start);
-    return acc.finish(1, 0);
-  }
-  acc.head(std::max(Time{}, ops.front()->start - t.start));
-  Time busy_end = ops.front()->end;
-  for (std::size_t k = 1; k < ops.size(); ++k) {
-    const TimelineOp& op = *ops[k];
-    if (op.start > busy_end) {
-      const Time g = op.start - busy_end;
-      std::string what;
-      bool sync = false;
-      if (!acc.is_short(g)) {
-        // The last blocked interval that began at or before the GPU ran dry.
-        auto it = std::upper_bound(blocked.begin(), blocked.end(), busy_end,
-                                   [](Time x, const HostInterval* h) { return x < h->start; });
-        if (it != blocked.begin()) {
-          const HostInterval& h = **std::prev(it);
-          if (h.end >= busy_end && h.end <= op.issue) {
-            sync = true;
-            std::string_view n = h.name.view();
-            if (n.starts_with(kBlockedPrefix)) n.remove_prefix(kBlockedPrefix.size());
-            what = fold_unit_numbers(n);
-          }
-        }
-        if (!sync) what = fold_unit_numbers(op.name.view());
+  acc.step(t.start, t.end, ops, [&](const TimelineOp& op, Time dry) {
+    // The last blocked interval that began at or before the GPU ran dry.
+    auto it = std::upper_bound(blocked.begin(), blocked.end(), dry, [](Time x, const HostInterval* h) { return x < h->start; });
+    if (it != blocked.begin()) {
+      const HostInterval& h = **std::prev(it);
+      if (h.end >= dry && h.end <= op.issue) {
+        std::string_view n = h.name.view();
+        if (n.starts_with(kBlockedPrefix)) n.remove_prefix(kBlockedPrefix.size());
+        return IdleAccumulator::Cause{op.phase, true, fold_unit_number(n)};
       }
-      acc.gap(g, op.phase, sync, what);
     }
-    busy_end = std::max(busy_end, op.end);
-  }
-  acc.tail(std::max(Time{}, t.end - busy_end));
+    return IdleAccumulator::Cause{op.phase, false, fold_unit_number(op.name.view())};
+  });
   return acc.finish(1, 0);
 }
 

@@ -19,6 +19,7 @@
 // unit number folded to '#'); a trace by PyTorch's CPU operators. The totals per phase and kind
 // compare directly; the names say which rule of the program stands for which operator.
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -62,18 +63,48 @@ struct IdleAttribution {
 
 inline constexpr Time kShortIdleGap = Time::from_ns(5000);
 
-// Accumulates gaps (totals over all steps) and turns them into an IdleAttribution (means).
+// Accumulates steps' idle (totals over all steps) and turns it into an IdleAttribution (means).
 class IdleAccumulator {
  public:
+  // What a gap of at least short_gap is charged to.
+  struct Cause {
+    Phase phase = Phase::Forward;
+    bool sync = false;
+    std::string what;
+  };
+
   explicit IdleAccumulator(Time short_gap) : short_gap_(short_gap) {}
-  void head(Time t) { head_ += t; }
-  void tail(Time t) { tail_ += t; }
-  // A gap ending at an op of `phase`; `sync` / `what` are only used for gaps >= short_gap.
-  void gap(Time g, Phase phase, bool sync, const std::string& what);
-  bool is_short(Time g) const { return g < short_gap_; }
+  // One step [start, end] and its GPU ops (any type with `start` and `end`; sorted by start):
+  // head, the gaps between the ops, tail. `cause(op, dry)` names a gap of at least short_gap
+  // that `op` ends, the GPU having run dry at `dry`.
+  template <class Op, class CauseOf>
+  void step(Time start, Time end, const std::vector<const Op*>& ops, CauseOf cause) {
+    if (ops.empty()) {
+      head_ += end - start;
+      return;
+    }
+    head_ += std::max(Time{}, ops.front()->start - start);
+    Time busy_end = ops.front()->end;
+    for (std::size_t k = 1; k < ops.size(); ++k) {
+      const Op& op = *ops[k];
+      if (op.start > busy_end) {
+        const Time g = op.start - busy_end;
+        if (g < short_gap_) {
+          add_short(g);
+        } else {
+          Cause c = cause(op, busy_end);
+          add(g, c.phase, c.sync, c.what);
+        }
+      }
+      busy_end = std::max(busy_end, op.end);
+    }
+    tail_ += std::max(Time{}, end - busy_end);
+  }
   IdleAttribution finish(std::size_t steps, int device) const;
 
  private:
+  void add_short(Time g);
+  void add(Time g, Phase phase, bool sync, const std::string& what);
   struct Key {
     int phase;
     bool sync;

@@ -69,9 +69,9 @@ Metrics compute_metrics(const Timeline& t) {
   Time fwd_end = t.start, bwd_end = t.start;
   for (const auto& op : t.ops) {
     if (op.kind == TimelineOp::Kind::Marker) continue;
-    // A memcpy (a Kernel of 0 CUDA kernels, memcpy_dtod) is neither compute nor communication,
-    // as `analyze` (and HTA) count a trace's Memcpy/Memset ops: its time is idle, not busy.
-    if (op.kind == TimelineOp::Kind::Kernel && op.kernels == 0) continue;
+    // A memcpy is neither compute nor communication, as `analyze` (and HTA) count a trace's
+    // Memcpy/Memset ops: its time is idle, not busy.
+    if (op.memcpy()) continue;
     Interval iv{op.start, op.end};
     if (op.kind == TimelineOp::Kind::Kernel) {
       compute.push_back(iv);

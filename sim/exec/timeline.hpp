@@ -83,6 +83,7 @@ struct TimelineOp {
   Bytes bytes;
 
   Time duration() const { return end - start; }
+  bool memcpy() const { return kind == Kind::Kernel && is_memcpy(cls, kernels); }
 };
 
 // The host thread: what it was doing from start to end (an instruction's CPU cost, HostWork,

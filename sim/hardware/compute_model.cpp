@@ -90,7 +90,7 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
   if (w.memory_bytes.count > 0 && c.model_memory_kernels && cls != KernelClass::Attention) {
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
-    const bool memcpy = kernels == 0 && cls == KernelClass::Copy && c.memcpy.bytes_per_s > 0;
+    const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
     t += std::max(memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls), floor);
   }
   if (w.attention.flops.count > 0)

@@ -116,6 +116,11 @@ bool is_memory_bound(KernelClass c);
 // engine's C++ thread in backward.
 enum class HostDispatch { Launch, Eager, Autograd };
 
+// A device-to-device cudaMemcpyAsync: a Copy that stands for no CUDA kernel (memcpy_dtod). Priced
+// at the profile's memcpy rate, and neither compute nor communication in the metrics, as a
+// trace's Memcpy ops are.
+inline bool is_memcpy(KernelClass cls, int kernels) { return kernels == 0 && cls == KernelClass::Copy; }
+
 struct Kernel {
   std::string name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
   KernelClass cls = KernelClass::Compute;

@@ -187,9 +187,8 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
     const json args = kernel_args(t, op);
     // A memcpy (memcpy_dtod: 0 CUDA kernels) is written as Kineto writes one, so `analyze` counts
     // it as it counts a real trace's (neither compute nor communication) and the round trip holds.
-    const bool memcpy = op.kind == TimelineOp::Kind::Kernel && op.kernels == 0;
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": {}, "cat": "{}", "name": {}, "ts": {}, "dur": {}, "args": {}}})",
-                                  tid_of(op), memcpy ? "gpu_memcpy" : "kernel", json(op.name).dump(), us(op.start),
+                                  tid_of(op), op.memcpy() ? "gpu_memcpy" : "kernel", json(op.name).dump(), us(op.start),
                                   us(op.end - op.start), args.dump()));
   }
   for (const auto& m : t.memory) {

@@ -251,15 +251,18 @@ class Zero12Builder {
   // whole IPG bucket, so one allreduce_and_copy: allreduce_bucket (flatten, div_, all-reduce) and
   // then `buf.copy_(synced)` for every grad of the bucket on every rank (rank None).
   void buffered_reduce_fallback(const std::string& unit, Bytes bb) {
-    if (c_.overlap_comm) {
-      // allreduce_and_copy: get_accelerator().synchronize() first.
-      b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
-      b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
-    }
+    allreduce_and_copy_synchronize();
     b_.launch(reduction_stream_, elementwise("div_ " + unit, bb * 2, unit));
     GradSlices every;
     for (const Param* p : params_in_ipg_bucket_) every.emplace_back(p, p->numel);
     reduce_collective(CollectiveKind::AllReduce, elements_in_ipg_bucket_, fmt::format("AR {}", unit), unit, every);
+  }
+
+  // allreduce_and_copy begins with get_accelerator().synchronize() under overlap_comm.
+  void allreduce_and_copy_synchronize() {
+    if (!c_.overlap_comm) return;
+    b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
+    b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
   }
 
   // The slices of the bucket's grads that partition `rank` owns (owners()), param by param.
@@ -282,11 +285,7 @@ class Zero12Builder {
         per_rank[r] += n;
       }
     for (int r : ranks) {
-      if (c_.overlap_comm) {
-        // allreduce_and_copy: get_accelerator().synchronize() before each reduce.
-        b_.host_sync_stream(dflt_, "allreduce_and_copy: cuda.synchronize()");
-        b_.host_sync_stream(reduction_stream_, "allreduce_and_copy: cuda.synchronize()");
-      }
+      allreduce_and_copy_synchronize();
       reduce_collective(CollectiveKind::Reduce, per_rank[r], fmt::format("RD {} -> rank {}", unit, r), unit,
                         r == kZeroSimulatedRank ? owned_slices(r) : GradSlices{});
     }

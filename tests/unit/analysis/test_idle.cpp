@@ -75,7 +75,7 @@ TEST_CASE("The ZeRO-1 example's predicted idle: DeepSpeed 0.12.6's per-slice nor
   // does), by the memcpys' time exactly.
   Time memcpy;
   for (const TimelineOp& op : r.timeline.ops)
-    if (op.kind == TimelineOp::Kind::Kernel && op.kernels == 0) memcpy += op.end - op.start;
+    if (op.memcpy()) memcpy += op.end - op.start;
   CHECK(memcpy > Time{});
   CHECK(a.idle() + memcpy == r.metrics.overlap.idle);
   CHECK(a.short_count == 0);
