@@ -21,6 +21,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The ground truth (../shared/data: traces, nccl-tests logs, published runs) that the tests,
+# `validate` and the docs' examples read sits beside the checkout. A clone made elsewhere from a
+# local checkout (git clone /path/to/stepsim "$(mktemp -d)") finds it beside its origin, or at
+# $STEPSIM_SHARED, and links it in as ../shared; the default simulation does not need it.
+if [ ! -d ../shared/data ] && [ ! -e ../shared ]; then
+  origin=$(git config remote.origin.url 2>/dev/null || true)
+  for cand in "${STEPSIM_SHARED:-}" "${origin:+$origin/../shared}"; do
+    if [ -n "$cand" ] && [ -d "$cand/data" ]; then
+      ln -s "$(cd "$cand" && pwd)" ../shared
+      echo "setup: ../shared -> $(cd "$cand" && pwd) (the ground-truth data beside the origin checkout)"
+      break
+    fi
+  done
+fi
+[ -d ../shared/data ] || echo "setup: no ../shared/data beside this checkout (nor at \$STEPSIM_SHARED): the tests and validate need it" >&2
+
 JOBS=$(nproc)
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"

@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh build
+if [ ! -d ../shared/data ]; then
+  echo "test: ../shared/data not found beside $(pwd): clone next to shared/, or set STEPSIM_SHARED=/path/to/shared" >&2
+  exit 2
+fi
 (cd build && ctest --output-on-failure -j 1)
 
 # Hardening (issue 16), in its own build dir so `build/` is never disturbed: the whole test
