@@ -33,6 +33,41 @@ int pairs_right(const Report& r) {
       std::count_if(r.pairs.begin(), r.pairs.end(), [](const PairRow& p) { return p.sign_right.value_or(false); }));
 }
 
+nlohmann::json capacity_json(const Report& r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& c : r.capacity)
+    a.push_back({{"source", c.source}, {"cases", c.cases}, {"allocated_over", c.allocated_over},
+                 {"reserved_over", c.reserved_over}});
+  return a;
+}
+
+// The baseline's capacity counts against the current ones: exact, since each count is of cases.
+void check_capacity(Report& r, const nlohmann::json& baseline, const std::string& file) {
+  if (!baseline.contains("capacity")) return;
+  const auto& arr = baseline["capacity"];
+  if (!arr.is_array()) throw_input_error(file, "/capacity", arr, "an array of {source, allocated_over, reserved_over}");
+  std::map<std::string, const CapacityCheck*> current;
+  for (const auto& c : r.capacity) current[c.source] = &c;
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const auto& b = arr[i];
+    const std::string path = "/capacity/" + std::to_string(i);
+    if (!b.is_object() || !b.contains("source") || !b["source"].is_string() || !b.contains("allocated_over") ||
+        !b["allocated_over"].is_number_integer() || !b.contains("reserved_over") || !b["reserved_over"].is_number_integer())
+      throw_input_error(file, path, b, "{\"source\", \"allocated_over\", \"reserved_over\"} with integer counts");
+    const std::string source = b["source"].get<std::string>();
+    auto it = current.find(source);
+    const int alloc_now = it == current.end() ? 0 : it->second->allocated_over;
+    const int res_now = it == current.end() ? 0 : it->second->reserved_over;
+    const int alloc_base = b["allocated_over"].get<int>(), res_base = b["reserved_over"].get<int>();
+    if (alloc_now != alloc_base)
+      r.baseline.push_back({source + " cases predicted over their GPUs' memory (allocated)", static_cast<double>(alloc_base),
+                            static_cast<double>(alloc_now), alloc_now > alloc_base});
+    if (res_now != res_base)
+      r.baseline.push_back({source + " cases predicted over their GPUs' memory (reserved only)", static_cast<double>(res_base),
+                            static_cast<double>(res_now), res_now > res_base});
+  }
+}
+
 }  // namespace
 
 nlohmann::json baseline_json(const Report& r) {
@@ -51,6 +86,7 @@ nlohmann::json baseline_json(const Report& r) {
                               {"p90_abs", round1(s.p90_abs)},
                               {"bias", round1(s.bias)}});
   j["pairs"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  j["capacity"] = capacity_json(r);
   return j;
 }
 
@@ -98,6 +134,7 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
   for (const auto& s : r.summaries)
     if (!seen.count({s.source, s.metric}))
       r.baseline.push_back({s.source + " " + to_string(s.metric) + ": not in the baseline", 0, s.median_abs, false});
+  check_capacity(r, baseline, file);
   if (baseline.contains("pairs") && baseline["pairs"].is_object() && baseline["pairs"].value("sign_right", -1) >= 0) {
     int base = baseline["pairs"]["sign_right"].get<int>();
     int now = pairs_right(r);
@@ -132,6 +169,9 @@ nlohmann::json report_to_json(const Report& r) {
     if (t.measured_tokens_per_s) tj["measured_tokens_per_s"] = *t.measured_tokens_per_s;
     if (t.measured_mfu_pct) tj["measured_mfu_pct"] = *t.measured_mfu_pct;
     cj["throughput"] = tj;
+    if (c.memory.allocated_of_capacity > 0)
+      cj["memory"] = {{"predicted_allocated_of_capacity", c.memory.allocated_of_capacity},
+                      {"predicted_reserved_of_capacity", c.memory.reserved_of_capacity}};
     j["cases"].push_back(cj);
   }
   j["rows"] = nlohmann::json::array();
@@ -155,6 +195,7 @@ nlohmann::json report_to_json(const Report& r) {
     j["pairs"].push_back(pj);
   }
   j["pairs_summary"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  j["capacity"] = capacity_json(r);
   if (r.baseline_checked) {
     j["baseline"] = nlohmann::json::array();
     for (const auto& f : r.baseline)
@@ -205,6 +246,22 @@ std::string report_to_text(const Report& r) {
       o << fmt::format("  {:<{}} {:<{}} {:>+9.1f}% {:>+9.1f}% {:>6}\n", p.name, name_w, p.knob, knob_w,
                        p.predicted_change_pct, p.measured_change_pct,
                        p.sign_right ? (*p.sign_right ? "right" : "WRONG") : "-");
+  }
+  if (!r.capacity.empty()) {
+    o << "\n  capacity: every case ran on its GPUs, so it fit in their memory; predicted peak (+ memory outside\n"
+         "  PyTorch) above the capacity: allocated contradicts the run, reserved alone means allocator retries\n";
+    o << fmt::format("  {:<20} {:>5} {:>16} {:>16}\n", "source", "cases", "allocated over", "reserved over");
+    for (const auto& c : r.capacity)
+      o << fmt::format("  {:<20} {:>5} {:>16} {:>16}\n", c.source, c.cases, c.allocated_over, c.reserved_over);
+    std::vector<const CaseInfo*> over;
+    for (const auto& c : r.cases)
+      if (c.memory.reserved_of_capacity > 1) over.push_back(&c);
+    std::sort(over.begin(), over.end(), [](const CaseInfo* a, const CaseInfo* b) {
+      return a->memory.allocated_of_capacity > b->memory.allocated_of_capacity;
+    });
+    for (std::size_t i = 0; i < std::min<std::size_t>(5, over.size()); ++i)
+      o << fmt::format("  {:<44} allocated {:>4.0f} %, reserved {:>4.0f} % of capacity\n", over[i]->name,
+                       100 * over[i]->memory.allocated_of_capacity, 100 * over[i]->memory.reserved_of_capacity);
   }
   if (r.baseline_checked) {
     if (r.baseline.empty()) o << "\n  baseline: every summary within 1 point of the baseline\n";

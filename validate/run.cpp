@@ -271,6 +271,38 @@ void set_throughput(const Experiment& e, const SimulationResult& sim, const std:
   }
 }
 
+// The predicted peaks against the GPU's memory (the run fit there: CapacityCheck).
+CaseMemory case_memory(const Metrics& m) {
+  CaseMemory out;
+  if (m.capacity.count <= 0) return out;
+  const double cap = static_cast<double>(m.capacity.count), outside = static_cast<double>(m.non_pytorch.count);
+  out.allocated_of_capacity = (static_cast<double>(m.peak_memory.count) + outside) / cap;
+  out.reserved_of_capacity = (static_cast<double>(std::max(m.peak_reserved.count, m.peak_memory.count)) + outside) / cap;
+  return out;
+}
+
+std::vector<CapacityCheck> capacity_checks(const std::vector<CaseInfo>& cases) {
+  std::vector<CapacityCheck> out;
+  auto row = [&](const std::string& source) -> CapacityCheck& {
+    for (auto& c : out)
+      if (c.source == source) return c;
+    out.push_back(CapacityCheck{source});
+    return out.back();
+  };
+  for (const auto& c : cases) {
+    if (c.memory.allocated_of_capacity <= 0) continue;
+    for (const std::string& source : {c.source, std::string("all")}) {
+      CapacityCheck& k = row(source);
+      ++k.cases;
+      if (c.memory.allocated_of_capacity > 1) ++k.allocated_over;
+      else if (c.memory.reserved_of_capacity > 1) ++k.reserved_over;
+    }
+  }
+  // "all" last, as in the summaries.
+  std::stable_partition(out.begin(), out.end(), [](const CapacityCheck& c) { return c.source != "all"; });
+  return out;
+}
+
 // The suite's pairs: predicted and measured change of step time from the first case to the second.
 std::vector<PairRow> pair_rows(const Suite& suite, const std::map<std::string, std::pair<double, double>>& step_times) {
   std::vector<PairRow> pairs;
@@ -302,7 +334,7 @@ Report run_suite(const Suite& suite) {
     const std::string experiment_path = c.json_path + "/experiment";
     Experiment e = experiment_from_json(d.doc.at(nlohmann::json::json_pointer(experiment_path)), d.sources, &profiles,
                                         experiment_path);
-    CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}};
+    CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}, {}};
     if (!c.calibration_traces.empty()) calibrate_from_traces(c, e, measurements, info);
     SimulationResult sim = run_experiment(e);
     std::map<Metric, double> predicted = metric_values(sim.metrics);
@@ -311,10 +343,12 @@ Report run_suite(const Suite& suite) {
     if (predicted.count(Metric::StepTime) && measured.count(Metric::StepTime))
       step_times[c.name] = {predicted[Metric::StepTime], measured[Metric::StepTime]};
     set_throughput(e, sim, measured, info);
+    info.memory = case_memory(sim.metrics);
     report.cases.push_back(std::move(info));
   }
 
   report.summaries = summarise(report.rows);
+  report.capacity = capacity_checks(report.cases);
   report.pairs = pair_rows(suite, step_times);
   return report;
 }

@@ -19,7 +19,9 @@
 //
 // Gates (exit 3): a case metric beyond its tolerance; with a baseline, a summary median or p90
 // more than 1 point worse than the baseline's (a regression), or more than 1 point better (the
-// baseline is stale: a change that improves predictions updates the baseline in the same commit).
+// baseline is stale: a change that improves predictions updates the baseline in the same commit);
+// a count of cases predicted over their GPUs' memory (CapacityCheck) that differs from the
+// baseline's.
 
 #include <filesystem>
 #include <map>
@@ -140,6 +142,12 @@ struct CaseThroughput {
   std::optional<double> measured_tokens_per_s, measured_mfu_pct;
 };
 
+// The predicted peaks as fractions of the GPU's memory (each plus the memory outside PyTorch's
+// allocator); 0 when the profile states no capacity.
+struct CaseMemory {
+  double allocated_of_capacity = 0, reserved_of_capacity = 0;
+};
+
 struct CaseInfo {
   std::string name, source, description;
   Provenance provenance;
@@ -147,6 +155,19 @@ struct CaseInfo {
   std::string measured_by;      // "trace FILE steps A-B" | "published"
   std::string calibrated_from;  // "" or the traces
   CaseThroughput throughput;
+  CaseMemory memory;
+};
+
+// Every case is a run that happened on the GPUs it names: it fit in their memory, whatever else
+// was measured. A prediction whose peak allocated (plus the memory outside PyTorch) is above the
+// capacity contradicts the run; one whose peak reserved is above it (allocated below) is a run
+// in which the caching allocator frees its cache and retries cudaMalloc (slower, possible).
+// Counted per source and over all; the baseline holds the counts exactly.
+struct CapacityCheck {
+  std::string source;           // "all" for the overall row
+  int cases = 0;                // cases whose profile states a capacity
+  int allocated_over = 0;       // predicted peak allocated > capacity: contradicts the run
+  int reserved_over = 0;        // predicted peak reserved > capacity (allocated within)
 };
 
 struct Report {
@@ -155,6 +176,7 @@ struct Report {
   std::vector<Row> rows;
   std::vector<Summary> summaries;  // per source then "all", per metric with a measurement
   std::vector<PairRow> pairs;
+  std::vector<CapacityCheck> capacity;  // per source then "all"
   std::vector<BaselineFinding> baseline;
   bool baseline_checked = false;
   int failed_rows() const;

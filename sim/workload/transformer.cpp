@@ -910,6 +910,35 @@ Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
   return loss;
 }
 
+// llm-foundry's default loss (modeling_mpt.py ComposerMPTCausalLM at c6cfb4284 l.711 and
+// 061f2c7c l.723: `loss_fn` defaults to 'fused_crossentropy', flash_attn.losses.cross_entropy's
+// CrossEntropyLoss, never set by the benchmark yamls): one xentropy_cuda_lib kernel over the bf16
+// logits (the custom autograd Function is outside autocast's fp32 list; "SoftmaxCrossEntropyLoss
+// implicitly casts to float" inside the kernel) writing the fp32 losses and log-sum-exp, which it
+// saves with the logits; `losses.masked_fill_(labels == ignored_index, 0)`, then
+// `loss.sum() / (target != ignore_index).sum()`. Backward: the mean's gradient made contiguous,
+// masked, and one xentropy backward kernel writing the bf16 logits gradient (inplace_backward
+// False: a new tensor). No fp32 copy of the logits exists.
+Module fused_xentropy_loss(const Dims& d, bool logits_kept, Layer& head) {
+  const std::int64_t T = d.T, e = d.e, TV = T * d.V;
+  Module loss;
+  loss.name = "head.loss";
+  // The saved logits are the tensor the training loop keeps when it keeps one: counted there.
+  loss.forward.push_back(mem("xentropy", KernelClass::Reduction, TV * e + T * 8, T * 8, T * 4 + (logits_kept ? 0 : TV * e)));
+  loss.forward.push_back(mem("losses.masked_fill", KernelClass::Elementwise, T * 12, T * 5, 0, 2));
+  loss.forward.push_back(mem("loss.mean", KernelClass::Reduction, T * 12, 8, 0, 4));
+  loss.backward.push_back(mem("loss.mean.bwd", KernelClass::Elementwise, 8, T * 4, 0, 2));
+  loss.backward.push_back(mem("grad_loss.masked_fill", KernelClass::Elementwise, T * 12, T * 5, 0, 2));
+  loss.backward.push_back(mem("xentropy.bwd", KernelClass::Reduction, TV * e + T * 16, TV * e));
+  head.recompute_activations = Bytes{TV * e};  // the logits gradient
+  return loss;
+}
+
+bool loop_keeps_output(const WorkloadOptions& o) {
+  return o.loop_keeps_output.value_or(o.impl == Implementation::Hf || o.impl == Implementation::LlmFoundry) &&
+         o.impl != Implementation::Megatron;
+}
+
 // The model output the training loop keeps (WorkloadOptions::loop_keeps_output): the logits as
 // the model returns them. HF OPT/GPT-2 return the lm_head output in the model dtype
 // (modeling_opt.py `logits = self.lm_head(outputs[0]).contiguous()`), HF Llama its fp32 copy
@@ -921,8 +950,7 @@ Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
 // `shifted`: the HF loss over shifted bf16 logits (head_layer).
 void mark_kept_output(Workload& w, Module& lm, Module& loss, bool shifted, const Dims& d, const WorkloadOptions& o) {
   const bool hf = o.impl == Implementation::Hf;
-  const bool keeps = o.loop_keeps_output.value_or(hf || o.impl == Implementation::LlmFoundry);
-  if (!keeps || o.impl == Implementation::Megatron) return;
+  if (!loop_keeps_output(o)) return;
   const bool bit16 = shifted || o.impl == Implementation::LlmFoundry;  // else the fp32 copy ("logits.float")
   Op& logits = bit16 ? lm.forward.back() : loss.forward.front();
   logits.kept_output = Bytes{d.T * d.V * (bit16 ? d.e : 4)};
@@ -934,9 +962,10 @@ void mark_kept_output(Workload& w, Module& lm, Module& loss, bool shifted, const
 // LM head + cross-entropy. Tied heads (gpt, opt, mpt) reuse the embedding weight: compute, no
 // parameters. The loss: HF (OPT/GPT-2/Llama of 2023, model in bf16 under DeepSpeed) shifts the
 // logits with a strided .contiguous() copy and runs log_softmax in bf16; torchtitan
-// (cross_entropy(pred.float())), llm-foundry (autocast lists cross_entropy as fp32) and
-// Megatron (fp32 vocab-parallel cross entropy) upcast the logits to fp32 first. Saved: the
-// head input and log_softmax's output; the fp32 copy and the logits gradient are transients.
+// (cross_entropy(pred.float())) and Megatron (fp32 vocab-parallel cross entropy) upcast the
+// logits to fp32 first (saved: the head input and log_softmax's output; the fp32 copy and the
+// logits gradient are transients); llm-foundry runs flash_attn's fused cross entropy over the
+// bf16 logits (fused_xentropy_loss).
 Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
   Layer head;
   head.name = "head";
@@ -944,7 +973,9 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
   Module lm = linear("head.lm_head", d.h, d.V, false, d, d.T * d.h * d.e);
   if (md.tied_embeddings) lm.params.clear();
   const bool shifted = o.impl == Implementation::Hf && md.family != "llama";
-  Module loss = shifted ? shifted_logits_loss(d, head) : fp32_logits_loss(d, o, head);
+  Module loss = shifted                                ? shifted_logits_loss(d, head)
+                : o.impl == Implementation::LlmFoundry ? fused_xentropy_loss(d, loop_keeps_output(o), head)
+                                                       : fp32_logits_loss(d, o, head);
   mark_kept_output(w, lm, loss, shifted, d, o);
   head.modules.push_back(lm);
   head.modules.push_back(loss);

@@ -29,12 +29,16 @@ ASSUMPTIONS = [
     "MPT as the yamls build it with MPTConfig's 2023 defaults: learned positions, biases, LayerNorm, GELU, tied "
     "embeddings, Triton FlashAttention (attn_impl triton, submit_benchmarks.py's default, which sweep.sh never overrides): "
     "attention flash_triton; the row's NumParams equals the preset's parameter count",
+    "gradient accumulation without no_sync: Composer enters the model's no_sync() only when the model is "
+    "DistributedDataParallel (composer/trainer/dist_strategy.py ddp_sync_context, `if not isinstance(state.model, "
+    "DistributedDataParallel): yield` at v0.13.0 through v0.17.2); under FSDP the ComposerModel is not, so every "
+    "micro-batch reduce-scatters its gradients into the sharded ones: training.no_sync false",
     "inter-node: 1600 Gb/s RoCE per node (8 x 200 Gb/s), modelled by the A100 profile's inter-node scope, fitted "
     "from the 2x8 A100-SXM4-40GB OCI RDMA all_reduce log (the same 8 x 200 Gb/s class of network)",
 ]
 
 
-H100_ASSUMPTIONS = ASSUMPTIONS[:2] + [ASSUMPTIONS[2]] + [
+H100_ASSUMPTIONS = ASSUMPTIONS[:4] + [
     "precision amp_bf16 with FSDP mixed precision DEFAULT: bf16 parameters, fp32 reduce (Composer's DEFAULT); "
     "image mosaicml/pytorch:2.0.1_cu118 (sweep.sh)",
     "H100 SXM 80GB at its default 700 W (the source does not state the power limit): the shipped h100-sxm-8x profile; "
@@ -89,7 +93,7 @@ def write_cases(source, csv_path, out, description, commit, csv_name, assumption
                 "strategy": {"framework": "fsdp1", "sharding": r["Sharding Strategy"].lower(), "wrap": "block",
                              "backward_prefetch": "backward_post", "forward_prefetch": False,
                              "limit_all_gathers": True, "mixed_precision": {"param": "bf16", "reduce": reduce}},
-                "training": {"grad_accum": ga, "optimizer": "adamw", "master_dtype": "fp32"},
+                "training": {"grad_accum": ga, "optimizer": "adamw", "master_dtype": "fp32", "no_sync": False},
             },
             "measured": {"published": {"tokens_per_s": float(r["Throughput (T/s)"]),
                                        "global_batch_tokens": float(r["GlobalBatchSize (T)"])}},

@@ -128,10 +128,39 @@ TEST_CASE("The small MPT block saves exactly the tensors its backward needs", "[
   CHECK(w.layers[1].saved_activations.count == block);
   CHECK(w.layers[2].saved_activations.count == block);
   CHECK(w.layers[1].recompute.empty());
-  // The embedding keeps the int64 token ids (16 x 8 B); the head its input (2048) and the fp32
-  // log-softmax output (16 x 100 x 4 = 6400).
+  // The embedding keeps the int64 token ids (16 x 8 B); the head its input (2048) and the fused
+  // cross entropy's fp32 log-sum-exp (16 x 4 B); the bf16 logits it also saves are the tensor
+  // Composer keeps as the model's output (loop_keeps_output, llm-foundry's default): counted there.
   CHECK(w.layers[0].saved_activations.count == 128);
-  CHECK(w.layers[4].saved_activations.count == 2048 + 6400);
+  CHECK(w.layers[4].saved_activations.count == 2048 + 64);
+  CHECK(w.kept_output.count == 16 * 100 * 2);
+}
+
+// Catches: llm-foundry's loss priced (and held in memory) as an fp32 upcast. Its default
+// loss_fn is flash_attn's fused cross entropy (modeling_mpt.py at c6cfb4284 l.711): one
+// xentropy kernel over the bf16 logits each way, no fp32 copy of them, the bf16 logits
+// gradient the only logits-sized transient of backward.
+TEST_CASE("llm-foundry's fused cross entropy reads the bf16 logits once each way and copies none to fp32", "[workload][memory]") {
+  const Workload w = build_default();
+  const Layer& head = w.layers[4];
+  const Module& loss = head.modules.back();
+  std::vector<std::string> fwd, bwd;
+  for (const auto& op : loss.forward) fwd.push_back(op.name);
+  for (const auto& op : loss.backward) bwd.push_back(op.name);
+  CHECK(fwd == std::vector<std::string>{"xentropy", "losses.masked_fill", "loss.mean"});
+  CHECK(bwd == std::vector<std::string>{"loss.mean.bwd", "grad_loss.masked_fill", "xentropy.bwd"});
+  const std::int64_t logits = 16 * 100 * 2;  // T x V bf16
+  CHECK(loss.forward.front().read.count == logits + 16 * 8);   // the logits and the int64 labels
+  CHECK(loss.forward.front().written.count == 16 * 8);         // fp32 losses and log-sum-exp
+  CHECK(loss.backward.back().written.count == logits);         // the bf16 logits gradient
+  for (const auto& op : loss.forward) CHECK(op.written.count < logits);  // nothing logits-sized is written
+  CHECK(head.recompute_activations.count == logits);
+  // A loop that drops the output leaves the saved logits to the loss.
+  WorkloadOptions o = default_options("mpt");
+  o.loop_keeps_output = false;
+  const Workload dropped = build(o);
+  CHECK(dropped.kept_output.count == 0);
+  CHECK(dropped.layers[4].saved_activations.count == 2048 + 64 + logits);
 }
 
 // Catches: eager attention losing its s x s score tensors (its memory cost) or the batched
