@@ -114,7 +114,14 @@ Metrics compute_metrics(const Timeline& t) {
   // A timeline without allocator data (measured, or older) falls back to the allocated peak.
   Bytes needed = std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch;
   m.fits = t.capacity.count == 0 || needed <= t.capacity;
+  m.fits_allocated = t.capacity.count == 0 || m.peak_memory + m.non_pytorch <= t.capacity;
   return m;
+}
+
+std::string memory_verdict(const Metrics& m) {
+  if (m.fits) return "fits";
+  if (m.fits_allocated) return "fits by flushing the allocator's cache";
+  return "DOES NOT FIT";
 }
 
 nlohmann::json metrics_to_json(const Metrics& m) {
@@ -136,7 +143,8 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"peak_reserved_bytes", m.peak_reserved.count},
           {"non_pytorch_bytes", m.non_pytorch.count},
           {"memory_capacity_bytes", m.capacity.count},
-          {"fits", m.fits}};
+          {"fits", m.fits},
+          {"fits_allocated", m.fits_allocated}};
 }
 
 Metrics metrics_from_json(const nlohmann::json& j) {
@@ -167,6 +175,7 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.non_pytorch = Bytes{j.value("non_pytorch_bytes", std::int64_t{0})};
   m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
   m.fits = j.value("fits", true);
+  m.fits_allocated = j.value("fits_allocated", m.fits);
   return m;
 }
 

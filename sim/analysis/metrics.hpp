@@ -16,7 +16,10 @@
 //   peak_reserved    the highest bytes the caching allocator holds from the device
 //                    (torch.cuda.max_memory_reserved(); sim/exec/caching_allocator.hpp)
 //   non_pytorch      device memory outside the allocator (CUDA context, NCCL buffers)
-//   fits             peak_reserved + non_pytorch <= capacity: what decides an OOM
+//   fits             peak_reserved + non_pytorch <= capacity: no cudaMalloc ever fails
+//   fits_allocated   peak_memory + non_pytorch <= capacity: without it the step cannot run; with
+//                    it but not `fits`, PyTorch's allocator frees its cache and retries cudaMalloc
+//                    (release_cached_blocks, a device synchronization each time) where it runs out
 
 #include <map>
 #include <string>
@@ -61,7 +64,12 @@ struct Metrics {
   Bytes non_pytorch;                            // outside the allocator
   Bytes capacity;
   bool fits = true;
+  bool fits_allocated = true;
 };
+
+// "fits", "fits by flushing the allocator's cache" (allocated within the capacity, reserved not)
+// or "DOES NOT FIT": the text reports' verdict.
+std::string memory_verdict(const Metrics& m);
 
 Metrics compute_metrics(const Timeline& t);
 

@@ -252,7 +252,7 @@ void write_memory_section(std::ostream& out, const Timeline& t, const Metrics& m
   out << "<h2>Memory</h2>\n" << memory_svg(t, m);
   out << fmt::format("<p>peak {} at {} ms ({}){}; persistent at the end of the step {}</p>\n", format_bytes(m.peak_memory), ms(m.peak_time),
                      html_escape(m.peak_phase),
-                     m.capacity.count ? fmt::format(" of {}: <b>{}</b>", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "",
+                     m.capacity.count ? fmt::format(" of {}: <b>{}</b>", format_bytes(m.capacity), memory_verdict(m)) : "",
                      format_bytes(m.persistent_memory));
   if (m.peak_reserved.count > 0)
     out << fmt::format("<p>peak reserved {} (caching allocator) + {} outside PyTorch (CUDA context, NCCL buffers) = {}: what "

@@ -50,7 +50,7 @@ void write_time_table(std::ostream& out, const Experiment& e, const Metrics& m) 
 // The peak (allocated and reserved), what it is made of, and what persists after the step.
 void write_memory_lines(std::ostream& out, const Metrics& m) {
   out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
-                     m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), m.fits ? "fits" : "DOES NOT FIT") : "");
+                     m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), memory_verdict(m)) : "");
   for (const auto& [cat, b] : m.peak_breakdown)
     if (b.count > 0) out << fmt::format("    {:<24}{:>12}\n", cat, format_bytes(b));
   out << fmt::format("  persistent (end of step) {}\n", format_bytes(m.persistent_memory));

@@ -202,8 +202,18 @@ TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity"
   Metrics m = compute_metrics(simulate_program(p, hw));
   CHECK(m.non_pytorch.count == 6 * MiB);
   CHECK_FALSE(m.fits);
-  // Allocated alone (3 MiB) would have said it fits: reserved is what decides an OOM.
+  // Allocated alone (3 MiB) would have said it fits: reserved is what decides whether a
+  // cudaMalloc fails; PyTorch then frees its cache and retries, so the step still runs.
   CHECK(m.peak_memory.count == 3 * MiB);
+  CHECK(m.fits_allocated);
+  CHECK(memory_verdict(m) == "fits by flushing the allocator's cache");
+  hw.outside_allocator.cuda_context = Bytes{23 * MiB};  // 3 + 23 > 25: no flush makes room
+  Metrics over = compute_metrics(simulate_program(p, hw));
+  CHECK_FALSE(over.fits_allocated);
+  CHECK(memory_verdict(over) == "DOES NOT FIT");
+  hw.outside_allocator.cuda_context = Bytes{0};
+  CHECK(memory_verdict(compute_metrics(simulate_program(p, hw))) == "fits");
+  hw.outside_allocator.cuda_context = Bytes{6 * MiB};
 
   // NCCL buffers count per communicator that runs a collective (communicators are created
   // lazily): two declared, one used -> context + 1 x 10 MiB.

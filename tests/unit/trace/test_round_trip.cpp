@@ -40,6 +40,7 @@ nlohmann::json comparable(nlohmann::json m, bool has_capacity) {
   if (!has_capacity) {
     m.erase("memory_capacity_bytes");
     m.erase("fits");
+    m.erase("fits_allocated");
   }
   return m;
 }
