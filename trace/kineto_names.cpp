@@ -5,6 +5,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
+#include <span>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -117,6 +120,79 @@ int dtype_bytes_from_name(const std::string& raw) {
       n.rfind("f8", 0) == 0 || n.rfind("fp8", 0) == 0)
     return 1;
   return 0;
+}
+
+namespace {
+
+constexpr std::string_view kComparisons[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+constexpr std::string_view kReductions[] = {"sum", "mean", "amax", "amin", "linalg_vector_norm", "norm"};
+constexpr std::string_view kElementwise[] = {
+    "add",     "sub",          "mul",       "div",           "where",          "maximum",     "minimum",
+    "masked_fill", "relu",     "gelu",      "gelu_backward", "silu",           "silu_backward", "threshold_backward",
+    "native_dropout_backward", "clamp",     "clamp_min",     "clamp_max",      "neg",         "exp",
+    "rsqrt",   "sqrt",         "pow",       "tanh",          "tanh_backward",  "sigmoid",     "sigmoid_backward",
+    "addcmul", "addcdiv",      "lerp",      "reciprocal",    "abs",            "copy",        "fill",
+    "zero",    "native_dropout", "_softmax", "_log_softmax", "_softmax_backward_data",       "native_layer_norm"};
+
+bool in(std::string_view base, std::span<const std::string_view> names) {
+  return std::find(names.begin(), names.end(), base) != names.end();
+}
+
+// "aten::add_" -> ("add", true); not an aten op -> ("", false).
+std::pair<std::string_view, bool> aten_base(std::string_view name) {
+  if (!name.starts_with("aten::")) return {{}, false};
+  std::string_view b = name.substr(6);
+  const bool inplace = b.size() > 1 && b.back() == '_' && b[b.size() - 2] != '_';
+  if (inplace) b.remove_suffix(1);
+  return {b, inplace};
+}
+
+}  // namespace
+
+bool is_memory_bound_op_name(std::string_view name) {
+  const auto [base, inplace] = aten_base(name);
+  return !base.empty() && (in(base, kComparisons) || in(base, kReductions) || in(base, kElementwise));
+}
+
+std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                            const std::vector<std::string_view>& types) {
+  if (!is_memory_bound_op_name(name) || dims.size() != types.size()) return std::nullopt;
+  const auto [base, inplace] = aten_base(name);
+  struct Input {
+    std::int64_t numel;
+    int elem;
+  };
+  std::vector<Input> t;  // tensor inputs, in order
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (types[i].empty() || types[i] == "Scalar" || types[i] == "ScalarList" || types[i] == "TensorList") continue;
+    const int elem = dtype_bytes_from_name(std::string(types[i]));
+    if (elem == 0) return std::nullopt;
+    std::int64_t n = 1;
+    for (std::int64_t d : dims[i]) {
+      if (d < 0) return std::nullopt;
+      n *= d;
+    }
+    t.push_back(Input{n, elem});
+  }
+  if (t.empty()) return std::nullopt;
+  auto bytes = [](const Input& x) { return x.numel * x.elem; };
+  std::int64_t read = 0;
+  for (const auto& x : t) read += bytes(x);
+  if (in(base, kReductions)) return bytes(t[0]);
+  if (base == "copy") {
+    if (t.size() < 2) return std::nullopt;
+    return bytes(t[0]) + bytes(t[1]);
+  }
+  if (base == "fill" || base == "zero") return bytes(t[0]);
+  if (base == "native_dropout") return bytes(t[0]) * 2 + t[0].numel;
+  if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm") return read + bytes(t[0]);
+  if (base == "_softmax_backward_data") return read + bytes(t[0]);
+  if (inplace) return read + bytes(t[0]);
+  const Input* big = &t[0];
+  for (const auto& x : t)
+    if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;
+  const int out_elem = in(base, kComparisons) ? 1 : big->elem;
+  return read + big->numel * out_elem;
 }
 
 std::string canonical_dtype(const std::string& raw) {

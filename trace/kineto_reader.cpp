@@ -219,7 +219,8 @@ bool args_may_matter(const EventFields::Scalars& e) {
     return true;
   if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return false;
   if (!e.name_seen) return true;
-  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name) || is_attention_name(e.name);
+  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name) ||
+         is_attention_name(e.name) || is_memory_bound_op_name(e.name);
 }
 
 struct StringHash {
@@ -653,7 +654,8 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
 }
 
 // A CPU op kept as a span when its name says what it is (a step, a collective call, the
-// optimizer, a backward node, a GEMM or an attention op with its input shapes); others dropped.
+// optimizer, a backward node, a GEMM, attention or memory-bound op with its input shapes);
+// others dropped.
 void Reader::add_cpu_span(Time start, Time end) {
   const EventFields::Scalars& ev = ev_.s;
   const std::string_view n = ev.name;
@@ -684,6 +686,10 @@ void Reader::add_cpu_span(Time start, Time end) {
     span.kind = gemm ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
     span.input_dims = ev_.input_dims;
     if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
+  } else if (is_memory_bound_op_name(n)) {
+    if (auto bytes = memory_op_bytes(n, ev_.input_dims, ev_.input_types); bytes && *bytes > 0)
+      out_.memory_ops.push_back(MemoryOpSpan{span.thread, start, end, *bytes, intern(n)});
+    return;
   } else {
     return;
   }

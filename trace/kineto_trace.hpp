@@ -86,6 +86,15 @@ struct CpuSpan {
   int name = 0;                   // index into names
 };
 
+// A memory-bound aten op whose recorded shapes give its traffic (memory_op_bytes), kept for
+// `fit --trace`'s class bandwidths: 40 bytes, the shapes themselves are not kept.
+struct MemoryOpSpan {
+  std::int64_t thread = 0;
+  Time start, end;
+  std::int64_t bytes = 0;  // read + written
+  int name = 0;            // index into names
+};
+
 // A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
 // Total Reserved: the caching allocator's segments, c10::reportMemoryUsageToProfiler) or a
 // stepsim memory counter track ("memory (bytes)", and "memory reserved (bytes)" whose samples
@@ -127,6 +136,7 @@ struct KinetoTrace {
   std::vector<RuntimeCall> runtime;
   std::vector<CpuSpan> cpu;
   std::vector<HostOp> host_ops;    // in file order
+  std::vector<MemoryOpSpan> memory_ops;  // in file order
   std::vector<MemSample> memory;
   std::int64_t event_count = 0;  // every traceEvents entry seen
 
@@ -161,6 +171,20 @@ double collective_busbw_factor(TraceCollective k, int ranks);
 std::string dtype_from_kernel_name(const std::string& name);
 // Element size of a dtype name from any of the spellings above; 0 if unknown.
 int dtype_bytes_from_name(const std::string& name);
+// The aten ops whose traffic follows from their Input Dims and Input types (memory_op_bytes):
+// elementwise arithmetic and comparisons (and their in-place forms), copy_, fill_/zero_,
+// dropout, softmax and its backward, sums and norms, LayerNorm forward.
+bool is_memory_bound_op_name(std::string_view name);
+// The bytes such an op reads plus writes, from Kineto's record_shapes args; nullopt when they
+// do not say (no tensor input, an unknown dtype, dims and types of different lengths):
+//  - reads: every tensor input (a 0-dim tensor is one element; "Scalar" inputs are none);
+//  - writes: comparisons a bool of the broadcast shape; in-place ops (name ends in '_') their
+//    first input, which copy_/fill_/zero_ do not read; native_dropout the output and a bool
+//    mask; _softmax/_log_softmax and LayerNorm a tensor like the input; _softmax_backward_data
+//    one like the gradient; sums and norms nothing (a reduced output); other ops the broadcast
+//    shape in the dtype of the largest non-bool input.
+std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                            const std::vector<std::string_view>& types);
 // One spelling per dtype: "bf16", "fp16", "fp32", "fp64", "int64", "int32", "int8", "uint8";
 // unknown names are returned unchanged.
 std::string canonical_dtype(const std::string& name);

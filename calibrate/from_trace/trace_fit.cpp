@@ -1,6 +1,7 @@
 #include "calibrate/from_trace/trace_fit.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <limits>
 #include <map>
@@ -251,7 +252,8 @@ struct SpanKernels {
   Time total;
 };
 
-SpanKernels kernels_in(const KernelLaunches& launches, const CpuSpan& span) {
+template <class Span>
+SpanKernels kernels_in(const KernelLaunches& launches, const Span& span) {
   SpanKernels out;
   auto it = launches.by_thread.find(span.thread);
   if (it == launches.by_thread.end()) return out;
@@ -351,6 +353,53 @@ void add_attention_points(const AttentionByKey& by_key, TraceFitData& d) {
     a.median = median_of(times.times);
     a.rate = FlopRate{fused_attention_flops(a.batch, a.seq, a.hidden, a.backward, a.causal).count / a.median.seconds()};
     d.attention.push_back(a);
+  }
+}
+
+// Memory-bound kernels (MemoryClassPoint): each kernel attributed to the innermost op with
+// known traffic that launched it and nothing else.
+constexpr Time kMinMemoryKernel = Time::from_ns(20000);  // shorter ones measure launch and tail, not bandwidth
+using MemoryByClass = std::map<KernelClass, MemoryClassPoint>;
+
+bool fitted_memory_class(KernelClass c) {
+  return c == KernelClass::Elementwise || c == KernelClass::ElementwiseStrided || c == KernelClass::Reduction ||
+         c == KernelClass::Norm;
+}
+
+void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const TraceIndex& idx, const AnalyzeOptions& o,
+                    const std::vector<std::pair<Time, Time>>& colls, MemoryByClass& out) {
+  // Each kernel belongs to the innermost op with known traffic whose span holds its launch: a
+  // nested op's kernel (the mul inside _softmax_backward_data) is the nested op's.
+  std::unordered_map<const GpuOp*, const MemoryOpSpan*> owner;
+  for (const MemoryOpSpan& span : t.memory_ops) {
+    for (const GpuOp* k : kernels_in(launches, span).kernels) {
+      auto [it, fresh] = owner.try_emplace(k, &span);
+      if (!fresh && span.end - span.start < it->second->end - it->second->start) it->second = &span;
+    }
+  }
+  std::unordered_map<const MemoryOpSpan*, std::vector<const GpuOp*>> own;
+  for (const auto& [k, span] : owner) own[span].push_back(k);
+  for (const auto& [span, kernels] : own) {
+    if (kernels.size() != 1) continue;  // the op's bytes would be split among its kernels
+    const GpuOp& kernel = *kernels.front();
+    const Time dur = kernel.end - kernel.start;
+    auto step = idx.step_of(kernel);
+    if (!step || !selected(idx.steps()[*step]->step_number, o)) continue;
+    if (dur < kMinMemoryKernel || beside_collective(colls, kernel)) continue;
+    const KernelClass cls = trace_kernel_class(t.name_of(kernel));
+    if (!fitted_memory_class(cls)) continue;
+    MemoryClassPoint& m = out[cls];
+    m.cls = cls;
+    ++m.count;
+    m.bytes += Bytes{span->bytes};
+    m.time += dur;
+  }
+}
+
+void add_memory_points(const MemoryByClass& by_class, TraceFitData& d) {
+  for (auto [cls, m] : by_class) {
+    m.rate = Bandwidth{static_cast<double>(m.bytes.count) / m.time.seconds()};
+    d.memory_classes.push_back(m);
   }
 }
 
@@ -456,6 +505,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   std::map<std::string, std::vector<Time>> by_class;
   TimesByShape by_shape, by_shape_overlapped;
   AttentionByKey attention;
+  MemoryByClass memory;
   DispatchSamples dispatch;
   std::vector<Time> step_starts, step_ends;
   for (const KinetoTrace& t : traces) {
@@ -469,7 +519,9 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     const KernelLaunches launches = kernel_launches(t);
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
+    add_memory_ops(t, launches, idx, o, colls, memory);
   }
+  add_memory_points(memory, d);
   add_kernel_class_timings(by_class, d);
   add_gemm_points(by_shape, by_shape_overlapped, d);
   add_comm_contention(d);
@@ -622,6 +674,13 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
   }
   apply_attention_rates(d, p, j);
+  for (const MemoryClassPoint& m : d.memory_classes) {
+    if (m.count < 8 || m.time < Time::from_ms(1)) continue;
+    p.compute.class_bandwidth[m.cls] = m.rate;
+    j["memory_bandwidth_GBps"][to_string(m.cls)] = {{"GBps", std::round(m.rate.gbps() * 10) / 10},
+                                                    {"kernels", m.count},
+                                                    {"ms", m.time.ms()}};
+  }
   std::size_t skipped = 0;
   for (const auto& c : d.collectives) skipped += c.host_synchronised;
   j["host_synchronised_collectives_left_out"] = skipped;

@@ -83,12 +83,25 @@ struct HostDispatchFit {
   std::size_t steps = 0;
 };
 
+// A memory-bound kernel class as the trace's kernels ran it: the bytes their ops' shapes say
+// they moved (memory_op_bytes) over the time they took, summed over the class's kernels that an
+// op with known traffic launched alone, ran >= 20 us and ran beside no NCCL kernel. Bytes over
+// time, not a median of rates: a prediction of the same ops at this rate takes the measured time.
+struct MemoryClassPoint {
+  KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
+  std::size_t count = 0;                       // kernels
+  Bytes bytes;
+  Time time;
+  Bandwidth rate;
+};
+
 struct TraceFitData {
   std::vector<TraceCollectivePoint> collectives;
   std::size_t skipped_collectives = 0;  // send/recv, unknown kind, or unknown size
   std::vector<KernelClassTiming> kernel_classes;  // sorted by class name
   std::vector<GemmPoint> gemms;                   // sorted by shape
   std::vector<AttentionPoint> attention;          // sorted by kernel, direction, shape
+  std::vector<MemoryClassPoint> memory_classes;   // elementwise, strided, reduction, norm: those measured
   HostDispatchFit host;
   // Contention: median over GEMM shapes seen at least 3 times both alone and beside an NCCL
   // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
@@ -141,7 +154,8 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
 // the compute slowdown beside NCCL kernels, the GEMM table taken as in-training rates, and each
 // fused attention kernel seen in both directions as its compute.attention rate (the measured
 // fraction of peak at the trace's sequence length, carried to long sequences by the base
-// profile's half_rate_seq); what was fitted goes to provenance["trace_compute"].
+// profile's half_rate_seq), and each memory-bound class measured over at least 8 kernels and
+// 1 ms as its compute.memory_bandwidth_GBps; what was fitted goes to provenance["trace_compute"].
 void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
 
 // Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the

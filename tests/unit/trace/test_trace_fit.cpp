@@ -131,3 +131,134 @@ TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and me
   CHECK(d.host.step_end > Time::from_us(2500));
   CHECK(d.host.step_end < Time::from_us(4000));
 }
+
+// Catches: a class bandwidth fitted from the wrong bytes (a bool output counted as bf16, an
+// in-place op's target not counted as written, a copy's destination counted as read).
+TEST_CASE("A memory-bound op's traffic follows from its recorded shapes and types", "[trace][fit]") {
+  using Dims = std::vector<std::vector<std::int64_t>>;
+  using Types = std::vector<std::string_view>;
+  const std::int64_t n = 8 * 32 * 512 * 512;
+  // OPT's clamp backward: eq(bf16 scores, 0-dim float) reads both, writes a bool of the scores' shape.
+  CHECK(memory_op_bytes("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"}) == 2 * n + 4 + n);
+  // The broadcast mask add: the [8, 1, 512, 512] mask is read once, the output has the scores' shape.
+  CHECK(memory_op_bytes("aten::add", Dims{{8, 32, 512, 512}, {8, 1, 512, 512}, {}},
+                        Types{"c10::BFloat16", "c10::BFloat16", "Scalar"}) == 2 * n + 2 * (n / 32) + 2 * n);
+  // In place: the target is read and written.
+  CHECK(memory_op_bytes("aten::add_", Dims{{1024}, {1024}, {}}, Types{"float", "c10::BFloat16", "Scalar"}) ==
+        4096 + 2048 + 4096);
+  // copy_ writes its destination and reads its source; fill_ only writes.
+  CHECK(memory_op_bytes("aten::copy_", Dims{{2048}, {2048}, {}}, Types{"c10::BFloat16", "float", "Scalar"}) == 4096 + 8192);
+  CHECK(memory_op_bytes("aten::fill_", Dims{{100}, {}}, Types{"float", "Scalar"}) == 400);
+  // Dropout writes its output and a bool mask; its backward reads the gradient and the mask.
+  CHECK(memory_op_bytes("aten::native_dropout", Dims{{10}, {}, {}}, Types{"c10::BFloat16", "Scalar", "Scalar"}) == 20 + 20 + 10);
+  CHECK(memory_op_bytes("aten::native_dropout_backward", Dims{{10}, {10}, {}}, Types{"c10::BFloat16", "bool", "Scalar"}) ==
+        20 + 10 + 20);
+  // Softmax writes a tensor like its input; its backward reads two and writes one; sums write
+  // a reduced tensor (not counted).
+  CHECK(memory_op_bytes("aten::_softmax", Dims{{4, 8}, {}, {}}, Types{"c10::BFloat16", "Scalar", "Scalar"}) == 128);
+  CHECK(memory_op_bytes("aten::_softmax_backward_data", Dims{{4, 8}, {4, 8}, {}, {}},
+                        Types{"c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"}) == 192);
+  CHECK(memory_op_bytes("aten::sum", Dims{{4096, 2048}, {}, {}, {}}, Types{"c10::BFloat16", "ScalarList", "Scalar", ""}) ==
+        4096 * 2048 * 2);
+  // What the shapes cannot say: no op of the list, no tensor, an unknown dtype, ragged args.
+  CHECK_FALSE(memory_op_bytes("aten::mm", Dims{{2, 2}, {2, 2}}, Types{"float", "float"}));
+  CHECK_FALSE(memory_op_bytes("aten::add", Dims{{}, {}}, Types{"Scalar", "Scalar"}));
+  CHECK_FALSE(memory_op_bytes("aten::add", Dims{{4}, {4}}, Types{"c10::complex<float>", "float"}));
+  CHECK_FALSE(memory_op_bytes("aten::add", Dims{{4}}, Types{"float", "float"}));
+  CHECK(is_memory_bound_op_name("aten::masked_fill_"));
+  CHECK(is_memory_bound_op_name("aten::threshold_backward"));
+  CHECK_FALSE(is_memory_bound_op_name("aten::index_select"));
+  CHECK_FALSE(is_memory_bound_op_name("add_"));
+}
+
+namespace {
+// A step of one thread launching kernels from aten ops with recorded shapes (Kineto layout).
+std::string memory_trace(bool nccl_beside) {
+  std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10000},)";
+  auto op = [&](const std::string& name, int ts, int dur, const std::string& dims, const std::string& types) {
+    ev += R"({"ph": "X", "cat": "cpu_op", "name": ")" + name + R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts) +
+          R"(, "dur": )" + std::to_string(dur) + R"(, "args": {"Input Dims": )" + dims + R"(, "Input type": )" + types + "}},";
+  };
+  int corr = 1;
+  auto kernel = [&](const std::string& name, int launch, int ts, int dur) {
+    ev += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" +
+          std::to_string(launch) + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(corr) + "}},";
+    ev += R"({"ph": "X", "cat": "kernel", "name": ")" + name + R"(", "pid": 0, "tid": 7, "ts": )" + std::to_string(ts) +
+          R"(, "dur": )" + std::to_string(dur) + R"(, "args": {"device": 0, "stream": 7, "correlation": )" +
+          std::to_string(corr) + "}},";
+    ++corr;
+  };
+  const std::string vec = "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>";
+  // Ten adds of 2 x 1 MiB fp32 into a third (3 MiB each, 50 us): elementwise at 3 MiB / 50 us.
+  for (int i = 0; i < 10; ++i) {
+    op("aten::add", 100 * i + 10, 20, "[[262144], [262144], []]", R"(["float", "float", "Scalar"])");
+    kernel(vec, 100 * i + 15, 2000 + 100 * i, 50);
+  }
+  // The softmax backward's nested mul is the mul's; the warp kernel left is the softmax's own.
+  op("aten::_softmax_backward_data", 1200, 40, "[[262144], [262144], [], []]", R"(["float", "float", "Scalar", "Scalar"])");
+  op("aten::mul", 1205, 10, "[[262144], [262144]]", R"(["float", "float"])");
+  kernel(vec, 1207, 3100, 40);
+  kernel("void (anonymous namespace)::softmax_warp_backward<float, float, float, 10, false>", 1220, 3200, 60);
+  // Too short to measure bandwidth, and an op launching two kernels of its own: left out.
+  op("aten::add", 1300, 10, "[[1024], [1024], []]", R"(["float", "float", "Scalar"])");
+  kernel(vec, 1305, 3300, 5);
+  op("aten::copy_", 1400, 30, "[[262144], [262144], []]", R"(["float", "float", "Scalar"])");
+  kernel(vec, 1405, 3400, 30);
+  kernel(vec, 1410, 3450, 30);
+  if (nccl_beside)
+    ev += R"j({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "pid": 0, "tid": 9, "ts": 1990, "dur": 300, "args": {"device": 0, "stream": 9}},)j";
+  ev.pop_back();
+  return R"({"traceEvents": [)" + ev + "]}";
+}
+}  // namespace
+
+// Catches: a kernel counted for an op that launched others too, for an outer op instead of the
+// nested one that launched it, beside NCCL, or too short to say anything about bandwidth.
+TEST_CASE("fit --trace measures each memory-bound class as bytes over time of the kernels an op launched alone",
+          "[trace][fit]") {
+  const TraceFitData d = extract_fit_data({read_kineto_trace_text(memory_trace(false), "memory.json")}, AnalyzeOptions{});
+  std::map<KernelClass, MemoryClassPoint> by;
+  for (const auto& m : d.memory_classes) by[m.cls] = m;
+  REQUIRE(by.count(KernelClass::Elementwise));
+  REQUIRE(by.count(KernelClass::Reduction));
+  // Elementwise: the ten adds and the nested mul (3 MiB each); not the short add, not the copy's two.
+  CHECK(by[KernelClass::Elementwise].count == 11);
+  CHECK(by[KernelClass::Elementwise].bytes == Bytes{11 * 3 * 1048576});
+  CHECK(by[KernelClass::Elementwise].time == Time::from_ns(10 * 50000 + 40000));
+  // The softmax backward's warp kernel: reads two tensors, writes one (3 MiB) in 60 us.
+  CHECK(by[KernelClass::Reduction].count == 1);
+  CHECK(by[KernelClass::Reduction].rate.gbps() == Approx(3.0 * 1048576 / 60e-6 / 1e9));
+  // Into the profile: 11 kernels and 0.54 ms, below the 1 ms a class needs: nothing set.
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(d, p, prov);
+  CHECK(p.compute.class_bandwidth.empty());
+  // Beside an NCCL kernel (the first two adds): left out, as contention is fitted apart.
+  const TraceFitData beside = extract_fit_data({read_kineto_trace_text(memory_trace(true), "memory.json")}, AnalyzeOptions{});
+  for (const auto& m : beside.memory_classes)
+    if (m.cls == KernelClass::Elementwise) CHECK(m.count == 8);
+}
+
+// The li-plus ZeRO-1 trace (eager OPT-1.3B on A800), steps 11-12: the numbers
+// docs/calibration.md and docs/trace-to-what-if.md quote.
+TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound classes", "[trace][fit][data]") {
+  auto t = read_kineto_trace(kTraces + "li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz");
+  AnalyzeOptions o;
+  parse_step_range("11-12", o);
+  const TraceFitData d = extract_fit_data({t}, o);
+  std::map<KernelClass, MemoryClassPoint> by;
+  for (const auto& m : d.memory_classes) by[m.cls] = m;
+  CHECK(by[KernelClass::Elementwise].count == 788);
+  CHECK(by[KernelClass::Elementwise].rate.gbps() == Approx(1744.7).epsilon(1e-4));
+  CHECK(by[KernelClass::ElementwiseStrided].count == 604);
+  CHECK(by[KernelClass::ElementwiseStrided].rate.gbps() == Approx(688.1).epsilon(1e-4));
+  CHECK(by[KernelClass::Reduction].count == 173);
+  CHECK(by[KernelClass::Reduction].rate.gbps() == Approx(1332.0).epsilon(1e-4));
+  CHECK(by[KernelClass::Norm].count == 98);
+  CHECK(by[KernelClass::Norm].rate.gbps() == Approx(1022.7).epsilon(1e-4));
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(d, p, prov);
+  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(688.1).epsilon(1e-4));
+  CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
+}
