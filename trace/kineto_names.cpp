@@ -167,17 +167,18 @@ std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::ve
     if (types[i].empty() || types[i] == "Scalar" || types[i] == "ScalarList" || types[i] == "TensorList") continue;
     const int elem = dtype_bytes_from_name(std::string(types[i]));
     if (elem == 0) return std::nullopt;
+    // A trace's shapes are input: a tensor of 2^57 elements or more, or ops moving 2^61 bytes,
+    // are no real ones (and must not overflow), so the op says nothing.
     std::int64_t n = 1;
-    for (std::int64_t d : dims[i]) {
-      if (d < 0) return std::nullopt;
-      n *= d;
-    }
+    for (std::int64_t d : dims[i])
+      if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (std::int64_t{1} << 57)) return std::nullopt;
     t.push_back(Input{n, elem});
   }
-  if (t.empty()) return std::nullopt;
-  auto bytes = [](const Input& x) { return x.numel * x.elem; };
+  if (t.empty() || t.size() > 64) return std::nullopt;
+  auto bytes = [](const Input& x) { return x.numel * x.elem; };  // < 2^60: numel < 2^57, elem <= 8
   std::int64_t read = 0;
-  for (const auto& x : t) read += bytes(x);
+  for (const auto& x : t)
+    if (__builtin_add_overflow(read, bytes(x), &read) || read > (std::int64_t{1} << 61)) return std::nullopt;
   if (in(base, kReductions)) return bytes(t[0]);
   if (base == "copy") {
     if (t.size() < 2) return std::nullopt;
@@ -185,9 +186,11 @@ std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::ve
   }
   if (base == "fill" || base == "zero") return bytes(t[0]);
   if (base == "native_dropout") return bytes(t[0]) * 2 + t[0].numel;
-  if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm") return read + bytes(t[0]);
-  if (base == "_softmax_backward_data") return read + bytes(t[0]);
-  if (inplace) return read + bytes(t[0]);
+  // Writes a tensor like the first input: softmax and LayerNorm forward, the softmax backward
+  // (like the gradient), an in-place op (its target).
+  if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm" || base == "_softmax_backward_data" ||
+      inplace)
+    return read + bytes(t[0]);
   const Input* big = &t[0];
   for (const auto& x : t)
     if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;

@@ -165,6 +165,8 @@ TEST_CASE("A memory-bound op's traffic follows from its recorded shapes and type
   CHECK_FALSE(memory_op_bytes("aten::add", Dims{{}, {}}, Types{"Scalar", "Scalar"}));
   CHECK_FALSE(memory_op_bytes("aten::add", Dims{{4}, {4}}, Types{"c10::complex<float>", "float"}));
   CHECK_FALSE(memory_op_bytes("aten::add", Dims{{4}}, Types{"float", "float"}));
+  CHECK_FALSE(memory_op_bytes("aten::add", Dims{{1LL << 40, 1LL << 40}, {1}}, Types{"float", "float"}));  // no overflow
+  CHECK_FALSE(memory_op_bytes("aten::add", Dims{{-1}, {1}}, Types{"float", "float"}));
   CHECK(is_memory_bound_op_name("aten::masked_fill_"));
   CHECK(is_memory_bound_op_name("aten::threshold_backward"));
   CHECK_FALSE(is_memory_bound_op_name("aten::index_select"));
