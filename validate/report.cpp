@@ -413,6 +413,15 @@ void write_summary_and_pairs(std::ostream& h, const Report& r) {
     h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
                      html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
   h << "</table>";
+  if (!r.capacity.empty()) {
+    h << "<h2>Capacity</h2><p>Every case ran on its GPUs, so it fit in their memory: cases predicted above the "
+         "capacity on allocated bytes contradict the run; on reserved bytes alone, the allocator would free its "
+         "cache and retry.</p><table><tr><th>source</th><th>cases</th><th>allocated over</th><th>reserved over</th></tr>";
+    for (const auto& c : r.capacity)
+      h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", html_escape(c.source), c.cases,
+                       c.allocated_over, c.reserved_over);
+    h << "</table>";
+  }
   if (r.pairs.empty()) return;
   h << "<h2>Pairs</h2><table><tr><th>pair</th><th>knob</th><th>predicted change</th><th>measured change</th>"
        "<th>sign</th></tr>";

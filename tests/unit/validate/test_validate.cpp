@@ -153,6 +153,48 @@ TEST_CASE("validate CLI: a case off by 50 % exits 3; a better baseline exits 3; 
   CHECK(j["summaries"].back()["source"] == "all");
 }
 
+// Catches: a prediction over its GPUs' memory passing unnoticed (every case ran, so it fit),
+// the allocator-retry state counted as a contradiction, or the baseline not holding the counts.
+TEST_CASE("validate counts the cases predicted over their GPUs' memory, and the baseline holds the counts", "[validate]") {
+  // C1 peaks at 85.8 MiB allocated and 110 MiB reserved: within 80 GiB; over 0.1 GiB (102.4 MiB)
+  // on reserved bytes only; over 0.05 GiB (51.2 MiB) on allocated bytes too.
+  auto with_capacity = [](const std::string& name, double gib) {
+    nlohmann::json c = published_case(name, {{"step_time_s", 0.056}});
+    c["experiment"] = nlohmann::json::parse(std::ifstream(kSrc + "/configs/examples/seed/c1-ddp-buckets.json"));
+    c["experiment"]["cluster"]["profile"]["include"] = kSrc + "/configs/hardware/toy-ideal.json";
+    c["experiment"]["cluster"]["profile"]["memory_capacity_GiB"] = gib;
+    return c;
+  };
+  auto suite = write_suite("capacity", {with_capacity("fits", 80), with_capacity("flushes", 0.1), with_capacity("over", 0.05)});
+  validate::Report r = validate::run_suite(validate::load_suite(suite));
+  REQUIRE_FALSE(r.capacity.empty());
+  const validate::CapacityCheck& all = r.capacity.back();
+  CHECK(all.source == "all");
+  CHECK(all.cases == 3);
+  CHECK(all.allocated_over == 1);
+  CHECK(all.reserved_over == 1);
+  CHECK(r.cases[2].memory.allocated_of_capacity == Approx(85.8 / 51.2).epsilon(0.01));
+  CHECK_THAT(validate::report_to_text(r), Catch::Contains("allocated over") && Catch::Contains("over "));
+  // The baseline holds both counts exactly: one fewer case over is stale, one more a regression.
+  nlohmann::json base = validate::baseline_json(r);
+  validate::check_baseline(r, base, "base.json", 1.0);
+  CHECK(r.baseline.empty());
+  base["capacity"].back()["allocated_over"] = 0;
+  validate::Report worse = r;
+  worse.baseline.clear();
+  validate::check_baseline(worse, base, "base.json", 1.0);
+  REQUIRE(worse.baseline.size() == 1);
+  CHECK(worse.baseline[0].regression);
+  base["capacity"].back()["allocated_over"] = 2;
+  validate::Report better = r;
+  better.baseline.clear();
+  validate::check_baseline(better, base, "base.json", 1.0);
+  REQUIRE(better.baseline.size() == 1);
+  CHECK_FALSE(better.baseline[0].regression);
+  base["capacity"].back()["reserved_over"] = "one";
+  CHECK_THROWS_AS(validate::check_baseline(better, base, "base.json", 1.0), InputError);
+}
+
 TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file and JSON path", "[validate]") {
   std::string out;
   auto c = published_case("c1", {{"step_time_s", -1.0}});
