@@ -19,6 +19,7 @@
 
 #ifdef STEPSIM_HAVE_CUDA
 #include "kernels/gpu/bench.hpp"
+#include "kernels/gpu/membw_kernels.hpp"
 #include "kernels/gpu/cuda_check.hpp"
 #endif
 
@@ -187,6 +188,16 @@ std::vector<gpu::MembwRow> calibrate_membw(BenchRun& run, std::size_t min_bytes,
     for (const auto& r : membw)
       std::cout << fmt::format("  {:>14} {:>12.2f} {:>12.1f} {:>12.2f} {:>12.1f}\n", r.bytes, r.copy.median_us, r.copy_gbps,
                                r.set.median_us, r.set_gbps);
+    std::cout << "# memory-bound class kernels over bf16 tensors of `bytes` (GB/s: bytes read + written / time)\n# "
+              << fmt::format("{:>14}", "bytes");
+    if (!membw.empty())
+      for (const auto& [cls, gbps] : membw.front().class_gbps) std::cout << fmt::format(" {:>20}", cls);
+    std::cout << "\n";
+    for (const auto& r : membw) {
+      std::cout << fmt::format("  {:>14}", r.bytes);
+      for (const auto& [cls, gbps] : r.class_gbps) std::cout << fmt::format(" {:>20.1f}", gbps);
+      std::cout << "\n";
+    }
   }
   return membw;
 }
@@ -209,25 +220,51 @@ HardwareProfile base_profile(const std::string& base_file, const gpu::DeviceInfo
   return base;
 }
 
-// compute.memcpy_GBps (what the benchmark is: a DtoD cudaMemcpyAsync, read + write bytes): the
-// median copy bandwidth over the sizes of at least 64 MiB (all sizes if none is that large),
-// where launch overhead no longer matters. The Copy class (copy kernels) keeps the base's rate.
-void fit_copy_bandwidth(const std::vector<gpu::MembwRow>& membw, HardwareProfile& fitted, calib::FitReport& report) {
+// The median over the sizes of at least 64 MiB (all sizes if none is that large), where launch
+// overhead no longer matters, of one rate per row; 0 when no row has it.
+template <class Rate>
+double large_size_median(const std::vector<gpu::MembwRow>& membw, Rate rate) {
   std::vector<double> big, all;
-  nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : membw) {
-    all.push_back(r.copy_gbps);
-    if (r.bytes >= (std::size_t{64} << 20)) big.push_back(r.copy_gbps);
-    rows.push_back({{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
-                    {"copy_spread_pct", r.copy.spread_pct()}, {"set_us", r.set.median_us}, {"set_GBps", r.set_gbps}});
+    const double v = rate(r);
+    if (v <= 0) continue;
+    all.push_back(v);
+    if (r.bytes >= (std::size_t{64} << 20)) big.push_back(v);
   }
   std::vector<double>& use = big.empty() ? all : big;
+  if (use.empty()) return 0;
   std::sort(use.begin(), use.end());
-  double gbps = use[use.size() / 2];
-  if (gbps > 0) {
+  return use[use.size() / 2];
+}
+
+// compute.memcpy_GBps (what the benchmark is: a DtoD cudaMemcpyAsync, read + write bytes) and
+// compute.memory_bandwidth_GBps of each class kernel measured (membw_kernels.hpp), each the
+// large-size median. The copy class (torch.cat and split copies) keeps the base's rate.
+void fit_copy_bandwidth(const std::vector<gpu::MembwRow>& membw, HardwareProfile& fitted, calib::FitReport& report) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : membw) {
+    nlohmann::json row{{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
+                       {"copy_spread_pct", r.copy.spread_pct()}, {"set_us", r.set.median_us}, {"set_GBps", r.set_gbps}};
+    for (const auto& [cls, gbps] : r.class_gbps) row["class_GBps"][cls] = gbps;
+    rows.push_back(row);
+  }
+  if (const double gbps = large_size_median(membw, [](const gpu::MembwRow& r) { return r.copy_gbps; }); gbps > 0) {
     fitted.compute.memcpy = Bandwidth::from_gbps(gbps);
     fitted.sources["compute.memcpy_GBps"] =
         "stepsim calibrate membw: median device-to-device cudaMemcpyAsync bandwidth (read + write) over the sizes >= 64 MiB";
+  }
+  for (gpu::MembwClass c : gpu::kMembwClasses) {
+    const std::string name = gpu::membw_class_name(c);
+    const double gbps = large_size_median(membw, [&](const gpu::MembwRow& r) {
+      for (const auto& [cls, v] : r.class_gbps)
+        if (cls == name) return v;
+      return 0.0;
+    });
+    if (gbps <= 0) continue;
+    fitted.compute.class_bandwidth[parse_kernel_class(name)] = Bandwidth::from_gbps(gbps);
+    fitted.sources["compute.memory_bandwidth_GBps." + name] =
+        "stepsim calibrate membw: median over the sizes >= 64 MiB of the " + name +
+        " class kernel's bytes read + written over its time (kernels/gpu/membw_kernels.hpp)";
   }
   report.provenance["membw"] = rows;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "kernels/gpu/cuda_check.hpp"
+#include "kernels/gpu/membw_kernels.hpp"
 #include "kernels/gpu/nccl_ops.hpp"
 #include "sim/hardware/collective_model.hpp"
 
@@ -221,6 +222,34 @@ calib::CollectiveSeries to_series(const std::vector<NcclBenchRow>& rows, int ran
   return s;
 }
 
+namespace {
+
+// One kernel of each memory-bound class over the row's buffers (the copy's source and
+// destination pairs, `bytes` each, as bf16): `a` rotates through the sources, `out` through the
+// destinations, `b` is a second source (elementwise), gamma and beta (norm) or random row ids
+// (embedding) of its own.
+void bench_membw_classes(const MembwOptions& o, const Stream& stream, const std::vector<DeviceBuffer>& src,
+                         const std::vector<DeviceBuffer>& dst, MembwRow& r) {
+  const std::size_t n = r.bytes / 2;
+  if (n == 0 || n % (std::size_t{1} << 19) != 0) return;  // the kernels' row and block sizes
+  const std::size_t pairs = src.size();
+  for (MembwClass c : kMembwClasses) {
+    DeviceBuffer b(membw_b_bytes(c, n));
+    if (c == MembwClass::Embedding) STEPSIM_CUDA_CHECK(launch_membw_ids(b.data(), n, 7, stream.get()));
+    else if (b.bytes() > 0) b.fill_random(2, 99, stream.get());
+    const Timing t = summarize(time_loops(o.timing, stream, [&](int i) {
+      const auto k = static_cast<std::size_t>(i) % pairs;
+      // The elementwise second input rotates with the first when there are two pairs or more.
+      const void* second = c == MembwClass::Elementwise && pairs > 1 ? src[(k + 1) % pairs].data() : b.data();
+      STEPSIM_CUDA_CHECK(launch_membw(c, MembwArgs{src[k].data(), second, dst[k].data(), n}, stream.get()));
+    }));
+    if (t.median_us > 0)
+      r.class_gbps.emplace_back(membw_class_name(c), static_cast<double>(membw_bytes(c, n)) / (t.median_us * 1e3));
+  }
+}
+
+}  // namespace
+
 std::vector<MembwRow> bench_membw(const MembwOptions& o, const Stream& stream) {
   DeviceInfo info = current_device_info();
   const std::size_t rotate = std::max<std::size_t>(4 * info.l2_bytes, std::size_t{64} << 20);
@@ -248,6 +277,7 @@ std::vector<MembwRow> bench_membw(const MembwOptions& o, const Stream& stream) {
     }));
     if (r.copy.median_us > 0) r.copy_gbps = 2.0 * static_cast<double>(bytes) / (r.copy.median_us * 1e3);
     if (r.set.median_us > 0) r.set_gbps = static_cast<double>(bytes) / (r.set.median_us * 1e3);
+    bench_membw_classes(o, stream, src, dst, r);
     rows.push_back(r);
     if (o.factor <= 1) break;
   }

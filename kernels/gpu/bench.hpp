@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "calibrate/measurements.hpp"
@@ -74,13 +75,16 @@ struct MembwOptions {
 };
 
 // Achieved memory bandwidth over a size sweep: a device-to-device cudaMemcpyAsync (the copy
-// class: reads and writes `bytes`, 2 x bytes moved) and a cudaMemsetAsync (write-only). Buffers
-// rotate through more than 4 x L2 so no call runs from a warm cache; sizes stop at a quarter
-// of device memory. GB/s = bytes moved / median time.
+// class: reads and writes `bytes`, 2 x bytes moved), a cudaMemsetAsync (write-only), and one
+// kernel of each memory-bound class of the compute model over bf16 tensors of `bytes`
+// (membw_kernels.hpp: elementwise, elementwise_strided, reduction, norm, embedding; GB/s = the
+// bytes the kernel reads plus writes / median time). Buffers rotate through more than 4 x L2 so
+// no call runs from a warm cache; sizes stop at a quarter of device memory.
 struct MembwRow {
   std::size_t bytes = 0;
   Timing copy, set;
   double copy_gbps = 0, set_gbps = 0;
+  std::vector<std::pair<std::string, double>> class_gbps;  // profile class name -> GB/s
 };
 std::vector<MembwRow> bench_membw(const MembwOptions& options, const Stream& stream);
 

@@ -137,7 +137,7 @@ const ConfigObject& compute() {
           {.name = "gemm_in_training_factor", .types = kNumber, .min = 0, .max = 1, .min_exclusive = true, .default_value = Json(1.0),
            .doc = "In-training / microbenchmark GEMM rate, applied to gemm_table lookups (1: the table is in-training already)."},
           object("memory_bandwidth_GBps", {"profile.compute.memory_bandwidth_GBps"},
-                 "Achieved bandwidth per memory-bound kernel class; a class not listed runs at hbm_bandwidth_GBps x memory_efficiency."),
+                 "Achieved bandwidth per memory-bound kernel class (bytes read + written over time; stepsim calibrate membw and fit --trace measure it); a class not listed runs at hbm_bandwidth_GBps x memory_efficiency."),
           {.name = "model_memory_bound_kernels", .types = kBoolean, .default_value = Json(true),
            .doc = "false: memory-bound kernels take no time (textbook cases)."},
           latency_us("min_kernel_time_us", "Floor for any non-empty kernel (per CUDA kernel)."),

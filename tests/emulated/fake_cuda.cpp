@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/gpu/membw_kernels.hpp"
 #include "live/live_spin.hpp"
 #include "kernels/gpu/raii.hpp"
 
@@ -380,7 +381,7 @@ cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
 
 }  // extern "C"
 
-// Kernels of fill.cu and live_spin.cu (device code is not built here).
+// Kernels of fill.cu, membw_kernels.cu and live_spin.cu (device code is not built here).
 namespace stepsim::gpu {
 
 void DeviceBuffer::fill_random(std::size_t elem_bytes, std::uint64_t seed, cudaStream_t stream) const {
@@ -391,6 +392,31 @@ void DeviceBuffer::fill_random(std::size_t elem_bytes, std::uint64_t seed, cudaS
   if (!s || !in_live(ptr_, bytes_, "fill_random", "buffer")) return;
   ++st().counters.fills;
   advance(s, static_cast<double>(bytes_) / kCopyBytesPerS * 1e9);
+}
+
+// membw_kernels.cu: each class kernel checks its buffers and takes its bytes at the copy rate.
+cudaError_t launch_membw(MembwClass c, const MembwArgs& a, cudaStream_t stream) {
+  StreamState* s = stream_of(stream, "launch_membw");
+  if (!s) return cudaErrorInvalidResourceHandle;
+  if (a.n == 0 || a.n % (std::size_t{1} << 19) != 0) {
+    violate("launch_membw: {} elements, expected a positive multiple of 2^19", a.n);
+    return cudaErrorInvalidValue;
+  }
+  const char* name = membw_class_name(c);
+  if (!in_live(a.a, 2 * a.n, name, "a") || !in_live(a.out, 2 * a.n, name, "out")) return cudaErrorInvalidValue;
+  if (membw_b_bytes(c, a.n) > 0 && !in_live(a.b, membw_b_bytes(c, a.n), name, "b")) return cudaErrorInvalidValue;
+  ++st().counters.membw_kernels;
+  advance(s, static_cast<double>(membw_bytes(c, a.n)) / kCopyBytesPerS * 1e9);
+  return cudaSuccess;
+}
+
+cudaError_t launch_membw_ids(void* ids, std::size_t n, unsigned long long seed, cudaStream_t stream) {
+  (void)seed;
+  StreamState* s = stream_of(stream, "launch_membw_ids");
+  if (!s) return cudaErrorInvalidResourceHandle;
+  if (!in_live(ids, 8 * (n / kMembwRow), "launch_membw_ids", "ids")) return cudaErrorInvalidValue;
+  advance(s, static_cast<double>(8 * (n / kMembwRow)) / kCopyBytesPerS * 1e9);
+  return cudaSuccess;
 }
 
 cudaError_t launch_live_spin(cudaStream_t stream, unsigned long long duration_ns) {

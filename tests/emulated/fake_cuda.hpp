@@ -26,7 +26,7 @@ namespace stepsim::fake_cuda {
 
 struct Counters {
   std::int64_t gemms = 0, copies = 0, spins = 0, collectives = 0, event_records = 0, stream_waits = 0;
-  std::int64_t pool_allocs = 0, pool_frees = 0, fills = 0;
+  std::int64_t pool_allocs = 0, pool_frees = 0, fills = 0, membw_kernels = 0;
   std::int64_t in_place_one_rank = 0;  // one-rank collectives NCCL turns into no-ops
 };
 
