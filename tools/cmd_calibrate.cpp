@@ -240,7 +240,7 @@ double large_size_median(const std::vector<gpu::MembwRow>& membw, Rate rate) {
 // compute.memcpy_GBps (what the benchmark is: a DtoD cudaMemcpyAsync, read + write bytes) and
 // compute.memory_bandwidth_GBps of each class kernel measured (membw_kernels.hpp), each the
 // large-size median. The copy class (torch.cat and split copies) keeps the base's rate.
-void fit_copy_bandwidth(const std::vector<gpu::MembwRow>& membw, HardwareProfile& fitted, calib::FitReport& report) {
+void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProfile& fitted, calib::FitReport& report) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& r : membw) {
     nlohmann::json row{{"bytes", r.bytes}, {"copy_us", r.copy.median_us}, {"copy_GBps", r.copy_gbps},
@@ -309,7 +309,7 @@ void write_calibrated_profile(const CalibrateArgs& a, const Args& args, const gp
   calib::FitReport report;
   HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
   report.provenance["calibration"] = calib::calibration_to_json(data);
-  if (!membw.empty()) fit_copy_bandwidth(membw, fitted, report);
+  if (!membw.empty()) fit_memory_bandwidths(membw, fitted, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
   std::ostringstream wrote;
   write_output(doc.dump(2) + "\n", a.out_file, "profile", wrote);

@@ -147,17 +147,25 @@ std::pair<std::string_view, bool> aten_base(std::string_view name) {
   return {b, inplace};
 }
 
-}  // namespace
-
-bool is_memory_bound_op_name(std::string_view name) {
-  const auto [base, inplace] = aten_base(name);
+bool memory_bound_base(std::string_view base) {
   return !base.empty() && (in(base, kComparisons) || in(base, kReductions) || in(base, kElementwise));
 }
 
+}  // namespace
+
+std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims) {
+  std::int64_t n = 1;
+  for (std::int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (std::int64_t{1} << 57)) return std::nullopt;
+  return n;
+}
+
+bool is_memory_bound_op_name(std::string_view name) { return memory_bound_base(aten_base(name).first); }
+
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                             const std::vector<std::string_view>& types) {
-  if (!is_memory_bound_op_name(name) || dims.size() != types.size()) return std::nullopt;
   const auto [base, inplace] = aten_base(name);
+  if (!memory_bound_base(base) || dims.size() != types.size()) return std::nullopt;
   struct Input {
     std::int64_t numel;
     int elem;
@@ -167,12 +175,10 @@ std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::ve
     if (types[i].empty() || types[i] == "Scalar" || types[i] == "ScalarList" || types[i] == "TensorList") continue;
     const int elem = dtype_bytes_from_name(std::string(types[i]));
     if (elem == 0) return std::nullopt;
-    // A trace's shapes are input: a tensor of 2^57 elements or more, or ops moving 2^61 bytes,
-    // are no real ones (and must not overflow), so the op says nothing.
-    std::int64_t n = 1;
-    for (std::int64_t d : dims[i])
-      if (d < 0 || __builtin_mul_overflow(n, d, &n) || n > (std::int64_t{1} << 57)) return std::nullopt;
-    t.push_back(Input{n, elem});
+    // A trace's shapes are input: a tensor no real one is, or ops moving 2^61 bytes, say nothing.
+    const auto n = dims_numel(dims[i]);
+    if (!n) return std::nullopt;
+    t.push_back(Input{*n, elem});
   }
   if (t.empty() || t.size() > 64) return std::nullopt;
   auto bytes = [](const Input& x) { return x.numel * x.elem; };  // < 2^60: numel < 2^57, elem <= 8

@@ -584,9 +584,10 @@ void comm_elems_from_inputs(const std::vector<std::vector<std::int64_t>>& dims, 
   for (std::size_t i = 0; i < dims.size() && i < types.size(); ++i) {
     int eb = dtype_bytes_from_name(std::string(types[i]));
     if (eb == 0 || dims[i].empty()) continue;
-    std::int64_t p = 1;
-    for (auto d : dims[i]) p *= d;
-    total += p;
+    const auto p = dims_numel(dims[i]);
+    std::int64_t sum = 0;
+    if (!p || __builtin_add_overflow(total, *p, &sum)) continue;
+    total = sum;
     any = true;
     if (comm.elem_bytes == 0) {
       comm.elem_bytes = eb;
@@ -686,11 +687,10 @@ void Reader::add_cpu_span(Time start, Time end) {
     span.kind = gemm ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
     span.input_dims = ev_.input_dims;
     if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
-  } else if (is_memory_bound_op_name(n)) {
+  } else {
+    // A memory-bound op whose shapes give its traffic is kept apart (40 bytes); others dropped.
     if (auto bytes = memory_op_bytes(n, ev_.input_dims, ev_.input_types); bytes && *bytes > 0)
       out_.memory_ops.push_back(MemoryOpSpan{span.thread, start, end, *bytes, intern(n)});
-    return;
-  } else {
     return;
   }
   span.name = intern(n);

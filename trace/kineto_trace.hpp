@@ -171,6 +171,9 @@ double collective_busbw_factor(TraceCollective k, int ranks);
 std::string dtype_from_kernel_name(const std::string& name);
 // Element size of a dtype name from any of the spellings above; 0 if unknown.
 int dtype_bytes_from_name(const std::string& name);
+// Elements of a tensor of recorded shape `dims` (a 0-dim tensor: 1); nullopt for a negative
+// dimension or more than 2^57 elements, which no real tensor has (and a product must not overflow).
+std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims);
 // The aten ops whose traffic follows from their Input Dims and Input types (memory_op_bytes):
 // elementwise arithmetic and comparisons (and their in-place forms), copy_, fill_/zero_,
 // dropout, softmax and its backward, sums and norms, LayerNorm forward.

@@ -255,7 +255,7 @@ std::string report_to_text(const Report& r) {
       o << fmt::format("  {:<20} {:>5} {:>16} {:>16}\n", c.source, c.cases, c.allocated_over, c.reserved_over);
     std::vector<const CaseInfo*> over;
     for (const auto& c : r.cases)
-      if (c.memory.reserved_of_capacity > 1) over.push_back(&c);
+      if (!c.memory.fits) over.push_back(&c);
     std::sort(over.begin(), over.end(), [](const CaseInfo* a, const CaseInfo* b) {
       return a->memory.allocated_of_capacity > b->memory.allocated_of_capacity;
     });

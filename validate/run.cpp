@@ -278,6 +278,8 @@ CaseMemory case_memory(const Metrics& m) {
   const double cap = static_cast<double>(m.capacity.count), outside = static_cast<double>(m.non_pytorch.count);
   out.allocated_of_capacity = (static_cast<double>(m.peak_memory.count) + outside) / cap;
   out.reserved_of_capacity = (static_cast<double>(std::max(m.peak_reserved.count, m.peak_memory.count)) + outside) / cap;
+  out.fits_allocated = m.fits_allocated;
+  out.fits = m.fits;
   return out;
 }
 
@@ -294,8 +296,8 @@ std::vector<CapacityCheck> capacity_checks(const std::vector<CaseInfo>& cases) {
     for (const std::string& source : {c.source, std::string("all")}) {
       CapacityCheck& k = row(source);
       ++k.cases;
-      if (c.memory.allocated_of_capacity > 1) ++k.allocated_over;
-      else if (c.memory.reserved_of_capacity > 1) ++k.reserved_over;
+      if (!c.memory.fits_allocated) ++k.allocated_over;
+      else if (!c.memory.fits) ++k.reserved_over;
     }
   }
   // "all" last, as in the summaries.

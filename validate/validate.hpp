@@ -143,9 +143,11 @@ struct CaseThroughput {
 };
 
 // The predicted peaks as fractions of the GPU's memory (each plus the memory outside PyTorch's
-// allocator); 0 when the profile states no capacity.
+// allocator; 0 when the profile states no capacity), and the prediction's verdicts on them
+// (Metrics::fits_allocated, Metrics::fits).
 struct CaseMemory {
   double allocated_of_capacity = 0, reserved_of_capacity = 0;
+  bool fits_allocated = true, fits = true;
 };
 
 struct CaseInfo {
