@@ -202,6 +202,10 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   return out;
 }
 
+std::string to_string(OptimizerImpl i) {
+  return i == OptimizerImpl::Fused ? "fused" : i == OptimizerImpl::Foreach ? "foreach" : "for_loop";
+}
+
 static TrainingConfig parse_training(ObjectReader t) {
   TrainingConfig out;
   out.grad_accum = t.declared_int("grad_accum");
@@ -209,6 +213,12 @@ static TrainingConfig parse_training(ObjectReader t) {
   std::string opt = t.declared_choice("optimizer");
   out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
+  if (t.has("optimizer_impl")) {
+    const std::string i = t.declared_choice("optimizer_impl");
+    out.optimizer_impl = i == "fused" ? OptimizerImpl::Fused : i == "foreach" ? OptimizerImpl::Foreach : OptimizerImpl::ForLoop;
+  }
+  if (t.has("clip_grad_norm"))
+    out.clip_grad_norm = t.raw("clip_grad_norm").is_null() ? std::optional<double>() : std::optional<double>(t.positive("clip_grad_norm"));
   if (t.has("allocator")) {
     ObjectReader a = t.object("allocator", experiment_keys::allocator());
     out.allocator.expandable_segments = a.declared_boolean("expandable_segments");

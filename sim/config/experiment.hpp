@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,26 @@ struct ClusterConfig {
 
 enum class Optimizer { AdamW, SGD, None };
 
+// torch.optim's three code paths for one update over the parameter tensors (adamw.py):
+//  fused     fused=True: one multi-tensor kernel series (_fused_adamw_), as DeepSpeed's and apex's
+//            FusedAdam
+//  foreach   foreach=True, torch's default for CUDA tensors: _multi_tensor_adamw, one
+//            multi-tensor kernel series per arithmetic op over every tensor
+//  for_loop  foreach=False: _single_tensor_adamw, each arithmetic op once per tensor from Python
+//            (also Composer's DecoupledAdamW)
+enum class OptimizerImpl { Fused, Foreach, ForLoop };
+std::string to_string(OptimizerImpl i);
+
 struct TrainingConfig {
   int grad_accum = 1;          // micro-batches per optimizer step
   bool no_sync = true;         // accumulate without gradient sync (DDP/FSDP no_sync context)
   Optimizer optimizer = Optimizer::AdamW;
   Dtype master_dtype = Dtype::FP32;  // parameters the optimizer updates (fp32 master weights)
+  // Unset: the framework's or training loop's (sim/strategies/common.hpp step_optimizer_impl).
+  std::optional<OptimizerImpl> optimizer_impl;
+  // clip_grad_norm_(max_norm) before the step: unset = the training loop's default (torchtitan
+  // clips at 1.0, the others do not); declared null = no clipping; a number = its max norm.
+  std::optional<std::optional<double>> clip_grad_norm;
   // PYTORCH_CUDA_ALLOC_CONF of the run: "allocator": {"expandable_segments": false,
   // "max_split_size_mb": null} (PyTorch's defaults; sim/exec/caching_allocator.hpp).
   AllocatorConfig allocator;

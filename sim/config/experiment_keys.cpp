@@ -201,6 +201,16 @@ const ConfigObject& training() {
           {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "none"}, .default_value = Json("adamw"),
            .doc = "The optimizer step (adam is priced as adamw).", .since = kStepsim},
           dtype_key("master_dtype", "fp32", "The dtype of the parameters the optimizer updates (fp32 master weights)."),
+          {.name = "optimizer_impl", .types = kString, .choices = {"fused", "foreach", "for_loop"},
+           .default_text = "ZeRO: fused (DeepSpeed's FusedAdam); else the implementation's loop (llm_foundry: for_loop, "
+                           "Composer's DecoupledAdamW; megatron: fused; hf, torchtitan: foreach)",
+           .doc = "torch.optim's code path: fused=True, foreach=True (PyTorch's default on CUDA), foreach=False.",
+           .since = "PyTorch 2.0"},
+          {.name = "clip_grad_norm", .types = kNumber | kNull, .min = 0, .min_exclusive = true,
+           .default_text = "the implementation's loop (torchtitan: 1.0; the others: null)",
+           .doc = "clip_grad_norm_(max_norm) before each step; null: no clipping. No effect under ZeRO: DeepSpeed computes the "
+                  "norm and scales the gradients every step whatever its gradient_clipping.",
+           .since = kStepsim},
           {.name = "allocator", .types = kObject, .objects = {"training.allocator"}, .doc = "PYTORCH_CUDA_ALLOC_CONF of the run.", .since = kStepsim},
       }};
   return o;

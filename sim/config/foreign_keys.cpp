@@ -123,9 +123,9 @@ const ForeignObject& deepspeed() {
           checked({.name = "activation_checkpointing", .types = kObject,
                    .doc = "DeepSpeed's activation checkpointing (set workload.activation_checkpointing instead).", .since = "unknown"},
                   std::nullopt, "partition_activations and cpu_checkpointing false (or absent)"),
-          not_modelled("gradient_clipping",
-                       "Clip the gradient norm: the norm is modelled (computed every step), the multiply over the gradient "
-                       "partition when the norm exceeds the limit is not (it depends on the data)."),
+          no_effect("gradient_clipping",
+                    "Clip the gradient norm: DeepSpeed computes the norm and multiplies the fp32 gradient partition by the "
+                    "combined scale every step whatever the limit (unscale_and_clip_grads), and both are modelled."),
           not_modelled("prescale_gradients", "true: divide gradients before the reduction instead of after (one elementwise pass moves)."),
           not_modelled("gradient_predivide_factor", "Part of the averaging division done before the reduction (an elementwise pass)."),
           not_modelled("wall_clock_breakdown",

@@ -1,6 +1,8 @@
 #include "sim/strategies/common.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -145,11 +147,127 @@ Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
   return k;
 }
 
-Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name) {
-  std::int64_t tensors = opt == Optimizer::AdamW ? 7 : opt == Optimizer::SGD ? 3 : 0;
-  Kernel k = elementwise(std::move(name), Bytes{tensors * numel * dtype_bytes(dtype)}, "", KernelClass::Optimizer);
-  k.kernels = static_cast<int>(std::max<std::int64_t>(1, ceil_div(numel, std::int64_t{65536} * 320)));
+namespace {
+
+// MultiTensorApply.cuh: kChunkSize and depth_to_max_tensors / depth_to_max_blocks.
+constexpr std::int64_t kChunk = 65536;
+constexpr std::int64_t kMaxBlocks = 320;
+constexpr std::int64_t kMaxTensors[] = {110, 64, 48, 36, 30};
+
+// Kernels one multi-tensor op over `tensors` tensors of `numel` elements launches (`depth` lists).
+int multi_tensor_launches(int depth, std::int64_t tensors, std::int64_t numel) {
+  // Each tensor is cut into chunks on its own: its last one is on average half full.
+  const std::int64_t chunks = std::max(tensors, ceil_div(numel, kChunk) + tensors / 2);
+  const std::int64_t n = std::max({std::int64_t{1}, ceil_div(tensors, kMaxTensors[depth - 1]), ceil_div(chunks, kMaxBlocks)});
+  return static_cast<int>(std::min<std::int64_t>(n, std::numeric_limits<int>::max()));
+}
+
+struct StepOp {
+  const char* name;
+  int depth;     // tensor lists (multi-tensor kernels)
+  int elements;  // elements read + written per parameter
+};
+// _multi_tensor_adamw / _single_tensor_adamw, in order; the sqrt (index 4) allocates the
+// temporary the next three ops use.
+constexpr StepOp kAdamwOps[] = {{"mul_ (weight decay)", 1, 2}, {"lerp_ (exp_avg)", 2, 3},    {"mul_ (exp_avg_sq)", 1, 2},
+                                {"addcmul_ (exp_avg_sq)", 3, 3}, {"sqrt (exp_avg_sq)", 2, 2}, {"div_ (bias correction)", 1, 2},
+                                {"add_ (eps)", 1, 2},            {"addcdiv_ (param)", 3, 4}};
+constexpr std::size_t kSqrtOp = 4;
+constexpr StepOp kSgdOps[] = {{"add_ (param)", 2, 3}};
+
+// At most this many launches (and temporaries) stand for a for-loop over the tensors: each one
+// the loop's ops over its share of them, so a step's program stays small whatever the model.
+constexpr std::int64_t kMaxLoopGroups = 64;
+
+Kernel step_kernel(const std::string& name, Bytes bytes, int kernels) {
+  Kernel k = elementwise(name, bytes, "", KernelClass::Optimizer);
+  k.kernels = kernels;
   return k;
+}
+
+}  // namespace
+
+void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& st) {
+  if (st.optimizer == Optimizer::None || st.numel <= 0) return;
+  const bool adamw = st.optimizer == Optimizer::AdamW;
+  const std::int64_t eb = dtype_bytes(st.dtype);
+  const std::int64_t tensors = std::max<std::int64_t>(1, st.tensors);
+  if (st.impl == OptimizerImpl::Fused) {
+    b.launch(s, step_kernel(st.name, Bytes{(adamw ? 7 : 3) * st.numel * eb}, multi_tensor_launches(adamw ? 4 : 2, tensors, st.numel)));
+    return;
+  }
+  const std::span<const StepOp> ops = adamw ? std::span<const StepOp>(kAdamwOps) : std::span<const StepOp>(kSgdOps);
+  if (st.impl == OptimizerImpl::Foreach) {
+    // The sqrt's outputs (one per tensor) live until the function returns after addcdiv_; they
+    // are held here as at most kMaxLoopGroups buffers of the tensors' shares.
+    std::vector<BufferId> temps;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (adamw && i == kSqrtOp) {
+        const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
+        for (std::int64_t g = 0; g < groups; ++g)
+          temps.push_back(b.alloc(st.name + " exp_avg_sq_sqrt", Bytes{(st.numel / groups + (g < st.numel % groups)) * eb},
+                                  MemCategory::Other, s));
+      }
+      b.launch(s, step_kernel(fmt::format("{} _foreach_{}", st.name, ops[i].name), Bytes{ops[i].elements * st.numel * eb},
+                              multi_tensor_launches(ops[i].depth, tensors, st.numel)));
+    }
+    for (BufferId t : temps) b.free(t);
+    return;
+  }
+  // for-loop: tensor after tensor, every op once each; the sqrt and the division each make a
+  // tensor-sized temporary, the first freed by the division, the second when the next tensor's
+  // denominator replaces it: two at a time.
+  int per_tensor = 0, elements = 0;
+  for (const StepOp& op : ops) per_tensor += 1, elements += op.elements;
+  const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const std::int64_t n = st.numel / groups + (g < st.numel % groups);
+    const std::int64_t t = tensors / groups + (g < tensors % groups);
+    std::optional<BufferId> temp;
+    if (adamw) temp = b.alloc(st.name + " denom", Bytes{2 * ceil_div(n, t) * eb}, MemCategory::Other, s);
+    b.launch(s, step_kernel(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
+                            static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max()))));
+    if (temp) b.free(*temp);
+  }
+}
+
+OptimizerImpl loop_optimizer_impl(const Experiment& e) {
+  if (e.training.optimizer_impl) return *e.training.optimizer_impl;
+  if (!e.workload.impl) return OptimizerImpl::Fused;
+  switch (*e.workload.impl) {
+    case Implementation::LlmFoundry: return OptimizerImpl::ForLoop;
+    case Implementation::Megatron: return OptimizerImpl::Fused;
+    case Implementation::Hf:
+    case Implementation::Torchtitan: return OptimizerImpl::Foreach;
+  }
+  return OptimizerImpl::Foreach;
+}
+
+bool loop_clips_grad_norm(const Experiment& e) {
+  if (e.training.clip_grad_norm) return e.training.clip_grad_norm->has_value();
+  return e.workload.impl == Implementation::Torchtitan;
+}
+
+void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c) {
+  if (c.numel <= 0) return;
+  const std::int64_t eb = dtype_bytes(c.dtype);
+  const std::int64_t tensors = std::max<std::int64_t>(1, c.tensors);
+  const int per = static_cast<int>(std::min<std::int64_t>(tensors, std::numeric_limits<int>::max()));
+  Kernel norms = elementwise(c.per_tensor ? "clip_grad_norm_: vector_norm per gradient" : "clip_grad_norm_: _foreach_norm",
+                             Bytes{c.numel * eb}, "step", KernelClass::Reduction);
+  norms.kernels = c.per_tensor ? per : multi_tensor_launches(1, tensors, c.numel);
+  b.launch(s, norms);
+  Kernel total = elementwise("clip_grad_norm_: stack, vector_norm", Bytes{tensors * 8}, "step", KernelClass::Reduction);
+  total.kernels = 2;
+  b.launch(s, total);
+  if (c.comm) b.collective(*c.comm, s, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR clip_grad_norm_ total_norm", "step");
+  Kernel coef = elementwise("clip_grad_norm_: pow, add, div, clamp", Bytes{32}, "step");
+  coef.kernels = 4;
+  b.launch(s, coef);
+  Kernel mul = elementwise(c.per_tensor ? "clip_grad_norm_: mul_ per gradient" : "clip_grad_norm_: _foreach_mul_",
+                           Bytes{2 * c.numel * eb}, "step");
+  mul.kernels = c.per_tensor ? per : multi_tensor_launches(1, tensors, c.numel);
+  b.launch(s, mul);
 }
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {

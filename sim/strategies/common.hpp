@@ -62,13 +62,52 @@ Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
 
-// The optimizer step over `numel` parameters held in `dtype` (fused/foreach AdamW reads
-// param, grad, exp_avg, exp_avg_sq and writes param, exp_avg, exp_avg_sq: 7 tensors). The
-// multi-tensor kernels process 65,536-element chunks, at most 320 chunks per launch (PyTorch
-// aten/src/ATen/native/cuda/MultiTensorApply.cuh kChunkSize / depth_to_max_blocks; DeepSpeed
-// FusedAdam's chunk_size 2048*32 over csrc/adam/multi_tensor_apply.cuh), so the step is
-// ceil(numel / 20,971,520) kernels.
-Kernel optimizer_kernel(Optimizer opt, std::int64_t numel, Dtype dtype, std::string name = "optimizer.step");
+// One optimizer step over this rank's parameters as the training loop runs it (`impl`, one of
+// torch.optim's code paths; sim/config/experiment.hpp OptimizerImpl). AdamW moves 7 elements per
+// parameter fused (read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq) and
+// 20 in the foreach and for-loop paths, whose eight ops are _multi_tensor_adamw's and
+// _single_tensor_adamw's (torch/optim/adamw.py, PyTorch 2.1-2.9, capturable=False, weight decay on):
+// mul_ (decay), lerp_ (exp_avg), mul_ + addcmul_ (exp_avg_sq), sqrt, div_, add_ (denominator),
+// addcdiv_ (param). The sqrt allocates a parameter-sized fp32 temporary: all the tensors' at once in
+// foreach, two per tensor in turn in the for-loop. SGD (no momentum) is one add_ of 3 elements.
+// Multi-tensor launches follow MultiTensorApply.cuh: 65,536-element chunks, at most 320 chunks and
+// 110/64/48/36 tensors (for 1/2/3/4 tensor lists) per kernel; a for-loop op is one kernel per tensor.
+struct OptimizerStep {
+  Optimizer optimizer = Optimizer::AdamW;
+  OptimizerImpl impl = OptimizerImpl::Fused;
+  std::int64_t numel = 0;    // elements this rank updates
+  std::int64_t tensors = 1;  // the tensors holding them (flat parameters, DTensor shards, ...)
+  Dtype dtype = Dtype::FP32;
+  std::string name = "optimizer.step";
+};
+void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& step);
+// The code path of a PyTorch training loop's optimizer (FSDP, DDP): training.optimizer_impl, else
+// the workload implementation's loop: llm_foundry's Composer DecoupledAdamW is a for-loop
+// (composer/optim/decoupled_weight_decay.py `adamw`, v0.14-v0.17); Megatron's apex FusedAdam is
+// fused; torch.optim.AdamW defaults to foreach for CUDA tensors (optimizer.py
+// _default_to_fused_or_foreach) and torchtitan passes foreach=True (train.py at 83c879f1,
+// optimizer.py at 9dec370: `"foreach": not fused`, fused off by default). Toy workloads: fused.
+OptimizerImpl loop_optimizer_impl(const Experiment& e);
+
+// clip_grad_norm_(max_norm) over this rank's gradients before the step: a norm per tensor, their
+// norm, the sum of squares all-reduced over `comm` (sharded gradients; none for DDP's replicas),
+// the clip coefficient (pow, add, div, clamp) and a multiply of every gradient by it, which
+// PyTorch does whatever the norm (clamp(max=1.0), no branch). FSDP1's own clip_grad_norm_
+// (fully_sharded_data_parallel.py) loops over the tensors (`per_tensor`); torch.nn.utils'
+// (FSDP2, DDP) uses _foreach_norm and _foreach_mul_.
+struct ClipGradNorm {
+  std::int64_t numel = 0;
+  std::int64_t tensors = 1;
+  Dtype dtype = Dtype::FP32;  // the gradients'
+  bool per_tensor = false;
+  std::optional<CommId> comm;
+};
+void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c);
+// Whether a PyTorch training loop clips: training.clip_grad_norm, else the workload
+// implementation's loop (torchtitan: training.max_norm defaults to 1.0, config_manager.py, and
+// train.py always calls clip_grad_norm_; the others do not by default).
+bool loop_clips_grad_norm(const Experiment& e);
+
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
 // momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);

@@ -131,10 +131,16 @@ class ReducerWriter {
                                  KernelClass::Copy));
   }
 
+  // The training loop's clip_grad_norm_ (local: every replica holds the averaged gradients) and
+  // optimizer.step() over the parameters (one tensor each).
   void optimizer_step() {
+    std::int64_t tensors = 0;
+    for (const Layer& l : w_.layers) tensors += static_cast<std::int64_t>(l.params().size());
+    if (loop_clips_grad_norm(e_))
+      launch_clip_grad_norm(b_, dflt_, {.numel = w_.numel(), .tensors = tensors, .dtype = c_.param_dtype, .per_tensor = false});
     b_.mark("optimizer", Phase::Optimizer);
-    if (e_.training.optimizer != Optimizer::None)
-      b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, w_.numel(), c_.param_dtype));
+    launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = w_.numel(),
+                                      .tensors = tensors, .dtype = c_.param_dtype});
     for (BufferId g : grads_) b_.free(g);  // zero_grad(set_to_none=True)
   }
 

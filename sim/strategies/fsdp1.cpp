@@ -68,6 +68,7 @@ class StepWriter {
   const std::string& name(std::size_t u) const { return units_[u].name; }
 
   void setup();
+  std::int64_t optimizer_tensors() const;
   void forward(int micro);
   void backward(int micro, bool sync);
   void unshard(std::size_t u, const char* pass);
@@ -134,11 +135,38 @@ Program StepWriter::write() {
     forward(micro);
     backward(micro, sync);
   }
-  b_.mark("optimizer", Phase::Optimizer);
   std::int64_t local = 0;  // parameters this rank's optimizer updates (fp32 shards)
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
-  if (e_.training.optimizer != Optimizer::None) b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, local, orig_dtype_));
+  const std::int64_t tensors = optimizer_tensors();
+  // The training loop's FSDP.clip_grad_norm_ (fully_sharded_data_parallel.py): a norm per
+  // gradient, the sum of squares all-reduced over the process group (and, hybrid, the
+  // inter-node group), a multiply per gradient.
+  if (loop_clips_grad_norm(e_)) {
+    launch_clip_grad_norm(b_, dflt_, {.numel = local, .tensors = tensors, .dtype = orig_dtype_, .per_tensor = true, .comm = shard_pg_});
+    if (replicate_pg_)
+      b_.collective(*replicate_pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR clip_grad_norm_ (inter-node)", "step");
+  }
+  b_.mark("optimizer", Phase::Optimizer);
+  launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = local,
+                                    .tensors = tensors, .dtype = orig_dtype_});
   return b_.take();
+}
+
+// The tensors the optimizer steps on this rank: one flat parameter per unit; with use_orig_params
+// the original parameters' views into this rank's shard of it (an empty view has no gradient and
+// is skipped). A unit of P parameters cut into N equal shards gives N + P - 1 (rank, parameter)
+// pieces when no parameter boundary meets a shard boundary: 1 + (P - 1) / N per rank.
+std::int64_t StepWriter::optimizer_tensors() const {
+  const std::int64_t n = c_.sharded() ? (c_.hybrid() ? e_.cluster.gpus_per_node : world_) : 1;
+  std::int64_t pieces = 0, units = 0;
+  for (const auto& u : units_) {
+    if (!u.has_handle()) continue;
+    ++units;
+    std::int64_t params = 0;
+    for (std::size_t li : u.layers) params += static_cast<std::int64_t>(w_.layers[li].params().size());
+    pieces += n + std::max<std::int64_t>(params, 1) - 1;
+  }
+  return c_.use_orig_params ? std::max<std::int64_t>(1, (pieces + n / 2) / n) : std::max<std::int64_t>(1, units);
 }
 
 // Persistent state at a step boundary (M5.1): the sharded fp32 flat parameters, the optimizer

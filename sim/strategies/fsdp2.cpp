@@ -56,9 +56,17 @@ class Emitter {
       forward(micro);
       backward(micro, sync);
     }
+    // The training loop's clip_grad_norm_ over the DTensor gradients (the partial norm all-reduced
+    // over the shard mesh dimension; replicas hold equal gradients) and optimizer.step() over
+    // every parameter's shard (one DTensor each).
+    std::int64_t tensors = 0;
+    for (const Group& g : groups_)
+      for (const Layer* l : g.layers) tensors += static_cast<std::int64_t>(l->params().size());
+    if (loop_clips_grad_norm(e_))
+      launch_clip_grad_norm(b_, dflt_, {.numel = total_shard_, .tensors = tensors, .dtype = c_.orig_dtype, .comm = shard_pg_});
     b_.mark("optimizer", Phase::Optimizer);
-    if (e_.training.optimizer != Optimizer::None)
-      b_.launch(dflt_, optimizer_kernel(e_.training.optimizer, total_shard_, c_.orig_dtype));
+    launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = total_shard_,
+                                      .tensors = tensors, .dtype = c_.orig_dtype});
     for (GroupState& s : st_)  // zero_grad(set_to_none=True)
       if (s.sharded_grad.has_value()) b_.free(*s.sharded_grad), s.sharded_grad = std::nullopt;
     return b_.take();

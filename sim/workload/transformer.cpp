@@ -1000,6 +1000,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.micro_batch = b;
   w.seq_len = s;
   w.checkpointing = o.checkpointing;
+  w.impl = o.impl;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
   w.layers.push_back(embedding_layer(md, d, o));

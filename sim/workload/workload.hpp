@@ -140,6 +140,9 @@ struct Workload {
   Checkpointing checkpointing = Checkpointing::None;
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
   bool toy = false;             // fixed-time layers (textbook cases)
+  // The implementation a transformer mirrors (its training loop's defaults follow it: the
+  // optimizer's code path, gradient clipping); none for toy workloads.
+  std::optional<Implementation> impl;
   std::vector<Layer> layers;
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
 

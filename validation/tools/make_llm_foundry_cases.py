@@ -25,7 +25,11 @@ ASSUMPTIONS = [
     "activation checkpointing (non-reentrant, every block) as the row states; limit_all_gathers true (the yamls); "
     "backward_prefetch BACKWARD_POST and forward_prefetch false (Composer's FSDPConfig defaults; the source does not state them)",
     "PURE mixed precision = param, reduce and buffer dtype bf16 (Composer); the sharded parameters and AdamW "
-    "(decoupled) state stay fp32; gradient clipping by norm is not modelled",
+    "(decoupled) state stay fp32; the yamls' optimizer decoupled_adamw is Composer's DecoupledAdamW, a Python loop "
+    "over the parameters (composer/optim/decoupled_weight_decay.py `adamw`, v0.14.1): the llm_foundry default "
+    "optimizer_impl for_loop; the yamls' algorithms.gradient_clipping (norm, threshold 1.0) runs FSDP's "
+    "clip_grad_norm_ at AFTER_TRAIN_BATCH (composer/algorithms/gradient_clipping/gradient_clipping.py, v0.14.1 l.42-56): "
+    "training.clip_grad_norm 1.0",
     "MPT as the yamls build it with MPTConfig's 2023 defaults: learned positions, biases, LayerNorm, GELU, tied "
     "embeddings, Triton FlashAttention (attn_impl triton, submit_benchmarks.py's default, which sweep.sh never overrides): "
     "attention flash_triton; the row's NumParams equals the preset's parameter count",
@@ -93,7 +97,8 @@ def write_cases(source, csv_path, out, description, commit, csv_name, assumption
                 "strategy": {"framework": "fsdp1", "sharding": r["Sharding Strategy"].lower(), "wrap": "block",
                              "backward_prefetch": "backward_post", "forward_prefetch": False,
                              "limit_all_gathers": True, "mixed_precision": {"param": "bf16", "reduce": reduce}},
-                "training": {"grad_accum": ga, "optimizer": "adamw", "master_dtype": "fp32", "no_sync": False},
+                "training": {"grad_accum": ga, "optimizer": "adamw", "master_dtype": "fp32", "no_sync": False,
+                             "clip_grad_norm": 1.0},
             },
             "measured": {"published": {"tokens_per_s": float(r["Throughput (T/s)"]),
                                        "global_batch_tokens": float(r["GlobalBatchSize (T)"])}},

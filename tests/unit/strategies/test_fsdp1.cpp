@@ -35,9 +35,10 @@ json toy_doc(const json& strategy, int nodes = 1, int gpus = 8, const json& trai
           {"training", t}};
 }
 
-// A small Llama whose root unit holds the embedding, final norm and head.
+// A small Llama whose root unit holds the embedding, final norm and head; FSDP's own schedule,
+// without the torchtitan loop's clip_grad_norm_ (its all-reduce is not FSDP's).
 json small_llama_doc(const json& strategy, int nodes = 1, int gpus = 8, const json& training = json::object()) {
-  json t = {{"optimizer", "adamw"}};
+  json t = {{"optimizer", "adamw"}, {"clip_grad_norm", nullptr}};
   t.update(training);
   return {{"workload", {{"model", {{"family", "llama"}, {"hidden", 256}, {"layers", 3}, {"heads", 4}, {"ffn", 688},
                                    {"vocab", 1003}}},

@@ -35,11 +35,12 @@ json toy_doc(const json& strategy, int layers = 4, std::int64_t params = 2500000
           {"training", t}};
 }
 
+// FSDP2's own schedule, without the torchtitan loop's clip_grad_norm_ (its all-reduce is not FSDP's).
 json llama_doc(const std::string& preset, const json& strategy, int nodes, int gpus_per_node) {
   return {{"workload", {{"preset", preset}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
           {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", nodes}, {"gpus_per_node", gpus_per_node}}},
           {"strategy", strategy},
-          {"training", {{"optimizer", "adamw"}}}};
+          {"training", {{"optimizer", "adamw"}, {"clip_grad_norm", nullptr}}}};
 }
 
 const TimelineOp& op(const Timeline& t, const std::string& name) {
