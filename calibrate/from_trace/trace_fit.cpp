@@ -670,6 +670,7 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
   }
   if (!d.gemms.empty()) {
     p.compute.gemm_in_training_factor = 1.0;
+    p.compute.gemm_table_rates = GemmRates::InTraining;
     p.compute.gemm_table_peak = FlopRate{};  // measured on this part
     j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
   }

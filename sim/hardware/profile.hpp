@@ -145,6 +145,9 @@ struct AttentionRate {
   double at(bool backward_pass, std::int64_t seq) const;
 };
 
+enum class GemmRates { Microbenchmark, InTraining };
+std::string to_string(GemmRates r);
+
 struct ComputeProfile {
   std::map<Dtype, FlopRate> peak;     // dense peak per dtype
   Bandwidth hbm;                      // datasheet HBM bandwidth
@@ -162,8 +165,11 @@ struct ComputeProfile {
   FlopRate gemm_table_peak;
   // GEMMs inside a training step reach less than in an isolated microbenchmark (clocks under
   // power limits, cold caches, SMs taken by NCCL): achieved / microbenchmark rate, applied to
-  // table lookups. 1 = the table is used as measured; "gemm_rate_source" says which was used.
+  // table lookups. 1 = the table is used as measured; gemm_rate_source says which was used.
   double gemm_in_training_factor = 1.0;
+  // What gemm_table's rates are: an isolated microbenchmark (calibrate gemm, XLA's table) or
+  // rates achieved inside a training step (fit --trace).
+  GemmRates gemm_table_rates = GemmRates::Microbenchmark;
   bool model_memory_kernels = true;   // false: memory-bound kernels take no time (textbook cases)
   Time min_kernel_time;               // floor for any non-empty kernel (per CUDA kernel)
   // Device-side gap between two back-to-back kernels of a stream even when the second is
@@ -246,5 +252,18 @@ class ObjectReader;
 HardwareProfile parse_profile(ObjectReader& reader);
 HardwareProfile load_profile(const std::filesystem::path& file);
 nlohmann::json profile_to_json(const HardwareProfile& p);
+
+// Where a prediction's GEMM rates come from, for the result JSON and the text reports: the
+// table's kind (or the roofline without one), the in-training factor and the peak scaling
+// applied to it, and a one-line statement. `corrected` is false for an uncorrected
+// microbenchmark table (factor 1), which predicts GEMMs faster than a training step runs them.
+struct GemmRateSource {
+  std::string table;  // "microbenchmark", "in_training", "none" (roofline)
+  double in_training_factor = 1;
+  double peak_scale = 1;
+  bool corrected = true;
+  std::string text;
+};
+GemmRateSource gemm_rate_source(const ComputeProfile& c);
 
 }  // namespace stepsim

@@ -292,6 +292,8 @@ static ComputeProfile parse_compute(ObjectReader c) {
   out.attention_efficiency = read_number(c, "attention_efficiency");
   out.efficient_attention_efficiency = read_number(c, "efficient_attention_efficiency");
   out.gemm_in_training_factor = read_number(c, "gemm_in_training_factor");
+  if (c.has("gemm_table_rates"))
+    out.gemm_table_rates = c.declared_choice("gemm_table_rates") == "in_training" ? GemmRates::InTraining : GemmRates::Microbenchmark;
   if (c.has("gemm_table_peak_bf16_tflops")) out.gemm_table_peak = FlopRate::from_tflops(read_number(c, "gemm_table_peak_bf16_tflops"));
   if (c.has("attention")) {
     ObjectReader a = c.object("attention", profile_keys::attention());
@@ -517,6 +519,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"attention_efficiency", p.compute.attention_efficiency},
              {"efficient_attention_efficiency", p.compute.efficient_attention_efficiency},
              {"gemm_in_training_factor", p.compute.gemm_in_training_factor},
+             {"gemm_table_rates", to_string(p.compute.gemm_table_rates)},
              {"attention", attention},
              {"memory_bandwidth_GBps", class_bw},
              {"model_memory_bound_kernels", p.compute.model_memory_kernels},
@@ -544,6 +547,34 @@ Json profile_to_json(const HardwareProfile& p) {
   if (!p.sources.is_null()) out["sources"] = p.sources;
   if (!p.provenance.is_null()) out["provenance"] = p.provenance;
   return out;
+}
+
+std::string to_string(GemmRates r) { return r == GemmRates::InTraining ? "in_training" : "microbenchmark"; }
+
+GemmRateSource gemm_rate_source(const ComputeProfile& c) {
+  GemmRateSource s;
+  s.in_training_factor = c.gemm_in_training_factor;
+  if (c.gemm_table.empty()) {
+    s.table = "none";
+    s.text = fmt::format("roofline: {:.0f} % of peak (gemm_efficiency; no measured GEMM table)", 100 * c.gemm_efficiency);
+    return s;
+  }
+  const auto bf16 = c.peak.find(Dtype::BF16);
+  if (c.gemm_table_peak.flops_per_s > 0 && bf16 != c.peak.end()) s.peak_scale = bf16->second.flops_per_s / c.gemm_table_peak.flops_per_s;
+  const std::string scaled = s.peak_scale != 1 ? fmt::format(", x {:.3f} for this part's peak", s.peak_scale) : "";
+  s.table = to_string(c.gemm_table_rates);
+  if (c.gemm_table_rates == GemmRates::InTraining) {
+    s.text = fmt::format("measured inside a training step ({} shapes{})", c.gemm_table.size(), scaled);
+  } else if (c.gemm_in_training_factor < 1) {
+    s.text = fmt::format("microbenchmark table ({} shapes{}) x in-training factor {:.3f}", c.gemm_table.size(), scaled,
+                         c.gemm_in_training_factor);
+  } else {
+    s.corrected = false;
+    s.text = fmt::format("microbenchmark table ({} shapes{}), not corrected to in-training rates (gemm_in_training_factor 1): "
+                         "a training step runs GEMMs slower",
+                         c.gemm_table.size(), scaled);
+  }
+  return s;
 }
 
 }  // namespace stepsim

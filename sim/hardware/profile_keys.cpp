@@ -136,6 +136,9 @@ const ConfigObject& compute() {
                   "(a power- or clock-limited variant of the measured chip)."},
           {.name = "gemm_in_training_factor", .types = kNumber, .min = 0, .max = 1, .min_exclusive = true, .default_value = Json(1.0),
            .doc = "In-training / microbenchmark GEMM rate, applied to gemm_table lookups (1: the table is in-training already)."},
+          {.name = "gemm_table_rates", .types = kString, .choices = {"microbenchmark", "in_training"}, .default_value = Json("microbenchmark"),
+           .doc = "What gemm_table's rates are: an isolated microbenchmark (calibrate gemm, an imported table) or rates achieved "
+                  "inside a training step (fit --trace); results report which a prediction used."},
           object("memory_bandwidth_GBps", {"profile.compute.memory_bandwidth_GBps"},
                  "Achieved bandwidth per memory-bound kernel class (bytes read + written over time; stepsim calibrate membw and fit --trace measure it); a class not listed runs at hbm_bandwidth_GBps x memory_efficiency."),
           {.name = "model_memory_bound_kernels", .types = kBoolean, .default_value = Json(true),

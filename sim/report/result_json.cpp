@@ -69,6 +69,9 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"metrics", metrics_to_json(r.metrics)},
           {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))},
           {"ops", ops_to_json(r.timeline)}};
+  const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
+  out["gemm_rates"] = {{"table", g.table}, {"in_training_factor", g.in_training_factor}, {"peak_scale", g.peak_scale},
+                       {"corrected_to_training", g.corrected}, {"source", g.text}};
   // Communicators priced outside the group sizes the profile's collective model was fitted on
   // (issue 15): present only when there are some.
   auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);

@@ -20,7 +20,11 @@ void write_run_description(std::ostream& out, const Experiment& e) {
   out << fmt::format("  {} | {} ({:.2f} B params) | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}\n",
                      e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,
                      e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
-  out << fmt::format("  strategy: {}\n\n", e.strategy->effective_config().dump());
+  out << fmt::format("  strategy: {}\n", e.strategy->effective_config().dump());
+  // An uncorrected microbenchmark GEMM table predicts GEMMs faster than a step runs them: say so.
+  const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
+  if (!g.corrected) out << fmt::format("  note: GEMM rates: {}\n", g.text);
+  out << "\n";
 }
 
 // The step's times, each with its share of the step, and the throughput at that step time.

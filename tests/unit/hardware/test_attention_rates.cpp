@@ -159,3 +159,31 @@ TEST_CASE("A GEMM is no faster than moving its operands, with or without a table
   const GemmShape big{8192, 8192, 8192};
   CHECK(gemm_time(c, big).seconds() == Approx(big.flops().count / 800e12));
 }
+
+TEST_CASE("A prediction says where its GEMM rates come from, and flags an uncorrected microbenchmark table",
+          "[hardware][gemm]") {
+  ComputeProfile c = base();
+  c.gemm_efficiency = 0.7;
+  GemmRateSource roof = gemm_rate_source(c);
+  CHECK(roof.table == "none");
+  CHECK(roof.corrected);
+  c.gemm_table.push_back(GemmMeasurement{GemmShape{4096, 4096, 4096, 1, Dtype::BF16}, FlopRate::from_tflops(700)});
+  GemmRateSource micro = gemm_rate_source(c);
+  CHECK(micro.table == "microbenchmark");
+  CHECK_FALSE(micro.corrected);
+  CHECK_THAT(micro.text, Catch::Contains("not corrected"));
+  c.gemm_in_training_factor = 0.9;
+  CHECK(gemm_rate_source(c).corrected);
+  CHECK_THAT(gemm_rate_source(c).text, Catch::Contains("x in-training factor 0.900"));
+  c.gemm_in_training_factor = 1;
+  c.gemm_table_rates = GemmRates::InTraining;
+  c.gemm_table_peak = FlopRate::from_tflops(1250);
+  GemmRateSource trained = gemm_rate_source(c);
+  CHECK(trained.table == "in_training");
+  CHECK(trained.corrected);
+  CHECK(trained.peak_scale == Approx(0.8));
+  // The shipped profiles: the A800's table was measured in a Megatron step, the H100's is XLA's
+  // microbenchmark.
+  CHECK(gemm_rate_source(load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json").compute).corrected);
+  CHECK_FALSE(gemm_rate_source(load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-96gb.json").compute).corrected);
+}
