@@ -168,6 +168,11 @@ Op mem(std::string name, KernelClass cls, std::int64_t read, std::int64_t writte
 // kernels becomes one generated kernel. Assumed: the fused kernel reads what the run reads from
 // outside (sum of reads minus the intermediates the run itself wrote, never less than the
 // largest single read) and writes the run's last output plus every intermediate autograd saves.
+// What autograd saves is AOTAutograd's min-cut partitioner's choice
+// (torch/_functorch/partitioners.py min_cut_rematerialization_partition, inductor's default):
+// pointwise ops are recomputed in the backward kernel rather than saved, so a run saves at most
+// the tensors it reads from outside (SwiGLU's silu(gate) * up keeps gate and up, not silu(gate)
+// as eager's SiluBackward and MulBackward do), and then writes no intermediate for backward.
 std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
   std::vector<Op> out;
   std::size_t i = 0;
@@ -190,6 +195,10 @@ std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
     const Op& last = ops[j - 1];
     std::int64_t fused_read = std::max(max_read, read - (written - last.written.count));
     std::int64_t fused_written = last.written.count + std::min(saved, written - last.written.count);
+    if (saved > fused_read) {  // the partitioner keeps the run's inputs and recomputes the rest
+      saved = fused_read;
+      fused_written = last.written.count;
+    }
     Op f = mem("fused(" + name + ")", ops[i].cls == last.cls ? last.cls : KernelClass::Elementwise, fused_read,
                fused_written, saved, 1);
     out.push_back(f);

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "sim/strategies/load_experiment.hpp"
 #include "validate/validate.hpp"
@@ -40,7 +43,7 @@ TEST_CASE("validation suite: the li-plus, llm-foundry and torchtitan cases are t
   CHECK(per_source["llm-foundry-a100"] == 164);
   CHECK(per_source["llm-foundry-h100"] == 52);
   CHECK(per_source["torchtitan-h100-202412"] == 4);
-  CHECK(per_source["torchtitan-pr165"] == 4);
+  CHECK(per_source["torchtitan-pr165"] == 8);
 }
 
 namespace {
@@ -132,4 +135,39 @@ TEST_CASE("validation suite: the torchtitan 2024-12 cases carry the transcribed 
     ++seen;
   }
   CHECK(seen == 4);
+}
+
+TEST_CASE("torchtitan PR #165's torch.compile cases carry the PR's own numbers", "[validate][data]") {
+  // Each compile row of ../shared/data/published/torchtitan-pr165/README.md:
+  // "| FSDP2 AC, buffer reuse enabled  | 28.90 GiB (30.40%) peak reserved | 7200-7500 WPS | 33% MFU |".
+  std::ifstream readme(kData + "/published/torchtitan-pr165/README.md");
+  REQUIRE(readme);
+  std::map<std::string, std::smatch> rows;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(readme, line);) lines.push_back(line);
+  const std::regex row(R"(^\| (FSDP2 [^|]*?) +\| ([0-9.]+) GiB \([0-9.]+%\) peak reserved \| ([0-9]+)(?:-([0-9]+))? WPS)");
+  std::ifstream f(kSrc + "/validation/cases/torchtitan-pr165.json");
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  int compiled = 0;
+  for (const auto& c : doc["cases"]) {
+    const std::string label = c["provenance"]["row"].get<std::string>();
+    if (label.rfind("torch.compile: ", 0) != 0) continue;
+    ++compiled;
+    const std::string want = label.substr(15);
+    bool found = false;
+    for (const std::string& line : lines) {
+      std::smatch m;
+      if (!std::regex_search(line, m, row) || m[1].str() != want) continue;
+      found = true;
+      const auto& pub = c["measured"]["published"];
+      CHECK(pub["peak_reserved_GiB"].get<double>() == Approx(std::stod(m[2].str())));
+      const nlohmann::json& wps = pub["tokens_per_s_per_gpu"];
+      const double lo = std::stod(m[3].str()), hi = m[4].matched ? std::stod(m[4].str()) : lo;
+      CHECK((wps.is_array() ? wps[0].get<double>() : wps.get<double>()) == lo);
+      CHECK((wps.is_array() ? wps[1].get<double>() : wps.get<double>()) == hi);
+      CHECK(c["experiment"]["workload"]["compile"].get<bool>());
+    }
+    CHECK(found);
+  }
+  CHECK(compiled == 4);
 }
