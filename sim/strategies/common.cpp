@@ -179,11 +179,15 @@ constexpr StepOp kSgdOps[] = {{"add_ (param)", 2, 3}};
 // the loop's ops over its share of them, so a step's program stays small whatever the model.
 constexpr std::int64_t kMaxLoopGroups = 64;
 
-Kernel step_kernel(const std::string& name, Bytes bytes, int kernels) {
-  Kernel k = elementwise(name, bytes, "", KernelClass::Optimizer);
+// A memory-bound launch of `kernels` CUDA kernels.
+Kernel memory_kernels(std::string name, Bytes bytes, int kernels, KernelClass cls, std::string unit = {}) {
+  Kernel k = elementwise(std::move(name), bytes, std::move(unit), cls);
   k.kernels = kernels;
   return k;
 }
+
+// Part i of `total` cut into `parts` near-equal parts (the first total % parts one larger).
+std::int64_t share(std::int64_t total, std::int64_t parts, std::int64_t i) { return total / parts + (i < total % parts); }
 
 }  // namespace
 
@@ -193,7 +197,8 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
   const std::int64_t eb = dtype_bytes(st.dtype);
   const std::int64_t tensors = std::max<std::int64_t>(1, st.tensors);
   if (st.impl == OptimizerImpl::Fused) {
-    b.launch(s, step_kernel(st.name, Bytes{(adamw ? 7 : 3) * st.numel * eb}, multi_tensor_launches(adamw ? 4 : 2, tensors, st.numel)));
+    b.launch(s, memory_kernels(st.name, Bytes{(adamw ? 7 : 3) * st.numel * eb}, multi_tensor_launches(adamw ? 4 : 2, tensors, st.numel),
+                               KernelClass::Optimizer));
     return;
   }
   const std::span<const StepOp> ops = adamw ? std::span<const StepOp>(kAdamwOps) : std::span<const StepOp>(kSgdOps);
@@ -205,11 +210,10 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
       if (adamw && i == kSqrtOp) {
         const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
         for (std::int64_t g = 0; g < groups; ++g)
-          temps.push_back(b.alloc(st.name + " exp_avg_sq_sqrt", Bytes{(st.numel / groups + (g < st.numel % groups)) * eb},
-                                  MemCategory::Other, s));
+          temps.push_back(b.alloc(st.name + " exp_avg_sq_sqrt", Bytes{share(st.numel, groups, g) * eb}, MemCategory::Other, s));
       }
-      b.launch(s, step_kernel(fmt::format("{} _foreach_{}", st.name, ops[i].name), Bytes{ops[i].elements * st.numel * eb},
-                              multi_tensor_launches(ops[i].depth, tensors, st.numel)));
+      b.launch(s, memory_kernels(fmt::format("{} _foreach_{}", st.name, ops[i].name), Bytes{ops[i].elements * st.numel * eb},
+                                 multi_tensor_launches(ops[i].depth, tensors, st.numel), KernelClass::Optimizer));
     }
     for (BufferId t : temps) b.free(t);
     return;
@@ -221,12 +225,12 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
   for (const StepOp& op : ops) per_tensor += 1, elements += op.elements;
   const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
   for (std::int64_t g = 0; g < groups; ++g) {
-    const std::int64_t n = st.numel / groups + (g < st.numel % groups);
-    const std::int64_t t = tensors / groups + (g < tensors % groups);
+    const std::int64_t n = share(st.numel, groups, g), t = share(tensors, groups, g);
     std::optional<BufferId> temp;
     if (adamw) temp = b.alloc(st.name + " denom", Bytes{2 * ceil_div(n, t) * eb}, MemCategory::Other, s);
-    b.launch(s, step_kernel(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
-                            static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max()))));
+    b.launch(s, memory_kernels(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
+                               static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max())),
+                               KernelClass::Optimizer));
     if (temp) b.free(*temp);
   }
 }
@@ -243,6 +247,8 @@ OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   return OptimizerImpl::Foreach;
 }
 
+OptimizerImpl deepspeed_optimizer_impl(const Experiment& e) { return e.training.optimizer_impl.value_or(OptimizerImpl::Fused); }
+
 bool loop_clips_grad_norm(const Experiment& e) {
   if (e.training.clip_grad_norm) return e.training.clip_grad_norm->has_value();
   return e.workload.impl == Implementation::Torchtitan;
@@ -252,22 +258,16 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
   if (c.numel <= 0) return;
   const std::int64_t eb = dtype_bytes(c.dtype);
   const std::int64_t tensors = std::max<std::int64_t>(1, c.tensors);
-  const int per = static_cast<int>(std::min<std::int64_t>(tensors, std::numeric_limits<int>::max()));
-  Kernel norms = elementwise(c.per_tensor ? "clip_grad_norm_: vector_norm per gradient" : "clip_grad_norm_: _foreach_norm",
-                             Bytes{c.numel * eb}, "step", KernelClass::Reduction);
-  norms.kernels = c.per_tensor ? per : multi_tensor_launches(1, tensors, c.numel);
-  b.launch(s, norms);
-  Kernel total = elementwise("clip_grad_norm_: stack, vector_norm", Bytes{tensors * 8}, "step", KernelClass::Reduction);
-  total.kernels = 2;
-  b.launch(s, total);
+  // Per gradient (FSDP1's loop) or one multi-tensor series (_foreach_norm, _foreach_mul_).
+  const int per_grad = c.per_tensor ? static_cast<int>(std::min<std::int64_t>(tensors, std::numeric_limits<int>::max()))
+                                    : multi_tensor_launches(1, tensors, c.numel);
+  b.launch(s, memory_kernels(c.per_tensor ? "clip_grad_norm_: vector_norm per gradient" : "clip_grad_norm_: _foreach_norm",
+                             Bytes{c.numel * eb}, per_grad, KernelClass::Reduction, "step"));
+  b.launch(s, memory_kernels("clip_grad_norm_: stack, vector_norm", Bytes{tensors * 8}, 2, KernelClass::Reduction, "step"));
   if (c.comm) b.collective(*c.comm, s, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR clip_grad_norm_ total_norm", "step");
-  Kernel coef = elementwise("clip_grad_norm_: pow, add, div, clamp", Bytes{32}, "step");
-  coef.kernels = 4;
-  b.launch(s, coef);
-  Kernel mul = elementwise(c.per_tensor ? "clip_grad_norm_: mul_ per gradient" : "clip_grad_norm_: _foreach_mul_",
-                           Bytes{2 * c.numel * eb}, "step");
-  mul.kernels = c.per_tensor ? per : multi_tensor_launches(1, tensors, c.numel);
-  b.launch(s, mul);
+  b.launch(s, memory_kernels("clip_grad_norm_: pow, add, div, clamp", Bytes{32}, 4, KernelClass::Elementwise, "step"));
+  b.launch(s, memory_kernels(c.per_tensor ? "clip_grad_norm_: mul_ per gradient" : "clip_grad_norm_: _foreach_mul_",
+                             Bytes{2 * c.numel * eb}, per_grad, KernelClass::Elementwise, "step"));
 }
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {

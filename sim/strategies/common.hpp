@@ -88,6 +88,9 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 // _default_to_fused_or_foreach) and torchtitan passes foreach=True (train.py at 83c879f1,
 // optimizer.py at 9dec370: `"foreach": not fused`, fused off by default). Toy workloads: fused.
 OptimizerImpl loop_optimizer_impl(const Experiment& e);
+// DeepSpeed's: training.optimizer_impl, else fused (its FusedAdam over each flat fp32 partition,
+// whatever the workload's loop would pass).
+OptimizerImpl deepspeed_optimizer_impl(const Experiment& e);
 
 // clip_grad_norm_(max_norm) over this rank's gradients before the step: a norm per tensor, their
 // norm, the sum of squares all-reduced over `comm` (sharded gradients; none for DDP's replicas),

@@ -134,8 +134,7 @@ class ReducerWriter {
   // The training loop's clip_grad_norm_ (local: every replica holds the averaged gradients) and
   // optimizer.step() over the parameters (one tensor each).
   void optimizer_step() {
-    std::int64_t tensors = 0;
-    for (const Layer& l : w_.layers) tensors += static_cast<std::int64_t>(l.params().size());
+    const std::int64_t tensors = w_.param_count();
     if (loop_clips_grad_norm(e_))
       launch_clip_grad_norm(b_, dflt_, {.numel = w_.numel(), .tensors = tensors, .dtype = c_.param_dtype, .per_tensor = false});
     b_.mark("optimizer", Phase::Optimizer);

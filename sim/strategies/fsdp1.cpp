@@ -157,13 +157,13 @@ Program StepWriter::write() {
 // is skipped). A unit of P parameters cut into N equal shards gives N + P - 1 (rank, parameter)
 // pieces when no parameter boundary meets a shard boundary: 1 + (P - 1) / N per rank.
 std::int64_t StepWriter::optimizer_tensors() const {
-  const std::int64_t n = c_.sharded() ? (c_.hybrid() ? e_.cluster.gpus_per_node : world_) : 1;
+  const std::int64_t n = c_.shard_size(world_, e_.cluster.gpus_per_node);
   std::int64_t pieces = 0, units = 0;
   for (const auto& u : units_) {
     if (!u.has_handle()) continue;
     ++units;
     std::int64_t params = 0;
-    for (std::size_t li : u.layers) params += static_cast<std::int64_t>(w_.layers[li].params().size());
+    for (std::size_t li : u.layers) params += w_.layers[li].param_count();
     pieces += n + std::max<std::int64_t>(params, 1) - 1;
   }
   return c_.use_orig_params ? std::max<std::int64_t>(1, (pieces + n / 2) / n) : std::max<std::int64_t>(1, units);
@@ -480,7 +480,7 @@ class Fsdp1 final : public Strategy {
   nlohmann::json effective_config() const override { return c_.to_json(master_); }
 
   Program build(const Experiment& e) const override {
-    const int shard = !c_.sharded() ? 1 : c_.hybrid() ? e.cluster.gpus_per_node : e.cluster.world_size();
+    const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);
     std::vector<Fsdp1Unit> units = make_fsdp1_units(e.workload, c_, shard, e.training.master_dtype);
     // Steady state of the rate limiter: the free events left by the previous step are complete,
     // so the first pops of this step do not block. Iterate to the fixed point of the queue length.

@@ -41,6 +41,8 @@ struct Fsdp1Config {
 
   bool sharded() const { return sharding != Fsdp1Sharding::NoShard; }
   bool hybrid() const { return sharding == Fsdp1Sharding::HybridShard || sharding == Fsdp1Sharding::HybridShardZero2; }
+  // N, the ranks a flat parameter is sharded over: 1 unsharded, the node's GPUs hybrid, else all.
+  int shard_size(int world, int gpus_per_node) const { return !sharded() ? 1 : hybrid() ? gpus_per_node : world; }
   // F1.3/F1.14: FULL_SHARD and HYBRID_SHARD free the unsharded parameters after forward.
   bool reshard_after_forward() const {
     return sharding == Fsdp1Sharding::FullShard || sharding == Fsdp1Sharding::HybridShard;

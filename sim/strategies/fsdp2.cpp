@@ -61,7 +61,7 @@ class Emitter {
     // every parameter's shard (one DTensor each).
     std::int64_t tensors = 0;
     for (const Group& g : groups_)
-      for (const Layer* l : g.layers) tensors += static_cast<std::int64_t>(l->params().size());
+      for (const Layer* l : g.layers) tensors += l->param_count();
     if (loop_clips_grad_norm(e_))
       launch_clip_grad_norm(b_, dflt_, {.numel = total_shard_, .tensors = tensors, .dtype = c_.orig_dtype, .comm = shard_pg_});
     b_.mark("optimizer", Phase::Optimizer);

@@ -386,7 +386,7 @@ class Zero12Builder {
       // l.2408-2423; no early exit at scale 1).
       b_.launch(dflt_, elementwise("unscale_and_clip_grads: mul_ (fp32 partition" + sfx + ")", Bytes{g.part * 8}, "step"));
       if (i == 0) b_.mark("optimizer", Phase::Optimizer);
-      launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = e_.training.optimizer_impl.value_or(OptimizerImpl::Fused),
+      launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = deepspeed_optimizer_impl(e_),
                                         .numel = g.part, .dtype = Dtype::FP32, .name = "optimizer.step (fp32 partition" + sfx + ")"});
       b_.free(g32);
       b_.launch(dflt_, elementwise("fp32 -> bit16 partition" + sfx, Bytes{g.part * (4 + model_bytes_)}, "step", KernelClass::Copy));

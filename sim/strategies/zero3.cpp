@@ -431,7 +431,7 @@ class Zero3Builder {
       // unscale_and_clip_grads(sub_group_id, ...): fp32 grad .mul_(1. / combined_scale), always
       // (stage3.py v0.19.5 l.2666-2675).
       b_.launch(dflt_, elementwise("unscale_and_clip_grads: mul_ " + unit, Bytes{n * 8}, unit));
-      launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = e_.training.optimizer_impl.value_or(OptimizerImpl::Fused),
+      launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = deepspeed_optimizer_impl(e_),
                                         .numel = n, .dtype = Dtype::FP32, .name = "optimizer.step " + unit});
       b_.launch(dflt_, elementwise("fp32 -> bit16 " + unit, Bytes{n * (4 + model_bytes_)}, unit, KernelClass::Copy));
       b_.free(g32);

@@ -55,6 +55,18 @@ std::vector<const Param*> Layer::params() const {
   return out;
 }
 
+std::int64_t Layer::param_count() const {
+  std::int64_t n = 0;
+  for (const auto& m : modules) n += static_cast<std::int64_t>(m.params.size());
+  return n;
+}
+
+std::int64_t Workload::param_count() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.param_count();
+  return n;
+}
+
 std::int64_t Workload::numel() const {
   std::int64_t n = 0;
   for (const auto& l : layers) n += l.numel();

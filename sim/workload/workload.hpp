@@ -72,6 +72,7 @@ struct Layer {
   std::int64_t numel() const;
   KernelWork forward() const;   // sum over the forward ops
   std::vector<const Param*> params() const;
+  std::int64_t param_count() const;  // params().size(), without building the list
   int forward_kernels() const;
   int backward_kernels() const;  // recompute included
 };
@@ -147,6 +148,7 @@ struct Workload {
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
 
   std::int64_t numel() const;
+  std::int64_t param_count() const;  // parameter tensors over all layers
   std::int64_t tokens() const { return micro_batch * seq_len; }
 };
 

@@ -33,17 +33,15 @@ Step run_step(const OptimizerStep& st) {
   launch_optimizer_step(b, b.default_stream(), st);
   Program p = b.take();
   Step out;
-  std::vector<Bytes> sizes;
   Bytes live;
   for (const Instruction& ins : p.instructions) {
     if (const auto* l = std::get_if<Launch>(&ins)) out.launches.push_back(*l);
     if (const auto* a = std::get_if<Alloc>(&ins)) {
-      sizes.push_back(a->bytes);
       out.temporaries.push_back(a->bytes);
       live += a->bytes;
       out.peak_temporary = std::max(out.peak_temporary, live);
     }
-    if (const auto* f = std::get_if<Free>(&ins)) live -= sizes.at(f->buffer.index());
+    if (const auto* f = std::get_if<Free>(&ins)) live -= out.temporaries.at(f->buffer.index());
   }
   return out;
 }
