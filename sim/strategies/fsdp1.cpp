@@ -139,13 +139,10 @@ Program StepWriter::write() {
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
   const std::int64_t tensors = optimizer_tensors();
   // The training loop's FSDP.clip_grad_norm_ (fully_sharded_data_parallel.py): a norm per
-  // gradient, the sum of squares all-reduced over the process group (and, hybrid, the
-  // inter-node group), a multiply per gradient.
-  if (loop_clips_grad_norm(e_)) {
+  // gradient, the sum of squares all-reduced over self.process_group only (hybrid: the node's
+  // shard group; the replicas already hold equal gradients), a multiply per gradient.
+  if (loop_clips_grad_norm(e_))
     launch_clip_grad_norm(b_, dflt_, {.numel = local, .tensors = tensors, .dtype = orig_dtype_, .per_tensor = true, .comm = shard_pg_});
-    if (replicate_pg_)
-      b_.collective(*replicate_pg_, dflt_, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR clip_grad_norm_ (inter-node)", "step");
-  }
   b_.mark("optimizer", Phase::Optimizer);
   launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = local,
                                     .tensors = tensors, .dtype = orig_dtype_});

@@ -179,6 +179,16 @@ TEST_CASE("clip_grad_norm_: FSDP1 norms and multiplies per gradient and all-redu
                   "clip_grad_norm_")
             .empty());
   CHECK(!ops_named(run_experiment(experiment(small("torchtitan"), {{"framework", "fsdp2"}})).timeline, "AR clip_grad_norm_").empty());
+  // HYBRID_SHARD: FSDP1 all-reduces the norm over self.process_group, the node's shard group, only.
+  Experiment hsdp = test::experiment_from_doc(
+      {{"workload", small("llm_foundry")},
+       {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 2}, {"gpus_per_node", 4}}},
+       {"strategy", {{"framework", "fsdp1"}, {"sharding", "hybrid_shard"}}},
+       {"training", {{"optimizer", "adamw"}, {"clip_grad_norm", 1.0}}}});
+  SimulationResult h = run_experiment(hsdp);
+  auto hybrid_ar = ops_named(h.timeline, "AR clip_grad_norm_");
+  REQUIRE(hybrid_ar.size() == 1);
+  CHECK(h.timeline.comms[hybrid_ar[0]->comm.value().index()].ranks == 4);
   SimulationResult ddp = run_experiment(experiment(small("hf"), {{"framework", "ddp"}}, {{"clip_grad_norm", 1.0}}));
   CHECK(!ops_named(ddp.timeline, "clip_grad_norm_: _foreach_norm").empty());
   CHECK(ops_named(ddp.timeline, "AR clip_grad_norm_").empty());
