@@ -70,21 +70,40 @@ static void sync_if_needed(ProgramBuilder& b, StreamId s, const Op& op) {
   if (op.host_sync_before) b.host_sync_stream(s, op.name + ": torch.tensor(..., device=cuda) from pageable memory");
 }
 
+// An op's own saved tensor (Op::own_saved_tensor), allocated as it is issued.
+static void alloc_own_saved(ProgramBuilder& b, StreamId s, const Layer& l, const Op& op, SavedActivations* saved) {
+  if (saved && op.own_saved_tensor && op.saved.count > 0)
+    saved->push_back(b.alloc(concat({"activations ", l.name, " ", op.name}), op.saved, MemCategory::Activations, s));
+}
+
+SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s) {
+  std::int64_t block = l.saved_activations.count;
+  for (const auto& m : l.modules)
+    for (const auto& op : m.forward)
+      if (op.own_saved_tensor) block -= op.saved.count;
+  SavedActivations saved;
+  if (block > 0) saved.push_back(b.alloc("activations " + l.name, Bytes{block}, MemCategory::Activations, s));
+  return saved;
+}
+
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept) {
+                KeptOutput* kept, SavedActivations* saved) {
   for (const auto& op : ops) {
     sync_if_needed(b, s, op);
+    if (forward) alloc_own_saved(b, s, l, op, saved);
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
     if (kept && forward) kept->after_forward_op(b, op, s);
   }
 }
 
 // Every op launches, empty ones included (a toy layer of zero time is still a launch, as before).
-void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept) {
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept,
+                    SavedActivations* saved) {
   (void)micro;
   for (const auto& m : l.modules)
     for (const auto& op : m.forward) {
       sync_if_needed(b, s, op);
+      alloc_own_saved(b, s, l, op, saved);
       b.launch(s, op_kernel(l, m, op, true));
       if (kept) kept->after_forward_op(b, op, s);
     }
@@ -112,27 +131,37 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
     for (const auto& op : it->backward) b.launch(s, op_kernel(l, *it, op, false));
 }
 
-std::vector<std::optional<BufferId>> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
-                                                        KeptOutput* kept) {
-  std::vector<std::optional<BufferId>> acts(w.layers.size());
-  for (std::size_t li = 0; li < w.layers.size(); ++li) {
-    const Layer& l = w.layers[li];
-    if (l.saved_activations.count > 0)
-      acts[li] = b.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, s);
-    launch_forward(b, s, l, micro, kept);
-  }
+SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept) {
+  SavedActivations saved = alloc_saved_activations(b, l, s);
+  launch_forward(b, s, l, micro, kept, &saved);
+  return saved;
+}
+
+std::vector<SavedActivations> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
+                                                KeptOutput* kept) {
+  std::vector<SavedActivations> acts(w.layers.size());
+  for (std::size_t li = 0; li < w.layers.size(); ++li) acts[li] = forward_layer(b, s, w.layers[li], micro, kept);
   return acts;
 }
 
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, std::optional<BufferId> saved,
+std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s) {
+  std::vector<BufferId> ids;
+  const std::string name = "recomputed " + l.name;
+  if (!l.backward_transients.empty()) {
+    for (Bytes t : l.backward_transients) ids.push_back(b.alloc(name, t, MemCategory::Activations, s));
+  } else if (l.recompute_activations.count > 0) {
+    ids.push_back(b.alloc(name, l.recompute_activations, MemCategory::Activations, s));
+  }
+  return ids;
+}
+
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, const SavedActivations& saved,
                     const std::function<void()>& before_launch) {
-  std::optional<BufferId> recompute;
-  if (l.recompute_activations.count > 0)
-    recompute = b.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, s);
+  const std::vector<BufferId> transients = alloc_backward_transients(b, l, s);
   if (before_launch) before_launch();
   launch_backward(b, s, l, micro);
-  if (recompute.has_value()) b.free(*recompute);
-  if (saved.has_value()) b.free(*saved);
+  for (BufferId t : transients) b.free(t);
+  for (BufferId a : saved) b.free(a);
 }
 
 Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {

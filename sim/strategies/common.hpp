@@ -43,11 +43,22 @@ class KeptOutput {
   std::optional<BufferId> previous_, current_;
 };
 
-// Launches the layer's forward ops on `s`, in order, one Launch per op.
-void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr);
-// Launches the ops of `ops` (a module's forward or backward) on `s`.
+// The buffers of one layer's saved activations, freed by its backward: the layer's block of
+// saved tensors, allocated as its forward starts, and one buffer per op whose saved tensor the
+// allocator meets on its own (Op::own_saved_tensor), allocated as that op is issued.
+using SavedActivations = std::vector<BufferId>;
+// Allocates `l`'s block of saved activations: Layer::saved_activations less the ops' own tensors.
+SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s);
+
+// Launches the layer's forward ops on `s`, in order, one Launch per op; with `saved`, an op's own
+// saved tensor is allocated before it launches and appended there.
+void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr,
+                    SavedActivations* saved = nullptr);
+// The saved block and the forward ops of `l` (alloc_saved_activations, then launch_forward).
+SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr);
+// Launches the ops of `ops` (a module's forward or backward) on `s`; `saved` as launch_forward.
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept = nullptr);
+                KeptOutput* kept = nullptr, SavedActivations* saved = nullptr);
 // Launches the recompute ops of a checkpointed layer on `s`.
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
 // Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.
@@ -123,15 +134,19 @@ void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& 
 
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation
-// buffer of each layer (-1 where it saves none), freed by the caller's backward.
-std::vector<std::optional<BufferId>> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
-                                                        KeptOutput* kept = nullptr);
+// buffers of each layer (none where it saves none), freed by the caller's backward.
+std::vector<SavedActivations> replicated_forward(ProgramBuilder& b, const Workload& w, StreamId s, int micro,
+                                                KeptOutput* kept = nullptr);
+
+// The transients of `l`'s backward (recomputed activations, the head's loss gradients), allocated
+// on `s` as the tensors Layer::backward_transients lists, else as one buffer.
+std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s);
 
 // One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
 // head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own
 // allocations, e.g. FSDP2's unsharded grads), the backward ops launch, then the recomputed and
 // the saved activations (`saved`, if any) are freed.
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, std::optional<BufferId> saved,
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, const SavedActivations& saved,
                     const std::function<void()>& before_launch = {});
 
 }  // namespace stepsim

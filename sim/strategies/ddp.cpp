@@ -47,7 +47,7 @@ class ReducerWriter {
     for (int micro = 0; micro < A; ++micro) {
       const bool sync = micro == A - 1 || !e_.training.no_sync;
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-      std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
+      std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
       backward(micro, sync, acts);
     }
@@ -70,7 +70,7 @@ class ReducerWriter {
 
   // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
   // parameter order. With sync, finalize_backward runs once the last hook has fired.
-  void backward(int micro, bool sync, const std::vector<std::optional<BufferId>>& acts) {
+  void backward(int micro, bool sync, const std::vector<SavedActivations>& acts) {
     if (sync) prepare_for_backward();
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];

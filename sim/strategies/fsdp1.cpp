@@ -94,7 +94,7 @@ class StepWriter {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
   std::deque<std::optional<EventId>> free_events_;  // _FreeEventQueue (F1.9); none: a free event of the previous step, long complete
-  std::vector<std::optional<BufferId>> acts_;       // saved activations per layer of the current micro-batch
+  std::vector<SavedActivations> acts_;             // saved activations per layer of the current micro-batch
   Dtype orig_dtype_ = Dtype::FP32;    // the sharded flat parameter's dtype (master weights)
   Dtype param_dtype_ = Dtype::FP32;   // MixedPrecision.param_dtype: the unsharded forward/backward dtype
   Dtype reduce_dtype_ = Dtype::FP32;  // MixedPrecision.reduce_dtype: the reduce-scatter dtype
@@ -430,15 +430,13 @@ void StepWriter::forward(int micro) {
   b_.wait_stream(unshard_, dflt_);
   b_.wait_stream(pre_unshard_, dflt_);
   for (auto& h : h_) h.needs_pre_forward_unshard = true;
-  acts_.assign(w_.layers.size(), std::nullopt);
+  acts_.assign(w_.layers.size(), {});
   pre_forward(0);  // the root's forward wraps the whole model (S8.1)
   for (std::size_t li = 0; li < w_.layers.size(); ++li) {
     const Layer& l = w_.layers[li];
     const std::size_t u = unit_of_layer_[li];
     if (u != 0) pre_forward(u);
-    if (l.saved_activations.count > 0)
-      acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-    launch_forward(b_, dflt_, l, micro, &kept_output_);
+    acts_[li] = forward_layer(b_, dflt_, l, micro, &kept_output_);
     if (u != 0) post_forward(u);
   }
   post_forward(0);

@@ -310,7 +310,7 @@ class Emitter {
 
   void forward(int micro) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    acts_.assign(w_.layers.size(), std::nullopt);
+    acts_.assign(w_.layers.size(), {});
     // F2.7 root pre-forward: both AG streams wait for the current stream (optimizer step).
     b_.wait_stream(copy_in_, dflt_);
     b_.wait_stream(ag_, dflt_);
@@ -319,9 +319,7 @@ class Emitter {
       const Layer& l = w_.layers[li];
       const int g = group_of_.at(&l);
       if (g != 0) pre_forward(g);
-      if (l.saved_activations.count > 0)
-        acts_[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
-      launch_forward(b_, dflt_, l, micro, &kept_output_);
+      acts_[li] = forward_layer(b_, dflt_, l, micro, &kept_output_);
       if (g != 0) post_forward(g);
     }
     post_forward(0);
@@ -381,7 +379,7 @@ class Emitter {
   std::deque<RsState> rs_in_flight_;        // comm_ctx.reduce_scatter_state(s)
   std::vector<EventId> post_reduce_events_;
   std::vector<BufferId> held_ar_inputs_;
-  std::vector<std::optional<BufferId>> acts_;
+  std::vector<SavedActivations> acts_;
   std::vector<int> backward_order_;         // reverse post-forward order
 };
 

@@ -110,7 +110,7 @@ class Zero12Builder {
 
   void micro_batch(int micro, bool boundary) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
-    std::vector<std::optional<BufferId>> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
+    std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
     engine_backward_prologue(b_, c_, dflt_);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);

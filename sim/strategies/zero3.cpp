@@ -272,7 +272,7 @@ class Zero3Builder {
 
   void micro_batch(int micro) {
     reset_step();
-    std::vector<std::optional<BufferId>> acts = forward(micro);
+    std::vector<SavedActivations> acts = forward(micro);
     backward(micro, acts);
     independent_gradient_partition_epilogue();
     release_and_reset_all();
@@ -280,18 +280,17 @@ class Zero3Builder {
 
   // Forward: the pre-hook fetches each module, the post-hook releases it (Z4.9). Returns the
   // saved activations per layer.
-  std::vector<std::optional<BufferId>> forward(int micro) {
+  std::vector<SavedActivations> forward(int micro) {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
     fetch_sub_module(true);  // root
-    std::vector<std::optional<BufferId>> acts(w_.layers.size());
+    std::vector<SavedActivations> acts(w_.layers.size());
     for (std::size_t li = 0; li < w_.layers.size(); ++li) {
       const Layer& l = w_.layers[li];
       fetch_sub_module(true);  // the layer container
-      if (l.saved_activations.count > 0)
-        acts[li] = b_.alloc("activations " + l.name, l.saved_activations, MemCategory::Activations, dflt_);
+      acts[li] = alloc_saved_activations(b_, l, dflt_);
       for (const Module& m : l.modules) {
         fetch_sub_module(true);
-        launch_ops(b_, dflt_, l, m, m.forward, true, &kept_output_);
+        launch_ops(b_, dflt_, l, m, m.forward, true, &kept_output_, &acts[li]);
         release_sub_module();
       }
     }
@@ -300,7 +299,7 @@ class Zero3Builder {
 
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
-  void backward(int micro, const std::vector<std::optional<BufferId>>& acts) {
+  void backward(int micro, const std::vector<SavedActivations>& acts) {
     engine_backward_prologue(b_, c_, dflt_);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     accumulate_ = micro > 0;
@@ -308,14 +307,13 @@ class Zero3Builder {
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];
       fetch_sub_module(false);  // the layer container
-      std::optional<BufferId> recompute;
       const bool rec = !l.recompute.empty();
-      if (rec) {
-        // Checkpointed layer: its params are fetched before the recomputed forward runs.
+      // Checkpointed layer: its params are fetched before the recomputed forward runs. The
+      // transients (recomputed activations, the head's loss gradients) as layer_backward's.
+      if (rec)
         for (std::size_t k = 0; k < l.modules.size(); ++k) fetch_sub_module(false);
-        recompute = b_.alloc("recomputed " + l.name, l.recompute_activations, MemCategory::Activations, dflt_);
-        launch_recompute(b_, dflt_, l);
-      }
+      const std::vector<BufferId> transients = alloc_backward_transients(b_, l, dflt_);
+      if (rec) launch_recompute(b_, dflt_, l);
       const int first_step = step_id_ - (rec ? static_cast<int>(l.modules.size()) : 0);
       for (std::size_t k = l.modules.size(); k-- > 0;) {
         const Module& m = l.modules[k];
@@ -332,8 +330,8 @@ class Zero3Builder {
           release_sub_module();
         }
       }
-      if (recompute.has_value()) b_.free(*recompute);
-      if (acts[li].has_value()) b_.free(*acts[li]);
+      for (BufferId t : transients) b_.free(t);
+      for (BufferId a : acts[li]) b_.free(a);
     }
   }
 

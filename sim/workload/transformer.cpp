@@ -894,6 +894,7 @@ Module shifted_logits_loss(const Dims& d, Layer& head) {
   loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
   loss.forward.push_back(mem("shift_labels.contiguous", KernelClass::ElementwiseStrided, T * 8, T * 8));
   loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
+  loss.forward.back().own_saved_tensor = true;
   loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8));
   // NllLossBackward0: grad_input = zeros_like(self) [fill over T x V], then
   // nll_loss_backward_reduce_cuda_kernel_2d scatters -1/N at each target [T x 8 read, T x e written].
@@ -907,6 +908,7 @@ Module shifted_logits_loss(const Dims& d, Layer& head) {
   loss.backward.push_back(mem("shift.slice_bwd.zero", KernelClass::Elementwise, 0, 2 * TV * e, 0, 2));
   loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, TV * e, TV * e));
   head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
+  head.backward_transients = {Bytes{TV * e}, Bytes{TV * e}};
   return loss;
 }
 
@@ -918,6 +920,7 @@ Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
   loss.name = "head.loss";
   loss.forward.push_back(mem("logits.float", KernelClass::Elementwise, TV * e, TV * 4));
   loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * 4, TV * 4, TV * 4));
+  loss.forward.back().own_saved_tensor = true;
   loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8, 0, 2));
   loss.backward.push_back(mem("nll_loss.bwd", KernelClass::Elementwise, T * 16, TV * 4, 0, 2));
   loss.backward.push_back(mem("log_softmax.bwd", KernelClass::Reduction, 2 * TV * 4, TV * 4));
@@ -928,6 +931,7 @@ Module fp32_logits_loss(const Dims& d, const WorkloadOptions& o, Layer& head) {
   // writes the gradient into its saved softmax instead (tensor_parallel/cross_entropy.py).
   const bool fused_ce = o.impl == Implementation::Megatron;
   head.recompute_activations = Bytes{fused_ce ? TV * (4 + e) : std::max(2 * TV * 4, TV * (4 + e))};
+  if (!fused_ce) head.backward_transients = {Bytes{TV * 4}, Bytes{TV * 4}};
   return loss;
 }
 
@@ -946,6 +950,7 @@ Module fused_xentropy_loss(const Dims& d, bool logits_kept, Layer& head) {
   loss.name = "head.loss";
   // The saved logits are the tensor the training loop keeps when it keeps one: counted there.
   loss.forward.push_back(mem("xentropy", KernelClass::Reduction, TV * e + T * 8, T * 8, T * 4 + (logits_kept ? 0 : TV * e)));
+  loss.forward.back().own_saved_tensor = true;
   loss.forward.push_back(mem("losses.masked_fill", KernelClass::Elementwise, T * 12, T * 5, 0, 2));
   loss.forward.push_back(mem("loss.mean", KernelClass::Reduction, T * 12, 8, 0, 4));
   loss.backward.push_back(mem("loss.mean.bwd", KernelClass::Elementwise, 8, T * 4, 0, 2));

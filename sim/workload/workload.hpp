@@ -46,6 +46,11 @@ struct Op {
   // source cannot be copied asynchronously): the host waits for the stream to drain before it
   // launches the op, and the GPU idles while the host issues it.
   bool host_sync_before = false;
+  // Its saved tensor is an allocation of its own, made as the op is issued, not part of the
+  // layer's block of saved activations allocated as the forward starts (a logits-sized tensor of
+  // the loss: the caching allocator serves a request by its size, so how the bytes are cut into
+  // tensors decides which cached blocks it can reuse).
+  bool own_saved_tensor = false;
 };
 
 struct Module {
@@ -66,6 +71,10 @@ struct Layer {
   Bytes saved_activations;      // held from this layer's forward to its backward
   std::vector<Op> recompute;    // forward ops re-run at the start of backward (checkpointing)
   Bytes recompute_activations;  // transient during backward when recomputing
+  // recompute_activations as the tensors the allocator meets (their sum), allocated in this order
+  // as the layer's backward starts; empty: one allocation (the head's loss gradients are
+  // logits-sized tensors of their own: nll_loss's gradient and log_softmax's).
+  std::vector<Bytes> backward_transients;
   HostDispatch forward_dispatch = HostDispatch::Eager;    // Launch when compiled
   HostDispatch backward_dispatch = HostDispatch::Autograd;
 

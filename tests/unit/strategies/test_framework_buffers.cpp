@@ -4,8 +4,10 @@
 // (_fully_shard.py, _fsdp_state.py).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -362,4 +364,62 @@ TEST_CASE("FSDP2, FSDP1 and DDP create AdamW's state lazily, two tensors per par
   CHECK(lazy_of({{"framework", "ddp"}}) == 2 * 291);
   CHECK(lazy_of({{"framework", "fsdp1"}}) == 2 * 33);
   CHECK(lazy_of({{"framework", "zero"}, {"stage", 1}}) == 0);
+}
+
+namespace {
+
+// The sizes of the buffers named `name` exactly, in program order from `from`.
+std::vector<std::int64_t> alloc_sizes(const Program& p, const std::string& name, long from = 0) {
+  std::vector<std::int64_t> sizes;
+  for (std::size_t i = static_cast<std::size_t>(from); i < p.instructions.size(); ++i)
+    if (auto* a = std::get_if<Alloc>(&p.instructions[i]); a && a->name == name) sizes.push_back(a->bytes.count);
+  return sizes;
+}
+
+}  // namespace
+
+TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as the ops allocate them",
+          "[memory][framework]") {
+  // The caching allocator serves each request by its size, so how the bytes are cut into tensors
+  // decides which cached blocks a step reuses (and so its reserved bytes). The li-plus ZeRO-1
+  // trace (profile_memory, step 11) shows the HF OPT loss's tensors, 8 x 512 x 50,272 bf16 each:
+  // forward, the lm_head output (kept), the shifted copy, then log_softmax's output at
+  // aten::_log_softmax (saved); backward, nll_loss's gradient, log_softmax's gradient while it
+  // lives, then the two slice_backward zeros, never more than two at once.
+  const std::int64_t TV = 8LL * 512 * 50272, bf16 = 2;
+  {
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+    Program p = e.strategy->build(e);
+    const long fwd = mark_index(p, "forward 0"), bwd = mark_index(p, "backward 0");
+    const long saved = alloc_index(p, "activations head log_softmax", fwd);
+    REQUIRE(saved > fwd);
+    CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(saved)]).bytes.count == TV * bf16);
+    CHECK(saved > alloc_index(p, kKept, fwd));  // after the lm_head output
+    CHECK(saved < launch_index(p, "log_softmax", fwd));
+    CHECK(free_index(p, saved) > bwd);
+    // The head's block of saved activations is what is left: lm_head's input (8 x 512 x 2,048 bf16).
+    CHECK(alloc_sizes(p, "activations head", fwd) == std::vector<std::int64_t>{8LL * 512 * 2048 * bf16});
+    CHECK(alloc_sizes(p, "recomputed head", bwd) == std::vector<std::int64_t>{TV * bf16, TV * bf16});
+  }
+  {
+    // torchtitan's loss over pred.float() (PR #165's runs): nll_loss's fp32 gradient, then
+    // log_softmax_backward_data's fp32 grad_input while it lives.
+    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", {{"framework", "fsdp2"}}},
+                {"training", {{"optimizer", "adamw"}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    const std::int64_t fp32_logits = 2048LL * 32000 * 4;
+    CHECK(alloc_sizes(p, "activations head log_softmax") == std::vector<std::int64_t>{fp32_logits});
+    CHECK(alloc_sizes(p, "recomputed head") == std::vector<std::int64_t>{fp32_logits, fp32_logits});
+  }
+  {
+    // ZeRO-3 allocates them too (it skipped the head's loss gradients: only checkpointed layers
+    // allocated backward transients).
+    Experiment e = opt13({{"framework", "zero"}, {"stage", 3}});
+    Program p = e.strategy->build(e);
+    CHECK(alloc_sizes(p, "recomputed head") == std::vector<std::int64_t>{TV * bf16, TV * bf16});
+    CHECK(alloc_sizes(p, "activations head log_softmax") == std::vector<std::int64_t>{TV * bf16});
+  }
 }
