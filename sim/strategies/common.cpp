@@ -86,12 +86,31 @@ SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, Stre
   return saved;
 }
 
+void ForwardTemporaries::before(ProgramBuilder& b, StreamId s, const Module& m, const Op& op) {
+  if (op.transient.count > 0)
+    live_.push_back({b.alloc(concat({"temporary ", m.name, " ", op.name}), op.transient, MemCategory::Activations, s),
+                     op.transient_consumers + 1});
+}
+
+void ForwardTemporaries::after(ProgramBuilder& b) {
+  for (auto& t : live_)
+    if (--t.second == 0) b.free(t.first);
+  std::erase_if(live_, [](const auto& t) { return t.second <= 0; });
+}
+
+void ForwardTemporaries::finish(ProgramBuilder& b) {
+  for (auto& t : live_) b.free(t.first);
+  live_.clear();
+}
+
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept, SavedActivations* saved) {
+                KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps) {
   for (const auto& op : ops) {
     sync_if_needed(b, s, op);
     if (forward) alloc_own_saved(b, s, l, op, saved);
+    if (forward && temps) temps->before(b, s, m, op);
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
+    if (forward && temps) temps->after(b);
     if (kept && forward) kept->after_forward_op(b, op, s);
   }
 }
@@ -100,13 +119,17 @@ void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, 
 void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept,
                     SavedActivations* saved) {
   (void)micro;
+  ForwardTemporaries temps;
   for (const auto& m : l.modules)
     for (const auto& op : m.forward) {
       sync_if_needed(b, s, op);
       alloc_own_saved(b, s, l, op, saved);
+      temps.before(b, s, m, op);
       b.launch(s, op_kernel(l, m, op, true));
+      temps.after(b);
       if (kept) kept->after_forward_op(b, op, s);
     }
+  temps.finish(b);
 }
 
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {

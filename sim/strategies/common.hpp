@@ -50,15 +50,27 @@ using SavedActivations = std::vector<BufferId>;
 // Allocates `l`'s block of saved activations: Layer::saved_activations less the ops' own tensors.
 SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s);
 
+// The temporaries of a layer's forward (Op::transient) while its ops are issued: each is
+// allocated before its op and freed once its last reader has been issued.
+class ForwardTemporaries {
+ public:
+  void before(ProgramBuilder& b, StreamId s, const Module& m, const Op& op);  // allocates op's
+  void after(ProgramBuilder& b);   // an op was issued: frees those whose last reader it was
+  void finish(ProgramBuilder& b);  // the layer's forward ends: frees the rest
+ private:
+  std::vector<std::pair<BufferId, int>> live_;  // buffer, ops still to be issued before its free
+};
+
 // Launches the layer's forward ops on `s`, in order, one Launch per op; with `saved`, an op's own
 // saved tensor is allocated before it launches and appended there.
 void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr,
                     SavedActivations* saved = nullptr);
 // The saved block and the forward ops of `l` (alloc_saved_activations, then launch_forward).
 SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr);
-// Launches the ops of `ops` (a module's forward or backward) on `s`; `saved` as launch_forward.
+// Launches the ops of `ops` (a module's forward or backward) on `s`; `saved` as launch_forward;
+// `temps`: the layer's forward temporaries, across its modules (the caller finishes it).
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept = nullptr, SavedActivations* saved = nullptr);
+                KeptOutput* kept = nullptr, SavedActivations* saved = nullptr, ForwardTemporaries* temps = nullptr);
 // Launches the recompute ops of a checkpointed layer on `s`.
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
 // Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.

@@ -288,11 +288,13 @@ class Zero3Builder {
       const Layer& l = w_.layers[li];
       fetch_sub_module(true);  // the layer container
       acts[li] = alloc_saved_activations(b_, l, dflt_);
+      ForwardTemporaries temps;
       for (const Module& m : l.modules) {
         fetch_sub_module(true);
-        launch_ops(b_, dflt_, l, m, m.forward, true, &kept_output_, &acts[li]);
+        launch_ops(b_, dflt_, l, m, m.forward, true, &kept_output_, &acts[li], &temps);
         release_sub_module();
       }
+      temps.finish(b_);
     }
     return acts;
   }

@@ -51,6 +51,11 @@ struct Op {
   // the loss: the caching allocator serves a request by its size, so how the bytes are cut into
   // tensors decides which cached blocks it can reuse).
   bool own_saved_tensor = false;
+  // Its output when nothing saves it and the step's allocator traffic is shaped by it (a
+  // logits-sized temporary): allocated as the op is issued, freed once `transient_consumers`
+  // more forward ops of the layer have been issued (the last one that reads it).
+  Bytes transient;
+  int transient_consumers = 1;
 };
 
 struct Module {
