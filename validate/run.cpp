@@ -7,6 +7,7 @@
 
 #include "calibrate/fit/profile_fit.hpp"
 #include "sim/strategies/load_experiment.hpp"
+#include "trace/allocator_replay.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
@@ -53,9 +54,16 @@ struct TraceKey {
   auto operator<=>(const TraceKey&) const = default;
 };
 
+// What a trace measures over its steps, and its own allocator events replayed through the
+// caching-allocator model (analyze --allocator-replay; empty without profile_memory events).
+struct TraceMeasurement {
+  Metrics metrics;
+  std::optional<trace::AllocatorReplay> replay;
+};
+
 class Measurements {
  public:
-  const Metrics& trace_metrics(const fs::path& file, const std::string& steps) {
+  const TraceMeasurement& trace_measurement(const fs::path& file, const std::string& steps) {
     TraceKey key{{file.string()}, steps};
     auto it = metrics_.find(key);
     if (it != metrics_.end()) return it->second;
@@ -63,7 +71,8 @@ class Measurements {
     if (!steps.empty()) trace::parse_step_range(steps, o);
     trace::TraceAnalysis a = trace::analyze_trace(trace_of(file), o);
     if (a.steps.empty()) throw InputError(fmt::format("{}: no ProfilerStep in the range \"{}\"", file.string(), steps));
-    return metrics_.emplace(key, a.mean).first->second;
+    TraceMeasurement m{a.mean, trace::replay_allocator(trace_of(file), a)};
+    return metrics_.emplace(key, std::move(m)).first->second;
   }
 
   // What `stepsim fit --trace` takes from these traces (read once, fitted once per options).
@@ -89,7 +98,7 @@ class Measurements {
     return it->second;
   }
   std::map<std::string, trace::KinetoTrace> traces_;
-  std::map<TraceKey, Metrics> metrics_;
+  std::map<TraceKey, TraceMeasurement> metrics_;
   std::map<TraceKey, trace::TraceCalibration> fits_;
 };
 
@@ -213,9 +222,21 @@ void calibrate_from_traces(const Case& c, Experiment& e, Measurements& measureme
 std::map<Metric, double> measured_values(const Case& c, const Experiment& e, Measurements& measurements, CaseInfo& info) {
   std::map<Metric, double> measured;
   if (c.trace) {
-    measured = metric_values(measurements.trace_metrics(*c.trace, c.trace_steps));
+    const TraceMeasurement& tm = measurements.trace_measurement(*c.trace, c.trace_steps);
+    measured = metric_values(tm.metrics);
     info.measured_by = "trace " + c.trace->filename().string() +
                        (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
+    if (tm.replay && tm.replay->trace_reserved_peak.count > 0) {
+      // How much of the trace's reserved its own steps reserve: the rest was reserved before the
+      // window (initialization, an evaluation pass, earlier steps), which no step model sees.
+      const trace::AllocatorReplay& r = *tm.replay;
+      info.conversions.push_back(fmt::format(
+          "peak reserved: the trace reports {:.2f} GiB ({:.2f} GiB at the window's first event); its own {} "
+          "allocations in the window, replayed through the caching-allocator model (analyze --allocator-replay), "
+          "reserve {:.2f} GiB",
+          static_cast<double>(r.trace_reserved_peak.count) / kGiB, static_cast<double>(r.trace_reserved_start.count) / kGiB,
+          r.allocations, static_cast<double>(r.replay_reserved_peak.count) / kGiB));
+    }
   } else {
     measured = published_values(c, e, info.conversions);
     info.measured_by = "published";

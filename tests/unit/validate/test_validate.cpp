@@ -230,3 +230,24 @@ TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file a
   CHECK(run_capture(kBin + " validate " + write_suite("bad-pair", {dup}, bad_pair), out) == 2);
   CHECK_THAT(out, Catch::Contains("/pairs/0/second") && Catch::Contains("nope"));
 }
+
+TEST_CASE("validate says how much of a trace's reserved peak its own steps reserve", "[validate][memory]") {
+  // The li-plus ZeRO-1 trace's reserved counter reads 20.44 GiB from the window's first event:
+  // segments reserved before the profiled steps. Its own 4,838 allocations, replayed through the
+  // allocator model, reserve 17.76 GiB; the case says so next to its rows.
+  const std::string trace = std::string(STEPSIM_SHARED_DATA) +
+                            "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
+  nlohmann::json c = {{"name", "li-plus-zero1"},
+                      {"experiment", {{"include", kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json"}}},
+                      {"measured", {{"trace", {{"file", trace}, {"steps", "11-12"}}}}},
+                      {"metrics", {"peak_reserved"}},
+                      {"provenance", {{"repository", "li-plus/playground"}, {"commit", "3c40949f"}, {"path", "zero1"}, {"row", ""}}}};
+  validate::Report r = validate::run_suite(validate::load_suite(write_suite("replay", {c}, nlohmann::json::array(),
+                                                                           {{"peak_reserved", 30}})));
+  REQUIRE(r.cases.size() == 1);
+  REQUIRE(r.cases[0].conversions.size() == 1);
+  const std::string& note = r.cases[0].conversions[0];
+  CHECK_THAT(note, Catch::Contains("the trace reports 20.44 GiB (20.44 GiB at the window's first event)"));
+  CHECK_THAT(note, Catch::Contains("its own 4838 allocations"));
+  CHECK_THAT(note, Catch::Contains("reserve 17.76 GiB"));
+}
