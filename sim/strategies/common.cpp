@@ -54,11 +54,14 @@ void KeptOutput::setup(ProgramBuilder& b, const Workload& w, StreamId s) {
     current_ = b.alloc("model output kept by the training loop (previous step)", w.kept_output, MemCategory::Activations, s);
 }
 
-void KeptOutput::after_forward_op(ProgramBuilder& b, const Op& op, StreamId s) {
+void KeptOutput::created(ProgramBuilder& b, const Op& op, StreamId s) {
   if (op.kept_output.count > 0) {
     previous_ = current_;
     current_ = b.alloc("model output kept by the training loop", op.kept_output, MemCategory::Activations, s);
   }
+}
+
+void KeptOutput::returned(ProgramBuilder& b, const Op& op) {
   if (op.model_returns && previous_) {
     b.free(*previous_);
     previous_.reset();
@@ -110,8 +113,9 @@ void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, 
     if (forward) alloc_own_saved(b, s, l, op, saved);
     if (forward && temps) temps->before(b, s, m, op);
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
+    if (kept && forward) kept->created(b, op, s);
     if (forward && temps) temps->after(b);
-    if (kept && forward) kept->after_forward_op(b, op, s);
+    if (kept && forward) kept->returned(b, op);
   }
 }
 
@@ -126,8 +130,9 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
       alloc_own_saved(b, s, l, op, saved);
       temps.before(b, s, m, op);
       b.launch(s, op_kernel(l, m, op, true));
-      temps.after(b);
-      if (kept) kept->after_forward_op(b, op, s);
+      if (kept) kept->created(b, op, s);
+      temps.after(b);  // a temporary read by this op outlives its output's allocation
+      if (kept) kept->returned(b, op);
     }
   temps.finish(b);
 }

@@ -36,8 +36,10 @@ class KeptOutput {
  public:
   // At setup: the previous step's output, live when the step starts.
   void setup(ProgramBuilder& b, const Workload& w, StreamId s);
-  // After each forward op (launch_forward / launch_ops call it).
-  void after_forward_op(ProgramBuilder& b, const Op& op, StreamId s);
+  // After each forward op (launch_forward / launch_ops call them): the output the op creates,
+  // then, once the op's temporaries are freed, the previous output if the model returns here.
+  void created(ProgramBuilder& b, const Op& op, StreamId s);
+  void returned(ProgramBuilder& b, const Op& op);
 
  private:
   std::optional<BufferId> previous_, current_;

@@ -1009,8 +1009,17 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
                                                        : fp32_logits_loss(d, o, head);
   mark_kept_output(w, lm, loss, shifted, d, o);
   // Where the loss upcasts (`self.output(h).float()`, HF Llama's `logits.float()`, Megatron's
-  // `output.float()`), lm_head's bf16 output is a temporary alive until the fp32 copy is written.
-  if (!shifted && o.impl != Implementation::LlmFoundry) lm.forward.back().transient = Bytes{d.T * d.V * d.e};
+  // `output.float()`), lm_head's bf16 output is a temporary alive until the fp32 copy is written;
+  // the fp32 copy, unless the loop keeps it, is one alive until the loss has read it (torchtitan
+  // after #391: `del pred` before `loss.backward()`; Megatron's model returns the loss).
+  if (!shifted && o.impl != Implementation::LlmFoundry) {
+    lm.forward.back().transient = Bytes{d.T * d.V * d.e};
+    Op& upcast = loss.forward.front();
+    if (upcast.kept_output.count == 0) {
+      upcast.transient = Bytes{d.T * d.V * 4};
+      upcast.transient_consumers = static_cast<int>(loss.forward.size());
+    }
+  }
   head.modules.push_back(lm);
   head.modules.push_back(loss);
   head.saved_activations = Bytes{saved_of(head)};

@@ -460,7 +460,28 @@ TEST_CASE("The loss's logits-sized temporaries live from their op to their last 
     CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(bf16)]).bytes.count == 2048LL * 32000 * 2);
     const long fp32 = alloc_index(p, kKept, fwd);
     CHECK(bf16 < fp32);
+    CHECK(fp32 < free_index(p, bf16));  // the fp32 copy is written while the bf16 output lives
     CHECK(free_index(p, bf16) > launch_index(p, "logits.float", fwd));
     CHECK(free_index(p, bf16) < launch_index(p, "log_softmax", fwd));
+  }
+  {
+    // torchtitan after #391 (`del pred` before `loss.backward()`): the fp32 copy is a temporary
+    // too, alive until the loss has read it, gone before backward.
+    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", {{"framework", "fsdp2"}}},
+                {"training", {{"optimizer", "adamw"}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    const long fwd = mark_index(p, "forward 0"), bwd = mark_index(p, "backward 0");
+    CHECK(count_allocs(p, kKept) == 0);
+    const long bf16 = alloc_index(p, "temporary head.lm_head linear", fwd);
+    const long fp32 = alloc_index(p, "temporary head.loss logits.float", fwd);
+    REQUIRE(bf16 > fwd);
+    REQUIRE(fp32 > bf16);
+    CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(fp32)]).bytes.count == 2048LL * 32000 * 4);
+    CHECK(fp32 < free_index(p, bf16));
+    CHECK(free_index(p, fp32) > launch_index(p, "nll_loss", fwd));
+    CHECK(free_index(p, fp32) < bwd);
   }
 }
