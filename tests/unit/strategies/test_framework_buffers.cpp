@@ -376,6 +376,19 @@ std::vector<std::int64_t> alloc_sizes(const Program& p, const std::string& name,
   return sizes;
 }
 
+// torchtitan's Llama-2-7B at local batch 1 x 2,048 on 8 H100 (its loss over pred.float()), its
+// program under `strategy`; `keeps`: the loop keeps `pred` (before torchtitan #391).
+Program llama7b(json strategy, bool keeps = false) {
+  json w = {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}};
+  if (keeps) w["loop_keeps_output"] = true;
+  json doc = {{"workload", w},
+              {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+              {"strategy", std::move(strategy)},
+              {"training", {{"optimizer", "adamw"}}}};
+  Experiment e = test::experiment_from_doc(doc);
+  return e.strategy->build(e);
+}
+
 }  // namespace
 
 TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as the ops allocate them",
@@ -404,12 +417,7 @@ TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as th
   {
     // torchtitan's loss over pred.float() (PR #165's runs): nll_loss's fp32 gradient, then
     // log_softmax_backward_data's fp32 grad_input while it lives.
-    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", {{"framework", "fsdp2"}}},
-                {"training", {{"optimizer", "adamw"}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = llama7b({{"framework", "fsdp2"}});
     const std::int64_t fp32_logits = 2048LL * 32000 * 4;
     CHECK(alloc_sizes(p, "activations head log_softmax") == std::vector<std::int64_t>{fp32_logits});
     CHECK(alloc_sizes(p, "recomputed head") == std::vector<std::int64_t>{fp32_logits, fp32_logits});
@@ -447,13 +455,7 @@ TEST_CASE("The loss's logits-sized temporaries live from their op to their last 
   for (const char* framework : {"fsdp2", "zero"}) {
     json strategy = {{"framework", framework}};
     if (std::string(framework) == "zero") strategy["stage"] = 3;
-    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"},
-                              {"loop_keeps_output", true}}},
-                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", strategy},
-                {"training", {{"optimizer", "adamw"}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = llama7b(strategy, true);
     const long fwd = mark_index(p, "forward 0");
     const long bf16 = alloc_index(p, "temporary head.lm_head linear", fwd);
     REQUIRE(bf16 > fwd);
@@ -467,12 +469,7 @@ TEST_CASE("The loss's logits-sized temporaries live from their op to their last 
   {
     // torchtitan after #391 (`del pred` before `loss.backward()`): the fp32 copy is a temporary
     // too, alive until the loss has read it, gone before backward.
-    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", {{"framework", "fsdp2"}}},
-                {"training", {{"optimizer", "adamw"}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = llama7b({{"framework", "fsdp2"}});
     const long fwd = mark_index(p, "forward 0"), bwd = mark_index(p, "backward 0");
     CHECK(count_allocs(p, kKept) == 0);
     const long bf16 = alloc_index(p, "temporary head.lm_head linear", fwd);
