@@ -106,16 +106,30 @@ void ForwardTemporaries::finish(ProgramBuilder& b) {
   live_.clear();
 }
 
+// One forward op with the allocations around it: its own saved tensor and its temporary before
+// it, the output the loop keeps after it, then the temporaries it was the last to read (a
+// temporary read by this op outlives its output's allocation), then the previous output if the
+// model returns here. `launch_empty`: an op without work still launches (launch_forward).
+static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const Op& op,
+                             KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps, bool launch_empty) {
+  sync_if_needed(b, s, op);
+  alloc_own_saved(b, s, l, op, saved);
+  if (temps) temps->before(b, s, m, op);
+  if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(l, m, op, true));
+  if (kept) kept->created(b, op, s);
+  if (temps) temps->after(b);
+  if (kept) kept->returned(b, op);
+}
+
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
                 KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps) {
   for (const auto& op : ops) {
+    if (forward) {
+      issue_forward_op(b, s, l, m, op, kept, saved, temps, false);
+      continue;
+    }
     sync_if_needed(b, s, op);
-    if (forward) alloc_own_saved(b, s, l, op, saved);
-    if (forward && temps) temps->before(b, s, m, op);
-    if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, forward));
-    if (kept && forward) kept->created(b, op, s);
-    if (forward && temps) temps->after(b);
-    if (kept && forward) kept->returned(b, op);
+    if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, false));
   }
 }
 
@@ -125,15 +139,7 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
   (void)micro;
   ForwardTemporaries temps;
   for (const auto& m : l.modules)
-    for (const auto& op : m.forward) {
-      sync_if_needed(b, s, op);
-      alloc_own_saved(b, s, l, op, saved);
-      temps.before(b, s, m, op);
-      b.launch(s, op_kernel(l, m, op, true));
-      if (kept) kept->created(b, op, s);
-      temps.after(b);  // a temporary read by this op outlives its output's allocation
-      if (kept) kept->returned(b, op);
-    }
+    for (const auto& op : m.forward) issue_forward_op(b, s, l, m, op, kept, saved, &temps, true);
   temps.finish(b);
 }
 
