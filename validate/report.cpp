@@ -1,5 +1,6 @@
 // A validation report as text, JSON and HTML, and the baseline gate.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <set>
@@ -37,7 +38,7 @@ nlohmann::json capacity_json(const Report& r) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& c : r.capacity)
     a.push_back({{"source", c.source}, {"cases", c.cases}, {"allocated_over", c.allocated_over},
-                 {"reserved_over", c.reserved_over}});
+                 {"flushes", c.flushes}, {"at_risk", c.at_risk}});
   return a;
 }
 
@@ -45,26 +46,33 @@ nlohmann::json capacity_json(const Report& r) {
 void check_capacity(Report& r, const nlohmann::json& baseline, const std::string& file) {
   if (!baseline.contains("capacity")) return;
   const auto& arr = baseline["capacity"];
-  if (!arr.is_array()) throw_input_error(file, "/capacity", arr, "an array of {source, allocated_over, reserved_over}");
+  struct Count {
+    const char* key;
+    int CapacityCheck::*count;
+    const char* what;
+  };
+  static constexpr std::array<Count, 3> kCounts{
+      {{"allocated_over", &CapacityCheck::allocated_over, "cases predicted over their GPUs' memory (allocated)"},
+       {"flushes", &CapacityCheck::flushes, "cases predicted to flush the allocator's cache"},
+       {"at_risk", &CapacityCheck::at_risk, "cases predicted at risk of an OOM after a cache flush"}}};
+  const char* expected = "{\"source\", \"allocated_over\", \"flushes\", \"at_risk\"} with integer counts";
+  if (!arr.is_array()) throw_input_error(file, "/capacity", arr, expected);
   std::map<std::string, const CapacityCheck*> current;
   for (const auto& c : r.capacity) current[c.source] = &c;
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const auto& b = arr[i];
     const std::string path = "/capacity/" + std::to_string(i);
-    if (!b.is_object() || !b.contains("source") || !b["source"].is_string() || !b.contains("allocated_over") ||
-        !b["allocated_over"].is_number_integer() || !b.contains("reserved_over") || !b["reserved_over"].is_number_integer())
-      throw_input_error(file, path, b, "{\"source\", \"allocated_over\", \"reserved_over\"} with integer counts");
+    bool ok = b.is_object() && b.contains("source") && b["source"].is_string();
+    for (const Count& k : kCounts) ok = ok && b.contains(k.key) && b[k.key].is_number_integer();
+    if (!ok) throw_input_error(file, path, b, expected);
     const std::string source = b["source"].get<std::string>();
     auto it = current.find(source);
-    const int alloc_now = it == current.end() ? 0 : it->second->allocated_over;
-    const int res_now = it == current.end() ? 0 : it->second->reserved_over;
-    const int alloc_base = b["allocated_over"].get<int>(), res_base = b["reserved_over"].get<int>();
-    if (alloc_now != alloc_base)
-      r.baseline.push_back({source + " cases predicted over their GPUs' memory (allocated)", static_cast<double>(alloc_base),
-                            static_cast<double>(alloc_now), alloc_now > alloc_base});
-    if (res_now != res_base)
-      r.baseline.push_back({source + " cases predicted over their GPUs' memory (reserved only)", static_cast<double>(res_base),
-                            static_cast<double>(res_now), res_now > res_base});
+    for (const Count& k : kCounts) {
+      const int now = it == current.end() ? 0 : it->second->*k.count;
+      const int base = b[k.key].get<int>();
+      if (now != base)
+        r.baseline.push_back({source + " " + k.what, static_cast<double>(base), static_cast<double>(now), now > base});
+    }
   }
 }
 
@@ -171,7 +179,9 @@ nlohmann::json report_to_json(const Report& r) {
     cj["throughput"] = tj;
     if (c.memory.allocated_of_capacity > 0)
       cj["memory"] = {{"predicted_allocated_of_capacity", c.memory.allocated_of_capacity},
-                      {"predicted_reserved_of_capacity", c.memory.reserved_of_capacity}};
+                      {"predicted_reserved_of_capacity", c.memory.reserved_of_capacity},
+                      {"predicted_alloc_retries_per_step", c.memory.alloc_retries},
+                      {"predicted_alloc_ooms_per_step", c.memory.alloc_ooms}};
     j["cases"].push_back(cj);
   }
   j["rows"] = nlohmann::json::array();
@@ -248,11 +258,12 @@ std::string report_to_text(const Report& r) {
                        p.sign_right ? (*p.sign_right ? "right" : "WRONG") : "-");
   }
   if (!r.capacity.empty()) {
-    o << "\n  capacity: every case ran on its GPUs, so it fit in their memory; predicted peak (+ memory outside\n"
-         "  PyTorch) above the capacity: allocated contradicts the run, reserved alone means allocator retries\n";
-    o << fmt::format("  {:<20} {:>5} {:>16} {:>16}\n", "source", "cases", "allocated over", "reserved over");
+    o << "\n  capacity: every case ran on its GPUs, so it fit in their memory. Allocated peak (+ memory outside\n"
+         "  PyTorch) over the capacity contradicts the run; the allocator model flushing its cache (retrying\n"
+         "  cudaMalloc) does not; at risk: allocated bytes fit but a cudaMalloc fails even after a flush\n";
+    o << fmt::format("  {:<20} {:>5} {:>16} {:>16} {:>10}\n", "source", "cases", "allocated over", "cache flushes", "at risk");
     for (const auto& c : r.capacity)
-      o << fmt::format("  {:<20} {:>5} {:>16} {:>16}\n", c.source, c.cases, c.allocated_over, c.reserved_over);
+      o << fmt::format("  {:<20} {:>5} {:>16} {:>16} {:>10}\n", c.source, c.cases, c.allocated_over, c.flushes, c.at_risk);
     std::vector<const CaseInfo*> over;
     for (const auto& c : r.cases)
       if (!c.memory.fits) over.push_back(&c);
@@ -260,8 +271,10 @@ std::string report_to_text(const Report& r) {
       return a->memory.allocated_of_capacity > b->memory.allocated_of_capacity;
     });
     for (std::size_t i = 0; i < std::min<std::size_t>(5, over.size()); ++i)
-      o << fmt::format("  {:<44} allocated {:>4.0f} %, reserved {:>4.0f} % of capacity\n", over[i]->name,
-                       100 * over[i]->memory.allocated_of_capacity, 100 * over[i]->memory.reserved_of_capacity);
+      o << fmt::format("  {:<44} allocated {:>4.0f} %, reserved {:>4.0f} % of capacity; per step {} flush{}, {} failed\n",
+                       over[i]->name, 100 * over[i]->memory.allocated_of_capacity,
+                       100 * over[i]->memory.reserved_of_capacity, over[i]->memory.alloc_retries,
+                       over[i]->memory.alloc_retries == 1 ? "" : "es", over[i]->memory.alloc_ooms);
   }
   if (r.baseline_checked) {
     if (r.baseline.empty()) o << "\n  baseline: every summary within 1 point of the baseline\n";
@@ -415,11 +428,12 @@ void write_summary_and_pairs(std::ostream& h, const Report& r) {
   h << "</table>";
   if (!r.capacity.empty()) {
     h << "<h2>Capacity</h2><p>Every case ran on its GPUs, so it fit in their memory: cases predicted above the "
-         "capacity on allocated bytes contradict the run; on reserved bytes alone, the allocator would free its "
-         "cache and retry.</p><table><tr><th>source</th><th>cases</th><th>allocated over</th><th>reserved over</th></tr>";
+         "capacity on allocated bytes contradict the run; the allocator model flushing its cache and retrying "
+         "cudaMalloc does not; at risk: the allocated bytes fit but a cudaMalloc fails even after a flush.</p>"
+         "<table><tr><th>source</th><th>cases</th><th>allocated over</th><th>cache flushes</th><th>at risk</th></tr>";
     for (const auto& c : r.capacity)
-      h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", html_escape(c.source), c.cases,
-                       c.allocated_over, c.reserved_over);
+      h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", html_escape(c.source),
+                       c.cases, c.allocated_over, c.flushes, c.at_risk);
     h << "</table>";
   }
   if (r.pairs.empty()) return;

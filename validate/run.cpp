@@ -301,6 +301,8 @@ CaseMemory case_memory(const Metrics& m) {
   out.reserved_of_capacity = (static_cast<double>(std::max(m.peak_reserved.count, m.peak_memory.count)) + outside) / cap;
   out.fits_allocated = m.fits_allocated;
   out.fits = m.fits;
+  out.alloc_retries = m.alloc_retries;
+  out.alloc_ooms = m.alloc_ooms;
   return out;
 }
 
@@ -318,7 +320,8 @@ std::vector<CapacityCheck> capacity_checks(const std::vector<CaseInfo>& cases) {
       CapacityCheck& k = row(source);
       ++k.cases;
       if (!c.memory.fits_allocated) ++k.allocated_over;
-      else if (!c.memory.fits) ++k.reserved_over;
+      else if (c.memory.alloc_ooms > 0) ++k.at_risk;
+      else if (!c.memory.fits) ++k.flushes;
     }
   }
   // "all" last, as in the summaries.

@@ -148,6 +148,7 @@ struct CaseThroughput {
 struct CaseMemory {
   double allocated_of_capacity = 0, reserved_of_capacity = 0;
   bool fits_allocated = true, fits = true;
+  std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (Metrics::alloc_retries, alloc_ooms)
 };
 
 struct CaseInfo {
@@ -169,7 +170,8 @@ struct CapacityCheck {
   std::string source;           // "all" for the overall row
   int cases = 0;                // cases whose profile states a capacity
   int allocated_over = 0;       // predicted peak allocated > capacity: contradicts the run
-  int reserved_over = 0;        // predicted peak reserved > capacity (allocated within)
+  int flushes = 0;              // allocated within, but the allocator model flushes its cache
+  int at_risk = 0;              // allocated within, but a cudaMalloc fails even after a flush
 };
 
 struct Report {

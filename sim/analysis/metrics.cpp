@@ -1,5 +1,7 @@
 #include "sim/analysis/metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -112,16 +114,25 @@ Metrics compute_metrics(const Timeline& t) {
   m.capacity = t.capacity;
   // What decides an OOM is what the allocator asks cudaMalloc for, on top of what others hold.
   // A timeline without allocator data (measured, or older) falls back to the allocated peak.
+  m.alloc_retries = t.alloc_retries;
+  m.alloc_ooms = t.alloc_ooms;
   Bytes needed = std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch;
-  m.fits = t.capacity.count == 0 || needed <= t.capacity;
+  m.fits = t.capacity.count == 0 || (needed <= t.capacity && m.alloc_retries == 0 && m.alloc_ooms == 0);
   m.fits_allocated = t.capacity.count == 0 || m.peak_memory + m.non_pytorch <= t.capacity;
   return m;
 }
 
 std::string memory_verdict(const Metrics& m) {
   if (m.fits) return "fits";
-  if (m.fits_allocated) return "fits by flushing the allocator's cache";
-  return "DOES NOT FIT";
+  if (!m.fits_allocated) return "DOES NOT FIT";
+  if (m.alloc_ooms > 0)
+    return fmt::format("AT RISK: {} cudaMalloc{} fail{} even after flushing the allocator's cache, though the "
+                       "allocated bytes fit",
+                       m.alloc_ooms, m.alloc_ooms == 1 ? "" : "s", m.alloc_ooms == 1 ? "s" : "");
+  if (m.alloc_retries > 0)
+    return fmt::format("fits with {} allocator cache flush{} per step (num_alloc_retries)", m.alloc_retries,
+                       m.alloc_retries == 1 ? "" : "es");
+  return "fits by flushing the allocator's cache";  // a result without retry counts (older JSON)
 }
 
 nlohmann::json metrics_to_json(const Metrics& m) {
@@ -143,6 +154,8 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"peak_reserved_bytes", m.peak_reserved.count},
           {"non_pytorch_bytes", m.non_pytorch.count},
           {"memory_capacity_bytes", m.capacity.count},
+          {"alloc_retries_per_step", m.alloc_retries},
+          {"alloc_ooms_per_step", m.alloc_ooms},
           {"fits", m.fits},
           {"fits_allocated", m.fits_allocated}};
 }
@@ -174,6 +187,8 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.peak_reserved = Bytes{j.value("peak_reserved_bytes", std::int64_t{0})};
   m.non_pytorch = Bytes{j.value("non_pytorch_bytes", std::int64_t{0})};
   m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
+  m.alloc_retries = j.value("alloc_retries_per_step", std::int64_t{0});
+  m.alloc_ooms = j.value("alloc_ooms_per_step", std::int64_t{0});
   m.fits = j.value("fits", true);
   m.fits_allocated = j.value("fits_allocated", m.fits);
   return m;

@@ -16,10 +16,14 @@
 //   peak_reserved    the highest bytes the caching allocator holds from the device
 //                    (torch.cuda.max_memory_reserved(); sim/exec/caching_allocator.hpp)
 //   non_pytorch      device memory outside the allocator (CUDA context, NCCL buffers)
-//   fits             peak_reserved + non_pytorch <= capacity: no cudaMalloc ever fails
+//   alloc_retries    cudaMalloc calls a steady step retries after flushing the allocator's cache
+//                    (release_cached_blocks; num_alloc_retries), with the device limited to the
+//                    capacity minus non_pytorch; alloc_ooms: those that fail even then (num_ooms)
+//   fits             peak_reserved + non_pytorch <= capacity and no retry: no cudaMalloc fails
 //   fits_allocated   peak_memory + non_pytorch <= capacity: without it the step cannot run; with
 //                    it but not `fits`, PyTorch's allocator frees its cache and retries cudaMalloc
-//                    (release_cached_blocks, a device synchronization each time) where it runs out
+//                    where it runs out (a device synchronization each time), and where its free
+//                    blocks are too fragmented for that, alloc_ooms says so
 
 #include <map>
 #include <string>
@@ -63,12 +67,15 @@ struct Metrics {
   Bytes peak_reserved;                          // caching allocator's high-water mark
   Bytes non_pytorch;                            // outside the allocator
   Bytes capacity;
+  std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per steady step
   bool fits = true;
   bool fits_allocated = true;
 };
 
-// "fits", "fits by flushing the allocator's cache" (allocated within the capacity, reserved not)
-// or "DOES NOT FIT": the text reports' verdict.
+// The text reports' verdict: "fits"; "fits with N allocator cache flushes per step" (the
+// allocator model frees its cache and retries); "AT RISK: ..." (allocated bytes fit, but some
+// cudaMalloc fails even after a flush: the cache is too fragmented, or a new segment is larger
+// than the request); "DOES NOT FIT" (the allocated bytes alone exceed the GPU).
 std::string memory_verdict(const Metrics& m);
 
 Metrics compute_metrics(const Timeline& t);

@@ -125,6 +125,111 @@ int CachingAllocator::split(int b, std::int64_t size) {
   return r;
 }
 
+std::int64_t CachingAllocator::device_bytes_needed(StreamId stream, bool small, std::int64_t size) const {
+  if (!config_.expandable_segments) return allocation_size(size);
+  std::int64_t have = 0;
+  if (auto it = expandable_.find({stream, small}); it != expandable_.end()) {
+    const int tail = segments_[static_cast<std::size_t>(it->second)].tail;
+    if (tail >= 0 && !blocks_[static_cast<std::size_t>(tail)].allocated) have = blocks_[static_cast<std::size_t>(tail)].size;
+  }
+  return round_up(size - have, small ? kSmallBuffer : kLargeBuffer);
+}
+
+bool CachingAllocator::device_has_room(StreamId stream, bool small, std::int64_t size) const {
+  return !limit_ || reserved_ + device_bytes_needed(stream, small, size) <= limit_->count;
+}
+
+// malloc: alloc_block(p, false) || (release_available_cached_blocks(p) && alloc_block(p, false))
+// || (release_cached_blocks() && alloc_block(p, true)); the last try counts num_alloc_retries.
+bool CachingAllocator::make_room(StreamId stream, bool small, std::int64_t size) {
+  if (!small && release_available_cached_blocks(stream, size) && device_has_room(stream, small, size)) return true;
+  release_cached_blocks();
+  ++counters_.num_alloc_retries;
+  return device_has_room(stream, small, size);
+}
+
+// release_available_cached_blocks: nothing without max_split_size ("== SIZE_MAX: return
+// false"). With it, the smallest free oversize block of the stream that is >= the key
+// (max(request, max_split_size)), else the largest ones, down to max_split_size, until they
+// add up to the key; blocks of expandable segments are skipped.
+bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int64_t size) {
+  if (!config_.max_split_size) return false;
+  const std::int64_t mss = config_.max_split_size->count;
+  const std::int64_t key = std::max(size, mss);
+  FreeSet& fs = pool(stream, false);
+  auto expandable = [&](const FreeKey& k) { return segments_[static_cast<std::size_t>(std::get<1>(k))].expandable; };
+  auto it = fs.lower_bound({key, std::numeric_limits<int>::min(), std::numeric_limits<std::int64_t>::min(), std::numeric_limits<int>::min()});
+  if (it != fs.end() && !expandable(*it)) {
+    release_segment(std::get<3>(*it));
+    return true;
+  }
+  if (it == fs.begin()) return false;
+  std::int64_t released = 0;
+  --it;
+  while (released < key && std::get<0>(*it) >= mss) {
+    const auto cur = it;
+    const bool first = cur == fs.begin();
+    if (!first) --it;
+    if (!expandable(*cur)) {
+      released += std::get<0>(*cur);
+      release_segment(std::get<3>(*cur));
+    }
+    if (first) break;
+  }
+  return released >= key;
+}
+
+// release_cached_blocks -> release_blocks(large_blocks), release_blocks(small_blocks): every
+// free block that is a whole segment is cudaFree'd; an expandable segment unmaps its free pages
+// (unmap_block). Pending record_stream frees (synchronize_and_free_events) are the engine's and
+// stay pending.
+void CachingAllocator::release_cached_blocks() {
+  std::vector<int> whole;
+  for (auto& [key, fs] : pools_)
+    for (const FreeKey& k : fs) {
+      const Block& b = blocks_[static_cast<std::size_t>(std::get<3>(k))];
+      if (!segments_[static_cast<std::size_t>(b.segment)].expandable && b.prev < 0 && b.next < 0) whole.push_back(std::get<3>(k));
+    }
+  for (int b : whole) release_segment(b);
+  for (const auto& [key, seg] : expandable_) unmap_free_tail(seg);
+}
+
+// release_block: the segment's one free block goes back to the device.
+void CachingAllocator::release_segment(int b) {
+  const Block& k = blocks_[static_cast<std::size_t>(b)];
+  if (k.prev >= 0 || k.next >= 0 || k.allocated) return;  // only a whole free segment is cudaFree'd
+  Segment& s = segments_[static_cast<std::size_t>(k.segment)];
+  erase_free(b);
+  reserved_ -= s.mapped;
+  s.mapped = 0;
+  s.released = true;
+  ++released_segments_;
+  dead_.push_back(b);
+}
+
+// unmap_block on an expandable segment's free blocks: the model maps a segment as one prefix, so
+// it unmaps the whole pages of the free block at its end (a free block between allocated ones
+// stays mapped: see docs/memory.md).
+void CachingAllocator::unmap_free_tail(int seg) {
+  Segment& s = segments_[static_cast<std::size_t>(seg)];
+  const int t = s.tail;
+  if (t < 0 || blocks_[static_cast<std::size_t>(t)].allocated) return;
+  Block& k = blocks_[static_cast<std::size_t>(t)];
+  const std::int64_t end = round_up(k.offset, s.small ? kSmallBuffer : kLargeBuffer);
+  if (end >= s.mapped) return;
+  erase_free(t);
+  reserved_ -= s.mapped - end;
+  s.mapped = end;
+  if (end == k.offset) {
+    if (k.prev >= 0) blocks_[static_cast<std::size_t>(k.prev)].next = -1;
+    s.tail = k.prev;
+    dead_.push_back(t);
+  } else {
+    k.size = end - k.offset;
+    insert_free(t);
+  }
+}
+
 Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
   if (id.index() >= live_.size()) live_.resize(std::max(id.index() + 1, 2 * live_.size()), -1);
   if (live_[id.index()] >= 0) throw std::logic_error(fmt::format("allocator: buffer {} allocated twice", id));
@@ -144,10 +249,11 @@ Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
   if (it != fs.end() && !oversize_rejects(std::get<0>(*it), size)) {
     b = std::get<3>(*it);
     fs.erase(it);
-  } else if (config_.expandable_segments) {
-    b = grow_expandable(stream, small, size);
   } else {
-    b = new_segment(stream, small, allocation_size(size));
+    // alloc_block, then its fallbacks when cudaMalloc would fail.
+    if (limit_ && !device_has_room(stream, small, size) && !make_room(stream, small, size)) ++counters_.num_ooms;
+    b = config_.expandable_segments ? grow_expandable(stream, small, size) : new_segment(stream, small, allocation_size(size));
+    ++counters_.num_device_alloc;
   }
   if (should_split(blocks_[static_cast<std::size_t>(b)], size)) split(b, size);
   Block& k = blocks_[static_cast<std::size_t>(b)];

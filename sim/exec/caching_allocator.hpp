@@ -21,8 +21,16 @@
 //     expandable segments) or > kSmallSize (1 MiB) and the request < max_split_size (large pool);
 //     otherwise the request takes the whole block.
 //   - free_block / try_merge_blocks: a freed block merges with free neighbours of its segment.
-//   - Segments are never released within a step (release_cached_blocks runs only on an OOM
-//     retry or empty_cache(); stepsim reports that as "does not fit" instead).
+//   - Segments are released only when a cudaMalloc would fail (malloc's fallbacks, in order):
+//     with a device limit set (the capacity minus the memory outside PyTorch), a new segment
+//     that would take reserved past it first calls release_available_cached_blocks (only with
+//     max_split_size set: it frees the smallest cached oversize block of the request's stream
+//     that is >= max(request, max_split_size), else the largest ones until they add up to it)
+//     and retries; then release_cached_blocks (every free block that is a whole segment, of
+//     every stream and pool; an expandable segment unmaps the free pages at its end) and
+//     retries once more, counted as num_alloc_retries; if that fails too it is an OOM
+//     (num_ooms), and the model takes the segment anyway so that the step can be measured.
+//     Without a limit segments are never released (empty_cache() is not modelled).
 //   - expandable_segments: one segment per (stream, pool) that grows by pages of 2 MiB (small
 //     pool) or 20 MiB (large pool) (Note [Expandable Segments]); a request no free block fits
 //     maps just enough pages at the segment's end, merging with a free tail block.
@@ -52,9 +60,20 @@ inline constexpr std::int64_t kRoundLarge = 2097152;
 // the steady-state reserved bytes (Engine::steady_state_reserved, analyze --allocator-replay).
 inline constexpr int kMaxSteadyStatePasses = 5;
 
+// torch.cuda.memory_stats() counters the model keeps (same names upstream).
+struct AllocatorCounters {
+  std::int64_t num_device_alloc = 0;   // cudaMalloc calls (new segments, expandable pages mapped)
+  std::int64_t num_alloc_retries = 0;  // cudaMalloc retried after release_cached_blocks
+  std::int64_t num_ooms = 0;           // failed after that too: torch.OutOfMemoryError
+};
+
 class CachingAllocator {
  public:
   explicit CachingAllocator(AllocatorConfig config = {}) : config_(config) {}
+
+  // What cudaMalloc can hand out in all (reserved included): unset = no limit.
+  void set_device_limit(std::optional<Bytes> limit) { limit_ = limit; }
+  const AllocatorCounters& counters() const { return counters_; }
 
   // Allocates `bytes` for buffer `id` on `stream`; returns the block size handed out.
   Bytes malloc(BufferId id, Bytes bytes, StreamId stream);
@@ -63,7 +82,7 @@ class CachingAllocator {
 
   Bytes reserved() const { return Bytes{reserved_}; }
   Bytes allocated() const { return Bytes{allocated_}; }  // sum of live block sizes
-  std::size_t segments() const { return segments_.size(); }
+  std::size_t segments() const { return segments_.size() - released_segments_; }
 
   static std::int64_t round_size(std::int64_t size);
   static std::int64_t allocation_size(std::int64_t size);
@@ -134,6 +153,7 @@ class CachingAllocator {
     std::int64_t mapped = 0;  // bytes backed by cudaMalloc / mapped pages
     FreeSet* pool = nullptr;  // the free blocks of its (stream, pool)
     int tail = -1;            // expandable: the block ending at the mapped end
+    bool released = false;    // cudaFree'd by a cache flush: no blocks, no bytes
   };
 
   FreeSet& pool(StreamId stream, bool small) { return pools_.try_emplace({stream, small}, RecyclingAllocator<FreeKey>(&nodes_)).first->second; }
@@ -143,6 +163,15 @@ class CachingAllocator {
   bool should_split(const Block& b, std::int64_t size) const;
   int new_segment(StreamId stream, bool small, std::int64_t bytes);
   int grow_expandable(StreamId stream, bool small, std::int64_t size);
+  // What a new segment (or the pages an expandable segment maps) for `size` adds to reserved.
+  std::int64_t device_bytes_needed(StreamId stream, bool small, std::int64_t size) const;
+  bool device_has_room(StreamId stream, bool small, std::int64_t size) const;
+  // malloc's fallbacks when the device has no room (see above); false: an OOM.
+  bool make_room(StreamId stream, bool small, std::int64_t size);
+  bool release_available_cached_blocks(StreamId stream, std::int64_t size);
+  void release_cached_blocks();
+  void release_segment(int b);
+  void unmap_free_tail(int seg);
   int split(int b, std::int64_t size);
   int new_block(const Block& k);
 
@@ -155,6 +184,9 @@ class CachingAllocator {
   std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
   std::int64_t reserved_ = 0, allocated_ = 0;
+  std::optional<Bytes> limit_;
+  AllocatorCounters counters_;
+  std::size_t released_segments_ = 0;
 };
 
 }  // namespace stepsim

@@ -235,6 +235,10 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
+    if (allocator.enabled && hw.memory_capacity.count > 0) {
+      const Bytes outside = hw.non_pytorch_memory(communicators_used(p, hw));
+      allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - outside.count)});
+    }
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op, timeline op, host interval, memory sample and
     // allocator event: reserve that much at once rather than reallocate large arrays as they
@@ -771,14 +775,20 @@ class Engine {
 
   // The reserved curve of a step in steady state. A measured step (a trace after warm-up, or
   // torch.cuda.max_memory_reserved() after some steps) sees the segments cached by earlier
-  // steps: reserved never shrinks within a run (sim/exec/caching_allocator.hpp). So the
-  // allocator traffic of this step is replayed as the following steps issue it: buffers still
-  // live at the end of the step (the persistent state) stay allocated, every other buffer is
-  // allocated and freed again in the same order, until a replayed step adds no segment (at
-  // most kMaxSteadyStatePasses); the last replayed step's reserved bytes become the curve.
+  // steps: reserved shrinks only when a cudaMalloc would fail and the allocator flushes its
+  // cache (sim/exec/caching_allocator.hpp). So the allocator traffic of this step is replayed as
+  // the following steps issue it: buffers still live at the end of the step (the persistent
+  // state) stay allocated, every other buffer is allocated and freed again in the same order,
+  // until a replayed step calls cudaMalloc no more (at most kMaxSteadyStatePasses); the last
+  // replayed step's reserved bytes become the curve.
+  //
+  // The allocator's flushes are counted in the steady step (timeline_.alloc_retries); its OOMs
+  // in the worse of the first step and the steady one: a first step that fails ends the run.
   void steady_state_reserved() {
-    if (!allocator_config_.enabled || alloc_log_.empty()) return;
     CachingAllocator& a = allocator_;  // holds the step as run above
+    timeline_.alloc_retries = a.counters().num_alloc_retries;
+    timeline_.alloc_ooms = a.counters().num_ooms;
+    if (!allocator_config_.enabled || alloc_log_.empty()) return;
     auto apply = [&](const AllocEvent& ev) {
       if (ev.alloc) a.malloc(ev.buffer, ev.bytes, ev.stream);
       else a.free(ev.buffer);
@@ -787,12 +797,16 @@ class Engine {
     Bytes start = a.reserved();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
+      const AllocatorCounters before = a.counters();
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];
         if (!buffers_[ev.buffer.index()].live) apply(ev);
         reserved[k] = a.reserved();
       }
-      if (a.reserved() == start) break;  // no new segment: the next steps repeat this one
+      timeline_.alloc_retries = a.counters().num_alloc_retries - before.num_alloc_retries;
+      timeline_.alloc_ooms = std::max(timeline_.alloc_ooms, a.counters().num_ooms - before.num_ooms);
+      // No cudaMalloc (so no retry either): the next steps repeat this one.
+      if (a.counters().num_device_alloc == before.num_device_alloc) break;
     }
     timeline_.memory.front().reserved = start;
     for (std::size_t k = 0; k < alloc_log_.size(); ++k) timeline_.memory[alloc_log_[k].sample].reserved = reserved[k];
@@ -838,6 +852,17 @@ class Engine {
     std::string msg = "deadlock: the program can never finish: ";
     for (std::size_t k = 0; k < stuck.size(); ++k) msg += (k ? "; " : "") + stuck[k];
     throw DeadlockError(msg);
+  }
+
+  // Communicators that run a collective in the step: ProcessGroupNCCL creates the NCCL
+  // communicator lazily, at its first collective. Counted up front only when the profile puts
+  // NCCL buffers outside the allocator (the device limit needs them before the step runs).
+  static std::size_t communicators_used(const Program& p, const HardwareProfile& hw) {
+    if (hw.outside_allocator.nccl_per_communicator.count == 0) return 0;
+    std::vector<char> used(p.comms.size(), 0);
+    for (const auto& in : p.instructions)
+      if (const auto* c = std::get_if<Collective>(&in)) used[c->comm.index()] = 1;
+    return static_cast<std::size_t>(std::count(used.begin(), used.end(), 1));
   }
 
   void finish_timeline() {

@@ -1,3 +1,5 @@
+#include <array>
+
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -91,12 +93,105 @@ TEST_CASE("Blocks are cached per stream: a block freed on one stream is not reus
   CHECK(a.reserved().count == 32 * MiB);
 }
 
-TEST_CASE("Segments are not released within a step: reserved never goes down", "[allocator]") {
+TEST_CASE("Segments are not released while cudaMalloc succeeds: reserved never goes down", "[allocator]") {
   CachingAllocator a;
   a.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
   a.free(BufferId{0});
   CHECK(a.reserved().count == 100 * MiB);
   CHECK(a.allocated().count == 0);
+  a.set_device_limit(Bytes{200 * MiB});  // room left: nothing is released
+  a.malloc(BufferId{1}, Bytes{50 * MiB}, StreamId{1});
+  CHECK(a.reserved().count == 150 * MiB);
+  CHECK(a.counters().num_alloc_retries == 0);
+  CHECK(a.counters().num_device_alloc == 2);
+}
+
+// malloc: alloc_block || (release_available_cached_blocks && alloc_block) ||
+// (release_cached_blocks && alloc_block(isRetry)); release_blocks frees only blocks that are a
+// whole segment (!prev && !next), of every stream and pool.
+TEST_CASE("A cudaMalloc that would fail flushes the cache: whole free segments of every stream go back, then one retry", "[allocator]") {
+  CachingAllocator a;
+  a.set_device_limit(Bytes{100 * MiB});
+  a.malloc(BufferId{0}, Bytes{40 * MiB}, StreamId{0});  // segment A, freed whole
+  a.malloc(BufferId{1}, Bytes{30 * MiB}, StreamId{1});  // segment B on another stream
+  a.free(BufferId{0});
+  a.free(BufferId{1});
+  a.malloc(BufferId{2}, Bytes{22 * MiB}, StreamId{1});  // takes B split: 22 live + 8 free
+  CHECK(a.reserved().count == 70 * MiB);
+  // 50 MiB on stream 2: 70 + 50 > 100. The flush frees A (whole and free) but not B (split,
+  // partly live); 30 + 50 <= 100, so the retry succeeds.
+  a.malloc(BufferId{3}, Bytes{50 * MiB}, StreamId{2});
+  CHECK(a.reserved().count == 80 * MiB);
+  CHECK(a.counters().num_alloc_retries == 1);
+  CHECK(a.counters().num_ooms == 0);
+  CHECK(a.segments() == 2);
+  // 30 MiB more on stream 2: 80 + 30 > 100 and nothing is whole and free: an OOM (the model
+  // takes the segment anyway, so the step goes on and is counted).
+  a.malloc(BufferId{4}, Bytes{30 * MiB}, StreamId{2});
+  CHECK(a.counters().num_alloc_retries == 2);
+  CHECK(a.counters().num_ooms == 1);
+  CHECK(a.reserved().count == 110 * MiB);
+  // Without a limit nothing is ever released.
+  CachingAllocator u;
+  u.malloc(BufferId{0}, Bytes{40 * MiB}, StreamId{0});
+  u.free(BufferId{0});
+  u.malloc(BufferId{1}, Bytes{50 * MiB}, StreamId{2});
+  CHECK(u.reserved().count == 90 * MiB);
+  CHECK(u.counters().num_alloc_retries == 0);
+}
+
+// release_available_cached_blocks: returns false at once without max_split_size; with it, it
+// frees the smallest oversize block >= max(request, max_split_size) on the request's stream, and
+// the retry that follows is not counted as num_alloc_retries.
+TEST_CASE("With max_split_size a failing cudaMalloc first frees cached oversize blocks of its stream", "[allocator]") {
+  AllocatorConfig c;
+  c.max_split_size = Bytes{64 * MiB};
+  CachingAllocator a(c);
+  a.set_device_limit(Bytes{300 * MiB});
+  a.malloc(BufferId{0}, Bytes{100 * MiB}, StreamId{0});
+  a.malloc(BufferId{1}, Bytes{120 * MiB}, StreamId{0});
+  a.malloc(BufferId{2}, Bytes{30 * MiB}, StreamId{0});
+  a.free(BufferId{0});
+  a.free(BufferId{1});
+  a.free(BufferId{2});
+  CHECK(a.reserved().count == 250 * MiB);
+  // 70 MiB: the cached 100 and 120 MiB blocks are too big for it (>= 70 + 20), so a new segment;
+  // 250 + 70 > 300: the smallest oversize block >= 70 MiB (100 MiB) is freed; 150 + 70 fits.
+  a.malloc(BufferId{3}, Bytes{70 * MiB}, StreamId{0});
+  CHECK(a.reserved().count == 220 * MiB);
+  CHECK(a.counters().num_alloc_retries == 0);
+  // The 30 MiB block is below max_split_size: release_available_cached_blocks leaves it.
+  a.malloc(BufferId{4}, Bytes{30 * MiB}, StreamId{0});  // reuses it
+  CHECK(a.reserved().count == 220 * MiB);
+  // Without max_split_size the same sequence goes straight to the full flush, counted.
+  CachingAllocator b;
+  b.set_device_limit(Bytes{300 * MiB});
+  for (std::size_t i = 0; i < 3; ++i) b.malloc(BufferId{i}, Bytes{std::array{100, 120, 30}[i] * MiB}, StreamId{0});
+  for (std::size_t i = 0; i < 3; ++i) b.free(BufferId{i});
+  b.malloc(BufferId{3}, Bytes{200 * MiB}, StreamId{0});  // no cached block fits: 250 + 200 > 300
+  CHECK(b.counters().num_alloc_retries == 1);
+  CHECK(b.reserved().count == 200 * MiB);  // every cached segment was whole and free
+}
+
+// unmap_block on an expandable segment: the free pages at its end are unmapped.
+TEST_CASE("expandable_segments: a flush unmaps the free pages at the segment's end", "[allocator]") {
+  AllocatorConfig c;
+  c.expandable_segments = true;
+  CachingAllocator a(c);
+  a.set_device_limit(Bytes{100 * MiB});
+  a.malloc(BufferId{0}, Bytes{10 * MiB}, StreamId{0});
+  a.malloc(BufferId{1}, Bytes{50 * MiB}, StreamId{0});
+  a.free(BufferId{1});
+  CHECK(a.reserved().count == 60 * MiB);  // three 20 MiB pages, the last 50 MiB free
+  // 50 MiB on stream 1 needs three pages: 60 + 60 > 100. The flush unmaps stream 0's free
+  // pages past the one holding the live 10 MiB (40 MiB): 20 + 60 <= 100.
+  a.malloc(BufferId{2}, Bytes{50 * MiB}, StreamId{1});
+  CHECK(a.counters().num_alloc_retries == 1);
+  CHECK(a.counters().num_ooms == 0);
+  CHECK(a.reserved().count == 80 * MiB);
+  // The unmapped pages are mapped again when stream 0 needs them.
+  a.malloc(BufferId{3}, Bytes{15 * MiB}, StreamId{0});
+  CHECK(a.reserved().count == 100 * MiB);
 }
 
 TEST_CASE("Best fit: the smallest cached block that fits is used", "[allocator]") {
@@ -202,17 +297,35 @@ TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity"
   Metrics m = compute_metrics(simulate_program(p, hw));
   CHECK(m.non_pytorch.count == 6 * MiB);
   CHECK_FALSE(m.fits);
-  // Allocated alone (3 MiB) would have said it fits: reserved is what decides whether a
-  // cudaMalloc fails; PyTorch then frees its cache and retries, so the step still runs.
+  // Allocated alone (3 MiB) fits, but the 3 MiB request asks cudaMalloc for a 20 MiB segment and
+  // 19 MiB are free: the flush has nothing to free, so PyTorch raises an OOM.
   CHECK(m.peak_memory.count == 3 * MiB);
   CHECK(m.fits_allocated);
-  CHECK(memory_verdict(m) == "fits by flushing the allocator's cache");
+  CHECK(m.alloc_ooms == 1);
+  CHECK_THAT(memory_verdict(m), Catch::StartsWith("AT RISK: 1 cudaMalloc fails even after flushing"));
   hw.outside_allocator.cuda_context = Bytes{23 * MiB};  // 3 + 23 > 25: no flush makes room
   Metrics over = compute_metrics(simulate_program(p, hw));
   CHECK_FALSE(over.fits_allocated);
   CHECK(memory_verdict(over) == "DOES NOT FIT");
   hw.outside_allocator.cuda_context = Bytes{0};
   CHECK(memory_verdict(compute_metrics(simulate_program(p, hw))) == "fits");
+
+  // Two streams taking turns with 20 MiB segments in 25 MiB: each step the one stream's cached
+  // segment must go back before the other's is allocated, twice a step, and reserved stays
+  // within the capacity (it would be 40 MiB without the flushes).
+  ProgramBuilder t;
+  auto side = t.stream("side");
+  auto y = t.alloc("y", Bytes{3 * MiB}, MemCategory::Activations, StreamId{0});
+  t.free(y);
+  auto z = t.alloc("z", Bytes{3 * MiB}, MemCategory::Activations, side);
+  t.free(z);
+  Metrics turns = compute_metrics(simulate_program(t.take(), hw));
+  CHECK(turns.alloc_retries == 2);
+  CHECK(turns.alloc_ooms == 0);
+  CHECK(turns.peak_reserved.count == 20 * MiB);
+  CHECK(turns.fits_allocated);
+  CHECK_FALSE(turns.fits);
+  CHECK(memory_verdict(turns) == "fits with 2 allocator cache flushes per step (num_alloc_retries)");
   hw.outside_allocator.cuda_context = Bytes{6 * MiB};
 
   // NCCL buffers count per communicator that runs a collective (communicators are created
