@@ -179,11 +179,12 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
   return released >= key;
 }
 
-// release_cached_blocks -> release_blocks(large_blocks), release_blocks(small_blocks): every
-// free block that is a whole segment is cudaFree'd; an expandable segment unmaps its free pages
-// (unmap_block). Pending record_stream frees (synchronize_and_free_events) are the engine's and
-// stay pending.
+// release_cached_blocks: synchronize_and_free_events (the engine frees the blocks its deferred
+// record_stream frees hold), then release_blocks(large_blocks), release_blocks(small_blocks):
+// every free block that is a whole segment is cudaFree'd; an expandable segment unmaps its free
+// pages (unmap_block).
 void CachingAllocator::release_cached_blocks() {
+  if (flush_hook_) flush_hook_();
   std::vector<int> whole;
   for (auto& [key, fs] : pools_)
     for (const FreeKey& k : fs) {

@@ -26,8 +26,10 @@
 //     that would take reserved past it first calls release_available_cached_blocks (only with
 //     max_split_size set: it frees the smallest cached oversize block of the request's stream
 //     that is >= max(request, max_split_size), else the largest ones until they add up to it)
-//     and retries; then release_cached_blocks (every free block that is a whole segment, of
-//     every stream and pool; an expandable segment unmaps the free pages at its end) and
+//     and retries; then release_cached_blocks (synchronize_and_free_events: the blocks held
+//     back by record_stream events are freed, through the flush hook; then every free block
+//     that is a whole segment, of every stream and pool, is released and an expandable
+//     segment unmaps the free pages at its end) and
 //     retries once more, counted as num_alloc_retries; if that fails too it is an OOM
 //     (num_ooms), and the model takes the segment anyway so that the step can be measured.
 //     Without a limit segments are never released (empty_cache() is not modelled).
@@ -38,6 +40,7 @@
 // passed the free point (free() + insert_events/process_events upstream).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -73,6 +76,9 @@ class CachingAllocator {
 
   // What cudaMalloc can hand out in all (reserved included): unset = no limit.
   void set_device_limit(std::optional<Bytes> limit) { limit_ = limit; }
+  // Called first by a flush: synchronize_and_free_events, which waits for every block's
+  // record_stream events and frees the blocks they held back (the engine's deferred frees).
+  void set_flush_hook(std::function<void()> hook) { flush_hook_ = std::move(hook); }
   const AllocatorCounters& counters() const { return counters_; }
 
   // Allocates `bytes` for buffer `id` on `stream`; returns the block size handed out.
@@ -185,6 +191,7 @@ class CachingAllocator {
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
   std::int64_t reserved_ = 0, allocated_ = 0;
   std::optional<Bytes> limit_;
+  std::function<void()> flush_hook_;
   AllocatorCounters counters_;
   std::size_t released_segments_ = 0;
 };

@@ -238,6 +238,16 @@ class Engine {
     if (allocator.enabled && hw.memory_capacity.count > 0) {
       const Bytes outside = hw.non_pytorch_memory(communicators_used(p, hw));
       allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - outside.count)});
+      // A flush first waits for the deferred frees' streams (synchronize_and_free_events): their
+      // blocks go back to the pools now; the engine's own release still comes when they pass.
+      allocator_.set_flush_hook([this] {
+        for (const PendingFree& pf : pending_frees_) {
+          BufferState& b = buffers_[pf.buffer.index()];
+          if (pf.outstanding == 0 || !b.free_pending || b.allocator_freed) continue;
+          allocator_.free(pf.buffer);
+          b.allocator_freed = true;
+        }
+      });
     }
     timeline_.device = "simulated " + hw.name;
     // Every instruction makes at most one op, timeline op, host interval, memory sample and
@@ -464,6 +474,7 @@ class Engine {
     if (pf.outstanding == 0) release(f.buffer);
     else {
       b.free_pending = true;
+      b.free_log_pos = alloc_log_.size();
       pending_frees_.push_back(pf);
     }
     return true;
@@ -761,16 +772,20 @@ class Engine {
     MemCategory category = MemCategory::Other;
     bool live = false;
     bool free_pending = false;
+    bool allocator_freed = false;  // a flush freed its block before the recorded streams passed
+    std::size_t free_log_pos = 0;  // alloc_log_'s size when the host issued its deferred Free
   };
 
   void release(BufferId id) {
     auto& b = buffers_[id.index()];
     live_[static_cast<std::size_t>(b.category)] -= b.bytes;
     b.live = false;
+    const std::size_t issued_at = b.free_pending ? b.free_log_pos : alloc_log_.size();
     b.free_pending = false;
-    allocator_.free(id);
+    if (!b.allocator_freed) allocator_.free(id);
+    b.allocator_freed = false;
     sample_memory(now_);
-    alloc_log_.push_back(AllocEvent{false, id, b.bytes, StreamId{0}, timeline_.memory.size() - 1});
+    alloc_log_.push_back(AllocEvent{false, id, b.bytes, StreamId{0}, timeline_.memory.size() - 1, issued_at});
   }
 
   // The reserved curve of a step in steady state. A measured step (a trace after warm-up, or
@@ -794,13 +809,27 @@ class Engine {
       else a.free(ev.buffer);
     };
     std::vector<Bytes> reserved(alloc_log_.size());
+    // A flush at event k frees at once what the host had freed by then but the log releases
+    // later (deferred record_stream frees issued at or before k): synchronize_and_free_events.
+    std::vector<char> freed_early(alloc_log_.size());
+    std::size_t at = 0;
+    a.set_flush_hook([&] {
+      for (std::size_t j = at + 1; j < alloc_log_.size(); ++j) {
+        const AllocEvent& ev = alloc_log_[j];
+        if (ev.alloc || freed_early[j] || ev.issued_at > at || buffers_[ev.buffer.index()].live) continue;
+        a.free(ev.buffer);
+        freed_early[j] = 1;
+      }
+    });
     Bytes start = a.reserved();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       const AllocatorCounters before = a.counters();
+      std::fill(freed_early.begin(), freed_early.end(), 0);
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];
-        if (!buffers_[ev.buffer.index()].live) apply(ev);
+        at = k;
+        if (!buffers_[ev.buffer.index()].live && !freed_early[k]) apply(ev);
         reserved[k] = a.reserved();
       }
       timeline_.alloc_retries = a.counters().num_alloc_retries - before.num_alloc_retries;
@@ -808,6 +837,7 @@ class Engine {
       // No cudaMalloc (so no retry either): the next steps repeat this one.
       if (a.counters().num_device_alloc == before.num_device_alloc) break;
     }
+    a.set_flush_hook({});  // it refers to this function's locals
     timeline_.memory.front().reserved = start;
     for (std::size_t k = 0; k < alloc_log_.size(); ++k) timeline_.memory[alloc_log_[k].sample].reserved = reserved[k];
   }
@@ -916,6 +946,7 @@ class Engine {
     Bytes bytes;
     StreamId stream{0};
     std::size_t sample = 0;  // the memory sample this change produced
+    std::size_t issued_at = 0;  // a free: alloc_log_'s size when the host issued it (deferred: earlier)
   };
   AllocatorConfig allocator_config_;
   CachingAllocator allocator_;
