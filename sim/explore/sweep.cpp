@@ -203,6 +203,8 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
   if (name == "peak_reserved_gib") return m.peak_reserved.gib();
   if (name == "peak_reserved_gb") return m.peak_reserved.gb();
   if (name == "non_pytorch_bytes") return d(m.non_pytorch.count);
+  if (name == "alloc_retries_per_step") return d(m.alloc_retries);
+  if (name == "alloc_ooms_per_step") return d(m.alloc_ooms);
   // What `fits` compares with the capacity (sim/analysis/metrics.hpp).
   if (name == "device_memory_gib") return (std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch).gib();
   if (name == "tokens_per_step") return r.throughput.tokens_per_step;

@@ -147,7 +147,8 @@ TEST_CASE("the knob-effect line of an axis with many values shows the best three
 
 TEST_CASE("constraints take the reserved memory, the global batch and the tokens per step", "[sweep][objective]") {
   for (const char* c : {"peak_reserved_gib <= 70", "global_batch == 512", "tokens_per_step >= 65536", "device_memory_gib < 79",
-                        "samples_per_s > 10", "peak_reserved_bytes <= 1e10"})
+                        "samples_per_s > 10", "peak_reserved_bytes <= 1e10", "alloc_retries_per_step == 0",
+                        "alloc_ooms_per_step == 0"})
     CHECK_NOTHROW(parse_constraint(c, "f"));
   // The cap drawn on the charts is the tightest memory bound: 70 GiB below 75 GiB; a lower
   // bound (>=) is no cap.
