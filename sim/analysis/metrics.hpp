@@ -18,7 +18,8 @@
 //   non_pytorch      device memory outside the allocator (CUDA context, NCCL buffers)
 //   alloc_retries    cudaMalloc calls a steady step retries after flushing the allocator's cache
 //                    (release_cached_blocks; num_alloc_retries), with the device limited to the
-//                    capacity minus non_pytorch; alloc_ooms: those that fail even then (num_ooms)
+//                    capacity minus non_pytorch; alloc_ooms: those that fail even then (num_ooms),
+//                    in the first step or the steady one, whichever has more
 //   fits             peak_reserved + non_pytorch <= capacity and no retry: no cudaMalloc fails
 //   fits_allocated   peak_memory + non_pytorch <= capacity: without it the step cannot run; with
 //                    it but not `fits`, PyTorch's allocator frees its cache and retries cudaMalloc
@@ -67,7 +68,7 @@ struct Metrics {
   Bytes peak_reserved;                          // caching allocator's high-water mark
   Bytes non_pytorch;                            // outside the allocator
   Bytes capacity;
-  std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per steady step
+  std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (see above)
   bool fits = true;
   bool fits_allocated = true;
 };

@@ -28,10 +28,10 @@
 //     that is >= max(request, max_split_size), else the largest ones until they add up to it)
 //     and retries; then release_cached_blocks (synchronize_and_free_events: the blocks held
 //     back by record_stream events are freed, through the flush hook; then every free block
-//     that is a whole segment, of every stream and pool, is released and an expandable
-//     segment unmaps the free pages at its end) and
-//     retries once more, counted as num_alloc_retries; if that fails too it is an OOM
-//     (num_ooms), and the model takes the segment anyway so that the step can be measured.
+//     that is a whole segment, of every stream and pool, is released, and an expandable
+//     segment unmaps the free pages at its end) and retries once more, counted as
+//     num_alloc_retries; if that fails too it is an OOM (num_ooms), and the model takes the
+//     segment anyway so that the step can be measured.
 //     Without a limit segments are never released (empty_cache() is not modelled).
 //   - expandable_segments: one segment per (stream, pool) that grows by pages of 2 MiB (small
 //     pool) or 20 MiB (large pool) (Note [Expandable Segments]); a request no free block fits
