@@ -256,19 +256,25 @@ TEST_CASE("expandable_segments: one segment per stream that grows by 20 MiB page
   CHECK(plain.reserved().count == 36 * MiB);
 }
 
-TEST_CASE("The engine reports reserved next to allocated; a record_stream free keeps its block out of reuse until the stream passes", "[allocator][engine]") {
+namespace {
+// x (30 MiB) is used on `side` for 5 ms (record_stream) and freed by the host at 0 ms; then
+// y (30 MiB) is allocated and freed at 0 ms.
+Program record_stream_then_alloc() {
   ProgramBuilder b;
   auto side = b.stream("side");
-  // A 30 MiB buffer used on `side` (record_stream) for 5 ms; freed at 0 ms by the host, but
-  // the block returns to the pool only at 5 ms. A second 30 MiB request at 0 ms therefore
-  // needs a new segment: reserved 60 MiB while allocated (live bytes) is 60 MiB too.
   auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   b.launch(side, fixed_kernel("use x", Time::from_ms(5)));
   b.free_after(x, {side});
   auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
   b.free(y);
-  Timeline t = simulate_program(b.take(), ideal_profile());
-  Metrics m = compute_metrics(t);
+  return b.take();
+}
+}  // namespace
+
+TEST_CASE("The engine reports reserved next to allocated; a record_stream free keeps its block out of reuse until the stream passes", "[allocator][engine]") {
+  // x's block returns to the pool only at 5 ms, so y needs a new segment: reserved 60 MiB
+  // while allocated (live bytes) is 60 MiB too.
+  Metrics m = compute_metrics(simulate_program(record_stream_then_alloc(), ideal_profile()));
   CHECK(m.peak_memory.count == 60 * MiB);
   CHECK(m.peak_reserved.count == 60 * MiB);
 
@@ -289,19 +295,11 @@ TEST_CASE("The engine reports reserved next to allocated; a record_stream free k
 // holds back is freed by the flush (after waiting for its stream), and if it is a whole
 // segment it goes back to the device like any other.
 TEST_CASE("A cache flush frees the blocks deferred record_stream frees hold, then releases them", "[allocator][engine]") {
-  ProgramBuilder b;
-  auto side = b.stream("side");
-  // x (30 MiB) is used on `side` for 5 ms and freed by the host at 0 ms; y (30 MiB) is asked
-  // for at 0 ms. With 50 MiB on the device, y's segment does not fit next to x's: the flush
-  // frees x's block (its stream is waited for) and releases its segment, and y fits.
-  auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
-  b.launch(side, fixed_kernel("use x", Time::from_ms(5)));
-  b.free_after(x, {side});
-  auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
-  b.free(y);
+  // With 50 MiB on the device, y's segment does not fit next to x's: the flush frees x's block
+  // (its stream is waited for) and releases its segment, and y fits.
   HardwareProfile hw = ideal_profile();
   hw.memory_capacity = Bytes{50 * MiB};
-  Metrics m = compute_metrics(simulate_program(b.take(), hw));
+  Metrics m = compute_metrics(simulate_program(record_stream_then_alloc(), hw));
   CHECK(m.alloc_ooms == 0);
   CHECK(m.peak_reserved.count <= 50 * MiB);
   // Live bytes still count x until `side` passes it (the engine's record_stream rule).
