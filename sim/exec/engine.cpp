@@ -235,9 +235,9 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
+    timeline_.non_pytorch = hw.non_pytorch_memory(communicators_used(p, hw));
     if (allocator.enabled && hw.memory_capacity.count > 0) {
-      const Bytes outside = hw.non_pytorch_memory(communicators_used(p, hw));
-      allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - outside.count)});
+      allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - timeline_.non_pytorch.count)});
       // A flush first waits for the deferred frees' streams (synchronize_and_free_events): their
       // blocks go back to the pools now; the engine's own release still comes when they pass.
       allocator_.set_flush_hook([this] {
@@ -885,8 +885,9 @@ class Engine {
   }
 
   // Communicators that run a collective in the step: ProcessGroupNCCL creates the NCCL
-  // communicator lazily, at its first collective. Counted up front only when the profile puts
-  // NCCL buffers outside the allocator (the device limit needs them before the step runs).
+  // communicator lazily, at its first collective, and each holds NCCL's buffers. Counted before
+  // the step runs (the allocator's device limit needs them), and only when the profile puts
+  // NCCL buffers outside the allocator: otherwise the count changes nothing.
   static std::size_t communicators_used(const Program& p, const HardwareProfile& hw) {
     if (hw.outside_allocator.nccl_per_communicator.count == 0) return 0;
     std::vector<char> used(p.comms.size(), 0);
@@ -896,10 +897,6 @@ class Engine {
   }
 
   void finish_timeline() {
-    // NCCL buffers belong to communicators that ran a collective: ProcessGroupNCCL creates the
-    // NCCL communicator lazily, at its first collective.
-    const auto ran = std::count_if(comm_queue_.begin(), comm_queue_.end(), [](const auto& q) { return !q.empty(); });
-    timeline_.non_pytorch = hw_.non_pytorch_memory(static_cast<std::size_t>(ran));
     Time end = std::max(host_done_at_, ops_end_);
     for (const auto& h : timeline_.host) end = std::max(end, h.end);
     timeline_.start = Time::zero();

@@ -127,8 +127,9 @@ struct Timeline {
   Time end;                             // last op on any stream or host
   Bytes capacity;                       // device memory, 0 if unknown
   Bytes non_pytorch;                    // device memory outside the caching allocator (CUDA context, NCCL, ...)
-  // The caching allocator's cudaMalloc retries (num_alloc_retries: its cache flushed) and OOMs
-  // (num_ooms) in a steady step; 0 when measured.
+  // The caching allocator's cudaMalloc retries (num_alloc_retries: its cache flushed) in a
+  // steady step, and its OOMs (num_ooms) in the first step or the steady one, whichever has
+  // more; 0 when measured.
   std::int64_t alloc_retries = 0, alloc_ooms = 0;
   std::string device;                   // "simulated h100-sxm-8x" or the real device name
   // Why each op / host interval started (parallel to ops / host; simulated timelines only,
