@@ -79,10 +79,8 @@ int CachingAllocator::grow_expandable(StreamId stream, bool small, std::int64_t 
   Segment& s = segments_[static_cast<std::size_t>(seg)];
   // The tail block: the one ending at the mapped end.
   int tail = s.tail;
-  std::int64_t page = small ? kSmallBuffer : kLargeBuffer;
   bool tail_free = tail >= 0 && !blocks_[static_cast<std::size_t>(tail)].allocated;
-  std::int64_t have = tail_free ? blocks_[static_cast<std::size_t>(tail)].size : 0;
-  std::int64_t add = round_up(size - have, page);
+  std::int64_t add = device_bytes_needed(stream, small, size);
   reserved_ += add;
   std::int64_t old_end = s.mapped;
   s.mapped += add;
@@ -125,6 +123,8 @@ int CachingAllocator::split(int b, std::int64_t size) {
   return r;
 }
 
+// What a new segment adds to reserved (get_allocation_size); with expandable segments, the pages
+// for the part of the request the segment's free tail block does not cover (grow_expandable).
 std::int64_t CachingAllocator::device_bytes_needed(StreamId stream, bool small, std::int64_t size) const {
   if (!config_.expandable_segments) return allocation_size(size);
   std::int64_t have = 0;
