@@ -142,7 +142,8 @@ std::string replay_to_text(const AllocatorReplay& r) {
                      format_bytes(r.trace_reserved_peak), format_bytes(r.trace_reserved_start));
   if (r.trace_reserved_flat() && r.trace_reserved_start > r.replay_reserved_peak)
     out += fmt::format("  the trace's reserved never moves in the window and is {} above the replay: segments reserved\n"
-                       "  before the window (initialization, an evaluation pass, an earlier step), not by these steps\n",
+                       "  before the window (initialization, an evaluation pass, an earlier step), or blocks held past\n"
+                       "  their free events, which the replay cannot see (a collective's recordStream before PyTorch 2.8)\n",
                        format_bytes(r.trace_reserved_start - r.replay_reserved_peak));
   return out;
 }

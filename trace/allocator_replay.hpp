@@ -5,7 +5,9 @@
 // allocator model itself. The replay uses the real sequence, so what it misses is the
 // model's or the history's: segments reserved before the window (by initialization, an evaluation
 // pass, an earlier step) show as a trace reserved that is already above the replay at the
-// window's start and never moves inside it.
+// window's start and never moves inside it. So do blocks the allocator held past their free
+// events: a free is reported when the tensor dies, but a block recorded on another stream (a
+// collective's recordStream before PyTorch 2.8) returns to the pool only when that stream passes.
 //
 // Rules (docs/analyze.md):
 //  - Events: Kineto "[memory]" instant events of the rank's CUDA device inside the selected steps'

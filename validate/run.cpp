@@ -227,8 +227,9 @@ std::map<Metric, double> measured_values(const Case& c, const Experiment& e, Mea
     info.measured_by = "trace " + c.trace->filename().string() +
                        (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
     if (tm.replay && tm.replay->trace_reserved_peak.count > 0) {
-      // How much of the trace's reserved its own steps reserve: the rest was reserved before the
-      // window (initialization, an evaluation pass, earlier steps), which no step model sees.
+      // How much of the trace's reserved its own steps' allocation events reserve when each block
+      // is freed at its free event: the rest was reserved before the window or held past a free
+      // (a collective's recordStream before PyTorch 2.8, docs/memory.md).
       const trace::AllocatorReplay& r = *tm.replay;
       info.conversions.push_back(fmt::format(
           "peak reserved: the trace reports {:.2f} GiB ({:.2f} GiB at the window's first event); its own {} "

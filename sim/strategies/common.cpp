@@ -73,10 +73,25 @@ static void sync_if_needed(ProgramBuilder& b, StreamId s, const Op& op) {
   if (op.host_sync_before) b.host_sync_stream(s, op.name + ": torch.tensor(..., device=cuda) from pageable memory");
 }
 
+void SavedActivations::free_module(ProgramBuilder& b, std::size_t module) {
+  for (auto& [m, id] : per_op_)
+    if (m == module) b.free(id);
+  std::erase_if(per_op_, [&](const auto& t) { return t.first == module; });
+}
+
+void SavedActivations::free_all(ProgramBuilder& b) {
+  for (const auto& t : per_op_) b.free(t.second);
+  for (BufferId id : block_) b.free(id);
+  per_op_.clear();
+  block_.clear();
+}
+
 // An op's own saved tensor (Op::own_saved_tensor), allocated as it is issued.
-static void alloc_own_saved(ProgramBuilder& b, StreamId s, const Layer& l, const Op& op, SavedActivations* saved) {
+static void alloc_own_saved(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const Op& op,
+                            SavedActivations* saved) {
   if (saved && op.own_saved_tensor && op.saved.count > 0)
-    saved->push_back(b.alloc(concat({"activations ", l.name, " ", op.name}), op.saved, MemCategory::Activations, s));
+    saved->add_op_tensor(static_cast<std::size_t>(&m - l.modules.data()),
+                         b.alloc(concat({"activations ", m.name, " ", op.name}), op.saved, MemCategory::Activations, s));
 }
 
 SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s) {
@@ -85,7 +100,7 @@ SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, Stre
     for (const auto& op : m.forward)
       if (op.own_saved_tensor) block -= op.saved.count;
   SavedActivations saved;
-  if (block > 0) saved.push_back(b.alloc("activations " + l.name, Bytes{block}, MemCategory::Activations, s));
+  if (block > 0) saved.add_block(b.alloc("activations " + l.name, Bytes{block}, MemCategory::Activations, s));
   return saved;
 }
 
@@ -106,6 +121,42 @@ void ForwardTemporaries::finish(ProgramBuilder& b) {
   live_.clear();
 }
 
+bool owns_backward_gradients(const Layer& l) {
+  return l.recompute.empty() && l.backward_transients.empty() && l.recompute_activations.count == 0;
+}
+
+Bytes BackwardTemporaries::output_bytes(const Op& op) {
+  if (op.param_grad) return Bytes{0};
+  if (op.cls == KernelClass::Gemm) {
+    std::int64_t out = 0;
+    for (const GemmShape& g : op.work.gemms) out += g.batch * g.m * g.n * dtype_bytes(g.dtype);
+    return Bytes{out};
+  }
+  // An op of several kernels writes one tensor per kernel, its intermediates freed inside it.
+  return Bytes{op.written.count / std::max(1, op.kernels)};
+}
+
+void BackwardTemporaries::before(ProgramBuilder& b, StreamId s, const Module& m, const Op& op) {
+  const Bytes out = output_bytes(op);
+  if (out.count <= 0) return;
+  if (produced_) {  // this op consumes the last gradient produced
+    if (consumed_) b.free(*consumed_);
+    consumed_ = produced_;
+  }
+  produced_ = b.alloc(concat({"gradient ", m.name, " ", op.name}), out, MemCategory::Activations, s);
+}
+
+void BackwardTemporaries::after(ProgramBuilder& b) {
+  if (consumed_) b.free(*consumed_);
+  consumed_.reset();
+}
+
+void BackwardTemporaries::finish(ProgramBuilder& b) {
+  after(b);
+  if (produced_) b.free(*produced_);
+  produced_.reset();
+}
+
 // One forward op with the allocations around it: its own saved tensor and its temporary before
 // it, the output the loop keeps after it, then the temporaries it was the last to read (a
 // temporary read by this op outlives its output's allocation), then the previous output if the
@@ -113,7 +164,7 @@ void ForwardTemporaries::finish(ProgramBuilder& b) {
 static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const Op& op,
                              KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps, bool launch_empty) {
   sync_if_needed(b, s, op);
-  alloc_own_saved(b, s, l, op, saved);
+  alloc_own_saved(b, s, l, m, op, saved);
   if (temps) temps->before(b, s, m, op);
   if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(l, m, op, true));
   if (kept) kept->created(b, op, s);
@@ -122,14 +173,16 @@ static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, cons
 }
 
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps) {
+                KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps, BackwardTemporaries* grads) {
   for (const auto& op : ops) {
     if (forward) {
       issue_forward_op(b, s, l, m, op, kept, saved, temps, false);
       continue;
     }
     sync_if_needed(b, s, op);
+    if (grads) grads->before(b, s, m, op);
     if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, false));
+    if (grads) grads->after(b);
   }
 }
 
@@ -158,11 +211,21 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   }
 }
 
-void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro) {
+void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, SavedActivations* saved) {
   (void)micro;
   launch_recompute(b, s, l);
-  for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
-    for (const auto& op : it->backward) b.launch(s, op_kernel(l, *it, op, false));
+  const bool own_grads = owns_backward_gradients(l);
+  BackwardTemporaries grads;
+  for (std::size_t k = l.modules.size(); k-- > 0;) {
+    const Module& m = l.modules[k];
+    for (const auto& op : m.backward) {
+      if (own_grads) grads.before(b, s, m, op);
+      b.launch(s, op_kernel(l, m, op, false));
+      grads.after(b);
+    }
+    if (saved) saved->free_module(b, k);
+  }
+  grads.finish(b);
 }
 
 SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept) {
@@ -189,13 +252,18 @@ std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& 
   return ids;
 }
 
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, const SavedActivations& saved,
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, SavedActivations& saved,
                     const std::function<void()>& before_launch) {
   const std::vector<BufferId> transients = alloc_backward_transients(b, l, s);
   if (before_launch) before_launch();
-  launch_backward(b, s, l, micro);
+  launch_backward(b, s, l, micro, &saved);
   for (BufferId t : transients) b.free(t);
-  for (BufferId a : saved) b.free(a);
+  saved.free_all(b);
+}
+
+void free_collective_tensor(ProgramBuilder& b, const Experiment& e, BufferId id, StreamId stream) {
+  if (e.training.c10d_records_streams()) b.free_after(id, {stream});
+  else b.free(id);
 }
 
 Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {

@@ -46,9 +46,24 @@ class KeptOutput {
 };
 
 // The buffers of one layer's saved activations, freed by its backward: the layer's block of
-// saved tensors, allocated as its forward starts, and one buffer per op whose saved tensor the
-// allocator meets on its own (Op::own_saved_tensor), allocated as that op is issued.
-using SavedActivations = std::vector<BufferId>;
+// saved tensors, allocated as its forward starts and freed as its backward ends, and one buffer
+// per op whose saved tensor the allocator meets on its own (Op::own_saved_tensor), allocated as
+// that op is issued and freed once the backward of the op's module has been issued (autograd
+// releases a node's saved variables as the node runs: torch/csrc/autograd/engine.cpp,
+// call_function -> fn.release_variables() unless retain_graph).
+class SavedActivations {
+ public:
+  void add_block(BufferId id) { block_.push_back(id); }
+  void add_op_tensor(std::size_t module, BufferId id) { per_op_.push_back({module, id}); }
+  // Frees the tensors of module `module`'s ops (its backward was just issued).
+  void free_module(ProgramBuilder& b, std::size_t module);
+  // Frees whatever is left: the block, and op tensors of modules without a backward call.
+  void free_all(ProgramBuilder& b);
+
+ private:
+  std::vector<BufferId> block_;
+  std::vector<std::pair<std::size_t, BufferId>> per_op_;  // (module index in the layer, tensor)
+};
 // Allocates `l`'s block of saved activations: Layer::saved_activations less the ops' own tensors.
 SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s);
 
@@ -63,6 +78,27 @@ class ForwardTemporaries {
   std::vector<std::pair<BufferId, int>> live_;  // buffer, ops still to be issued before its free
 };
 
+// The activation gradients of a layer's backward while its ops are issued: each backward op's
+// output (a GEMM's m x n, a memory-bound op's writes per kernel; none for Op::param_grad) is
+// allocated before the op and freed once the next op that allocates one has been issued, the
+// op that consumes it (autograd frees a node's incoming gradient when the node has run). The
+// li-plus ZeRO traces allocate 2-3 tensors of the attention-score size per block in backward
+// and some 25 of the hidden size.
+class BackwardTemporaries {
+ public:
+  void before(ProgramBuilder& b, StreamId s, const Module& m, const Op& op);  // allocates op's output
+  void after(ProgramBuilder& b);   // an op was issued: frees the gradient it consumed
+  void finish(ProgramBuilder& b);  // the layer's backward ends: frees the last one
+  static Bytes output_bytes(const Op& op);  // 0: the op writes no activation gradient
+ private:
+  std::optional<BufferId> consumed_, produced_;
+};
+
+// Whether `l`'s backward allocates its activation gradients op by op (BackwardTemporaries): not
+// a checkpointed layer's nor the head's, whose backward memory is Layer::recompute_activations /
+// Layer::backward_transients.
+bool owns_backward_gradients(const Layer& l);
+
 // Launches the layer's forward ops on `s`, in order, one Launch per op; with `saved`, an op's own
 // saved tensor is allocated before it launches and appended there.
 void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr,
@@ -72,11 +108,13 @@ SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, in
 // Launches the ops of `ops` (a module's forward or backward) on `s`; `saved` as launch_forward;
 // `temps`: the layer's forward temporaries, across its modules (the caller finishes it).
 void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
-                KeptOutput* kept = nullptr, SavedActivations* saved = nullptr, ForwardTemporaries* temps = nullptr);
+                KeptOutput* kept = nullptr, SavedActivations* saved = nullptr, ForwardTemporaries* temps = nullptr,
+                BackwardTemporaries* grads = nullptr);
 // Launches the recompute ops of a checkpointed layer on `s`.
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l);
-// Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`.
-void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
+// Launches the layer's backward ops (recompute first, then the modules in reverse) on `s`;
+// with `saved`, each module's own saved tensors are freed once its backward ops are issued.
+void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, SavedActivations* saved = nullptr);
 
 // A cudaMemcpyAsync device-to-device of `bytes` (read + write; what a same-dtype contiguous
 // copy_ does): not a kernel (kernels = 0: profiler traces list it as Memcpy DtoD, `analyze` counts
@@ -84,6 +122,10 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro);
 // profile's memcpy_GBps (else the Copy class rate) and one kernel_gap, like a queued kernel.
 // E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)` and allreduce_and_copy's `buf.copy_(synced)`.
 Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
+// Frees a tensor a c10d collective issued on `stream` read or wrote, right after the collective:
+// a record_stream free on that stream before PyTorch 2.8 (TrainingConfig::c10d_records_streams:
+// the block waits for the collective to run), else a plain free.
+void free_collective_tensor(ProgramBuilder& b, const Experiment& e, BufferId id, StreamId stream);
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
 
@@ -159,8 +201,9 @@ std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& 
 // One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
 // head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own
 // allocations, e.g. FSDP2's unsharded grads), the backward ops launch, then the recomputed and
-// the saved activations (`saved`, if any) are freed.
-void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, const SavedActivations& saved,
+// the saved activations (`saved`) are freed: each op's own tensor after its module's backward,
+// the layer's block at the end.
+void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, SavedActivations& saved,
                     const std::function<void()>& before_launch = {});
 
 }  // namespace stepsim

@@ -70,7 +70,7 @@ class ReducerWriter {
 
   // Layers in reverse; each layer's gradients fire their AccumulateGrad hooks in reverse
   // parameter order. With sync, finalize_backward runs once the last hook has fired.
-  void backward(int micro, bool sync, const std::vector<SavedActivations>& acts) {
+  void backward(int micro, bool sync, std::vector<SavedActivations>& acts) {
     if (sync) prepare_for_backward();
     for (std::size_t li = w_.layers.size(); li-- > 0;) {
       const Layer& l = w_.layers[li];

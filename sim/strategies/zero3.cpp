@@ -301,7 +301,7 @@ class Zero3Builder {
 
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
-  void backward(int micro, const std::vector<SavedActivations>& acts) {
+  void backward(int micro, std::vector<SavedActivations>& acts) {
     engine_backward_prologue(b_, c_, dflt_);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     accumulate_ = micro > 0;
@@ -317,10 +317,13 @@ class Zero3Builder {
       const std::vector<BufferId> transients = alloc_backward_transients(b_, l, dflt_);
       if (rec) launch_recompute(b_, dflt_, l);
       const int first_step = step_id_ - (rec ? static_cast<int>(l.modules.size()) : 0);
+      BackwardTemporaries grads;  // as launch_backward's
+      const bool own_grads = owns_backward_gradients(l);
       for (std::size_t k = l.modules.size(); k-- > 0;) {
         const Module& m = l.modules[k];
         if (!rec) fetch_sub_module(false);
-        launch_ops(b_, dflt_, l, m, m.backward, false);
+        launch_ops(b_, dflt_, l, m, m.backward, false, nullptr, nullptr, nullptr, own_grads ? &grads : nullptr);
+        acts[li].free_module(b_, k);
         for (auto p = m.params.rbegin(); p != m.params.rend(); ++p) reduce_independent_p_g_buckets_and_remove_grads(id_.at(&*p));
         if (rec) {
           // release the module's step as if it had just been fetched
@@ -332,8 +335,9 @@ class Zero3Builder {
           release_sub_module();
         }
       }
+      grads.finish(b_);
       for (BufferId t : transients) b_.free(t);
-      for (BufferId a : acts[li]) b_.free(a);
+      acts[li].free_all(b_);
     }
   }
 
@@ -379,10 +383,10 @@ class Zero3Builder {
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, full * 2, unit));
       BufferId out = b_.alloc("RS output " + unit, Bytes{parts * communication_bytes_}, MemCategory::CommBuffers, reduce_and_partition_stream_);
       b_.collective(dp_process_group_, reduce_and_partition_stream_, CollectiveKind::ReduceScatter, full, c_.communication_data_type, "RS " + unit, unit);
-      b_.free(inter);
+      free_collective_tensor(b_, e_, inter, reduce_and_partition_stream_);
       b_.launch(reduce_and_partition_stream_, elementwise("partition_grads " + unit, Bytes{parts * (communication_bytes_ + grad_accum_bytes_ * (accumulate_ ? 2 : 1))}, unit,
                                   KernelClass::Copy));
-      b_.free(out);
+      free_collective_tensor(b_, e_, out, reduce_and_partition_stream_);
     } else {
       // reduce_scatter=false with contiguous grads: all-reduce the bucket, then slice.
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, Bytes{2 * elements_in_ipg_bucket_ * communication_bytes_}, unit));

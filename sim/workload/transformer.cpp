@@ -163,6 +163,12 @@ Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::i
   return o;
 }
 
+// `op` marked as writing a parameter's gradient (Op::param_grad).
+Op param_grad(Op op) {
+  op.param_grad = true;
+  return op;
+}
+
 Op mem(std::string name, KernelClass cls, std::int64_t read, std::int64_t written, std::int64_t saved = 0,
        int kernels = 1) {
   Op o;
@@ -195,8 +201,10 @@ std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
     }
     std::size_t j = i;
     std::int64_t read = 0, written = 0, max_read = 0, saved = 0;
+    bool param_grads_only = true;
     std::string name;
     while (j < ops.size() && is_memory_bound(ops[j].cls)) {
+      param_grads_only = param_grads_only && ops[j].param_grad;
       read += ops[j].read.count;
       written += ops[j].written.count;
       max_read = std::max(max_read, ops[j].read.count);
@@ -213,6 +221,7 @@ std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
     }
     Op f = mem("fused(" + name + ")", ops[i].cls == last.cls ? last.cls : KernelClass::Elementwise, fused_read,
                fused_written, saved, 1);
+    f.param_grad = param_grads_only;
     out.push_back(f);
     i = j;
   }
@@ -256,8 +265,8 @@ Module linear(const std::string& name, std::int64_t in, std::int64_t out, bool b
   if (bias) m.params.push_back(Param{name + ".bias", out, out});
   m.forward.push_back(gemm("linear", d.T, out, in, 1, d.dt, Bytes{saved_input}));
   m.backward.push_back(gemm("linear.dgrad", d.T, in, out, 1, d.dt));
-  m.backward.push_back(gemm("linear.wgrad", in, out, d.T, 1, d.dt));
-  if (bias) m.backward.push_back(mem("bias.grad_sum", KernelClass::Reduction, d.T * out * d.e, out * d.e));
+  m.backward.push_back(param_grad(gemm("linear.wgrad", in, out, d.T, 1, d.dt)));
+  if (bias) m.backward.push_back(param_grad(mem("bias.grad_sum", KernelClass::Reduction, d.T * out * d.e, out * d.e)));
   return m;
 }
 
@@ -309,8 +318,8 @@ void dropout(std::vector<Op>& fwd, std::vector<Op>& bwd_front, std::int64_t n, s
 std::vector<Op> embedding_backward(const Dims& d, std::int64_t rows) {
   const std::int64_t T = d.T, n = d.T * d.h;
   return {mem("embedding.bwd.arange", KernelClass::ElementwiseStrided, 0, T * 8),
-          mem("embedding.bwd.zero_grad", KernelClass::Elementwise, 0, rows * d.h * d.e),
-          mem("embedding.bwd", KernelClass::Embedding, n * d.e + T * 8 * 6, n * 4, 0, 19)};
+          param_grad(mem("embedding.bwd.zero_grad", KernelClass::Elementwise, 0, rows * d.h * d.e)),
+          param_grad(mem("embedding.bwd", KernelClass::Embedding, n * d.e + T * 8 * 6, n * 4, 0, 19))};
 }
 
 Op residual_add(const Dims& d) {
@@ -698,6 +707,19 @@ std::int64_t saved_of(const Layer& l) {
   return s;
 }
 
+// A layer that keeps every op's saved tensors (no checkpointing) holds them as the tensors
+// autograd really keeps: each op's saved bytes are an allocation of their own, made as the op
+// runs and freed once its module's backward has run (SavedActivations). One block per layer
+// would hand the caching allocator a request no real step makes, and its free segments would
+// serve the next step differently (the li-plus ZeRO traces allocate 128, 64 and 16 MiB tensors
+// per block, never the block's sum). A checkpointed layer keeps its policy's block.
+void saved_tensors_per_op(Layer& l) {
+  if (!l.recompute.empty() || l.saved_activations.count != saved_of(l)) return;
+  for (auto& m : l.modules)
+    for (auto& op : m.forward)
+      if (op.saved.count > 0) op.own_saved_tensor = true;
+}
+
 // Korthikanti et al. 2022 section 5: recompute the attention core (everything between the
 // q/k/v projections and the output projection), keep its inputs (q, k, v). `all`: the bytes the
 // block saves without checkpointing.
@@ -811,7 +833,7 @@ Module token_embedding(const ModelDims& md, const Dims& d, const WorkloadOptions
     // and the embedding's; autograd's InputBuffer sums them out of place before AccumulateGrad
     // (torch/csrc/autograd/input_buffer.cpp accumulate: `old_var + var`): one vectorized add
     // over V x h, the trace's `EmbeddingBackward0 > aten::add` after the embedding backward.
-    tok.backward.push_back(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * d.V * h * e, d.V * h * e));
+    tok.backward.push_back(param_grad(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * d.V * h * e, d.V * h * e)));
   }
   return tok;
 }
@@ -1055,6 +1077,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   for (auto& l : w.layers) {
     l.forward_dispatch = fwd_dispatch;
     l.backward_dispatch = bwd_dispatch;
+    saved_tensors_per_op(l);
   }
   return w;
 }

@@ -56,6 +56,10 @@ struct Op {
   // more forward ops of the layer have been issued (the last one that reads it).
   Bytes transient;
   int transient_consumers = 1;
+  // A backward op that writes a parameter's gradient (weight-gradient GEMMs, bias sums, the
+  // embedding's gradient): the strategy allocates that (.grad, buckets); every other backward op
+  // writes an activation gradient (BackwardTemporaries, sim/strategies/common.hpp).
+  bool param_grad = false;
 };
 
 struct Module {

@@ -404,14 +404,16 @@ TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as th
     Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
     Program p = e.strategy->build(e);
     const long fwd = mark_index(p, "forward 0"), bwd = mark_index(p, "backward 0");
-    const long saved = alloc_index(p, "activations head log_softmax", fwd);
+    const long saved = alloc_index(p, "activations head.loss log_softmax", fwd);
     REQUIRE(saved > fwd);
     CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(saved)]).bytes.count == TV * bf16);
     CHECK(saved > alloc_index(p, kKept, fwd));  // after the lm_head output
     CHECK(saved < launch_index(p, "log_softmax", fwd));
     CHECK(free_index(p, saved) > bwd);
-    // The head's block of saved activations is what is left: lm_head's input (8 x 512 x 2,048 bf16).
-    CHECK(alloc_sizes(p, "activations head", fwd) == std::vector<std::int64_t>{8LL * 512 * 2048 * bf16});
+    // The head's other saved tensor is lm_head's input (8 x 512 x 2,048 bf16), a tensor of its
+    // own as every op's of a layer that is not checkpointed.
+    CHECK(alloc_sizes(p, "activations head.lm_head linear", fwd) == std::vector<std::int64_t>{8LL * 512 * 2048 * bf16});
+    CHECK(alloc_sizes(p, "activations head", fwd).empty());  // no block
     CHECK(alloc_sizes(p, "recomputed head", bwd) == std::vector<std::int64_t>{TV * bf16, TV * bf16});
   }
   {
@@ -419,7 +421,7 @@ TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as th
     // log_softmax_backward_data's fp32 grad_input while it lives.
     Program p = llama7b({{"framework", "fsdp2"}});
     const std::int64_t fp32_logits = 2048LL * 32000 * 4;
-    CHECK(alloc_sizes(p, "activations head log_softmax") == std::vector<std::int64_t>{fp32_logits});
+    CHECK(alloc_sizes(p, "activations head.loss log_softmax") == std::vector<std::int64_t>{fp32_logits});
     CHECK(alloc_sizes(p, "recomputed head") == std::vector<std::int64_t>{fp32_logits, fp32_logits});
   }
   {
@@ -428,7 +430,7 @@ TEST_CASE("The loss's logits-sized tensors reach the allocator one by one, as th
     Experiment e = opt13({{"framework", "zero"}, {"stage", 3}});
     Program p = e.strategy->build(e);
     CHECK(alloc_sizes(p, "recomputed head") == std::vector<std::int64_t>{TV * bf16, TV * bf16});
-    CHECK(alloc_sizes(p, "activations head log_softmax") == std::vector<std::int64_t>{TV * bf16});
+    CHECK(alloc_sizes(p, "activations head.loss log_softmax") == std::vector<std::int64_t>{TV * bf16});
   }
 }
 
@@ -481,4 +483,127 @@ TEST_CASE("The loss's logits-sized temporaries live from their op to their last 
     CHECK(free_index(p, fp32) > launch_index(p, "nll_loss", fwd));
     CHECK(free_index(p, fp32) < bwd);
   }
+}
+
+namespace {
+
+// OPT-1.3B under ZeRO-1 with `training` merged in (torch_version, ...).
+Experiment opt13_training(json training, json workload_extra = json::object()) {
+  json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
+              {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+              {"strategy", {{"framework", "zero"}, {"stage", 1}}},
+              {"training", std::move(training)}};
+  doc["workload"].update(workload_extra);
+  return test::experiment_from_doc(doc);
+}
+
+const Free& free_at(const Program& p, long i) { return std::get<Free>(p.instructions[static_cast<std::size_t>(i)]); }
+
+}  // namespace
+
+TEST_CASE("A block that is not checkpointed hands the allocator each op's saved tensor, freed as its module's backward runs",
+          "[memory][framework]") {
+  // Autograd keeps what each op saved (the li-plus ZeRO-1 trace's memory events: 128 MiB
+  // attention-score tensors, 64 MiB dropout masks, 16 MiB hidden states per block, never a
+  // block-sized request) and releases a node's saved variables as the node runs
+  // (engine.cpp call_function -> release_variables), so a module's tensors go once its
+  // backward has been issued, before the block's next module's backward.
+  const std::int64_t S2 = 8LL * 32 * 512 * 512, bf16 = 2;
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+  Program p = e.strategy->build(e);
+  const long bwd = mark_index(p, "backward 0");
+  const long softmax = alloc_index(p, "activations block.3.attn.core softmax");
+  REQUIRE(softmax >= 0);
+  CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(softmax)]).bytes.count == S2 * bf16);
+  CHECK(alloc_sizes(p, "activations block.3").empty());  // no block-sized request
+  const long core_bwd = launch_index(p, "block.3.attn.core softmax.bwd", bwd);
+  const long v_bwd = launch_index(p, "block.3.attn.v_proj linear.dgrad", bwd);
+  REQUIRE(core_bwd > bwd);
+  REQUIRE(v_bwd > core_bwd);
+  const long freed = free_index(p, softmax);
+  CHECK(freed > core_bwd);
+  CHECK(freed < v_bwd);
+
+  // A fully checkpointed block keeps only its input, one tensor (8 x 512 x 2,048 bf16).
+  Experiment ac = opt13_training({{"optimizer", "adamw"}}, {{"activation_checkpointing", "full"}});
+  Program q = ac.strategy->build(ac);
+  CHECK(alloc_sizes(q, "activations block.3") == std::vector<std::int64_t>{8LL * 512 * 2048 * bf16});
+  CHECK(alloc_index(q, "activations block.3.attn.core") == -1);
+}
+
+TEST_CASE("Backward allocates each op's activation gradient and frees the one it consumed", "[memory][framework]") {
+  // An autograd node's output gradient is a new tensor, its incoming gradient is dropped once
+  // the node has run: the li-plus ZeRO-1 trace allocates 2-3 attention-score-sized gradients
+  // per block in backward and some 25 of the hidden size. Weight and bias gradients are the
+  // strategy's (.grad, buckets), not activation gradients.
+  const std::int64_t S2 = 8LL * 32 * 512 * 512, bf16 = 2;
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+  Program p = e.strategy->build(e);
+  CHECK(alloc_sizes(p, "gradient block.3.attn.core softmax.bwd") == std::vector<std::int64_t>{S2 * bf16});
+  CHECK(alloc_index(p, "gradient block.3.mlp.fc1 linear.wgrad") == -1);
+  CHECK(alloc_index(p, "gradient block.3.mlp.fc1 bias.grad_sum") == -1);
+  CHECK(alloc_index(p, "gradient block.3.mlp.fc1 linear.dgrad") >= 0);
+  // Never more than two live at once: the one an op reads and the one it writes.
+  std::map<BufferId, bool> live;
+  std::size_t most = 0;
+  for (const auto& ins : p.instructions) {
+    if (auto* a = std::get_if<Alloc>(&ins); a && a->name.rfind("gradient ", 0) == 0) live[a->buffer] = true;
+    if (auto* f = std::get_if<Free>(&ins)) live.erase(f->buffer);
+    most = std::max(most, live.size());
+  }
+  CHECK(most == 2);
+  CHECK(live.empty());
+}
+
+TEST_CASE("Before PyTorch 2.8 a bucket freed after its collective waits for the collective (c10d recordStream)",
+          "[zero][memory][framework]") {
+  // ProcessGroupNCCL before pytorch#148590 (2.8) runs the all-reduce on its NCCL stream and
+  // records that stream on the bucket, so DeepSpeed's `del` of the flattened bucket right after
+  // allreduce_bucket returns it to the caching allocator only once the all-reduce has run. The
+  // li-plus ZeRO-1 trace (torch of Dec 2023) puts its three buckets at three addresses although
+  // each is freed before the next is allocated; 2.8+ stashes the tensors until wait() and the
+  // free is stream-ordered.
+  Experiment old_torch = opt13_training({{"optimizer", "adamw"}, {"torch_version", "2.1"}});
+  Experiment new_torch = opt13_training({{"optimizer", "adamw"}});
+  Program po = old_torch.strategy->build(old_torch), pn = new_torch.strategy->build(new_torch);
+  const long bo = alloc_index(po, "flatten bucket 0"), bn = alloc_index(pn, "flatten bucket 0");
+  REQUIRE(bo >= 0);
+  REQUIRE(bn >= 0);
+  CHECK(free_at(po, free_index(po, bo)).record_streams.size() == 1);
+  CHECK(free_at(pn, free_index(pn, bn)).record_streams.empty());
+  // The next bucket cannot take the pending one's block: the step reserves about a bucket more.
+  const double more = static_cast<double>(run_experiment(old_torch).metrics.peak_reserved.count -
+                                          run_experiment(new_torch).metrics.peak_reserved.count);
+  CHECK(more > 900.0 * 1024 * 1024);
+}
+
+TEST_CASE("ZeRO-1/2's gradient norm makes an fp64 copy of each gradient slice, one tensor at a time", "[zero][memory][framework]") {
+  // get_grad_norm_direct (stage_1_and_2.py): torch.linalg.vector_norm(g.data.double()) per
+  // slice of this rank's partition. On rank 0 of OPT-1.3B the first slice is the token
+  // embedding's gradient, 50,272 x 2,048: an 786 MiB fp64 tensor in the li-plus ZeRO-1 trace.
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}});
+  Program p = e.strategy->build(e);
+  const long first = alloc_index(p, "grad norm: g.double()");
+  REQUIRE(first >= 0);
+  CHECK(std::get<Alloc>(p.instructions[static_cast<std::size_t>(first)]).bytes.count == 50272LL * 2048 * 8);
+  // Each copy is dropped before the next is made.
+  std::map<BufferId, bool> live;
+  std::size_t most = 0, copies = 0;
+  for (const auto& ins : p.instructions) {
+    if (auto* a = std::get_if<Alloc>(&ins); a && a->name.rfind("grad norm: g.double()", 0) == 0) live[a->buffer] = true, ++copies;
+    if (auto* f = std::get_if<Free>(&ins)) live.erase(f->buffer);
+    most = std::max(most, live.size());
+  }
+  CHECK(copies > 1);
+  CHECK(most == 1);
+  CHECK(live.empty());
+}
+
+TEST_CASE("torch_version names a PyTorch release", "[config]") {
+  CHECK_THROWS_WITH(opt13_training({{"torch_version", "2"}}),
+                    Catch::Contains("/training/torch_version") && Catch::Contains("a PyTorch release such as"));
+  CHECK_THROWS_WITH(opt13_training({{"torch_version", 2.1}}), Catch::Contains("/training/torch_version"));
+  CHECK(opt13_training({{"torch_version", "2.7.1"}}).training.c10d_records_streams());
+  CHECK(!opt13_training({{"torch_version", "2.8"}}).training.c10d_records_streams());
+  CHECK(!opt13_training(json::object()).training.c10d_records_streams());
 }

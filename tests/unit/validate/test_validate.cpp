@@ -248,9 +248,10 @@ TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file a
 }
 
 TEST_CASE("validate says how much of a trace's reserved peak its own steps reserve", "[validate][memory]") {
-  // The li-plus ZeRO-1 trace's reserved counter reads 20.44 GiB from the window's first event:
-  // segments reserved before the profiled steps. Its own 4,838 allocations, replayed through the
-  // allocator model, reserve 17.76 GiB; the case says so next to its rows.
+  // The li-plus ZeRO-1 trace's reserved counter reads 20.44 GiB from the window's first event.
+  // Its own 4,838 allocations, replayed through the allocator model with each block freed at its
+  // free event, reserve 17.76 GiB (the all-reduce buckets' recordStream holds are not in the
+  // events); the case says so next to its rows.
   const std::string trace = std::string(STEPSIM_SHARED_DATA) +
                             "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
   nlohmann::json c = {{"name", "li-plus-zero1"},
