@@ -226,8 +226,7 @@ static TrainingConfig parse_training(ObjectReader t) {
     std::smatch m;
     if (!v.is_string() || !std::regex_match(v.get_ref<const std::string&>(), m, release))
       t.fail_value("torch_version", v, "a PyTorch release such as \"2.1\" or \"2.9.0\"");
-    out.torch_major = std::stoi(m[1]);
-    out.torch_minor = std::stoi(m[2]);
+    out.torch_version = std::pair{std::stoi(m[1]), std::stoi(m[2])};
   }
   if (t.has("allocator")) {
     ObjectReader a = t.object("allocator", experiment_keys::allocator());

@@ -212,7 +212,8 @@ const ConfigObject& training() {
                   "norm and scales the gradients every step whatever its gradient_clipping.",
            .since = kStepsim},
           {.name = "allocator", .types = kObject, .objects = {"training.allocator"}, .doc = "PYTORCH_CUDA_ALLOC_CONF of the run.", .since = kStepsim},
-          {.name = "torch_version", .types = kString, .default_value = Json("2.9"),
+          {.name = "torch_version", .types = kString,
+           .default_text = "2.9; under ZeRO with a deepspeed_version up to 0.16.4, a release before 2.8 (that DeepSpeed's time)",
            .doc = "The PyTorch release of the run, for the rules that changed: before 2.8 ProcessGroupNCCL records its NCCL stream on "
                   "every collective's tensors (recordStream), so a tensor freed while its collective is queued is reused only once the "
                   "collective has run (pytorch#148590; a run of an older release with TORCH_NCCL_AVOID_RECORD_STREAMS=1 behaves as 2.8).",

@@ -261,8 +261,8 @@ void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, Sa
   saved.free_all(b);
 }
 
-void free_collective_tensor(ProgramBuilder& b, const Experiment& e, BufferId id, StreamId stream) {
-  if (e.training.c10d_records_streams()) b.free_after(id, {stream});
+void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id, StreamId stream) {
+  if (records_streams) b.free_after(id, {stream});
   else b.free(id);
 }
 

@@ -123,9 +123,10 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, S
 // E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)` and allreduce_and_copy's `buf.copy_(synced)`.
 Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 // Frees a tensor a c10d collective issued on `stream` read or wrote, right after the collective:
-// a record_stream free on that stream before PyTorch 2.8 (TrainingConfig::c10d_records_streams:
-// the block waits for the collective to run), else a plain free.
-void free_collective_tensor(ProgramBuilder& b, const Experiment& e, BufferId id, StreamId stream);
+// with `records_streams` (PyTorch before 2.8, TrainingConfig::c10d_records_streams) a
+// record_stream free on that stream, so the block waits for the collective to run; else a plain
+// free.
+void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id, StreamId stream);
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
 

@@ -335,10 +335,10 @@ class Zero12Builder {
     for (auto [p, n] : copy_back) b_.launch(reduction_stream_, memcpy_dtod("copy back " + p->name, Bytes{2 * n * model_bytes_}, unit));
     // The collective's tensor (the cast, else the flat bucket) waits for it before PyTorch 2.8.
     if (cast.has_value()) {
-      free_collective_tensor(b_, e_, *cast, reduction_stream_);
+      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), *cast, reduction_stream_);
       b_.free(flat);
     } else {
-      free_collective_tensor(b_, e_, flat, reduction_stream_);
+      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), flat, reduction_stream_);
     }
   }
 

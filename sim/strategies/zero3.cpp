@@ -383,10 +383,10 @@ class Zero3Builder {
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, full * 2, unit));
       BufferId out = b_.alloc("RS output " + unit, Bytes{parts * communication_bytes_}, MemCategory::CommBuffers, reduce_and_partition_stream_);
       b_.collective(dp_process_group_, reduce_and_partition_stream_, CollectiveKind::ReduceScatter, full, c_.communication_data_type, "RS " + unit, unit);
-      free_collective_tensor(b_, e_, inter, reduce_and_partition_stream_);
+      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), inter, reduce_and_partition_stream_);
       b_.launch(reduce_and_partition_stream_, elementwise("partition_grads " + unit, Bytes{parts * (communication_bytes_ + grad_accum_bytes_ * (accumulate_ ? 2 : 1))}, unit,
                                   KernelClass::Copy));
-      free_collective_tensor(b_, e_, out, reduce_and_partition_stream_);
+      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), out, reduce_and_partition_stream_);
     } else {
       // reduce_scatter=false with contiguous grads: all-reduce the bucket, then slice.
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, Bytes{2 * elements_in_ipg_bucket_ * communication_bytes_}, unit));

@@ -36,6 +36,14 @@ struct ZeroConfig {
   // at the boundary). engine.py at v0.12.6, backward(): a mean kernel and a host synchronisation
   // before the optimizer's backward.
   bool loss_item_in_backward() const { return version >= DeepSpeedVersion{0, 10, 1} && version < DeepSpeedVersion{0, 13, 3}; }
+  // Whether c10d holds a collective's tensors until it has run (TrainingConfig::
+  // c10d_records_streams): the run's torch_version when the experiment gives one; else the
+  // PyTorch of the DeepSpeed release's time: releases up to 0.16.4 (February 2025; the
+  // repository's version.txt read 0.16.5 on 2025-02-21) predate pytorch#148590 (2.8), later
+  // ones are taken with the default 2.9.
+  bool c10d_records_streams(const TrainingConfig& t) const {
+    return t.torch_version ? t.c10d_records_streams() : version < DeepSpeedVersion{0, 16, 5};
+  }
   // Z4.1 defaults of deepspeed/runtime/zero/config.py (DeepSpeed 0.19).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t allgather_bucket_size = 500'000'000;

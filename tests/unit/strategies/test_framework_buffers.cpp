@@ -607,3 +607,23 @@ TEST_CASE("torch_version names a PyTorch release", "[config]") {
   CHECK(!opt13_training({{"torch_version", "2.8"}}).training.c10d_records_streams());
   CHECK(!opt13_training(json::object()).training.c10d_records_streams());
 }
+
+TEST_CASE("Without torch_version, ZeRO takes the PyTorch of its DeepSpeed release's time", "[zero][memory][config]") {
+  // DeepSpeed up to 0.16.4 (February 2025) predates pytorch#148590 (2.8): its runs held
+  // collective tensors; a later release is taken with the default 2.9; a declared torch_version wins.
+  auto bucket_free = [](json strategy, json training) {
+    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", std::move(strategy)},
+                {"training", std::move(training)}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    return free_at(p, free_index(p, alloc_index(p, "flatten bucket 0"))).record_streams.size();
+  };
+  const json old_ds = {{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.12.6"}};
+  const json new_ds = {{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.17.0"}};
+  CHECK(bucket_free(old_ds, json::object()) == 1);
+  CHECK(bucket_free(new_ds, json::object()) == 0);
+  CHECK(bucket_free(old_ds, {{"torch_version", "2.8"}}) == 0);
+  CHECK(bucket_free(new_ds, {{"torch_version", "2.4.1"}}) == 1);
+}
