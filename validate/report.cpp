@@ -22,6 +22,7 @@ std::string value_text(Metric m, double v) {
   double d = display_value(m, v);
   if (m == Metric::OverlapPct) return fmt::format("{:.1f} %", d);
   if (unit_of(m) == "GiB") return fmt::format("{:.2f} GiB", d);
+  if (m == Metric::Kernels) return fmt::format("{:.0f}", d);
   return d >= 10000 ? fmt::format("{:.1f} s", d / 1000) : fmt::format("{:.2f} ms", d);
 }
 

@@ -11,6 +11,7 @@
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/analysis/throughput.hpp"
 #include "sim/core/error.hpp"
@@ -58,6 +59,7 @@ struct TraceKey {
 // caching-allocator model (analyze --allocator-replay; empty without profile_memory events).
 struct TraceMeasurement {
   Metrics metrics;
+  double kernels = 0;  // compute kernels per step, mean over the steps (analyze's class breakdown)
   std::optional<trace::AllocatorReplay> replay;
 };
 
@@ -71,7 +73,9 @@ class Measurements {
     if (!steps.empty()) trace::parse_step_range(steps, o);
     trace::TraceAnalysis a = trace::analyze_trace(trace_of(file), o);
     if (a.steps.empty()) throw InputError(fmt::format("{}: no ProfilerStep in the range \"{}\"", file.string(), steps));
-    TraceMeasurement m{a.mean, trace::replay_allocator(trace_of(file), a)};
+    double kernels = 0;
+    for (const auto& st : a.steps) kernels += static_cast<double>(st.classes.kernels());
+    TraceMeasurement m{a.mean, kernels / static_cast<double>(a.steps.size()), trace::replay_allocator(trace_of(file), a)};
     return metrics_.emplace(key, std::move(m)).first->second;
   }
 
@@ -224,6 +228,7 @@ std::map<Metric, double> measured_values(const Case& c, const Experiment& e, Mea
   if (c.trace) {
     const TraceMeasurement& tm = measurements.trace_measurement(*c.trace, c.trace_steps);
     measured = metric_values(tm.metrics);
+    if (tm.kernels > 0) measured[Metric::Kernels] = tm.kernels;
     info.measured_by = "trace " + c.trace->filename().string() +
                        (c.trace_steps.empty() ? "" : ", ProfilerSteps " + c.trace_steps) + " (analyze, mean)";
     if (tm.replay && tm.replay->trace_reserved_peak.count > 0) {
@@ -365,6 +370,8 @@ Report run_suite(const Suite& suite) {
     if (!c.calibration_traces.empty()) calibrate_from_traces(c, e, measurements, info);
     SimulationResult sim = run_experiment(e);
     std::map<Metric, double> predicted = metric_values(sim.metrics);
+    predicted[Metric::Kernels] = static_cast<double>(
+        class_breakdown(sim.timeline, sim.metrics.overlap.comm_time, sim.metrics.overlap.idle).kernels());
     std::map<Metric, double> measured = measured_values(c, e, measurements, info);
     add_rows(suite, c, predicted, measured, info, report.rows);
     if (predicted.count(Metric::StepTime) && measured.count(Metric::StepTime))

@@ -23,6 +23,7 @@ std::string to_string(Metric m) {
     case Metric::OverlapPct: return "overlap_pct";
     case Metric::PeakAllocated: return "peak_allocated";
     case Metric::PeakReserved: return "peak_reserved";
+    case Metric::Kernels: return "kernels";
   }
   return "step_time";
 }
@@ -38,11 +39,12 @@ bool in_points(Metric m) { return m == Metric::OverlapPct; }
 std::string unit_of(Metric m) {
   if (m == Metric::OverlapPct) return "%";
   if (m == Metric::PeakAllocated || m == Metric::PeakReserved) return "GiB";
+  if (m == Metric::Kernels) return "kernels";
   return "ms";
 }
 
 double display_value(Metric m, double v) {
-  if (m == Metric::OverlapPct) return v;
+  if (m == Metric::OverlapPct || m == Metric::Kernels) return v;
   if (m == Metric::PeakAllocated || m == Metric::PeakReserved) return v / (1024.0 * 1024.0 * 1024.0);
   return v / 1e6;
 }

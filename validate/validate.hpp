@@ -35,14 +35,16 @@
 
 namespace stepsim::validate {
 
-enum class Metric { StepTime, Forward, Backward, Optimizer, Compute, Comm, ExposedComm, OverlapPct, PeakAllocated, PeakReserved };
+// kernels: CUDA kernels per step (the compute kernels of `simulate` and `analyze`'s class
+// breakdown; collectives, memcpys and memsets excluded).
+enum class Metric { StepTime, Forward, Backward, Optimizer, Compute, Comm, ExposedComm, OverlapPct, PeakAllocated, PeakReserved, Kernels };
 inline constexpr Metric kAllMetrics[] = {Metric::StepTime,  Metric::Forward,    Metric::Backward,      Metric::Optimizer,
                                          Metric::Compute,   Metric::Comm,       Metric::ExposedComm,   Metric::OverlapPct,
-                                         Metric::PeakAllocated, Metric::PeakReserved};
+                                         Metric::PeakAllocated, Metric::PeakReserved, Metric::Kernels};
 std::string to_string(Metric m);            // "step_time", "peak_allocated", ...
 std::optional<Metric> parse_metric(const std::string& name);
 bool in_points(Metric m);                   // overlap_pct: error in percentage points
-std::string unit_of(Metric m);              // "ms", "GiB", "%"
+std::string unit_of(Metric m);              // "ms", "GiB", "%", "kernels"
 double display_value(Metric m, double v);   // ns -> ms, bytes -> GiB
 
 // Where a measurement comes from (echoed in every report).

@@ -1,6 +1,7 @@
 // stepsim validate: the suite format, the error arithmetic, summaries, pairs, and the gates.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -267,4 +268,23 @@ TEST_CASE("validate says how much of a trace's reserved peak its own steps reser
   CHECK_THAT(note, Catch::Contains("the trace reports 20.44 GiB (20.44 GiB at the window's first event)"));
   CHECK_THAT(note, Catch::Contains("its own 4838 allocations"));
   CHECK_THAT(note, Catch::Contains("reserve 17.76 GiB"));
+}
+
+TEST_CASE("validate compares the kernels per step of a trace with the prediction's", "[validate]") {
+  // Issue 13's "kernels per step within 10 % of the trace": the trace side is analyze's class
+  // breakdown (compute kernels, mean over the steps), the predicted side simulate's.
+  const std::string trace = std::string(STEPSIM_SHARED_DATA) +
+                            "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
+  nlohmann::json c = {{"name", "li-plus-zero1"},
+                      {"experiment", {{"include", kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json"}}},
+                      {"measured", {{"trace", {{"file", trace}, {"steps", "11-12"}}}}},
+                      {"metrics", {"kernels"}},
+                      {"provenance", {{"repository", "li-plus/playground"}, {"commit", "3c40949f"}, {"path", "zero1"}, {"row", ""}}}};
+  validate::Report r = validate::run_suite(validate::load_suite(write_suite("kernels", {c}, nlohmann::json::array(),
+                                                                           {{"kernels", 10}})));
+  REQUIRE(r.rows.size() == 1);
+  CHECK(r.rows[0].metric == validate::Metric::Kernels);
+  CHECK(r.rows[0].measured == Approx(1824));  // steps 11 and 12: 1,824 compute kernels each
+  CHECK(std::fabs(r.rows[0].error) < 10);
+  CHECK(r.rows[0].pass);
 }
