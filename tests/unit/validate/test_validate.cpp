@@ -248,20 +248,24 @@ TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file a
   CHECK_THAT(out, Catch::Contains("/pairs/0/second") && Catch::Contains("nope"));
 }
 
-TEST_CASE("validate says how much of a trace's reserved peak its own steps reserve", "[validate][memory]") {
-  // The li-plus ZeRO-1 trace's reserved counter reads 20.44 GiB from the window's first event.
-  // Its own 4,838 allocations, replayed through the allocator model with each block freed at its
-  // free event, reserve 17.76 GiB (the all-reduce buckets' recordStream holds are not in the
-  // events); the case says so next to its rows.
+// The li-plus ZeRO-1 trace (ProfilerSteps 11-12) against the shipped example, one metric compared.
+static validate::Report li_plus_zero1_on(const std::string& metric, double tolerance) {
   const std::string trace = std::string(STEPSIM_SHARED_DATA) +
                             "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
   nlohmann::json c = {{"name", "li-plus-zero1"},
                       {"experiment", {{"include", kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json"}}},
                       {"measured", {{"trace", {{"file", trace}, {"steps", "11-12"}}}}},
-                      {"metrics", {"peak_reserved"}},
+                      {"metrics", {metric}},
                       {"provenance", {{"repository", "li-plus/playground"}, {"commit", "3c40949f"}, {"path", "zero1"}, {"row", ""}}}};
-  validate::Report r = validate::run_suite(validate::load_suite(write_suite("replay", {c}, nlohmann::json::array(),
-                                                                           {{"peak_reserved", 30}})));
+  return validate::run_suite(validate::load_suite(write_suite(metric, {c}, nlohmann::json::array(), {{metric, tolerance}})));
+}
+
+TEST_CASE("validate says how much of a trace's reserved peak its own steps reserve", "[validate][memory]") {
+  // The li-plus ZeRO-1 trace's reserved counter reads 20.44 GiB from the window's first event.
+  // Its own 4,838 allocations, replayed through the allocator model with each block freed at its
+  // free event, reserve 17.76 GiB (the all-reduce buckets' recordStream holds are not in the
+  // events); the case says so next to its rows.
+  validate::Report r = li_plus_zero1_on("peak_reserved", 30);
   REQUIRE(r.cases.size() == 1);
   REQUIRE(r.cases[0].conversions.size() == 1);
   const std::string& note = r.cases[0].conversions[0];
@@ -273,15 +277,7 @@ TEST_CASE("validate says how much of a trace's reserved peak its own steps reser
 TEST_CASE("validate compares the kernels per step of a trace with the prediction's", "[validate]") {
   // Issue 13's "kernels per step within 10 % of the trace": the trace side is analyze's class
   // breakdown (compute kernels, mean over the steps), the predicted side simulate's.
-  const std::string trace = std::string(STEPSIM_SHARED_DATA) +
-                            "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
-  nlohmann::json c = {{"name", "li-plus-zero1"},
-                      {"experiment", {{"include", kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json"}}},
-                      {"measured", {{"trace", {{"file", trace}, {"steps", "11-12"}}}}},
-                      {"metrics", {"kernels"}},
-                      {"provenance", {{"repository", "li-plus/playground"}, {"commit", "3c40949f"}, {"path", "zero1"}, {"row", ""}}}};
-  validate::Report r = validate::run_suite(validate::load_suite(write_suite("kernels", {c}, nlohmann::json::array(),
-                                                                           {{"kernels", 10}})));
+  validate::Report r = li_plus_zero1_on("kernels", 10);
   REQUIRE(r.rows.size() == 1);
   CHECK(r.rows[0].metric == validate::Metric::Kernels);
   CHECK(r.rows[0].measured == Approx(1824));  // steps 11 and 12: 1,824 compute kernels each
