@@ -1,7 +1,6 @@
 #include "sim/config/experiment.hpp"
 
 #include <algorithm>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -220,14 +219,7 @@ static TrainingConfig parse_training(ObjectReader t) {
   }
   if (t.has("clip_grad_norm"))
     out.clip_grad_norm = t.raw("clip_grad_norm").is_null() ? std::optional<double>() : std::optional<double>(t.positive("clip_grad_norm"));
-  if (t.has("torch_version")) {
-    static const std::regex release(R"(([0-9]{1,3})\.([0-9]{1,3})(?:\.[0-9]{1,5})?)");
-    const nlohmann::json& v = t.raw("torch_version");
-    std::smatch m;
-    if (!v.is_string() || !std::regex_match(v.get_ref<const std::string&>(), m, release))
-      t.fail_value("torch_version", v, "a PyTorch release such as \"2.1\" or \"2.9.0\"");
-    out.torch_version = std::pair{std::stoi(m[1]), std::stoi(m[2])};
-  }
+  if (t.has("torch_version")) out.torch_version = t.release("torch_version", "a PyTorch release such as \"2.1\" or \"2.9.0\"");
   if (t.has("allocator")) {
     ObjectReader a = t.object("allocator", experiment_keys::allocator());
     out.allocator.expandable_segments = a.declared_boolean("expandable_segments");

@@ -6,13 +6,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/config/json_reader.hpp"
+#include "sim/core/release.hpp"
 #include "sim/exec/allocator_config.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/workload/workload.hpp"
@@ -52,16 +52,16 @@ struct TrainingConfig {
   // PYTORCH_CUDA_ALLOC_CONF of the run: "allocator": {"expandable_segments": false,
   // "max_split_size_mb": null} (PyTorch's defaults; sim/exec/caching_allocator.hpp).
   AllocatorConfig allocator;
-  // The PyTorch release of the run (torch_version: major, minor), for the rules that changed
-  // between releases; unset: 2.9, or what a strategy infers from its framework's release.
-  std::optional<std::pair<int, int>> torch_version;
+  // The PyTorch release of the run (torch_version), for the rules that changed between
+  // releases; unset: 2.9, or what a strategy infers from its framework's release.
+  std::optional<Release> torch_version;
   // Before 2.8, ProcessGroupNCCL runs each collective on its own NCCL stream and calls
   // recordStream(ncclStream) on the collective's input and output tensors (the [Sync Streams]
   // note of ProcessGroupNCCL.cpp; TORCH_NCCL_AVOID_RECORD_STREAMS=1 opted out): a tensor freed
   // while its collective is still queued returns to the caching allocator only once the
   // collective has run on the GPU. pytorch/pytorch#148590 (2.8) launches the kernel on the
   // current stream and stashes the tensors until wait(): the free is stream-ordered again.
-  bool c10d_records_streams() const { return torch_version.value_or(std::pair{2, 9}) < std::pair{2, 8}; }
+  bool c10d_records_streams() const { return torch_version.value_or(Release{2, 9}) < Release{2, 8}; }
 };
 
 // The strategy is held as an opaque handle: sim/config reads workload, cluster and training and

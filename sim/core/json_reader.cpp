@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -237,6 +238,14 @@ Dtype ObjectReader::dtype(const std::string& key, Dtype fallback) {
   } catch (const std::invalid_argument& e) {
     fail(key, e.what());
   }
+}
+
+Release ObjectReader::release(const std::string& key, const std::string& expected) {
+  static const std::regex pattern(R"(([0-9]{1,5})\.([0-9]{1,5})(?:\.([0-9]{1,5}))?)");
+  const Json& v = raw(key);
+  std::smatch m;
+  if (!v.is_string() || !std::regex_match(v.get_ref<const std::string&>(), m, pattern)) fail_value(key, v, expected);
+  return {std::stoi(m[1]), std::stoi(m[2]), m[3].matched ? std::stoi(m[3]) : 0};
 }
 
 const ConfigKey& ObjectReader::declared(const std::string& key) const {

@@ -17,6 +17,7 @@
 
 #include "sim/core/config_keys.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/release.hpp"
 #include "sim/core/units.hpp"
 
 namespace stepsim {
@@ -78,6 +79,8 @@ class ObjectReader {
   std::string choice(const std::string& key, const std::string& fallback, std::initializer_list<const char*> choices);
   std::string choice(const std::string& key, std::initializer_list<const char*> choices);
   Dtype dtype(const std::string& key, Dtype fallback);
+  // A release string "major.minor[.patch]" (the key must be present); else fails with `expected`.
+  Release release(const std::string& key, const std::string& expected);
   ObjectReader object(const std::string& key);
   ObjectReader object(const std::string& key, const ConfigObject& decl);
   std::vector<ObjectReader> objects(const std::string& key);   // an array of objects

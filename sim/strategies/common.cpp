@@ -74,9 +74,10 @@ static void sync_if_needed(ProgramBuilder& b, StreamId s, const Op& op) {
 }
 
 void SavedActivations::free_module(ProgramBuilder& b, std::size_t module) {
-  for (auto& [m, id] : per_op_)
-    if (m == module) b.free(id);
-  std::erase_if(per_op_, [&](const auto& t) { return t.first == module; });
+  std::erase_if(per_op_, [&](const auto& t) {
+    if (t.first == module) b.free(t.second);
+    return t.first == module;
+  });
 }
 
 void SavedActivations::free_all(ProgramBuilder& b) {

@@ -1,7 +1,6 @@
 // DeepSpeed ZeRO: configuration (DeepSpeed's own key names and 0.19 defaults, Z4.1) and the
 // dispatch to the stage 1/2 (zero12.cpp) and stage 3 (zero3.cpp) schedules.
 #include <cmath>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -72,19 +71,7 @@ std::int64_t aliased_elements(ObjectReader& r, const std::string& name, const st
   return fallback;
 }
 
-// "0.12.6" or "0.12": a DeepSpeed release number.
-DeepSpeedVersion parse_version(ObjectReader& r, const std::string& key) {
-  static const std::regex release(R"(([0-9]{1,5})\.([0-9]{1,5})(?:\.([0-9]{1,5}))?)");
-  const Json& v = r.raw(key);
-  std::smatch m;
-  if (v.is_string() && std::regex_match(v.get_ref<const std::string&>(), m, release))
-    return {std::stoi(m[1]), std::stoi(m[2]), m[3].matched ? std::stoi(m[3]) : 0};
-  r.fail_value(key, v, "a DeepSpeed release such as \"0.12.6\" or \"0.19\"");
-}
-
 }  // namespace
-
-std::string DeepSpeedVersion::text() const { return fmt::format("{}.{}.{}", major, minor, patch); }
 
 std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   ZeroConfig c;
@@ -93,7 +80,7 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   if (!st.is_number_integer() || st.get<std::int64_t>() < 1 || st.get<std::int64_t>() > 3)
     r.fail_value("stage", st, "1, 2 or 3 (stage 0 is plain data parallel: use \"ddp\")");
   c.stage = static_cast<int>(st.get<std::int64_t>());
-  if (r.has("deepspeed_version")) c.version = parse_version(r, "deepspeed_version");
+  if (r.has("deepspeed_version")) c.version = r.release("deepspeed_version", "a DeepSpeed release such as \"0.12.6\" or \"0.19\"");
 
   if (r.has("reduce_bucket_size")) c.reduce_bucket_size = elements(r, "reduce_bucket_size");
   if (r.has("allgather_bucket_size")) c.allgather_bucket_size = elements(r, "allgather_bucket_size");

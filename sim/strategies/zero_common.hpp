@@ -17,15 +17,11 @@
 namespace stepsim {
 
 // A DeepSpeed release, for the rules that changed between releases (deepspeed_version).
-struct DeepSpeedVersion {
-  int major = 0, minor = 19, patch = 6;
-  auto operator<=>(const DeepSpeedVersion&) const = default;
-  std::string text() const;
-};
+using DeepSpeedVersion = Release;
 
 struct ZeroConfig {
   int stage = 1;
-  DeepSpeedVersion version;
+  DeepSpeedVersion version{0, 19, 6};
   // Where stages 1/2 allocate the IPG buffers (contiguous_gradients): before 0.18.3
   // DeepSpeedZeroOptimizer.backward() allocated them ahead of loss.backward(); since #7665
   // (53e91a09, 0.18.3) setup_buckets() allocates them at the first gradient hook.
