@@ -66,13 +66,14 @@ EventKey event_key(std::string_view k) {
 
 enum class ArgKey {
   Other, Stream, Correlation, Device, Bytes, InElems, OutElems, GroupSize, TotalAllocated, TotalReserved, Reserved, DeviceType, DeviceId,
-  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs, Addr, BlockBytes
+  Total, Dtype, CollectiveName, GroupName, StepsimOp, StepsimCollective, Phase, InputDims, InputType, IssueNs, Addr, BlockBytes, Grid
 };
 
 ArgKey arg_key(std::string_view k) {
   switch (k.size()) {
     case 4:
       if (eq(k, "comm")) return ArgKey::GroupName;
+      if (eq(k, "grid")) return ArgKey::Grid;
       if (eq(k, "Addr")) return ArgKey::Addr;
       break;
     case 5:
@@ -183,12 +184,14 @@ struct EventFields {
   std::vector<std::pair<std::string, Bytes>> counter_args;
   std::vector<std::vector<std::int64_t>> input_dims;
   std::vector<std::string_view> input_types;
+  std::int64_t grid_ctas = 0;  // args.grid of a kernel: its CTAs (0 = not recorded)
 
   void clear() {
     s = Scalars{};
     counter_args.clear();
     input_dims.clear();
     input_types.clear();
+    grid_ctas = 0;
   }
 };
 
@@ -240,6 +243,7 @@ class Reader {
   void args();
   void input_dims();
   void input_types();
+  void grid();
   void distributed_info();
   void device_properties();
   void stepsim_info();
@@ -466,6 +470,8 @@ void Reader::args() {
       input_dims();
     } else if (c == '[' && k == ArgKey::InputType) {
       input_types();
+    } else if (c == '[' && k == ArgKey::Grid) {
+      grid();
     } else {
       s_.skip_value();
     }
@@ -487,6 +493,24 @@ void Reader::input_dims() {
       else s_.skip_value();
     }
   }
+}
+
+void Reader::grid() {
+  // A kernel's launch grid [x, y, z]: its CTAs are the product (0 when not three positive counts).
+  s_.advance();
+  std::int64_t ctas = 1;
+  int dims = 0;
+  for (bool first = true; s_.next_element(first); first = false) {
+    if (!JsonStream::starts_number(s_.peek())) {
+      s_.skip_value();
+      ctas = 0;
+      continue;
+    }
+    const std::int64_t d = Num::of(s_.number()).as_int();
+    ctas = d > 0 && d <= (std::int64_t{1} << 31) && ctas <= (std::int64_t{1} << 31) ? ctas * d : 0;
+    ++dims;
+  }
+  ev_.grid_ctas = dims == 3 ? ctas : 0;
 }
 
 void Reader::input_types() {
@@ -643,6 +667,7 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
   op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
   op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
   op.phase = std::string(ev.phase);
+  op.ctas = ev_.grid_ctas;
   if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
   if (kind == GpuOp::Kind::Kernel) {
     op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));

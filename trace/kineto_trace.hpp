@@ -49,6 +49,7 @@ struct GpuOp {
   Time start, end;
   std::int64_t correlation = -1;  // -1 = none (stepsim traces have none)
   std::int64_t bytes = 0;         // memcpy/memset payload
+  std::int64_t ctas = 0;          // kernels: the CTAs of args.grid (0 = not recorded)
   bool collective = false;        // an NCCL kernel or args.stepsim_op == "collective"
   CommParams comm;                // what the kernel's own args say (collectives only)
   std::string phase;              // args.phase (stepsim traces), "" otherwise

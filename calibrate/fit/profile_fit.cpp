@@ -293,9 +293,14 @@ Json fit_contention(HardwareProfile& p, const FitInputs& in) {
   }
   p.contention.compute_slowdown = cs / in.contention.size();
   p.contention.comm_slowdown = ms / in.contention.size();
+  // Measured on this machine: the factors price every kernel, in place of the base profile's
+  // declared SM counts (the resource model, which these measurements supersede).
+  const bool had_resources = p.contention.models_resources();
+  p.contention.collective_sms = 0;
   return {{"samples", in.contention.size()},
           {"compute_slowdown", p.contention.compute_slowdown},
           {"comm_slowdown", p.contention.comm_slowdown},
+          {"resource_model", had_resources ? "off: the base profile's collective_sms is cleared, the measured factors price every kernel" : "off"},
           {"definition", "slowdown = concurrent time / solo time - 1, averaged over samples"}};
 }
 

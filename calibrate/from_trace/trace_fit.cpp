@@ -498,10 +498,19 @@ void add_comm_contention(TraceFitData& d) {
   d.comm_slowdown = std::max(0.0, factors[factors.size() / 2]);
 }
 
+// The GPU's SMs and the CTAs of its bulk NCCL kernels (see TraceFitData::collective_sms).
+void add_collective_sms(const KinetoTrace& t, int dev, std::vector<std::int64_t>& ctas, TraceFitData& d) {
+  for (const DeviceInfo& info : t.devices)
+    if (info.id == dev && info.sms > 0) d.gpu_sms = info.sms;
+  for (const GpuOp& op : t.gpu_ops)
+    if (op.device == dev && op.collective && op.ctas > 0 && op.end - op.start >= Time::from_us(100)) ctas.push_back(op.ctas);
+}
+
 }  // namespace
 
 TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   TraceFitData d;
+  std::vector<std::int64_t> collective_ctas;
   std::map<std::string, std::vector<Time>> by_class;
   TimesByShape by_shape, by_shape_overlapped;
   AttentionByKey attention;
@@ -520,6 +529,12 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
     add_memory_ops(t, launches, idx, o, colls, memory);
+    add_collective_sms(t, dev, collective_ctas, d);
+  }
+  if (!collective_ctas.empty()) {
+    std::sort(collective_ctas.begin(), collective_ctas.end());
+    d.collective_sms = static_cast<int>(collective_ctas[collective_ctas.size() / 2]);
+    d.collective_grid_kernels = collective_ctas.size();
   }
   add_memory_points(memory, d);
   add_kernel_class_timings(by_class, d);
@@ -663,10 +678,21 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["comm_slowdown"] = d.comm_slowdown;
     j["comm_contention_keys"] = d.comm_contention_keys;
   }
+  if (d.gpu_sms > 0 && d.collective_sms > 0 && d.collective_sms < d.gpu_sms) {
+    p.contention.gpu_sms = d.gpu_sms;
+    p.contention.collective_sms = d.collective_sms;
+    j["gpu_sms"] = d.gpu_sms;
+    j["collective_sms"] = d.collective_sms;
+    j["collective_grid_kernels"] = d.collective_grid_kernels;
+  }
   if (d.contention_shapes > 0) {
+    // Measured on GEMMs; beside the SM share (when declared) it prices the memory-bound kernels,
+    // and the SM share's own GEMM slowdown is recorded next to it for comparison.
     p.contention.compute_slowdown = d.compute_slowdown;
     j["compute_slowdown"] = d.compute_slowdown;
     j["contention_shapes"] = d.contention_shapes;
+    if (p.contention.gpu_sms > 0 && p.contention.collective_sms > 0)
+      j["sm_share_gemm_slowdown"] = p.contention.compute_bound_slowdown(1);
   }
   if (!d.gemms.empty()) {
     p.compute.gemm_in_training_factor = 1.0;

@@ -113,6 +113,12 @@ struct TraceFitData {
   // the median over such keys, 0 with none.
   double comm_slowdown = 0;
   std::size_t comm_contention_keys = 0;
+  // The SMs a collective holds: deviceProperties numSms of the main device, and the median CTAs
+  // (args.grid) of its NCCL kernels of at least 100 us (the bulk transfers; a 4-byte all-reduce
+  // runs one CTA); 0 when the trace does not record them.
+  int gpu_sms = 0;
+  int collective_sms = 0;
+  std::size_t collective_grid_kernels = 0;
 };
 
 // Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->

@@ -109,7 +109,8 @@ enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 // phase, name) lives in Timeline::ops; the rate state of a running op lives in running_.
 struct Op {
   OpType type = OpType::Kernel;
-  bool started = false, done = false;
+  bool started : 1 = false, done : 1 = false;
+  bool sm_bound : 1 = false;         // kernels: compute-bound (GEMM, attention), slowed by the SMs collectives hold
   std::uint8_t link_class = 0;       // collectives: 0 intra-node, 1 inter-node
   StreamId stream{0};
   // Record / Wait: the event (unused by the other types); for a Wait the number of records
@@ -140,6 +141,7 @@ struct Running {
   double remaining = 0;  // solo-rate nanoseconds of work left
   double rate = 0;
   Time last_update;
+  double hbm_share = 0;  // collectives: the fraction of HBM bandwidth their data path takes at solo rate
 };
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
@@ -381,6 +383,7 @@ class Engine {
   bool issue(const Launch& l, std::size_t i) {
     Op& op = new_op(OpType::Kernel, l.stream, i);
     op.solo = kernel_times_.kernel_time(l.kernel);
+    op.sm_bound = !is_memory_bound(l.kernel.cls);
     TimelineOp& t = add_timeline_op(op, l.kernel.name, l.kernel.unit);
     t.kind = TimelineOp::Kind::Kernel;
     t.cls = l.kernel.cls;
@@ -615,7 +618,7 @@ class Engine {
             complete(idx);
             continue;
           }
-          running_.push_back(Running{idx, static_cast<double>(op.solo.ns), 0, now_});
+          running_.push_back(Running{idx, static_cast<double>(op.solo.ns), 0, now_, hbm_share(op)});
           running_changed = true;
           break;
         }
@@ -684,6 +687,15 @@ class Engine {
     return static_cast<double>(n) < x ? n + 1 : n;
   }
 
+  // A collective's HBM traffic at its solo rate over the GPU's HBM bandwidth (0 for kernels, or
+  // without the resource model).
+  double hbm_share(const Op& op) const {
+    if (op.type != OpType::Collective || !hw_.contention.models_resources() || op.solo.ns <= 0 || hw_.compute.hbm.bytes_per_s <= 0) return 0;
+    const auto& c = std::get<Collective>(p_.instructions[op.instruction]);
+    const double bus_bytes = busbw_factor(c.kind, p_.comms[c.comm.index()].ranks) * static_cast<double>(c.bytes.count);
+    return kCollectiveHbmBytesPerBusByte * bus_bytes / op.solo.seconds() / hw_.compute.hbm.bytes_per_s;
+  }
+
   static void advance(Running& r, Time now) {
     r.remaining -= static_cast<double>((now - r.last_update).ns) * r.rate;
     if (r.remaining < 0) r.remaining = 0;
@@ -692,18 +704,27 @@ class Engine {
 
   void update_rates() {
     rates_dirty_ = false;
-    int kernels = 0, colls[2] = {0, 0};
+    int kernels = 0, memory_bound_kernels = 0, colls[2] = {0, 0};
+    double hbm = 0;  // what the running collectives' data paths ask of HBM
     for (const Running& r : running_) {
       const Op& op = ops_[r.op];
-      if (op.type == OpType::Kernel) ++kernels;
-      else ++colls[op.link_class];
+      if (op.type == OpType::Kernel) ++kernels, memory_bound_kernels += op.sm_bound ? 0 : 1;
+      else ++colls[op.link_class], hbm += r.hbm_share;
     }
-    bool any_coll = colls[0] + colls[1] > 0;
+    const int running_colls = colls[0] + colls[1];
+    const ContentionProfile& c = hw_.contention;
+    const double sm_bound_slowdown = running_colls > 0 ? c.compute_bound_slowdown(running_colls) : 0.0;
+    const double memory_bound_slowdown = running_colls > 0 ? c.memory_bound_slowdown(hbm) : 0.0;
+    // A collective beside kernels: comm_slowdown, or with the resource model beside a
+    // memory-bound kernel its share of HBM (ContentionProfile::memory_bound_slowdown).
+    const double comm_slowdown = kernels == 0                                      ? 0.0
+                                 : c.models_resources() && memory_bound_kernels > 0 ? std::max(c.comm_slowdown, memory_bound_slowdown)
+                                                                                    : c.comm_slowdown;
     for (Running& r : running_) {
       Op& op = ops_[r.op];
       double rate;
-      if (op.type == OpType::Kernel) rate = 1.0 / kernels / (1.0 + (any_coll ? hw_.contention.compute_slowdown : 0.0));
-      else rate = 1.0 / colls[op.link_class] / (1.0 + (kernels > 0 ? hw_.contention.comm_slowdown : 0.0));
+      if (op.type == OpType::Kernel) rate = 1.0 / kernels / (1.0 + (op.sm_bound ? sm_bound_slowdown : memory_bound_slowdown));
+      else rate = 1.0 / colls[op.link_class] / (1.0 + comm_slowdown);
       if (rate == r.rate) continue;
       advance(r, now_);
       r.rate = rate;

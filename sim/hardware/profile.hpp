@@ -3,6 +3,7 @@
 // (datasheet, a log in ../shared/data, or a calibration run recorded under "provenance").
 // The JSON format is documented in docs/configuration.md ("Hardware profiles").
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <limits>
@@ -191,7 +192,35 @@ struct ComputeProfile {
 struct ContentionProfile {
   double compute_slowdown = 0;
   double comm_slowdown = 0;
+  // SMs of the GPU and SMs a running collective's NCCL kernel holds (its CTAs: one per channel,
+  // one per SM). Both > 0 turn on the resource model: a compute-bound kernel (GEMM, attention)
+  // beside collectives runs on the SMs they leave, a memory-bound one on the HBM bandwidth their
+  // data paths leave; compute_slowdown then goes unused.
+  int gpu_sms = 0;
+  int collective_sms = 0;
+
+  bool models_resources() const { return gpu_sms > 0 && collective_sms > 0; }
+  // Slowdown of a compute-bound kernel beside `collectives` (>= 1) running collectives: the SMs
+  // they hold, at most half the GPU's.
+  double compute_bound_slowdown(int collectives) const {
+    if (!models_resources()) return compute_slowdown;
+    const int held = std::min(collectives * collective_sms, gpu_sms / 2);
+    return static_cast<double>(gpu_sms) / (gpu_sms - held) - 1.0;
+  }
+  // Slowdown of a memory-bound kernel beside collectives whose data paths ask for `hbm_share`
+  // of the HBM bandwidth: HBM is shared in proportion to demand (the kernel's whole bandwidth,
+  // the collectives' share), so the kernel gets 1/(1+share) of it; and the collectives, beside
+  // a memory-bound kernel, get share/(1+share) for their share: the same slowdown.
+  double memory_bound_slowdown(double hbm_share) const {
+    if (!models_resources()) return compute_slowdown;
+    return std::max(0.0, hbm_share);
+  }
 };
+
+// HBM bytes a ring collective moves per byte of bus traffic: at each step one chunk arrives in
+// the receive buffer (written) and is read back with the local operand (reduce) or copied to the
+// output (gather): about one write and two reads.
+inline constexpr double kCollectiveHbmBytesPerBusByte = 3.0;
 
 // CPU cost per host instruction (the framework's Python and CUDA API overhead).
 struct HostProfile {

@@ -403,6 +403,10 @@ HardwareProfile parse_profile(ObjectReader& r) {
     ObjectReader c = r.object("contention", profile_keys::contention());
     p.contention.compute_slowdown = read_number(c, "compute_slowdown");
     p.contention.comm_slowdown = read_number(c, "comm_slowdown");
+    p.contention.gpu_sms = static_cast<int>(read_integer(c, "gpu_sms"));
+    p.contention.collective_sms = static_cast<int>(read_integer(c, "collective_sms"));
+    if (p.contention.collective_sms > 0 && p.contention.gpu_sms > 0 && p.contention.collective_sms >= p.contention.gpu_sms)
+      c.fail("collective_sms", fmt::format("fewer SMs than contention.gpu_sms ({})", p.contention.gpu_sms));
     c.finish();
   }
   if (r.has("host")) p.host = parse_host(r.object("host", profile_keys::host()));
@@ -527,7 +531,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"kernel_gap_us", p.compute.kernel_gap.us()},
              {"gemm_table", table}}},
            {"collectives", collectives_to_json(p)},
-           {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}}},
+           {"contention", {{"compute_slowdown", p.contention.compute_slowdown}, {"comm_slowdown", p.contention.comm_slowdown}, {"gpu_sms", p.contention.gpu_sms}, {"collective_sms", p.contention.collective_sms}}},
            {"host",
             {{"launch_overhead_us", p.host.launch_overhead.us()},
              {"eager_op_overhead_us", p.host.eager_op_overhead.us()},

@@ -89,6 +89,10 @@ void check_calibration(const Run& r, const fs::path& profile_file, std::size_t p
   const stepsim::HardwareProfile p = stepsim::load_profile(profile_file);
   CHECK(p.name == stepsim::load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json").name);
   CHECK(p.provenance.at("command").get<std::string>().rfind("stepsim calibrate all --no-grid --tokens 2048", 0) == 0);
+  // The measured contention factors price every kernel: the base's declared SM counts (the
+  // resource model) no longer apply.
+  CHECK(stepsim::load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json").contention.models_resources());
+  CHECK_FALSE(p.contention.models_resources());
 
   const json& cal = doc.at("provenance").at("calibration");
   CHECK(cal.at("format") == "stepsim-calibration-1");

@@ -169,6 +169,8 @@ TEST_CASE("item 4: profile numbers outside their physical range are exit 2 namin
       {{{"host", {{"launch_overhead_us", 1e30}}}}, "/host/launch_overhead_us: 1e+30: expected a number from 0 to 1e+06"},
       // A 1e300 slowdown once put the memory peak at a negative time.
       {{{"contention", {{"compute_slowdown", 1e300}}}}, "/contention/compute_slowdown: 1e+300: expected a number from 0 to 100"},
+      // A collective holding every SM would leave a GEMM beside it no rate at all.
+      {{{"contention", {{"gpu_sms", 108}, {"collective_sms", 108}}}}, "/contention/collective_sms: 108: expected fewer SMs than contention.gpu_sms (108)"},
       {{{"compute", {{"peak_tflops", {{"bf16", 1e30}}}}}}, "/compute/peak_tflops/bf16"},
   };
   for (const auto& c : cases) {

@@ -106,6 +106,31 @@ TEST_CASE("held out: the shipped A800 profile against the Megatron traces' 2-ran
   }
   CHECK(alone > 100);
   CHECK(beside > 100);
+  // ...and its SMs: numSms and the grid of every bulk NCCL kernel ([16, 1, 1] on this node).
+  CHECK(c.data.gpu_sms == 108);
+  CHECK(c.data.collective_sms == 16);
+  CHECK(c.data.collective_grid_kernels > 100);
+  CHECK(c.data.gpu_sms == shipped.contention.gpu_sms);
+  CHECK(c.data.collective_sms == shipped.contention.collective_sms);
+}
+
+TEST_CASE("fit --trace writes the SMs a collective holds, so GEMMs beside it run on the rest", "[fit][trace][contention]") {
+  const std::string amp = [] {
+    namespace fs = std::filesystem;
+    for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+      if (e.path().filename().string().rfind("amp__rank_0", 0) == 0) return e.path().string();
+    return std::string();
+  }();
+  REQUIRE_FALSE(amp.empty());
+  const test::TempDir dir;
+  auto [fitted, shipped] = fit_against_a800(dir, " --model topology --trace " + amp + " --trace-assumed-groups");
+  // The amp trace's DDP all-reduces run 16 CTAs on the A800's 108 SMs, as the Megatron ones.
+  CHECK(fitted.contention.gpu_sms == 108);
+  CHECK(fitted.contention.collective_sms == 16);
+  CHECK(fitted.contention.models_resources());
+  // A GEMM beside one collective runs on 92 of 108 SMs; the cap is half the GPU.
+  CHECK(fitted.contention.compute_bound_slowdown(1) == Approx(108.0 / 92.0 - 1.0));
+  CHECK(fitted.contention.compute_bound_slowdown(5) == Approx(1.0));
 }
 
 TEST_CASE("fit --trace on the Megatron traces: groups of 2, and the compute side untouched with --collectives-only",
