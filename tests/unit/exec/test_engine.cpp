@@ -86,16 +86,21 @@ TEST_CASE("Two communicators on the same links share bandwidth fluidly", "[engin
   CHECK(op_named(t, "Y").end == Time::from_ms(6));
 }
 
+// A 4 ms kernel issued with a 1 ms (solo) all-reduce of 1 MB on 8 ranks beside it.
+static Timeline kernel_beside_allreduce(const HardwareProfile& hw, const Kernel& k) {
+  ProgramBuilder b;
+  auto s = b.stream("comm");
+  auto pg = b.comm("pg", 8, 1);
+  b.launch(StreamId{0}, k);
+  b.collective(pg, s, CollectiveKind::AllReduce, Bytes{1'000'000}, Dtype::BF16, "AR");
+  return simulate_program(b.take(), hw);
+}
+
 TEST_CASE("Contention factors slow a kernel and a collective while they overlap", "[engine]") {
   HardwareProfile hw = ideal_profile();
   hw.contention.compute_slowdown = 0.25;  // kernel at 1/1.25 = 0.8 while a collective runs
   hw.contention.comm_slowdown = 1.0;      // collective at 1/2 while a kernel runs
-  ProgramBuilder b;
-  auto s = b.stream("comm");
-  auto pg = b.comm("pg", 8, 1);
-  b.launch(StreamId{0}, fixed_kernel("k", Time::from_ms(4)));
-  b.collective(pg, s, CollectiveKind::AllReduce, Bytes{1'000'000}, Dtype::BF16, "AR");  // 1 ms solo
-  Timeline t = simulate_program(b.take(), hw);
+  Timeline t = kernel_beside_allreduce(hw, fixed_kernel("k", Time::from_ms(4)));
   // AR: 1 ms of work at rate 1/2 -> ends at 2 ms. Kernel: 2 ms at 0.8 = 1.6 ms of work done,
   // 2.4 ms left at full rate -> ends at 4.4 ms.
   CHECK(op_named(t, "AR").end == Time::from_ms(2));
@@ -109,12 +114,7 @@ TEST_CASE("Resource contention: a GEMM beside a collective runs on the SMs it le
   hw.contention.compute_slowdown = 5.0;   // unused under the resource model
   hw.contention.comm_slowdown = 1.0;      // collective at 1/2 beside a compute-bound kernel
   hw.compute.hbm = Bandwidth::from_gbps(1e6);
-  ProgramBuilder b;
-  auto s = b.stream("comm");
-  auto pg = b.comm("pg", 8, 1);
-  b.launch(StreamId{0}, fixed_kernel("gemm", Time::from_ms(4)));
-  b.collective(pg, s, CollectiveKind::AllReduce, Bytes{1'000'000}, Dtype::BF16, "AR");  // 1 ms solo
-  Timeline t = simulate_program(b.take(), hw);
+  Timeline t = kernel_beside_allreduce(hw, fixed_kernel("gemm", Time::from_ms(4)));
   // AR: 1 ms of work at 1/2 -> 2 ms. GEMM: 2 ms at 0.8 = 1.6 ms done, 2.4 ms left -> 4.4 ms.
   CHECK(op_named(t, "AR").end == Time::from_ms(2));
   CHECK(op_named(t, "gemm").end == Time::from_us(4400));
@@ -125,17 +125,12 @@ TEST_CASE("Resource contention: a memory-bound kernel and a collective share HBM
   hw.contention.gpu_sms = 100;
   hw.contention.collective_sms = 20;
   hw.contention.comm_slowdown = 0.1;
-  // The 8-rank all-reduce of 1 MB in 1 ms moves 1.75 MB of bus traffic, 3x that through HBM:
-  // 5.25 GB/s, a quarter of 21 GB/s.
+  // The all-reduce moves 1.75 MB of bus traffic in its 1 ms, 3x that through HBM: 5.25 GB/s, a
+  // quarter of 21 GB/s.
   hw.compute.hbm = Bandwidth::from_gbps(21);
-  ProgramBuilder b;
-  auto s = b.stream("comm");
-  auto pg = b.comm("pg", 8, 1);
   Kernel k = fixed_kernel("add", Time::from_ms(4));
   k.cls = KernelClass::Elementwise;
-  b.launch(StreamId{0}, k);
-  b.collective(pg, s, CollectiveKind::AllReduce, Bytes{1'000'000}, Dtype::BF16, "AR");
-  Timeline t = simulate_program(b.take(), hw);
+  Timeline t = kernel_beside_allreduce(hw, k);
   // Both at 1/1.25 while they overlap (max(comm_slowdown, 0.25) for the AR): the AR ends at
   // 1.25 ms; the kernel has done 1 ms of its 4 then and ends at 4.25 ms.
   CHECK(op_named(t, "AR").end == Time::from_us(1250));
