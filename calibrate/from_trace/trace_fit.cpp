@@ -686,8 +686,8 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["collective_grid_kernels"] = d.collective_grid_kernels;
   }
   if (d.contention_shapes > 0) {
-    // Measured on GEMMs; beside the SM share (when declared) it prices the memory-bound kernels,
-    // and the SM share's own GEMM slowdown is recorded next to it for comparison.
+    // Measured on GEMMs: it prices every kernel when the SMs are not known; when they are, the
+    // resource model replaces it, and its GEMM slowdown is recorded next to this one.
     p.contention.compute_slowdown = d.compute_slowdown;
     j["compute_slowdown"] = d.compute_slowdown;
     j["contention_shapes"] = d.contention_shapes;

@@ -10,9 +10,10 @@
 //  4. Contention is fluid: rates change only when the set of running ops changes. Concurrent
 //     kernels share the GPU equally; collectives on the same link class (intra- or inter-node)
 //     share it equally; a kernel overlapping a collective runs at 1/(1+compute_slowdown) and
-//     the collective at 1/(1+comm_slowdown) (both 0 by default), except that a compute-bound
-//     kernel (GEMM, attention) runs on the SMs the collectives' NCCL kernels leave when the
-//     profile declares them (contention.gpu_sms, collective_sms).
+//     the collective at 1/(1+comm_slowdown) (both 0 by default); when the profile declares the
+//     SMs (contention.gpu_sms, collective_sms), a compute-bound kernel (GEMM, attention) runs on
+//     the SMs the collectives' NCCL kernels leave, and a memory-bound kernel and the collectives
+//     share HBM in proportion to demand.
 //  5. Memory: Alloc/Free move live bytes per category; a Free with record_streams takes effect
 //     when the GPU finishes the work queued on those streams before the free. The same
 //     traffic runs through a model of PyTorch's caching allocator (caching_allocator.hpp),

@@ -393,8 +393,9 @@ const ConfigObject& contention() {
   static const ConfigObject o{
       "profile.contention",
       "/contention",
-      "Fluid contention: while a collective and a kernel overlap, the kernel runs slower (on the SMs the collective leaves, or at "
-      "1/(1+compute_slowdown) of its solo rate) and the collective at 1/(1+comm_slowdown).",
+      "Fluid contention: while a collective and a kernel overlap, the kernel runs at 1/(1+compute_slowdown) of its solo rate and "
+      "the collective at 1/(1+comm_slowdown); with gpu_sms and collective_sms, GEMM and attention kernels run on the SMs the "
+      "collectives leave and memory-bound kernels share HBM with them (docs/collectives.md).",
       {
           number_in("compute_slowdown", 0, kMaxSlowdown, 0, "Slowdown of a kernel beside a collective."),
           number_in("comm_slowdown", 0, kMaxSlowdown, 0, "Slowdown of a collective beside a kernel."),
@@ -402,7 +403,8 @@ const ConfigObject& contention() {
           {.name = "collective_sms", .types = kInteger, .min = 0, .max = 256, .default_value = Json(0),
            .doc = "SMs a running collective's NCCL kernel holds (its grid: one CTA per channel, each alone on an SM). With gpu_sms, a GEMM or "
                   "attention kernel beside n collectives runs at (gpu_sms - n x collective_sms) / gpu_sms of its solo rate (at most half the "
-                  "SMs taken), memory-bound kernels at 1/(1+compute_slowdown); 0: every kernel at 1/(1+compute_slowdown)."},
+                  "SMs taken), and a memory-bound kernel and the collectives share HBM in proportion to demand (both at 1/(1+share), share = "
+                  "3 x bus bytes / solo time / HBM bandwidth); compute_slowdown is then unused. 0: every kernel at 1/(1+compute_slowdown)."},
       }};
   return o;
 }
