@@ -109,9 +109,11 @@ enum class OpType : std::uint8_t { Kernel, Collective, Record, Wait };
 // phase, name) lives in Timeline::ops; the rate state of a running op lives in running_.
 struct Op {
   OpType type = OpType::Kernel;
-  bool started : 1 = false, done : 1 = false;
-  bool sm_bound : 1 = false;         // kernels: compute-bound (GEMM, attention), slowed by the SMs collectives hold
-  std::uint8_t link_class = 0;       // collectives: 0 intra-node, 1 inter-node
+  bool started = false, done = false;
+  // One byte (Op stays within 88 bytes): link_class, for collectives 0 intra-node, 1 inter-node;
+  // sm_bound, for kernels: compute-bound (GEMM, attention), slowed by the SMs collectives hold.
+  std::uint8_t link_class : 1 = 0;
+  bool sm_bound : 1 = false;
   StreamId stream{0};
   // Record / Wait: the event (unused by the other types); for a Wait the number of records
   // issued before it (0: wait for the first record, which may come later in program order).
