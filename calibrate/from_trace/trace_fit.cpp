@@ -416,8 +416,24 @@ void add_kernel_class_timings(const std::map<std::string, std::vector<Time>>& by
 
 // One GEMM point per shape (median alone and beside NCCL), and the compute slowdown beside NCCL:
 // the median over shapes seen at least 3 times each way of (median beside / median alone) - 1.
+// A shape seen only beside NCCL is brought back to its solo rate, since the engine slows it there
+// again: by that measured slowdown, else by the SM share (the SMs known), else not.
 void add_gemm_points(TimesByShape& by_shape, const TimesByShape& by_shape_overlapped, TraceFitData& d) {
   std::vector<double> ratios;
+  for (auto& [shape, ov] : by_shape_overlapped) {
+    auto alone = by_shape.find(shape);
+    if (alone != by_shape.end() && alone->second.size() >= 3 && ov.size() >= 3)
+      ratios.push_back(static_cast<double>(median_of(ov).ns) / static_cast<double>(median_of(alone->second).ns));
+  }
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    d.contention_shapes = ratios.size();
+    d.compute_slowdown = std::max(0.0, ratios[ratios.size() / 2] - 1.0);
+  }
+  ContentionProfile sm_share;
+  sm_share.gpu_sms = d.gpu_sms;
+  sm_share.collective_sms = d.collective_sms < d.gpu_sms ? d.collective_sms : 0;
+  const double beside_only_slowdown = d.contention_shapes > 0 ? d.compute_slowdown : sm_share.models_resources() ? sm_share.compute_bound_slowdown(1) : 0.0;
   for (auto& [shape, ov] : by_shape_overlapped)
     if (!by_shape.count(shape)) by_shape[shape];  // shapes only ever seen beside NCCL
   for (auto& [shape, v] : by_shape) {
@@ -428,15 +444,9 @@ void add_gemm_points(TimesByShape& by_shape, const TimesByShape& by_shape_overla
     if (g.overlapped) g.median_overlapped = median_of(ov->second);
     g.count = v.size() + g.overlapped;
     g.median = v.empty() ? g.median_overlapped : median_of(v);
-    g.rate = FlopRate{shape.flops().count / g.median.seconds()};
-    if (v.size() >= 3 && g.overlapped >= 3)
-      ratios.push_back(static_cast<double>(g.median_overlapped.ns) / static_cast<double>(median_of(v).ns));
+    if (v.empty()) g.solo_correction = 1.0 + beside_only_slowdown;
+    g.rate = FlopRate{shape.flops().count / g.median.seconds() * g.solo_correction};
     d.gemms.push_back(g);
-  }
-  if (!ratios.empty()) {
-    std::sort(ratios.begin(), ratios.end());
-    d.contention_shapes = ratios.size();
-    d.compute_slowdown = std::max(0.0, ratios[ratios.size() / 2] - 1.0);
   }
 }
 
@@ -699,6 +709,13 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     p.compute.gemm_table_rates = GemmRates::InTraining;
     p.compute.gemm_table_peak = FlopRate{};  // measured on this part
     j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
+    std::size_t beside_only = 0;
+    double correction = 1.0;
+    for (const auto& g : d.gemms)
+      if (g.solo_correction > 1.0) ++beside_only, correction = g.solo_correction;
+    if (beside_only > 0)
+      j["gemm_shapes_only_beside_nccl"] = {{"shapes", beside_only}, {"rate_divided_by", 1.0 / correction},
+                                           {"why", "every call ran beside an NCCL kernel: the solo rate is the overlapped one times 1 + the compute slowdown, which the engine applies again"}};
   }
   apply_attention_rates(d, p, j);
   for (const MemoryClassPoint& m : d.memory_classes) {

@@ -53,6 +53,9 @@ struct GemmPoint {
   FlopRate rate;          // shape.flops() / median: the in-training rate of this shape
   std::size_t overlapped = 0;  // calls that ran beside an NCCL kernel
   Time median_overlapped;      // their median time (0 if none)
+  // > 1 when every call ran beside NCCL: `rate` is the overlapped one times this (the measured
+  // compute slowdown, or the SM share), the solo rate the engine slows again.
+  double solo_correction = 1.0;
 };
 
 // The kernels of one fused attention call (a flash_attn autograd function, or PyTorch sdpa's

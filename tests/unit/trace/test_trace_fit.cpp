@@ -264,3 +264,58 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(688.1).epsilon(1e-4));
   CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
 }
+
+namespace {
+// A step of bf16 aten::mm calls of one shape, each launching one 100 us GEMM kernel, with an
+// 8-rank all-reduce kernel of grid [16, 1, 1] running beside the first `beside` of them, on a
+// GPU of 108 SMs.
+std::string gemm_trace(int calls, int beside) {
+  std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10000},)";
+  for (int i = 0; i < calls; ++i) {
+    const int ts = 100 * i + 10, gpu = 2000 + 200 * i;
+    ev += R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts) +
+          R"(, "dur": 20, "args": {"Input Dims": [[4096, 2048], [2048, 2048]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}},)";
+    ev += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts + 5) +
+          R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i + 1) + "}},";
+    ev += R"({"ph": "X", "cat": "kernel", "name": "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_nn", "pid": 0, "tid": 7, "ts": )" +
+          std::to_string(gpu) + R"(, "dur": 100, "args": {"device": 0, "stream": 7, "correlation": )" + std::to_string(i + 1) +
+          R"(, "grid": [128, 8, 1], "block": [256, 1, 1]}},)";
+  }
+  if (beside > 0)
+    ev += R"j({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", "pid": 0, "tid": 9, "ts": 1990, "dur": )j" +
+          std::to_string(200 * beside) + R"j(, "args": {"device": 0, "stream": 9, "grid": [16, 1, 1], "block": [544, 1, 1]}},)j";
+  ev.pop_back();
+  return R"({"deviceProperties": [{"id": 0, "name": "NVIDIA A800-SXM4-80GB", "numSms": 108}], "traceEvents": [)" + ev + "]}";
+}
+}  // namespace
+
+// Catches: a GEMM shape the trace only shows beside NCCL kernels (FSDP overlaps nearly every
+// GEMM with an all-gather or reduce-scatter) entering the table at its slowed rate, which the
+// engine's contention then slows a second time; and the SMs not read from the trace.
+TEST_CASE("fit --trace reads the SMs a collective holds and brings GEMMs seen only beside NCCL back to their solo rate",
+          "[trace][fit][contention]") {
+  const double flops = 2.0 * 4096 * 2048 * 2048;
+  const TraceFitData alone = extract_fit_data({read_kineto_trace_text(gemm_trace(4, 0), "gemm.json")}, AnalyzeOptions{});
+  REQUIRE(alone.gemms.size() == 1);
+  CHECK(alone.gemms[0].rate.flops_per_s == Approx(flops / 100e-6));
+  CHECK(alone.gemms[0].solo_correction == 1.0);
+  CHECK(alone.gpu_sms == 108);
+  CHECK(alone.collective_sms == 0);  // no NCCL kernel
+
+  const TraceFitData beside = extract_fit_data({read_kineto_trace_text(gemm_trace(4, 4), "gemm.json")}, AnalyzeOptions{});
+  REQUIRE(beside.gemms.size() == 1);
+  CHECK(beside.gpu_sms == 108);
+  CHECK(beside.collective_sms == 16);
+  CHECK(beside.collective_grid_kernels == 1);
+  CHECK(beside.contention_shapes == 0);  // no shape seen both ways: the SM share stands in
+  CHECK(beside.gemms[0].overlapped == 4);
+  CHECK(beside.gemms[0].solo_correction == Approx(108.0 / 92.0));
+  CHECK(beside.gemms[0].rate.flops_per_s == Approx(flops / 100e-6 * 108.0 / 92.0));
+  // Into a profile: the resource model on, and the correction said in the provenance.
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(beside, p, prov);
+  CHECK(p.contention.gpu_sms == 108);
+  CHECK(p.contention.collective_sms == 16);
+  CHECK(prov.at("trace_compute").at("gemm_shapes_only_beside_nccl").at("shapes") == 1);
+}
