@@ -289,6 +289,7 @@ void add_gemms(const KinetoTrace& t, const KernelLaunches& launches, const Trace
     else continue;
     const SpanKernels k = kernels_in(launches, span);
     if (!counted(k, idx, o)) continue;
+    shape.layout = gemm_layout_of_kernel(t.name_of(*k.kernels.front()));
     (beside_collective(colls, *k.kernels.front()) ? by_shape_overlapped : by_shape)[shape].push_back(k.total);
   }
 }

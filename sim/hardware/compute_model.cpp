@@ -14,7 +14,11 @@ static FlopRate peak_for(const ComputeProfile& c, Dtype d) {
 }
 
 // Efficiency (fraction of peak) from the measured table: inverse-distance weighting over the
-// four nearest same-dtype shapes in log2(m, n, k) space; an exact match returns its value.
+// four nearest same-dtype shapes in log2(m, n, k) space; an exact match returns its value (the
+// mean of several, of layouts the query does not choose between). An entry of another layout
+// (both known) is not exact: at distance kOtherLayout it still outweighs every entry of other
+// dimensions when no entry has both.
+static constexpr double kOtherLayout = 0.01;
 static double table_efficiency(const ComputeProfile& c, const GemmShape& g, double peak) {
   struct Near { double dist; double eff; };
   std::array<Near, 4> best;
@@ -22,6 +26,8 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
   double lm = std::log2(std::max<std::int64_t>(1, g.m * g.batch)), ln = std::log2(std::max<std::int64_t>(1, g.n)),
          lk = std::log2(std::max<std::int64_t>(1, g.k));
   bool any = false;
+  double exact_sum = 0;  // several exact entries (of layouts the query does not pick): their mean
+  int exact = 0;
   for (const auto& e : c.gemm_table) {
     if (e.shape.dtype != g.dtype) continue;
     any = true;
@@ -29,8 +35,14 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
     double dn = std::log2(std::max<std::int64_t>(1, e.shape.n)) - ln;
     double dk = std::log2(std::max<std::int64_t>(1, e.shape.k)) - lk;
     double d = dm * dm + dn * dn + dk * dk;
+    if (g.layout != GemmLayout::Any && e.shape.layout != GemmLayout::Any && e.shape.layout != g.layout) d += kOtherLayout;
     double eff = e.rate.flops_per_s / peak;
-    if (d == 0) return eff;
+    if (d == 0) {
+      if (g.layout != GemmLayout::Any && e.shape.layout == g.layout) return eff;
+      exact_sum += eff;
+      ++exact;
+      continue;
+    }
     for (auto& slot : best) {
       if (d < slot.dist) {
         std::swap(slot.dist, d);
@@ -39,6 +51,7 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
     }
   }
   if (!any) return -1;
+  if (exact > 0) return exact_sum / exact;
   double wsum = 0, esum = 0;
   for (const auto& n : best) {
     if (n.dist >= 1e300) continue;
@@ -136,7 +149,7 @@ Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernel
 KernelTimeCache::Slot& KernelTimeCache::slot(const GemmShape& g) {
   // Fibonacci hashing of the fields: GEMM sizes are multiples of 64, so their low bits are zero.
   std::uint64_t h = static_cast<std::uint64_t>(g.m);
-  for (std::int64_t v : {g.n, g.k, g.batch, static_cast<std::int64_t>(g.dtype)})
+  for (std::int64_t v : {g.n, g.k, g.batch, static_cast<std::int64_t>(g.dtype), static_cast<std::int64_t>(g.layout)})
     h = (h ^ static_cast<std::uint64_t>(v)) * 0x9E3779B97F4A7C15ull;
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = static_cast<std::size_t>(h >> 32) & mask;; i = (i + 1) & mask)

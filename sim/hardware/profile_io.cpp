@@ -329,6 +329,10 @@ static ComputeProfile parse_compute(ObjectReader c) {
       g.shape.k = read_integer(e, "k");
       g.shape.batch = read_integer(e, "batch");
       g.shape.dtype = e.dtype("dtype", parse_dtype(key_of(e, "dtype").default_value->get<std::string>()));
+      if (e.has("layout")) {
+        const std::string layout = e.declared_choice("layout");
+        g.shape.layout = layout == "nn" ? GemmLayout::NN : layout == "nt" ? GemmLayout::NT : GemmLayout::TN;
+      }
       g.rate = FlopRate::from_tflops(read_number(e, "tflops"));
       skip(e, "spread_pct");
       skip(e, "source");
@@ -502,9 +506,11 @@ Json profile_to_json(const HardwareProfile& p) {
   Json peak = Json::object();
   for (const auto& [d, r] : p.compute.peak) peak[to_string(d)] = r.tflops();
   Json table = Json::array();
-  for (const auto& g : p.compute.gemm_table)
+  for (const auto& g : p.compute.gemm_table) {
     table.push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"batch", g.shape.batch},
                      {"dtype", to_string(g.shape.dtype)}, {"tflops", g.rate.tflops()}});
+    if (g.shape.layout != GemmLayout::Any) table.back()["layout"] = std::string(to_string(g.shape.layout));
+  }
   Json class_bw = Json::object();
   for (const auto& [k, bw] : p.compute.class_bandwidth) class_bw[to_string(k)] = bw.gbps();
   Json attention = Json::object();

@@ -223,6 +223,9 @@ const ConfigObject& gemm() {
           {.name = "batch", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxGemmDim), .default_value = Json(1),
            .doc = "Batched GEMMs in one kernel."},
           {.name = "dtype", .types = kString, .choices = dtypes, .default_value = Json("bf16"), .doc = "The inputs' dtype."},
+          {.name = "layout", .types = kString, .choices = {"nn", "nt", "tn"},
+           .doc = "cuBLAS operand layout (its kernel names' suffix): PyTorch's linear runs tn forward, nn for the input gradient, nt "
+                  "for the weight gradient; absent: any (a lookup of a known layout prefers entries of its own)."},
           positive_at_most("tflops", kMaxTflops, "Measured rate (TFLOP/s); required."),
           {.name = "spread_pct", .types = kNumber, .doc = "Measurement spread (percent); kept, not used."},
           text("source", "Where the number came from."),

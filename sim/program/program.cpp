@@ -67,6 +67,32 @@ std::string to_string(MemCategory c) {
   return "other";
 }
 
+std::string_view to_string(GemmLayout l) {
+  switch (l) {
+    case GemmLayout::NN: return "nn";
+    case GemmLayout::NT: return "nt";
+    case GemmLayout::TN: return "tn";
+    case GemmLayout::Any: break;
+  }
+  return "";
+}
+
+GemmLayout gemm_layout_of_kernel(std::string_view name) {
+  for (std::size_t pos = name.size(); pos >= 3;) {
+    pos = name.rfind('_', pos - 1);
+    if (pos == std::string_view::npos) break;
+    if (pos + 3 > name.size()) continue;
+    const std::string_view code = name.substr(pos + 1, 2);
+    const char after = pos + 3 < name.size() ? name[pos + 3] : '\0';
+    if (after != '\0' && after != '_' && after != '>' && after != '(') continue;
+    if (code == "nn") return GemmLayout::NN;
+    if (code == "nt") return GemmLayout::NT;
+    if (code == "tn") return GemmLayout::TN;
+    if (pos == 0) break;
+  }
+  return GemmLayout::Any;
+}
+
 std::string to_string(KernelClass c) {
   switch (c) {
     case KernelClass::Compute: return "compute";

@@ -37,9 +37,20 @@ std::string to_string(MemCategory c);
 inline constexpr int kMemCategoryCount = 7;
 
 // One GEMM: C[m,n] = A[m,k] * B[k,n], `batch` times, in `dtype`.
+// The operand layout of a GEMM as cuBLAS runs it (the `_nn`, `_nt`, `_tn` suffix of its kernel
+// names): PyTorch's y = x W^T runs as "tn", its input gradient dy W as "nn" and its weight
+// gradient dy^T x as "nt". Kernels and rates differ between them at the same m, n, k (and the
+// forward's addmm adds the bias in its epilogue). Any: not known (microbenchmark tables).
+enum class GemmLayout : std::uint8_t { Any, NN, NT, TN };
+std::string_view to_string(GemmLayout l);        // "", "nn", "nt", "tn"
+// From a cuBLAS/CUTLASS kernel name: the last "_nn", "_nt", "_tn" followed by "_", ">" or the
+// end; Any when there is none ("_tt" is not one of PyTorch's linear layouts: Any).
+GemmLayout gemm_layout_of_kernel(std::string_view kernel_name);
+
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0, batch = 1;
   Dtype dtype = Dtype::BF16;
+  GemmLayout layout = GemmLayout::Any;
   Flops flops() const { return Flops{2.0 * static_cast<double>(m) * n * k * batch}; }
   auto operator<=>(const GemmShape&) const = default;
 };

@@ -154,11 +154,11 @@ namespace {
 // ---- op constructors -----------------------------------------------------------------------
 
 Op gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, Dtype dt,
-        Bytes saved = {}) {
+        Bytes saved = {}, GemmLayout layout = GemmLayout::Any) {
   Op o;
   o.name = std::move(name);
   o.cls = KernelClass::Gemm;
-  o.work.gemms.push_back(GemmShape{m, n, k, batch, dt});
+  o.work.gemms.push_back(GemmShape{m, n, k, batch, dt, layout});
   o.saved = saved;
   return o;
 }
@@ -255,17 +255,18 @@ Dims dims_of(const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt) {
 
 // A linear layer y[T, out] = x[T, in] W^T (+ b): forward GEMM (m=T, n=out, k=in); backward input
 // grad (m=T, n=in, k=out) and weight grad (m=in, n=out, k=T), PyTorch's AddmmBackward0 / MmBackward0;
-// the bias grad is a separate sum over tokens (AddmmBackward0 > aten::sum). `saved_input` is the
-// bytes of x kept for the weight grad when this linear is the first consumer of x.
+// the bias grad is a separate sum over tokens (AddmmBackward0 > aten::sum). cuBLAS runs them as
+// tn, nn and nt GEMMs (GemmLayout). `saved_input` is the bytes of x kept for the weight grad when
+// this linear is the first consumer of x.
 Module linear(const std::string& name, std::int64_t in, std::int64_t out, bool bias, const Dims& d,
               std::int64_t saved_input) {
   Module m;
   m.name = name;
   m.params.push_back(Param{name + ".weight", in * out, out});
   if (bias) m.params.push_back(Param{name + ".bias", out, out});
-  m.forward.push_back(gemm("linear", d.T, out, in, 1, d.dt, Bytes{saved_input}));
-  m.backward.push_back(gemm("linear.dgrad", d.T, in, out, 1, d.dt));
-  m.backward.push_back(param_grad(gemm("linear.wgrad", in, out, d.T, 1, d.dt)));
+  m.forward.push_back(gemm("linear", d.T, out, in, 1, d.dt, Bytes{saved_input}, GemmLayout::TN));
+  m.backward.push_back(gemm("linear.dgrad", d.T, in, out, 1, d.dt, {}, GemmLayout::NN));
+  m.backward.push_back(param_grad(gemm("linear.wgrad", in, out, d.T, 1, d.dt, {}, GemmLayout::NT)));
   if (bias) m.backward.push_back(param_grad(mem("bias.grad_sum", KernelClass::Reduction, d.T * out * d.e, out * d.e)));
   return m;
 }

@@ -70,6 +70,54 @@ TEST_CASE("A table measured on a faster part of the same chip scales by the bf16
   CHECK(gemm_time(c, g).ms() == Approx(measured_on_table_part.ms() * 1.25));
 }
 
+// Catches: a linear's forward (tn, with the bias epilogue) priced at its input gradient's (nn)
+// rate when both have the same m, n, k, as a table keyed on dimensions alone does.
+TEST_CASE("A GEMM of a known layout takes its own layout's entry; of unknown layout, the mean", "[hardware][gemm]") {
+  ComputeProfile c = base();
+  const GemmShape tn{4096, 2048, 2048, 1, Dtype::BF16, GemmLayout::TN};
+  const GemmShape nn{4096, 2048, 2048, 1, Dtype::BF16, GemmLayout::NN};
+  const GemmShape nt{4096, 2048, 2048, 1, Dtype::BF16, GemmLayout::NT};
+  const GemmShape any{4096, 2048, 2048};
+  c.gemm_table.push_back(GemmMeasurement{tn, FlopRate::from_tflops(200)});
+  c.gemm_table.push_back(GemmMeasurement{nn, FlopRate::from_tflops(220)});
+  c.gemm_table.push_back(GemmMeasurement{GemmShape{8192, 8192, 8192, 1, Dtype::BF16, GemmLayout::NT}, FlopRate::from_tflops(300)});
+  const double flops = tn.flops().count;
+  CHECK(gemm_time(c, tn).us() == Approx(flops / 200e12 * 1e6));
+  CHECK(gemm_time(c, nn).us() == Approx(flops / 220e12 * 1e6));
+  CHECK(gemm_time(c, any).us() == Approx(flops / 210e12 * 1e6));
+  // nt has no entry of these dimensions: the two of other layouts (at distance 0.01) outweigh
+  // the nt entry of other dimensions by far.
+  const double nt_tflops = flops / gemm_time(c, nt).seconds() / 1e12;
+  CHECK(nt_tflops > 205);
+  CHECK(nt_tflops < 215);
+  // A table of unknown layouts (a microbenchmark) answers every layout alike.
+  ComputeProfile m = base();
+  m.gemm_table.push_back(GemmMeasurement{any, FlopRate::from_tflops(250)});
+  CHECK(gemm_time(m, tn) == gemm_time(m, any));
+  CHECK(gemm_time(m, nn) == gemm_time(m, any));
+  // The cache keeps layouts apart.
+  KernelTimeCache cache(c);
+  Kernel k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
+  k.work.gemms = {tn};
+  CHECK(cache.kernel_time(k) == gemm_time(c, tn));
+  k.work.gemms = {nn};
+  CHECK(cache.kernel_time(k) == gemm_time(c, nn));
+}
+
+TEST_CASE("cuBLAS and CUTLASS kernel names give their GEMM layout", "[hardware][gemm]") {
+  CHECK(gemm_layout_of_kernel("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nt") == GemmLayout::NT);
+  CHECK(gemm_layout_of_kernel("ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_32x3_nn") == GemmLayout::NN);
+  CHECK(gemm_layout_of_kernel("ampere_fp16_s16816gemm_fp16_128x64_ldg8_f2f_stages_32x6_tn") == GemmLayout::TN);
+  CHECK(gemm_layout_of_kernel("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_bf16_64x256_32x3_nn_align8>(T1::Params)") ==
+        GemmLayout::NN);
+  CHECK(gemm_layout_of_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1") == GemmLayout::TN);
+  CHECK(gemm_layout_of_kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tt") == GemmLayout::Any);
+  CHECK(gemm_layout_of_kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>") == GemmLayout::Any);
+  CHECK(gemm_layout_of_kernel("") == GemmLayout::Any);
+  CHECK(gemm_layout_of_kernel("_nn") == GemmLayout::NN);
+  CHECK(gemm_layout_of_kernel("gemm_nnx") == GemmLayout::Any);
+}
+
 TEST_CASE("KernelTimeCache prices every GEMM shape as gemm_time does, past its first table size", "[hardware][gemm]") {
   ComputeProfile c = base();
   c.gemm_table.push_back(GemmMeasurement{GemmShape{4096, 4096, 4096}, FlopRate::from_tflops(800)});
@@ -95,6 +143,8 @@ TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip a
                   {{"peak_tflops", {{"bf16", 912.5}}},
                    {"hbm_bandwidth_GBps", 2400},
                    {"gemm_table_peak_bf16_tflops", 989.4},
+                   {"gemm_table", Json::array({{{"m", 4096}, {"n", 2048}, {"k", 2048}, {"layout", "tn"}, {"tflops", 200}},
+                                               {{"m", 4096}, {"n", 2048}, {"k", 2048}, {"tflops", 210}}})},
                    {"attention",
                     {{"flash", {{"forward", 0.3}, {"backward", 0.26}, {"half_rate_seq", 1026}}},
                      {"flash_triton", {{"forward", 0.15}, {"backward", 0.13}}}}}}},
@@ -121,6 +171,12 @@ TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip a
   CHECK(again.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)]->half_rate_seq == 1026);
   CHECK(again.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::FlashTriton)]->forward == 0.15);
   CHECK(again.compute.gemm_table_peak.tflops() == Approx(989.4));
+  // A GEMM entry's layout: read, and written back only when known.
+  REQUIRE(again.compute.gemm_table.size() == 2);
+  CHECK(again.compute.gemm_table[0].shape.layout == GemmLayout::TN);
+  CHECK(again.compute.gemm_table[1].shape.layout == GemmLayout::Any);
+  CHECK(profile_to_json(p)["compute"]["gemm_table"][0]["layout"] == "tn");
+  CHECK_FALSE(profile_to_json(p)["compute"]["gemm_table"][1].contains("layout"));
 
   auto error = [&](const Json& d) {
     try {
@@ -131,6 +187,9 @@ TEST_CASE("compute.attention and gemm_table_peak_bf16_tflops parse, round-trip a
     return std::string("no error");
   };
   Json bad = doc;
+  bad["compute"]["gemm_table"][0]["layout"] = "tt";
+  CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/gemm_table/0/layout: \"tt\""));
+  bad = doc;
   bad["compute"]["attention"]["flash2"] = {{"forward", 0.5}, {"backward", 0.5}};
   CHECK_THAT(error(bad), Catch::StartsWith("p.json: /compute/attention/flash2: expected a known key (unknown key; did you mean \"flash\"?"));
   bad = doc;

@@ -299,6 +299,7 @@ TEST_CASE("fit --trace reads the SMs a collective holds and brings GEMMs seen on
   REQUIRE(alone.gemms.size() == 1);
   CHECK(alone.gemms[0].rate.flops_per_s == Approx(flops / 100e-6));
   CHECK(alone.gemms[0].solo_correction == 1.0);
+  CHECK(alone.gemms[0].shape.layout == GemmLayout::NN);  // from the kernel name's "_nn"
   CHECK(alone.gpu_sms == 108);
   CHECK(alone.collective_sms == 0);  // no NCCL kernel
 

@@ -83,11 +83,11 @@ TEST_CASE("A small MPT block launches the ops llm-foundry's modules do, with the
   //   out     16 x 64 x 64:                          2 * 16 * 64 * 64  = 131,072
   //   fc1     16 x 256 x 64:                         2 * 16 * 256 * 64 = 524,288
   //   fc2     16 x 64 x 256:                                             524,288
-  CHECK(op_named(f, "linear", 0).work.gemms.front() == GemmShape{16, 192, 64, 1, Dtype::BF16});
+  CHECK(op_named(f, "linear", 0).work.gemms.front() == GemmShape{16, 192, 64, 1, Dtype::BF16, GemmLayout::TN});  // x W^T: cuBLAS tn
   CHECK(gemm_flops(op_named(f, "linear", 0)) == 393'216);
   CHECK(gemm_flops(op_named(f, "linear", 1)) == 131'072);
   CHECK(gemm_flops(op_named(f, "linear", 2)) == 524'288);
-  CHECK(op_named(f, "linear", 3).work.gemms.front() == GemmShape{16, 64, 256, 1, Dtype::BF16});
+  CHECK(op_named(f, "linear", 3).work.gemms.front() == GemmShape{16, 64, 256, 1, Dtype::BF16, GemmLayout::TN});
   CHECK(gemm_flops(op_named(f, "linear", 3)) == 524'288);
   // = 2 T x (weights of the four linears) = 2 * 16 * 49,152 = 1,572,864.
   CHECK(gemm_flops(f) == 1'572'864);
@@ -95,6 +95,9 @@ TEST_CASE("A small MPT block launches the ops llm-foundry's modules do, with the
   std::vector<Op> bwd;
   for (const auto& m : b.modules) bwd.insert(bwd.end(), m.backward.begin(), m.backward.end());
   CHECK(gemm_flops(bwd) == 2 * 1'572'864);
+  // ...as cuBLAS runs them: the input gradient dy W as nn, the weight gradient dy^T x as nt.
+  CHECK(op_named(bwd, "linear.dgrad").work.gemms.front().layout == GemmLayout::NN);
+  CHECK(op_named(bwd, "linear.wgrad").work.gemms.front().layout == GemmLayout::NT);
   // Causal flash attention: QK^T and PV are 2 b s^2 h each, halved by the causal mask:
   // 2 * 2 * 8 * 8 * 64 = 16,384 forward; backward five such matmuls, halved: 5 b s^2 h = 40,960.
   const Op& attn = op_named(f, "attention");
