@@ -15,8 +15,8 @@ static FlopRate peak_for(const ComputeProfile& c, Dtype d) {
 
 // Efficiency (fraction of peak) from the measured table: inverse-distance weighting over the
 // four nearest same-dtype shapes in log2(m, n, k) space; an exact match returns its value (the
-// mean of several, of layouts the query does not choose between). An entry of another layout
-// (both known) is not exact: at distance kOtherLayout it still outweighs every entry of other
+// mean of those of known layouts when the query's is unknown). An entry of another layout (both
+// known) is not exact: at distance kOtherLayout it still outweighs every entry of other
 // dimensions when no entry has both.
 static constexpr double kOtherLayout = 0.01;
 static double table_efficiency(const ComputeProfile& c, const GemmShape& g, double peak) {
@@ -38,7 +38,8 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
     if (g.layout != GemmLayout::Any && e.shape.layout != GemmLayout::Any && e.shape.layout != g.layout) d += kOtherLayout;
     double eff = e.rate.flops_per_s / peak;
     if (d == 0) {
-      if (g.layout != GemmLayout::Any && e.shape.layout == g.layout) return eff;
+      // Its own layout, or an entry of unknown layout (a microbenchmark): exact, as soon as seen.
+      if (e.shape.layout == g.layout || e.shape.layout == GemmLayout::Any) return eff;
       exact_sum += eff;
       ++exact;
       continue;
