@@ -162,8 +162,8 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims) {
 
 bool is_memory_bound_op_name(std::string_view name) { return memory_bound_base(aten_base(name).first); }
 
-std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
-                                            const std::vector<std::string_view>& types) {
+std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                               const std::vector<std::string_view>& types) {
   const auto [base, inplace] = aten_base(name);
   if (!memory_bound_base(base) || dims.size() != types.size()) return std::nullopt;
   struct Input {
@@ -185,23 +185,29 @@ std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::ve
   std::int64_t read = 0;
   for (const auto& x : t)
     if (__builtin_add_overflow(read, bytes(x), &read) || read > (std::int64_t{1} << 61)) return std::nullopt;
-  if (in(base, kReductions)) return bytes(t[0]);
+  if (in(base, kReductions)) return MemoryTraffic{bytes(t[0]), t[0].numel};
   if (base == "copy") {
     if (t.size() < 2) return std::nullopt;
-    return bytes(t[0]) + bytes(t[1]);
+    return MemoryTraffic{bytes(t[0]) + bytes(t[1]), t[0].numel};
   }
-  if (base == "fill" || base == "zero") return bytes(t[0]);
-  if (base == "native_dropout") return bytes(t[0]) * 2 + t[0].numel;
+  if (base == "fill" || base == "zero") return MemoryTraffic{bytes(t[0]), t[0].numel};
+  if (base == "native_dropout") return MemoryTraffic{bytes(t[0]) * 2 + t[0].numel, t[0].numel};
   // Writes a tensor like the first input: softmax and LayerNorm forward, the softmax backward
   // (like the gradient), an in-place op (its target).
   if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm" || base == "_softmax_backward_data" ||
       inplace)
-    return read + bytes(t[0]);
+    return MemoryTraffic{read + bytes(t[0]), t[0].numel};
   const Input* big = &t[0];
   for (const auto& x : t)
     if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;
   const int out_elem = in(base, kComparisons) ? 1 : big->elem;
-  return read + big->numel * out_elem;
+  return MemoryTraffic{read + big->numel * out_elem, big->numel};
+}
+
+std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                            const std::vector<std::string_view>& types) {
+  if (auto t = memory_op_traffic(name, dims, types)) return t->bytes;
+  return std::nullopt;
 }
 
 std::string canonical_dtype(const std::string& raw) {

@@ -713,9 +713,9 @@ void Reader::add_cpu_span(Time start, Time end) {
     span.input_dims = ev_.input_dims;
     if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
   } else {
-    // A memory-bound op whose shapes give its traffic is kept apart (40 bytes); others dropped.
-    if (auto bytes = memory_op_bytes(n, ev_.input_dims, ev_.input_types); bytes && *bytes > 0)
-      out_.memory_ops.push_back(MemoryOpSpan{span.thread, start, end, *bytes, intern(n)});
+    // A memory-bound op whose shapes give its traffic is kept apart (48 bytes); others dropped.
+    if (auto traffic = memory_op_traffic(n, ev_.input_dims, ev_.input_types); traffic && traffic->bytes > 0)
+      out_.memory_ops.push_back(MemoryOpSpan{span.thread, start, end, traffic->bytes, traffic->elements, intern(n)});
     return;
   }
   span.name = intern(n);

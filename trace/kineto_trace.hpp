@@ -92,8 +92,9 @@ struct CpuSpan {
 struct MemoryOpSpan {
   std::int64_t thread = 0;
   Time start, end;
-  std::int64_t bytes = 0;  // read + written
-  int name = 0;            // index into names
+  std::int64_t bytes = 0;     // read + written
+  std::int64_t elements = 0;  // computed (memory_op_traffic)
+  int name = 0;               // index into names
 };
 
 // A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
@@ -189,6 +190,14 @@ bool is_memory_bound_op_name(std::string_view name);
 //    shape in the dtype of the largest non-bool input.
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                             const std::vector<std::string_view>& types);
+// The same op's bytes and the elements its kernel computes (the output's, for a reduction or
+// norm its input's): what prices TensorIterator's non-vectorized path per element.
+struct MemoryTraffic {
+  std::int64_t bytes = 0;
+  std::int64_t elements = 0;
+};
+std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                               const std::vector<std::string_view>& types);
 // One spelling per dtype: "bf16", "fp16", "fp32", "fp64", "int64", "int32", "int8", "uint8";
 // unknown names are returned unchanged.
 std::string canonical_dtype(const std::string& name);

@@ -393,6 +393,7 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     m.cls = cls;
     ++m.count;
     m.bytes += Bytes{span->bytes};
+    m.elements += span->elements;
     m.time += dur;
   }
 }
@@ -400,6 +401,7 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
 void add_memory_points(const MemoryByClass& by_class, TraceFitData& d) {
   for (auto [cls, m] : by_class) {
     m.rate = Bandwidth{static_cast<double>(m.bytes.count) / m.time.seconds()};
+    if (m.elements > 0) m.ns_per_element = static_cast<double>(m.time.ns) / static_cast<double>(m.elements);
     d.memory_classes.push_back(m);
   }
 }
@@ -658,6 +660,34 @@ void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::
   }
 }
 
+// Every number the trace replaced names the trace as its source: the base profile's entry would
+// name another measurement (the A800's Megatron trace for a value now fitted on your job).
+void source_fitted_keys(const nlohmann::json& fitted, HardwareProfile& p) {
+  static constexpr std::pair<const char*, const char*> kPaths[] = {
+      {"eager_op_overhead_us", "host.eager_op_overhead_us"},
+      {"kernel_launch_overhead_us", "host.kernel_launch_overhead_us"},
+      {"autograd_op_overhead_us", "host.autograd_op_overhead_us"},
+      {"step_start_us", "host.step_start_us"},
+      {"step_end_us", "host.step_end_us"},
+      {"comm_slowdown", "contention.comm_slowdown"},
+      {"compute_slowdown", "contention.compute_slowdown"},
+      {"gpu_sms", "contention.gpu_sms"},
+      {"collective_sms", "contention.collective_sms"},
+      {"gemm_table", "compute.gemm_table"},
+      {"elementwise_strided_ns_per_element", "compute.elementwise_strided_ns_per_element"},
+  };
+  if (!p.sources.is_object()) p.sources = nlohmann::json::object();
+  auto from_trace = [](const std::string& key) {
+    return fmt::format("stepsim fit --trace on the traces of provenance.inputs; how: provenance.trace_compute.{}", key);
+  };
+  for (const auto& [key, path] : kPaths)
+    if (fitted.contains(key)) p.sources[path] = from_trace(key);
+  for (const char* group : {"memory_bandwidth_GBps", "attention"})
+    if (fitted.contains(group))
+      for (const auto& [k, v] : fitted[group].items())
+        p.sources[fmt::format("compute.{}.{}", group, k)] = from_trace(fmt::format("{}.{}", group, k));
+}
+
 }  // namespace
 
 // The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
@@ -725,11 +755,16 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["memory_bandwidth_GBps"][to_string(m.cls)] = {{"GBps", std::round(m.rate.gbps() * 10) / 10},
                                                     {"kernels", m.count},
                                                     {"ms", m.time.ms()}};
+    if (m.cls == KernelClass::ElementwiseStrided && m.ns_per_element > 0) {
+      p.compute.strided_element_ns = std::round(m.ns_per_element * 1e5) / 1e5;
+      j["elementwise_strided_ns_per_element"] = {{"ns", p.compute.strided_element_ns}, {"elements", m.elements}};
+    }
   }
   std::size_t skipped = 0;
   for (const auto& c : d.collectives) skipped += c.host_synchronised;
   j["host_synchronised_collectives_left_out"] = skipped;
   provenance["trace_compute"] = j;
+  source_fitted_keys(j, p);
 }
 
 TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const std::vector<std::string>& files,

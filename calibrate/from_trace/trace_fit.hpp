@@ -90,12 +90,16 @@ struct HostDispatchFit {
 // they moved (memory_op_bytes) over the time they took, summed over the class's kernels that an
 // op with known traffic launched alone, ran >= 20 us and ran beside no NCCL kernel. Bytes over
 // time, not a median of rates: a prediction of the same ops at this rate takes the measured time.
+// Their elements over the same time price the non-vectorized path per element
+// (ComputeProfile::strided_element_ns).
 struct MemoryClassPoint {
   KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
   std::size_t count = 0;                       // kernels
   Bytes bytes;
+  std::int64_t elements = 0;
   Time time;
   Bandwidth rate;
+  double ns_per_element = 0;
 };
 
 struct TraceFitData {

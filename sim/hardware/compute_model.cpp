@@ -105,7 +105,10 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
     const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
-    t += std::max(memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls), floor);
+    Time moved = memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls);
+    if (cls == KernelClass::ElementwiseStrided && c.strided_element_ns > 0 && w.elements > 0)
+      moved = std::max(moved, Time{std::llround(static_cast<double>(w.elements) * c.strided_element_ns)});
+    t += std::max(moved, floor);
   }
   if (w.attention.flops.count > 0)
     t += compute_time(w.attention.flops, FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});

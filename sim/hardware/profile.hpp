@@ -181,6 +181,12 @@ struct ComputeProfile {
   // ("memory_bandwidth_GBps": {"elementwise": ..., "reduction": ...}); a class not listed runs
   // at hbm * memory_efficiency.
   std::map<KernelClass, Bandwidth> class_bandwidth;
+  // Time per element of TensorIterator's non-vectorized path (ElementwiseStrided): each thread
+  // computes every operand's offset per element and, with mixed dtypes, casts it, so a kernel
+  // with a narrow (bool) output takes as long per element as one with 2-byte operands. Such a
+  // kernel takes the longer of its bytes at the class bandwidth and its elements at this time.
+  // 0: bytes alone (compute.elementwise_strided_ns_per_element).
+  double strided_element_ns = 0;
   // A device-to-device cudaMemcpyAsync (a same-dtype contiguous copy_: memcpy_dtod, 0 CUDA
   // kernels), read + write bytes: a copy engine / driver path, not the Copy class's kernels
   // (torch.cat, split copies), which move data at a lower rate. 0: the Copy class rate.

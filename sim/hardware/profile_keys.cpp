@@ -141,6 +141,11 @@ const ConfigObject& compute() {
                   "inside a training step (fit --trace); results report which a prediction used."},
           object("memory_bandwidth_GBps", {"profile.compute.memory_bandwidth_GBps"},
                  "Achieved bandwidth per memory-bound kernel class (bytes read + written over time; stepsim calibrate membw and fit --trace measure it); a class not listed runs at hbm_bandwidth_GBps x memory_efficiency."),
+          number_in("elementwise_strided_ns_per_element", 0, 10, 0,
+                    "Time per element of PyTorch's non-vectorized elementwise kernels (elementwise_strided): such a kernel "
+                    "takes the longer of its bytes at that class's bandwidth and its elements at this time, so a bool-output "
+                    "comparison is not priced cheaper per element than a bf16 op (docs/workload-ops.md); fit --trace measures "
+                    "it. 0: bytes alone."),
           {.name = "model_memory_bound_kernels", .types = kBoolean, .default_value = Json(true),
            .doc = "false: memory-bound kernels take no time (textbook cases)."},
           latency_us("min_kernel_time_us", "Floor for any non-empty kernel (per CUDA kernel)."),

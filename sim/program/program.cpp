@@ -129,6 +129,7 @@ bool is_memory_bound(KernelClass c) {
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
   memory_bytes += o.memory_bytes;
+  elements += o.elements;
   if (attention.flops.count == 0) {
     attention = o.attention;
   } else {

@@ -89,6 +89,9 @@ struct KernelWork {
   Bytes memory_bytes;
   AttentionWork attention;
   Time fixed;
+  // Elements a non-vectorized elementwise kernel (ElementwiseStrided) computes, summed over its
+  // kernels: that path costs per element as much as per byte (ComputeProfile::strided_element_ns).
+  std::int64_t elements = 0;
 
   // Sums the parts; merged attention work keeps the first kernel, direction and sequence
   // (a layer's kernels, merged into one, share them).

@@ -446,8 +446,9 @@ class Zero12Builder {
         // The fp64 copy is a tensor of its own, dropped once its norm is taken (the embedding's
         // slice on rank 0 of OPT-1.3B: 786 MiB, in the li-plus ZeRO-1 trace's memory events).
         BufferId f64 = b_.alloc("grad norm: g.double()" + sfx, Bytes{n * 8}, MemCategory::Other, dflt_);
-        b_.launch(dflt_, eager(elementwise("grad norm: g.double()" + sfx, Bytes{n * (model_bytes_ + 8)}, "step",
-                                           KernelClass::ElementwiseStrided)));
+        Kernel to_f64 = elementwise("grad norm: g.double()" + sfx, Bytes{n * (model_bytes_ + 8)}, "step", KernelClass::ElementwiseStrided);
+        to_f64.work.elements = n;
+        b_.launch(dflt_, eager(std::move(to_f64)));
         b_.launch(dflt_, eager(elementwise("grad norm: norm(2)" + sfx, Bytes{n * 8}, "step", KernelClass::Reduction)));
         b_.free(f64);
         if (item_per_slice) b_.host_sync_stream(dflt_, "get_grad_norm_direct: param_norm.item()");

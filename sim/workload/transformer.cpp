@@ -182,6 +182,16 @@ Op mem(std::string name, KernelClass cls, std::int64_t read, std::int64_t writte
   return o;
 }
 
+// A kernel of TensorIterator's non-vectorized path (KernelClass::ElementwiseStrided) computing
+// `elements` outputs (summed over its kernels): priced by its bytes and by its elements
+// (ComputeProfile::strided_element_ns), whichever takes longer.
+Op strided(std::string name, std::int64_t read, std::int64_t written, std::int64_t elements, std::int64_t saved = 0,
+           int kernels = 1) {
+  Op o = mem(std::move(name), KernelClass::ElementwiseStrided, read, written, saved, kernels);
+  o.work.elements = elements;
+  return o;
+}
+
 // torch.compile (inductor): every maximal run of memory-bound ops between two GEMM/attention
 // kernels becomes one generated kernel. Assumed: the fused kernel reads what the run reads from
 // outside (sum of reads minus the intermediates the run itself wrote, never less than the
@@ -318,7 +328,7 @@ void dropout(std::vector<Op>& fwd, std::vector<Op>& bwd_front, std::int64_t n, s
 // 1 + 10 + 1 + 7 + 2 = 21 kernels, as each of the two embedding backwards in the li-plus trace.
 std::vector<Op> embedding_backward(const Dims& d, std::int64_t rows) {
   const std::int64_t T = d.T, n = d.T * d.h;
-  return {mem("embedding.bwd.arange", KernelClass::ElementwiseStrided, 0, T * 8),
+  return {strided("embedding.bwd.arange", 0, T * 8, T),
           param_grad(mem("embedding.bwd.zero_grad", KernelClass::Elementwise, 0, rows * d.h * d.e)),
           param_grad(mem("embedding.bwd", KernelClass::Embedding, n * d.e + T * 8 * 6, n * 4, 0, 19))};
 }
@@ -369,23 +379,23 @@ struct EagerStyle {
 std::vector<Op> eager_attention_forward(const Dims& d, const EagerStyle& st) {
   const std::int64_t n = d.T * d.h, e = d.e, S2 = d.S2, bH = d.b * d.H;
   std::vector<Op> f;
-  f.push_back(mem("q.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+  f.push_back(strided("q.contiguous", n * e, n * e, n, n * e));
   f.push_back(gemm("bmm.qk", d.s, d.s, d.d, bH, d.dt));
   if (st.gpt2) {
-    f.push_back(mem("scores.div_scale", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
-    f.push_back(mem("scores.causal_where", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+    f.push_back(strided("scores.div_scale", S2 * e, S2 * e, S2));
+    f.push_back(strided("scores.causal_where", S2 * e, S2 * e, S2));
   } else if (!st.opt) {
     f.push_back(mem("scores.div_scale", KernelClass::Elementwise, S2 * e, S2 * e));
   }
   // Mask add: the [b, 1, s, s] mask broadcast over heads -> TensorIterator's strided path. OPT's
   // torch.max(scores, min) saves its input (MaximumBackward0 keeps self).
-  f.push_back(mem("scores.mask_add", KernelClass::ElementwiseStrided, S2 * e, S2 * e, st.opt ? S2 * e : 0));
+  f.push_back(strided("scores.mask_add", S2 * e, S2 * e, S2, st.opt ? S2 * e : 0));
   if (st.opt) {
     // modeling_opt.py: torch.max(attn_weights, torch.tensor(torch.finfo(attn_weights.dtype).min,
     // device=attn_weights.device)): the scalar is copied from pageable host memory, so the host
     // synchronizes the stream before the max (one cudaStreamSynchronize per block in the
     // li-plus traces' forward).
-    Op clamp = mem("scores.max_clamp", KernelClass::ElementwiseStrided, S2 * e, S2 * e);
+    Op clamp = strided("scores.max_clamp", S2 * e, S2 * e, S2);
     clamp.host_sync_before = true;
     f.push_back(clamp);
   }
@@ -398,7 +408,7 @@ std::vector<Op> eager_attention_forward(const Dims& d, const EagerStyle& st) {
   if (st.attn_dropout > 0)
     f.push_back(mem("probs.dropout", KernelClass::Elementwise, S2 * e, S2 * e + S2, S2 + S2 * e));
   f.push_back(gemm("bmm.pv", d.s, d.d, d.s, bH, d.dt));
-  f.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
+  f.push_back(strided("out.transpose_contiguous", n * e, n * e, n));
   return f;
 }
 
@@ -406,7 +416,7 @@ std::vector<Op> eager_attention_forward(const Dims& d, const EagerStyle& st) {
 std::vector<Op> eager_attention_backward(const Dims& d, const EagerStyle& st) {
   const std::int64_t n = d.T * d.h, e = d.e, S2 = d.S2, bH = d.b * d.H;
   std::vector<Op> b;
-  b.push_back(mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  b.push_back(strided("out.grad_copy", n * e, n * e, n));
   b.push_back(gemm("bmm.pv.dprobs", d.s, d.s, d.d, bH, d.dt));
   b.push_back(gemm("bmm.pv.dv", d.s, d.d, d.s, bH, d.dt));
   if (st.attn_dropout > 0) b.push_back(mem("probs.dropout.bwd", KernelClass::Elementwise, S2 * e + S2, S2 * e));
@@ -422,19 +432,19 @@ std::vector<Op> eager_attention_backward(const Dims& d, const EagerStyle& st) {
   if (st.opt) {
     // MaximumBackward0: masks from eq / lt against the broadcast scalar (strided, bool out), then
     // div, where, masked_fill on the contiguous scores.
-    b.push_back(mem("max_clamp.bwd.compare", KernelClass::ElementwiseStrided, 2 * S2 * e, 2 * S2, 0, 2));
+    b.push_back(strided("max_clamp.bwd.compare", 2 * S2 * e, 2 * S2, 2 * S2, 0, 2));
     b.push_back(mem("max_clamp.bwd.select", KernelClass::Elementwise, 4 * S2 * e + 2 * S2, 3 * S2 * e, 0, 3));
   }
   if (st.gpt2) {
-    b.push_back(mem("causal_where.bwd", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
-    b.push_back(mem("div_scale.bwd", KernelClass::ElementwiseStrided, S2 * e, S2 * e));
+    b.push_back(strided("causal_where.bwd", S2 * e, S2 * e, S2));
+    b.push_back(strided("div_scale.bwd", S2 * e, S2 * e, S2));
   } else if (!st.opt) {
     b.push_back(mem("div_scale.bwd", KernelClass::Elementwise, S2 * e, S2 * e));
   }
   b.push_back(gemm("bmm.qk.dq", d.s, d.d, d.s, bH, d.dt));
   b.push_back(gemm("bmm.qk.dk", d.s, d.d, d.s, bH, d.dt));
-  b.push_back(mem("dq.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
-  b.push_back(mem("dk.view_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+  b.push_back(strided("dq.view_copy", n * e, n * e, n));
+  b.push_back(strided("dk.view_copy", n * e, n * e, n));
   return b;
 }
 
@@ -519,8 +529,8 @@ class BlockBuilder {
       if (eager) {
         // GPT-2 eager: matmul of the permuted k and v views copies them (torch.matmul -> bmm needs
         // a contiguous batch stride); saved for the bmm backward.
-        qkv.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-        qkv.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
+        qkv.forward.push_back(strided("k.contiguous", d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv, d.T * d.kv * e));
+        qkv.forward.push_back(strided("v.contiguous", d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv, d.T * d.kv * e));
         qkv.backward.insert(qkv.backward.begin(), mem("dqkv.cat", KernelClass::Copy, 3 * n * e, 3 * n * e));
       }
       // (MPT saves q, k, v for the triton kernel as views of the Wqkv output: counted there.)
@@ -533,9 +543,9 @@ class BlockBuilder {
         // OPTAttention: q_proj(x) * scaling; k/v: _shape(...).contiguous() (saved by the bmms).
         q.forward.push_back(mem("q.scale", KernelClass::Elementwise, n * e, n * e));
         q.backward.insert(q.backward.begin(), mem("q.scale.bwd", KernelClass::Elementwise, n * e, n * e));
-        k.forward.push_back(mem("k.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-        v.forward.push_back(mem("v.contiguous", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv * e));
-        k.backward.insert(k.backward.begin(), mem("dk.reshape", KernelClass::ElementwiseStrided, d.T * d.kv * e, d.T * d.kv * e));
+        k.forward.push_back(strided("k.contiguous", d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv, d.T * d.kv * e));
+        v.forward.push_back(strided("v.contiguous", d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv, d.T * d.kv * e));
+        k.backward.insert(k.backward.begin(), strided("dk.reshape", d.T * d.kv * e, d.T * d.kv * e, d.T * d.kv));
       }
       // The three projections share their input: its gradient is summed (2 adds).
       k.backward.push_back(grad_add(d, n));
@@ -564,14 +574,14 @@ class BlockBuilder {
       Module core = eager_attention(p + ".attn.core", d, st);
       if (d.kvh != d.H) {
         // repeat_kv: expand + reshape copies k and v to all heads before the bmm.
-        core.forward.insert(core.forward.begin(), mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e,
-                                                      2 * n * e, 2 * n * e, 2));
+        core.forward.insert(core.forward.begin(), strided("repeat_kv", 2 * d.T * d.kv * e, 2 * n * e, 2 * n,
+                                                      2 * n * e, 2));
         core.backward.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
       } else if (llama || st.gpt2) {
         // q (and for llama k, v) made contiguous for bmm from the transposed [b, H, s, d] views.
         if (llama) {
-          core.forward.insert(core.forward.begin() + 1, mem("k.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
-          core.forward.insert(core.forward.begin() + 2, mem("v.contiguous", KernelClass::ElementwiseStrided, n * e, n * e, n * e));
+          core.forward.insert(core.forward.begin() + 1, strided("k.contiguous", n * e, n * e, n, n * e));
+          core.forward.insert(core.forward.begin() + 2, strided("v.contiguous", n * e, n * e, n, n * e));
         }
       }
       l.modules.push_back(std::move(core));
@@ -581,7 +591,7 @@ class BlockBuilder {
       std::vector<Op> pre, post;
       if (d.kvh != d.H && titan) {
         // torchtitan repeat_kv: expand + reshape copies k and v to every head; sdpa saves the copies.
-        pre.push_back(mem("repeat_kv", KernelClass::ElementwiseStrided, 2 * d.T * d.kv * e, 2 * n * e, 0, 2));
+        pre.push_back(strided("repeat_kv", 2 * d.T * d.kv * e, 2 * n * e, 2 * n, 0, 2));
         post.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
         kv_seen = d.h;
       }
@@ -590,8 +600,8 @@ class BlockBuilder {
       for (const auto& op : post) core.backward.push_back(op);
       if (titan || hf) {
         // output.transpose(1, 2).contiguous() before the output projection, and its gradient.
-        core.forward.push_back(mem("out.transpose_contiguous", KernelClass::ElementwiseStrided, n * e, n * e));
-        core.backward.insert(core.backward.begin(), mem("out.grad_copy", KernelClass::ElementwiseStrided, n * e, n * e));
+        core.forward.push_back(strided("out.transpose_contiguous", n * e, n * e, n));
+        core.backward.insert(core.backward.begin(), strided("out.grad_copy", n * e, n * e, n));
       }
       l.modules.push_back(std::move(core));
     }
@@ -796,7 +806,7 @@ void attention_mask_ops(Module& tok, const ModelDims& md, const Dims& d) {
   const std::int64_t b = d.b, s = d.s, e = d.e;
   if (md.family == "gpt") {
     // GPT-2 builds its additive mask from the attention mask over b*s*s elements (not read off a
-    // trace; unchanged).
+    // trace; unchanged: priced by bytes alone, its elements per kernel unknown).
     tok.forward.push_back(mem("attention_mask.prepare", KernelClass::ElementwiseStrided, b * s * s * 6, b * s * s * 6, 0, 12));
     return;
   }
@@ -814,7 +824,7 @@ void attention_mask_ops(Module& tok, const ModelDims& md, const Dims& d) {
   // 1 each, the bool mask 1 B read); strided ~ 4 copies over b*s*s (read and write ~2 B each).
   const std::int64_t bss = b * s * s;
   tok.forward.push_back(mem("attention_mask.prepare", KernelClass::Elementwise, 3 * bss * e + 2 * bss, 3 * bss * e, 0, 6));
-  tok.forward.push_back(mem("attention_mask.prepare.copies", KernelClass::ElementwiseStrided, 4 * bss * e, 4 * bss * e, 0, 7));
+  tok.forward.push_back(strided("attention_mask.prepare.copies", 4 * bss * e, 4 * bss * e, 4 * bss, 0, 7));
 }
 
 // The token embedding (with HF's mask preparation in front) and its backward.
@@ -917,10 +927,10 @@ Module shifted_logits_loss(const Dims& d, Layer& head) {
   // The shifted copy is a temporary of the model's forward, read by log_softmax and freed as the
   // forward returns (the li-plus ZeRO-1 trace: allocated at 88.56 ms, freed at 88.98 ms, after the
   // loss and before the previous step's logits); log_softmax's output is its own saved tensor.
-  loss.forward.push_back(mem("shift_logits.contiguous", KernelClass::ElementwiseStrided, TV * e, TV * e));
+  loss.forward.push_back(strided("shift_logits.contiguous", TV * e, TV * e, TV));
   loss.forward.back().transient = Bytes{TV * e};
   loss.forward.back().transient_consumers = 3;
-  loss.forward.push_back(mem("shift_labels.contiguous", KernelClass::ElementwiseStrided, T * 8, T * 8));
+  loss.forward.push_back(strided("shift_labels.contiguous", T * 8, T * 8, T));
   loss.forward.push_back(mem("log_softmax", KernelClass::Reduction, TV * e, TV * e, TV * e));
   loss.forward.back().own_saved_tensor = true;
   loss.forward.push_back(mem("nll_loss", KernelClass::Reduction, T * 16, 8));
@@ -934,7 +944,7 @@ Module shifted_logits_loss(const Dims& d, Layer& head) {
   // strided copy of the gradient into the :-1 slice (the kernels as traced; why the second
   // slice_backward launches no copy of its own was not looked into).
   loss.backward.push_back(mem("shift.slice_bwd.zero", KernelClass::Elementwise, 0, 2 * TV * e, 0, 2));
-  loss.backward.push_back(mem("shift.slice_bwd", KernelClass::ElementwiseStrided, TV * e, TV * e));
+  loss.backward.push_back(strided("shift.slice_bwd", TV * e, TV * e, TV));
   head.recompute_activations = Bytes{2 * TV * e};  // logits gradient and the shifted copy's
   head.backward_transients = {Bytes{TV * e}, Bytes{TV * e}};
   return loss;

@@ -263,6 +263,41 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   CHECK(kernel_time(c, m) == Time::from_ms(2) + Time::from_ns(2100));
 }
 
+// Catches: a bool-output comparison on the non-vectorized path priced below a bf16 op of the same
+// elements (bytes alone), or the element time applied to another class.
+TEST_CASE("A non-vectorized elementwise kernel takes the longer of its bytes and its elements", "[compute]") {
+  ComputeProfile c;
+  c.hbm = Bandwidth::from_gbps(2000);
+  c.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(1000);
+  c.class_bandwidth[KernelClass::Elementwise] = Bandwidth::from_gbps(1000);
+  Kernel eq;
+  eq.cls = KernelClass::ElementwiseStrided;
+  eq.work.memory_bytes = Bytes{300'000'000};  // 1e8 bf16 read, 1e8 bool written: 0.3 ms by bytes
+  eq.work.elements = 100'000'000;
+  CHECK(kernel_time(c, eq) == Time::from_us(300));
+  // At 0.005 ns per element, 1e8 elements take 0.5 ms: the elements bind.
+  c.strided_element_ns = 0.005;
+  CHECK(kernel_time(c, eq) == Time::from_us(500));
+  CHECK(KernelTimeCache(c).kernel_time(eq) == Time::from_us(500));
+  // An fp32 op of the same elements (1.2 GB) is bound by its bytes: 1.2 ms.
+  Kernel add32 = eq;
+  add32.work.memory_bytes = Bytes{1'200'000'000};
+  CHECK(kernel_time(c, add32) == Time::from_us(1200));
+  // Other classes and kernels without elements are priced by bytes alone.
+  Kernel vec = eq;
+  vec.cls = KernelClass::Elementwise;
+  CHECK(kernel_time(c, vec) == Time::from_us(300));
+  eq.work.elements = 0;
+  CHECK(kernel_time(c, eq) == Time::from_us(300));
+  // Merged work keeps the elements of both.
+  KernelWork w;
+  w.elements = 5;
+  KernelWork o;
+  o.elements = 7;
+  w += o;
+  CHECK(w.elements == 12);
+}
+
 TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per backward op", "[compute]") {
   HostProfile h;
   h.launch_overhead = Time::from_us(10);
@@ -381,4 +416,28 @@ TEST_CASE("OPT's eager attention copies its clamp value from pageable memory: a 
   const Workload eager_llama = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, llama);
   for (const auto& m : first_block(eager_llama).modules)
     for (const auto& op : m.forward) CHECK_FALSE(op.host_sync_before);
+}
+
+// Catches: a non-vectorized op built without its elements (priced by bytes alone, so OPT's eq/lt
+// with bool outputs come out a quarter cheaper than the trace's 382/400 us), or counted twice.
+TEST_CASE("Every non-vectorized op of a block carries the elements it computes", "[workload]") {
+  const std::int64_t S2 = std::int64_t{8} * 32 * 512 * 512;  // OPT-1.3B, batch 8, sequence 512: b x H x s^2
+  const Workload opt = opt13(preset_options("opt-1.3b"));
+  int strided = 0;
+  for (const Op& op : all_forward(first_block(opt)))
+    if (op.cls == KernelClass::ElementwiseStrided) {
+      CHECK(op.work.elements > 0);
+      ++strided;
+    }
+  for (const Op& op : all_backward(first_block(opt))) {
+    if (op.cls != KernelClass::ElementwiseStrided) continue;
+    CHECK(op.work.elements > 0);
+    ++strided;
+    // MaximumBackward0's eq and lt: two kernels of b x H x s^2 elements each, 3 bytes per element.
+    if (op.name == "max_clamp.bwd.compare") {
+      CHECK(op.work.elements == 2 * S2);
+      CHECK(op.work.memory_bytes == Bytes{6 * S2});
+    }
+  }
+  CHECK(strided >= 6);
 }
