@@ -435,7 +435,7 @@ void add_gemm_points(TimesByShape& by_shape, const TimesByShape& by_shape_overla
   }
   ContentionProfile sm_share;
   sm_share.gpu_sms = d.gpu_sms;
-  sm_share.collective_sms = d.collective_sms < d.gpu_sms ? d.collective_sms : 0;
+  sm_share.collective_sms = d.sm_counts_usable() ? d.collective_sms : 0;
   const double beside_only_slowdown = d.contention_shapes > 0 ? d.compute_slowdown : sm_share.models_resources() ? sm_share.compute_bound_slowdown(1) : 0.0;
   for (auto& [shape, ov] : by_shape_overlapped)
     if (!by_shape.count(shape)) by_shape[shape];  // shapes only ever seen beside NCCL
@@ -719,7 +719,7 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["comm_slowdown"] = d.comm_slowdown;
     j["comm_contention_keys"] = d.comm_contention_keys;
   }
-  if (d.gpu_sms > 0 && d.collective_sms > 0 && d.collective_sms < d.gpu_sms) {
+  if (d.sm_counts_usable()) {
     p.contention.gpu_sms = d.gpu_sms;
     p.contention.collective_sms = d.collective_sms;
     j["gpu_sms"] = d.gpu_sms;

@@ -126,6 +126,8 @@ struct TraceFitData {
   int gpu_sms = 0;
   int collective_sms = 0;
   std::size_t collective_grid_kernels = 0;
+  // Both counts recorded and a collective leaving SMs to compute: what the resource model needs.
+  bool sm_counts_usable() const { return gpu_sms > 0 && collective_sms > 0 && collective_sms < gpu_sms; }
 };
 
 // Kernel class from a CUDA kernel name (heuristic on library naming: cutlass/xmma/gemm ->

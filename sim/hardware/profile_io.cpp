@@ -330,10 +330,7 @@ static ComputeProfile parse_compute(ObjectReader c) {
       g.shape.k = read_integer(e, "k");
       g.shape.batch = read_integer(e, "batch");
       g.shape.dtype = e.dtype("dtype", parse_dtype(key_of(e, "dtype").default_value->get<std::string>()));
-      if (e.has("layout")) {
-        const std::string layout = e.declared_choice("layout");
-        g.shape.layout = layout == "nn" ? GemmLayout::NN : layout == "nt" ? GemmLayout::NT : GemmLayout::TN;
-      }
+      if (e.has("layout")) g.shape.layout = parse_gemm_layout(e.declared_choice("layout"));
       g.rate = FlopRate::from_tflops(read_number(e, "tflops"));
       skip(e, "spread_pct");
       skip(e, "source");

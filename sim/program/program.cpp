@@ -77,6 +77,12 @@ std::string_view to_string(GemmLayout l) {
   return "";
 }
 
+GemmLayout parse_gemm_layout(std::string_view s) {
+  for (GemmLayout l : {GemmLayout::NN, GemmLayout::NT, GemmLayout::TN})
+    if (s == to_string(l)) return l;
+  return GemmLayout::Any;
+}
+
 GemmLayout gemm_layout_of_kernel(std::string_view name) {
   for (std::size_t pos = name.size(); pos >= 3;) {
     pos = name.rfind('_', pos - 1);
@@ -85,9 +91,7 @@ GemmLayout gemm_layout_of_kernel(std::string_view name) {
     const std::string_view code = name.substr(pos + 1, 2);
     const char after = pos + 3 < name.size() ? name[pos + 3] : '\0';
     if (after != '\0' && after != '_' && after != '>' && after != '(') continue;
-    if (code == "nn") return GemmLayout::NN;
-    if (code == "nt") return GemmLayout::NT;
-    if (code == "tn") return GemmLayout::TN;
+    if (const GemmLayout l = parse_gemm_layout(code); l != GemmLayout::Any) return l;
     if (pos == 0) break;
   }
   return GemmLayout::Any;

@@ -43,6 +43,7 @@ inline constexpr int kMemCategoryCount = 7;
 // forward's addmm adds the bias in its epilogue). Any: not known (microbenchmark tables).
 enum class GemmLayout : std::uint8_t { Any, NN, NT, TN };
 std::string_view to_string(GemmLayout l);        // "", "nn", "nt", "tn"
+GemmLayout parse_gemm_layout(std::string_view s);  // to_string's inverse; Any for anything else
 // From a cuBLAS/CUTLASS kernel name: the last "_nn", "_nt", "_tn" followed by "_", ">" or the
 // end; Any when there is none ("_tt" is not one of PyTorch's linear layouts: Any).
 GemmLayout gemm_layout_of_kernel(std::string_view kernel_name);

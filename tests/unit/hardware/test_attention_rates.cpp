@@ -116,6 +116,10 @@ TEST_CASE("cuBLAS and CUTLASS kernel names give their GEMM layout", "[hardware][
   CHECK(gemm_layout_of_kernel("") == GemmLayout::Any);
   CHECK(gemm_layout_of_kernel("_nn") == GemmLayout::NN);
   CHECK(gemm_layout_of_kernel("gemm_nnx") == GemmLayout::Any);
+  // The profile's spelling reads back as what to_string wrote; anything else is Any.
+  for (GemmLayout l : {GemmLayout::NN, GemmLayout::NT, GemmLayout::TN, GemmLayout::Any}) CHECK(parse_gemm_layout(to_string(l)) == l);
+  CHECK(parse_gemm_layout("tt") == GemmLayout::Any);
+  CHECK(parse_gemm_layout("NN") == GemmLayout::Any);
 }
 
 TEST_CASE("KernelTimeCache prices every GEMM shape as gemm_time does, past its first table size", "[hardware][gemm]") {
