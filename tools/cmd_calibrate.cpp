@@ -265,6 +265,16 @@ void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProf
     fitted.sources["compute.memory_bandwidth_GBps." + name] =
         "stepsim calibrate membw: median over the sizes >= 64 MiB of the " + name +
         " class kernel's bytes read + written over its time (kernels/gpu/membw_kernels.hpp)";
+    if (c == gpu::MembwClass::Strided) {
+      // The permute copy computes one element per bytes_per_element bytes it moves: its time per
+      // element, from the same runs (a base profile's would describe another GPU).
+      constexpr std::size_t kN = std::size_t{1} << 19;
+      const double bytes_per_element = static_cast<double>(gpu::membw_bytes(c, kN)) / static_cast<double>(kN);
+      fitted.compute.strided_element_ns = bytes_per_element / gbps;  // GB/s = bytes per ns
+      fitted.sources["compute.elementwise_strided_ns_per_element"] =
+          "stepsim calibrate membw: the elementwise_strided permute copy's time per element (its bytes per element over "
+          "its bandwidth above)";
+    }
   }
   report.provenance["membw"] = rows;
 }
