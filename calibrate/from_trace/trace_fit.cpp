@@ -393,15 +393,19 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     m.cls = cls;
     ++m.count;
     m.bytes += Bytes{span->bytes};
-    m.elements += span->elements;
     m.time += dur;
+    if (span->elements > 0 && static_cast<double>(span->bytes) <= kElementBoundBytes * static_cast<double>(span->elements)) {
+      ++m.element_bound_count;
+      m.elements += span->elements;
+      m.element_bound_time += dur;
+    }
   }
 }
 
 void add_memory_points(const MemoryByClass& by_class, TraceFitData& d) {
   for (auto [cls, m] : by_class) {
     m.rate = Bandwidth{static_cast<double>(m.bytes.count) / m.time.seconds()};
-    if (m.elements > 0) m.ns_per_element = static_cast<double>(m.time.ns) / static_cast<double>(m.elements);
+    if (m.elements > 0) m.ns_per_element = static_cast<double>(m.element_bound_time.ns) / static_cast<double>(m.elements);
     d.memory_classes.push_back(m);
   }
 }
@@ -755,9 +759,12 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["memory_bandwidth_GBps"][to_string(m.cls)] = {{"GBps", std::round(m.rate.gbps() * 10) / 10},
                                                     {"kernels", m.count},
                                                     {"ms", m.time.ms()}};
-    if (m.cls == KernelClass::ElementwiseStrided && m.ns_per_element > 0) {
+    if (m.cls == KernelClass::ElementwiseStrided && m.element_bound_count >= 8 && m.element_bound_time >= Time::from_ms(1)) {
       p.compute.strided_element_ns = std::round(m.ns_per_element * 1e5) / 1e5;
-      j["elementwise_strided_ns_per_element"] = {{"ns", p.compute.strided_element_ns}, {"elements", m.elements}};
+      j["elementwise_strided_ns_per_element"] = {{"ns", p.compute.strided_element_ns},
+                                                 {"kernels", m.element_bound_count},
+                                                 {"elements", m.elements},
+                                                 {"ms", m.element_bound_time.ms()}};
     }
   }
   std::size_t skipped = 0;

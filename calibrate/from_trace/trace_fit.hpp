@@ -90,15 +90,19 @@ struct HostDispatchFit {
 // they moved (memory_op_bytes) over the time they took, summed over the class's kernels that an
 // op with known traffic launched alone, ran >= 20 us and ran beside no NCCL kernel. Bytes over
 // time, not a median of rates: a prediction of the same ops at this rate takes the measured time.
-// Their elements over the same time price the non-vectorized path per element
-// (ComputeProfile::strided_element_ns).
+// The time per element of the non-vectorized path (ComputeProfile::strided_element_ns) comes
+// from the kernels it binds: those moving at most kElementBoundBytes per element (2-byte
+// operands; an fp32 or fp64 kernel is held by its bytes and would price bf16 ones too high).
+inline constexpr double kElementBoundBytes = 6;
 struct MemoryClassPoint {
   KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
   std::size_t count = 0;                       // kernels
   Bytes bytes;
-  std::int64_t elements = 0;
   Time time;
   Bandwidth rate;
+  std::size_t element_bound_count = 0;  // kernels of at most kElementBoundBytes per element
+  std::int64_t elements = 0;            // their elements
+  Time element_bound_time;              // and time
   double ns_per_element = 0;
 };
 

@@ -132,7 +132,7 @@ TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth and eac
     CHECK(p.compute.class_bandwidth.at(c).gbps() == Approx(1000).epsilon(1e-3));
   CHECK(p.compute.class_bandwidth.at(stepsim::KernelClass::Copy).gbps() == Approx(797));
   // The strided permute copy moves 4 bytes per element: at 1,000 GB/s, 0.004 ns per element,
-  // replacing the base's (the A800's 0.00459).
+  // replacing the base's (the A800's 0.00457).
   CHECK(p.compute.strided_element_ns == Approx(0.004).epsilon(1e-3));
   CHECK_THAT(p.sources.at("compute.elementwise_strided_ns_per_element").get<std::string>(), Catch::Contains("calibrate membw"));
   CHECK(out.find("memory-bound class kernels") != std::string::npos);

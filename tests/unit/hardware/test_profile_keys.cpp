@@ -267,9 +267,9 @@ TEST_CASE("Every shipped profile satisfies the printed JSON Schema, and the sche
 // profile that loses it when saved), or written for profiles that never declared it.
 TEST_CASE("elementwise_strided_ns_per_element is read, and written back only when declared", "[config][hardware]") {
   const HardwareProfile a800 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json");
-  CHECK(a800.compute.strided_element_ns == Approx(0.00459));
+  CHECK(a800.compute.strided_element_ns == Approx(0.00457));
   const Json out = profile_to_json(a800);
-  CHECK(out["compute"]["elementwise_strided_ns_per_element"].get<double>() == Approx(0.00459));
+  CHECK(out["compute"]["elementwise_strided_ns_per_element"].get<double>() == Approx(0.00457));
   const HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
   CHECK(h100.compute.strided_element_ns == 0);
   CHECK_FALSE(profile_to_json(h100)["compute"].contains("elementwise_strided_ns_per_element"));

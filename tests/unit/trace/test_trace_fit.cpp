@@ -252,6 +252,55 @@ TEST_CASE("fit --trace measures each memory-bound class as bytes over time of th
     if (m.cls == KernelClass::Elementwise) CHECK(m.count == 8);
 }
 
+namespace {
+// Ten bf16 comparisons of 2^20 elements against a 0-dim float tensor (a bool out: 3 bytes per
+// element) of 120 us, and two fp32 transposing copies of 2^20 elements (8 bytes per element) of
+// 100 us, all on the non-vectorized path.
+std::string strided_trace() {
+  std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10000},)";
+  int corr = 1;
+  auto launch = [&](const std::string& op, const std::string& args, int ts, int dur) {
+    ev += R"({"ph": "X", "cat": "cpu_op", "name": ")" + op + R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts) +
+          R"(, "dur": 20, "args": )" + args + "},";
+    ev += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts + 5) +
+          R"(, "dur": 2, "args": {"correlation": )" + std::to_string(corr) + "}},";
+    ev += R"({"ph": "X", "cat": "kernel", "name": "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl<F>>", "pid": 0, "tid": 7, "ts": )" +
+          std::to_string(2000 + 200 * corr) + R"(, "dur": )" + std::to_string(dur) +
+          R"(, "args": {"device": 0, "stream": 7, "correlation": )" + std::to_string(corr) + "}},";
+    ++corr;
+  };
+  for (int i = 0; i < 10; ++i)
+    launch("aten::eq", R"({"Input Dims": [[1048576], []], "Input type": ["c10::BFloat16", "float"]})", 100 * i + 10, 120);
+  for (int i = 0; i < 2; ++i)
+    launch("aten::copy_", R"({"Input Dims": [[1048576], [1048576], []], "Input type": ["float", "float", "Scalar"]})", 1100 + 100 * i, 100);
+  ev.pop_back();
+  return R"({"traceEvents": [)" + ev + "]}";
+}
+}  // namespace
+
+// Catches: the per-element time fitted from kernels their bytes hold (an fp32 copy would price
+// bf16 comparisons at its 0.095 ns per element), or set from too few kernels.
+TEST_CASE("fit --trace takes the non-vectorized path's time per element from its 2-byte kernels", "[trace][fit]") {
+  const TraceFitData d = extract_fit_data({read_kineto_trace_text(strided_trace(), "strided.json")}, AnalyzeOptions{});
+  REQUIRE(d.memory_classes.size() == 1);
+  const MemoryClassPoint& m = d.memory_classes.front();
+  CHECK(m.cls == KernelClass::ElementwiseStrided);
+  CHECK(m.count == 12);
+  CHECK(m.element_bound_count == 10);
+  CHECK(m.elements == 10 * 1048576);
+  CHECK(m.element_bound_time == Time::from_us(1200));
+  // 1.2 ms over 10 x 2^20 elements.
+  CHECK(m.ns_per_element == Approx(1.2e6 / (10.0 * 1048576)));
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(d, p, prov);
+  CHECK(p.compute.strided_element_ns == Approx(0.11444).epsilon(1e-3));
+  CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["kernels"] == 10);
+  // Bandwidth still over all twelve: (10 x 3 + 2 x 8) MiB-ish bytes over 1.4 ms.
+  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() ==
+        Approx((10.0 * (3 * 1048576 + 4) + 2.0 * 8 * 1048576) / 1.4e-3 / 1e9));
+}
+
 // The li-plus ZeRO-1 trace (eager OPT-1.3B on A800), steps 11-12: the numbers
 // docs/calibration.md and docs/trace-to-what-if.md quote.
 TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound classes", "[trace][fit][data]") {
@@ -274,11 +323,13 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   apply_trace_compute(d, p, prov);
   CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(688.1).epsilon(1e-4));
   CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
-  // The non-vectorized kernels per element: 99.8 ms over 1.79e10 elements (torch.max, lt and eq
+  // The non-vectorized kernels per element: the 584 of at most 6 bytes per element, 97.2 ms over
+  // 1.76e10 elements (torch.max, lt and eq
   // against OPT's float scalar tensor at 0.0057-0.0060 ns, the mask add at 0.0046).
-  CHECK(by[KernelClass::ElementwiseStrided].elements == 17'914'511'360);
-  CHECK(p.compute.strided_element_ns == Approx(0.00557));
-  CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["ns"] == Approx(0.00557));
+  CHECK(by[KernelClass::ElementwiseStrided].element_bound_count == 584);
+  CHECK(by[KernelClass::ElementwiseStrided].elements == 17'585'732'608);
+  CHECK(p.compute.strided_element_ns == Approx(0.00553));
+  CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["ns"] == Approx(0.00553));
   // Each number the trace replaced names the trace as its source, not the base profile's.
   CHECK_THAT(p.sources["compute.elementwise_strided_ns_per_element"].get<std::string>(), Catch::Contains("fit --trace"));
   CHECK_THAT(p.sources["compute.memory_bandwidth_GBps.elementwise_strided"].get<std::string>(),
