@@ -141,6 +141,7 @@ struct FitArgs {
   bool local_pass = false;
   double nvlink_ratio = 1;
   bool collectives_only = false;
+  bool keep_sources = false;
   bool no_derive = false;
 };
 
@@ -174,6 +175,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("nvlink-bandwidth-ratio", po::value(&a.nvlink_ratio)->default_value(1), "with --model topology: the measured GPUs' NVLink bandwidth over the base profile's (e.g. 1.5 for A100 logs, 12 links, fitted for an A800, 8 links); fitted NVLink bandwidths are divided by it")
       ("collectives-only", "fit only the collective model; compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
+      ("keep-sources", "keep the base profile's sources entries for the numbers the fit replaces (tools/fit_profiles.sh: the shipped profiles describe their own fit); by default each replaced number's entry names the fit")
       ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
   po::positional_options_description pos;
   po::variables_map vm;
@@ -189,6 +191,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
   a.collectives_only = vm.count("collectives-only") > 0;
   a.local_pass = vm.count("local-pass") > 0;
   a.no_derive = vm.count("no-derive") > 0;
+  a.keep_sources = vm.count("keep-sources") > 0;
   return a;
 }
 
@@ -281,6 +284,7 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
   if (!a.description.empty()) fitted.description = a.description;
   if (!a.notes.empty()) report.provenance["notes"] = a.notes;
   if (m.trace) trace::apply_trace_compute(*m.trace, fitted, report.provenance);
+  if (a.keep_sources) fitted.sources = base.sources;
   fitted.provenance = report.provenance;
   return fitted;
 }

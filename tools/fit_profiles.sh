@@ -13,7 +13,7 @@ N=$D/nccl-tests
 # reduce_scatter, alltoall); the GEMM table from XLA's measured sm_90 matmul table. The XLA
 # collective table and the Nebius/GCP logs are other clusters and are not mixed in. The one-node
 # logs hold groups of 8 and 4, so the ring's local pass is fitted too (--local-pass).
-"$STEPSIM" fit --model topology --local-pass --base configs/hardware/h100-sxm-8x.json \
+"$STEPSIM" fit --keep-sources --model topology --local-pass --base configs/hardware/h100-sxm-8x.json \
   --xla-gemm $D/xla_perf_tables/matmul_perf_table.csv --xla-device sm_90 \
   --nccl-tests $N/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log $N/h100-cluster01-xxrjun/nccl_N1_G4_cnode3-003.log \
                $N/h100-cluster01-xxrjun/nccl_N2_G1_cnode3-002_cnode3-003.log \
@@ -22,7 +22,7 @@ N=$D/nccl-tests
 
 # A100: intra-node from the 1x8 A100-SXM4 all_reduce log (Galvatron fixture) and the DGX A100
 # 4-GPU NVLink run (run 1 of the LLM-Insights file); inter-node from the 2x8 A100 OCI RDMA log.
-"$STEPSIM" fit --base configs/hardware/a100-sxm-8x.json \
+"$STEPSIM" fit --keep-sources --base configs/hardware/a100-sxm-8x.json \
   --nccl-tests $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \
                "$N/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1" \
                $N/allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt \
@@ -36,7 +36,7 @@ N=$D/nccl-tests
 # not scaled. No A800 measurement is an input: the li-plus ZeRO-1/ZeRO-2 traces are validation
 # cases, the Megatron traces a held-out check (tests/data/test_topology_trace_fit.cpp). Only the
 # collective model is fitted (--collectives-only): compute numbers stay the A800 profile's.
-"$STEPSIM" fit --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5 --min-bytes 33554432 \
+"$STEPSIM" fit --keep-sources --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5 --min-bytes 33554432 \
   --base configs/hardware/a800-sxm-8x.json \
   --nccl-tests $D/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json \
                $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -341,6 +342,35 @@ Json fit_provenance(const HardwareProfile& base, const FitInputs& in, const FitO
   return provenance;
 }
 
+// What the fit replaced names the fit as its source; the base profile's entries would name other
+// measurements (a topology fitted on nccl-tests logs for alpha-beta ranges fitted on a trace).
+// (A topology fit keeps the base's collectives entries: tools/fit_profiles.sh refits the shipped
+// profiles, whose entries describe that fit in more words than provenance.topology_fit.)
+void source_fitted_parts(HardwareProfile& p, const FitReport& report, bool gemm, bool contention) {
+  if (!p.sources.is_object()) p.sources = Json::object();
+  std::set<std::string> scopes;
+  for (const auto& f : report.fits)
+    if (f.in_profile) scopes.insert(f.scope);
+  if (!scopes.empty()) {
+    for (const std::string& scope : scopes)
+      p.sources["collectives." + scope] = "stepsim fit (provenance.command) on provenance.inputs: piecewise alpha-beta per "
+                                          "collective, quality per range in provenance.collective_fits";
+    p.sources["collectives"] = scopes.size() == 2 ? std::string("both scopes fitted: see collectives.intra_node and collectives.inter_node")
+                                                  : fmt::format("{} fitted (collectives.{}); the other scope kept from the base "
+                                                                "profile {}, whose topology model its other entries describe",
+                                                                *scopes.begin(), *scopes.begin(), p.name);
+    if (scopes.size() == 2)
+      for (auto it = p.sources.begin(); it != p.sources.end();)
+        it = it.key().rfind("collectives.topology", 0) == 0 ? p.sources.erase(it) : std::next(it);
+  }
+  if (gemm) p.sources["compute.gemm_table"] = "stepsim fit (provenance.command) on provenance.inputs: provenance.gemm";
+  if (contention) {
+    for (const char* k : {"contention.compute_slowdown", "contention.comm_slowdown"})
+      p.sources[k] = "stepsim fit (provenance.command) on the calibrate contention runs of provenance.inputs: provenance.contention";
+    p.sources["contention.collective_sms"] = "cleared by stepsim fit: the measured factors of provenance.contention price every kernel";
+  }
+}
+
 }  // namespace
 
 HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
@@ -364,6 +394,7 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
   if (!gemm_prov.empty()) report.provenance["gemm"] = gemm_prov;
   if (!cont_prov.empty()) report.provenance["contention"] = cont_prov;
   p.provenance = report.provenance;
+  source_fitted_parts(p, report, !gemm_prov.empty(), !cont_prov.empty());
   return p;
 }
 

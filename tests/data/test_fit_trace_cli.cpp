@@ -35,6 +35,18 @@ TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that re
   // the fitted model reports 1.5 % worst error over the trace's points.
   Time t = collective_time(p, CollectiveKind::AllReduce, Bytes{986062848}, CommDecl{"dp", 8, 1});
   CHECK(t.ms() == Approx(11.128).epsilon(0.02));
+  // The fitted scope names the fit as its source; the inter-node scope, not in the trace, keeps
+  // the base's values, and the top-level entry says which is which.
+  CHECK_THAT(p.sources.at("collectives.intra_node").get<std::string>(), Catch::Contains("alpha-beta"));
+  CHECK_FALSE(p.sources.contains("collectives.inter_node"));
+  CHECK_THAT(p.sources.at("collectives").get<std::string>(), Catch::Contains("kept from the base profile"));
+  CHECK_THAT(p.sources.at("compute.gemm_table").get<std::string>(), Catch::Contains("fit --trace"));
+  // --keep-sources keeps every entry of the base (tools/fit_profiles.sh).
+  rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --keep-sources --trace " + trace + " --trace-assumed-groups --base " +
+                             STEPSIM_SOURCE_DIR + "/configs/hardware/a800-sxm-8x.json --out " + out_file,
+                         out);
+  REQUIRE(rc == 0);
+  CHECK(load_profile(out_file).sources == load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json").sources);
 
   // Without the assumption, points with unknown groups are dropped: the base profile's
   // collective model is kept unchanged.
