@@ -736,7 +736,7 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     p.contention.compute_slowdown = d.compute_slowdown;
     j["compute_slowdown"] = d.compute_slowdown;
     j["contention_shapes"] = d.contention_shapes;
-    if (p.contention.gpu_sms > 0 && p.contention.collective_sms > 0)
+    if (p.contention.models_resources())
       j["sm_share_gemm_slowdown"] = p.contention.compute_bound_slowdown(1);
   }
   if (!d.gemms.empty()) {

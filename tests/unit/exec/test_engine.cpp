@@ -96,15 +96,20 @@ static Timeline kernel_beside_allreduce(const HardwareProfile& hw, const Kernel&
   return simulate_program(b.take(), hw);
 }
 
+// The all-reduce at 1/2 and the 4 ms kernel at 0.8 while it runs: AR, 1 ms of work at 1/2, ends
+// at 2 ms; the kernel has done 2 ms x 0.8 = 1.6 ms of work by then, 2.4 ms left at full rate:
+// it ends at 4.4 ms.
+static void check_kernel_at_0_8_beside_allreduce_at_half(const HardwareProfile& hw, const char* kernel) {
+  Timeline t = kernel_beside_allreduce(hw, fixed_kernel(kernel, Time::from_ms(4)));
+  CHECK(op_named(t, "AR").end == Time::from_ms(2));
+  CHECK(op_named(t, kernel).end == Time::from_us(4400));
+}
+
 TEST_CASE("Contention factors slow a kernel and a collective while they overlap", "[engine]") {
   HardwareProfile hw = ideal_profile();
   hw.contention.compute_slowdown = 0.25;  // kernel at 1/1.25 = 0.8 while a collective runs
   hw.contention.comm_slowdown = 1.0;      // collective at 1/2 while a kernel runs
-  Timeline t = kernel_beside_allreduce(hw, fixed_kernel("k", Time::from_ms(4)));
-  // AR: 1 ms of work at rate 1/2 -> ends at 2 ms. Kernel: 2 ms at 0.8 = 1.6 ms of work done,
-  // 2.4 ms left at full rate -> ends at 4.4 ms.
-  CHECK(op_named(t, "AR").end == Time::from_ms(2));
-  CHECK(op_named(t, "k").end == Time::from_us(4400));
+  check_kernel_at_0_8_beside_allreduce_at_half(hw, "k");
 }
 
 TEST_CASE("Resource contention: a GEMM beside a collective runs on the SMs it leaves", "[engine][contention]") {
@@ -114,10 +119,7 @@ TEST_CASE("Resource contention: a GEMM beside a collective runs on the SMs it le
   hw.contention.compute_slowdown = 5.0;   // unused under the resource model
   hw.contention.comm_slowdown = 1.0;      // collective at 1/2 beside a compute-bound kernel
   hw.compute.hbm = Bandwidth::from_gbps(1e6);
-  Timeline t = kernel_beside_allreduce(hw, fixed_kernel("gemm", Time::from_ms(4)));
-  // AR: 1 ms of work at 1/2 -> 2 ms. GEMM: 2 ms at 0.8 = 1.6 ms done, 2.4 ms left -> 4.4 ms.
-  CHECK(op_named(t, "AR").end == Time::from_ms(2));
-  CHECK(op_named(t, "gemm").end == Time::from_us(4400));
+  check_kernel_at_0_8_beside_allreduce_at_half(hw, "gemm");
 }
 
 TEST_CASE("Resource contention: a memory-bound kernel and a collective share HBM in proportion to demand", "[engine][contention]") {
