@@ -8,7 +8,9 @@ contention.compute_slowdown; see that file's "sources").
 
 --megatron: a trace whose aten ops carry "Input Dims" (record_shapes=True): class bandwidths
             (bytes from each launching op's input shapes and dtypes) and in-training GEMM rates.
-            (The FlashAttention-2 rates come from `stepsim fit --trace` on the same trace.)
+            (The FlashAttention-2 rates and the non-vectorized path's time per element come from
+            `stepsim fit --trace` on the same trace; elementwise_strided here counts only the
+            kernels moving more than 6 bytes per element, the ones their bytes hold.)
 --eager:    an eager-PyTorch training trace: host dispatch cost (median interval between kernel
             launches on the forward thread and on the autograd thread, median cudaLaunchKernel
             duration) and contention (same kernel with and without a concurrent NCCL kernel).
@@ -67,6 +69,7 @@ def launching_ops(ev):
 
 def class_bandwidths(ev):
     out = collections.defaultdict(list)
+    strided = []
     for g, op in launching_ops(ev):
         k, name, dur = re.sub(r'<.*', '', g['name']), op['name'], g['dur']
         dims, types = op['args'].get('Input Dims'), op['args'].get('Input type')
@@ -74,10 +77,10 @@ def class_bandwidths(ev):
             continue
         try:
             if name == 'aten::copy_' and k == 'void at::native::elementwise_kernel':
-                out['elementwise_strided'].append((numel(dims[0]) * ELEM[types[0]] + numel(dims[1]) * ELEM[types[1]], dur))
+                strided.append((numel(dims[0]) * ELEM[types[0]] + numel(dims[1]) * ELEM[types[1]], numel(dims[0]), dur))
             elif name == 'aten::add' and k == 'void at::native::elementwise_kernel':
                 n = max(numel(dims[0]), numel(dims[1]))
-                out['elementwise_strided'].append(((numel(dims[0]) + numel(dims[1]) + n) * ELEM[types[0]], dur))
+                strided.append(((numel(dims[0]) + numel(dims[1]) + n) * ELEM[types[0]], n, dur))
             elif 'vectorized_elementwise' in k and name in ('aten::native_dropout_backward', 'aten::add_', 'aten::mul', 'aten::add'):
                 ins = sum(numel(d) * ELEM.get(t, 2) for d, t in zip(dims, types) if d)
                 out['elementwise'].append((ins + numel(dims[0]) * ELEM.get(types[0], 2), dur))
@@ -96,7 +99,12 @@ def class_bandwidths(ev):
         if g.get('cat') == 'kernel' and 'AdamFunctor' in g['name'] and g['args'].get('grid', [0])[0] == 320:
             # 320 chunks of 65,536 fp32 elements; p, g, m, v read, p, m, v written: 28 B per element.
             out['optimizer'].append((320 * 65536 * 28, g['dur']))
-    return {c: round(statistics.median(b / d / 1e3 for b, d in v)) for c, v in out.items()}
+    rates = {c: round(statistics.median(b / d / 1e3 for b, d in v)) for c, v in out.items()}
+    # The bf16 non-vectorized kernels (<= 6 bytes per element) cost per element, not per byte.
+    byte_bound = [(b, d) for b, n, d in strided if b > 6 * n]
+    rates['elementwise_strided'] = (round(statistics.median(b / d / 1e3 for b, d in byte_bound)) if len(byte_bound) >= 8
+                                    else f'{len(byte_bound)} kernels of more than 6 bytes per element: too few')
+    return rates
 
 
 def memcpy_rate(ev):

@@ -171,8 +171,17 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
     int elem;
   };
   std::vector<Input> t;  // tensor inputs, in order
+  std::string_view first_type;
+  bool mixed = false;
   for (std::size_t i = 0; i < dims.size(); ++i) {
     if (types[i].empty() || types[i] == "Scalar" || types[i] == "ScalarList" || types[i] == "TensorList") continue;
+    // A bool input is a mask or condition, which masked_fill's and where's functors take as bool.
+    if (types[i] != "bool") {
+      if (first_type.empty())
+        first_type = types[i];
+      else if (canonical_dtype(std::string(types[i])) != canonical_dtype(std::string(first_type)))
+        mixed = true;
+    }
     const int elem = dtype_bytes_from_name(std::string(types[i]));
     if (elem == 0) return std::nullopt;
     // A trace's shapes are input: a tensor no real one is, or ops moving 2^61 bytes, say nothing.
@@ -185,23 +194,23 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
   std::int64_t read = 0;
   for (const auto& x : t)
     if (__builtin_add_overflow(read, bytes(x), &read) || read > (std::int64_t{1} << 61)) return std::nullopt;
-  if (in(base, kReductions)) return MemoryTraffic{bytes(t[0]), t[0].numel};
+  if (in(base, kReductions)) return MemoryTraffic{bytes(t[0]), t[0].numel, false};
   if (base == "copy") {
     if (t.size() < 2) return std::nullopt;
-    return MemoryTraffic{bytes(t[0]) + bytes(t[1]), t[0].numel};
+    return MemoryTraffic{bytes(t[0]) + bytes(t[1]), t[0].numel, false};
   }
-  if (base == "fill" || base == "zero") return MemoryTraffic{bytes(t[0]), t[0].numel};
-  if (base == "native_dropout") return MemoryTraffic{bytes(t[0]) * 2 + t[0].numel, t[0].numel};
+  if (base == "fill" || base == "zero") return MemoryTraffic{bytes(t[0]), t[0].numel, false};
+  if (base == "native_dropout") return MemoryTraffic{bytes(t[0]) * 2 + t[0].numel, t[0].numel, false};
   // Writes a tensor like the first input: softmax and LayerNorm forward, the softmax backward
   // (like the gradient), an in-place op (its target).
   if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm" || base == "_softmax_backward_data" ||
       inplace)
-    return MemoryTraffic{read + bytes(t[0]), t[0].numel};
+    return MemoryTraffic{read + bytes(t[0]), t[0].numel, mixed};
   const Input* big = &t[0];
   for (const auto& x : t)
     if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;
   const int out_elem = in(base, kComparisons) ? 1 : big->elem;
-  return MemoryTraffic{read + big->numel * out_elem, big->numel};
+  return MemoryTraffic{read + big->numel * out_elem, big->numel, mixed};
 }
 
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,

@@ -95,6 +95,7 @@ struct MemoryOpSpan {
   std::int64_t bytes = 0;     // read + written
   std::int64_t elements = 0;  // computed (memory_op_traffic)
   int name = 0;               // index into names
+  bool casts = false;         // mixed-dtype tensor inputs (memory_op_traffic)
 };
 
 // A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
@@ -191,10 +192,13 @@ bool is_memory_bound_op_name(std::string_view name);
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                             const std::vector<std::string_view>& types);
 // The same op's bytes and the elements its kernel computes (the output's, for a reduction or
-// norm its input's): what prices TensorIterator's non-vectorized path per element.
+// norm its input's): what prices TensorIterator's non-vectorized path per element; and whether
+// its tensor inputs are of different dtypes, so that kernel casts every element it loads
+// (CUDALoops.cuh: needs_dynamic_casting; copy_ converts in its functor and does not).
 struct MemoryTraffic {
   std::int64_t bytes = 0;
   std::int64_t elements = 0;
+  bool casts = false;
 };
 std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                                const std::vector<std::string_view>& types);

@@ -395,9 +395,18 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     m.bytes += Bytes{span->bytes};
     m.time += dur;
     if (span->elements > 0 && static_cast<double>(span->bytes) <= kElementBoundBytes * static_cast<double>(span->elements)) {
-      ++m.element_bound_count;
-      m.elements += span->elements;
-      m.element_bound_time += dur;
+      if (span->casts) {
+        ++m.cast_count;
+        m.cast_elements += span->elements;
+        m.cast_time += dur;
+      } else {
+        ++m.element_bound_count;
+        m.elements += span->elements;
+        m.element_bound_time += dur;
+      }
+    } else {
+      m.byte_bound_bytes += Bytes{span->bytes};
+      m.byte_bound_time += dur;
     }
   }
 }
@@ -406,6 +415,10 @@ void add_memory_points(const MemoryByClass& by_class, TraceFitData& d) {
   for (auto [cls, m] : by_class) {
     m.rate = Bandwidth{static_cast<double>(m.bytes.count) / m.time.seconds()};
     if (m.elements > 0) m.ns_per_element = static_cast<double>(m.element_bound_time.ns) / static_cast<double>(m.elements);
+    if (m.cast_elements > 0)
+      m.cast_ns_per_element = static_cast<double>(m.cast_time.ns) / static_cast<double>(m.cast_elements);
+    if (m.byte_bound_time > Time{})
+      m.byte_bound_rate = Bandwidth{static_cast<double>(m.byte_bound_bytes.count) / m.byte_bound_time.seconds()};
     d.memory_classes.push_back(m);
   }
 }
@@ -679,6 +692,7 @@ void source_fitted_keys(const nlohmann::json& fitted, HardwareProfile& p) {
       {"collective_sms", "contention.collective_sms"},
       {"gemm_table", "compute.gemm_table"},
       {"elementwise_strided_ns_per_element", "compute.elementwise_strided_ns_per_element"},
+      {"elementwise_strided_cast_ns_per_element", "compute.elementwise_strided_cast_ns_per_element"},
   };
   if (!p.sources.is_object()) p.sources = nlohmann::json::object();
   auto from_trace = [](const std::string& key) {
@@ -689,7 +703,8 @@ void source_fitted_keys(const nlohmann::json& fitted, HardwareProfile& p) {
   for (const char* group : {"memory_bandwidth_GBps", "attention"})
     if (fitted.contains(group))
       for (const auto& [k, v] : fitted[group].items())
-        p.sources[fmt::format("compute.{}.{}", group, k)] = from_trace(fmt::format("{}.{}", group, k));
+        if (!v.contains("kept"))
+          p.sources[fmt::format("compute.{}.{}", group, k)] = from_trace(fmt::format("{}.{}", group, k));
 }
 
 }  // namespace
@@ -753,19 +768,42 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
                                            {"why", "every call ran beside an NCCL kernel: the solo rate is the overlapped one times 1 + the compute slowdown, which the engine applies again"}};
   }
   apply_attention_rates(d, p, j);
+  // Enough kernels and time to stand for a class: at least 8 and 1 ms.
+  const auto enough = [](std::size_t kernels, Time t) { return kernels >= 8 && t >= Time::from_ms(1); };
   for (const MemoryClassPoint& m : d.memory_classes) {
-    if (m.count < 8 || m.time < Time::from_ms(1)) continue;
-    p.compute.class_bandwidth[m.cls] = m.rate;
-    j["memory_bandwidth_GBps"][to_string(m.cls)] = {{"GBps", std::round(m.rate.gbps() * 10) / 10},
-                                                    {"kernels", m.count},
-                                                    {"ms", m.time.ms()}};
-    if (m.cls == KernelClass::ElementwiseStrided && m.element_bound_count >= 8 && m.element_bound_time >= Time::from_ms(1)) {
+    if (!enough(m.count, m.time)) continue;
+    const bool strided = m.cls == KernelClass::ElementwiseStrided;
+    const bool plain = strided && enough(m.element_bound_count, m.element_bound_time);
+    const bool cast = strided && enough(m.cast_count, m.cast_time);
+    if (plain) {
       p.compute.strided_element_ns = std::round(m.ns_per_element * 1e5) / 1e5;
       j["elementwise_strided_ns_per_element"] = {{"ns", p.compute.strided_element_ns},
                                                  {"kernels", m.element_bound_count},
                                                  {"elements", m.elements},
                                                  {"ms", m.element_bound_time.ms()}};
     }
+    if (cast) {
+      p.compute.strided_cast_element_ns = std::round(m.cast_ns_per_element * 1e5) / 1e5;
+      j["elementwise_strided_cast_ns_per_element"] = {{"ns", p.compute.strided_cast_element_ns},
+                                                      {"kernels", m.cast_count},
+                                                      {"elements", m.cast_elements},
+                                                      {"ms", m.cast_time.ms()}};
+    }
+    // With the per-element times fitted, the bandwidth prices the byte-bound kernels only, so it
+    // comes from them; too few of them and the base's stays.
+    const bool per_element = plain || cast;
+    const std::size_t kernels = per_element ? m.count - m.element_bound_count - m.cast_count : m.count;
+    const Time time = per_element ? m.byte_bound_time : m.time;
+    const Bandwidth rate = per_element ? m.byte_bound_rate : m.rate;
+    nlohmann::json& out = j["memory_bandwidth_GBps"][to_string(m.cls)];
+    out = {{"kernels", kernels}, {"ms", time.ms()}};
+    if (per_element) out["of"] = fmt::format("kernels moving more than {:g} bytes per element", kElementBoundBytes);
+    if (!enough(kernels, time)) {
+      out["kept"] = "the base profile's: fewer than 8 kernels or 1 ms";
+      continue;
+    }
+    p.compute.class_bandwidth[m.cls] = rate;
+    out["GBps"] = std::round(rate.gbps() * 10) / 10;
   }
   std::size_t skipped = 0;
   for (const auto& c : d.collectives) skipped += c.host_synchronised;

@@ -93,6 +93,11 @@ struct HostDispatchFit {
 // The time per element of the non-vectorized path (ComputeProfile::strided_element_ns) comes
 // from the kernels it binds: those moving at most kElementBoundBytes per element (2-byte
 // operands; an fp32 or fp64 kernel is held by its bytes and would price bf16 ones too high).
+// Those whose operands' dtypes differ (a bf16 tensor against a float one) cast every element
+// and are timed apart (strided_cast_element_ns). The rest, the byte-bound ones, measure the
+// class's bytes per second: a bandwidth taken over the element-bound kernels too would make
+// their bytes, not their elements, price them (a bf16 add moving 6 bytes per element in the
+// time a transposing copy moves 4).
 inline constexpr double kElementBoundBytes = 6;
 struct MemoryClassPoint {
   KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
@@ -100,10 +105,17 @@ struct MemoryClassPoint {
   Bytes bytes;
   Time time;
   Bandwidth rate;
-  std::size_t element_bound_count = 0;  // kernels of at most kElementBoundBytes per element
+  std::size_t element_bound_count = 0;  // kernels of at most kElementBoundBytes per element, no cast
   std::int64_t elements = 0;            // their elements
   Time element_bound_time;              // and time
   double ns_per_element = 0;
+  std::size_t cast_count = 0;  // element-bound kernels of mixed-dtype operands
+  std::int64_t cast_elements = 0;
+  Time cast_time;
+  double cast_ns_per_element = 0;
+  Bytes byte_bound_bytes;     // the other kernels (more bytes per element, or no element count):
+  Time byte_bound_time;       // their bytes and time
+  Bandwidth byte_bound_rate;  // bytes over time
 };
 
 struct TraceFitData {

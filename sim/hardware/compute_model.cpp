@@ -97,6 +97,15 @@ Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls) {
   return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
 }
 
+// A non-vectorized kernel's elements at the profile's time per element; those it computes
+// through a dtype cast at the casting time when the profile has one.
+static Time strided_element_time(const ComputeProfile& c, const KernelWork& w) {
+  const double cast_ns = c.strided_cast_element_ns > 0 ? c.strided_cast_element_ns : c.strided_element_ns;
+  const std::int64_t cast = std::clamp<std::int64_t>(w.cast_elements, 0, w.elements);
+  return Time{std::llround(static_cast<double>(w.elements - cast) * c.strided_element_ns +
+                           static_cast<double>(cast) * cast_ns)};
+}
+
 // The non-GEMM part of a kernel's time. Attention kernels' bytes are part of their FLOP-priced
 // time; only GEMM-free memory-bound work is priced by bytes.
 static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels) {
@@ -106,8 +115,7 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
     const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
     Time moved = memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls);
-    if (cls == KernelClass::ElementwiseStrided && c.strided_element_ns > 0 && w.elements > 0)
-      moved = std::max(moved, Time{std::llround(static_cast<double>(w.elements) * c.strided_element_ns)});
+    if (cls == KernelClass::ElementwiseStrided && w.elements > 0) moved = std::max(moved, strided_element_time(c, w));
     t += std::max(moved, floor);
   }
   if (w.attention.flops.count > 0)

@@ -187,6 +187,11 @@ struct ComputeProfile {
   // kernel takes the longer of its bytes at the class bandwidth and its elements at this time.
   // 0: bytes alone (compute.elementwise_strided_ns_per_element).
   double strided_element_ns = 0;
+  // The same for the elements such a kernel computes through a dtype cast (operands of mixed
+  // dtypes, e.g. a bf16 tensor against a float 0-dim tensor: CUDALoops.cuh's dynamic-casting
+  // loads, a switch on the operand's dtype per element). 0: strided_element_ns
+  // (compute.elementwise_strided_cast_ns_per_element).
+  double strided_cast_element_ns = 0;
   // A device-to-device cudaMemcpyAsync (a same-dtype contiguous copy_: memcpy_dtod, 0 CUDA
   // kernels), read + write bytes: a copy engine / driver path, not the Copy class's kernels
   // (torch.cat, split copies), which move data at a lower rate. 0: the Copy class rate.

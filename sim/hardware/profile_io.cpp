@@ -318,6 +318,7 @@ static ComputeProfile parse_compute(ObjectReader c) {
     bw.finish();
   }
   out.strided_element_ns = read_number(c, "elementwise_strided_ns_per_element");
+  out.strided_cast_element_ns = read_number(c, "elementwise_strided_cast_ns_per_element");
   out.model_memory_kernels = c.declared_boolean("model_memory_bound_kernels");
   out.min_kernel_time = Time::from_us(read_number(c, "min_kernel_time_us"));
   out.kernel_gap = Time::from_us(read_number(c, "kernel_gap_us"));
@@ -548,6 +549,8 @@ Json profile_to_json(const HardwareProfile& p) {
   if (p.host.step_end.ns > 0) out["host"]["step_end_us"] = p.host.step_end.us();
   if (p.compute.memcpy.bytes_per_s > 0) out["compute"]["memcpy_GBps"] = p.compute.memcpy.gbps();
   if (p.compute.strided_element_ns > 0) out["compute"]["elementwise_strided_ns_per_element"] = p.compute.strided_element_ns;
+  if (p.compute.strided_cast_element_ns > 0)
+    out["compute"]["elementwise_strided_cast_ns_per_element"] = p.compute.strided_cast_element_ns;
   if (p.compute.gemm_table_peak.flops_per_s > 0) out["compute"]["gemm_table_peak_bf16_tflops"] = p.compute.gemm_table_peak.tflops();
   if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
     out["memory_outside_allocator"] = {

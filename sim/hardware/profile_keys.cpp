@@ -146,6 +146,11 @@ const ConfigObject& compute() {
                     "takes the longer of its bytes at that class's bandwidth and its elements at this time, so a bool-output "
                     "comparison is not priced cheaper per element than a bf16 op (docs/workload-ops.md); fit --trace measures "
                     "it. 0: bytes alone."),
+          number_in("elementwise_strided_cast_ns_per_element", 0, 10, 0,
+                    "The same for the elements such a kernel computes through a dtype cast (operands of mixed dtypes, "
+                    "e.g. OPT's torch.max of bf16 scores against a float 0-dim tensor and its backward comparisons): "
+                    "PyTorch's dynamic-casting loads cost more per element; fit --trace measures it from the kernels "
+                    "whose operands' dtypes differ. 0: elementwise_strided_ns_per_element."),
           {.name = "model_memory_bound_kernels", .types = kBoolean, .default_value = Json(true),
            .doc = "false: memory-bound kernels take no time (textbook cases)."},
           latency_us("min_kernel_time_us", "Floor for any non-empty kernel (per CUDA kernel)."),

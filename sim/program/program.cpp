@@ -134,6 +134,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
   memory_bytes += o.memory_bytes;
   elements += o.elements;
+  cast_elements += o.cast_elements;
   if (attention.flops.count == 0) {
     attention = o.attention;
   } else {

@@ -93,6 +93,9 @@ struct KernelWork {
   // Elements a non-vectorized elementwise kernel (ElementwiseStrided) computes, summed over its
   // kernels: that path costs per element as much as per byte (ComputeProfile::strided_element_ns).
   std::int64_t elements = 0;
+  // Of those, the elements computed through a dtype cast (mixed-dtype operands: TensorIterator's
+  // dynamic-casting loads, ComputeProfile::strided_cast_element_ns).
+  std::int64_t cast_elements = 0;
 
   // Sums the parts; merged attention work keeps the first kernel, direction and sequence
   // (a layer's kernels, merged into one, share them).

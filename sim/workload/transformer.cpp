@@ -394,8 +394,10 @@ std::vector<Op> eager_attention_forward(const Dims& d, const EagerStyle& st) {
     // modeling_opt.py: torch.max(attn_weights, torch.tensor(torch.finfo(attn_weights.dtype).min,
     // device=attn_weights.device)): the scalar is copied from pageable host memory, so the host
     // synchronizes the stream before the max (one cudaStreamSynchronize per block in the
-    // li-plus traces' forward).
+    // li-plus traces' forward). That tensor is float32 (the default dtype): against 16-bit scores
+    // every element goes through a dtype cast.
     Op clamp = strided("scores.max_clamp", S2 * e, S2 * e, S2);
+    if (e != 4) clamp.work.cast_elements = S2;
     clamp.host_sync_before = true;
     f.push_back(clamp);
   }
@@ -432,7 +434,10 @@ std::vector<Op> eager_attention_backward(const Dims& d, const EagerStyle& st) {
   if (st.opt) {
     // MaximumBackward0: masks from eq / lt against the broadcast scalar (strided, bool out), then
     // div, where, masked_fill on the contiguous scores.
-    b.push_back(strided("max_clamp.bwd.compare", 2 * S2 * e, 2 * S2, 2 * S2, 0, 2));
+    // Against the float32 scalar tensor too: cast per element when the scores are 16-bit.
+    Op compare = strided("max_clamp.bwd.compare", 2 * S2 * e, 2 * S2, 2 * S2, 0, 2);
+    if (e != 4) compare.work.cast_elements = 2 * S2;
+    b.push_back(compare);
     b.push_back(mem("max_clamp.bwd.select", KernelClass::Elementwise, 4 * S2 * e + 2 * S2, 3 * S2 * e, 0, 3));
   }
   if (st.gpt2) {

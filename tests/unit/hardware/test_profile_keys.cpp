@@ -273,4 +273,10 @@ TEST_CASE("elementwise_strided_ns_per_element is read, and written back only whe
   const HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
   CHECK(h100.compute.strided_element_ns == 0);
   CHECK_FALSE(profile_to_json(h100)["compute"].contains("elementwise_strided_ns_per_element"));
+  // The casting time likewise: absent from both, kept when set.
+  CHECK(a800.compute.strided_cast_element_ns == 0);
+  CHECK_FALSE(out["compute"].contains("elementwise_strided_cast_ns_per_element"));
+  HardwareProfile fitted = a800;
+  fitted.compute.strided_cast_element_ns = 0.00589;
+  CHECK(profile_to_json(fitted)["compute"]["elementwise_strided_cast_ns_per_element"].get<double>() == Approx(0.00589));
 }

@@ -171,6 +171,15 @@ TEST_CASE("A memory-bound op's traffic follows from its recorded shapes and type
         4096 * 2048);
   CHECK(memory_op_traffic("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"})->bytes ==
         *memory_op_bytes("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"}));
+  // Casting: tensor inputs of two dtypes (a bool mask or condition is not one; copy_ converts in
+  // its functor; spellings of one dtype are one dtype).
+  CHECK(memory_op_traffic("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"})->casts);
+  CHECK(memory_op_traffic("aten::add_", Dims{{1024}, {1024}, {}}, Types{"float", "c10::BFloat16", "Scalar"})->casts);
+  CHECK_FALSE(memory_op_traffic("aten::add", Dims{{8, 32, 512, 512}, {8, 1, 512, 512}, {}},
+                                Types{"c10::BFloat16", "c10::BFloat16", "Scalar"})->casts);
+  CHECK_FALSE(memory_op_traffic("aten::add", Dims{{64}, {64}}, Types{"c10::BFloat16", "bf16"})->casts);
+  CHECK_FALSE(memory_op_traffic("aten::masked_fill_", Dims{{64}, {64}, {}}, Types{"c10::BFloat16", "bool", "Scalar"})->casts);
+  CHECK_FALSE(memory_op_traffic("aten::copy_", Dims{{2048}, {2048}, {}}, Types{"c10::BFloat16", "float", "Scalar"})->casts);
   // What the shapes cannot say: no op of the list, no tensor, an unknown dtype, ragged args.
   CHECK_FALSE(memory_op_bytes("aten::mm", Dims{{2, 2}, {2, 2}}, Types{"float", "float"}));
   CHECK_FALSE(memory_op_bytes("aten::add", Dims{{}, {}}, Types{"Scalar", "Scalar"}));
@@ -253,10 +262,11 @@ TEST_CASE("fit --trace measures each memory-bound class as bytes over time of th
 }
 
 namespace {
-// Ten bf16 comparisons of 2^20 elements against a 0-dim float tensor (a bool out: 3 bytes per
-// element) of 120 us, and two fp32 transposing copies of 2^20 elements (8 bytes per element) of
-// 100 us, all on the non-vectorized path.
-std::string strided_trace() {
+// On the non-vectorized path: ten bf16 comparisons of 2^20 elements against a 0-dim float
+// tensor (a bool out: 3 bytes per element, cast) of 120 us, ten bf16 broadcast adds of 2^20
+// elements (6 bytes per element) of 100 us, and `copies` fp32 transposing copies of 2^20
+// elements (8 bytes per element) of 110 us.
+std::string strided_trace(int copies) {
   std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 10000},)";
   int corr = 1;
   auto launch = [&](const std::string& op, const std::string& args, int ts, int dur) {
@@ -271,34 +281,63 @@ std::string strided_trace() {
   };
   for (int i = 0; i < 10; ++i)
     launch("aten::eq", R"({"Input Dims": [[1048576], []], "Input type": ["c10::BFloat16", "float"]})", 100 * i + 10, 120);
-  for (int i = 0; i < 2; ++i)
-    launch("aten::copy_", R"({"Input Dims": [[1048576], [1048576], []], "Input type": ["float", "float", "Scalar"]})", 1100 + 100 * i, 100);
+  for (int i = 0; i < 10; ++i)
+    launch("aten::add", R"({"Input Dims": [[1048576], [1048576], []], "Input type": ["c10::BFloat16", "c10::BFloat16", "Scalar"]})",
+           1100 + 100 * i, 100);
+  for (int i = 0; i < copies; ++i)
+    launch("aten::copy_", R"({"Input Dims": [[1048576], [1048576], []], "Input type": ["float", "float", "Scalar"]})", 2100 + 100 * i, 110);
   ev.pop_back();
   return R"({"traceEvents": [)" + ev + "]}";
 }
 }  // namespace
 
 // Catches: the per-element time fitted from kernels their bytes hold (an fp32 copy would price
-// bf16 comparisons at its 0.095 ns per element), or set from too few kernels.
-TEST_CASE("fit --trace takes the non-vectorized path's time per element from its 2-byte kernels", "[trace][fit]") {
-  const TraceFitData d = extract_fit_data({read_kineto_trace_text(strided_trace(), "strided.json")}, AnalyzeOptions{});
+// bf16 adds at its 0.105 ns per element), casting and plain kernels mixed into one time, the
+// class bandwidth taken over the element-bound kernels (which it does not price), or numbers set
+// from too few kernels.
+TEST_CASE("fit --trace times the non-vectorized path per element, casting apart, and its bytes from the rest",
+          "[trace][fit]") {
+  const TraceFitData d = extract_fit_data({read_kineto_trace_text(strided_trace(10), "strided.json")}, AnalyzeOptions{});
   REQUIRE(d.memory_classes.size() == 1);
   const MemoryClassPoint& m = d.memory_classes.front();
   CHECK(m.cls == KernelClass::ElementwiseStrided);
-  CHECK(m.count == 12);
+  CHECK(m.count == 30);
+  // The adds: 1 ms over 10 x 2^20 elements.
   CHECK(m.element_bound_count == 10);
   CHECK(m.elements == 10 * 1048576);
-  CHECK(m.element_bound_time == Time::from_us(1200));
-  // 1.2 ms over 10 x 2^20 elements.
-  CHECK(m.ns_per_element == Approx(1.2e6 / (10.0 * 1048576)));
+  CHECK(m.element_bound_time == Time::from_us(1000));
+  CHECK(m.ns_per_element == Approx(1.0e6 / (10.0 * 1048576)));
+  // The comparisons: 1.2 ms over 10 x 2^20 elements.
+  CHECK(m.cast_count == 10);
+  CHECK(m.cast_elements == 10 * 1048576);
+  CHECK(m.cast_time == Time::from_us(1200));
+  CHECK(m.cast_ns_per_element == Approx(1.2e6 / (10.0 * 1048576)));
+  // The copies: 10 x 8 MiB over 1.1 ms.
+  CHECK(m.byte_bound_time == Time::from_us(1100));
+  CHECK(m.byte_bound_rate.gbps() == Approx(10.0 * 8 * 1048576 / 1.1e-3 / 1e9));
   HardwareProfile p;
   nlohmann::json prov;
   apply_trace_compute(d, p, prov);
-  CHECK(p.compute.strided_element_ns == Approx(0.11444).epsilon(1e-3));
+  CHECK(p.compute.strided_element_ns == Approx(0.09537).epsilon(1e-3));
+  CHECK(p.compute.strided_cast_element_ns == Approx(0.11444).epsilon(1e-3));
   CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["kernels"] == 10);
-  // Bandwidth still over all twelve: (10 x 3 + 2 x 8) MiB-ish bytes over 1.4 ms.
-  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() ==
-        Approx((10.0 * (3 * 1048576 + 4) + 2.0 * 8 * 1048576) / 1.4e-3 / 1e9));
+  CHECK(prov["trace_compute"]["elementwise_strided_cast_ns_per_element"]["kernels"] == 10);
+  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(m.byte_bound_rate.gbps()));
+  CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["elementwise_strided"]["kernels"] == 10);
+  CHECK(p.sources.contains("compute.memory_bandwidth_GBps.elementwise_strided"));
+  CHECK(p.sources.contains("compute.elementwise_strided_cast_ns_per_element"));
+
+  // Two copies are too few to stand for the class's bytes: the base's bandwidth stays, and the
+  // profile does not name the trace as its source.
+  const TraceFitData few = extract_fit_data({read_kineto_trace_text(strided_trace(2), "strided.json")}, AnalyzeOptions{});
+  HardwareProfile q;
+  q.compute.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(883);
+  nlohmann::json prov_few;
+  apply_trace_compute(few, q, prov_few);
+  CHECK(q.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(883));
+  CHECK(prov_few["trace_compute"]["memory_bandwidth_GBps"]["elementwise_strided"].contains("kept"));
+  CHECK_FALSE(q.sources.contains("compute.memory_bandwidth_GBps.elementwise_strided"));
+  CHECK(q.compute.strided_element_ns == Approx(0.09537).epsilon(1e-3));
 }
 
 // The li-plus ZeRO-1 trace (eager OPT-1.3B on A800), steps 11-12: the numbers
@@ -321,15 +360,24 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   HardwareProfile p;
   nlohmann::json prov;
   apply_trace_compute(d, p, prov);
-  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(688.1).epsilon(1e-4));
   CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
-  // The non-vectorized kernels per element: the 584 of at most 6 bytes per element, 97.2 ms over
-  // 1.76e10 elements (torch.max, lt and eq
-  // against OPT's float scalar tensor at 0.0057-0.0060 ns, the mask add at 0.0046).
-  CHECK(by[KernelClass::ElementwiseStrided].element_bound_count == 584);
-  CHECK(by[KernelClass::ElementwiseStrided].elements == 17'585'732'608);
-  CHECK(p.compute.strided_element_ns == Approx(0.00553));
-  CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["ns"] == Approx(0.00553));
+  // The non-vectorized kernels per element, of at most 6 bytes per element: 440 plain ones (the
+  // transposing copies at 0.0051 ns, the mask add at 0.0046), 40.3 ms over 7.92e9 elements; and
+  // 144 casting ones (torch.max, lt and eq against OPT's float 0-dim tensor, 0.0057-0.0060 ns),
+  // 56.9 ms over 9.66e9 elements.
+  const MemoryClassPoint& s = by[KernelClass::ElementwiseStrided];
+  CHECK(s.element_bound_count == 440);
+  CHECK(s.elements == 7'922'056'192);
+  CHECK(p.compute.strided_element_ns == Approx(0.00508));
+  CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["ns"] == Approx(0.00508));
+  CHECK(s.cast_count == 144);
+  CHECK(s.cast_elements == 9'663'676'416);
+  CHECK(p.compute.strided_cast_element_ns == Approx(0.00589));
+  // The class's bytes per second from the other 20 (fp32 and int64 ones): 1,251.5 GB/s, where
+  // all 604 together give 688.1.
+  CHECK(s.rate.gbps() == Approx(688.1).epsilon(1e-4));
+  CHECK(p.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(1251.5).epsilon(1e-4));
+  CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["elementwise_strided"]["kernels"] == 20);
   // Each number the trace replaced names the trace as its source, not the base profile's.
   CHECK_THAT(p.sources["compute.elementwise_strided_ns_per_element"].get<std::string>(), Catch::Contains("fit --trace"));
   CHECK_THAT(p.sources["compute.memory_bandwidth_GBps.elementwise_strided"].get<std::string>(),

@@ -287,15 +287,26 @@ TEST_CASE("A non-vectorized elementwise kernel takes the longer of its bytes and
   Kernel vec = eq;
   vec.cls = KernelClass::Elementwise;
   CHECK(kernel_time(c, vec) == Time::from_us(300));
+  // Elements computed through a dtype cast take the casting time, or the plain one without it:
+  // 0.4e8 at 0.008 plus 0.6e8 at 0.005 = 0.62 ms.
+  Kernel cast = eq;
+  cast.work.cast_elements = 40'000'000;
+  CHECK(kernel_time(c, cast) == Time::from_us(500));
+  c.strided_cast_element_ns = 0.008;
+  CHECK(kernel_time(c, cast) == Time::from_us(620));
+  CHECK(KernelTimeCache(c).kernel_time(cast) == Time::from_us(620));
   eq.work.elements = 0;
   CHECK(kernel_time(c, eq) == Time::from_us(300));
   // Merged work keeps the elements of both.
   KernelWork w;
   w.elements = 5;
+  w.cast_elements = 1;
   KernelWork o;
   o.elements = 7;
+  o.cast_elements = 2;
   w += o;
   CHECK(w.elements == 12);
+  CHECK(w.cast_elements == 3);
 }
 
 TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per backward op", "[compute]") {
@@ -434,10 +445,16 @@ TEST_CASE("Every non-vectorized op of a block carries the elements it computes",
     CHECK(op.work.elements > 0);
     ++strided;
     // MaximumBackward0's eq and lt: two kernels of b x H x s^2 elements each, 3 bytes per element.
+    // Against the float32 0-dim tensor: every element cast; no other strided op casts.
     if (op.name == "max_clamp.bwd.compare") {
       CHECK(op.work.elements == 2 * S2);
+      CHECK(op.work.cast_elements == 2 * S2);
       CHECK(op.work.memory_bytes == Bytes{6 * S2});
+    } else {
+      CHECK(op.work.cast_elements == 0);
     }
   }
   CHECK(strided >= 6);
+  for (const Op& op : all_forward(first_block(opt)))
+    if (op.cls == KernelClass::ElementwiseStrided) CHECK(op.work.cast_elements == (op.name == "scores.max_clamp" ? S2 : 0));
 }
