@@ -134,6 +134,13 @@ constexpr std::string_view kElementwise[] = {
     "addcmul", "addcdiv",      "lerp",      "reciprocal",    "abs",            "copy",        "fill",
     "zero",    "native_dropout", "_softmax", "_log_softmax", "_softmax_backward_data",       "native_layer_norm"};
 
+// Ops whose every overload takes one tensor, or two, besides an out= destination.
+constexpr std::string_view kUnary[] = {"relu", "gelu", "silu", "neg", "exp", "rsqrt", "sqrt",
+                                       "tanh", "sigmoid", "reciprocal", "abs"};
+constexpr std::string_view kBinary[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+                                        "ge", "gelu_backward", "silu_backward", "threshold_backward", "tanh_backward",
+                                        "sigmoid_backward"};
+
 bool in(std::string_view base, std::span<const std::string_view> names) {
   return std::find(names.begin(), names.end(), base) != names.end();
 }
@@ -191,9 +198,19 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
   }
   if (t.empty() || t.size() > 64) return std::nullopt;
   auto bytes = [](const Input& x) { return x.numel * x.elem; };  // < 2^60: numel < 2^57, elem <= 8
+  // An out= overload (torch.mul(a, b, out=c)) lists its destination after the op's own tensors:
+  // one tensor more than the op takes, of the output's elements. It is written, not read.
+  std::optional<Input> out;
+  const std::size_t arity = in(base, kUnary) ? 1 : in(base, kBinary) ? 2 : 0;
+  if (!inplace && arity > 0 && t.size() == arity + 1) {
+    std::int64_t widest = 0;
+    for (std::size_t i = 0; i < arity; ++i) widest = std::max(widest, t[i].numel);
+    if (t.back().numel == widest) out = t.back(), t.pop_back();
+  }
   std::int64_t read = 0;
   for (const auto& x : t)
     if (__builtin_add_overflow(read, bytes(x), &read) || read > (std::int64_t{1} << 61)) return std::nullopt;
+  if (out) return MemoryTraffic{read + bytes(*out), out->numel, mixed};
   if (in(base, kReductions)) return MemoryTraffic{bytes(t[0]), t[0].numel, false};
   if (base == "copy") {
     if (t.size() < 2) return std::nullopt;

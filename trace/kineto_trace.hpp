@@ -183,7 +183,9 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims);
 bool is_memory_bound_op_name(std::string_view name);
 // The bytes such an op reads plus writes, from Kineto's record_shapes args; nullopt when they
 // do not say (no tensor input, an unknown dtype, dims and types of different lengths):
-//  - reads: every tensor input (a 0-dim tensor is one element; "Scalar" inputs are none);
+//  - reads: every tensor input (a 0-dim tensor is one element; "Scalar" inputs are none) but an
+//    out= destination: a unary op's second tensor or a binary op's third, of the output's
+//    elements, which is the write;
 //  - writes: comparisons a bool of the broadcast shape; in-place ops (name ends in '_') their
 //    first input, which copy_/fill_/zero_ do not read; native_dropout the output and a bool
 //    mask; _softmax/_log_softmax and LayerNorm a tensor like the input; _softmax_backward_data

@@ -171,6 +171,19 @@ TEST_CASE("A memory-bound op's traffic follows from its recorded shapes and type
         4096 * 2048);
   CHECK(memory_op_traffic("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"})->bytes ==
         *memory_op_bytes("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"}));
+  // An out= destination (HTA's A100 trace: aten::mul of [4, 2798, 2798] fp32 by a double 0-dim
+  // tensor into a third tensor, 145 us) is written, not read: 8 bytes per element, 1.7 TB/s,
+  // where reading it too would make 12 and 2.6 TB/s, over the 2,039 GB/s HBM peak.
+  const std::int64_t m = 4LL * 2798 * 2798;
+  const auto mul_out = memory_op_traffic("aten::mul", Dims{{4, 2798, 2798}, {}, {4, 2798, 2798}}, Types{"float", "double", "float"});
+  CHECK(mul_out->bytes == 8 * m + 8);
+  CHECK(mul_out->elements == m);
+  CHECK(*memory_op_bytes("aten::neg", Dims{{1024}, {1024}}, Types{"c10::BFloat16", "c10::BFloat16"}) == 4096);
+  CHECK(*memory_op_bytes("aten::lt", Dims{{64}, {64}, {64}}, Types{"float", "float", "bool"}) == 64 * 9);
+  // Not an out=: the op's own tensors (add's two and alpha; where's three; an in-place target).
+  CHECK(*memory_op_bytes("aten::mul", Dims{{64}, {64}}, Types{"float", "float"}) == 64 * 12);
+  CHECK(*memory_op_bytes("aten::where", Dims{{64}, {64}, {64}}, Types{"bool", "float", "float"}) == 64 * 13);
+  CHECK(*memory_op_bytes("aten::mul_", Dims{{64}, {64}}, Types{"float", "float"}) == 64 * 12);
   // Casting: tensor inputs of two dtypes (a bool mask or condition is not one; copy_ converts in
   // its functor; spellings of one dtype are one dtype).
   CHECK(memory_op_traffic("aten::eq", Dims{{8, 32, 512, 512}, {}}, Types{"c10::BFloat16", "float"})->casts);
