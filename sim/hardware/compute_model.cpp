@@ -147,6 +147,7 @@ Time launch_host_time(const HostProfile& h, const Kernel& k) {
   Time base = h.launch_overhead;
   if (k.dispatch == HostDispatch::Eager && h.eager_op_overhead.ns > 0) base = h.eager_op_overhead;
   if (k.dispatch == HostDispatch::Autograd && h.autograd_op_overhead.ns > 0) base = h.autograd_op_overhead;
+  if (k.dispatch == HostDispatch::Continue && h.kernel_launch_overhead.ns > 0) base = h.kernel_launch_overhead;
   Time extra = h.kernel_launch_overhead.ns > 0 ? h.kernel_launch_overhead : Time::zero();
   return base + Time{extra.ns * std::max(0, k.kernels - 1)};
 }

@@ -131,8 +131,10 @@ bool is_memory_bound(KernelClass c);
 // How the host issues a kernel; HostProfile prices each. Launch: a bare launch (a compiled graph,
 // a framework's own C++/CUDA call); Eager: an aten op dispatched from Python in eager forward
 // (module call, dispatcher, autograd graph recording); Autograd: an op run by the autograd
-// engine's C++ thread in backward.
-enum class HostDispatch { Launch, Eager, Autograd };
+// engine's C++ thread in backward; Continue: a further kernel of the aten call that launched
+// the previous one, of another class (an out-of-place masked_fill's clone, then its fill): the
+// host pays only its launch.
+enum class HostDispatch { Launch, Eager, Autograd, Continue };
 
 // A device-to-device cudaMemcpyAsync: a Copy that stands for no CUDA kernel (memcpy_dtod). Priced
 // at the profile's memcpy rate, and neither compute nor communication in the metrics, as a

@@ -46,6 +46,7 @@ Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
   k.unit = l.name;
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
+  if (op.continues_previous && k.dispatch != HostDispatch::Launch) k.dispatch = HostDispatch::Continue;
   return k;
 }
 
@@ -207,7 +208,9 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
     k.unit = l.name;
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
-    k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch : HostDispatch::Eager;
+    k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch
+                 : op.continues_previous                     ? HostDispatch::Continue
+                                                             : HostDispatch::Eager;
     b.launch(s, std::move(k));
   }
 }

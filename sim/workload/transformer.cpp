@@ -192,6 +192,12 @@ Op strided(std::string name, std::int64_t read, std::int64_t written, std::int64
   return o;
 }
 
+// The op as a further kernel of the previous op's aten call (Op::continues_previous).
+Op continued(Op o) {
+  o.continues_previous = true;
+  return o;
+}
+
 // torch.compile (inductor): every maximal run of memory-bound ops between two GEMM/attention
 // kernels becomes one generated kernel. Assumed: the fused kernel reads what the run reads from
 // outside (sum of reads minus the intermediates the run itself wrote, never less than the
@@ -806,7 +812,7 @@ void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
   }
 }
 
-// The causal mask HF builds on every forward, before the token lookup.
+// The causal mask HF builds on every forward, after the token lookup.
 void attention_mask_ops(Module& tok, const ModelDims& md, const Dims& d) {
   const std::int64_t b = d.b, s = d.s, e = d.e;
   if (md.family == "gpt") {
@@ -816,31 +822,46 @@ void attention_mask_ops(Module& tok, const ModelDims& md, const Dims& d) {
     return;
   }
   // HF OPT / Llama (transformers 4.36, modeling_attn_mask_utils.py) build the 4-D causal mask
-  // on every forward, _prepare_4d_causal_attention_mask -> AttentionMaskConverter.to_4d:
-  // _make_causal_mask: torch.full((s, s), min) [fill], arange(s) [strided: index kernel],
-  // mask_cond + 1 [add], lt [strided: broadcast view(s, 1)], masked_fill_, .to(dtype) [copy];
-  // _expand_mask: mask[:, None, None, :].expand(b, 1, s, s).to(dtype) [strided copy],
-  // 1.0 - expanded [sub], .to(bool) [copy], masked_fill; then
-  // causal_4d_mask.masked_fill(expanded.bool(), min) [copies of the broadcast causal mask and
-  // the bool mask, masked_fill]. The li-plus trace's OPTDecoder shows exactly 13 kernels:
-  // fill, add, sub and three masked_fill are vectorized (6 elementwise), arange, lt and five
-  // copies take the strided path (7). Bytes: the s x s causal mask is small; the b*s*s passes
-  // (bf16 or bool) dominate: elementwise ~ sub + 2 masked_fill over b*s*s bf16 (read 2, write
-  // 1 each, the bool mask 1 B read); strided ~ 4 copies over b*s*s (read and write ~2 B each).
-  const std::int64_t bss = b * s * s;
-  tok.forward.push_back(mem("attention_mask.prepare", KernelClass::Elementwise, 3 * bss * e + 2 * bss, 3 * bss * e, 0, 6));
-  tok.forward.push_back(strided("attention_mask.prepare.copies", 4 * bss * e, 4 * bss * e, 4 * bss, 0, 7));
+  // on every forward, _prepare_4d_causal_attention_mask -> AttentionMaskConverter.to_4d: twelve
+  // eager aten ops, each its own dispatch (at the step's start the GPU waits for every one):
+  //  _make_causal_mask: torch.full((s, s), min) [fp32: the default dtype], arange(s),
+  //    mask_cond + 1, lt against its view(s, 1) [strided, bool out], masked_fill_, .to(dtype)
+  //    [a cast];
+  //  _expand_mask: mask[:, None, None, :].expand(b, 1, s, s).to(dtype) [strided copy of the int64
+  //    mask], 1.0 - expanded [rsub], .to(torch.bool), inverted.masked_fill(bool, min) [out of
+  //    place: a clone, then the fill];
+  //  to_4d: expanded.bool(), causal_4d_mask.masked_fill(bool, min) [the clone of the causal
+  //    mask broadcast to b: a strided copy, then the fill].
+  // The li-plus trace's OPTDecoder shows these 12 ops, their 13 kernels (6 vectorized, 7 on the
+  // strided path) and one DtoD memcpy (the first masked_fill's clone of a contiguous tensor).
+  const std::int64_t ss = s * s, bss = b * s * s;
+  tok.forward.push_back(mem("causal_mask.full", KernelClass::Elementwise, 0, ss * 4));
+  tok.forward.push_back(strided("causal_mask.arange", 0, s * 8, s));
+  tok.forward.push_back(mem("causal_mask.arange_add", KernelClass::Elementwise, s * 8, s * 8));
+  tok.forward.push_back(strided("causal_mask.lt", 2 * s * 8, ss, ss));
+  tok.forward.push_back(mem("causal_mask.masked_fill_", KernelClass::Elementwise, ss * 4 + ss, ss * 4));
+  tok.forward.push_back(strided("causal_mask.to_dtype", ss * 4, ss * e, ss));
+  tok.forward.push_back(strided("padding_mask.expand_to_dtype", b * s * 8, bss * e, bss));
+  tok.forward.push_back(mem("padding_mask.rsub", KernelClass::Elementwise, bss * e, bss * e));
+  tok.forward.push_back(strided("padding_mask.to_bool", bss * e, bss, bss));
+  tok.forward.push_back(mem("padding_mask.masked_fill.clone", KernelClass::Copy, bss * e, bss * e, 0, 0));
+  tok.forward.push_back(continued(mem("padding_mask.masked_fill_", KernelClass::Elementwise, bss * e + bss, bss * e)));
+  tok.forward.push_back(strided("padding_mask.to_bool", bss * e, bss, bss));
+  tok.forward.push_back(strided("mask_4d.masked_fill.clone", ss * e, bss * e, bss));
+  tok.forward.push_back(continued(mem("mask_4d.masked_fill_", KernelClass::Elementwise, bss * e + bss, bss * e)));
 }
 
-// The token embedding (with HF's mask preparation in front) and its backward.
+// The token embedding (with HF's mask preparation after it) and its backward.
 Module token_embedding(const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
   const std::int64_t T = d.T, h = d.h, e = d.e, n = T * h;
   Module tok;
   tok.name = "embed.tokens";
   tok.params.push_back(Param{"embed.tokens.weight", d.V * h, d.V});
-  if (o.impl == Implementation::Hf) attention_mask_ops(tok, md, d);
   // aten::embedding -> index_select; saves the int64 ids.
   tok.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, T * 8));
+  // HF 4.36 looks the tokens up first (OPTDecoder / LlamaModel.forward: inputs_embeds =
+  // self.embed_tokens(input_ids)), then builds the mask.
+  if (o.impl == Implementation::Hf) attention_mask_ops(tok, md, d);
   // embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu, embedding_dense_backward_cuda,
   // the same aten op for every family's nn.Embedding / F.embedding):
   tok.backward = embedding_backward(d, d.V);
@@ -860,14 +881,16 @@ Module position_embedding(const ModelDims& md, const Dims& d, std::int64_t posit
   Module pos;
   pos.name = "embed.positions";
   pos.params.push_back(Param{"embed.positions.weight", positions * h, positions});
-  // OPT computes positions from the mask (cumsum, mul, sub, add: 4 kernels), then looks them up.
+  // OPT computes positions from the mask (cumsum, mul, sub, add: 4 eager ops), then looks them up.
   // OPTLearnedPositionalEmbedding.forward (transformers 4.36 modeling_opt.py):
   // `(torch.cumsum(attention_mask, dim=1).type_as(attention_mask) * attention_mask).long() - 1`,
   // then `positions + self.offset`: a scan kernel (tensor_kernel_scan_innermost_dim, a
   // reduction-like pass) and mul, sub, add over b x s int64.
   if (md.family == "opt") {
     pos.forward.push_back(mem("positions.cumsum", KernelClass::Reduction, b * s * 8, b * s * 8));
-    pos.forward.push_back(mem("positions.mul_sub_add", KernelClass::Elementwise, b * s * 8 * 3, b * s * 8 * 3, 0, 3));
+    pos.forward.push_back(mem("positions.mul", KernelClass::Elementwise, 2 * b * s * 8, b * s * 8));
+    pos.forward.push_back(mem("positions.sub", KernelClass::Elementwise, b * s * 8, b * s * 8));
+    pos.forward.push_back(mem("positions.add_offset", KernelClass::Elementwise, b * s * 8, b * s * 8));
   }
   pos.forward.push_back(mem("embedding", KernelClass::Embedding, T * 8 + n * e, n * e, 0));
   pos.forward.push_back(mem("add", KernelClass::Elementwise, 2 * n * e, n * e));

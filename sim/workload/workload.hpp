@@ -46,6 +46,9 @@ struct Op {
   // source cannot be copied asynchronously): the host waits for the stream to drain before it
   // launches the op, and the GPU idles while the host issues it.
   bool host_sync_before = false;
+  // A further kernel of the previous op's aten call (HostDispatch::Continue): an op whose kernels
+  // are of two classes is two Ops, the second paying only its launch.
+  bool continues_previous = false;
   // Its saved tensor is an allocation of its own, made as the op is issued, not part of the
   // layer's block of saved activations allocated as the forward starts (a logits-sized tensor of
   // the loss: the caching allocator serves a request by its size, so how the bytes are cut into

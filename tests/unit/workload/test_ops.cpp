@@ -384,6 +384,14 @@ TEST_CASE("HF eager OPT launches per class the kernels of the li-plus DeepSpeed-
   const Layer& e = layer_of(w, LayerKind::Embedding);
   CHECK(per_class(all_forward(e)) ==
         classes({{K::Elementwise, 10}, {K::ElementwiseStrided, 7}, {K::Reduction, 1}, {K::Embedding, 2}}));
+  // ... from 19 eager aten calls, each dispatched from Python (the trace's embedding, full,
+  // arange, add, lt, masked_fill_, to, to, rsub, to, masked_fill, to, masked_fill, cumsum, mul,
+  // sub, add, embedding, add), of which the two out-of-place masked_fills also launch a fill
+  // (Op::continues_previous) after their clone (a DtoD memcpy, then a strided copy).
+  int dispatched = 0, continued = 0;
+  for (const Op& op : all_forward(e)) (op.continues_previous ? continued : dispatched) += 1;
+  CHECK(dispatched == 19);
+  CHECK(continued == 2);
   // Embedding backward, twice (tokens, positions): arange (strided), zeros of the weight grad
   // (elementwise), 19 sort/segment/scatter kernels; plus the tied weight's two gradients summed
   // (one add) = 2 x 21 + 1 = 43.
