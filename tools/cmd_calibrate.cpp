@@ -261,6 +261,16 @@ void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProf
       return 0.0;
     });
     if (gbps <= 0) continue;
+    constexpr std::size_t kN = std::size_t{1} << 19;
+    const double bytes_per_element = static_cast<double>(gpu::membw_bytes(c, kN)) / static_cast<double>(kN);
+    if (c == gpu::MembwClass::StridedCast) {
+      // No class of its own: the time per element of the strided path's casting elements.
+      fitted.compute.strided_cast_element_ns = bytes_per_element / gbps;  // GB/s = bytes per ns
+      fitted.sources["compute.elementwise_strided_cast_ns_per_element"] =
+          "stepsim calibrate membw: the time per element of torch.max of a bf16 tensor against a float32 0-dim tensor "
+          "on the strided path with dynamic casting (kernels/gpu/membw_kernels.hpp), median over the sizes >= 64 MiB";
+      continue;
+    }
     fitted.compute.class_bandwidth[parse_kernel_class(name)] = Bandwidth::from_gbps(gbps);
     fitted.sources["compute.memory_bandwidth_GBps." + name] =
         "stepsim calibrate membw: median over the sizes >= 64 MiB of the " + name +
@@ -268,8 +278,6 @@ void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProf
     if (c == gpu::MembwClass::Strided) {
       // The permute copy computes one element per bytes_per_element bytes it moves: its time per
       // element, from the same runs (a base profile's would describe another GPU).
-      constexpr std::size_t kN = std::size_t{1} << 19;
-      const double bytes_per_element = static_cast<double>(gpu::membw_bytes(c, kN)) / static_cast<double>(kN);
       fitted.compute.strided_element_ns = bytes_per_element / gbps;  // GB/s = bytes per ns
       fitted.sources["compute.elementwise_strided_ns_per_element"] =
           "stepsim calibrate membw: the elementwise_strided permute copy's time per element (its bytes per element over "

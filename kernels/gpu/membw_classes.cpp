@@ -8,6 +8,7 @@ const char* membw_class_name(MembwClass c) {
   switch (c) {
     case MembwClass::Elementwise: return "elementwise";
     case MembwClass::Strided: return "elementwise_strided";
+    case MembwClass::StridedCast: return "elementwise_strided_cast";
     case MembwClass::Reduction: return "reduction";
     case MembwClass::Norm: return "norm";
     case MembwClass::Embedding: return "embedding";
@@ -21,6 +22,7 @@ std::size_t membw_bytes(MembwClass c, std::size_t n) {
     case MembwClass::Elementwise: return 3 * n * e;
     case MembwClass::Strided:
     case MembwClass::Reduction: return 2 * n * e;
+    case MembwClass::StridedCast: return 2 * n * e + 4;
     case MembwClass::Norm: return 2 * n * e + 2 * kMembwRow * e;
     case MembwClass::Embedding: return 2 * n * e + 8 * (n / kMembwRow);
   }
@@ -32,6 +34,7 @@ std::size_t membw_b_bytes(MembwClass c, std::size_t n) {
     case MembwClass::Elementwise: return 2 * n;
     case MembwClass::Norm: return 2 * 2 * kMembwRow;
     case MembwClass::Embedding: return 8 * (n / kMembwRow);
+    case MembwClass::StridedCast: return 4;
     default: return 0;
   }
 }

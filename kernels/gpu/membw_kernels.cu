@@ -39,6 +39,52 @@ __global__ void permute_0213(const __nv_bfloat16* in, __nv_bfloat16* out, std::s
   }
 }
 
+// The dtypes the casting loads switch on (c10::ScalarType's values for Float and BFloat16).
+enum Dtype : int { kFloat = 6, kBFloat16 = 15 };
+
+__device__ float load_as_float(const char* p, int dtype) {
+  switch (dtype) {
+    case kFloat: return *reinterpret_cast<const float*>(p);
+    case kBFloat16: return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(p));
+    default: return 0.f;
+  }
+}
+
+__device__ void store_from_float(char* p, int dtype, float v) {
+  switch (dtype) {
+    case kFloat: *reinterpret_cast<float*>(p) = v; break;
+    case kBFloat16: *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16(v); break;
+    default: break;
+  }
+}
+
+// out = max(x, scalar) as PyTorch's elementwise_kernel<128, 4> computes a bf16 tensor against a
+// float32 0-dim tensor (CUDALoops.cuh, needs_dynamic_casting): each of 128 threads handles 4
+// elements spaced by 128; each operand's byte offset comes from its stride (the scalar's is 0)
+// and its dtype from a kernel argument, read through a switch; the max is taken in bf16, the
+// common dtype, and stored through a switch on the output's dtype.
+struct CastOperands {
+  const char* x;
+  const char* scalar;
+  char* out;
+  long long stride[3];  // bytes: out, x, scalar
+  int dtype[3];
+};
+
+__global__ void max_with_cast(CastOperands op, std::size_t n) {
+  constexpr int kPerThread = 4, kBlock = 128;
+  const std::size_t base = static_cast<std::size_t>(blockIdx.x) * kBlock * kPerThread + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const std::size_t i = base + static_cast<std::size_t>(k) * kBlock;
+    if (i >= n) return;
+    const auto idx = static_cast<long long>(i);
+    const float x = __bfloat162float(__float2bfloat16(load_as_float(op.x + idx * op.stride[1], op.dtype[1])));
+    const float s = __bfloat162float(__float2bfloat16(load_as_float(op.scalar + idx * op.stride[2], op.dtype[2])));
+    store_from_float(op.out + idx * op.stride[0], op.dtype[0], fmaxf(x, s));
+  }
+}
+
 // Softmax over rows of 512 bf16, one warp per row, 16 elements per lane, fp32 arithmetic.
 __global__ void softmax_rows_512(const __nv_bfloat16* in, __nv_bfloat16* out, std::size_t rows) {
   const std::size_t row = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
@@ -118,6 +164,12 @@ cudaError_t launch_membw(MembwClass c, const MembwArgs& a, cudaStream_t stream) 
     case MembwClass::Strided: {
       const std::size_t batch = a.n >= (std::size_t{1} << 20) ? a.n >> 20 : 1;
       permute_0213<<<grid_for(a.n, kThreads * 4), kThreads, 0, stream>>>(in, out, a.n, a.n / (batch * kHeads * kHeadDim));
+      break;
+    }
+    case MembwClass::StridedCast: {
+      CastOperands op{static_cast<const char*>(a.a), static_cast<const char*>(a.b), static_cast<char*>(a.out),
+                      {2, 2, 0}, {kBFloat16, kBFloat16, kFloat}};
+      max_with_cast<<<grid_for(a.n, 128 * 4), 128, 0, stream>>>(op, a.n);
       break;
     }
     case MembwClass::Reduction: {

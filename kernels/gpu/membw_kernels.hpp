@@ -10,6 +10,10 @@
 //  elementwise_strided  [B, S, 32, 64] -> [B, 32, S, 64] permute copy, one element per      2 x 2n
 //                       thread with index arithmetic (elementwise_kernel on a transpose:
 //                       attention's q/k/v .transpose(1, 2).contiguous())
+//  elementwise_strided  torch.max(bf16 x, float32 0-dim tensor) as elementwise_kernel<128, 4>   2 x 2n + 4
+//    _cast              runs it with dynamic casting: 4 elements per thread, each operand's
+//                       offset from its stride (0 for the scalar) and loaded through a switch
+//                       on its runtime dtype, the result stored through one (OPT's clamp)
 //  reduction            softmax over rows of 512, one warp per row (softmax_warp_forward)   2 x 2n
 //  norm                 LayerNorm over rows of 2048 with fp32 statistics and affine         2 x 2n + 2 x 2 x 2048
 //                       (vectorized_layer_norm_kernel)
@@ -22,18 +26,19 @@
 
 namespace stepsim::gpu {
 
-enum class MembwClass { Elementwise, Strided, Reduction, Norm, Embedding };
-inline constexpr MembwClass kMembwClasses[] = {MembwClass::Elementwise, MembwClass::Strided, MembwClass::Reduction,
-                                               MembwClass::Norm, MembwClass::Embedding};
+enum class MembwClass { Elementwise, Strided, StridedCast, Reduction, Norm, Embedding };
+inline constexpr MembwClass kMembwClasses[] = {MembwClass::Elementwise, MembwClass::Strided, MembwClass::StridedCast,
+                                               MembwClass::Reduction, MembwClass::Norm, MembwClass::Embedding};
 inline constexpr std::size_t kMembwRow = 2048;        // norm and embedding rows (elements)
 inline constexpr std::size_t kMembwSoftmaxRow = 512;  // softmax rows (elements)
 
-// The profile's class name ("elementwise", "elementwise_strided", ...).
+// The profile's class name ("elementwise", "elementwise_strided", ...; the casting kernel's
+// "elementwise_strided_cast" is no class: it times the strided path's casting elements).
 const char* membw_class_name(MembwClass c);
 
 // Buffers of one launch over n bf16 elements: `a` and `out` hold n elements; `b` holds n
-// elements (elementwise), 2 x 2048 (norm: gamma, beta) or n / 2048 int64 ids in [0, n / 2048)
-// (embedding); unused otherwise.
+// elements (elementwise), 2 x 2048 (norm: gamma, beta), n / 2048 int64 ids in [0, n / 2048)
+// (embedding) or one float (elementwise_strided_cast); unused otherwise.
 struct MembwArgs {
   const void* a = nullptr;
   const void* b = nullptr;

@@ -134,6 +134,12 @@ TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth and eac
   // The strided permute copy moves 4 bytes per element: at 1,000 GB/s, 0.004 ns per element,
   // replacing the base's (the A800's 0.00457).
   CHECK(p.compute.strided_element_ns == Approx(0.004).epsilon(1e-3));
+  // The casting kernel (bf16 against a float 0-dim tensor, 4 bytes per element and the scalar's
+  // 4) likewise sets the casting time per element, and no class bandwidth.
+  for (const auto& r : rows) CHECK(r.at("class_GBps").at("elementwise_strided_cast").get<double>() == Approx(1000).epsilon(1e-3));
+  CHECK(p.compute.strided_cast_element_ns == Approx(0.004).epsilon(1e-3));
+  CHECK_THAT(p.sources.at("compute.elementwise_strided_cast_ns_per_element").get<std::string>(),
+             Catch::Contains("calibrate membw"));
   CHECK_THAT(p.sources.at("compute.elementwise_strided_ns_per_element").get<std::string>(), Catch::Contains("calibrate membw"));
   CHECK(out.find("memory-bound class kernels") != std::string::npos);
 }
