@@ -106,6 +106,15 @@ static Time strided_element_time(const ComputeProfile& c, const KernelWork& w) {
                            static_cast<double>(cast) * cast_ns)};
 }
 
+// Whether a kernel's largest tensor is larger than the L2, so it streams from DRAM
+// (ComputeProfile::dram_stream).
+static bool streams_past_l2(const ComputeProfile& c, const KernelWork& w, int kernels) {
+  if (c.l2_bytes <= 0 || c.dram_stream.bytes_per_s <= 0) return false;
+  const double tensor = w.tensor.count > 0 ? static_cast<double>(w.tensor.count)
+                                           : static_cast<double>(w.memory_bytes.count) / (2.0 * std::max(1, kernels));
+  return tensor > c.l2_bytes;
+}
+
 // The non-GEMM part of a kernel's time. Attention kernels' bytes are part of their FLOP-priced
 // time; only GEMM-free memory-bound work is priced by bytes.
 static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels) {
@@ -115,6 +124,7 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
     const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
     Time moved = memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls);
+    if (!memcpy && streams_past_l2(c, w, kernels)) moved = std::max(moved, transfer_time(w.memory_bytes, c.dram_stream));
     if (cls == KernelClass::ElementwiseStrided && w.elements > 0) moved = std::max(moved, strided_element_time(c, w));
     t += std::max(moved, floor);
   }

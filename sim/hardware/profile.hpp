@@ -192,6 +192,13 @@ struct ComputeProfile {
   // loads, a switch on the operand's dtype per element). 0: strided_element_ns
   // (compute.elementwise_strided_cast_ns_per_element).
   double strided_cast_element_ns = 0;
+  // The L2 and the rate of a kernel streaming tensors larger than it (BabelStream's Add over
+  // arrays many times the L2): class bandwidths measured on tensors the L2 holds (the output of
+  // the kernel before still in it) overstate what an op over larger ones reaches, so a
+  // memory-bound kernel whose largest tensor exceeds l2_bytes runs at most at dram_stream
+  // (compute.l2_cache_MiB, compute.dram_stream_GBps; either 0: no such cap).
+  double l2_bytes = 0;
+  Bandwidth dram_stream;
   // A device-to-device cudaMemcpyAsync (a same-dtype contiguous copy_: memcpy_dtod, 0 CUDA
   // kernels), read + write bytes: a copy engine / driver path, not the Copy class's kernels
   // (torch.cat, split copies), which move data at a lower rate. 0: the Copy class rate.

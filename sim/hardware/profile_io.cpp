@@ -319,6 +319,8 @@ static ComputeProfile parse_compute(ObjectReader c) {
   }
   out.strided_element_ns = read_number(c, "elementwise_strided_ns_per_element");
   out.strided_cast_element_ns = read_number(c, "elementwise_strided_cast_ns_per_element");
+  out.l2_bytes = read_number(c, "l2_cache_MiB") * 1024 * 1024;
+  out.dram_stream = Bandwidth::from_gbps(read_number(c, "dram_stream_GBps"));
   out.model_memory_kernels = c.declared_boolean("model_memory_bound_kernels");
   out.min_kernel_time = Time::from_us(read_number(c, "min_kernel_time_us"));
   out.kernel_gap = Time::from_us(read_number(c, "kernel_gap_us"));
@@ -551,6 +553,8 @@ Json profile_to_json(const HardwareProfile& p) {
   if (p.compute.strided_element_ns > 0) out["compute"]["elementwise_strided_ns_per_element"] = p.compute.strided_element_ns;
   if (p.compute.strided_cast_element_ns > 0)
     out["compute"]["elementwise_strided_cast_ns_per_element"] = p.compute.strided_cast_element_ns;
+  if (p.compute.l2_bytes > 0) out["compute"]["l2_cache_MiB"] = p.compute.l2_bytes / (1024.0 * 1024.0);
+  if (p.compute.dram_stream.bytes_per_s > 0) out["compute"]["dram_stream_GBps"] = p.compute.dram_stream.gbps();
   if (p.compute.gemm_table_peak.flops_per_s > 0) out["compute"]["gemm_table_peak_bf16_tflops"] = p.compute.gemm_table_peak.tflops();
   if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
     out["memory_outside_allocator"] = {

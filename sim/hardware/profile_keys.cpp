@@ -146,6 +146,13 @@ const ConfigObject& compute() {
                     "takes the longer of its bytes at that class's bandwidth and its elements at this time, so a bool-output "
                     "comparison is not priced cheaper per element than a bf16 op (docs/workload-ops.md); fit --trace measures "
                     "it. 0: bytes alone."),
+          number_in("l2_cache_MiB", 0, 4096, 0,
+                    "The GPU's L2 cache. A memory-bound kernel whose largest tensor is larger runs at most at "
+                    "dram_stream_GBps: the class bandwidths are measured on kernels whose inputs the L2 still held from "
+                    "the kernel before (docs/workload-ops.md). 0: no such cap."),
+          number_in("dram_stream_GBps", 0, kMaxGBps, 0,
+                    "Read + write rate of a kernel streaming tensors many times the L2 (BabelStream's Add): the most a "
+                    "memory-bound kernel over tensors larger than l2_cache_MiB reaches. 0: no such cap."),
           number_in("elementwise_strided_cast_ns_per_element", 0, 10, 0,
                     "The same for the elements such a kernel computes through a dtype cast (operands of mixed dtypes, "
                     "e.g. OPT's torch.max of bf16 scores against a float 0-dim tensor and its backward comparisons): "

@@ -135,6 +135,7 @@ KernelWork& KernelWork::operator+=(const KernelWork& o) {
   memory_bytes += o.memory_bytes;
   elements += o.elements;
   cast_elements += o.cast_elements;
+  tensor = Bytes{std::max(tensor.count, o.tensor.count)};
   if (attention.flops.count == 0) {
     attention = o.attention;
   } else {

@@ -96,6 +96,10 @@ struct KernelWork {
   // Of those, the elements computed through a dtype cast (mixed-dtype operands: TensorIterator's
   // dynamic-casting loads, ComputeProfile::strided_cast_element_ns).
   std::int64_t cast_elements = 0;
+  // The largest tensor one of its kernels reads or writes, which decides whether the output of
+  // the kernel before can still be in the L2 (ComputeProfile::dram_stream). 0: memory_bytes over
+  // twice its kernels (a kernel reading and writing tensors of one size).
+  Bytes tensor;
 
   // Sums the parts; merged attention work keeps the first kernel, direction and sequence
   // (a layer's kernels, merged into one, share them).

@@ -178,6 +178,8 @@ Op mem(std::string name, KernelClass cls, std::int64_t read, std::int64_t writte
   o.read = Bytes{read};
   o.written = Bytes{written};
   o.work.memory_bytes = Bytes{read + written};
+  // Its output, or for a reduction its input: the largest tensor of each of its kernels.
+  o.work.tensor = Bytes{(written > 0 ? written : read) / std::max(1, kernels)};
   o.saved = Bytes{saved};
   return o;
 }

@@ -276,6 +276,14 @@ TEST_CASE("elementwise_strided_ns_per_element is read, and written back only whe
   // The casting time likewise: absent from both, kept when set.
   CHECK(a800.compute.strided_cast_element_ns == 0);
   CHECK_FALSE(out["compute"].contains("elementwise_strided_cast_ns_per_element"));
+  // The L2 and the streaming rate: the A800's 40 MiB and 1,700 GB/s, written back as read.
+  CHECK(a800.compute.l2_bytes == 40.0 * 1024 * 1024);
+  CHECK(a800.compute.dram_stream.gbps() == Approx(1700));
+  CHECK(out["compute"]["l2_cache_MiB"].get<double>() == 40);
+  CHECK(out["compute"]["dram_stream_GBps"].get<double>() == Approx(1700));
+  const HardwareProfile a100_40 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm4-40gb-8x.json");
+  CHECK(a100_40.compute.l2_bytes == 40.0 * 1024 * 1024);  // inherited
+  CHECK(a100_40.compute.dram_stream.gbps() == Approx(1296.5));
   HardwareProfile fitted = a800;
   fitted.compute.strided_cast_element_ns = 0.00589;
   CHECK(profile_to_json(fitted)["compute"]["elementwise_strided_cast_ns_per_element"].get<double>() == Approx(0.00589));

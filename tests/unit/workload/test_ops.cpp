@@ -263,6 +263,51 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   CHECK(kernel_time(c, m) == Time::from_ms(2) + Time::from_ns(2100));
 }
 
+// Catches: an op over tensors the L2 cannot hold priced at a class rate measured on ones it can
+// (the A800's elementwise 1,899 GB/s against BabelStream's 1,700), the cap applied to small
+// tensors, to a class already slower, or without the profile declaring both numbers.
+TEST_CASE("A memory-bound kernel over tensors larger than the L2 runs at most at the DRAM streaming rate", "[compute]") {
+  ComputeProfile c;
+  c.hbm = Bandwidth::from_gbps(2039);
+  c.class_bandwidth[KernelClass::Elementwise] = Bandwidth::from_gbps(1900);
+  c.class_bandwidth[KernelClass::Reduction] = Bandwidth::from_gbps(950);
+  c.kernel_gap = Time{};
+  c.min_kernel_time = Time{};
+  Kernel add;
+  add.cls = KernelClass::Elementwise;
+  add.work.memory_bytes = Bytes{3'800'000'000};  // 3.8 GB: 2 ms at 1,900 GB/s
+  add.work.tensor = Bytes{100 << 20};            // 100 MiB tensors
+  CHECK(kernel_time(c, add) == Time::from_ms(2));
+  c.l2_bytes = 40.0 * (1 << 20);
+  CHECK(kernel_time(c, add) == Time::from_ms(2));  // no streaming rate declared
+  c.dram_stream = Bandwidth::from_gbps(1520);
+  CHECK(kernel_time(c, add) == Time::from_us(2500));  // 3.8 GB at 1,520 GB/s
+  CHECK(KernelTimeCache(c).kernel_time(add) == Time::from_us(2500));
+  // 32 MiB tensors stay in the L2: the class rate.
+  Kernel small = add;
+  small.work.tensor = Bytes{32 << 20};
+  CHECK(kernel_time(c, small) == Time::from_ms(2));
+  // Without a tensor size, half a kernel's bytes stand for it: 3.8 GB over one kernel streams,
+  // 76 MB over one stays.
+  Kernel unknown = add;
+  unknown.work.tensor = Bytes{};
+  CHECK(kernel_time(c, unknown) == Time::from_us(2500));
+  unknown.work.memory_bytes = Bytes{76'000'000};
+  CHECK(kernel_time(c, unknown) == Time::from_us(40));
+  // A class slower than the streaming rate keeps its own.
+  Kernel softmax = add;
+  softmax.cls = KernelClass::Reduction;
+  softmax.work.memory_bytes = Bytes{1'900'000'000};
+  CHECK(kernel_time(c, softmax) == Time::from_ms(2));
+  // A workload op's tensor is its output per kernel (a sum's, its input).
+  KernelWork w;
+  w.tensor = Bytes{5};
+  KernelWork o;
+  o.tensor = Bytes{9};
+  w += o;
+  CHECK(w.tensor == Bytes{9});
+}
+
 // Catches: a bool-output comparison on the non-vectorized path priced below a bf16 op of the same
 // elements (bytes alone), or the element time applied to another class.
 TEST_CASE("A non-vectorized elementwise kernel takes the longer of its bytes and its elements", "[compute]") {
@@ -455,6 +500,7 @@ TEST_CASE("Every non-vectorized op of a block carries the elements it computes",
     // MaximumBackward0's eq and lt: two kernels of b x H x s^2 elements each, 3 bytes per element.
     // Against the float32 0-dim tensor: every element cast; no other strided op casts.
     if (op.name == "max_clamp.bwd.compare") {
+      CHECK(op.work.tensor == Bytes{S2});  // each kernel's bool output
       CHECK(op.work.elements == 2 * S2);
       CHECK(op.work.cast_elements == 2 * S2);
       CHECK(op.work.memory_bytes == Bytes{6 * S2});
