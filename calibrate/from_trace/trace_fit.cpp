@@ -395,15 +395,10 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     m.bytes += Bytes{span->bytes};
     m.time += dur;
     if (span->elements > 0 && static_cast<double>(span->bytes) <= kElementBoundBytes * static_cast<double>(span->elements)) {
-      if (span->casts) {
-        ++m.cast_count;
-        m.cast_elements += span->elements;
-        m.cast_time += dur;
-      } else {
-        ++m.element_bound_count;
-        m.elements += span->elements;
-        m.element_bound_time += dur;
-      }
+      ElementTiming& e = span->casts ? m.cast : m.plain;
+      ++e.count;
+      e.elements += span->elements;
+      e.time += dur;
     } else {
       m.byte_bound_bytes += Bytes{span->bytes};
       m.byte_bound_time += dur;
@@ -414,9 +409,8 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
 void add_memory_points(const MemoryByClass& by_class, TraceFitData& d) {
   for (auto [cls, m] : by_class) {
     m.rate = Bandwidth{static_cast<double>(m.bytes.count) / m.time.seconds()};
-    if (m.elements > 0) m.ns_per_element = static_cast<double>(m.element_bound_time.ns) / static_cast<double>(m.elements);
-    if (m.cast_elements > 0)
-      m.cast_ns_per_element = static_cast<double>(m.cast_time.ns) / static_cast<double>(m.cast_elements);
+    for (ElementTiming* e : {&m.plain, &m.cast})
+      if (e->elements > 0) e->ns_per_element = static_cast<double>(e->time.ns) / static_cast<double>(e->elements);
     if (m.byte_bound_time > Time{})
       m.byte_bound_rate = Bandwidth{static_cast<double>(m.byte_bound_bytes.count) / m.byte_bound_time.seconds()};
     d.memory_classes.push_back(m);
@@ -772,27 +766,19 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
   const auto enough = [](std::size_t kernels, Time t) { return kernels >= 8 && t >= Time::from_ms(1); };
   for (const MemoryClassPoint& m : d.memory_classes) {
     if (!enough(m.count, m.time)) continue;
-    const bool strided = m.cls == KernelClass::ElementwiseStrided;
-    const bool plain = strided && enough(m.element_bound_count, m.element_bound_time);
-    const bool cast = strided && enough(m.cast_count, m.cast_time);
-    if (plain) {
-      p.compute.strided_element_ns = std::round(m.ns_per_element * 1e5) / 1e5;
-      j["elementwise_strided_ns_per_element"] = {{"ns", p.compute.strided_element_ns},
-                                                 {"kernels", m.element_bound_count},
-                                                 {"elements", m.elements},
-                                                 {"ms", m.element_bound_time.ms()}};
-    }
-    if (cast) {
-      p.compute.strided_cast_element_ns = std::round(m.cast_ns_per_element * 1e5) / 1e5;
-      j["elementwise_strided_cast_ns_per_element"] = {{"ns", p.compute.strided_cast_element_ns},
-                                                      {"kernels", m.cast_count},
-                                                      {"elements", m.cast_elements},
-                                                      {"ms", m.cast_time.ms()}};
-    }
+    // The non-vectorized path's times per element, plain and casting, each from enough kernels.
+    bool per_element = false;
+    const auto element_time = [&](const ElementTiming& e, double& key, const char* name) {
+      if (m.cls != KernelClass::ElementwiseStrided || !enough(e.count, e.time)) return;
+      per_element = true;
+      key = std::round(e.ns_per_element * 1e5) / 1e5;
+      j[name] = {{"ns", key}, {"kernels", e.count}, {"elements", e.elements}, {"ms", e.time.ms()}};
+    };
+    element_time(m.plain, p.compute.strided_element_ns, "elementwise_strided_ns_per_element");
+    element_time(m.cast, p.compute.strided_cast_element_ns, "elementwise_strided_cast_ns_per_element");
     // With the per-element times fitted, the bandwidth prices the byte-bound kernels only, so it
     // comes from them; too few of them and the base's stays.
-    const bool per_element = plain || cast;
-    const std::size_t kernels = per_element ? m.count - m.element_bound_count - m.cast_count : m.count;
+    const std::size_t kernels = per_element ? m.count - m.plain.count - m.cast.count : m.count;
     const Time time = per_element ? m.byte_bound_time : m.time;
     const Bandwidth rate = per_element ? m.byte_bound_rate : m.rate;
     nlohmann::json& out = j["memory_bandwidth_GBps"][to_string(m.cls)];

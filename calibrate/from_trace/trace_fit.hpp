@@ -99,20 +99,21 @@ struct HostDispatchFit {
 // their bytes, not their elements, price them (a bf16 add moving 6 bytes per element in the
 // time a transposing copy moves 4).
 inline constexpr double kElementBoundBytes = 6;
+// Element-bound kernels of one kind: how many, their elements and time, time over elements.
+struct ElementTiming {
+  std::size_t count = 0;
+  std::int64_t elements = 0;
+  Time time;
+  double ns_per_element = 0;
+};
 struct MemoryClassPoint {
   KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
   std::size_t count = 0;                       // kernels
   Bytes bytes;
   Time time;
   Bandwidth rate;
-  std::size_t element_bound_count = 0;  // kernels of at most kElementBoundBytes per element, no cast
-  std::int64_t elements = 0;            // their elements
-  Time element_bound_time;              // and time
-  double ns_per_element = 0;
-  std::size_t cast_count = 0;  // element-bound kernels of mixed-dtype operands
-  std::int64_t cast_elements = 0;
-  Time cast_time;
-  double cast_ns_per_element = 0;
+  ElementTiming plain;  // kernels of at most kElementBoundBytes per element, one input dtype
+  ElementTiming cast;   // the same with mixed-dtype tensor inputs
   Bytes byte_bound_bytes;     // the other kernels (more bytes per element, or no element count):
   Time byte_bound_time;       // their bytes and time
   Bandwidth byte_bound_rate;  // bytes over time

@@ -316,15 +316,15 @@ TEST_CASE("fit --trace times the non-vectorized path per element, casting apart,
   CHECK(m.cls == KernelClass::ElementwiseStrided);
   CHECK(m.count == 30);
   // The adds: 1 ms over 10 x 2^20 elements.
-  CHECK(m.element_bound_count == 10);
-  CHECK(m.elements == 10 * 1048576);
-  CHECK(m.element_bound_time == Time::from_us(1000));
-  CHECK(m.ns_per_element == Approx(1.0e6 / (10.0 * 1048576)));
+  CHECK(m.plain.count == 10);
+  CHECK(m.plain.elements == 10 * 1048576);
+  CHECK(m.plain.time == Time::from_us(1000));
+  CHECK(m.plain.ns_per_element == Approx(1.0e6 / (10.0 * 1048576)));
   // The comparisons: 1.2 ms over 10 x 2^20 elements.
-  CHECK(m.cast_count == 10);
-  CHECK(m.cast_elements == 10 * 1048576);
-  CHECK(m.cast_time == Time::from_us(1200));
-  CHECK(m.cast_ns_per_element == Approx(1.2e6 / (10.0 * 1048576)));
+  CHECK(m.cast.count == 10);
+  CHECK(m.cast.elements == 10 * 1048576);
+  CHECK(m.cast.time == Time::from_us(1200));
+  CHECK(m.cast.ns_per_element == Approx(1.2e6 / (10.0 * 1048576)));
   // The copies: 10 x 8 MiB over 1.1 ms.
   CHECK(m.byte_bound_time == Time::from_us(1100));
   CHECK(m.byte_bound_rate.gbps() == Approx(10.0 * 8 * 1048576 / 1.1e-3 / 1e9));
@@ -379,12 +379,12 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   // 144 casting ones (torch.max, lt and eq against OPT's float 0-dim tensor, 0.0057-0.0060 ns),
   // 56.9 ms over 9.66e9 elements.
   const MemoryClassPoint& s = by[KernelClass::ElementwiseStrided];
-  CHECK(s.element_bound_count == 440);
-  CHECK(s.elements == 7'922'056'192);
+  CHECK(s.plain.count == 440);
+  CHECK(s.plain.elements == 7'922'056'192);
   CHECK(p.compute.strided_element_ns == Approx(0.00508));
   CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["ns"] == Approx(0.00508));
-  CHECK(s.cast_count == 144);
-  CHECK(s.cast_elements == 9'663'676'416);
+  CHECK(s.cast.count == 144);
+  CHECK(s.cast.elements == 9'663'676'416);
   CHECK(p.compute.strided_cast_element_ns == Approx(0.00589));
   // The class's bytes per second from the other 20 (fp32 and int64 ones): 1,251.5 GB/s, where
   // all 604 together give 688.1.
