@@ -169,7 +169,9 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims) {
 
 bool is_memory_bound_op_name(std::string_view name) { return memory_bound_base(aten_base(name).first); }
 
-std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+namespace {
+
+std::optional<MemoryTraffic> traffic_of(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                                const std::vector<std::string_view>& types) {
   const auto [base, inplace] = aten_base(name);
   if (!memory_bound_base(base) || dims.size() != types.size()) return std::nullopt;
@@ -228,6 +230,27 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
     if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;
   const int out_elem = in(base, kComparisons) ? 1 : big->elem;
   return MemoryTraffic{read + big->numel * out_elem, big->numel, mixed};
+}
+
+}  // namespace
+
+std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+                                               const std::vector<std::string_view>& types) {
+  auto t = traffic_of(name, dims, types);
+  if (!t) return t;
+  // The largest tensor: an input's bytes, or the output's (the elements it writes, at the widest
+  // input dtype: never more than the bytes it moves).
+  std::int64_t widest = 0;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const auto n = dims_numel(dims[i]);
+    const int elem = dtype_bytes_from_name(std::string(types[i]));
+    if (n && elem > 0) {
+      t->largest = std::max(t->largest, *n * elem);
+      widest = std::max(widest, static_cast<std::int64_t>(elem));
+    }
+  }
+  t->largest = std::min(t->bytes, std::max(t->largest, t->elements * widest));
+  return t;
 }
 
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,

@@ -716,7 +716,7 @@ void Reader::add_cpu_span(Time start, Time end) {
     // A memory-bound op whose shapes give its traffic is kept apart (48 bytes); others dropped.
     if (auto traffic = memory_op_traffic(n, ev_.input_dims, ev_.input_types); traffic && traffic->bytes > 0)
       out_.memory_ops.push_back(
-          MemoryOpSpan{span.thread, start, end, traffic->bytes, traffic->elements, intern(n), traffic->casts});
+          MemoryOpSpan{span.thread, start, end, traffic->bytes, traffic->elements, intern(n), traffic->casts, traffic->largest});
     return;
   }
   span.name = intern(n);

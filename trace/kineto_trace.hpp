@@ -96,6 +96,7 @@ struct MemoryOpSpan {
   std::int64_t elements = 0;  // computed (memory_op_traffic)
   int name = 0;               // index into names
   bool casts = false;         // mixed-dtype tensor inputs (memory_op_traffic)
+  std::int64_t largest = 0;   // its largest tensor's bytes (memory_op_traffic)
 };
 
 // A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
@@ -201,6 +202,7 @@ struct MemoryTraffic {
   std::int64_t bytes = 0;
   std::int64_t elements = 0;
   bool casts = false;
+  std::int64_t largest = 0;  // bytes of its largest tensor, read or written
 };
 std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                                const std::vector<std::string_view>& types);

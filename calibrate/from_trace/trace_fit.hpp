@@ -106,6 +106,12 @@ struct ElementTiming {
   Time time;
   double ns_per_element = 0;
 };
+// One kernel of a memory-bound class: its op's bytes, its time and the op's largest tensor.
+struct MemoryKernel {
+  std::int64_t bytes = 0;
+  Time time;
+  std::int64_t largest = 0;
+};
 struct MemoryClassPoint {
   KernelClass cls = KernelClass::Elementwise;  // as analyze classes the kernel's name
   std::size_t count = 0;                       // kernels
@@ -117,6 +123,9 @@ struct MemoryClassPoint {
   Bytes byte_bound_bytes;     // the other kernels (more bytes per element, or no element count):
   Time byte_bound_time;       // their bytes and time
   Bandwidth byte_bound_rate;  // bytes over time
+  // Every kernel counted: the elementwise ones over tensors larger than the base profile's L2
+  // measure the DRAM streaming rate (ComputeProfile::dram_stream, apply_trace_compute).
+  std::vector<MemoryKernel> kernels;
 };
 
 struct TraceFitData {
