@@ -169,9 +169,7 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims) {
 
 bool is_memory_bound_op_name(std::string_view name) { return memory_bound_base(aten_base(name).first); }
 
-namespace {
-
-std::optional<MemoryTraffic> traffic_of(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
+std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                                const std::vector<std::string_view>& types) {
   const auto [base, inplace] = aten_base(name);
   if (!memory_bound_base(base) || dims.size() != types.size()) return std::nullopt;
@@ -188,7 +186,7 @@ std::optional<MemoryTraffic> traffic_of(std::string_view name, const std::vector
     if (types[i] != "bool") {
       if (first_type.empty())
         first_type = types[i];
-      else if (canonical_dtype(std::string(types[i])) != canonical_dtype(std::string(first_type)))
+      else if (types[i] != first_type && canonical_dtype(std::string(types[i])) != canonical_dtype(std::string(first_type)))
         mixed = true;
     }
     const int elem = dtype_bytes_from_name(std::string(types[i]));
@@ -200,57 +198,43 @@ std::optional<MemoryTraffic> traffic_of(std::string_view name, const std::vector
   }
   if (t.empty() || t.size() > 64) return std::nullopt;
   auto bytes = [](const Input& x) { return x.numel * x.elem; };  // < 2^60: numel < 2^57, elem <= 8
+  // Its largest tensor: an input's (or out= destination's) bytes, or the output's (the elements it
+  // writes at the widest input dtype), never more than the bytes it moves.
+  std::int64_t largest = 0, widest = 0;
+  for (const auto& x : t) largest = std::max(largest, bytes(x)), widest = std::max<std::int64_t>(widest, x.elem);
+  auto traffic = [&](std::int64_t moved, std::int64_t elements, bool casts) {
+    return MemoryTraffic{moved, elements, casts, std::min(moved, std::max(largest, elements * widest))};
+  };
   // An out= overload (torch.mul(a, b, out=c)) lists its destination after the op's own tensors:
   // one tensor more than the op takes, of the output's elements. It is written, not read.
   std::optional<Input> out;
   const std::size_t arity = in(base, kUnary) ? 1 : in(base, kBinary) ? 2 : 0;
   if (!inplace && arity > 0 && t.size() == arity + 1) {
-    std::int64_t widest = 0;
-    for (std::size_t i = 0; i < arity; ++i) widest = std::max(widest, t[i].numel);
-    if (t.back().numel == widest) out = t.back(), t.pop_back();
+    std::int64_t output = 0;
+    for (std::size_t i = 0; i < arity; ++i) output = std::max(output, t[i].numel);
+    if (t.back().numel == output) out = t.back(), t.pop_back();
   }
   std::int64_t read = 0;
   for (const auto& x : t)
     if (__builtin_add_overflow(read, bytes(x), &read) || read > (std::int64_t{1} << 61)) return std::nullopt;
-  if (out) return MemoryTraffic{read + bytes(*out), out->numel, mixed};
-  if (in(base, kReductions)) return MemoryTraffic{bytes(t[0]), t[0].numel, false};
+  if (out) return traffic(read + bytes(*out), out->numel, mixed);
+  if (in(base, kReductions)) return traffic(bytes(t[0]), t[0].numel, false);
   if (base == "copy") {
     if (t.size() < 2) return std::nullopt;
-    return MemoryTraffic{bytes(t[0]) + bytes(t[1]), t[0].numel, false};
+    return traffic(bytes(t[0]) + bytes(t[1]), t[0].numel, false);
   }
-  if (base == "fill" || base == "zero") return MemoryTraffic{bytes(t[0]), t[0].numel, false};
-  if (base == "native_dropout") return MemoryTraffic{bytes(t[0]) * 2 + t[0].numel, t[0].numel, false};
+  if (base == "fill" || base == "zero") return traffic(bytes(t[0]), t[0].numel, false);
+  if (base == "native_dropout") return traffic(bytes(t[0]) * 2 + t[0].numel, t[0].numel, false);
   // Writes a tensor like the first input: softmax and LayerNorm forward, the softmax backward
   // (like the gradient), an in-place op (its target).
   if (base == "_softmax" || base == "_log_softmax" || base == "native_layer_norm" || base == "_softmax_backward_data" ||
       inplace)
-    return MemoryTraffic{read + bytes(t[0]), t[0].numel, mixed};
+    return traffic(read + bytes(t[0]), t[0].numel, mixed);
   const Input* big = &t[0];
   for (const auto& x : t)
     if (x.numel > big->numel || (x.numel == big->numel && big->elem == 1 && x.elem > 1)) big = &x;
   const int out_elem = in(base, kComparisons) ? 1 : big->elem;
-  return MemoryTraffic{read + big->numel * out_elem, big->numel, mixed};
-}
-
-}  // namespace
-
-std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
-                                               const std::vector<std::string_view>& types) {
-  auto t = traffic_of(name, dims, types);
-  if (!t) return t;
-  // The largest tensor: an input's bytes, or the output's (the elements it writes, at the widest
-  // input dtype: never more than the bytes it moves).
-  std::int64_t widest = 0;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    const auto n = dims_numel(dims[i]);
-    const int elem = dtype_bytes_from_name(std::string(types[i]));
-    if (n && elem > 0) {
-      t->largest = std::max(t->largest, *n * elem);
-      widest = std::max(widest, static_cast<std::int64_t>(elem));
-    }
-  }
-  t->largest = std::min(t->bytes, std::max(t->largest, t->elements * widest));
-  return t;
+  return traffic(read + big->numel * out_elem, big->numel, mixed);
 }
 
 std::optional<std::int64_t> memory_op_bytes(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
