@@ -1,7 +1,7 @@
 // Streaming Kineto / Chrome trace reader. JsonStream (json_stream.hpp) scans the text in place;
 // each trace event is one step: its fields go into reusable views and, when the event object
-// closes, turn into at most one compact record (or none: python_function, flow events and
-// annotations are dropped; a cpu_op keeps only its name and span unless it is a step, a
+// closes, turn into at most one compact record (or none: python_function but DeepSpeed's monitor
+// write, flow events and annotations are dropped; a cpu_op keeps only its name and span unless it is a step, a
 // collective call, the optimizer, a backward node, a GEMM or an attention op). The JSON document is never built, and the "args" of
 // an event whose record cannot use them (most of the bytes: python_function, cpu_op) are
 // skipped without being decoded.
@@ -206,6 +206,12 @@ bool is_attention_name(std::string_view n) {
   return starts_with(n, "FlashAttn") || starts_with(n, "aten::_scaled_dot_product_flash_attention") ||
          starts_with(n, "aten::_scaled_dot_product_efficient_attention") || starts_with(n, "aten::_flash_attention_") ||
          starts_with(n, "aten::_efficient_attention_");
+}
+
+// DeepSpeed's monitor write as the profiler's Python tracer names it: the function of
+// deepspeed/monitor/monitor.py (MonitorMaster.write_events), under any install prefix.
+bool is_deepspeed_monitor_write(std::string_view n) {
+  return n.find("deepspeed/monitor/monitor.py(") != std::string_view::npos && n.ends_with("): write_events");
 }
 
 // Whether the record finish_event() makes of an event with these ph/cat/name can depend on its
@@ -650,7 +656,11 @@ void Reader::finish_complete_event() {
       out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end, intern(ev.name)});
     return;
   }
-  if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
+  if (eq(cat, "python_function")) {
+    if (is_deepspeed_monitor_write(ev.name)) out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::MonitorWrite, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
+    return;
+  }
+  if (eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
   if (eq(cat, "cpu_op") || eq(cat, "Operator")) out_.host_ops.push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
   add_cpu_span(start, end);
 }

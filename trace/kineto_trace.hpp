@@ -75,7 +75,9 @@ struct HostOp {
 
 // CPU spans the analysis needs.
 struct CpuSpan {
-  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm, Attention };
+  // MonitorWrite: DeepSpeed's MonitorMaster.write_events, a python_function event
+  // ("deepspeed/monitor/monitor.py(46): write_events"), kept when the trace has Python stacks.
+  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm, Attention, MonitorWrite };
   Kind kind = Kind::Step;
   std::int64_t thread = 0;
   Time start, end;

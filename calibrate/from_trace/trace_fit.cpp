@@ -495,6 +495,15 @@ void add_step_edges(const KinetoTrace& t, const TraceIndex& idx, int dev, const 
   }
 }
 
+// DeepSpeed's monitor writes (CpuSpan::Kind::MonitorWrite) inside the selected steps.
+void add_monitor_writes(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, std::vector<Time>& writes) {
+  for (const CpuSpan* step : idx.steps()) {
+    if (!selected(step->step_number, o)) continue;
+    for (const CpuSpan& s : t.cpu)
+      if (s.kind == CpuSpan::Kind::MonitorWrite && s.start >= step->start && s.start < step->end) writes.push_back(s.end - s.start);
+  }
+}
+
 // Collectives slowed by compute beside them (TraceFitData::comm_slowdown): the same kind, group
 // and size alone and beside compute kernels. Host-synchronised scalars measure the host, not NCCL.
 void add_comm_contention(TraceFitData& d) {
@@ -541,7 +550,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   AttentionByKey attention;
   MemoryByClass memory;
   DispatchSamples dispatch;
-  std::vector<Time> step_starts, step_ends;
+  std::vector<Time> step_starts, step_ends, monitor_writes;
   for (const KinetoTrace& t : traces) {
     add_collectives(t, analyze_trace(t, o), d);
     TraceIndex idx(t);
@@ -550,6 +559,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     host_dispatch(t, dispatch);
     add_kernel_classes(t, idx, dev, o, by_class);
     add_step_edges(t, idx, dev, o, step_starts, step_ends);
+    add_monitor_writes(t, idx, o, monitor_writes);
     const KernelLaunches launches = kernel_launches(t);
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
@@ -569,6 +579,8 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   set_host_costs(dispatch, d);
   d.host.steps = step_starts.size();
   if (!step_starts.empty()) d.host.step_start = median_of(step_starts), d.host.step_end = median_of(step_ends);
+  d.host.monitor_writes = monitor_writes.size();
+  if (!monitor_writes.empty()) d.host.monitor_write = median_of(monitor_writes);
   return d;
 }
 
@@ -681,6 +693,7 @@ void source_fitted_keys(const nlohmann::json& fitted, HardwareProfile& p) {
       {"autograd_op_overhead_us", "host.autograd_op_overhead_us"},
       {"step_start_us", "host.step_start_us"},
       {"step_end_us", "host.step_end_us"},
+      {"monitor_write_us", "host.monitor_write_us"},
       {"comm_slowdown", "contention.comm_slowdown"},
       {"compute_slowdown", "contention.compute_slowdown"},
       {"gpu_sms", "contention.gpu_sms"},
@@ -738,6 +751,11 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["step_start_us"] = d.host.step_start.us();
     j["step_end_us"] = d.host.step_end.us();
     j["steps"] = d.host.steps;
+  }
+  if (d.host.monitor_writes > 0) {
+    p.host.monitor_write = d.host.monitor_write;
+    j["monitor_write_us"] = d.host.monitor_write.us();
+    j["monitor_writes"] = d.host.monitor_writes;
   }
   if (d.host.backward_launches >= 50) {
     p.host.autograd_op_overhead = d.host.autograd_op;

@@ -84,6 +84,10 @@ struct HostDispatchFit {
   // (ProfilerStep end - last GPU op's end, 0 when the host ended first), on the main device.
   Time step_start, step_end;
   std::size_t steps = 0;
+  // DeepSpeed's monitor write (HostProfile::monitor_write): the median duration of the
+  // MonitorMaster.write_events calls in the selected steps (a trace with Python stacks).
+  Time monitor_write;
+  std::size_t monitor_writes = 0;
 };
 
 // A memory-bound kernel class as the trace's kernels ran it: the bytes their ops' shapes say

@@ -279,6 +279,10 @@ nlohmann::json guess_strategy(const KinetoTrace& t, const TraceAnalysis& a, int 
     note(fmt::format("framework: gradient all-reduces{} and an all-gather of the parameters after the optimizer step: "
                      "DeepSpeed ZeRO-{} (stage 1 and 2 differ in the trace only by that overlap)",
                      c.ar_overlaps_compute ? " overlapping backward" : " after backward", stage));
+    if (std::any_of(t.cpu.begin(), t.cpu.end(), [](const CpuSpan& s) { return s.kind == CpuSpan::Kind::MonitorWrite; })) {
+      strategy["monitor"] = true;
+      note("monitor: the trace's Python stacks show DeepSpeed's monitor writing (deepspeed/monitor/monitor.py write_events)");
+    }
     return strategy;
   }
   note(c.ar_backward ? "framework: all-reduces during backward and no all-gather: DDP"

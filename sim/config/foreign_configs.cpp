@@ -295,6 +295,7 @@ class DeepSpeedTranslation {
     check_declared();
     precision();
     unmodelled_features();
+    monitor();
     batch();
     optimizer();
     reduction_dtypes();
@@ -344,6 +345,19 @@ class DeepSpeedTranslation {
     else if (fp16.value_or(false)) put_key("workload", "dtype", "fp16", "/fp16/enabled");
     else if (bf16 && fp16) put_key("workload", "dtype", "fp32", "/bf16/enabled");
     // "auto": the HF Trainer takes it from TrainingArguments, here the experiment's workload.dtype.
+  }
+
+  // DeepSpeed's MonitorMaster is on when any of its monitors is enabled (monitor/config.py:
+  // get_monitor_config; each block's "enabled" defaults to false).
+  void monitor() {
+    for (const char* m : {"tensorboard", "wandb", "csv_monitor", "comet"}) {
+      if (!has(m)) continue;
+      if (!ds_[m].is_object()) r_.fail(std::string("/") + m, ds_[m], "an object {\"enabled\": true | false, ...}");
+      if (!ds_[m].contains("enabled")) continue;
+      const Json& on = ds_[m]["enabled"];
+      if (!on.is_boolean()) r_.fail(std::string("/") + m + "/enabled", on, "true or false");
+      if (on.get<bool>()) return put_key("strategy", "monitor", true, std::string("/") + m + "/enabled");
+    }
   }
 
   void unmodelled_features() {

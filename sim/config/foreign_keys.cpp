@@ -134,15 +134,20 @@ const ForeignObject& deepspeed() {
           not_modelled("memory_breakdown", "true: DeepSpeed prints memory usage during the step (host time)."),
           no_effect("steps_per_print", "Logging."),
           no_effect("dump_state", "Prints the engine's state at start."),
-          not_modelled("tensorboard",
-                       "enabled: rank 0 writes the loss at engine.backward and the learning rate at engine.step of every "
-                       "accumulation boundary, each write flushed (runtime/engine.py v0.12.6 l.1936-1944 and l.2157-2178, "
-                       "monitor/tensorboard.py write_events): host time on rank 0, which the other ranks then wait for "
-                       "(0.4-0.8 ms per write in the li-plus DeepSpeed-Chat traces); the same for wandb, csv_monitor, comet."),
-          not_modelled("wandb", "enabled: as tensorboard (rank 0's event writes at backward and step)."),
-          not_modelled("csv_monitor", "enabled: as tensorboard (rank 0's event writes at backward and step)."),
-          not_modelled("comet", "enabled: as tensorboard (rank 0's event writes at backward and step)."),
-          not_modelled("monitor_config", "The monitors above, as one object (DeepSpeed's MonitorConfig)."),
+          read({.name = "tensorboard", .types = kObject,
+                .doc = "{\"enabled\": true, ...}: DeepSpeed's monitor: at each accumulation boundary rank 0 reads the loss back and "
+                       "writes it before the backward (runtime/engine.py v0.12.6 l.1934-1944, v0.16.5 l.2104-2115; "
+                       "monitor/tensorboard.py write_events flushes), for host.monitor_write_us; its write at engine.step is part "
+                       "of host.step_end_us.",
+                .since = "DeepSpeed 0.6.6 (#2013)"},
+               "strategy.monitor"),
+          read({.name = "wandb", .types = kObject, .doc = "{\"enabled\": true, ...}: as tensorboard.", .since = "DeepSpeed 0.6.6 (#2013)"},
+               "strategy.monitor"),
+          read({.name = "csv_monitor", .types = kObject, .doc = "{\"enabled\": true, ...}: as tensorboard.", .since = "DeepSpeed 0.6.6 (#2013)"},
+               "strategy.monitor"),
+          read({.name = "comet", .types = kObject, .doc = "{\"enabled\": true, ...}: as tensorboard.", .since = "unknown"},
+               "strategy.monitor"),
+          no_effect("monitor_config", "Not read by DeepSpeed: runtime/config.py builds its MonitorConfig from the blocks above."),
           no_effect("timers", "Throughput timer settings (logging)."),
           no_effect("flops_profiler", "Profiles one step (profile_step), not the steady state."),
           no_effect("scheduler", "The learning-rate schedule: host arithmetic per step."),

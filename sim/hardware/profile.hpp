@@ -258,6 +258,9 @@ struct HostProfile {
   // loop's synchronize) to its end. Measured by `fit --trace` on the user's job; 0 by default.
   Time step_start;
   Time step_end;
+  // One write of DeepSpeed's monitor on rank 0 (add_scalar and flush; ZeroConfig::monitor):
+  // measured by `fit --trace` from a trace with Python stacks; 0 by default.
+  Time monitor_write;
 };
 
 // Device memory a training process holds outside PyTorch's caching allocator, so neither

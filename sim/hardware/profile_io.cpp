@@ -369,6 +369,7 @@ static HostProfile parse_host(ObjectReader h) {
   out.alloc_overhead = Time::from_us(read_number(h, "alloc_overhead_us"));
   out.step_start = Time::from_us(read_number(h, "step_start_us"));
   out.step_end = Time::from_us(read_number(h, "step_end_us"));
+  out.monitor_write = Time::from_us(read_number(h, "monitor_write_us"));
   h.finish();
   return out;
 }
@@ -549,6 +550,7 @@ Json profile_to_json(const HardwareProfile& p) {
              {"alloc_overhead_us", p.host.alloc_overhead.us()}}}};
   if (p.host.step_start.ns > 0) out["host"]["step_start_us"] = p.host.step_start.us();
   if (p.host.step_end.ns > 0) out["host"]["step_end_us"] = p.host.step_end.us();
+  if (p.host.monitor_write.ns > 0) out["host"]["monitor_write_us"] = p.host.monitor_write.us();
   if (p.compute.memcpy.bytes_per_s > 0) out["compute"]["memcpy_GBps"] = p.compute.memcpy.gbps();
   if (p.compute.strided_element_ns > 0) out["compute"]["elementwise_strided_ns_per_element"] = p.compute.strided_element_ns;
   if (p.compute.strided_cast_element_ns > 0)

@@ -448,6 +448,10 @@ const ConfigObject& host() {
           latency_us("step_end_us",
                      "The training loop's host time from the step's last GPU work to its end, after its "
                      "synchronize (logging, metrics); fit --trace measures it."),
+          latency_us("monitor_write_us",
+                     "One write of DeepSpeed's monitor on rank 0 (add_scalar and flush of tensorboard, wandb, csv_monitor or "
+                     "comet), paid before the backward at each accumulation boundary under the zero strategy's monitor; fit "
+                     "--trace measures it from a trace with Python stacks (with_stack=True)."),
       }};
   return o;
 }

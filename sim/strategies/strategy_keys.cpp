@@ -211,6 +211,11 @@ const ConfigObject& zero() {
            .doc = "The DeepSpeed release whose rules apply where they changed: before 0.13.0 stage 1 ignores overlap_comm and "
                   "contiguous_gradients (#4887); before 0.18.3 the IPG buffers are allocated at the start of backward (#7665).",
            .since = kStepsim},
+          {.name = "monitor", .types = kBoolean, .default_value = Json(false),
+           .doc = "DeepSpeed's monitor is on (a tensorboard, wandb, csv_monitor or comet block enabled in the ds config): at each "
+                  "accumulation boundary rank 0 reads the loss back (a host synchronization) and writes it before the backward, "
+                  "for host.monitor_write_us; the other ranks wait for it at the next collective.",
+           .since = "DeepSpeed 0.6.6 (MonitorMaster, #2013)", .tune = kOnOff},
           {.name = "stage", .types = kInteger, .min = 1, .max = 3, .doc = "The ZeRO stage (required).",
            .since = "DeepSpeed 0.1 (stage 1), 0.2 (stage 2), 0.3.13 (stage 3: v0.3.13 release notes, ZeRO 3 Offload #834)", .tune = {1, 2, 3}},
           elements("reduce_bucket_size", 500'000'000, "Elements per gradient (IPG) bucket.", "DeepSpeed 0.2", kElementBuckets),

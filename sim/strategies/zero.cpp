@@ -21,6 +21,7 @@ class Zero final : public Strategy {
     nlohmann::json j = {{"framework", "zero"},
                         {"stage", c_.stage},
                         {"deepspeed_version", c_.version.text()},
+                        {"monitor", c_.monitor},
                         {"reduce_bucket_size", c_.reduce_bucket_size},
                         {"allgather_bucket_size", c_.allgather_bucket_size},
                         {"overlap_comm", c_.overlap_comm},
@@ -81,6 +82,7 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
     r.fail_value("stage", st, "1, 2 or 3 (stage 0 is plain data parallel: use \"ddp\")");
   c.stage = static_cast<int>(st.get<std::int64_t>());
   if (r.has("deepspeed_version")) c.version = r.release("deepspeed_version", "a DeepSpeed release such as \"0.12.6\" or \"0.19\"");
+  c.monitor = r.boolean("monitor", false);
 
   if (r.has("reduce_bucket_size")) c.reduce_bucket_size = elements(r, "reduce_bucket_size");
   if (r.has("allgather_bucket_size")) c.allgather_bucket_size = elements(r, "allgather_bucket_size");
@@ -125,14 +127,52 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   return std::make_unique<Zero>(c);
 }
 
-void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, StreamId s) {
-  if (!c.loss_item_in_backward()) return;
-  // loss.mean() of the 0-d loss (one reduction kernel), then .item(): a 4-byte read-back that
-  // waits for the stream, i.e. for the whole forward.
-  Kernel mean = elementwise("engine.backward: loss.mean()", Bytes{8}, "", KernelClass::Reduction);
-  mean.dispatch = HostDispatch::Eager;
-  b.launch(s, mean);
-  b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
+namespace {
+
+// One kernel over a 0-d tensor: a dtype conversion runs TensorIterator's non-vectorized path
+// (unrolled_elementwise_kernel with direct_copy_kernel_cuda in the li-plus trace), the rest a
+// vectorized elementwise kernel.
+Kernel scalar_kernel(std::string name, std::int64_t bytes, bool converts, HostDispatch dispatch) {
+  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", converts ? KernelClass::ElementwiseStrided : KernelClass::Elementwise);
+  if (converts) k.work.elements = 1;
+  k.dispatch = dispatch;
+  return k;
+}
+
+}  // namespace
+
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, bool boundary, Time monitor_write) {
+  if (c.loss_item_in_backward()) {
+    // loss.mean() of the 0-d loss (one reduction kernel), then .item(): a 4-byte read-back that
+    // waits for the stream, i.e. for the whole forward.
+    Kernel mean = elementwise("engine.backward: loss.mean()", Bytes{8}, "", KernelClass::Reduction);
+    mean.dispatch = HostDispatch::Eager;
+    b.launch(s, mean);
+    b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
+  }
+  if (c.monitor && boundary) {
+    // Since 0.13.3 the loss stays on the device until the monitor reads it; before 0.10.1 the
+    // write's add_scalar converts the summed loss tensor to a number (tensorboard's make_np):
+    // either way a read-back that waits for the forward. In 0.10.1-0.13.2 it was read above.
+    if (!c.loss_item_in_backward()) b.host_sync_stream(s, "engine.backward: monitor reads the loss back (rank 0)");
+    if (monitor_write.ns > 0) b.host_work(monitor_write, "engine.backward: monitor.write_events (rank 0)");
+  }
+  // The ZeRO optimizer's backward (stage_1_and_2.py and stage3.py, v0.12.6 to v0.16.5):
+  // `self.loss_scaler.backward(loss.float())`, i.e. `(loss.float() * loss_scale).backward()`
+  // (fp16/loss_scaler.py), whose torch.autograd.backward makes the seed gradient with
+  // `torch.ones_like` (_make_grads) before the engine starts: three 0-d kernels (two when the
+  // loss is fp32 already), launched from Python.
+  const bool cast = w.loss_dtype != Dtype::FP32;
+  if (cast) b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, true, HostDispatch::Eager));
+  b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, false, HostDispatch::Eager));
+  b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", 4, false, HostDispatch::Eager));
+}
+
+void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s) {
+  // MulBackward0 (the seed times loss_scale), then ToCopyBackward0 back to the loss's dtype.
+  b.launch(s, scalar_kernel("bwd loss_scale: MulBackward0", 8, false, HostDispatch::Autograd));
+  if (w.loss_dtype != Dtype::FP32)
+    b.launch(s, scalar_kernel("bwd loss.float: ToCopyBackward0", 4 + dtype_bytes(w.loss_dtype), true, HostDispatch::Autograd));
 }
 
 }  // namespace stepsim

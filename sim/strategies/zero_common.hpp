@@ -32,6 +32,12 @@ struct ZeroConfig {
   // at the boundary). engine.py at v0.12.6, backward(): a mean kernel and a host synchronisation
   // before the optimizer's backward.
   bool loss_item_in_backward() const { return version >= DeepSpeedVersion{0, 10, 1} && version < DeepSpeedVersion{0, 13, 3}; }
+  // DeepSpeed's monitor (a tensorboard, wandb, csv_monitor or comet block enabled in the ds
+  // config; MonitorMaster since 0.6.6, #2013): at each accumulation boundary rank 0 reads the
+  // loss back and writes it (engine.py v0.12.6 l.1936-1944, v0.16.5 l.2107-2115: `self.losses
+  // .item()`, then monitor.write_events, which flushes). The other ranks wait for rank 0 at the
+  // next collective. Its write at engine.step's end is part of the loop's tail (host.step_end).
+  bool monitor = false;
   // Whether c10d holds a collective's tensors until it has run (TrainingConfig::
   // c10d_records_streams): the run's torch_version when the experiment gives one; else the
   // PyTorch of the DeepSpeed release's time: releases up to 0.16.4 (February 2025; the
@@ -71,11 +77,15 @@ struct ZeroConfig {
 
 class ProgramBuilder;
 
-// What DeepSpeedEngine.backward() does before it calls the optimizer's backward, on stream `s`
-// (every stage): the loss log's mean and `.item()` where the release has it
-// (ZeroConfig::loss_item_in_backward). Called before the backward phase mark: the host is still
-// in engine.backward, ahead of autograd (analyze's phase rule puts the wait in forward too).
-void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, StreamId s);
+// What DeepSpeedEngine.backward() does before autograd starts, on stream `s` (every stage): the
+// loss log's mean and `.item()` where the release has it (ZeroConfig::loss_item_in_backward), at
+// an accumulation `boundary` the monitor's read-back and write (ZeroConfig::monitor;
+// `monitor_write` is the profile's host.monitor_write_us), then the optimizer's loss scaling up
+// to the seed gradient. Called before the backward phase mark: the host has not entered autograd,
+// which is where a trace's phase rule (trace/trace_index.cpp) ends the forward too.
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, bool boundary, Time monitor_write);
+// The loss scaling's autograd nodes, the first of the backward (after the backward mark).
+void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s);
 
 // Stage 1/2 (DeepSpeedZeroOptimizer) and stage 3 (DeepSpeedZeroOptimizer_Stage3) schedules.
 Program build_zero12(const ZeroConfig& c, const Experiment& e);

@@ -1071,6 +1071,7 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
                 : o.impl == Implementation::LlmFoundry ? fused_xentropy_loss(d, loop_keeps_output(o), head)
                                                        : fp32_logits_loss(d, o, head);
   mark_kept_output(w, lm, loss, shifted, d, o);
+  w.loss_dtype = shifted ? w.dtype : Dtype::FP32;
   // Where the loss upcasts (`self.output(h).float()`, HF Llama's `logits.float()`, Megatron's
   // `output.float()`), lm_head's bf16 output is a temporary alive until the fp32 copy is written;
   // the fp32 copy, unless the loop keeps it, is one alive until the loss has read it (torchtitan

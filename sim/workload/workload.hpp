@@ -167,6 +167,10 @@ struct Workload {
   std::optional<Implementation> impl;
   std::vector<Layer> layers;
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
+  // The dtype of the scalar loss the model returns: HF's CrossEntropyLoss over the compute-dtype
+  // logits returns it in that dtype; the upcast and fused losses in fp32 (DeepSpeed's
+  // `loss.float()` launches a copy only when they differ).
+  Dtype loss_dtype = Dtype::FP32;
 
   std::int64_t numel() const;
   std::int64_t param_count() const;  // parameter tensors over all layers

@@ -30,6 +30,7 @@ TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B
     CHECK(e["workload"]["dtype"] == "bf16");
     CHECK(e["strategy"]["framework"] == "zero");
     CHECK(e["strategy"]["stage"] == stage);
+    CHECK(e["strategy"]["monitor"] == true);  // DeepSpeed-Chat's tensorboard writes in the Python stacks
     // OPT-1.3B (HF facebook/opt-1.3b): 24 layers, hidden 2048, FFN 8192, 32 heads, vocab 50272;
     // the run: micro-batch 8 of 512 tokens.
     const auto& m = e["workload"]["model"];

@@ -140,6 +140,31 @@ TEST_CASE("DeepSpeed config: DeepSpeed-Chat's step-1 config predicts exactly wha
   CHECK(run_experiment(from_ds).metrics.overlap.step_time == run_experiment(written).metrics.overlap.step_time);
 }
 
+TEST_CASE("DeepSpeed config: an enabled tensorboard, wandb, csv_monitor or comet block turns the monitor on",
+          "[config][deepspeed][monitor]") {
+  // runtime/config.py get_monitor_config reads these four blocks; each "enabled" defaults to false.
+  const test::TempDir dir;
+  auto monitor_of = [&](const nlohmann::json& ds) {
+    return test::experiment_from_doc(ds_experiment(dir.write_json("m.json", ds))).strategy->effective_config()["monitor"];
+  };
+  nlohmann::json ds = dschat();
+  CHECK(monitor_of(ds) == true);  // DeepSpeed-Chat's run_1.3b.sh: --enable_tensorboard
+  ds["tensorboard"]["enabled"] = false;
+  CHECK(monitor_of(ds) == false);
+  ds["wandb"] = {{"enabled", true}, {"project", "x"}};
+  CHECK(monitor_of(ds) == true);
+  ds.erase("wandb");
+  ds["csv_monitor"] = {{"output_path", "csv"}};  // no "enabled": off
+  CHECK(monitor_of(ds) == false);
+  ds["tensorboard"]["enabled"] = "yes";
+  CHECK_THROWS_WITH(monitor_of(ds), Catch::Contains("m.json: /tensorboard/enabled: \"yes\"") && Catch::Contains("true or false"));
+  // The experiment's own key agrees or is named with the file's.
+  ds["tensorboard"]["enabled"] = true;
+  nlohmann::json doc = ds_experiment(dir.write_json("m.json", ds));
+  doc["strategy"]["monitor"] = false;
+  CHECK_THROWS_WITH(test::experiment_from_doc(doc), Catch::Contains("/strategy/monitor: false") && Catch::Contains("/tensorboard/enabled"));
+}
+
 TEST_CASE("DeepSpeed config: the batch triangle, HF 'auto' values, and one-line errors for what is not modelled",
           "[config][deepspeed]") {
   const test::TempDir dir;

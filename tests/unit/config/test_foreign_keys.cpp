@@ -91,7 +91,7 @@ TEST_CASE("DeepSpeed config: every key declared as accepted (no effect, or not m
     if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds[k.key.name] = true, ++accepted;
   for (const ForeignKey& k : foreign_keys::deepspeed_zero().keys)
     if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds["zero_optimization"][k.key.name] = true, ++accepted;
-  CHECK(accepted > 30);  // 21 top-level and 12 zero_optimization keys today
+  CHECK(accepted >= 29);  // 17 top-level and 12 zero_optimization keys today
   const Experiment all = test::experiment_from_doc(ds_experiment(dir.write_json("all.json", ds)));
   CHECK(all.strategy->effective_config() == plain.strategy->effective_config());
   CHECK(all.workload.micro_batch == plain.workload.micro_batch);

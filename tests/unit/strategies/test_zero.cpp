@@ -409,6 +409,89 @@ TEST_CASE("engine.backward reads the loss back (a host sync before backward) fro
   }
 }
 
+TEST_CASE("The ZeRO optimizer's loss scaling: cast, multiply and seed before autograd starts, their backward first after",
+          "[zero][loss]") {
+  // stage_1_and_2.py / stage3.py backward(): `self.loss_scaler.backward(loss.float())`;
+  // fp16/loss_scaler.py: `(loss * self.loss_scale).backward()`; torch.autograd.backward seeds
+  // with ones_like. The li-plus ZeRO-1 trace launches the copy, mul and fill before the first
+  // autograd::engine::evaluate_function, then MulBackward0's mul and ToCopyBackward0's copy.
+  auto around_mark = [](const Experiment& e) {
+    const Program p = e.strategy->build(e);
+    std::vector<std::string> before, after;
+    bool in_backward = false;
+    for (const auto& ins : p.instructions) {
+      if (const auto* m = std::get_if<Mark>(&ins)) {
+        if (m->phase == Phase::Backward) in_backward = true;
+        if (in_backward && m->phase != Phase::Backward) break;
+      }
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        if (!in_backward) before.push_back(l->kernel.name);
+        else if (after.size() < 2) after.push_back(l->kernel.name);
+      }
+    }
+    return std::pair{std::vector<std::string>(before.end() - 3, before.end()), after};
+  };
+  for (int stage : {1, 3}) {
+    INFO("stage " << stage);
+    // HF OPT's CrossEntropyLoss over bf16 logits returns a bf16 loss: the cast and its backward run.
+    auto [before, after] = around_mark(opt13({{"framework", "zero"}, {"stage", stage}}));
+    CHECK(before == std::vector<std::string>{"optimizer.backward: loss.float()", "loss_scaler.backward: loss * loss_scale",
+                                             "autograd.backward: ones_like(loss)"});
+    CHECK(after == std::vector<std::string>{"bwd loss_scale: MulBackward0", "bwd loss.float: ToCopyBackward0"});
+  }
+  // torchtitan's Llama computes the loss over fp32 logits: `.float()` is a no-op.
+  auto [before, after] = around_mark(llama7b({{"framework", "zero"}, {"stage", 3}}));
+  CHECK(before.back() == "autograd.backward: ones_like(loss)");
+  CHECK(before[1] == "loss_scaler.backward: loss * loss_scale");
+  CHECK(after.front() == "bwd loss_scale: MulBackward0");
+  CHECK(std::find(after.begin(), after.end(), "bwd loss.float: ToCopyBackward0") == after.end());
+}
+
+TEST_CASE("DeepSpeed's monitor: rank 0 reads the loss back and writes it before the backward of each accumulation boundary",
+          "[zero][monitor]") {
+  // engine.py v0.12.6 l.1934-1944 and v0.16.5 l.2104-2115: `if self.monitor.enabled: if
+  // self.is_gradient_accumulation_boundary(): if self.global_rank == 0: ... write_events(...)`,
+  // after the loss log; since 0.13.3 the loss is read back (`self.losses.item()`) only there.
+  struct Seen {
+    int writes = 0, monitor_syncs = 0, writes_before_last_backward = 0;
+    Time write;
+  };
+  auto scan = [](Experiment e) {
+    e.training.grad_accum = 2;
+    e.cluster.profile.host.monitor_write = Time::from_us(700);
+    const Program p = e.strategy->build(e);
+    Seen s;
+    int backward_marks = 0;
+    for (const auto& ins : p.instructions) {
+      if (const auto* w = std::get_if<HostWork>(&ins); w && w->name.find("monitor.write_events") != std::string::npos) {
+        ++s.writes;
+        s.write = w->duration;
+        if (backward_marks == 1) ++s.writes_before_last_backward;  // after micro-batch 0's backward began
+      }
+      if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.find("monitor reads the loss back") != std::string::npos) ++s.monitor_syncs;
+      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward) ++backward_marks;
+    }
+    return s;
+  };
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    const Seen off = scan(opt13({{"framework", "zero"}, {"stage", stage}}));
+    CHECK(off.writes == 0);
+    CHECK(off.monitor_syncs == 0);
+    const Seen on = scan(opt13({{"framework", "zero"}, {"stage", stage}, {"monitor", true}}));
+    CHECK(on.writes == 1);  // the boundary micro-batch only, before its backward
+    CHECK(on.writes_before_last_backward == 1);
+    CHECK(on.write == Time::from_us(700));
+    CHECK(on.monitor_syncs == 1);
+    // 0.10.1-0.13.2 read the loss back on every micro-batch already: no second sync.
+    const Seen old = scan(opt13({{"framework", "zero"}, {"stage", stage}, {"monitor", true}, {"deepspeed_version", "0.12.6"}}));
+    CHECK(old.writes == 1);
+    CHECK(old.monitor_syncs == 0);
+  }
+  Experiment e = opt13({{"framework", "zero"}, {"stage", 1}, {"monitor", true}});
+  CHECK(e.strategy->effective_config()["monitor"] == true);
+}
+
 TEST_CASE("The reduced bucket is copied back grad by grad as DtoD memcpys: every grad without contiguous_gradients, the owned slices with",
           "[zero][reduce]") {
   // stage_1_and_2.py v0.12.6: reduce_ipg_grads without contiguous_gradients (ZeRO-1 before 0.13.0
