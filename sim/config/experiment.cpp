@@ -194,7 +194,8 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   } else {
     std::string name = c.string("profile");
     fs::path path = resolve_config_path(name, c.sources().file_for(c.path_of("profile")));
-    if (!fs::exists(path)) c.fail("profile", "an existing hardware profile file (not found)");
+    std::error_code ec;  // a name the OS rejects (too long, ...) is not found either
+    if (!fs::exists(path, ec)) c.fail("profile", "an existing hardware profile file (not found)");
     out.profile_path = name;
     out.profile = profiles ? *profiles->load(path) : load_profile(path);
   }

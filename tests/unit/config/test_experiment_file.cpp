@@ -154,3 +154,12 @@ TEST_CASE("Includes and --set: the value the user wrote last wins, and an error 
   write(dir, "base.json", with(minimal(), "/workload/seq_len"_json_pointer, "long"));
   CHECK_THAT(error_of(top), Catch::StartsWith(dir.file("base.json") + ": /workload/seq_len: \"long\": expected"));
 }
+
+// Found by fuzz_config: a profile name the OS rejects (a component over NAME_MAX) made
+// std::filesystem throw instead of the one-line "not found" error.
+TEST_CASE("A profile path too long for the OS is an InputError naming /cluster/profile", "[config][hardening]") {
+  nlohmann::json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 1}, {"seq_len", 512}}},
+                        {"cluster", {{"profile", std::string(5000, 'd') + ".json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                        {"strategy", {{"framework", "ddp"}}}};
+  CHECK_THROWS_WITH(experiment_from_json(doc, SourceMap{}), Catch::Contains("/cluster/profile") && Catch::Contains("not found"));
+}
