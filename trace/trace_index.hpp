@@ -26,6 +26,8 @@ class TraceIndex {
   Time anchor(const GpuOp& op) const;
   // Index into steps() of the span containing anchor(op).
   std::optional<std::size_t> step_of(const GpuOp& op) const;
+  // Index into steps() of the span containing `t` (adjacent spans: the later one).
+  std::optional<std::size_t> step_at(Time t) const;
   // Phase of an op launched at `anchor` in step `step` from the CPU markers (see header rules).
   Phase kineto_phase(std::size_t step, Time anchor) const;
   // Spans of `kind` on `thread` containing `t`, innermost (latest start) first.
@@ -36,7 +38,6 @@ class TraceIndex {
   CollectiveRecord resolve_collective(std::size_t op) const;
 
  private:
-  std::optional<std::size_t> step_at(Time t) const;
 
   const KinetoTrace& t_;
   std::unordered_map<std::int64_t, std::size_t> launch_;  // correlation -> runtime index

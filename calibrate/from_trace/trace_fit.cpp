@@ -497,10 +497,10 @@ void add_step_edges(const KinetoTrace& t, const TraceIndex& idx, int dev, const 
 
 // DeepSpeed's monitor writes (CpuSpan::Kind::MonitorWrite) inside the selected steps.
 void add_monitor_writes(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, std::vector<Time>& writes) {
-  for (const CpuSpan* step : idx.steps()) {
-    if (!selected(step->step_number, o)) continue;
-    for (const CpuSpan& s : t.cpu)
-      if (s.kind == CpuSpan::Kind::MonitorWrite && s.start >= step->start && s.start < step->end) writes.push_back(s.end - s.start);
+  for (const CpuSpan& s : t.cpu) {
+    if (s.kind != CpuSpan::Kind::MonitorWrite) continue;
+    auto st = idx.step_at(s.start);
+    if (st && selected(idx.steps()[*st]->step_number, o)) writes.push_back(s.end - s.start);
   }
 }
 

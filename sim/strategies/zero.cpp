@@ -129,12 +129,12 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
 
 namespace {
 
-// One kernel over a 0-d tensor: a dtype conversion runs TensorIterator's non-vectorized path
-// (unrolled_elementwise_kernel with direct_copy_kernel_cuda in the li-plus trace), the rest a
-// vectorized elementwise kernel.
-Kernel scalar_kernel(std::string name, std::int64_t bytes, bool converts, HostDispatch dispatch) {
-  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", converts ? KernelClass::ElementwiseStrided : KernelClass::Elementwise);
-  if (converts) k.work.elements = 1;
+// One kernel over a 0-d tensor, launched by `dispatch`. A dtype conversion runs TensorIterator's
+// non-vectorized path (ElementwiseStrided: unrolled_elementwise_kernel with
+// direct_copy_kernel_cuda in the li-plus trace), priced for its one element.
+Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {
+  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", cls);
+  if (cls == KernelClass::ElementwiseStrided) k.work.elements = 1;
   k.dispatch = dispatch;
   return k;
 }
@@ -145,9 +145,7 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
   if (c.loss_item_in_backward()) {
     // loss.mean() of the 0-d loss (one reduction kernel), then .item(): a 4-byte read-back that
     // waits for the stream, i.e. for the whole forward.
-    Kernel mean = elementwise("engine.backward: loss.mean()", Bytes{8}, "", KernelClass::Reduction);
-    mean.dispatch = HostDispatch::Eager;
-    b.launch(s, mean);
+    b.launch(s, scalar_kernel("engine.backward: loss.mean()", 8, KernelClass::Reduction, HostDispatch::Eager));
     b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
   }
   if (c.monitor && boundary) {
@@ -163,16 +161,19 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
   // `torch.ones_like` (_make_grads) before the engine starts: three 0-d kernels (two when the
   // loss is fp32 already), launched from Python.
   const bool cast = w.loss_dtype != Dtype::FP32;
-  if (cast) b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, true, HostDispatch::Eager));
-  b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, false, HostDispatch::Eager));
-  b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", 4, false, HostDispatch::Eager));
+  if (cast)
+    b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
+                              HostDispatch::Eager));
+  b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, KernelClass::Elementwise, HostDispatch::Eager));
+  b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", 4, KernelClass::Elementwise, HostDispatch::Eager));
 }
 
 void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s) {
   // MulBackward0 (the seed times loss_scale), then ToCopyBackward0 back to the loss's dtype.
-  b.launch(s, scalar_kernel("bwd loss_scale: MulBackward0", 8, false, HostDispatch::Autograd));
+  b.launch(s, scalar_kernel("bwd loss_scale: MulBackward0", 8, KernelClass::Elementwise, HostDispatch::Autograd));
   if (w.loss_dtype != Dtype::FP32)
-    b.launch(s, scalar_kernel("bwd loss.float: ToCopyBackward0", 4 + dtype_bytes(w.loss_dtype), true, HostDispatch::Autograd));
+    b.launch(s, scalar_kernel("bwd loss.float: ToCopyBackward0", 4 + dtype_bytes(w.loss_dtype), KernelClass::ElementwiseStrided,
+                              HostDispatch::Autograd));
 }
 
 }  // namespace stepsim
