@@ -141,18 +141,50 @@ Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, Host
 
 }  // namespace
 
-void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, bool boundary, Time monitor_write) {
-  if (c.loss_item_in_backward()) {
-    // loss.mean() of the 0-d loss (one reduction kernel), then .item(): a 4-byte read-back that
-    // waits for the stream, i.e. for the whole forward.
-    b.launch(s, scalar_kernel("engine.backward: loss.mean()", 8, KernelClass::Reduction, HostDispatch::Eager));
-    b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, int micro, int grad_accum,
+                              Time monitor_write) {
+  const bool boundary = micro == grad_accum - 1;
+  // With accumulation, `loss = self._scale_loss_by_gas(loss.float())` (every release from 0.6 to
+  // 0.16.5): the cast where the model's loss is not fp32, then `prescaled_loss / scaling_factor`.
+  bool fp32_loss = w.loss_dtype == Dtype::FP32;
+  if (grad_accum > 1) {
+    if (!fp32_loss)
+      b.launch(s, scalar_kernel("engine.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
+                                HostDispatch::Eager));
+    b.launch(s, scalar_kernel("_scale_loss_by_gas: loss / gradient_accumulation_steps", 8, KernelClass::Elementwise, HostDispatch::Eager));
+    fp32_loss = true;
+  }
+  // The loss log: a 0-d mean (one reduction kernel), read back where the release reads it. A
+  // read-back waits for the stream, i.e. for the whole forward.
+  const auto mean = [&] { b.launch(s, scalar_kernel("engine.backward: loss.mean()", 8, KernelClass::Reduction, HostDispatch::Eager)); };
+  bool monitor_read = false;  // the monitor's value is on the host already
+  switch (c.loss_log()) {
+    case ZeroConfig::LossLog::MonitorOnly:
+      if (c.monitor && boundary) {
+        mean();
+        b.host_sync_stream(s, "engine.backward: monitor reads the loss back, loss.mean().item() (rank 0)");
+        monitor_read = true;
+      }
+      break;
+    case ZeroConfig::LossLog::OffBoundary:
+      if (!boundary) {
+        mean();
+        b.host_sync_stream(s, "engine.backward: self.losses.append(loss.mean().item())");
+      }
+      monitor_read = true;  // the mean of the appended floats
+      break;
+    case ZeroConfig::LossLog::EveryMicroBatch:
+      mean();
+      b.host_sync_stream(s, "engine.backward: self.losses += loss.mean().item()");
+      monitor_read = true;
+      break;
+    case ZeroConfig::LossLog::OnDevice:
+      mean();
+      if (micro > 0) b.launch(s, scalar_kernel("engine.backward: self.losses + mean_loss", 12, KernelClass::Elementwise, HostDispatch::Eager));
+      break;
   }
   if (c.monitor && boundary) {
-    // Since 0.13.3 the loss stays on the device until the monitor reads it; before 0.10.1 the
-    // write's add_scalar converts the summed loss tensor to a number (tensorboard's make_np):
-    // either way a read-back that waits for the forward. In 0.10.1-0.13.2 it was read above.
-    if (!c.loss_item_in_backward()) b.host_sync_stream(s, "engine.backward: monitor reads the loss back (rank 0)");
+    if (!monitor_read) b.host_sync_stream(s, "engine.backward: monitor reads the loss back (rank 0)");
     if (monitor_write.ns > 0) b.host_work(monitor_write, "engine.backward: monitor.write_events (rank 0)");
   }
   // The ZeRO optimizer's backward (stage_1_and_2.py and stage3.py, v0.12.6 to v0.16.5):
@@ -160,17 +192,19 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
   // (fp16/loss_scaler.py), whose torch.autograd.backward makes the seed gradient with
   // `torch.ones_like` (_make_grads) before the engine starts: three 0-d kernels (two when the
   // loss is fp32 already), launched from Python.
-  const bool cast = w.loss_dtype != Dtype::FP32;
-  if (cast)
+  if (!fp32_loss)
     b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
                               HostDispatch::Eager));
   b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, KernelClass::Elementwise, HostDispatch::Eager));
   b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", 4, KernelClass::Elementwise, HostDispatch::Eager));
 }
 
-void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s) {
-  // MulBackward0 (the seed times loss_scale), then ToCopyBackward0 back to the loss's dtype.
+void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s, int grad_accum) {
+  // MulBackward0 (the seed times loss_scale), DivBackward0 (by the accumulation steps), then
+  // ToCopyBackward0 back to the loss's dtype.
   b.launch(s, scalar_kernel("bwd loss_scale: MulBackward0", 8, KernelClass::Elementwise, HostDispatch::Autograd));
+  if (grad_accum > 1)
+    b.launch(s, scalar_kernel("bwd _scale_loss_by_gas: DivBackward0", 8, KernelClass::Elementwise, HostDispatch::Autograd));
   if (w.loss_dtype != Dtype::FP32)
     b.launch(s, scalar_kernel("bwd loss.float: ToCopyBackward0", 4 + dtype_bytes(w.loss_dtype), KernelClass::ElementwiseStrided,
                               HostDispatch::Autograd));

@@ -112,9 +112,9 @@ class Zero12Builder {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
     std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
-    engine_backward_prologue(b_, c_, w_, dflt_, boundary, e_.cluster.profile.host.monitor_write);
+    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-    loss_scale_backward(b_, w_, dflt_);
+    loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
     // only on the boundary micro-batch; default stage 1 reduces after backward.
     const bool reduce_in_hooks = c_.stage == 2 || (c_.overlap_comm && boundary);

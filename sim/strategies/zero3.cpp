@@ -302,9 +302,9 @@ class Zero3Builder {
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
   void backward(int micro, std::vector<SavedActivations>& acts) {
-    engine_backward_prologue(b_, c_, w_, dflt_, micro == e_.training.grad_accum - 1, e_.cluster.profile.host.monitor_write);
+    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-    loss_scale_backward(b_, w_, dflt_);
+    loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     accumulate_ = micro > 0;
     fetch_sub_module(false);  // root
     for (std::size_t li = w_.layers.size(); li-- > 0;) {

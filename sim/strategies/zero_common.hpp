@@ -26,12 +26,24 @@ struct ZeroConfig {
   // DeepSpeedZeroOptimizer.backward() allocated them ahead of loss.backward(); since #7665
   // (53e91a09, 0.18.3) setup_buckets() allocates them at the first gradient hook.
   bool ipg_buffers_at_backward_start() const { return version < DeepSpeedVersion{0, 18, 3}; }
-  // DeepSpeedEngine.backward() logs the loss with `self.losses += loss.mean().item()` on every
-  // rank and micro-batch from 0.10.1 (#4030, eeab613a) until 0.13.3 (#5135, fac1df99, keeps the
-  // sum on the device: `mean_loss = loss.mean().detach()`, read back only by the monitor on rank 0
-  // at the boundary). engine.py at v0.12.6, backward(): a mean kernel and a host synchronisation
-  // before the optimizer's backward.
-  bool loss_item_in_backward() const { return version >= DeepSpeedVersion{0, 10, 1} && version < DeepSpeedVersion{0, 13, 3}; }
+  // How DeepSpeedEngine.backward() logs the loss, release by release (engine.py backward()):
+  //   <= 0.9.2  MonitorOnly: only the monitor, on rank 0 at the boundary,
+  //             `loss.mean().item() * gradient_accumulation_steps()` (v0.9.2 l.1831);
+  //   0.9.3 (#3428, 4d269c6e) to 0.10.0  OffBoundary: `self.losses.append(loss.mean().item())`
+  //             on every rank off the boundary; at the boundary the list of floats is reset, and
+  //             the monitor writes their mean without a read-back (v0.10.0 l.1876-1884);
+  //   0.10.1 (#4030, eeab613a) to 0.13.2  EveryMicroBatch: `self.losses += loss.mean().item()`
+  //             on every rank and micro-batch (v0.12.6 l.1935);
+  //   >= 0.13.3 (#5135, fac1df99)  OnDevice: `mean_loss = loss.mean().detach()`, summed on the
+  //             device (`self.losses + mean_loss` after a window's first micro-batch; `step()`
+  //             resets it to None) and read back only by the monitor (v0.16.5 l.2105-2112).
+  enum class LossLog { MonitorOnly, OffBoundary, EveryMicroBatch, OnDevice };
+  LossLog loss_log() const {
+    if (version < DeepSpeedVersion{0, 9, 3}) return LossLog::MonitorOnly;
+    if (version < DeepSpeedVersion{0, 10, 1}) return LossLog::OffBoundary;
+    if (version < DeepSpeedVersion{0, 13, 3}) return LossLog::EveryMicroBatch;
+    return LossLog::OnDevice;
+  }
   // DeepSpeed's monitor (a tensorboard, wandb, csv_monitor or comet block enabled in the ds
   // config; MonitorMaster since 0.6.6, #2013): at each accumulation boundary rank 0 reads the
   // loss back and writes it (engine.py v0.12.6 l.1936-1944, v0.16.5 l.2107-2115: `self.losses
@@ -77,15 +89,19 @@ struct ZeroConfig {
 
 class ProgramBuilder;
 
-// What DeepSpeedEngine.backward() does before autograd starts, on stream `s` (every stage): the
-// loss log's mean and `.item()` where the release has it (ZeroConfig::loss_item_in_backward), at
-// an accumulation `boundary` the monitor's read-back and write (ZeroConfig::monitor;
-// `monitor_write` is the profile's host.monitor_write_us), then the optimizer's loss scaling up
-// to the seed gradient. Called before the backward phase mark: the host has not entered autograd,
-// which is where a trace's phase rule (trace/trace_index.cpp) ends the forward too.
-void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, bool boundary, Time monitor_write);
-// The loss scaling's autograd nodes, the first of the backward (after the backward mark).
-void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s);
+// What DeepSpeedEngine.backward() does before autograd starts, on stream `s` (every stage), for
+// micro-batch `micro` of `grad_accum`: with accumulation, `_scale_loss_by_gas(loss.float())`
+// (the cast where the loss is not fp32, then the division); the loss log as the release has it
+// (ZeroConfig::loss_log); at the accumulation boundary the monitor's read-back and write
+// (ZeroConfig::monitor; `monitor_write` is the profile's host.monitor_write_us); then the
+// optimizer's loss scaling up to the seed gradient. Called before the backward phase mark: the
+// host has not entered autograd, which is where a trace's phase rule (trace/trace_index.cpp) ends
+// the forward too.
+void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, int micro, int grad_accum,
+                              Time monitor_write);
+// The autograd nodes of the prologue's loss arithmetic, the first of the backward (after the
+// backward mark): the loss scale's multiply, the accumulation's division, the fp32 cast's copy.
+void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s, int grad_accum);
 
 // Stage 1/2 (DeepSpeedZeroOptimizer) and stage 3 (DeepSpeedZeroOptimizer_Stage3) schedules.
 Program build_zero12(const ZeroConfig& c, const Experiment& e);

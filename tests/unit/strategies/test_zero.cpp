@@ -376,37 +376,108 @@ TEST_CASE("The gradient norm as DeepSpeed runs it: a host synchronisation per pa
   CHECK(syncs_new == 0);
 }
 
-TEST_CASE("engine.backward reads the loss back (a host sync before backward) from DeepSpeed 0.10.1 until 0.13.3",
-          "[zero][version]") {
-  // engine.py at v0.12.6, backward(): `self.losses += loss.mean().item()` on every rank and
-  // micro-batch (#4030, first in v0.10.1); #5135 (v0.13.3) keeps the sum on the device
-  // (`loss.mean().detach()`) and reads it back only for the monitor on rank 0. Before 0.10.1 only
-  // the monitor read it.
-  auto loss_syncs = [](const Experiment& e) {
+TEST_CASE("engine.backward's loss log, release by release: its mean kernel, its read-back, its sum", "[zero][version]") {
+  // engine.py backward(): up to 0.9.2 only the monitor logs (`loss.mean().item() * gas`); 0.9.3
+  // (#3428) to 0.10.0 `self.losses.append(loss.mean().item())` off the boundary; 0.10.1 (#4030)
+  // to 0.13.2 `self.losses += loss.mean().item()` every micro-batch; from 0.13.3 (#5135)
+  // `mean_loss = loss.mean().detach()`, summed on the device after a window's first micro-batch.
+  struct Seen {
+    int syncs = 0, means = 0, sums = 0, syncs_before_backward = 0;
+  };
+  auto scan = [](Experiment e, int grad_accum) {
+    e.training.grad_accum = grad_accum;
     const Program p = e.strategy->build(e);
-    int syncs = 0, marks_after = 0;
-    bool seen = false;
+    Seen s;
+    bool pending = false;
     for (const auto& ins : p.instructions) {
       if (const auto* h = std::get_if<HostSync>(&ins); h && h->reason.starts_with("engine.backward: self.losses")) {
-        ++syncs;
-        seen = true;
+        ++s.syncs;
+        pending = true;
       }
-      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward && seen) {
-        ++marks_after;  // the sync comes before autograd starts: ahead of the backward mark
-        seen = false;
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        if (l->kernel.name == "engine.backward: loss.mean()") ++s.means;
+        if (l->kernel.name == "engine.backward: self.losses + mean_loss") ++s.sums;
+      }
+      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward && pending) {
+        ++s.syncs_before_backward;  // the read-back comes before autograd starts
+        pending = false;
       }
     }
-    CHECK(marks_after == syncs);
-    return syncs;
+    CHECK(s.syncs_before_backward == s.syncs);
+    return s;
+  };
+  auto run = [&](int stage, const char* version, int grad_accum) {
+    return scan(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", version}}), grad_accum);
   };
   for (int stage : {1, 2, 3}) {
     INFO("stage " << stage);
-    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.10.0"}})) == 0);
-    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.10.1"}})) == 1);
-    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.13.2"}})) == 1);
-    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}, {"deepspeed_version", "0.13.3"}})) == 0);
-    CHECK(loss_syncs(opt13({{"framework", "zero"}, {"stage", stage}})) == 0);  // the default release, 0.19.6
+    for (const char* v : {"0.9.2", "0.9.3", "0.10.0", "0.10.1", "0.13.2", "0.13.3", "0.19.6"}) {
+      INFO("DeepSpeed " << v);
+      const Seen one = run(stage, v, 1), four = run(stage, v, 4);
+      const std::string r = v;
+      if (r == "0.9.2") {  // no monitor: no log at all
+        CHECK((one.means == 0 && one.syncs == 0 && four.means == 0 && four.syncs == 0));
+      } else if (r == "0.9.3" || r == "0.10.0") {  // off the boundary only
+        CHECK((one.means == 0 && one.syncs == 0));
+        CHECK((four.means == 3 && four.syncs == 3));
+      } else if (r == "0.10.1" || r == "0.13.2") {  // every micro-batch, read back
+        CHECK((one.means == 1 && one.syncs == 1));
+        CHECK((four.means == 4 && four.syncs == 4));
+      } else {  // every micro-batch, on the device
+        CHECK((one.means == 1 && one.syncs == 0 && one.sums == 0));
+        CHECK((four.means == 4 && four.syncs == 0 && four.sums == 3));
+      }
+      if (r != "0.13.3" && r != "0.19.6") CHECK(four.sums == 0);
+    }
+    CHECK(scan(opt13({{"framework", "zero"}, {"stage", stage}}), 2).means == 2);  // the default release, 0.19.6
   }
+}
+
+TEST_CASE("With gradient accumulation engine.backward divides the fp32 loss by the steps, and autograd divides back",
+          "[zero][loss]") {
+  // engine.py (v0.6.7 to v0.16.5) backward(): `if gradient_accumulation_steps() > 1 and
+  // scale_wrt_gas: loss = self._scale_loss_by_gas(loss.float())`, `prescaled_loss / scaling_factor`.
+  // The optimizer's own `loss.float()` is then a no-op: one cast per micro-batch, not two.
+  auto names = [](Experiment e, int grad_accum) {
+    e.training.grad_accum = grad_accum;
+    const Program p = e.strategy->build(e);
+    std::vector<std::string> first_micro;  // up to micro-batch 0's ones_like, and its backward's first three
+    int after = -1;
+    for (const auto& ins : p.instructions) {
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        const std::string& n = l->kernel.name;
+        if (after < 0 && (n.starts_with("engine.backward") || n.starts_with("_scale_loss") || n.starts_with("optimizer.backward") ||
+                          n.starts_with("loss_scaler") || n.starts_with("autograd.backward")))
+          first_micro.push_back(n);
+        if (after >= 0 && after < 3) {
+          first_micro.push_back(n);
+          ++after;
+        }
+        if (n == "autograd.backward: ones_like(loss)" && after < 0) after = 0;
+      }
+      if (after >= 3) break;
+    }
+    return first_micro;
+  };
+  for (int stage : {1, 3}) {
+    INFO("stage " << stage);
+    // HF OPT's bf16 loss, DeepSpeed 0.19.6, accumulation 4: cast, divide, log, scale, seed.
+    CHECK(names(opt13({{"framework", "zero"}, {"stage", stage}}), 4) ==
+          std::vector<std::string>{"engine.backward: loss.float()", "_scale_loss_by_gas: loss / gradient_accumulation_steps",
+                                   "engine.backward: loss.mean()", "loss_scaler.backward: loss * loss_scale",
+                                   "autograd.backward: ones_like(loss)", "bwd loss_scale: MulBackward0",
+                                   "bwd _scale_loss_by_gas: DivBackward0", "bwd loss.float: ToCopyBackward0"});
+    // Without accumulation the cast is the optimizer's, and nothing divides.
+    const auto one = names(opt13({{"framework", "zero"}, {"stage", stage}}), 1);
+    CHECK(one.front() == "engine.backward: loss.mean()");
+    CHECK(one[1] == "optimizer.backward: loss.float()");
+    CHECK(std::find(one.begin(), one.end(), "bwd _scale_loss_by_gas: DivBackward0") == one.end());
+  }
+  // torchtitan's Llama loss is fp32: accumulation divides without a cast, and nothing casts back.
+  const auto fp32 = names(llama7b({{"framework", "zero"}, {"stage", 3}}), 2);
+  CHECK(fp32.front() == "_scale_loss_by_gas: loss / gradient_accumulation_steps");
+  CHECK(std::find(fp32.begin(), fp32.end(), "bwd loss.float: ToCopyBackward0") == fp32.end());
+  CHECK(std::find(fp32.begin(), fp32.end(), "bwd _scale_loss_by_gas: DivBackward0") != fp32.end());
 }
 
 TEST_CASE("The ZeRO optimizer's loss scaling: cast, multiply and seed before autograd starts, their backward first after",
@@ -487,6 +558,12 @@ TEST_CASE("DeepSpeed's monitor: rank 0 reads the loss back and writes it before 
     const Seen old = scan(opt13({{"framework", "zero"}, {"stage", stage}, {"monitor", true}, {"deepspeed_version", "0.12.6"}}));
     CHECK(old.writes == 1);
     CHECK(old.monitor_syncs == 0);
+    // 0.9.3-0.10.0 write the mean of floats read back off the boundary; up to 0.9.2 the monitor
+    // itself reads `loss.mean().item()`.
+    CHECK(scan(opt13({{"framework", "zero"}, {"stage", stage}, {"monitor", true}, {"deepspeed_version", "0.10.0"}})).monitor_syncs == 0);
+    const Seen oldest = scan(opt13({{"framework", "zero"}, {"stage", stage}, {"monitor", true}, {"deepspeed_version", "0.9.2"}}));
+    CHECK(oldest.monitor_syncs == 1);
+    CHECK(oldest.writes == 1);
   }
   Experiment e = opt13({{"framework", "zero"}, {"stage", 1}, {"monitor", true}});
   CHECK(e.strategy->effective_config()["monitor"] == true);
