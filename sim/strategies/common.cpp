@@ -276,6 +276,17 @@ Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass 
   return Kernel{std::move(name), cls, w, std::move(unit)};
 }
 
+Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {
+  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", cls);
+  if (cls == KernelClass::ElementwiseStrided) k.work.elements = 1;
+  k.dispatch = dispatch;
+  return k;
+}
+
+void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype) {
+  b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", dtype_bytes(loss_dtype), KernelClass::Elementwise, HostDispatch::Eager));
+}
+
 Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
   Kernel k = elementwise(std::move(name), bytes, std::move(unit), KernelClass::Copy);
   k.kernels = 0;

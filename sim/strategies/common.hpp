@@ -129,6 +129,15 @@ Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id, StreamId stream);
 // A memory-bound kernel moving `bytes` (read + write).
 Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
+// One kernel over a 0-d tensor moving `bytes`, launched by `dispatch`. A dtype conversion runs
+// TensorIterator's non-vectorized path (ElementwiseStrided: unrolled_elementwise_kernel with
+// direct_copy_kernel_cuda in the li-plus trace), priced for its one element.
+Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch);
+// `loss.backward()` on the 0-d loss: torch.autograd.backward's _make_grads seeds it with
+// `torch.ones_like(out, memory_format=torch.preserve_format)` (torch/autograd/__init__.py), a fill
+// kernel launched from Python before the autograd engine starts, i.e. ahead of the backward mark,
+// where a trace's phase rule (trace/trace_index.cpp) ends the forward too.
+void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype);
 
 // One optimizer step over this rank's parameters as the training loop runs it (`impl`, one of
 // torch.optim's code paths; sim/config/experiment.hpp OptimizerImpl). AdamW moves 7 elements per

@@ -48,6 +48,7 @@ class ReducerWriter {
       const bool sync = micro == A - 1 || !e_.training.no_sync;
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
       std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
+      seed_loss_gradient(b_, dflt_, w_.loss_dtype);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
       backward(micro, sync, acts);
     }

@@ -443,6 +443,7 @@ void StepWriter::forward(int micro) {
 }
 
 void StepWriter::backward(int micro, bool sync) {
+  seed_loss_gradient(b_, dflt_, w_.loss_dtype);
   b_.mark(fmt::format("backward {}", micro), Phase::Backward);
   // The root's pre-backward hook fires first (the loss is the root's output).
   pre_backward(0);

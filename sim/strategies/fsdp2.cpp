@@ -330,6 +330,7 @@ class Emitter {
   }
 
   void backward(int micro, bool sync) {
+    seed_loss_gradient(b_, dflt_, w_.loss_dtype);
     b_.mark(fmt::format("backward {}", micro), Phase::Backward);
     std::map<int, std::size_t> order_index;
     for (std::size_t i = 0; i < backward_order_.size(); ++i) order_index[backward_order_[i]] = i;

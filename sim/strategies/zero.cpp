@@ -127,20 +127,6 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
   return std::make_unique<Zero>(c);
 }
 
-namespace {
-
-// One kernel over a 0-d tensor, launched by `dispatch`. A dtype conversion runs TensorIterator's
-// non-vectorized path (ElementwiseStrided: unrolled_elementwise_kernel with
-// direct_copy_kernel_cuda in the li-plus trace), priced for its one element.
-Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {
-  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", cls);
-  if (cls == KernelClass::ElementwiseStrided) k.work.elements = 1;
-  k.dispatch = dispatch;
-  return k;
-}
-
-}  // namespace
-
 void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Workload& w, StreamId s, int micro, int grad_accum,
                               Time monitor_write) {
   const bool boundary = micro == grad_accum - 1;
@@ -196,7 +182,7 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
     b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
                               HostDispatch::Eager));
   b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, KernelClass::Elementwise, HostDispatch::Eager));
-  b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", 4, KernelClass::Elementwise, HostDispatch::Eager));
+  seed_loss_gradient(b, s, Dtype::FP32);
 }
 
 void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s, int grad_accum) {

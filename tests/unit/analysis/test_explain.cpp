@@ -202,8 +202,8 @@ TEST_CASE("explain's text lists the grouped critical path and only with --verbos
   CHECK(brief.str().find("step-by-step") == std::string::npos);
   CHECK(verbose.str().find("step-by-step") != std::string::npos);
   CHECK(verbose.str().find("AG block.17 fwd") != std::string::npos);
-  // The grouped listing is short: 16 groups for the 184 steps (host set-up, cast, AG root, the
-  // 32 forward AGs, the forward and backward kernels, 30 x (RS, AG) in backward, the tail: the
+  // The grouped listing is short: 16 groups for the 185 steps (host set-up, cast, AG root, the
+  // 32 forward AGs, the forward kernels, autograd's ones_like seed and the backward kernels, 30 x (RS, AG) in backward, the tail: the
   // last reduce-scatters, torchtitan's clip_grad_norm_ with its all-reduce, the foreach AdamW).
   const std::string text = brief.str();
   auto from = text.find("critical path, ");
@@ -211,7 +211,7 @@ TEST_CASE("explain's text lists the grouped critical path and only with --verbos
   REQUIRE(from != std::string::npos);
   REQUIRE(to != std::string::npos);
   auto lines = std::count(text.begin() + static_cast<long>(from), text.begin() + static_cast<long>(to), '\n');
-  CHECK(x.path.size() == 184);
+  CHECK(x.path.size() == 185);
   CHECK(lines == 2 + 16);  // the title, the column header, 16 groups
   auto j = explanation_to_json(x);
   CHECK(j["critical_path"].size() == x.path.size());

@@ -627,3 +627,35 @@ TEST_CASE("Without torch_version, ZeRO takes the PyTorch of its DeepSpeed releas
   CHECK(bucket_free(old_ds, {{"torch_version", "2.8"}}) == 0);
   CHECK(bucket_free(new_ds, {{"torch_version", "2.4.1"}}) == 1);
 }
+
+TEST_CASE("loss.backward() seeds the loss gradient with ones_like before autograd starts, in every framework", "[strategy][loss]") {
+  // torch/autograd/__init__.py _make_grads: `torch.ones_like(out, memory_format=torch.preserve_format)`
+  // for the 0-d loss, launched from Python before the engine runs its first node (the li-plus
+  // ZeRO-1 trace: aten::ones_like > aten::fill_ then run_backward). One per micro-batch, the last
+  // kernel ahead of each backward mark.
+  for (const char* fw : {"ddp", "fsdp1", "fsdp2", "zero"}) {
+    INFO(fw);
+    json strategy = {{"framework", fw}};
+    if (std::string(fw) == "zero") strategy["stage"] = 2;
+    const Experiment e = opt13(strategy, 3);
+    const Program p = e.strategy->build(e);
+    int seeds = 0, marks = 0;
+    std::string last_kernel;
+    for (const auto& ins : p.instructions) {
+      if (const auto* l = std::get_if<Launch>(&ins)) {
+        last_kernel = l->kernel.name;
+        if (last_kernel == "autograd.backward: ones_like(loss)") {
+          ++seeds;
+          CHECK(l->kernel.dispatch == HostDispatch::Eager);
+          CHECK(l->kernel.kernels == 1);
+        }
+      }
+      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward) {
+        ++marks;
+        CHECK(last_kernel == "autograd.backward: ones_like(loss)");
+      }
+    }
+    CHECK(marks == 3);
+    CHECK(seeds == 3);
+  }
+}
