@@ -132,13 +132,16 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
   const bool boundary = micro == grad_accum - 1;
   // With accumulation, `loss = self._scale_loss_by_gas(loss.float())` (every release from 0.6 to
   // 0.16.5): the cast where the model's loss is not fp32, then `prescaled_loss / scaling_factor`.
+  // The loss is cast once, by whichever `loss.float()` meets it first.
   bool fp32_loss = w.loss_dtype == Dtype::FP32;
-  if (grad_accum > 1) {
-    if (!fp32_loss)
-      b.launch(s, scalar_kernel("engine.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
-                                HostDispatch::Eager));
-    b.launch(s, scalar_kernel("_scale_loss_by_gas: loss / gradient_accumulation_steps", 8, KernelClass::Elementwise, HostDispatch::Eager));
+  const auto to_fp32 = [&](const char* name) {
+    if (fp32_loss) return;
+    b.launch(s, scalar_kernel(name, dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided, HostDispatch::Eager));
     fp32_loss = true;
+  };
+  if (grad_accum > 1) {
+    to_fp32("engine.backward: loss.float()");
+    b.launch(s, scalar_kernel("_scale_loss_by_gas: loss / gradient_accumulation_steps", 8, KernelClass::Elementwise, HostDispatch::Eager));
   }
   // The loss log: a 0-d mean (one reduction kernel), read back where the release reads it. A
   // read-back waits for the stream, i.e. for the whole forward.
@@ -178,9 +181,7 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
   // (fp16/loss_scaler.py), whose torch.autograd.backward makes the seed gradient with
   // `torch.ones_like` (_make_grads) before the engine starts: three 0-d kernels (two when the
   // loss is fp32 already), launched from Python.
-  if (!fp32_loss)
-    b.launch(s, scalar_kernel("optimizer.backward: loss.float()", dtype_bytes(w.loss_dtype) + 4, KernelClass::ElementwiseStrided,
-                              HostDispatch::Eager));
+  to_fp32("optimizer.backward: loss.float()");
   b.launch(s, scalar_kernel("loss_scaler.backward: loss * loss_scale", 8, KernelClass::Elementwise, HostDispatch::Eager));
   seed_loss_gradient(b, s, Dtype::FP32);
 }
