@@ -14,6 +14,10 @@ contention.compute_slowdown; see that file's "sources").
 --eager:    an eager-PyTorch training trace: host dispatch cost (median interval between kernel
             launches on the forward thread and on the autograd thread, median cudaLaunchKernel
             duration) and contention (same kernel with and without a concurrent NCCL kernel).
+--backward: eager training traces with Python stacks (with_stack=True), any number: the autograd
+            engine's start per graph node (host.autograd_engine_per_node_us), the median over every
+            backward call of the time from torch.autograd.backward's run_backward to the first
+            evaluate_function, over the nodes that call evaluates.
 Only calibration traces go here, never the traces a prediction is validated against.
 """
 import argparse
@@ -146,6 +150,20 @@ def host_dispatch(ev):
     return res
 
 
+def autograd_engine_start(ev):
+    """Per backward call (Python's run_backward span): (nodes evaluated, us to the first node)."""
+    nodes = sorted((e['ts'], e['dur']) for e in ev if e.get('ph') == 'X' and e.get('cat') == 'cpu_op'
+                   and e['name'].startswith('autograd::engine::evaluate_function'))
+    starts = [t for t, _ in nodes]
+    calls = []
+    for r in ev:
+        if r.get('ph') == 'X' and r.get('cat') == 'python_function' and 'run_backward' in r['name']:
+            i, j = bisect.bisect_left(starts, r['ts']), bisect.bisect_right(starts, r['ts'] + r['dur'])
+            if j > i:
+                calls.append((j - i, starts[i] - r['ts']))
+    return calls
+
+
 def kernel_gap(ev):
     """Mean device-side gap between consecutive kernels of a stream when the second was already
     queued (its launch call returned more than 20 us before the first ended)."""
@@ -193,13 +211,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--megatron', required=True)
     ap.add_argument('--eager', required=True)
+    ap.add_argument('--backward', nargs='*', default=[])
     ap.add_argument('--peak-tflops', type=float, default=312.0)
     a = ap.parse_args()
     mg, eg = load(a.megatron), load(a.eager)
+    calls = {path.split('/')[-1]: autograd_engine_start(load(path)) for path in a.backward}
+    ratios = [us / n for c in calls.values() for n, us in c]
+    engine = {'calls': calls, 'autograd_engine_per_node_us': round(statistics.median(ratios), 3)} if ratios else {}
     print(json.dumps({'memory_bandwidth_GBps': class_bandwidths(mg), 'memcpy_GBps': memcpy_rate(mg),
                       'gemm_table': gemm_rates(mg, a.peak_tflops),
                       'host': host_dispatch(eg), 'host_megatron': host_dispatch(mg), 'contention': contention(eg),
-                      'kernel_gap': kernel_gap(eg), 'kernel_gap_megatron': kernel_gap(mg)},
+                      'kernel_gap': kernel_gap(eg), 'kernel_gap_megatron': kernel_gap(mg),
+                      'autograd_engine': engine},
                      indent=2))
 
 

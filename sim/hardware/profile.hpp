@@ -250,6 +250,10 @@ struct HostProfile {
   Time eager_op_overhead;
   Time autograd_op_overhead;
   Time kernel_launch_overhead;
+  // The autograd engine's start per node of the graph (Engine::execute's compute_dependencies
+  // walks every node before the first runs): paid once per backward, the GPU idle behind it
+  // when nothing is queued. 0: not modelled.
+  Time autograd_engine_per_node;
   Time collective_overhead;  // per Collective (c10d + NCCL enqueue)
   Time event_overhead;       // per Record / Wait
   Time alloc_overhead;       // per Alloc / Free

@@ -363,6 +363,7 @@ static HostProfile parse_host(ObjectReader h) {
   out.launch_overhead = Time::from_us(read_number(h, "launch_overhead_us"));
   out.eager_op_overhead = Time::from_us(read_number(h, "eager_op_overhead_us"));
   out.autograd_op_overhead = Time::from_us(read_number(h, "autograd_op_overhead_us"));
+  out.autograd_engine_per_node = Time::from_us(read_number(h, "autograd_engine_per_node_us"));
   out.kernel_launch_overhead = Time::from_us(read_number(h, "kernel_launch_overhead_us"));
   out.collective_overhead = Time::from_us(read_number(h, "collective_overhead_us"));
   out.event_overhead = Time::from_us(read_number(h, "event_overhead_us"));
@@ -551,6 +552,7 @@ Json profile_to_json(const HardwareProfile& p) {
   if (p.host.step_start.ns > 0) out["host"]["step_start_us"] = p.host.step_start.us();
   if (p.host.step_end.ns > 0) out["host"]["step_end_us"] = p.host.step_end.us();
   if (p.host.monitor_write.ns > 0) out["host"]["monitor_write_us"] = p.host.monitor_write.us();
+  if (p.host.autograd_engine_per_node.ns > 0) out["host"]["autograd_engine_per_node_us"] = p.host.autograd_engine_per_node.us();
   if (p.compute.memcpy.bytes_per_s > 0) out["compute"]["memcpy_GBps"] = p.compute.memcpy.gbps();
   if (p.compute.strided_element_ns > 0) out["compute"]["elementwise_strided_ns_per_element"] = p.compute.strided_element_ns;
   if (p.compute.strided_cast_element_ns > 0)

@@ -439,6 +439,9 @@ const ConfigObject& host() {
           latency_us("eager_op_overhead_us", "Per aten op dispatched from Python in forward; 0: launch_overhead_us."),
           latency_us("autograd_op_overhead_us", "Per op run by the autograd engine in backward; 0: launch_overhead_us."),
           latency_us("kernel_launch_overhead_us", "Per further kernel of a multi-kernel op; 0: launch_overhead_us."),
+          latency_us("autograd_engine_per_node_us",
+                     "The autograd engine's start per node of the backward graph (compute_dependencies walks every node, "
+                     "views and casts included, before the first runs): paid once per backward; 0: not modelled."),
           latency_us("collective_overhead_us", "Per collective (c10d + NCCL enqueue)."),
           latency_us("event_overhead_us", "Per event record or wait."),
           latency_us("alloc_overhead_us", "Per caching-allocator alloc or free."),

@@ -287,6 +287,13 @@ void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype) {
   b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", dtype_bytes(loss_dtype), KernelClass::Elementwise, HostDispatch::Eager));
 }
 
+void start_autograd_engine(ProgramBuilder& b, const Experiment& e) {
+  const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
+  const std::int64_t nodes = e.workload.autograd_nodes();
+  if (per_node.ns > 0 && nodes > 0)
+    b.host_work(per_node * nodes, fmt::format("autograd engine: compute_dependencies over {} graph nodes", nodes));
+}
+
 Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
   Kernel k = elementwise(std::move(name), bytes, std::move(unit), KernelClass::Copy);
   k.kernels = 0;

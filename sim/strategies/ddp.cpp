@@ -50,6 +50,7 @@ class ReducerWriter {
       std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
       seed_loss_gradient(b_, dflt_, w_.loss_dtype);
       b_.mark(fmt::format("backward {}", micro), Phase::Backward);
+      start_autograd_engine(b_, e_);
       backward(micro, sync, acts);
     }
     optimizer_step();

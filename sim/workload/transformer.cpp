@@ -67,6 +67,13 @@ std::int64_t Workload::param_count() const {
   return n;
 }
 
+std::int64_t Workload::autograd_nodes() const {
+  if (toy) return 0;  // fixed-time layers: no graph modelled
+  std::int64_t n = 0;
+  for (const auto& l : layers) n += l.autograd_nodes + l.param_count();
+  return n;
+}
+
 std::int64_t Workload::numel() const {
   std::int64_t n = 0;
   for (const auto& l : layers) n += l.numel();
@@ -719,6 +726,63 @@ class BlockBuilder {
 
 Layer block(int index, const BlockBuild& bb) { return BlockBuilder(index, bb).build(); }
 
+// The autograd nodes of one block's forward besides its parameters' AccumulateGrad, read from
+// the code each implementation runs (every node counts: the engine's compute_dependencies walks
+// the whole graph before the first node runs, kernels or not):
+//  HF OPT eager (modeling_opt.py, transformers 4.3x), 52: per q/k/v/out_proj on the 3-d hidden
+//    states T, View x2, Addmm; fc1/fc2 on the 2-d reshape T, Addmm; q * scaling (Mul); _shape
+//    of q, k, v (View, Transpose, Clone each); view(*proj_shape) x3; k.transpose; 2 Bmm; the
+//    scores' views around the mask Add and Maximum; Softmax; the output's View, Transpose and
+//    reshape (Clone, UnsafeView); 2 NativeLayerNorm, Relu, the decoder layer's reshape and view
+//    and 2 residual Adds. The li-plus ZeRO traces' backward evaluates exactly these per block
+//    (19 View, 6 T, 6 Addmm, 5 Transpose, 4 Clone, 3 Add, 2 NativeLayerNorm, 2 Bmm, Mul,
+//    UnsafeView, Relu, Softmax, Maximum) plus the 2 NativeDropout of p = 0.1 (dropout sites).
+//  HF GPT-2 eager (modeling_gpt2.py), 52: Conv1D c_attn/c_proj/c_fc/c_proj (View, Addmm, View
+//    each), split, _split_heads (View, Permute) x3, k.transpose, two 4-d matmuls (Expand x2,
+//    View x2, Bmm, View each), the scale Div, causal Where, mask Add, Softmax, _merge_heads
+//    (Permute, Clone, View), 2 LayerNorm, NewGELU's 9 pointwise nodes, 2 residual Adds.
+//  Llama (HF LlamaDecoderLayer and torchtitan TransformerBlock alike), 72: 2 RMSNorm of 8 nodes
+//    (x.float(), pow, mean, + eps, rsqrt, mul, type_as, * weight); 7 bias-free linears on 3-d
+//    input (T, View, Mm, UnsafeView: at::matmul's fold); the q/k/v views (3); rotary (14: per q
+//    and k a float cast, reshape, view_as_complex, complex mul, view_as_real, flatten and the
+//    type_as back); 3 transposes; the sdpa node; the output's transpose, contiguous and view;
+//    SiLU and the gate Mul; 2 residual Adds. GQA's repeat_kv adds an unsqueeze, expand and
+//    reshape (clone + view) per k and v: 8.
+//  llm-foundry MPT (attention.py flash_attn_fn / triton_flash_attn_fn, blocks.py MPTBlock), 27:
+//    2 LayerNorm; Wqkv, out_proj, up_proj, down_proj on 3-d input (4 each); qkv.chunk (Split);
+//    the rearranges of q, k, v (View x3); the kernel's Function node; the output view; GELU;
+//    2 residual Adds (resid_pdrop 0: F.dropout returns its input, no node).
+//  Megatron GPT, 30: the li-plus Megatron trace's per-layer nodes less the two tensor-parallel
+//    communication nodes (6 View, 4 Clone, 4 Permute, 4 jit-fused DifferentiableGraph, 4 linear
+//    Functions, 2 Expand, 2 FusedLayerNorm, GeLU, ReshapeAlias, FlashAttnVarlen, SplitWithSizes).
+//  Compiled (torch.compile per block, torchtitan's way): one CompiledFunctionBackward.
+// A residual or attention dropout of p > 0 adds a NativeDropout node each (HF; Megatron's is in
+// its fused nodes). Checkpointing does not change the count: non-reentrant checkpointing keeps
+// the graph and replaces only the saved tensors (torch/utils/checkpoint.py).
+std::int64_t block_autograd_nodes(const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+  if (o.compile) return 1;
+  const bool gqa = d.kvh != d.H;
+  const std::int64_t dropouts = (o.dropout > 0 ? 2 : 0) + (o.attention_dropout > 0 ? 1 : 0);
+  switch (o.impl) {
+    case Implementation::Megatron: return 30;
+    case Implementation::LlmFoundry: return 27 + dropouts;
+    case Implementation::Torchtitan: return 72 + (gqa ? 8 : 0) + dropouts;
+    case Implementation::Hf: break;
+  }
+  if (md.family == "llama") return 72 + (gqa ? 8 : 0) + dropouts;
+  return 52 + dropouts;
+}
+
+// The head's nodes besides AccumulateGrad: lm_head on the 3-d hidden states (T, View, Mm,
+// UnsafeView) and the loss: HF's shifted CrossEntropyLoss (2 Slice, the contiguous Clone, View,
+// LogSoftmax, NllLoss: the li-plus traces' 10 head nodes with lm_head), the fp32 loss of
+// torchtitan / HF Llama / Megatron (flatten View, float ToCopy, LogSoftmax, NllLoss), or
+// flash_attn's fused cross entropy (View, its Function).
+std::int64_t head_autograd_nodes(bool shifted, const WorkloadOptions& o) {
+  if (shifted) return 4 + 6;
+  return 4 + (o.impl == Implementation::LlmFoundry ? 2 : 4);
+}
+
 std::int64_t saved_of(const std::vector<Op>& ops) {
   std::int64_t s = 0;
   for (const auto& o : ops) s += o.saved.count;
@@ -916,6 +980,9 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
     bw.insert(bw.begin(), bfront.begin(), bfront.end());
   }
   embed.saved_activations = Bytes{saved_of(embed)};
+  // An Embedding node per table, the Add of token and position embeddings, GPT-2's dropout.
+  const auto tables = static_cast<std::int64_t>(embed.modules.size());
+  embed.autograd_nodes = tables + (tables > 1 ? 1 : 0) + (md.family == "gpt" && o.impl == Implementation::Hf && o.dropout > 0 ? 1 : 0);
   return embed;
 }
 
@@ -927,6 +994,7 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     Checkpointing c = o.checkpointing;
     if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
     checkpoint(l, c, d);
+    l.autograd_nodes = block_autograd_nodes(md, d, o);
     w.layers.push_back(std::move(l));
   }
 }
@@ -941,6 +1009,8 @@ Layer final_norm_layer(const ModelDims& md, const Dims& d, const WorkloadOptions
                                                                                                           : NormKind::LayerNorm,
                                !llama, d, o.compile));
   fnorm.saved_activations = Bytes{saved_of(fnorm)};
+  // RMSNorm's eight pointwise nodes, or one norm node (torch.compile wraps the blocks only).
+  fnorm.autograd_nodes = llama ? 8 : 1;
   return fnorm;
 }
 
@@ -1087,6 +1157,7 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
   head.modules.push_back(lm);
   head.modules.push_back(loss);
   head.saved_activations = Bytes{saved_of(head)};
+  head.autograd_nodes = head_autograd_nodes(shifted, o);
   return head;
 }
 

@@ -89,6 +89,10 @@ struct Layer {
   std::vector<Bytes> backward_transients;
   HostDispatch forward_dispatch = HostDispatch::Eager;    // Launch when compiled
   HostDispatch backward_dispatch = HostDispatch::Autograd;
+  // The nodes this layer's forward adds to the autograd graph, besides one AccumulateGrad per
+  // parameter: every node the engine visits, the views, transposes, casts and adds that launch
+  // no kernel included (autograd_graph_nodes in transformer.cpp; 0 for toy layers).
+  std::int64_t autograd_nodes = 0;
 
   std::int64_t numel() const;
   KernelWork forward() const;   // sum over the forward ops
@@ -175,6 +179,10 @@ struct Workload {
   std::int64_t numel() const;
   std::int64_t param_count() const;  // parameter tensors over all layers
   std::int64_t tokens() const { return micro_batch * seq_len; }
+  // The nodes one backward's autograd graph holds: the layers' autograd_nodes and an
+  // AccumulateGrad per parameter. The engine walks all of them before it runs the first
+  // (Engine::execute -> compute_dependencies, torch/csrc/autograd/engine.cpp). 0 for toy workloads.
+  std::int64_t autograd_nodes() const;
 };
 
 // Transformer dimensions, enough to build a preset.

@@ -659,3 +659,34 @@ TEST_CASE("loss.backward() seeds the loss gradient with ones_like before autogra
     CHECK(seeds == 3);
   }
 }
+
+TEST_CASE("Each backward first walks the autograd graph: host time per node, before any backward op", "[strategy][host]") {
+  // Engine::execute's compute_dependencies visits every node before the first runs: right after
+  // the backward mark, one HostWork of host.autograd_engine_per_node_us x Workload::autograd_nodes(),
+  // ahead of the first backward launch (and of FSDP's pre-backward hooks), once per micro-batch.
+  for (const char* fw : {"ddp", "fsdp1", "fsdp2", "zero"}) {
+    INFO(fw);
+    json strategy = {{"framework", fw}};
+    if (std::string(fw) == "zero") strategy["stage"] = 2;
+    const Experiment e = opt13(strategy, 2);
+    const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
+    REQUIRE(per_node.ns > 0);
+    const Program p = e.strategy->build(e);
+    int starts = 0;
+    bool after_mark = false, started = false;
+    for (const auto& ins : p.instructions) {
+      if (const auto* m = std::get_if<Mark>(&ins); m && m->phase == Phase::Backward) after_mark = true, started = false;
+      if (const auto* w = std::get_if<HostWork>(&ins); w && w->name.starts_with("autograd engine")) {
+        ++starts;
+        CHECK(after_mark);
+        started = true;
+        CHECK(w->duration == per_node * e.workload.autograd_nodes());
+      }
+      if (std::holds_alternative<Launch>(ins) && after_mark) {
+        CHECK(started);  // the first backward launch waits for the walk
+        after_mark = false;
+      }
+    }
+    CHECK(starts == 2);
+  }
+}

@@ -124,6 +124,38 @@ TEST_CASE("Checkpointing policies trade saved bytes for recomputed ops", "[workl
   CHECK(w.layers[2].saved_activations == none.saved_activations);
 }
 
+TEST_CASE("The autograd graph holds the nodes each implementation's forward creates", "[workload][host]") {
+  // HF OPT eager, counted from modeling_opt.py: 52 nodes per block, 2 NativeDropout at p = 0.1 and
+  // 16 AccumulateGrad; the embeddings (2 Embedding, Add), the final LayerNorm and the head (lm_head
+  // and the shifted loss: 10) with their 4 parameters. The li-plus ZeRO traces' backward
+  // evaluates 1,700 nodes (python_function run_backward spans, both steps); the 2 not counted
+  // here are DeepSpeed's (the loss scale's Mul and loss.float()'s ToCopy).
+  WorkloadOptions o = preset_options("opt-1.3b");
+  const Workload w = opt13(o);
+  CHECK(first_block(w).autograd_nodes == 54);
+  CHECK(first_block(w).param_count() == 16);
+  CHECK(w.autograd_nodes() == 24 * (54 + 16) + 3 + 1 + 10 + 4);
+  o.dropout = 0;
+  CHECK(first_block(opt13(o)).autograd_nodes == 52);
+  // Llama: torchtitan's block (2 RMSNorms of 8 nodes, rotary, 7 linears) and GQA's repeat_kv;
+  // compiled, one CompiledFunctionBackward per block.
+  WorkloadOptions t = preset_options("llama3-8b");
+  const Workload eager = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, t);
+  CHECK(first_block(eager).autograd_nodes == 72 + 8);
+  t.compile = true;
+  const Workload compiled = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, t);
+  CHECK(first_block(compiled).autograd_nodes == 1);
+  CHECK(compiled.autograd_nodes() < eager.autograd_nodes());
+  // MPT (llm-foundry) and Megatron GPT blocks.
+  CHECK(first_block(build_transformer("mpt-7b", preset_dims("mpt-7b"), 1, 2048, Dtype::BF16, preset_options("mpt-7b")))
+            .autograd_nodes == 27);
+  CHECK(first_block(build_transformer("gpt3-6.7b", preset_dims("gpt3-6.7b"), 1, 2048, Dtype::BF16,
+                                      preset_options("gpt3-6.7b")))
+            .autograd_nodes == 30);
+  // Toy layers (fixed times) have no graph to walk.
+  CHECK(build_toy({ToyLayerSpec{Time::from_ms(1), Time::from_ms(2), 10, Bytes{0}}}, Dtype::BF16).autograd_nodes() == 0);
+}
+
 TEST_CASE("torch.compile fuses memory-bound runs: fewer kernels and fewer bytes", "[workload]") {
   WorkloadOptions o = preset_options("llama3-8b");
   const Layer eager = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o));
