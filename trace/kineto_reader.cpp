@@ -658,6 +658,8 @@ void Reader::finish_complete_event() {
   }
   if (eq(cat, "python_function")) {
     if (is_deepspeed_monitor_write(ev.name)) out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::MonitorWrite, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
+    else if (starts_with(ev.name, "<built-in method run_backward of "))
+      out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::RunBackward, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
     return;
   }
   if (eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;

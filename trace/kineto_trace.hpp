@@ -77,7 +77,9 @@ struct HostOp {
 struct CpuSpan {
   // MonitorWrite: DeepSpeed's MonitorMaster.write_events, a python_function event
   // ("deepspeed/monitor/monitor.py(46): write_events"), kept when the trace has Python stacks.
-  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm, Attention, MonitorWrite };
+  // RunBackward: torch.autograd.backward's call into the engine, the python_function
+  // "<built-in method run_backward of torch._C._EngineBase object at 0x...>" (Python stacks).
+  enum class Kind { Step, CommOp, Optimizer, Backward, Gemm, Attention, MonitorWrite, RunBackward };
   Kind kind = Kind::Step;
   std::int64_t thread = 0;
   Time start, end;

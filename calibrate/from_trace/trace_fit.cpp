@@ -504,6 +504,24 @@ void add_monitor_writes(const KinetoTrace& t, const TraceIndex& idx, const Analy
   }
 }
 
+// Per backward call (CpuSpan::Kind::RunBackward) inside the selected steps: the engine's start
+// (run_backward's start to the first evaluate_function inside it) per node evaluated inside it.
+void add_engine_starts(const KinetoTrace& t, const TraceIndex& idx, const AnalyzeOptions& o, std::vector<double>& ns_per_node) {
+  std::vector<Time> nodes;
+  for (const CpuSpan& s : t.cpu)
+    if (s.kind == CpuSpan::Kind::Backward) nodes.push_back(s.start);
+  std::sort(nodes.begin(), nodes.end());
+  for (const CpuSpan& s : t.cpu) {
+    if (s.kind != CpuSpan::Kind::RunBackward) continue;
+    auto st = idx.step_at(s.start);
+    if (!st || !selected(idx.steps()[*st]->step_number, o)) continue;
+    const auto first = std::lower_bound(nodes.begin(), nodes.end(), s.start);
+    const auto last = std::upper_bound(first, nodes.end(), s.end);
+    if (first == last) continue;
+    ns_per_node.push_back(static_cast<double>((*first - s.start).ns) / static_cast<double>(last - first));
+  }
+}
+
 // Collectives slowed by compute beside them (TraceFitData::comm_slowdown): the same kind, group
 // and size alone and beside compute kernels. Host-synchronised scalars measure the host, not NCCL.
 void add_comm_contention(TraceFitData& d) {
@@ -551,6 +569,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   MemoryByClass memory;
   DispatchSamples dispatch;
   std::vector<Time> step_starts, step_ends, monitor_writes;
+  std::vector<double> engine_ns_per_node;
   for (const KinetoTrace& t : traces) {
     add_collectives(t, analyze_trace(t, o), d);
     TraceIndex idx(t);
@@ -560,6 +579,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     add_kernel_classes(t, idx, dev, o, by_class);
     add_step_edges(t, idx, dev, o, step_starts, step_ends);
     add_monitor_writes(t, idx, o, monitor_writes);
+    add_engine_starts(t, idx, o, engine_ns_per_node);
     const KernelLaunches launches = kernel_launches(t);
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
@@ -581,6 +601,13 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   if (!step_starts.empty()) d.host.step_start = median_of(step_starts), d.host.step_end = median_of(step_ends);
   d.host.monitor_writes = monitor_writes.size();
   if (!monitor_writes.empty()) d.host.monitor_write = median_of(monitor_writes);
+  d.host.backward_calls = engine_ns_per_node.size();
+  if (!engine_ns_per_node.empty()) {
+    std::sort(engine_ns_per_node.begin(), engine_ns_per_node.end());
+    const std::size_t n = engine_ns_per_node.size();
+    const double median = n % 2 ? engine_ns_per_node[n / 2] : (engine_ns_per_node[n / 2 - 1] + engine_ns_per_node[n / 2]) / 2;
+    d.host.autograd_engine_per_node = Time{static_cast<std::int64_t>(std::llround(median))};
+  }
   return d;
 }
 
@@ -694,6 +721,7 @@ void source_fitted_keys(const nlohmann::json& fitted, HardwareProfile& p) {
       {"step_start_us", "host.step_start_us"},
       {"step_end_us", "host.step_end_us"},
       {"monitor_write_us", "host.monitor_write_us"},
+      {"autograd_engine_per_node_us", "host.autograd_engine_per_node_us"},
       {"comm_slowdown", "contention.comm_slowdown"},
       {"compute_slowdown", "contention.compute_slowdown"},
       {"gpu_sms", "contention.gpu_sms"},
@@ -756,6 +784,11 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     p.host.monitor_write = d.host.monitor_write;
     j["monitor_write_us"] = d.host.monitor_write.us();
     j["monitor_writes"] = d.host.monitor_writes;
+  }
+  if (d.host.backward_calls > 0) {
+    p.host.autograd_engine_per_node = d.host.autograd_engine_per_node;
+    j["autograd_engine_per_node_us"] = d.host.autograd_engine_per_node.us();
+    j["backward_calls"] = d.host.backward_calls;
   }
   if (d.host.backward_launches >= 50) {
     p.host.autograd_op_overhead = d.host.autograd_op;

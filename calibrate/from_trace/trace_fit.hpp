@@ -88,6 +88,12 @@ struct HostDispatchFit {
   // MonitorMaster.write_events calls in the selected steps (a trace with Python stacks).
   Time monitor_write;
   std::size_t monitor_writes = 0;
+  // The autograd engine's start per graph node (HostProfile::autograd_engine_per_node): per
+  // backward call in the selected steps (CpuSpan::Kind::RunBackward, a trace with Python stacks),
+  // the time from run_backward's start to the first evaluate_function over the evaluate_function
+  // spans inside the call; the median over the calls.
+  Time autograd_engine_per_node;
+  std::size_t backward_calls = 0;
 };
 
 // A memory-bound kernel class as the trace's kernels ran it: the bytes their ops' shapes say

@@ -137,6 +137,55 @@ TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and me
   CHECK(d.host.monitor_writes == 4);
   CHECK(d.host.monitor_write > Time::from_us(300));
   CHECK(d.host.monitor_write < Time::from_us(1000));
+  // One loss.backward() per step: 1,700 nodes, the first run 0.77 and 1.03 ms after run_backward.
+  CHECK(d.host.backward_calls == 2);
+  CHECK(d.host.autograd_engine_per_node > Time::from_ns(400));
+  CHECK(d.host.autograd_engine_per_node < Time::from_ns(650));
+}
+
+// Catches: the engine's start taken from outside the call, per call instead of per node, nodes
+// outside the call counted, a mean instead of the median, calls outside the selected steps.
+TEST_CASE("fit --trace measures the autograd engine's start per graph node from run_backward spans", "[trace][fit][host]") {
+  std::string ev;
+  auto x = [&](const std::string& cat, const std::string& name, int tid, int ts, int dur) {
+    ev += fmt::format(R"({{"ph": "X", "cat": "{}", "name": "{}", "pid": 1, "tid": {}, "ts": {}, "dur": {}}},)", cat, name, tid, ts, dur);
+  };
+  const std::string rb = "<built-in method run_backward of torch._C._EngineBase object at 0x7f380f1d8bf0>";
+  x("user_annotation", "ProfilerStep#1", 1, 0, 10000);
+  x("user_annotation", "ProfilerStep#2", 1, 10000, 10000);
+  x("user_annotation", "ProfilerStep#3", 1, 20000, 10000);
+  // Step 1: 4 nodes on the engine's thread, the first 400 us in: 100 us a node.
+  x("python_function", rb, 1, 1000, 2000);
+  for (int i = 0; i < 4; ++i) x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 2, 1400 + 100 * i, 50);
+  x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 2, 3500, 50);  // after the call
+  // Step 2: 2 nodes, the first 600 us in: 300 us a node. Step 3: 1 node, 50 us.
+  x("python_function", rb, 1, 11000, 2000);
+  for (int i = 0; i < 2; ++i) x("cpu_op", "autograd::engine::evaluate_function: AddBackward0", 2, 11600 + 100 * i, 50);
+  x("python_function", rb, 1, 21000, 2000);
+  x("cpu_op", "autograd::engine::evaluate_function: AddBackward0", 2, 21050, 50);
+  const KinetoTrace t = read_kineto_trace_text(
+      R"({"traceEvents": [)" + ev + R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1000, "dur": 10, "args": {"device": 0, "stream": 7}}]})",
+      "engine.json");
+  const TraceFitData d = extract_fit_data({t}, AnalyzeOptions{});
+  CHECK(d.host.backward_calls == 3);
+  CHECK(d.host.autograd_engine_per_node == Time::from_us(100));  // median of 100, 300, 50
+  AnalyzeOptions steps12;
+  steps12.last_step = 2;
+  CHECK(extract_fit_data({t}, steps12).host.autograd_engine_per_node == Time::from_us(200));
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(d, p, prov);
+  CHECK(p.host.autograd_engine_per_node == Time::from_us(100));
+  CHECK(prov["trace_compute"]["autograd_engine_per_node_us"] == 100.0);
+  CHECK(p.sources.contains("host.autograd_engine_per_node_us"));
+  // Without Python stacks nothing is measured: the base profile's value stays.
+  AnalyzeOptions none;
+  none.first_step = 4;
+  HardwareProfile q;
+  q.host.autograd_engine_per_node = Time::from_ns(698);
+  nlohmann::json prov2;
+  apply_trace_compute(extract_fit_data({t}, none), q, prov2);
+  CHECK(q.host.autograd_engine_per_node == Time::from_ns(698));
 }
 
 // Catches: a monitor write taken from the wrong Python function, from outside the selected
