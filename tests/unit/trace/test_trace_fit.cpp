@@ -11,6 +11,24 @@ using namespace stepsim::trace;
 
 namespace {
 const std::string kTraces = std::string(STEPSIM_SHARED_DATA) + "/traces/";
+
+// A host cost `fit --trace` measured lands in the profile (HostProfile::*cost), in
+// provenance.trace_compute.KEY and as the source of host.KEY; one it did not measure (`none`)
+// leaves the base profile's value.
+void check_host_cost_applied(const TraceFitData& d, const TraceFitData& none, Time HostProfile::*cost,
+                             const std::string& key, Time expected) {
+  HardwareProfile p;
+  nlohmann::json prov;
+  apply_trace_compute(d, p, prov);
+  CHECK(p.host.*cost == expected);
+  CHECK(prov["trace_compute"][key] == expected.us());
+  CHECK(p.sources.contains("host." + key));
+  HardwareProfile q;
+  q.host.*cost = Time::from_us(123);
+  nlohmann::json prov2;
+  apply_trace_compute(none, q, prov2);
+  CHECK(q.host.*cost == Time::from_us(123));
+}
 }
 
 TEST_CASE("Kernel names map to compute classes", "[trace][fit]") {
@@ -172,20 +190,12 @@ TEST_CASE("fit --trace measures the autograd engine's start per graph node from 
   AnalyzeOptions steps12;
   steps12.last_step = 2;
   CHECK(extract_fit_data({t}, steps12).host.autograd_engine_per_node == Time::from_us(200));
-  HardwareProfile p;
-  nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
-  CHECK(p.host.autograd_engine_per_node == Time::from_us(100));
-  CHECK(prov["trace_compute"]["autograd_engine_per_node_us"] == 100.0);
-  CHECK(p.sources.contains("host.autograd_engine_per_node_us"));
-  // Without Python stacks nothing is measured: the base profile's value stays.
-  AnalyzeOptions none;
-  none.first_step = 4;
-  HardwareProfile q;
-  q.host.autograd_engine_per_node = Time::from_ns(698);
-  nlohmann::json prov2;
-  apply_trace_compute(extract_fit_data({t}, none), q, prov2);
-  CHECK(q.host.autograd_engine_per_node == Time::from_ns(698));
+  // No backward call in the selected steps (a trace without Python stacks alike): nothing measured.
+  AnalyzeOptions after;
+  after.first_step = 4;
+  const TraceFitData none = extract_fit_data({t}, after);
+  CHECK(none.host.backward_calls == 0);
+  check_host_cost_applied(d, none, &HostProfile::autograd_engine_per_node, "autograd_engine_per_node_us", Time::from_us(100));
 }
 
 // Catches: a monitor write taken from the wrong Python function, from outside the selected
@@ -207,22 +217,12 @@ TEST_CASE("fit --trace measures DeepSpeed's monitor write from the Python tracer
   const TraceFitData d = extract_fit_data({t}, AnalyzeOptions{});
   CHECK(d.host.monitor_writes == 3);  // the one after the last step is outside every step
   CHECK(d.host.monitor_write == Time::from_us(400));
-  HardwareProfile p;
-  nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
-  CHECK(p.host.monitor_write == Time::from_us(400));
-  CHECK(prov["trace_compute"]["monitor_write_us"] == 400.0);
-  CHECK(p.sources.contains("host.monitor_write_us"));
   // A trace without Python stacks: nothing measured, the base profile's value stays.
   AnalyzeOptions only2;
   only2.first_step = 3;
   const TraceFitData none = extract_fit_data({t}, only2);
   CHECK(none.host.monitor_writes == 0);
-  HardwareProfile q;
-  q.host.monitor_write = Time::from_us(123);
-  nlohmann::json prov2;
-  apply_trace_compute(none, q, prov2);
-  CHECK(q.host.monitor_write == Time::from_us(123));
+  check_host_cost_applied(d, none, &HostProfile::monitor_write, "monitor_write_us", Time::from_us(400));
 }
 
 // Catches: a class bandwidth fitted from the wrong bytes (a bool output counted as bf16, an
