@@ -91,7 +91,8 @@ struct Layer {
   HostDispatch backward_dispatch = HostDispatch::Autograd;
   // The nodes this layer's forward adds to the autograd graph, besides one AccumulateGrad per
   // parameter: every node the engine visits, the views, transposes, casts and adds that launch
-  // no kernel included (autograd_graph_nodes in transformer.cpp; 0 for toy layers).
+  // no kernel included (block_autograd_nodes and the other layers' counts in transformer.cpp; 0 for
+  // toy layers).
   std::int64_t autograd_nodes = 0;
 
   std::int64_t numel() const;
