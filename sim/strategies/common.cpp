@@ -287,7 +287,8 @@ void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype) {
   b.launch(s, scalar_kernel("autograd.backward: ones_like(loss)", dtype_bytes(loss_dtype), KernelClass::Elementwise, HostDispatch::Eager));
 }
 
-void start_autograd_engine(ProgramBuilder& b, const Experiment& e) {
+void enter_backward(ProgramBuilder& b, const Experiment& e, int micro) {
+  b.mark(fmt::format("backward {}", micro), Phase::Backward);
   const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
   const std::int64_t nodes = e.workload.autograd_nodes();
   if (per_node.ns > 0 && nodes > 0)

@@ -138,11 +138,12 @@ Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, Host
 // kernel launched from Python before the autograd engine starts, i.e. ahead of the backward mark,
 // where a trace's phase rule (trace/trace_index.cpp) ends the forward too.
 void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype);
-// The autograd engine starting a backward (after the backward mark): Engine::execute's
-// compute_dependencies walks every node of the graph before the first runs
-// (torch/csrc/autograd/engine.cpp), host time of the profile's autograd_engine_per_node times
-// Workload::autograd_nodes(); nothing when either is 0 (toy workloads, profiles without it).
-void start_autograd_engine(ProgramBuilder& b, const Experiment& e);
+// Micro-batch `micro`'s backward begins where autograd takes over: the backward phase mark, then
+// the engine's start, Engine::execute's compute_dependencies walking every node of the graph
+// before the first runs (torch/csrc/autograd/engine.cpp): host time of the profile's
+// autograd_engine_per_node times Workload::autograd_nodes(), none when either is 0 (toy
+// workloads, profiles without it).
+void enter_backward(ProgramBuilder& b, const Experiment& e, int micro);
 
 // One optimizer step over this rank's parameters as the training loop runs it (`impl`, one of
 // torch.optim's code paths; sim/config/experiment.hpp OptimizerImpl). AdamW moves 7 elements per

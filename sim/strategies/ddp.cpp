@@ -49,8 +49,7 @@ class ReducerWriter {
       b_.mark(fmt::format("forward {}", micro), Phase::Forward);
       std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
       seed_loss_gradient(b_, dflt_, w_.loss_dtype);
-      b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-      start_autograd_engine(b_, e_);
+      enter_backward(b_, e_, micro);
       backward(micro, sync, acts);
     }
     optimizer_step();

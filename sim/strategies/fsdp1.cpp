@@ -444,8 +444,7 @@ void StepWriter::forward(int micro) {
 
 void StepWriter::backward(int micro, bool sync) {
   seed_loss_gradient(b_, dflt_, w_.loss_dtype);
-  b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-  start_autograd_engine(b_, e_);
+  enter_backward(b_, e_, micro);
   // The root's pre-backward hook fires first (the loss is the root's output).
   pre_backward(0);
   std::vector<std::vector<BufferId>> view_grads(units_.size());

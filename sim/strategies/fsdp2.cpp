@@ -331,8 +331,7 @@ class Emitter {
 
   void backward(int micro, bool sync) {
     seed_loss_gradient(b_, dflt_, w_.loss_dtype);
-    b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-    start_autograd_engine(b_, e_);
+    enter_backward(b_, e_, micro);
     std::map<int, std::size_t> order_index;
     for (std::size_t i = 0; i < backward_order_.size(); ++i) order_index[backward_order_[i]] = i;
     pre_backward(0);  // tensor hook on the root's output

@@ -113,8 +113,7 @@ class Zero12Builder {
     std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
     engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
-    b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-    start_autograd_engine(b_, e_);
+    enter_backward(b_, e_, micro);
     loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and
     // only on the boundary micro-batch; default stage 1 reduces after backward.

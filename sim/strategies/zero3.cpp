@@ -303,8 +303,7 @@ class Zero3Builder {
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
   void backward(int micro, std::vector<SavedActivations>& acts) {
     engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
-    b_.mark(fmt::format("backward {}", micro), Phase::Backward);
-    start_autograd_engine(b_, e_);
+    enter_backward(b_, e_, micro);
     loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     accumulate_ = micro > 0;
     fetch_sub_module(false);  // root

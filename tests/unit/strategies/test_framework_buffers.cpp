@@ -30,6 +30,17 @@ Experiment opt13(json strategy, int grad_accum = 1) {
   return test::experiment_from_doc(doc);
 }
 
+// The same run under each framework that calls loss.backward() (ZeRO as stage 2).
+std::vector<std::pair<std::string, Experiment>> opt13_every_framework(int grad_accum) {
+  std::vector<std::pair<std::string, Experiment>> out;
+  for (const char* fw : {"ddp", "fsdp1", "fsdp2", "zero"}) {
+    json strategy = {{"framework", fw}};
+    if (std::string(fw) == "zero") strategy["stage"] = 2;
+    out.emplace_back(fw, opt13(strategy, grad_accum));
+  }
+  return out;
+}
+
 // Index of the first instruction matching `pred`, or -1.
 template <class F>
 long first_index(const Program& p, F pred) {
@@ -633,11 +644,8 @@ TEST_CASE("loss.backward() seeds the loss gradient with ones_like before autogra
   // for the 0-d loss, launched from Python before the engine runs its first node (the li-plus
   // ZeRO-1 trace: aten::ones_like > aten::fill_ then run_backward). One per micro-batch, the last
   // kernel ahead of each backward mark.
-  for (const char* fw : {"ddp", "fsdp1", "fsdp2", "zero"}) {
+  for (const auto& [fw, e] : opt13_every_framework(3)) {
     INFO(fw);
-    json strategy = {{"framework", fw}};
-    if (std::string(fw) == "zero") strategy["stage"] = 2;
-    const Experiment e = opt13(strategy, 3);
     const Program p = e.strategy->build(e);
     int seeds = 0, marks = 0;
     std::string last_kernel;
@@ -664,11 +672,8 @@ TEST_CASE("Each backward first walks the autograd graph: host time per node, bef
   // Engine::execute's compute_dependencies visits every node before the first runs: right after
   // the backward mark, one HostWork of host.autograd_engine_per_node_us x Workload::autograd_nodes(),
   // ahead of the first backward launch (and of FSDP's pre-backward hooks), once per micro-batch.
-  for (const char* fw : {"ddp", "fsdp1", "fsdp2", "zero"}) {
+  for (const auto& [fw, e] : opt13_every_framework(2)) {
     INFO(fw);
-    json strategy = {{"framework", fw}};
-    if (std::string(fw) == "zero") strategy["stage"] = 2;
-    const Experiment e = opt13(strategy, 2);
     const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
     REQUIRE(per_node.ns > 0);
     const Program p = e.strategy->build(e);
