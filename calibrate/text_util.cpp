@@ -81,4 +81,10 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> markdown_cells(std::string_view line) {
+  auto cells = split_char(line.substr(1, line.size() >= 2 && line.back() == '|' ? line.size() - 2 : line.size() - 1), '|');
+  for (auto& c : cells) c = std::string(trim(c));
+  return cells;
+}
+
 }  // namespace stepsim::calib

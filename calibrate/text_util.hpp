@@ -16,5 +16,7 @@ std::vector<std::string> split_char(std::string_view s, char sep);
 std::optional<double> parse_double(std::string_view s);
 std::optional<long long> parse_int(std::string_view s);
 std::string lower(std::string_view s);
+// The cells of a markdown table line `| a | b |` (it starts with '|'), trimmed.
+std::vector<std::string> markdown_cells(std::string_view line);
 
 }  // namespace stepsim::calib

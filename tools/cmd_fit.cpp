@@ -11,6 +11,7 @@
 
 #include "calibrate/calibration_io.hpp"
 #include "calibrate/fit/profile_fit.hpp"
+#include "calibrate/importers/azure_results.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/text_util.hpp"
 #include "calibrate/importers/xla_tables.hpp"
@@ -99,8 +100,9 @@ void print_fit_summary(std::ostream& log, const calib::FitReport& report) {
 
 // The measurement files given on the command line, imported into `in`.
 void import_measurements(const std::vector<std::string>& logs, const std::vector<std::string>& xla_coll,
-                         const std::vector<std::string>& xla_gemm, const std::vector<std::string>& calibrations,
-                         const std::string& device_key, calib::FitInputs& in) {
+                         const std::vector<std::string>& xla_gemm, const std::vector<std::string>& azure_gemm,
+                         const std::vector<std::string>& calibrations, const std::string& device_key,
+                         calib::FitInputs& in) {
   for (const auto& l : logs) {
     auto series = import_log_spec(l, in.files);
     in.collectives.insert(in.collectives.end(), series.begin(), series.end());
@@ -115,6 +117,11 @@ void import_measurements(const std::vector<std::string>& logs, const std::vector
     in.gemm.insert(in.gemm.end(), g.begin(), g.end());
     in.files.push_back(f + " [" + device_key + "]");
   }
+  for (const auto& f : azure_gemm) {
+    auto g = calib::import_azure_gemm(f);
+    in.gemm.insert(in.gemm.end(), g.begin(), g.end());
+    in.files.push_back(f);
+  }
   for (const auto& f : calibrations) {
     auto c = calib::import_calibration(f);
     in.collectives.insert(in.collectives.end(), c.collectives.begin(), c.collectives.end());
@@ -126,7 +133,7 @@ void import_measurements(const std::vector<std::string>& logs, const std::vector
 
 // Everything `fit` reads from its command line.
 struct FitArgs {
-  std::vector<std::string> logs, xla_coll, xla_gemm, calibrations, notes, traces;
+  std::vector<std::string> logs, xla_coll, xla_gemm, azure_gemm, calibrations, notes, traces;
   std::string trace_steps;
   int gpus_per_node = 8;
   int trace_group_size = 0;
@@ -154,6 +161,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("xla-collectives", po::value(&a.xla_coll)->multitoken(), "XLA collective_perf_table.csv")
       ("xla-gemm", po::value(&a.xla_gemm)->multitoken(), "XLA matmul_perf_table.csv (GEMM efficiency table)")
       ("gemm", po::value(&a.xla_gemm)->multitoken(), "same as --xla-gemm")
+      ("azure-gemm", po::value(&a.azure_gemm)->multitoken(), "Azure AI-benchmarking-guide results markdown (its GEMM CuBLASLt table: sustained cuBLASLt rates)")
       ("xla-device", po::value(&a.device_key)->default_value("sm_90"), "device_key rows to take from the XLA tables")
       ("calibration", po::value(&a.calibrations)->multitoken(), "profiles written by stepsim calibrate (raw points)")
       ("trace", po::value(&a.traces)->multitoken(), "PyTorch profiler traces (.json/.json.gz) of your own job: NCCL kernel times by size and GEMM rates")
@@ -180,7 +188,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
   po::positional_options_description pos;
   po::variables_map vm;
   const std::string usage =
-      "usage: stepsim fit [--nccl-tests LOG[@RUN]...] [--xla-collectives CSV] [--xla-gemm CSV]\n"
+      "usage: stepsim fit [--nccl-tests LOG[@RUN]...] [--xla-collectives CSV] [--xla-gemm CSV] [--azure-gemm MD]\n"
       "                   [--calibration JSON...] [--trace TRACE...] --base PROFILE.json [--out profile.json]\n"
       "Fits piecewise alpha-beta collective models (least squares on time, R^2 and worst relative\n"
       "error reported per size range), a GEMM efficiency table and contention factors, and writes a\n"
@@ -199,8 +207,10 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
 void check_fit_args(const FitArgs& a) {
   if (a.base_file.empty())
     throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
-  if (a.logs.empty() && a.xla_coll.empty() && a.xla_gemm.empty() && a.calibrations.empty() && a.traces.empty())
-    throw InputError("fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --calibration or --trace");
+  if (a.logs.empty() && a.xla_coll.empty() && a.xla_gemm.empty() && a.azure_gemm.empty() && a.calibrations.empty() &&
+      a.traces.empty())
+    throw InputError(
+        "fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --azure-gemm, --calibration or --trace");
   if (a.trace_statistic != "median" && a.trace_statistic != "min")
     throw InputError(fmt::format("fit: --trace-statistic {}: expected median or min", a.trace_statistic));
   if (a.trace_group_size_given && a.trace_group_size < 2)
@@ -263,7 +273,7 @@ struct Measurements {
 
 Measurements read_measurements(const FitArgs& a) {
   Measurements m;
-  import_measurements(a.logs, a.xla_coll, a.xla_gemm, a.calibrations, a.device_key, m.inputs);
+  import_measurements(a.logs, a.xla_coll, a.xla_gemm, a.azure_gemm, a.calibrations, a.device_key, m.inputs);
   if (!a.traces.empty()) m.trace = add_trace_measurements(a, m.inputs);
   if (a.collectives_only) {
     // Only the collective model is refitted: the base keeps its GEMM table, contention, host
@@ -305,6 +315,11 @@ int fit(const Args& args) {
   std::ostream& log = a->out_file.empty() ? std::cerr : std::cout;
   print_fit_summary(log, report);
   if (!m.inputs.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
+  for (const auto& r : report.provenance.value("gemm", nlohmann::json::object()).value("rejected", nlohmann::json::array()))
+    log << fmt::format("gemm table: left out {}'s {} rates ({} entries): {} above the {:.1f} TFLOP/s dense peak, up to {:.1f}\n",
+                       r.at("file").get<std::string>(), r.at("dtype").get<std::string>(), r.at("entries").get<std::size_t>(),
+                       r.at("above_peak").get<std::size_t>(), r.at("peak_tflops").get<double>(),
+                       r.at("max_tflops").get<double>());
   const nlohmann::json attention =
       m.trace ? report.provenance["trace_compute"].value("attention", nlohmann::json::object()) : nlohmann::json::object();
   for (const auto& [kernel, a] : attention.items())

@@ -15,6 +15,7 @@ N=$D/nccl-tests
 # logs hold groups of 8 and 4, so the ring's local pass is fitted too (--local-pass).
 "$STEPSIM" fit --keep-sources --model topology --local-pass --base configs/hardware/h100-sxm-8x.json \
   --xla-gemm $D/xla_perf_tables/matmul_perf_table.csv --xla-device sm_90 \
+  --azure-gemm $D/azure_ai_benchmarking_guide/ND_H100_v5_results.md \
   --nccl-tests $N/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log $N/h100-cluster01-xxrjun/nccl_N1_G4_cnode3-003.log \
                $N/h100-cluster01-xxrjun/nccl_N2_G1_cnode3-002_cnode3-003.log \
                $N/h100-cluster01-xxrjun/nccl_N10_G1.log $N/h100-cluster01-xxrjun/nccl_N10_G2.log \

@@ -258,13 +258,54 @@ void fit_alpha_beta_collectives(HardwareProfile& p, const FitInputs& in, const F
   fit_ring_constants(report);
 }
 
+// The file a sample came from: its source less the ":LINE" an importer appends.
+static std::string measurement_file(const std::string& source) {
+  const auto colon = source.rfind(':');
+  if (colon == std::string::npos || colon + 1 == source.size()) return source;
+  for (std::size_t i = colon + 1; i < source.size(); ++i)
+    if (source[i] < '0' || source[i] > '9') return source;
+  return source.substr(0, colon);
+}
+
+// One file's samples of one dtype that include a rate above that dtype's dense peak did not
+// time GEMM kernels (a rate cannot exceed the peak): XLA's sm_90 table gives fp8 up to 1.31 x
+// the 1,979 TFLOP/s dense peak and 2424 TFLOP/s at 4096^3, where Azure's sustained cuBLASLt
+// measures 1217 (docs/calibration.md). The whole column goes, not just the rows above the peak:
+// the rows below it were measured the same way. Returns the columns left out.
+static Json reject_impossible_columns(const HardwareProfile& p, std::vector<GemmSample>& samples) {
+  struct Column { std::size_t entries = 0, above = 0; double max_tflops = 0, peak = 0; };
+  std::map<std::pair<std::string, Dtype>, Column> columns;
+  for (const auto& g : samples) {
+    Column& c = columns[{measurement_file(g.source), g.shape.dtype}];
+    ++c.entries;
+    c.max_tflops = std::max(c.max_tflops, g.rate.tflops());
+    auto peak = p.compute.peak.find(g.shape.dtype);
+    if (peak == p.compute.peak.end()) continue;
+    c.peak = peak->second.tflops();
+    if (g.rate.flops_per_s > peak->second.flops_per_s) ++c.above;
+  }
+  Json rejected = Json::array();
+  for (const auto& [key, c] : columns) {
+    if (c.above == 0) continue;
+    rejected.push_back({{"file", key.first}, {"dtype", to_string(key.second)}, {"entries", c.entries},
+                        {"above_peak", c.above}, {"max_tflops", c.max_tflops}, {"peak_tflops", c.peak},
+                        {"why", "rates above the dense peak: the measurement did not time the GEMM kernel alone, so "
+                                "none of this file's rates of this dtype is used"}});
+  }
+  std::erase_if(samples, [&](const GemmSample& g) { return columns[{measurement_file(g.source), g.shape.dtype}].above > 0; });
+  return rejected;
+}
+
 // The GEMM efficiency table: one entry per measured shape (a later measurement of a shape
-// wins); the median bf16 efficiency of the big shapes is the fallback. Returns its provenance.
+// wins), less the columns reject_impossible_columns leaves out; the median bf16 efficiency of
+// the big shapes is the fallback. Returns its provenance.
 Json fit_gemm_table(HardwareProfile& p, const FitInputs& in) {
   if (in.gemm.empty()) return Json::object();
+  std::vector<GemmSample> samples = in.gemm;
+  const Json rejected = reject_impossible_columns(p, samples);
   p.compute.gemm_table.clear();
   std::map<GemmShape, FlopRate> by_shape;
-  for (const auto& g : in.gemm) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins
+  for (const auto& g : samples) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins
   for (const auto& [shape, rate] : by_shape) p.compute.gemm_table.push_back({shape, rate});
   std::map<Dtype, std::vector<double>> eff;
   for (const auto& [shape, rate] : by_shape) {
@@ -279,9 +320,11 @@ Json fit_gemm_table(HardwareProfile& p, const FitInputs& in) {
     eff_json[to_string(d)] = {{"median", median}, {"min", v.front()}, {"max", v.back()}, {"shapes", v.size()}};
     if (d == Dtype::BF16) p.compute.gemm_efficiency = std::min(1.0, median);
   }
-  return {{"entries", p.compute.gemm_table.size()},
-          {"efficiency_vs_peak_for_m_n_k_ge_1024", eff_json},
-          {"gemm_efficiency", "median bf16 efficiency above (fallback for shapes without a table entry)"}};
+  Json out{{"entries", p.compute.gemm_table.size()},
+           {"efficiency_vs_peak_for_m_n_k_ge_1024", eff_json},
+           {"gemm_efficiency", "median bf16 efficiency above (fallback for shapes without a table entry)"}};
+  if (!rejected.empty()) out["rejected"] = rejected;
+  return out;
 }
 
 // Contention: slowdown = concurrent / solo - 1, averaged over the samples. Returns its provenance.

@@ -372,13 +372,6 @@ std::optional<double> parse_gbps(std::string text) {
   return parse_double(text);
 }
 
-// The cells of a markdown table line `| a | b |`, trimmed.
-std::vector<std::string> markdown_cells(std::string_view line) {
-  auto cells = split_char(line.substr(1, line.size() >= 2 && line.back() == '|' ? line.size() - 2 : line.size() - 1), '|');
-  for (auto& c : cells) c = std::string(trim(c));
-  return cells;
-}
-
 // The `| payload | ... | algbw |` table of a benchmark's markdown output.
 struct MarkdownTable {
   std::string source;

@@ -277,6 +277,25 @@ static Json topology_to_json(const NcclTopology& t) {
   return o;
 }
 
+// A measured GEMM rate above its dtype's dense peak on the part it was measured on (the
+// table's part: peak_tflops scaled by gemm_table_peak_bf16_tflops / peak_tflops.bf16) did not
+// time the GEMM kernel: XLA's sm_90 fp8 rows reach 1.31 x the 1,979 TFLOP/s dense peak, and
+// twice Azure's sustained cuBLASLt fp8 rate at 4096^3 (docs/calibration.md). Such a table, or
+// the profile's peak, is wrong; a prediction from it would run GEMMs faster than the chip can.
+static void check_below_peak(ObjectReader& e, const ComputeProfile& c, const GemmMeasurement& g) {
+  auto it = c.peak.find(g.shape.dtype);
+  if (it == c.peak.end()) return;  // no peak declared for this dtype: nothing to hold it to
+  double peak = it->second.tflops();
+  auto bf16 = c.peak.find(Dtype::BF16);
+  if (c.gemm_table_peak.flops_per_s > 0 && bf16 != c.peak.end()) peak *= c.gemm_table_peak.tflops() / bf16->second.tflops();
+  if (g.rate.tflops() <= peak * (1 + 1e-9)) return;
+  e.fail_value("tflops", e.raw("tflops"),
+               fmt::format("at most the {} dense peak of the part it was measured on, {:.1f} TFLOP/s (compute.peak_tflops{}): "
+                           "a measured rate above it did not time the GEMM kernel alone",
+                           to_string(g.shape.dtype), peak,
+                           c.gemm_table_peak.flops_per_s > 0 ? " x gemm_table_peak_bf16_tflops / peak_tflops.bf16" : ""));
+}
+
 static ComputeProfile parse_compute(ObjectReader c) {
   ComputeProfile out;
   {
@@ -335,6 +354,7 @@ static ComputeProfile parse_compute(ObjectReader c) {
       g.shape.dtype = e.dtype("dtype", parse_dtype(key_of(e, "dtype").default_value->get<std::string>()));
       if (e.has("layout")) g.shape.layout = parse_gemm_layout(e.declared_choice("layout"));
       g.rate = FlopRate::from_tflops(read_number(e, "tflops"));
+      check_below_peak(e, out, g);
       skip(e, "spread_pct");
       skip(e, "source");
       e.finish();

@@ -229,8 +229,36 @@ TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables
   REQUIRE(std::holds_alternative<stepsim::AlphaBetaModel>(p.inter_node));
   CHECK(std::get<stepsim::AlphaBetaModel>(p.intra_node).ranges.count(stepsim::CollectiveKind::AllToAll) == 1);  // measured by XLA
   CHECK(std::get<stepsim::AlphaBetaModel>(p.inter_node).ranges.count(stepsim::CollectiveKind::AllGather) == 1);  // derived from all_reduce
-  CHECK(p.compute.gemm_table.size() == 375 * 3);
+  // bf16 and tf32; the fp8 column is left out: 29 of its rates exceed the dense fp8 peak.
+  CHECK(p.compute.gemm_table.size() == 375 * 2);
+  CHECK(std::none_of(p.compute.gemm_table.begin(), p.compute.gemm_table.end(),
+                     [](const stepsim::GemmMeasurement& g) { return g.shape.dtype == stepsim::Dtype::FP8; }));
+  const auto& rejected = p.provenance.at("gemm").at("rejected");
+  REQUIRE(rejected.size() == 1);
+  CHECK(rejected[0].at("dtype") == "fp8");
+  CHECK(rejected[0].at("entries") == 375);
+  CHECK(rejected[0].at("above_peak") == 29);
+  CHECK(r.output.find("gemm table: left out") != std::string::npos);
   CHECK(p.provenance.at("command").get<std::string>().rfind("stepsim fit --base", 0) == 0);
+}
+
+TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its text names", "[cli][fit]") {
+  const std::string data = STEPSIM_SHARED_DATA;
+  const stepsim::test::TempDir dir;
+  auto out = dir / "fitted.json";
+  Run r = run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json --azure-gemm " + data +
+                  "/azure_ai_benchmarking_guide/ND_A100_v4_results.md --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  stepsim::HardwareProfile p = stepsim::load_profile(out);
+  REQUIRE(p.compute.gemm_table.size() == 8);  // the 8 rows of the A100's table, around its separator row
+  for (const auto& g : p.compute.gemm_table) CHECK(g.shape.dtype == stepsim::Dtype::FP16);  // "FP16" in its text
+  auto at = std::find_if(p.compute.gemm_table.begin(), p.compute.gemm_table.end(), [](const stepsim::GemmMeasurement& g) {
+    return g.shape.m == 802816 && g.shape.n == 192 && g.shape.k == 768;
+  });
+  REQUIRE(at != p.compute.gemm_table.end());
+  CHECK(at->rate.tflops() == Approx(157.8));
+  CHECK(p.provenance.at("inputs").dump().find("ND_A100_v4_results.md") != std::string::npos);
 }
 
 TEST_CASE("fit names the file and line of a malformed log and exits 2", "[cli][fit]") {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "calibrate/calibration_io.hpp"
+#include "calibrate/importers/azure_results.hpp"
 #include "calibrate/importers/galvatron_hardware.hpp"
 #include "calibrate/importers/nccl_tests_log.hpp"
 #include "calibrate/importers/xla_tables.hpp"
@@ -228,4 +229,52 @@ TEST_CASE("a Galvatron file with a key of another form or a non-positive time is
   CHECK(error(R"({"allreduce_size_99999999999999999999_1MB_time": 0.5})").find("expected a group of 1 to 1,000,000 ranks") !=
         std::string::npos);
   CHECK(error("{not json").find("sp.json: not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("Azure's GEMM CuBLASLt table: rows around the separator row, the dtype its text names", "[calibrate][import]") {
+  auto h100 = import_azure_gemm(std::string(STEPSIM_SHARED_DATA) + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md");
+  REQUIRE(h100.size() == 9);
+  for (const auto& g : h100) CHECK(g.shape.dtype == Dtype::FP8);  // "..., FP8, and 10,000 warmup iterations."
+  CHECK(h100[2].shape.m == 4096);
+  CHECK(h100[2].shape.batch == 1);
+  CHECK(h100[2].rate.tflops() == Approx(1216.9));
+  CHECK(h100[6].shape.n == 2145);  // the first row after `| \---------- | ...`
+  CHECK(h100[6].source.ends_with("ND_H100_v5_results.md:30"));
+  // The guide's later export: PrettyTable columns with a batch size, the benchmark's dtype string.
+  auto later = parse_azure_gemm(
+      "### GEMM CuBLASLt\n"
+      "The results shown below are with random initialization (best representation of real-life workloads) fp16, and 10000 "
+      "warmup iterations.\n\n"
+      "| M | N | K | Batch Size | Time(us) | TFLOPS |\n|---|---|---|---|---|---|\n| 4096 | 4096 | 4096 | 2 | 1205.3 | 228.1 |\n",
+      "later.md");
+  REQUIRE(later.size() == 1);
+  CHECK(later[0].shape.dtype == Dtype::FP16);
+  CHECK(later[0].shape.batch == 2);
+  CHECK(later[0].rate.tflops() == Approx(228.1));
+}
+
+TEST_CASE("an Azure results file without one dtype, with two machines' columns or a bad cell is a one-line error",
+          "[calibrate][import]") {
+  auto error = [](const std::string& text) {
+    try {
+      parse_azure_gemm(text, "az.md");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string table = "| m | n | k | ND H100 V5 (TFLOPS) |\n| --- | --- | --- | --- |\n| 1024 | 1024 | 1024 | 274.1 |\n";
+  CHECK(error("## HBM Bandwidth\n| Copy | 2.9 |\n").find("az.md: no '### GEMM CuBLASLt' section") != std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nrandom initialization, 10,000 warmup iterations.\n" + table)
+            .find("az.md:1: expected the GEMM section's text to name one dtype (FP8, FP16, BF16, TF32, FP32), found none") !=
+        std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nFP8 here, FP16 there.\n" + table).find("found fp16, fp8") != std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nFP8.\n| m | n | k | ND H200 V5 (TFLOPS) | ND H100 v5 (TFLOPS) |\n")
+            .find("az.md:3: expected one TFLOPS column, found 2 (ND H200 V5 (TFLOPS), ND H100 v5 (TFLOPS))") != std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nFP8.\n| m | n | k | TFLOPS |\n| 1024 | 1024 | x | 274.1 |\n")
+            .find("az.md:4: k 'x' is not a positive integer") != std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nFP8.\n| m | n | k | TFLOPS |\n| 1024 | 1024 | 1024 | -3 |\n")
+            .find("az.md:4: TFLOPS '-3' is not a positive number") != std::string::npos);
+  CHECK(error("### GEMM CuBLASLt\nfp4e2m1.\n" + table).find("az.md:1: fp4e2m1 rates: stepsim has no fp4 dtype") !=
+        std::string::npos);
 }

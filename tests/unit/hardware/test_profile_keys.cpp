@@ -288,3 +288,24 @@ TEST_CASE("elementwise_strided_ns_per_element is read, and written back only whe
   fitted.compute.strided_cast_element_ns = 0.00589;
   CHECK(profile_to_json(fitted)["compute"]["elementwise_strided_cast_ns_per_element"].get<double>() == Approx(0.00589));
 }
+
+TEST_CASE("A measured GEMM rate above its dtype's dense peak on the part it was measured on is an input error",
+          "[config][hardware]") {
+  Json doc = scope_profile();
+  doc["/compute/gemm_table/0/tflops"_json_pointer] = 989;  // at the peak: a rate may reach it
+  CHECK(error_of(doc) == "no error");
+  doc["/compute/gemm_table/0/tflops"_json_pointer] = 1000;
+  CHECK(error_of(doc) ==
+        "keys.json: /compute/gemm_table/0/tflops: 1000: expected at most the bf16 dense peak of the part it was measured on, "
+        "989.0 TFLOP/s (compute.peak_tflops): a measured rate above it did not time the GEMM kernel alone");
+  // A table measured on a faster part of the same chip is held to that part's peak.
+  doc["/compute/gemm_table_peak_bf16_tflops"_json_pointer] = 1100;
+  CHECK(error_of(doc) == "no error");
+  doc["/compute/gemm_table/0/dtype"_json_pointer] = "fp8";
+  doc["/compute/peak_tflops/fp8"_json_pointer] = 900;  // 900 x 1100 / 989 = 1001.0
+  CHECK(error_of(doc) == "no error");
+  doc["/compute/peak_tflops/fp8"_json_pointer] = 890;  // 989.9
+  CHECK_THAT(error_of(doc), Catch::StartsWith("keys.json: /compute/gemm_table/0/tflops: 1000: expected at most the fp8 dense "
+                                              "peak of the part it was measured on, 989.9 TFLOP/s (compute.peak_tflops x "
+                                              "gemm_table_peak_bf16_tflops / peak_tflops.bf16)"));
+}
