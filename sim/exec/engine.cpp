@@ -834,21 +834,38 @@ class Engine {
     std::vector<Bytes> reserved(alloc_log_.size());
     // A flush at event k frees at once what the host had freed by then but the log releases
     // later (deferred record_stream frees issued at or before k): synchronize_and_free_events.
+    // Only deferred frees (issued before their place in the log) can be such; they are taken
+    // in the order the host issued them, so a flush looks at the ones issued since the last
+    // flush and the ones still pending, not at the rest of the log (a 70B step on a slow
+    // network flushes often enough that a scan of the log per flush was most of its time).
+    std::vector<std::size_t> deferred;  // log positions of deferred frees, by issue position
+    for (std::size_t j = 0; j < alloc_log_.size(); ++j)
+      if (!alloc_log_[j].alloc && alloc_log_[j].issued_at < j && !buffers_[alloc_log_[j].buffer.index()].live)
+        deferred.push_back(j);
+    std::stable_sort(deferred.begin(), deferred.end(),
+                     [&](std::size_t x, std::size_t y) { return alloc_log_[x].issued_at < alloc_log_[y].issued_at; });
     std::vector<char> freed_early(alloc_log_.size());
+    std::vector<std::size_t> pending;  // issued by `at`, not yet in the log: freed by the next flush
+    std::size_t next_issued = 0;
     std::size_t at = 0;
     a.set_flush_hook([&] {
-      for (std::size_t j = at + 1; j < alloc_log_.size(); ++j) {
-        const AllocEvent& ev = alloc_log_[j];
-        if (ev.alloc || freed_early[j] || ev.issued_at > at || buffers_[ev.buffer.index()].live) continue;
-        a.free(ev.buffer);
+      for (; next_issued < deferred.size() && alloc_log_[deferred[next_issued]].issued_at <= at; ++next_issued)
+        pending.push_back(deferred[next_issued]);
+      std::erase_if(pending, [&](std::size_t j) { return j <= at; });  // the log released it already
+      std::sort(pending.begin(), pending.end());  // log order, as a scan of the log frees them
+      for (std::size_t j : pending) {
+        a.free(alloc_log_[j].buffer);
         freed_early[j] = 1;
       }
+      pending.clear();
     });
     Bytes start = a.reserved();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       const AllocatorCounters before = a.counters();
       std::fill(freed_early.begin(), freed_early.end(), 0);
+      pending.clear();
+      next_issued = 0;
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];
         at = k;
