@@ -80,9 +80,22 @@ static double table_scale(const ComputeProfile& c) {
 // and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
 // attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
 // table, measured on large shapes, would put them at its compute rate.
+// fp16 and bf16 GEMMs run on the same tensor-core path at the same rate wherever a part's
+// datasheet gives both the same peak (A100, H100, B200): a table measured in one answers for the
+// other when it has no entry of the GEMM's own dtype.
+static double table_efficiency_or_twin(const ComputeProfile& c, const GemmShape& g, double peak) {
+  const double eff = table_efficiency(c, g, peak);
+  if (eff > 0 || (g.dtype != Dtype::BF16 && g.dtype != Dtype::FP16)) return eff;
+  GemmShape twin = g;
+  twin.dtype = g.dtype == Dtype::BF16 ? Dtype::FP16 : Dtype::BF16;
+  auto own = c.peak.find(g.dtype), other = c.peak.find(twin.dtype);
+  if (own == c.peak.end() || other == c.peak.end() || own->second.flops_per_s != other->second.flops_per_s) return eff;
+  return table_efficiency(c, twin, peak);
+}
+
 Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   FlopRate peak = peak_for(c, g.dtype);
-  double eff = table_efficiency(c, g, peak.flops_per_s);
+  double eff = table_efficiency_or_twin(c, g, peak.flops_per_s);
   Flops work = g.flops();
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
   Time math = eff > 0 ? compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor})

@@ -70,6 +70,30 @@ TEST_CASE("A table measured on a faster part of the same chip scales by the bf16
   CHECK(gemm_time(c, g).ms() == Approx(measured_on_table_part.ms() * 1.25));
 }
 
+TEST_CASE("fp16 and bf16 GEMMs share a table where the part's peaks for both are equal", "[hardware][gemm]") {
+  ComputeProfile c = base();
+  c.peak[Dtype::BF16] = FlopRate::from_tflops(1000);
+  c.peak[Dtype::FP16] = FlopRate::from_tflops(1000);
+  GemmShape bf16{4096, 4096, 4096};
+  c.gemm_table.push_back(GemmMeasurement{bf16, FlopRate::from_tflops(800)});
+  GemmShape fp16 = bf16;
+  fp16.dtype = Dtype::FP16;
+  CHECK(gemm_time(c, fp16).ms() == Approx(bf16.flops().count / 800e12 * 1e3));  // the bf16 entry
+  // An entry of its own dtype wins.
+  c.gemm_table.push_back(GemmMeasurement{fp16, FlopRate::from_tflops(500)});
+  CHECK(gemm_time(c, fp16).ms() == Approx(fp16.flops().count / 500e12 * 1e3));
+  CHECK(gemm_time(c, bf16).ms() == Approx(bf16.flops().count / 800e12 * 1e3));
+  // Peaks that differ (a part whose fp16 path is not its bf16 one): no sharing, the fallback.
+  c.gemm_table.pop_back();
+  c.peak[Dtype::FP16] = FlopRate::from_tflops(500);
+  CHECK(gemm_time(c, fp16).ms() == Approx(fp16.flops().count / (500e12 * c.gemm_efficiency) * 1e3));
+  // tf32 never borrows a 16-bit table.
+  GemmShape tf32 = bf16;
+  tf32.dtype = Dtype::TF32;
+  c.peak[Dtype::TF32] = FlopRate::from_tflops(500);
+  CHECK(gemm_time(c, tf32).ms() == Approx(tf32.flops().count / (500e12 * c.gemm_efficiency) * 1e3));
+}
+
 // Catches: a linear's forward (tn, with the bias epilogue) priced at its input gradient's (nn)
 // rate when both have the same m, n, k, as a table keyed on dimensions alone does.
 TEST_CASE("A GEMM of a known layout takes its own layout's entry; of unknown layout, the mean", "[hardware][gemm]") {
