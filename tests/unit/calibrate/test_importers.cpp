@@ -18,13 +18,19 @@ namespace {
 const std::string kNccl = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/";
 const std::string kXla = std::string(STEPSIM_SHARED_DATA) + "/xla_perf_tables/";
 
-std::string error_of(const std::string& text) {
+// The message of the InputError `parse` throws; "" when it parses.
+template <class Parse>
+std::string input_error(Parse&& parse) {
   try {
-    parse_nccl_tests_text(text, "bad.log");
+    parse();
   } catch (const InputError& e) {
     return e.what();
   }
   return "";
+}
+
+std::string error_of(const std::string& text) {
+  return input_error([&] { parse_nccl_tests_text(text, "bad.log"); });
 }
 }  // namespace
 
@@ -212,14 +218,7 @@ TEST_CASE("Galvatron's sp_time JSON gives one series per collective and group, t
 }
 
 TEST_CASE("a Galvatron file with a key of another form or a non-positive time is a one-line error", "[calibrate][import]") {
-  auto error = [](const std::string& text) {
-    try {
-      parse_galvatron_sp_time(text, "sp.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = [](const std::string& text) { return input_error([&] { parse_galvatron_sp_time(text, "sp.json"); }); };
   CHECK(is_galvatron_sp_time(R"({"allreduce_size_8_1MB_time": 0.07})"));
   CHECK_FALSE(is_galvatron_sp_time("# nThread 1 nGpus 8\n"));
   CHECK(error(R"({"allreduce_size_8_1MB_time": 0.07, "allreduce_size_8_consec_1": 120.5})")
@@ -255,14 +254,7 @@ TEST_CASE("Azure's GEMM CuBLASLt table: rows around the separator row, the dtype
 
 TEST_CASE("an Azure results file without one dtype, with two machines' columns or a bad cell is a one-line error",
           "[calibrate][import]") {
-  auto error = [](const std::string& text) {
-    try {
-      parse_azure_gemm(text, "az.md");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error = [](const std::string& text) { return input_error([&] { parse_azure_gemm(text, "az.md"); }); };
   const std::string table = "| m | n | k | ND H100 V5 (TFLOPS) |\n| --- | --- | --- | --- |\n| 1024 | 1024 | 1024 | 274.1 |\n";
   CHECK(error("## HBM Bandwidth\n| Copy | 2.9 |\n").find("az.md: no '### GEMM CuBLASLt' section") != std::string::npos);
   CHECK(error("### GEMM CuBLASLt\nrandom initialization, 10,000 warmup iterations.\n" + table)
