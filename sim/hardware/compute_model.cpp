@@ -76,10 +76,6 @@ static double table_scale(const ComputeProfile& c) {
   return peak_for(c, Dtype::BF16).flops_per_s / c.gemm_table_peak.flops_per_s;
 }
 
-// Roofline: a GEMM takes at least the time of its math (at the measured or default efficiency)
-// and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
-// attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
-// table, measured on large shapes, would put them at its compute rate.
 // fp16 and bf16 GEMMs run on the same tensor-core path at the same rate wherever a part's
 // datasheet gives both the same peak (A100, H100, B200): a table measured in one answers for the
 // other when it has no entry of the GEMM's own dtype.
@@ -93,6 +89,10 @@ static double table_efficiency_or_twin(const ComputeProfile& c, const GemmShape&
   return table_efficiency(c, twin, peak);
 }
 
+// Roofline: a GEMM takes at least the time of its math (at the measured or default efficiency)
+// and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
+// attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
+// table, measured on large shapes, would put them at its compute rate.
 Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   FlopRate peak = peak_for(c, g.dtype);
   double eff = table_efficiency_or_twin(c, g, peak.flops_per_s);
