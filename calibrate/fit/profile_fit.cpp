@@ -303,6 +303,13 @@ Json fit_gemm_table(HardwareProfile& p, const FitInputs& in) {
   if (in.gemm.empty()) return Json::object();
   std::vector<GemmSample> samples = in.gemm;
   const Json rejected = reject_impossible_columns(p, samples);
+  if (samples.empty()) {
+    const Json& r = rejected.front();
+    throw InputError(fmt::format("{}: no usable GEMM rate: the {} rates reach {:.1f} TFLOP/s, above the {:.1f} TFLOP/s dense peak "
+                                 "of the base profile (a wrong --base, or a measurement that did not time the GEMM kernel)",
+                                 r.at("file").get<std::string>(), r.at("dtype").get<std::string>(),
+                                 r.at("max_tflops").get<double>(), r.at("peak_tflops").get<double>()));
+  }
   p.compute.gemm_table.clear();
   std::map<GemmShape, FlopRate> by_shape;
   for (const auto& g : samples) by_shape[g.shape] = g.rate;  // a later measurement of a shape wins

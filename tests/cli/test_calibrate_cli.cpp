@@ -261,6 +261,22 @@ TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its te
   CHECK(p.provenance.at("inputs").dump().find("ND_A100_v4_results.md") != std::string::npos);
 }
 
+TEST_CASE("fit given only GEMM rates above the dense peak exits 2 instead of dropping the base's table", "[cli][fit]") {
+  const stepsim::test::TempDir dir;
+  auto md = dir / "az.md";
+  {
+    std::ofstream f(md);
+    f << "### GEMM CuBLASLt\nrandom initialization, FP16, 10,000 warmup iterations.\n"
+         "| m | n | k | X (TFLOPS) |\n| --- | --- | --- | --- |\n| 1024 | 1024 | 1024 | 999 |\n";
+  }
+  Run r = run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json --azure-gemm " +
+                  md.string() + " --out " + (dir / "out.json").string());
+  CHECK(r.code == 2);
+  CHECK(r.output.find("az.md: no usable GEMM rate: the fp16 rates reach 999.0 TFLOP/s, above the 312.0 TFLOP/s dense peak") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "out.json"));
+}
+
 TEST_CASE("fit names the file and line of a malformed log and exits 2", "[cli][fit]") {
   const stepsim::test::TempDir dir;
   auto bad = dir / "bad_nccl.log";
