@@ -21,6 +21,7 @@ Json calibration_to_json(const CalibrationData& data) {
     gemm.push_back({{"m", g.shape.m}, {"n", g.shape.n}, {"k", g.shape.k}, {"batch", g.shape.batch},
                     {"dtype", to_string(g.shape.dtype)}, {"tflops", g.rate.tflops()}, {"spread_pct", g.spread_pct}});
   Json out{{"format", "stepsim-calibration-1"}, {"device", data.device}, {"collectives", colls}, {"gemm", gemm}};
+  if (!data.timing.empty()) out["timing"] = data.timing;
   if (data.contention)
     out["contention"] = {{"gemm_alone_us", data.contention->gemm_alone.us()},
                          {"gemm_concurrent_us", data.contention->gemm_concurrent.us()},
@@ -106,6 +107,10 @@ CalibrationData calibration_from_json(const Json& doc, const std::string& source
         "\"stepsim-calibration-1\" (a file written by stepsim calibrate)");
   CalibrationData d;
   if (cal->contains("device")) d.device = cal->at("device");
+  if (cal->contains("timing")) {
+    if (!cal->at("timing").is_object()) bad(source, base + "/timing", cal->at("timing"), "an object");
+    d.timing = cal->at("timing");
+  }
   if (cal->contains("collectives")) {
     const Json& arr = cal->at("collectives");
     for (std::size_t i = 0; i < arr.size(); ++i)

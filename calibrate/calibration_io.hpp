@@ -25,6 +25,9 @@ struct CalibrationData {
   std::vector<GemmSample> gemm;
   std::optional<ContentionSample> contention;
   nlohmann::json device = nlohmann::json::object();
+  // How the GEMMs were timed beyond the nccl-tests protocol (gemm_sustain_ms: GPU time each
+  // shape ran back to back before its warm-up); empty when nothing was set.
+  nlohmann::json timing = nlohmann::json::object();
 };
 
 nlohmann::json calibration_to_json(const CalibrationData& data);

@@ -57,6 +57,7 @@ struct CalibrateArgs {
   std::size_t min_bytes = 8, max_bytes = std::size_t{4} << 30;
   double factor = 2.0;
   int warmup = 5, iters = 20, repeats = 5;
+  double sustain_ms = 0;
   bool wants(const char* bench) const { return what == bench || what == "all"; }
 };
 
@@ -79,7 +80,8 @@ std::optional<CalibrateArgs> read_calibrate_args(const Args& args) {
       ("factor,f", po::value(&a.factor)->default_value(2.0), "size multiplier (nccl-tests -f)")
       ("warmup,w", po::value(&a.warmup)->default_value(5), "untimed calls per size")
       ("iters,n", po::value(&a.iters)->default_value(20), "back-to-back calls per timed loop")
-      ("repeats", po::value(&a.repeats)->default_value(5), "timed loops per size (median and spread)");
+      ("repeats", po::value(&a.repeats)->default_value(5), "timed loops per size (median and spread)")
+      ("sustain-ms", po::value(&a.sustain_ms)->default_value(0), "gemm: before each shape's warm-up, run it back to back for this many ms of GPU time, so the clock settles under the power limit as in a training step (0: off)");
   po::positional_options_description pos;
   pos.add("what", 1);
   po::variables_map vm;
@@ -103,6 +105,8 @@ std::optional<CalibrateArgs> read_calibrate_args(const Args& args) {
     throw InputError("calibrate: expected 1 <= --min-bytes <= --max-bytes and --factor >= 1");
   if (a.warmup < 0 || a.iters < 1 || a.repeats < 1)
     throw InputError("calibrate: expected --warmup >= 0, --iters >= 1, --repeats >= 1");
+  if (!(a.sustain_ms >= 0 && a.sustain_ms <= 600000))
+    throw InputError(fmt::format("calibrate: --sustain-ms {}: expected 0 to 600000 ms", a.sustain_ms));
   return a;
 }
 
@@ -120,12 +124,16 @@ struct BenchRun {
   bool root() const { return mpi.rank() == 0; }
 };
 
-void calibrate_gemm(BenchRun& run, const std::vector<std::int64_t>& tokens, Dtype gemm_dtype, bool grid) {
+void calibrate_gemm(BenchRun& run, const std::vector<std::int64_t>& tokens, Dtype gemm_dtype, bool grid, double sustain_ms) {
   gpu::GemmBenchOptions go;
   go.timing = run.timing;
+  go.sustain_ms = sustain_ms;
+  run.data.timing["gemm_sustain_ms"] = sustain_ms;
   auto shapes = calib::calibration_gemm_shapes(tokens, gemm_dtype, grid);
-  if (run.root()) std::cout << fmt::format("# GEMM {} on {}: {} shapes, warm-up {}, {} x {} timed calls\n", to_string(gemm_dtype),
-                                         run.dev.name, shapes.size(), run.timing.warmup, run.timing.repeats, run.timing.iters)
+  if (run.root()) std::cout << fmt::format("# GEMM {} on {}: {} shapes, {}warm-up {}, {} x {} timed calls\n", to_string(gemm_dtype),
+                                         run.dev.name, shapes.size(),
+                                         sustain_ms > 0 ? fmt::format("each run {} ms back to back first, ", sustain_ms) : "",
+                                         run.timing.warmup, run.timing.repeats, run.timing.iters)
                           << fmt::format("# {:>6} {:>6} {:>6} {:>5} {:>10} {:>9} {:>8}  algo\n", "m", "n", "k", "batch",
                                          "median_us", "TFLOP/s", "spread%");
   for (const auto& s : shapes) {
@@ -289,7 +297,7 @@ void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProf
 // Each benchmark `a.what` asks for, in order: GEMMs, NCCL, contention, memory bandwidth (the
 // copy-bandwidth rows, empty unless asked).
 std::vector<gpu::MembwRow> run_benchmarks(BenchRun& run, const CalibrateArgs& a) {
-  if (a.wants("gemm")) calibrate_gemm(run, a.tokens, a.gemm_dtype, a.grid);
+  if (a.wants("gemm")) calibrate_gemm(run, a.tokens, a.gemm_dtype, a.grid, a.sustain_ms);
   if (a.wants("nccl")) {
     gpu::NcclBenchOptions no;
     no.min_bytes = a.min_bytes;
@@ -325,7 +333,18 @@ void write_calibrated_profile(const CalibrateArgs& a, const Args& args, const gp
   fo.command = "stepsim calibrate";
   for (const auto& arg : args) fo.command += " " + arg;
   calib::FitReport report;
-  HardwareProfile fitted = calib::fit_profile(base, in, fo, report);
+  HardwareProfile fitted;
+  try {
+    fitted = calib::fit_profile(base, in, fo, report);
+  } catch (const InputError& e) {
+    // The measurements cannot go into this base (GEMM rates above its peaks: a wrong --base).
+    // They took a while to take: keep them, in the form `fit --calibration` reads.
+    std::ostringstream wrote;
+    write_output(calib::calibration_to_json(data).dump(2) + "\n", a.out_file, "calibration", wrote);
+    throw InputError(fmt::format("{}; the raw measurements are in {}: stepsim fit --calibration {} --base PROFILE.json", e.what(),
+                                 a.out_file.empty() ? "the output above" : a.out_file,
+                                 a.out_file.empty() ? "FILE" : a.out_file));
+  }
   report.provenance["calibration"] = calib::calibration_to_json(data);
   if (!membw.empty()) fit_memory_bandwidths(membw, fitted, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);

@@ -43,6 +43,23 @@ std::vector<double> time_loops(const TimingOptions& o, const Stream& stream, F&&
   return per_loop;
 }
 
+// Calls `launch` back to back, `batch` at a time, until `ms` of GPU time has passed (or a cap
+// on the rounds, for a device whose events report no time); returns the GPU time it ran.
+template <class F>
+double run_for(double ms, int batch, const Stream& stream, F&& launch) {
+  constexpr int kMaxRounds = 1'000'000;
+  Event start, stop;
+  double elapsed = 0;
+  for (int round = 0; elapsed < ms && round < kMaxRounds; ++round) {
+    start.record(stream.get());
+    for (int i = 0; i < batch; ++i) launch(i);
+    stop.record(stream.get());
+    stop.synchronize();
+    elapsed += Event::elapsed_ms(start, stop);
+  }
+  return elapsed;
+}
+
 struct GemmOperands {
   std::vector<DeviceBuffer> a, b;
   DeviceBuffer c, workspace;
@@ -93,11 +110,14 @@ GemmBenchResult bench_gemm(const CublasLtHandle& handle, const GemmShape& shape,
   GemmRunner g(handle, shape, o.workspace_bytes);
   GemmOperands ops = make_operands(g, o, stream);
   const std::size_t sets = ops.a.size();
-  auto loops = time_loops(o.timing, stream, [&](int i) {
+  auto call = [&](int i) {
     std::size_t s = static_cast<std::size_t>(i) % sets;
     g.run(stream.get(), ops.a[s].data(), ops.b[s].data(), ops.c.data(), ops.workspace);
-  });
+  };
+  const double sustained = o.sustain_ms > 0 ? run_for(o.sustain_ms, std::max(1, o.timing.iters), stream, call) : 0;
+  auto loops = time_loops(o.timing, stream, call);
   GemmBenchResult r;
+  r.sustained_ms = sustained;
   r.shape = shape;
   r.timing = summarize(loops);
   r.tflops = shape.flops().count / (r.timing.median_us * 1e-6) / 1e12;

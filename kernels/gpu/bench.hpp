@@ -35,6 +35,10 @@ struct GemmBenchOptions {
   // Bytes of A+B operand sets to rotate through; 0 = max(4 x L2, 64 MiB) (H100 L2 is 50 MB).
   std::size_t rotate_bytes = 0;
   std::size_t workspace_bytes = GemmRunner::kDefaultWorkspaceBytes;
+  // Before its warm-up, each shape runs back to back until this much GPU time has passed, so
+  // the clock has settled under the power limit as in a training step's GEMMs (a few warm-up
+  // calls time a GPU at its boost clock). 0: no sustained run.
+  double sustain_ms = 0;
 };
 
 struct GemmBenchResult {
@@ -42,6 +46,7 @@ struct GemmBenchResult {
   Timing timing;
   double tflops = 0;  // at the median time
   std::string algo;
+  double sustained_ms = 0;  // GPU time of the sustained run before the timed calls
 };
 
 GemmBenchResult bench_gemm(const CublasLtHandle& handle, const GemmShape& shape, const GemmBenchOptions& options,

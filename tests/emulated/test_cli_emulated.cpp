@@ -100,6 +100,34 @@ TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fi
              &out) == 0);
 }
 
+TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates above the --base's peak keep the raw measurements",
+          "[emulated][cli]") {
+  const stepsim::test::TempDir dir("emulated-calibrate-sustain");
+  const std::string bin = STEPSIM_BINARY;
+  const fs::path prof = dir.path() / "profile.json";
+  std::string out;
+  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate gemm --no-grid --tokens 2048 -n 4 --repeats 3 --sustain-ms 5 --base " +
+                 STEPSIM_SOURCE_DIR + "/configs/hardware/h100-sxm-8x.json --out " + prof.string(),
+             &out) == 0);
+  INFO(out);
+  CHECK(out.find("each run 5 ms back to back first") != std::string::npos);
+  stepsim::HardwareProfile p = stepsim::load_profile(prof);
+  CHECK(p.provenance.at("calibration").at("timing").at("gemm_sustain_ms") == 5);
+
+  // The emulated GPU runs GEMMs at 400 TFLOP/s, above the A100 profile's 312: the fit refuses
+  // them, and the raw measurements are written for a fit with the right base.
+  const fs::path raw = dir.path() / "raw.json";
+  CHECK(sh(kEnv + "mpirun -np 1 " + bin + " calibrate gemm --no-grid --tokens 2048 -n 4 --repeats 3 --base " + STEPSIM_SOURCE_DIR +
+               "/configs/hardware/a100-sxm-8x.json --out " + raw.string(),
+           &out) != 0);
+  CHECK(out.find("no usable GEMM rate") != std::string::npos);
+  CHECK(out.find("stepsim fit --calibration " + raw.string() + " --base PROFILE.json") != std::string::npos);
+  REQUIRE(sh(bin + " fit --calibration " + raw.string() + " --base " + STEPSIM_SOURCE_DIR +
+                 "/configs/hardware/h100-sxm-8x.json --out " + (dir.path() / "refit.json").string(),
+             &out) == 0);
+  CHECK(stepsim::load_profile(dir.path() / "refit.json").compute.gemm_table.size() > 0);
+}
+
 TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth and each memory-bound class over a size sweep",
           "[emulated][cli]") {
   const stepsim::test::TempDir dir("emulated-membw");

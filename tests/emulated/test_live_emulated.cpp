@@ -209,6 +209,26 @@ TEST_CASE("emulated GPU: the GEMM benchmark's TFLOP/s is FLOPs over the median l
   CHECK(fake_cuda::counters().gemms == 3 * (2 + 5 * 10));
 }
 
+TEST_CASE("emulated GPU: a sustained GEMM run keeps the GPU busy for the time asked before the timed calls",
+          "[emulated][calibrate]") {
+  fake_cuda::reset_log();
+  gpu::CublasLtHandle handle;
+  gpu::Stream stream;
+  gpu::GemmBenchOptions o;
+  o.timing = {2, 10, 5};
+  o.sustain_ms = 50;
+  const GemmShape s{8192, 8192, 8192, 1, Dtype::BF16};
+  const double call_ms = s.flops().count / fake_cuda::kGemmFlopsPerS * 1e3;  // 2.75 ms at 400 TFLOP/s
+  gpu::GemmBenchResult r = gpu::bench_gemm(handle, s, o, stream);
+  INFO(violations_text());
+  REQUIRE(fake_cuda::violations().empty());
+  // Whole batches of `iters` calls until 50 ms have passed: 2 batches of 10 (55 ms).
+  CHECK(r.sustained_ms == Approx(20 * call_ms));
+  CHECK(r.sustained_ms >= o.sustain_ms);
+  CHECK(fake_cuda::counters().gemms == 20 + 2 + 5 * 10);
+  CHECK(r.tflops == Approx(fake_cuda::kGemmFlopsPerS / 1e12).epsilon(1e-5));  // the timed calls alone
+}
+
 TEST_CASE("emulated GPU: the NCCL benchmark follows nccl-tests sizes, columns and in-place offsets", "[emulated][calibrate]") {
   fake_cuda::reset_log();
   fake_cuda::price_one_rank_collectives(true);  // time them as a real group would, to check the arithmetic
