@@ -35,7 +35,9 @@ printf '{"include": "inc.json", "cluster": {"nodes": 2}}\n--include--\n%s\n--set
 for f in configs/hardware/*.json; do cp "$f" "$seeds/fuzz_profile/"; done
 # nccl-tests logs and the XLA tables (first 200 lines: the importers read the same format).
 if [ -d "$SHARED" ]; then
-  for f in "$SHARED"/nccl-tests/*.txt "$SHARED"/galvatron/*sp_time*.json; do [ -f "$f" ] && cp "$f" "$seeds/fuzz_nccl_tests/"; done
+  for f in "$SHARED"/nccl-tests/*.txt "$SHARED"/galvatron/*sp_time*.json "$SHARED"/azure_ai_benchmarking_guide/*.md; do
+    [ -f "$f" ] && cp "$f" "$seeds/fuzz_nccl_tests/"
+  done
   for f in "$SHARED"/xla_perf_tables/*.csv "$SHARED"/gemm/*.csv "$SHARED"/gemm/*.md; do
     [ -f "$f" ] && head -n 200 "$f" >"$seeds/fuzz_nccl_tests/$(basename "$f")"
   done

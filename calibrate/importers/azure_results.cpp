@@ -1,7 +1,7 @@
 #include "calibrate/importers/azure_results.hpp"
 
+#include <cctype>
 #include <optional>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -17,9 +17,18 @@ namespace {
 // The dtypes a line of the section's text names: the guide writes "FP8" (older files) or the
 // benchmark's own datatype string ("fp8e4m3", "fp16").
 void add_dtype_words(std::string_view line, std::set<std::string>& out) {
-  static const std::regex word(R"(\b(fp8e4m3|fp8|fp16|bf16|tf32|fp32|fp4e2m1)\b)", std::regex::icase);
-  using It = std::regex_iterator<std::string_view::const_iterator>;
-  for (It it(line.begin(), line.end(), word), end; it != end; ++it) out.insert(lower(it->str(1)));
+  static const std::set<std::string> dtypes{"fp8e4m3", "fp8", "fp16", "bf16", "tf32", "fp32", "fp4e2m1"};
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  for (std::size_t i = 0; i < line.size();) {
+    if (!alnum(line[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < line.size() && alnum(line[j])) ++j;
+    if (std::string w = lower(line.substr(i, j - i)); dtypes.count(w)) out.insert(w);
+    i = j;
+  }
 }
 
 bool is_separator_row(const std::vector<std::string>& cells) {
