@@ -41,6 +41,13 @@ int sh(const std::string& cmd, std::string* output = nullptr) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// `mpirun -np 1 stepsim calibrate ARGS --base configs/hardware/BASE --out OUT` on the emulated GPU.
+int calibrate(const std::string& args, const std::string& base, const fs::path& out_file, std::string* output) {
+  return sh(kEnv + "mpirun -np 1 " + STEPSIM_BINARY + " calibrate " + args + " --base " + STEPSIM_SOURCE_DIR +
+                "/configs/hardware/" + base + " --out " + out_file.string(),
+            output);
+}
+
 json read_json(const fs::path& p) {
   std::ifstream in(p);
   return json::parse(in);
@@ -85,9 +92,7 @@ TEST_CASE("emulated GPU: stepsim calibrate under mpirun writes a profile that fi
   const std::string bin = STEPSIM_BINARY;
   const fs::path prof = dir.path() / "profile.json";
   std::string out;
-  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate all --no-grid --tokens 2048 -b 8 -e 16777216 -f 4 -n 4 --repeats 3 --base " +
-                 STEPSIM_SOURCE_DIR + "/configs/hardware/h100-sxm-8x.json --out " + prof.string(),
-             &out) == 0);
+  REQUIRE(calibrate("all --no-grid --tokens 2048 -b 8 -e 16777216 -f 4 -n 4 --repeats 3", "h100-sxm-8x.json", prof, &out) == 0);
   INFO(out);
   stepsim::HardwareProfile p = stepsim::load_profile(prof);
   const auto& cal = p.provenance.at("calibration");
@@ -106,9 +111,7 @@ TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates abov
   const std::string bin = STEPSIM_BINARY;
   const fs::path prof = dir.path() / "profile.json";
   std::string out;
-  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate gemm --no-grid --tokens 2048 -n 4 --repeats 3 --sustain-ms 5 --base " +
-                 STEPSIM_SOURCE_DIR + "/configs/hardware/h100-sxm-8x.json --out " + prof.string(),
-             &out) == 0);
+  REQUIRE(calibrate("gemm --no-grid --tokens 2048 -n 4 --repeats 3 --sustain-ms 5", "h100-sxm-8x.json", prof, &out) == 0);
   INFO(out);
   CHECK(out.find("each run 5 ms back to back first") != std::string::npos);
   stepsim::HardwareProfile p = stepsim::load_profile(prof);
@@ -117,9 +120,7 @@ TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates abov
   // The emulated GPU runs GEMMs at 400 TFLOP/s, above the A100 profile's 312: the fit refuses
   // them, and the raw measurements are written for a fit with the right base.
   const fs::path raw = dir.path() / "raw.json";
-  CHECK(sh(kEnv + "mpirun -np 1 " + bin + " calibrate gemm --no-grid --tokens 2048 -n 4 --repeats 3 --base " + STEPSIM_SOURCE_DIR +
-               "/configs/hardware/a100-sxm-8x.json --out " + raw.string(),
-           &out) != 0);
+  CHECK(calibrate("gemm --no-grid --tokens 2048 -n 4 --repeats 3", "a100-sxm-8x.json", raw, &out) != 0);
   CHECK(out.find("no usable GEMM rate") != std::string::npos);
   CHECK(out.find("stepsim fit --calibration " + raw.string() + " --base PROFILE.json") != std::string::npos);
   REQUIRE(sh(bin + " fit --calibration " + raw.string() + " --base " + STEPSIM_SOURCE_DIR +
@@ -131,13 +132,10 @@ TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates abov
 TEST_CASE("emulated GPU: stepsim calibrate membw measures copy bandwidth and each memory-bound class over a size sweep",
           "[emulated][cli]") {
   const stepsim::test::TempDir dir("emulated-membw");
-  const std::string bin = STEPSIM_BINARY;
   const fs::path prof = dir.path() / "profile.json";
   std::string out;
   // 1, 2, 4 MiB: three sizes (-b 1048576 -e 4194304 -f 2).
-  REQUIRE(sh(kEnv + "mpirun -np 1 " + bin + " calibrate membw -b 1048576 -e 4194304 -f 2 -n 2 --repeats 2 --base " +
-                 STEPSIM_SOURCE_DIR + "/configs/hardware/a800-sxm-8x.json --out " + prof.string(),
-             &out) == 0);
+  REQUIRE(calibrate("membw -b 1048576 -e 4194304 -f 2 -n 2 --repeats 2", "a800-sxm-8x.json", prof, &out) == 0);
   INFO(out);
   stepsim::HardwareProfile p = stepsim::load_profile(prof);
   const auto& rows = p.provenance.at("membw");
