@@ -293,6 +293,7 @@ void fit_memory_bandwidths(const std::vector<gpu::MembwRow>& membw, HardwareProf
     }
   }
   report.provenance["membw"] = rows;
+  calib::replaced_in_provenance(report.provenance, "membw");
 }
 // Each benchmark `a.what` asks for, in order: GEMMs, NCCL, contention, memory bandwidth (the
 // copy-bandwidth rows, empty unless asked).
@@ -346,6 +347,7 @@ void write_calibrated_profile(const CalibrateArgs& a, const Args& args, const gp
                                  a.out_file.empty() ? "FILE" : a.out_file));
   }
   report.provenance["calibration"] = calib::calibration_to_json(data);
+  calib::replaced_in_provenance(report.provenance, "calibration");
   if (!membw.empty()) fit_memory_bandwidths(membw, fitted, report);
   nlohmann::json doc = calib::fitted_profile_to_json(fitted, report);
   std::ostringstream wrote;

@@ -293,7 +293,10 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
   if (!a.name.empty()) fitted.name = a.name;
   if (!a.description.empty()) fitted.description = a.description;
   if (!a.notes.empty()) report.provenance["notes"] = a.notes;
-  if (m.trace) trace::apply_trace_compute(*m.trace, fitted, report.provenance);
+  if (m.trace) {
+    trace::apply_trace_compute(*m.trace, fitted, report.provenance);
+    calib::replaced_in_provenance(report.provenance, "trace_compute");
+  }
   if (a.keep_sources) fitted.sources = base.sources;
   fitted.provenance = report.provenance;
   return fitted;

@@ -421,6 +421,24 @@ void source_fitted_parts(HardwareProfile& p, const FitReport& report, bool gemm,
   }
 }
 
+// The record of one part of the base profile (collectives, gemm, contention) that this fit does
+// not replace: what the base's own provenance says of it, with the command, inputs and notes of
+// the run that made it, or what the base kept of it in turn. Without it, a profile refitted for its GEMMs alone
+// (calibrate gemm --base, fit --azure-gemm) would keep its collective numbers and lose the only
+// record of where they came from. Null when the base says nothing of the part.
+Json kept_part(const Json& base_provenance, const std::string& part, std::initializer_list<const char*> keys) {
+  if (!base_provenance.is_object()) return nullptr;
+  if (base_provenance.contains("kept_from_base") && base_provenance["kept_from_base"].contains(part))
+    return base_provenance["kept_from_base"][part];
+  Json out = Json::object();
+  for (const char* k : keys)
+    if (base_provenance.contains(k) && !(base_provenance[k].is_array() && base_provenance[k].empty())) out[k] = base_provenance[k];
+  if (out.empty()) return nullptr;
+  for (const char* k : {"command", "inputs", "tool", "notes"})
+    if (base_provenance.contains(k)) out[k] = base_provenance[k];
+  return out;
+}
+
 }  // namespace
 
 HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
@@ -443,9 +461,32 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
   report.provenance = fit_provenance(base, in, opt, report);
   if (!gemm_prov.empty()) report.provenance["gemm"] = gemm_prov;
   if (!cont_prov.empty()) report.provenance["contention"] = cont_prov;
+  Json kept = Json::object();
+  if (report.fits.empty() && !report.topology) {
+    report.provenance.erase("collective_fits");
+    report.provenance.erase("ring_fits");
+    report.provenance.erase("method");  // it describes the collective fit
+    if (Json k = kept_part(base.provenance, "collectives", {"collective_fits", "ring_fits", "topology_fit"}); !k.is_null())
+      kept["collectives"] = k;
+  }
+  if (gemm_prov.empty())
+    if (Json k = kept_part(base.provenance, "gemm", {"gemm"}); !k.is_null()) kept["gemm"] = k;
+  if (cont_prov.empty())
+    if (Json k = kept_part(base.provenance, "contention", {"contention"}); !k.is_null()) kept["contention"] = k;
+  // Set after the fit by its callers (fit --trace, calibrate membw, calibrate's raw points), which
+  // drop the kept record of what they replace (replaced_in_provenance).
+  for (const char* part : {"trace_compute", "membw", "calibration"})
+    if (Json k = kept_part(base.provenance, part, {part}); !k.is_null()) kept[part] = k;
+  if (!kept.empty()) report.provenance["kept_from_base"] = kept;
   p.provenance = report.provenance;
   source_fitted_parts(p, report, !gemm_prov.empty(), !cont_prov.empty());
   return p;
+}
+
+void replaced_in_provenance(Json& provenance, const std::string& part) {
+  if (!provenance.contains("kept_from_base")) return;
+  provenance["kept_from_base"].erase(part);
+  if (provenance["kept_from_base"].empty()) provenance.erase("kept_from_base");
 }
 
 Json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& report) {

@@ -79,12 +79,19 @@ struct FitReport {
 std::vector<FitPoint> fit_points(const CollectiveSeries& s, SampleSelection sel);
 
 // Fits `inputs` into a copy of `base`; the report holds every fit and the provenance object.
+// What the base's provenance records of a part this fit leaves as it is (its collectives, GEMM
+// table, contention, trace compute, memory bandwidths, raw calibration) goes on under
+// provenance.kept_from_base.<part>, with the base's command, inputs and notes.
 HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& inputs, const FitOptions& options,
                             FitReport& report);
 
 // profile_to_json plus the fit diagnostics (min_bytes, r2, max_rel_error, points) in each range
 // of the fitted scopes, and report.provenance under "provenance".
 nlohmann::json fitted_profile_to_json(const HardwareProfile& profile, const FitReport& report);
+
+// A caller that sets provenance[part] after fit_profile (trace_compute, membw, calibration)
+// drops the kept record of the base's.
+void replaced_in_provenance(nlohmann::json& provenance, const std::string& part);
 
 // Time of `kind` with S bytes on `ranks` ranks predicted from a fit made at fit.ranks, by the
 // simulator's alpha-beta model: across group sizes the bandwidth term moves by bus bandwidth

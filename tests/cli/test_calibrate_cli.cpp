@@ -261,6 +261,34 @@ TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its te
   CHECK(p.provenance.at("inputs").dump().find("ND_A100_v4_results.md") != std::string::npos);
 }
 
+TEST_CASE("fit keeps the base's record of the parts it does not refit, through refits of refits", "[cli][fit]") {
+  const std::string data = STEPSIM_SHARED_DATA;
+  const stepsim::test::TempDir dir;
+  const std::string a100 = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
+  const std::string azure = " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_A100_v4_results.md";
+  auto once = dir / "once.json";
+  REQUIRE(run_cli("fit --base " + a100 + azure + " --out " + once.string()).code == 0);
+  stepsim::HardwareProfile p = stepsim::load_profile(once);
+  // The GEMMs are this fit's; the collectives keep the nccl-tests fit the A100 profile records.
+  CHECK(p.provenance.at("inputs").size() == 1);
+  CHECK_FALSE(p.provenance.contains("collective_fits"));
+  const auto& kept = p.provenance.at("kept_from_base").at("collectives");
+  CHECK(kept.at("command").get<std::string>().find("--nccl-tests") != std::string::npos);
+  CHECK(kept.at("collective_fits").size() > 0);
+  // A refit of that profile for its GEMMs again carries the same record, not a record of a record.
+  auto twice = dir / "twice.json";
+  REQUIRE(run_cli("fit --base " + once.string() + azure + " --out " + twice.string()).code == 0);
+  CHECK(stepsim::load_profile(twice).provenance.at("kept_from_base").at("collectives") == kept);
+  // A refit of the collectives drops it: they are this fit's now.
+  auto coll = dir / "coll.json";
+  REQUIRE(run_cli("fit --base " + twice.string() + " --nccl-tests " + data +
+                  "/nccl-tests/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt --out " + coll.string())
+              .code == 0);
+  stepsim::HardwareProfile c = stepsim::load_profile(coll);
+  CHECK_FALSE(c.provenance.at("kept_from_base").contains("collectives"));
+  CHECK(c.provenance.at("kept_from_base").at("gemm").at("inputs").dump().find("ND_A100_v4_results.md") != std::string::npos);
+}
+
 TEST_CASE("fit given only GEMM rates above the dense peak exits 2 instead of dropping the base's table", "[cli][fit]") {
   const stepsim::test::TempDir dir;
   auto md = dir / "az.md";

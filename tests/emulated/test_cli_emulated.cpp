@@ -116,6 +116,8 @@ TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates abov
   CHECK(out.find("each run 5 ms back to back first") != std::string::npos);
   stepsim::HardwareProfile p = stepsim::load_profile(prof);
   CHECK(p.provenance.at("calibration").at("timing").at("gemm_sustain_ms") == 5);
+  // calibrate gemm measured no collective: the base's topology fit stays on record.
+  CHECK(p.provenance.at("kept_from_base").at("collectives").contains("topology_fit"));
 
   // The emulated GPU runs GEMMs at 400 TFLOP/s, above the A100 profile's 312: the fit refuses
   // them, and the raw measurements are written for a fit with the right base.
