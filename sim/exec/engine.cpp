@@ -845,26 +845,23 @@ class Engine {
     std::stable_sort(deferred.begin(), deferred.end(),
                      [&](std::size_t x, std::size_t y) { return alloc_log_[x].issued_at < alloc_log_[y].issued_at; });
     std::vector<char> freed_early(alloc_log_.size());
-    std::vector<std::size_t> pending;  // issued by `at`, not yet in the log: freed by the next flush
-    std::size_t next_issued = 0;
+    std::size_t next_issued = 0;  // deferred[next_issued..]: issued after the last flush
     std::size_t at = 0;
     a.set_flush_hook([&] {
+      std::vector<std::size_t> pending;  // issued since the last flush, not yet released by the log
       for (; next_issued < deferred.size() && alloc_log_[deferred[next_issued]].issued_at <= at; ++next_issued)
-        pending.push_back(deferred[next_issued]);
-      std::erase_if(pending, [&](std::size_t j) { return j <= at; });  // the log released it already
+        if (deferred[next_issued] > at) pending.push_back(deferred[next_issued]);
       std::sort(pending.begin(), pending.end());  // log order, as a scan of the log frees them
       for (std::size_t j : pending) {
         a.free(alloc_log_[j].buffer);
         freed_early[j] = 1;
       }
-      pending.clear();
     });
     Bytes start = a.reserved();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       const AllocatorCounters before = a.counters();
       std::fill(freed_early.begin(), freed_early.end(), 0);
-      pending.clear();
       next_issued = 0;
       for (std::size_t k = 0; k < alloc_log_.size(); ++k) {
         const AllocEvent& ev = alloc_log_[k];

@@ -76,6 +76,8 @@ static double table_scale(const ComputeProfile& c) {
   return peak_for(c, Dtype::BF16).flops_per_s / c.gemm_table_peak.flops_per_s;
 }
 
+double gemm_table_part_peak_tflops(const ComputeProfile& c, Dtype d) { return peak_for(c, d).tflops() / table_scale(c); }
+
 // fp16 and bf16 GEMMs run on the same tensor-core path at the same rate wherever a part's
 // datasheet gives both the same peak (A100, H100, B200): a table measured in one answers for the
 // other when it has no entry of the GEMM's own dtype.

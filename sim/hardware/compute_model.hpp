@@ -13,6 +13,9 @@
 namespace stepsim {
 
 Time gemm_time(const ComputeProfile& c, const GemmShape& g);
+// The dense peak of `d` on the part gemm_table was measured on: peak_tflops, scaled back by
+// gemm_table_peak_bf16_tflops / peak_tflops.bf16 when the table is another part's.
+double gemm_table_part_peak_tflops(const ComputeProfile& c, Dtype d);
 // Memory-bound bytes at the class's achieved bandwidth (hbm * memory_efficiency if the profile
 // has none for the class).
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);

@@ -4,6 +4,7 @@
 
 #include "sim/core/json_reader.hpp"
 #include "sim/core/overloaded.hpp"
+#include "sim/hardware/compute_model.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/hardware/profile_keys.hpp"
 
@@ -283,11 +284,8 @@ static Json topology_to_json(const NcclTopology& t) {
 // twice Azure's sustained cuBLASLt fp8 rate at 4096^3 (docs/calibration.md). Such a table, or
 // the profile's peak, is wrong; a prediction from it would run GEMMs faster than the chip can.
 static void check_below_peak(ObjectReader& e, const ComputeProfile& c, const GemmMeasurement& g) {
-  auto it = c.peak.find(g.shape.dtype);
-  if (it == c.peak.end()) return;  // no peak declared for this dtype: nothing to hold it to
-  double peak = it->second.tflops();
-  auto bf16 = c.peak.find(Dtype::BF16);
-  if (c.gemm_table_peak.flops_per_s > 0 && bf16 != c.peak.end()) peak *= c.gemm_table_peak.tflops() / bf16->second.tflops();
+  if (!c.peak.count(g.shape.dtype)) return;  // no peak declared for this dtype: nothing to hold it to
+  const double peak = gemm_table_part_peak_tflops(c, g.shape.dtype);
   if (g.rate.tflops() <= peak * (1 + 1e-9)) return;
   e.fail_value("tflops", e.raw("tflops"),
                fmt::format("at most the {} dense peak of the part it was measured on, {:.1f} TFLOP/s (compute.peak_tflops{}): "
