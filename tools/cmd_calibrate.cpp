@@ -325,6 +325,9 @@ nlohmann::json device_json(const gpu::DeviceInfo& dev, const gpu::MpiSession& mp
 void write_calibrated_profile(const CalibrateArgs& a, const Args& args, const gpu::DeviceInfo& dev,
                               const calib::CalibrationData& data, const std::vector<gpu::MembwRow>& membw) {
   HardwareProfile base = base_profile(a.base_file, dev, data, a.gemm_dtype);
+  // The GEMMs were measured on this device, the part --base describes: a base whose table was
+  // another part's (gemm_table_peak_bf16_tflops, as h100-sxm-96gb.json's) must not scale them again.
+  if (!data.gemm.empty()) base.compute.gemm_table_peak = FlopRate{};
   calib::FitInputs in;
   in.collectives = data.collectives;
   in.gemm = data.gemm;

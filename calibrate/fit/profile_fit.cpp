@@ -11,6 +11,7 @@
 
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
+#include "sim/hardware/compute_model.hpp"
 
 namespace stepsim::calib {
 
@@ -279,10 +280,9 @@ static Json reject_impossible_columns(const HardwareProfile& p, std::vector<Gemm
     Column& c = columns[{measurement_file(g.source), g.shape.dtype}];
     ++c.entries;
     c.max_tflops = std::max(c.max_tflops, g.rate.tflops());
-    auto peak = p.compute.peak.find(g.shape.dtype);
-    if (peak == p.compute.peak.end()) continue;
-    c.peak = peak->second.tflops();
-    if (g.rate.flops_per_s > peak->second.flops_per_s) ++c.above;
+    if (!p.compute.peak.count(g.shape.dtype)) continue;
+    c.peak = gemm_table_part_peak_tflops(p.compute, g.shape.dtype);  // the peak the loader holds it to
+    if (g.rate.tflops() > c.peak) ++c.above;
   }
   Json rejected = Json::array();
   for (const auto& [key, c] : columns) {

@@ -118,6 +118,13 @@ TEST_CASE("emulated GPU: calibrate gemm --sustain-ms records it; GEMM rates abov
   CHECK(p.provenance.at("calibration").at("timing").at("gemm_sustain_ms") == 5);
   // calibrate gemm measured no collective: the base's topology fit stays on record.
   CHECK(p.provenance.at("kept_from_base").at("collectives").contains("topology_fit"));
+  // On the 96 GB part, whose shipped table is the 989-TFLOP/s part's: the measured table is this
+  // part's and is not scaled again.
+  const fs::path p96 = dir.path() / "p96.json";
+  REQUIRE(calibrate("gemm --no-grid --tokens 2048 -n 4 --repeats 3", "h100-sxm-96gb.json", p96, &out) == 0);
+  stepsim::HardwareProfile h96 = stepsim::load_profile(p96);
+  CHECK(h96.compute.gemm_table_peak.flops_per_s == 0);
+  CHECK_FALSE(read_json(p96).at("compute").contains("gemm_table_peak_bf16_tflops"));
 
   // The emulated GPU runs GEMMs at 400 TFLOP/s, above the A100 profile's 312: the fit refuses
   // them, and the raw measurements are written for a fit with the right base.
