@@ -1,6 +1,7 @@
 #include "trace/idle_attribution.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -75,12 +76,106 @@ class HostLookup {
   std::unordered_map<std::int64_t, std::vector<const RuntimeCall*>> syncs_;
 };
 
+// "<built-in method to of Tensor object at 0x7f392ca6f770>" -> "<built-in method to of Tensor
+// object>": a Python frame's name without the object's address, so that the same call on another
+// object (every step's batch) is one frame.
+std::string without_address(std::string_view name) {
+  constexpr std::string_view kAt = " at 0x";
+  std::string out;
+  for (std::size_t pos = 0;;) {
+    const std::size_t at = name.find(kAt, pos);
+    if (at == std::string_view::npos) return out.append(name.substr(pos));
+    std::size_t end = at + kAt.size();
+    while (end < name.size() && std::isxdigit(static_cast<unsigned char>(name[end]))) ++end;
+    out.append(name.substr(pos, at - pos));
+    pos = end;
+  }
+}
+
+// What the host ran during a stretch with no GPU op (a step's head or tail): the outermost Python
+// frames of a thread inside it, or its CPU operators when the trace has no Python frame on that
+// thread (recorded without with_stack=True).
+class FrameLookup {
+ public:
+  explicit FrameLookup(const KinetoTrace& t) : t_(t) {
+    for (const HostOp& o : t.python_ops) python_[o.thread].ops.push_back(&o);
+    for (const HostOp& o : t.host_ops) ops_[o.thread].ops.push_back(&o);
+    for (auto* m : {&python_, &ops_})
+      for (auto& [th, f] : *m) f.index();
+  }
+
+  // [from, to] on `thread`: the frames that overlap it but do not span it whole (those hold the
+  // step: the training loop, the script), the outermost of them, each with its part inside; the
+  // rest of the stretch as kNoHostFrame.
+  std::vector<HostFrame> frames(std::int64_t thread, Time from, Time to) const {
+    std::vector<HostFrame> out;
+    if (to <= from) return out;
+    const Frames* f = find(python_, thread);
+    if (!f) f = find(ops_, thread);
+    std::vector<const HostOp*> overlapping;
+    if (f) {
+      const auto& v = f->ops;
+      auto first_inside = std::lower_bound(v.begin(), v.end(), from, [](const HostOp* o, Time x) { return o->start < x; });
+      // The frames open at `from`: the last frame to start before it and its enclosing frames
+      // that end after `from` (any frame open then encloses that last one).
+      if (first_inside != v.begin())
+        for (int i = static_cast<int>(first_inside - v.begin()) - 1; i >= 0; i = f->parent[static_cast<std::size_t>(i)])
+          if (v[static_cast<std::size_t>(i)]->end > from && v[static_cast<std::size_t>(i)]->end < to) overlapping.push_back(v[static_cast<std::size_t>(i)]);
+      std::reverse(overlapping.begin(), overlapping.end());  // outermost first
+      for (auto i = first_inside; i != v.end() && (*i)->start < to; ++i)
+        if (!((*i)->start <= from && (*i)->end >= to)) overlapping.push_back(*i);
+    }
+    Time covered;
+    const HostOp* outer = nullptr;  // the last outermost frame
+    for (const HostOp* o : overlapping) {  // by start, an enclosing frame before what it holds
+      if (outer && o->start < outer->end) continue;  // inside it
+      outer = o;
+      const Time inside = std::min(o->end, to) - std::max(o->start, from);
+      covered += inside;
+      const std::string name = without_address(t_.names[static_cast<std::size_t>(o->name)]);
+      auto it = std::find_if(out.begin(), out.end(), [&](const HostFrame& h) { return h.name == name; });
+      if (it == out.end()) out.push_back(HostFrame{name, inside});
+      else it->total += inside;
+    }
+    if (to - from > covered) out.push_back(HostFrame{std::string(kNoHostFrame), to - from - covered});
+    return out;
+  }
+
+ private:
+  // One thread's frames by start (an enclosing frame before what it holds) and each one's
+  // enclosing frame (-1: none), from one sweep with a stack of the open ones.
+  struct Frames {
+    std::vector<const HostOp*> ops;
+    std::vector<int> parent;
+    void index() {
+      std::stable_sort(ops.begin(), ops.end(), [](const HostOp* a, const HostOp* b) {
+        return a->start != b->start ? a->start < b->start : a->end > b->end;
+      });
+      parent.assign(ops.size(), -1);
+      std::vector<int> open;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        while (!open.empty() && ops[static_cast<std::size_t>(open.back())]->end <= ops[i]->start) open.pop_back();
+        if (!open.empty()) parent[i] = open.back();
+        open.push_back(static_cast<int>(i));
+      }
+    }
+  };
+  using ByThread = std::unordered_map<std::int64_t, Frames>;
+  static const Frames* find(const ByThread& m, std::int64_t thread) {
+    auto it = m.find(thread);
+    return it == m.end() ? nullptr : &it->second;
+  }
+  const KinetoTrace& t_;
+  ByThread python_, ops_;
+};
+
 }  // namespace
 
 std::optional<IdleAttribution> attribute_idle(const KinetoTrace& t, const TraceAnalysis& a, Time short_gap) {
   if (a.steps.empty() || t.stepsim_trace) return std::nullopt;
   const TraceIndex idx(t);
   const HostLookup host(t);
+  const FrameLookup frames(t);
   const int dev = t.main_device();
 
   // Analysed step number -> index into idx.steps().
@@ -110,6 +205,15 @@ std::optional<IdleAttribution> attribute_idle(const KinetoTrace& t, const TraceA
       }
       return c;
     });
+    // The head and the tail, as IdleAccumulator::step measures them.
+    if (!v.empty()) {
+      Time last_end = v.front()->end;
+      for (const GpuOp* op : v) last_end = std::max(last_end, op->end);
+      acc.add_frames(false, frames.frames(span.thread, span.start, v.front()->start));
+      acc.add_frames(true, frames.frames(span.thread, last_end, span.end));
+    } else {
+      acc.add_frames(false, frames.frames(span.thread, span.start, span.end));
+    }
   }
   return acc.finish(wanted.size(), dev);
 }

@@ -657,6 +657,7 @@ void Reader::finish_complete_event() {
     return;
   }
   if (eq(cat, "python_function")) {
+    out_.python_ops.push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
     if (is_deepspeed_monitor_write(ev.name)) out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::MonitorWrite, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
     else if (starts_with(ev.name, "<built-in method run_backward of "))
       out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::RunBackward, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});

@@ -144,6 +144,9 @@ struct KinetoTrace {
   std::vector<RuntimeCall> runtime;
   std::vector<CpuSpan> cpu;
   std::vector<HostOp> host_ops;    // in file order
+  // Python frames (Kineto category "python_function", recorded with with_stack=True): what the
+  // training loop ran where no operator did (analyze --idle's head and tail). In file order.
+  std::vector<HostOp> python_ops;
   std::vector<MemoryOpSpan> memory_ops;  // in file order
   std::vector<MemSample> memory;
   std::int64_t event_count = 0;  // every traceEvents entry seen

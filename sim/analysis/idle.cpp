@@ -35,6 +35,15 @@ void IdleAccumulator::add(Time g, Phase phase, bool sync, const std::string& wha
   c.max = std::max(c.max, g);
 }
 
+void IdleAccumulator::add_frames(bool tail, const std::vector<HostFrame>& frames) {
+  std::vector<HostFrame>& acc = frames_[tail ? 1 : 0];
+  for (const HostFrame& f : frames) {
+    auto it = std::find_if(acc.begin(), acc.end(), [&](const HostFrame& a) { return a.name == f.name; });
+    if (it == acc.end()) acc.push_back(f);
+    else it->total += f.total;
+  }
+}
+
 IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
   const auto n = static_cast<std::int64_t>(std::max<std::size_t>(1, steps));
   auto mean = [n](Time t) { return Time::from_ns(t.ns / n); };
@@ -52,6 +61,14 @@ IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
   for (const auto& [key, c] : causes_) {
     r.causes.push_back(c);
     r.causes.back().total = mean(c.total);
+  }
+  for (int tail = 0; tail < 2; ++tail) {
+    std::vector<HostFrame>& out = tail ? r.tail_frames : r.head_frames;
+    for (const HostFrame& f : frames_[tail]) out.push_back(HostFrame{f.name, mean(f.total)});
+    std::sort(out.begin(), out.end(), [](const HostFrame& x, const HostFrame& y) {
+      if (x.total != y.total) return x.total > y.total;
+      return x.name < y.name;
+    });
   }
   // Largest first; ties in key order, so the listing does not depend on the gaps' order.
   std::sort(r.causes.begin(), r.causes.end(), [](const IdleCause& x, const IdleCause& y) {
@@ -92,6 +109,28 @@ IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
   return acc.finish(1, 0);
 }
 
+namespace {
+
+nlohmann::json frames_to_json(const std::vector<HostFrame>& frames) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const HostFrame& f : frames) out.push_back({{"name", f.name}, {"per_step_us", f.total.us()}});
+  return out;
+}
+
+// The frames under a head or tail line: the largest `top`, then one line for the rest.
+std::string frames_to_text(const std::vector<HostFrame>& frames, std::size_t top) {
+  std::string out;
+  Time rest;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (i < top) out += fmt::format("      {:>12}  {}\n", format_time(frames[i].total), frames[i].name);
+    else rest += frames[i].total;
+  }
+  if (frames.size() > top) out += fmt::format("      {:>12}  ({} more)\n", format_time(rest), frames.size() - top);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json idle_to_json(const IdleAttribution& r) {
   nlohmann::json causes = nlohmann::json::array();
   for (const IdleCause& c : r.causes)
@@ -103,6 +142,8 @@ nlohmann::json idle_to_json(const IdleAttribution& r) {
           {"idle_us", r.idle().us()},
           {"head_us", r.head.us()},
           {"tail_us", r.tail.us()},
+          {"head_host", frames_to_json(r.head_frames)},
+          {"tail_host", frames_to_json(r.tail_frames)},
           {"gaps_us", r.gaps.us()},
           {"short_gaps_us", r.short_total.us()},
           {"short_gaps", r.short_count},
@@ -116,8 +157,12 @@ nlohmann::json idle_to_json(const IdleAttribution& r) {
 
 std::string idle_to_text(const IdleAttribution& r, std::size_t top) {
   std::string out = fmt::format("  GPU idle per step (mean of {} step(s), device {}): {}\n", r.steps, r.device, format_time(r.idle()));
+  // A head or tail's frames: the three largest (a training loop's logging, data loading).
+  constexpr std::size_t kFrames = 3;
   out += fmt::format("    before the first GPU op {:>12}\n", format_time(r.head));
+  out += frames_to_text(r.head_frames, kFrames);
   out += fmt::format("    after the last GPU op   {:>12}\n", format_time(r.tail));
+  out += frames_to_text(r.tail_frames, kFrames);
   out += fmt::format("    gaps under {:<12} {:>12}   ({} launch gaps over the steps)\n", format_time(r.short_gap), format_time(r.short_total),
                      r.short_count);
   out += fmt::format("    longer gaps             {:>12}   (forward {}, backward {}, optimizer {}; {} after a host sync)\n",

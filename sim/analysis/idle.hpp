@@ -42,6 +42,16 @@ struct IdleCause {
   Time max;                // the longest single gap
 };
 
+// What the host ran during the step's head or tail: in a trace, the outermost Python frames (or,
+// without Python stacks, CPU operators) of the step's thread inside the stretch, each charged
+// with the part of it inside; what none covers is kNoHostFrame.
+struct HostFrame {
+  std::string name;
+  Time total;  // per step (mean)
+};
+
+inline constexpr std::string_view kNoHostFrame = "(no Python frame or operator)";
+
 struct IdleAttribution {
   int device = 0;
   std::size_t steps = 0;
@@ -52,6 +62,7 @@ struct IdleAttribution {
   Time sync_total;                  // per step (mean): the attributed gaps that followed a sync
   Time phase_total[4] = {};         // per step (mean), by Phase of the attributed gaps
   std::vector<IdleCause> causes;    // largest total first
+  std::vector<HostFrame> head_frames, tail_frames;  // largest first; empty for a prediction
   Time idle() const { return head + tail + gaps; }
   // The cause named `ops` (the first, if several phases or kinds share the name); nullptr if none.
   const IdleCause* find(std::string_view ops) const {
@@ -100,6 +111,8 @@ class IdleAccumulator {
     }
     tail_ += std::max(Time{}, end - busy_end);
   }
+  // What the host ran during one step's head (or tail): frames and their time inside it.
+  void add_frames(bool tail, const std::vector<HostFrame>& frames);
   IdleAttribution finish(std::size_t steps, int device) const;
 
  private:
@@ -114,6 +127,7 @@ class IdleAccumulator {
   Time short_gap_, head_, tail_, gaps_, short_total_, sync_total_, phase_total_[4] = {};
   std::size_t short_count_ = 0;
   std::vector<std::pair<Key, IdleCause>> causes_;  // small: a linear scan per gap
+  std::vector<HostFrame> frames_[2];                // head, tail: totals over the steps
 };
 
 // The simulated timeline's idle, one step (Timeline::start to Timeline::end). A gap is `sync`
