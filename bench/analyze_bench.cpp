@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_args.hpp"
 #include "trace/trace_analysis.hpp"
 
 namespace fs = std::filesystem;
@@ -35,27 +36,16 @@ static double cpu_seconds() {
 int main(int argc, char** argv) {
   int reps = 3;
   std::vector<fs::path> files;
-  // Bad arguments end in one line and exit 2, like stepsim's own commands.
-  auto usage_error = [](const std::string& what) {
-    std::cerr << "analyze_bench: " << what << " (usage: analyze_bench [--reps N] [FILE...])\n";
-    return 2;
-  };
+  const stepsim::bench::Args args{"analyze_bench", "analyze_bench [--reps N] [FILE...]"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps") {
-      if (i + 1 >= argc) return usage_error("--reps: expected a number of runs");
-      const std::string n = argv[++i];
-      std::size_t used = 0;
-      try {
-        reps = std::stoi(n, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != n.size() || reps < 1 || reps > 1000) return usage_error("--reps " + n + ": expected 1 to 1000");
+      if (i + 1 >= argc) args.fail("--reps: expected a number of runs");
+      reps = args.count("--reps", argv[++i], 1000);
     } else if (a.starts_with("-")) {
-      return usage_error(a + ": unknown option");
+      args.fail(a + ": unknown option");
     } else if (std::error_code ec; !fs::is_regular_file(a, ec)) {
-      return usage_error(a + ": cannot open: expected a readable trace file");
+      args.fail(a + ": cannot open: expected a readable trace file");
     } else {
       files.emplace_back(a);
     }
@@ -76,12 +66,11 @@ int main(int argc, char** argv) {
       auto w0 = std::chrono::steady_clock::now();
       double c0 = cpu_seconds();
       stepsim::trace::KinetoTrace t;
-      try {
-        t = stepsim::trace::read_kineto_trace(f);
-      } catch (const stepsim::InputError& e) {
-        std::cerr << "analyze_bench: " << e.what() << "\n";
+      if (args.run([&] {
+            t = stepsim::trace::read_kineto_trace(f);
+            return 0;
+          }) != 0)
         return 2;
-      }
       auto a = stepsim::trace::analyze_trace(t, {});
       double c1 = cpu_seconds();
       auto w1 = std::chrono::steady_clock::now();

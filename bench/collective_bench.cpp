@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/hardware/profile.hpp"
 
@@ -37,9 +38,12 @@ double ns_per_call(const stepsim::HardwareProfile& hw, const std::vector<Call>& 
 
 int main(int argc, char** argv) {
   using namespace stepsim;
+  const bench::Args args{"collective_bench", "collective_bench [ALPHA_BETA_PROFILE.json] [TOPOLOGY_PROFILE.json] [calls]"};
+  if (argc > 4) args.fail("too many arguments");
   std::string ab = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
   std::string topo = argc > 2 ? argv[2] : std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json";
-  int calls_total = argc > 3 ? std::atoi(argv[3]) : 2'000'000;
+  const int calls_total = argc > 3 ? args.count("calls", argv[3], 1'000'000'000) : 2'000'000;
+  return args.run([&] {
   HardwareProfile a = load_profile(ab), t = load_profile(topo);
   std::vector<Call> calls;
   const CommDecl shapes[] = {{"tp2", 2, 1}, {"node", 8, 1}, {"half", 4, 1}, {"2n", 16, 2}, {"10n", 80, 10}, {"hsdp", 10, 10}};
@@ -55,4 +59,5 @@ int main(int argc, char** argv) {
   std::printf("ratio topology / alpha-beta: %.2f (target <= 2)   [checksum %lld]\n", ns_topo / ns_ab,
               static_cast<long long>(sink % 1000));
   return 0;
+  });
 }

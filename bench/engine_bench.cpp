@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "sim/core/memory_policy.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/exec/engine.hpp"
@@ -14,8 +15,11 @@
 int main(int argc, char** argv) {
   stepsim::keep_freed_memory();  // as the CLI does
   using namespace stepsim;
+  const bench::Args args{"engine_bench", "engine_bench [EXP.json] [reps]"};
+  if (argc > 3) args.fail("too many arguments");
   std::string file = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-ddp-8xh100.json";
-  int reps = argc > 2 ? std::atoi(argv[2]) : 200;
+  const int reps = argc > 2 ? args.count("reps", argv[2], 1'000'000) : 200;
+  return args.run([&] {
   Experiment e = load_experiment(file);
   Program p = e.strategy->build(e);
   std::vector<double> build_us, engine_us;
@@ -32,4 +36,6 @@ int main(int argc, char** argv) {
   std::sort(engine_us.begin(), engine_us.end());
   std::printf("%s: %zu instructions; median build %.1f us, median engine %.1f us (%d reps)\n", file.c_str(),
               p.instructions.size(), build_us[build_us.size() / 2], engine_us[engine_us.size() / 2], reps);
+  return 0;
+  });
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_args.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -38,7 +39,9 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   using namespace stepsim;
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  const bench::Args args{"fsdp1_build_bench", "fsdp1_build_bench [repetitions]"};
+  if (argc > 2) args.fail("too many arguments");
+  const int reps = argc > 1 ? args.count("repetitions", argv[1], 1000) : 5;
   double per_layer_1024 = 0;
   for (int layers : {256, 1024, 4096}) {
     Experiment e = fsdp1_toy(layers);

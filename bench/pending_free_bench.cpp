@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "sim/core/memory_policy.hpp"
 #include "sim/exec/engine.hpp"
 #include "sim/strategies/load_experiment.hpp"
@@ -57,7 +58,9 @@ Result measure(const std::string& file, const std::vector<std::string>& override
 
 int main(int argc, char** argv) {
   stepsim::keep_freed_memory();  // as the CLI does
-  int reps = argc > 1 ? std::atoi(argv[1]) : 5;
+  const stepsim::bench::Args args{"pending_free_bench", "pending_free_bench [repetitions]"};
+  if (argc > 2) args.fail("too many arguments");
+  const int reps = argc > 1 ? args.count("repetitions", argv[1], 1000) : 5;
   const std::string src = STEPSIM_SOURCE_DIR;
   const std::string deep = src + "/bench/configs/fsdp1-4096-layers-no-limit.json";
   for (int layers : {1024, 4096}) {

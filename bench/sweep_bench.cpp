@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_args.hpp"
 #include "sim/core/memory_policy.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
@@ -102,9 +103,17 @@ int sweep(std::uint64_t n, int jobs) {
 
 int main(int argc, char** argv) {
   stepsim::keep_freed_memory();  // as the CLI does
+  const stepsim::bench::Args args{"sweep_bench", "sweep_bench engine [reps] | sweep N [jobs]"};
   std::string mode = argc > 1 ? argv[1] : "engine";
-  if (mode == "engine") return engine(argc > 2 ? std::atoi(argv[2]) : 50);
-  if (mode == "sweep") return sweep(argc > 2 ? std::stoull(argv[2]) : 10000, argc > 3 ? std::atoi(argv[3]) : 2);
-  std::fprintf(stderr, "usage: sweep_bench engine [reps] | sweep N [jobs]\n");
-  return 2;
+  if (mode == "engine") {
+    if (argc > 3) args.fail("too many arguments");
+    return args.run([&] { return engine(argc > 2 ? args.count("reps", argv[2], 1'000'000) : 50); });
+  }
+  if (mode == "sweep") {
+    if (argc > 4) args.fail("too many arguments");
+    const int points = argc > 2 ? args.count("N", argv[2], 100'000'000) : 10000;
+    const int jobs = argc > 3 ? args.count("jobs", argv[3], 1024) : 2;
+    return args.run([&] { return sweep(static_cast<std::size_t>(points), jobs); });
+  }
+  args.fail("'" + mode + "': expected engine or sweep");
 }
