@@ -82,6 +82,33 @@ namespace {
 
 constexpr std::string_view kBlockedPrefix = "blocked: ";
 
+// A host interval's name as a frame: allocator calls and event records/waits by their kind (their
+// labels name each buffer or event), others with unit numbers folded.
+std::string frame_name(std::string_view label) {
+  if (label.starts_with("Alloc '") || label.starts_with("Free '")) return "caching allocator (alloc, free)";
+  if (label.starts_with("Record event ") || label.starts_with("Wait ")) return "CUDA events (record, wait)";
+  return fold_unit_number(label);
+}
+
+// The host's intervals inside [from, to] (one at a time: the host thread), each clipped, by
+// frame_name; the rest as kNoHostFrame.
+std::vector<HostFrame> host_frames(const Timeline& t, Time from, Time to) {
+  std::vector<HostFrame> out;
+  if (to <= from) return out;
+  Time covered;
+  for (const HostInterval& h : t.host) {
+    if (h.end <= from || h.start >= to) continue;
+    const Time inside = std::min(h.end, to) - std::max(h.start, from);
+    covered += inside;
+    std::string name = frame_name(h.name.view());
+    auto it = std::find_if(out.begin(), out.end(), [&](const HostFrame& f) { return f.name == name; });
+    if (it == out.end()) out.push_back(HostFrame{std::move(name), inside});
+    else it->total += inside;
+  }
+  if (to - from > covered) out.push_back(HostFrame{std::string(kNoHostFrame), to - from - covered});
+  return out;
+}
+
 }  // namespace
 
 IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
@@ -106,6 +133,12 @@ IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
     }
     return IdleAccumulator::Cause{op.phase, false, fold_unit_number(op.name.view())};
   });
+  if (!ops.empty()) {  // the head and the tail, as IdleAccumulator::step measures them
+    Time last_end = ops.front()->end;
+    for (const TimelineOp* op : ops) last_end = std::max(last_end, op->end);
+    acc.add_frames(false, host_frames(t, t.start, ops.front()->start));
+    acc.add_frames(true, host_frames(t, last_end, t.end));
+  }
   return acc.finish(1, 0);
 }
 

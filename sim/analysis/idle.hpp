@@ -42,15 +42,16 @@ struct IdleCause {
   Time max;                // the longest single gap
 };
 
-// What the host ran during the step's head or tail: in a trace, the outermost Python frames (or,
-// without Python stacks, CPU operators) of the step's thread inside the stretch, each charged
-// with the part of it inside; what none covers is kNoHostFrame.
+// What the host ran during the step's head or tail, each charged with the part of it inside the
+// stretch: in a trace, the outermost Python frames (or, without Python stacks, CPU operators) of
+// the step's thread; in a prediction, the host's intervals (the training loop's own work,
+// host.step_start_us / step_end_us, and the issue of ops). What none covers is kNoHostFrame.
 struct HostFrame {
   std::string name;
   Time total;  // per step (mean)
 };
 
-inline constexpr std::string_view kNoHostFrame = "(no Python frame or operator)";
+inline constexpr std::string_view kNoHostFrame = "(no host frame)";
 
 struct IdleAttribution {
   int device = 0;
@@ -62,7 +63,7 @@ struct IdleAttribution {
   Time sync_total;                  // per step (mean): the attributed gaps that followed a sync
   Time phase_total[4] = {};         // per step (mean), by Phase of the attributed gaps
   std::vector<IdleCause> causes;    // largest total first
-  std::vector<HostFrame> head_frames, tail_frames;  // largest first; empty for a prediction
+  std::vector<HostFrame> head_frames, tail_frames;  // largest first
   Time idle() const { return head + tail + gaps; }
   // The cause named `ops` (the first, if several phases or kinds share the name); nullptr if none.
   const IdleCause* find(std::string_view ops) const {

@@ -42,7 +42,15 @@ TEST_CASE("A simulated gap after a blocked host sync is sync, named by its reaso
   t.ops.push_back(op(t, "mark", 420, 450, 450, Phase::Backward, TimelineOp::Kind::Marker));
   t.ops.push_back(op(t, "fwd block.7.mlp", 495, 500, 600, Phase::Forward));
   HostInterval blocked{HostInterval::Kind::Blocked, 0, t.text->add("blocked: ", "x.item()"), Time::from_us(210), Time::from_us(260)};
+  // The host in the head: the training loop's own work [0, 60], the issue of A [60, 80], an
+  // allocation and a free [80, 90] (one frame: their labels name each buffer); in the tail: the
+  // loop's work after the step [650, 950].
+  t.host.push_back(HostInterval{HostInterval::Kind::Work, 0, t.text->add("training loop before the step"), Time::from_us(0), Time::from_us(60)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 1, t.text->add("fwd block.3.attn"), Time::from_us(60), Time::from_us(80)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 2, t.text->add("Alloc 'activations block.3' 4096 B"), Time::from_us(80), Time::from_us(85)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 3, t.text->add("Free 'activations block.2'"), Time::from_us(85), Time::from_us(90)});
   t.host.push_back(blocked);
+  t.host.push_back(HostInterval{HostInterval::Kind::Work, 9, t.text->add("training loop after the step"), Time::from_us(650), Time::from_us(950)});
 
   const IdleAttribution r = attribute_idle(t);
   INFO(idle_to_text(r, 10));
@@ -64,6 +72,23 @@ TEST_CASE("A simulated gap after a blocked host sync is sync, named by its reaso
   CHECK_FALSE(host->sync);
   CHECK(host->total == Time::from_us(100));
   CHECK(r.causes.front().ops == "fwd block.#.mlp");  // largest first
+
+  // Head [0, 100] and tail [600, 1000]: the host's intervals inside them, clipped, unit numbers
+  // folded as the causes' are; what none covers apart.
+  REQUIRE(r.head_frames.size() == 4);
+  CHECK(r.head_frames[0].name == "training loop before the step");
+  CHECK(r.head_frames[0].total == Time::from_us(60));
+  CHECK(r.head_frames[1].name == "fwd block.#.attn");
+  CHECK(r.head_frames[1].total == Time::from_us(20));
+  CHECK(r.head_frames[2].name == kNoHostFrame);  // a tie of 10 us, in name order
+  CHECK(r.head_frames[2].total == Time::from_us(10));
+  CHECK(r.head_frames[3].name == "caching allocator (alloc, free)");
+  CHECK(r.head_frames[3].total == Time::from_us(10));
+  REQUIRE(r.tail_frames.size() == 2);
+  CHECK(r.tail_frames[0].name == "training loop after the step");
+  CHECK(r.tail_frames[0].total == Time::from_us(300));
+  CHECK(r.tail_frames[1].name == kNoHostFrame);
+  CHECK(r.tail_frames[1].total == Time::from_us(100));
 }
 
 TEST_CASE("The ZeRO-1 example's predicted idle: DeepSpeed 0.12.6's per-slice norm reads and OPT's clamp scalar", "[analysis][idle]") {
