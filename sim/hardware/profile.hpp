@@ -25,6 +25,16 @@ struct AlphaBetaRange {
   Bytes max_bytes{std::numeric_limits<std::int64_t>::max()};
   Time alpha;
   Bandwidth beta;
+  // What `stepsim fit` recorded of the fit that made the range (min_bytes, points, r2,
+  // max_rel_error), written back as read so that a range a refit keeps keeps them; not used by
+  // the model. Absent from hand-written ranges.
+  struct FitQuality {
+    std::int64_t min_bytes = 0;
+    std::int64_t points = 0;
+    double r2 = 0;
+    double max_rel_error = 0;
+  };
+  std::optional<FitQuality> fit;
 };
 
 // A measured point: S bytes (nccl-tests convention) took `time` on a group of `ranks`.

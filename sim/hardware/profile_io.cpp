@@ -85,8 +85,15 @@ static std::vector<AlphaBetaRange> parse_ranges(ObjectReader& r, const std::stri
     if (item.has("max_bytes")) range.max_bytes = Bytes{read_integer(item, "max_bytes")};
     range.alpha = Time::from_us(read_number(item, "alpha_us"));
     range.beta = Bandwidth::from_gbps(read_number(item, "beta_GBps"));
-    // Optional fit diagnostics written by `stepsim fit`; kept in the file, not used here.
-    for (const char* diagnostic : {"r2", "max_rel_error", "points", "min_bytes"}) skip(item, diagnostic);
+    // Fit diagnostics written by `stepsim fit`: carried, not used (AlphaBetaRange::fit). All four
+    // or none: a range that has some but not all of them was not written by fit.
+    const int diagnostics = item.has("r2") + item.has("max_rel_error") + item.has("points") + item.has("min_bytes");
+    if (diagnostics == 4) {
+      range.fit = AlphaBetaRange::FitQuality{read_integer(item, "min_bytes"), read_integer(item, "points"), read_number(item, "r2"),
+                                             read_number(item, "max_rel_error")};
+    } else {
+      for (const char* diagnostic : {"r2", "max_rel_error", "points", "min_bytes"}) skip(item, diagnostic);
+    }
     item.finish();
     if (!out.empty() && range.max_bytes <= out.back().max_bytes)
       r.fail(key, "ranges sorted by increasing max_bytes");
@@ -464,6 +471,12 @@ static Json ranges_to_json(const std::vector<AlphaBetaRange>& ranges) {
   for (const auto& r : ranges) {
     Json o{{"alpha_us", r.alpha.us()}, {"beta_GBps", r.beta.gbps()}};
     if (r.max_bytes.count != std::numeric_limits<std::int64_t>::max()) o["max_bytes"] = r.max_bytes.count;
+    if (r.fit) {
+      o["min_bytes"] = r.fit->min_bytes;
+      o["points"] = r.fit->points;
+      o["r2"] = r.fit->r2;
+      o["max_rel_error"] = r.fit->max_rel_error;
+    }
     arr.push_back(o);
   }
   return arr;

@@ -306,10 +306,10 @@ const ConfigObject& alpha_beta_range() {
            .doc = "The largest S this range covers."},
           latency_us("alpha_us", "Latency (us)."),
           positive_at_most("beta_GBps", kMaxGBps, "Bandwidth on S (GB/s); required."),
-          {.name = "r2", .types = kNumber, .doc = "Fit diagnostic written by `stepsim fit`; not used."},
-          {.name = "max_rel_error", .types = kNumber, .doc = "Fit diagnostic written by `stepsim fit`; not used."},
-          {.name = "points", .types = kInteger, .doc = "Fit diagnostic written by `stepsim fit`; not used."},
-          {.name = "min_bytes", .types = kInteger, .doc = "Fit diagnostic written by `stepsim fit`; not used."},
+          {.name = "r2", .types = kNumber, .doc = "Fit diagnostic written by `stepsim fit` (all four or none); not used by the model, carried through refits that keep the range."},
+          {.name = "max_rel_error", .types = kNumber, .doc = "Fit diagnostic written by `stepsim fit` (all four or none); not used by the model, carried through refits that keep the range."},
+          {.name = "points", .types = kInteger, .doc = "Fit diagnostic written by `stepsim fit` (all four or none); not used by the model, carried through refits that keep the range."},
+          {.name = "min_bytes", .types = kInteger, .doc = "Fit diagnostic written by `stepsim fit` (all four or none); not used by the model, carried through refits that keep the range."},
       }};
   return o;
 }

@@ -289,6 +289,31 @@ TEST_CASE("fit keeps the base's record of the parts it does not refit, through r
   CHECK(c.provenance.at("kept_from_base").at("gemm").at("inputs").dump().find("ND_A100_v4_results.md") != std::string::npos);
 }
 
+TEST_CASE("a collective range a refit keeps keeps the quality of the fit that made it", "[cli][fit]") {
+  const std::string data = STEPSIM_SHARED_DATA;
+  const stepsim::test::TempDir dir;
+  auto once = dir / "once.json", twice = dir / "twice.json";
+  REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +
+                  "/nccl-tests/allreduce_2x8xH100_Nebius-IB_dstack.txt --out " + once.string())
+              .code == 0);
+  REQUIRE(run_cli("fit --base " + once.string() + " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md --out " +
+                  twice.string())
+              .code == 0);
+  auto ranges = [](const std::filesystem::path& f) {
+    std::ifstream in(f);
+    return nlohmann::json::parse(in).at("collectives").at("inter_node").at("all_reduce");
+  };
+  const nlohmann::json fitted = ranges(once), kept = ranges(twice);
+  REQUIRE(fitted.size() > 1);
+  for (const char* key : {"min_bytes", "points", "r2", "max_rel_error"}) CHECK(fitted[0].contains(key));
+  REQUIRE(kept.size() == fitted.size());
+  for (std::size_t i = 0; i < kept.size(); ++i)
+    for (const char* key : {"min_bytes", "points", "r2", "max_rel_error", "max_bytes", "beta_GBps"}) {
+      INFO(i << " " << key);
+      CHECK(kept[i].value(key, nlohmann::json()) == fitted[i].value(key, nlohmann::json()));
+    }
+}
+
 TEST_CASE("fit given only GEMM rates above the dense peak exits 2 instead of dropping the base's table", "[cli][fit]") {
   const stepsim::test::TempDir dir;
   auto md = dir / "az.md";
