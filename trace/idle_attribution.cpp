@@ -132,12 +132,9 @@ class FrameLookup {
       outer = o;
       const Time inside = std::min(o->end, to) - std::max(o->start, from);
       covered += inside;
-      const std::string name = without_address(t_.names[static_cast<std::size_t>(o->name)]);
-      auto it = std::find_if(out.begin(), out.end(), [&](const HostFrame& h) { return h.name == name; });
-      if (it == out.end()) out.push_back(HostFrame{name, inside});
-      else it->total += inside;
+      add_frame_time(out, without_address(t_.names[static_cast<std::size_t>(o->name)]), inside);
     }
-    if (to - from > covered) out.push_back(HostFrame{std::string(kNoHostFrame), to - from - covered});
+    if (to - from > covered) add_frame_time(out, kNoHostFrame, to - from - covered);
     return out;
   }
 

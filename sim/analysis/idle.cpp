@@ -35,13 +35,14 @@ void IdleAccumulator::add(Time g, Phase phase, bool sync, const std::string& wha
   c.max = std::max(c.max, g);
 }
 
+void add_frame_time(std::vector<HostFrame>& frames, std::string_view name, Time t) {
+  auto it = std::find_if(frames.begin(), frames.end(), [&](const HostFrame& f) { return f.name == name; });
+  if (it == frames.end()) frames.push_back(HostFrame{std::string(name), t});
+  else it->total += t;
+}
+
 void IdleAccumulator::add_frames(bool tail, const std::vector<HostFrame>& frames) {
-  std::vector<HostFrame>& acc = frames_[tail ? 1 : 0];
-  for (const HostFrame& f : frames) {
-    auto it = std::find_if(acc.begin(), acc.end(), [&](const HostFrame& a) { return a.name == f.name; });
-    if (it == acc.end()) acc.push_back(f);
-    else it->total += f.total;
-  }
+  for (const HostFrame& f : frames) add_frame_time(frames_[tail ? 1 : 0], f.name, f.total);
 }
 
 IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
@@ -100,12 +101,9 @@ std::vector<HostFrame> host_frames(const Timeline& t, Time from, Time to) {
     if (h.end <= from || h.start >= to) continue;
     const Time inside = std::min(h.end, to) - std::max(h.start, from);
     covered += inside;
-    std::string name = frame_name(h.name.view());
-    auto it = std::find_if(out.begin(), out.end(), [&](const HostFrame& f) { return f.name == name; });
-    if (it == out.end()) out.push_back(HostFrame{std::move(name), inside});
-    else it->total += inside;
+    add_frame_time(out, frame_name(h.name.view()), inside);
   }
-  if (to - from > covered) out.push_back(HostFrame{std::string(kNoHostFrame), to - from - covered});
+  if (to - from > covered) add_frame_time(out, kNoHostFrame, to - from - covered);
   return out;
 }
 

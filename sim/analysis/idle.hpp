@@ -53,6 +53,9 @@ struct HostFrame {
 
 inline constexpr std::string_view kNoHostFrame = "(no host frame)";
 
+// Adds `t` to the frame named `name` (a new one at the end when there is none).
+void add_frame_time(std::vector<HostFrame>& frames, std::string_view name, Time t);
+
 struct IdleAttribution {
   int device = 0;
   std::size_t steps = 0;
