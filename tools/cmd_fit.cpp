@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,7 @@
 #include "trace/trace_analysis.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/format.hpp"
 #include "sim/hardware/profile.hpp"
 #include "tools/cli_common.hpp"
 
@@ -323,6 +325,22 @@ int fit(const Args& args) {
                        r.at("file").get<std::string>(), r.at("dtype").get<std::string>(), r.at("entries").get<std::size_t>(),
                        r.at("above_peak").get<std::size_t>(), r.at("peak_tflops").get<double>(),
                        r.at("max_tflops").get<double>());
+  // The training loop's own host time the profile now carries, with what it was made of: a
+  // what-if of a script without that logging or data loading should not keep it.
+  if (m.trace && report.provenance["trace_compute"].contains("step_end_us")) {
+    const nlohmann::json& tc = report.provenance["trace_compute"];
+    auto frames = [](const nlohmann::json& list) {
+      std::string out;
+      for (std::size_t i = 0; i < list.size() && i < 3; ++i)
+        out += fmt::format("{}{} {}", i ? ", " : "", list[i].at("name").get<std::string>(),
+                           format_time(Time::from_us(list[i].at("per_step_us").get<double>())));
+      return out.empty() ? std::string("no frame") : out;
+    };
+    for (const auto& [key, frames_key, what] : {std::tuple{"step_start_us", "step_start_frames", "before its first GPU op"},
+                                               std::tuple{"step_end_us", "step_end_frames", "after its last GPU op"}})
+      log << fmt::format("host.{} {}: the training loop {} ({})\n", key, format_time(Time::from_us(tc.at(key).get<double>())), what,
+                         frames(tc.value(frames_key, nlohmann::json::array())));
+  }
   const nlohmann::json attention =
       m.trace ? report.provenance["trace_compute"].value("attention", nlohmann::json::object()) : nlohmann::json::object();
   for (const auto& [kernel, a] : attention.items())

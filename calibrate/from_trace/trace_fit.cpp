@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "trace/idle_attribution.hpp"
+
 #include "trace/trace_index.hpp"
 
 namespace stepsim::trace {
@@ -570,8 +572,17 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   DispatchSamples dispatch;
   std::vector<Time> step_starts, step_ends, monitor_writes;
   std::vector<double> engine_ns_per_node;
+  std::vector<HostFrame> head_frames, tail_frames;  // totals over the traces' steps
+  std::size_t frame_steps = 0;
   for (const KinetoTrace& t : traces) {
-    add_collectives(t, analyze_trace(t, o), d);
+    const TraceAnalysis analysis = analyze_trace(t, o);
+    add_collectives(t, analysis, d);
+    if (const auto idle = attribute_idle(t, analysis)) {
+      const auto n = static_cast<std::int64_t>(idle->steps);
+      for (const HostFrame& f : idle->head_frames) add_frame_time(head_frames, f.name, Time::from_ns(f.total.ns * n));
+      for (const HostFrame& f : idle->tail_frames) add_frame_time(tail_frames, f.name, Time::from_ns(f.total.ns * n));
+      frame_steps += idle->steps;
+    }
     TraceIndex idx(t);
     int dev = t.main_device();
     const std::vector<std::pair<Time, Time>> colls = collective_intervals(t, dev);
@@ -597,6 +608,13 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   add_comm_contention(d);
   add_attention_points(attention, d);
   set_host_costs(dispatch, d);
+  for (auto [frames, out] : {std::pair{&head_frames, &d.host.step_start_frames}, std::pair{&tail_frames, &d.host.step_end_frames}}) {
+    for (const HostFrame& f : *frames)
+      out->push_back(HostFrame{f.name, Time::from_ns(f.total.ns / static_cast<std::int64_t>(std::max<std::size_t>(1, frame_steps)))});
+    std::sort(out->begin(), out->end(), [](const HostFrame& x, const HostFrame& y) {
+      return x.total != y.total ? x.total > y.total : x.name < y.name;
+    });
+  }
   d.host.steps = step_starts.size();
   if (!step_starts.empty()) d.host.step_start = median_of(step_starts), d.host.step_end = median_of(step_ends);
   d.host.monitor_writes = monitor_writes.size();
@@ -779,6 +797,14 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     j["step_start_us"] = d.host.step_start.us();
     j["step_end_us"] = d.host.step_end.us();
     j["steps"] = d.host.steps;
+    // What they were made of (analyze --idle's frames; the five largest, mean per step).
+    auto frames_json = [](const std::vector<HostFrame>& frames) {
+      nlohmann::json out = nlohmann::json::array();
+      for (std::size_t i = 0; i < frames.size() && i < 5; ++i) out.push_back({{"name", frames[i].name}, {"per_step_us", frames[i].total.us()}});
+      return out;
+    };
+    j["step_start_frames"] = frames_json(d.host.step_start_frames);
+    j["step_end_frames"] = frames_json(d.host.step_end_frames);
   }
   if (d.host.monitor_writes > 0) {
     p.host.monitor_write = d.host.monitor_write;

@@ -14,6 +14,7 @@
 #include "calibrate/fit/profile_fit.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
+#include "sim/analysis/idle.hpp"
 #include "sim/hardware/profile.hpp"
 
 namespace stepsim::trace {
@@ -84,6 +85,10 @@ struct HostDispatchFit {
   // (ProfilerStep end - last GPU op's end, 0 when the host ended first), on the main device.
   Time step_start, step_end;
   std::size_t steps = 0;
+  // What the host ran in them (analyze --idle's head and tail frames, the mean per step over
+  // the traces and steps, largest first): the script's own work a what-if of another script may
+  // not have (DeepSpeed-Chat's per-step parameter count and logging, a DataLoader).
+  std::vector<HostFrame> step_start_frames, step_end_frames;
   // DeepSpeed's monitor write (HostProfile::monitor_write): the median duration of the
   // MonitorMaster.write_events calls in the selected steps (a trace with Python stacks).
   Time monitor_write;

@@ -150,6 +150,23 @@ TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and me
   CHECK(d.host.step_start < Time::from_us(1000));
   CHECK(d.host.step_end > Time::from_us(2500));
   CHECK(d.host.step_end < Time::from_us(4000));
+  // What they were made of, as analyze --idle lists them (the mean of the two steps), and where
+  // the profile records it.
+  REQUIRE_FALSE(d.host.step_start_frames.empty());
+  CHECK(d.host.step_start_frames[0].name == "torch/utils/data/dataloader.py(625): __next__");
+  CHECK(d.host.step_start_frames[0].total == Time::from_us(327));
+  REQUIRE(d.host.step_end_frames.size() >= 2);
+  CHECK(d.host.step_end_frames[0].name == "dschat/utils/perf.py(10): print_throughput");
+  CHECK(d.host.step_end_frames[0].total == Time::from_us(2175));
+  {
+    HardwareProfile p;
+    nlohmann::json provenance;
+    apply_trace_compute(d, p, provenance);
+    const nlohmann::json& tail = provenance.at("trace_compute").at("step_end_frames");
+    REQUIRE(tail.size() == std::min<std::size_t>(5, d.host.step_end_frames.size()));
+    CHECK(tail[0].at("name") == "dschat/utils/perf.py(10): print_throughput");
+    CHECK(tail[0].at("per_step_us").get<double>() == Approx(2175));
+  }
   // DeepSpeed's tensorboard monitor (run_1.3b.sh --enable_tensorboard): write_events at
   // engine.backward and engine.step in each step, 0.36-0.97 ms under the Python tracer.
   CHECK(d.host.monitor_writes == 4);
