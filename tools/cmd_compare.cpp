@@ -29,8 +29,8 @@ bool looks_like_trace(const std::string& file) {
 
 // A result, or a trace analysed as `analyze --json` would (its steps' mean; `steps` as --steps).
 // Strict like every config: a directory, a duplicate key or a number no double holds is bad input.
-nlohmann::json read_side(const std::string& file, const std::string& steps) {
-  if (!looks_like_trace(file)) return read_json_file(file);
+nlohmann::json read_side(const std::string& file, bool is_trace, const std::string& steps) {
+  if (!is_trace) return read_json_file(file);
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
   std::vector<trace::KinetoTrace> traces;
@@ -67,8 +67,8 @@ int compare(const Args& args) {
   const bool a_trace = looks_like_trace(a_file), b_trace = looks_like_trace(b_file);
   if (!steps.empty() && !a_trace && !b_trace)
     throw InputError("compare: --steps " + steps + ": expected a trace among the files (it picks the trace's ProfilerSteps)");
-  nlohmann::json a = read_side(a_file, steps);
-  nlohmann::json b = read_side(b_file, steps);
+  nlohmann::json a = read_side(a_file, a_trace, steps);
+  nlohmann::json b = read_side(b_file, b_trace, steps);
   CompareReport r = compare_results(a, a_file, b, b_file, o);
   if (vm.count("json")) std::cout << compare_to_json(r).dump(1) << "\n";
   else write_compare_table(std::cout, r);

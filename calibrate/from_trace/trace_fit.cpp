@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "trace/idle_attribution.hpp"
-
 #include "trace/trace_index.hpp"
 
 namespace stepsim::trace {
