@@ -1,6 +1,5 @@
 // stepsim compare A B [--tolerance 5%] [--memory-tolerance P] [--steps A-B] [--json]
 // Exit 0: step time and peak memory within tolerance; 3: outside; 2: bad input.
-#include <array>
 #include <fstream>
 #include <iostream>
 
@@ -13,19 +12,6 @@
 namespace stepsim::cli {
 
 namespace {
-
-// A Kineto trace rather than stepsim JSON: gzip (a .json.gz trace), or a JSON object that opens
-// with its "traceEvents" or its usual header keys. Only the first bytes are read.
-bool looks_like_trace(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::array<char, 4096> head{};
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  const std::string_view h(head.data(), static_cast<std::size_t>(in.gcount()));
-  if (h.size() >= 2 && static_cast<unsigned char>(h[0]) == 0x1f && static_cast<unsigned char>(h[1]) == 0x8b) return true;
-  for (std::string_view key : {"\"traceEvents\"", "\"schemaVersion\"", "\"deviceProperties\"", "\"distributedInfo\""})
-    if (h.find(key) != std::string_view::npos && h.find("\"schema\": \"stepsim.") == std::string_view::npos) return true;
-  return false;
-}
 
 // A result, or a trace analysed as `analyze --json` would (its steps' mean; `steps` as --steps).
 // Strict like every config: a directory, a duplicate key or a number no double holds is bad input.
@@ -64,7 +50,7 @@ int compare(const Args& args) {
   CompareOptions o;
   o.tolerance_pct = parse_tolerance_pct(tolerance, "--tolerance");
   o.memory_tolerance_pct = memory_tolerance.empty() ? o.tolerance_pct : parse_tolerance_pct(memory_tolerance, "--memory-tolerance");
-  const bool a_trace = looks_like_trace(a_file), b_trace = looks_like_trace(b_file);
+  const bool a_trace = trace::looks_like_kineto_trace(a_file), b_trace = trace::looks_like_kineto_trace(b_file);
   if (!steps.empty() && !a_trace && !b_trace)
     throw InputError("compare: --steps " + steps + ": expected a trace among the files (it picks the trace's ProfilerSteps)");
   nlohmann::json a = read_side(a_file, a_trace, steps);

@@ -99,7 +99,9 @@ class FrameLookup {
  public:
   explicit FrameLookup(const KinetoTrace& t) : t_(t) {
     for (const HostOp& o : t.python_ops) python_[o.thread].ops.push_back(&o);
-    for (const HostOp& o : t.host_ops) ops_[o.thread].ops.push_back(&o);
+    // A thread's operators are its frames only where it has no Python frame.
+    for (const HostOp& o : t.host_ops)
+      if (!python_.contains(o.thread)) ops_[o.thread].ops.push_back(&o);
     for (auto* m : {&python_, &ops_})
       for (auto& [th, f] : *m) f.index();
   }

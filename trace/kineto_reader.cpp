@@ -8,6 +8,7 @@
 
 #include <boost/iostreams/filter/gzip.hpp>
 #include <boost/iostreams/filtering_stream.hpp>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -777,6 +778,22 @@ KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label,
   return out;
 }
 
+namespace {
+bool gzip_magic(const unsigned char* head, std::size_t n) { return n >= 2 && head[0] == 0x1f && head[1] == 0x8b; }
+}  // namespace
+
+bool looks_like_kineto_trace(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::array<char, 4096> head{};
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  const std::string_view h(head.data(), static_cast<std::size_t>(in.gcount()));
+  if (gzip_magic(reinterpret_cast<const unsigned char*>(h.data()), h.size())) return true;
+  if (h.find("\"schema\": \"stepsim.") != std::string_view::npos) return false;
+  for (std::string_view key : {"\"traceEvents\"", "\"schemaVersion\"", "\"deviceProperties\"", "\"distributedInfo\""})
+    if (h.find(key) != std::string_view::npos) return true;
+  return false;
+}
+
 KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
   std::string label = file.string();
   std::error_code ec;
@@ -786,10 +803,11 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
   note_input_file(file);
   unsigned char magic[2] = {0, 0};
   raw.read(reinterpret_cast<char*>(magic), 2);
+  const auto got = static_cast<std::size_t>(raw.gcount());
   raw.clear();
   raw.seekg(0);
   KinetoTrace out;
-  if (magic[0] == 0x1f && magic[1] == 0x8b) {
+  if (gzip_magic(magic, got)) {
     // 16 KiB buffers in the filter chain: boost's defaults (128 B for a filter) make zlib
     // inflate and CRC a few bytes at a time, at a third of their speed.
     constexpr std::streamsize kGzipBuffer = 1 << 14;

@@ -159,6 +159,10 @@ struct KinetoTrace {
 // Reads a .json or .json.gz trace (gzip detected by magic bytes). Throws InputError naming the
 // file on unreadable input or malformed JSON.
 KinetoTrace read_kineto_trace(const std::filesystem::path& file);
+// Whether `file` is a trace rather than stepsim's own JSON, from its first 4 KiB: gzip (a
+// .json.gz trace), or a JSON object that opens with "traceEvents" or Kineto's header keys and
+// has no stepsim schema. For commands that take either (compare).
+bool looks_like_kineto_trace(const std::filesystem::path& file);
 // Same, from an in-memory JSON text (tests).
 KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label);
 // Same, from an uncompressed JSON stream read in windows of chunk_bytes (tests use tiny ones to

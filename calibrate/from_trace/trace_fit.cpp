@@ -610,9 +610,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   for (auto [frames, out] : {std::pair{&head_frames, &d.host.step_start_frames}, std::pair{&tail_frames, &d.host.step_end_frames}}) {
     for (const HostFrame& f : *frames)
       out->push_back(HostFrame{f.name, Time::from_ns(f.total.ns / static_cast<std::int64_t>(std::max<std::size_t>(1, frame_steps)))});
-    std::sort(out->begin(), out->end(), [](const HostFrame& x, const HostFrame& y) {
-      return x.total != y.total ? x.total > y.total : x.name < y.name;
-    });
+    sort_frames(*out);
   }
   d.host.steps = step_starts.size();
   if (!step_starts.empty()) d.host.step_start = median_of(step_starts), d.host.step_end = median_of(step_ends);

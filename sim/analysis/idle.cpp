@@ -41,6 +41,12 @@ void add_frame_time(std::vector<HostFrame>& frames, std::string_view name, Time 
   else it->total += t;
 }
 
+void sort_frames(std::vector<HostFrame>& frames) {
+  std::sort(frames.begin(), frames.end(), [](const HostFrame& x, const HostFrame& y) {
+    return x.total != y.total ? x.total > y.total : x.name < y.name;
+  });
+}
+
 void IdleAccumulator::add_frames(bool tail, const std::vector<HostFrame>& frames) {
   for (const HostFrame& f : frames) add_frame_time(frames_[tail ? 1 : 0], f.name, f.total);
 }
@@ -66,10 +72,7 @@ IdleAttribution IdleAccumulator::finish(std::size_t steps, int device) const {
   for (int tail = 0; tail < 2; ++tail) {
     std::vector<HostFrame>& out = tail ? r.tail_frames : r.head_frames;
     for (const HostFrame& f : frames_[tail]) out.push_back(HostFrame{f.name, mean(f.total)});
-    std::sort(out.begin(), out.end(), [](const HostFrame& x, const HostFrame& y) {
-      if (x.total != y.total) return x.total > y.total;
-      return x.name < y.name;
-    });
+    sort_frames(out);
   }
   // Largest first; ties in key order, so the listing does not depend on the gaps' order.
   std::sort(r.causes.begin(), r.causes.end(), [](const IdleCause& x, const IdleCause& y) {

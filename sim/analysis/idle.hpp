@@ -55,6 +55,8 @@ inline constexpr std::string_view kNoHostFrame = "(no host frame)";
 
 // Adds `t` to the frame named `name` (a new one at the end when there is none).
 void add_frame_time(std::vector<HostFrame>& frames, std::string_view name, Time t);
+// Largest first, ties by name (a listing that does not depend on the order frames were seen).
+void sort_frames(std::vector<HostFrame>& frames);
 
 struct IdleAttribution {
   int device = 0;
