@@ -169,6 +169,7 @@ nlohmann::json report_to_json(const Report& r) {
                       {"assumptions", c.assumptions},
                       {"conversions", c.conversions}};
     if (!c.calibrated_from.empty()) cj["calibrated_from"] = c.calibrated_from;
+    if (!c.facets.empty()) cj["facets"] = c.facets;
     const CaseThroughput& t = c.throughput;
     nlohmann::json tj{{"tokens_per_step", t.tokens_per_step}, {"predicted_tokens_per_s", t.predicted_tokens_per_s}};
     if (t.predicted_mfu_pct > 0) {
@@ -207,6 +208,14 @@ nlohmann::json report_to_json(const Report& r) {
   }
   j["pairs_summary"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
   j["capacity"] = capacity_json(r);
+  if (!r.groups.empty()) {
+    j["groups"] = nlohmann::json::array();
+    for (const auto& g : r.groups)
+      j["groups"].push_back({{"facet", g.facet}, {"value", g.value}, {"source", g.summary.source},
+                             {"metric", to_string(g.summary.metric)}, {"cases", g.summary.cases},
+                             {"median_abs", g.summary.median_abs}, {"p90_abs", g.summary.p90_abs},
+                             {"bias", g.summary.bias}});
+  }
   if (r.baseline_checked) {
     j["baseline"] = nlohmann::json::array();
     for (const auto& f : r.baseline)
@@ -217,6 +226,29 @@ nlohmann::json report_to_json(const Report& r) {
   j["pass"] = r.pass();
   return j;
 }
+
+namespace {
+
+// `--by`: per facet, a summary line per value and source, the value's "all" line after its sources.
+void write_groups_text(std::ostream& o, const Report& r) {
+  for (std::size_t i = 0; i < r.groups.size();) {
+    const std::string& facet = r.groups[i].facet;
+    std::size_t end = i, value_w = facet.size();
+    for (; end < r.groups.size() && r.groups[end].facet == facet; ++end) value_w = std::max(value_w, r.groups[end].value.size());
+    const Metric m = r.groups[i].summary.metric;
+    o << fmt::format("\n  {} by {}: |error| median and p90, bias ({})\n", to_string(m), facet,
+                     in_points(m) ? "points" : "percent");
+    o << fmt::format("  {:<{}} {:<22} {:>5} {:>9} {:>9} {:>9}\n", facet, value_w, "source", "cases", "median", "p90", "bias");
+    for (; i < end; ++i) {
+      const GroupSummary& g = r.groups[i];
+      const bool first = i == 0 || r.groups[i - 1].facet != facet || r.groups[i - 1].value != g.value;
+      o << fmt::format("  {:<{}} {:<22} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", first ? g.value : "", value_w, g.summary.source,
+                       g.summary.cases, g.summary.median_abs, g.summary.p90_abs, g.summary.bias);
+    }
+  }
+}
+
+}  // namespace
 
 std::string report_to_text(const Report& r) {
   std::ostringstream o;
@@ -232,6 +264,7 @@ std::string report_to_text(const Report& r) {
   for (const auto& s : r.summaries)
     o << fmt::format("  {:<20} {:<15} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", s.source, to_string(s.metric), s.cases,
                      s.median_abs, s.p90_abs, s.bias);
+  write_groups_text(o, r);
   // The worst comparisons, per metric: where a user should distrust the prediction most.
   o << "\n  worst cases (largest |error| per metric)\n";
   for (Metric m : kAllMetrics) {
@@ -427,6 +460,17 @@ void write_summary_and_pairs(std::ostream& h, const Report& r) {
     h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
                      html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
   h << "</table>";
+  for (std::size_t i = 0; i < r.groups.size(); ++i) {
+    const GroupSummary& g = r.groups[i];
+    if (i == 0 || r.groups[i - 1].facet != g.facet)
+      h << fmt::format("<h2>{} by {}</h2><table><tr><th>{}</th><th>source</th><th>cases</th><th>median |error|</th>"
+                       "<th>p90 |error|</th><th>bias</th></tr>",
+                       to_string(g.summary.metric), html_escape(g.facet), html_escape(g.facet));
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
+                     html_escape(g.value), html_escape(g.summary.source), g.summary.cases, g.summary.median_abs,
+                     g.summary.p90_abs, g.summary.bias);
+    if (i + 1 == r.groups.size() || r.groups[i + 1].facet != g.facet) h << "</table>";
+  }
   if (!r.capacity.empty()) {
     h << "<h2>Capacity</h2><p>Every case ran on its GPUs, so it fit in their memory: cases predicted above the "
          "capacity on allocated bytes contradict the run; the allocator model flushing its cache and retrying "

@@ -4,9 +4,11 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "calibrate/fit/profile_fit.hpp"
 #include "sim/strategies/load_experiment.hpp"
+#include "sim/strategies/strategy.hpp"
 #include "trace/allocator_replay.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
@@ -207,6 +209,24 @@ std::vector<Summary> summarise(const std::vector<Row>& rows) {
   return out;
 }
 
+// The case's value of every facet (facet_names()), from the experiment as it runs.
+std::map<std::string, std::string> case_facets(const Experiment& e) {
+  std::string framework = e.strategy->framework();
+  if (framework == "zero") framework += std::to_string(e.strategy->effective_config().value("stage", 0));
+  const nlohmann::json& w = e.resolved.value("workload", nlohmann::json::object());
+  return {{"gpus", std::to_string(e.cluster.world_size())},
+          {"nodes", std::to_string(e.cluster.nodes)},
+          {"gpus_per_node", std::to_string(e.cluster.gpus_per_node)},
+          {"model", e.workload.toy ? std::string("toy") : e.workload.name},
+          {"framework", framework},
+          {"checkpointing", to_string(e.workload.checkpointing)},
+          {"compile", w.value("compile", false) ? "on" : "off"},
+          {"seq_len", std::to_string(e.workload.seq_len)},
+          {"micro_batch", std::to_string(e.workload.micro_batch)},
+          {"grad_accum", std::to_string(e.training.grad_accum)},
+          {"profile", e.cluster.profile.name}};
+}
+
 // A case calibrated on its own traces: the profile refitted from them (fit --trace), and the
 // traces named in the case's info.
 void calibrate_from_traces(const Case& c, Experiment& e, Measurements& measurements, CaseInfo& info) {
@@ -378,6 +398,7 @@ Report run_suite(const Suite& suite) {
       step_times[c.name] = {predicted[Metric::StepTime], measured[Metric::StepTime]};
     set_throughput(e, sim, measured, info);
     info.memory = case_memory(sim.metrics);
+    info.facets = case_facets(e);
     report.cases.push_back(std::move(info));
   }
 
@@ -385,6 +406,43 @@ Report run_suite(const Suite& suite) {
   report.capacity = capacity_checks(report.cases);
   report.pairs = pair_rows(suite, step_times);
   return report;
+}
+
+const std::vector<std::string>& facet_names() {
+  static const std::vector<std::string> names{"gpus",    "nodes",   "gpus_per_node", "model",       "framework", "checkpointing",
+                                              "compile", "seq_len", "micro_batch",   "grad_accum", "profile"};
+  return names;
+}
+
+void check_facets(const std::vector<std::string>& facets) {
+  const auto& names = facet_names();
+  for (const auto& facet : facets)
+    if (std::find(names.begin(), names.end(), facet) == names.end())
+      throw InputError(fmt::format("--by: \"{}\": expected one of {}", facet, fmt::join(names, ", ")));
+}
+
+std::vector<GroupSummary> group_summaries(const Report& r, const std::vector<std::string>& facets, Metric metric) {
+  check_facets(facets);
+  std::map<std::string, const CaseInfo*> cases;
+  for (const auto& c : r.cases) cases[c.name] = &c;
+  std::vector<GroupSummary> out;
+  for (const auto& facet : facets) {
+    std::map<std::string, std::vector<Row>> rows;  // value -> its rows of `metric`
+    for (const auto& row : r.rows) {
+      auto c = cases.find(row.case_name);
+      if (row.metric == metric && c != cases.end()) rows[c->second->facets.at(facet)].push_back(row);
+    }
+    std::vector<std::string> values;
+    for (const auto& [value, ignored] : rows) values.push_back(value);
+    auto number = [](const std::string& v) {
+      return !v.empty() && std::all_of(v.begin(), v.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    if (std::all_of(values.begin(), values.end(), number))
+      std::sort(values.begin(), values.end(), [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
+    for (const auto& value : values)
+      for (const Summary& s : summarise(rows[value])) out.push_back(GroupSummary{facet, value, s});
+  }
+  return out;
 }
 
 }  // namespace stepsim::validate

@@ -122,6 +122,13 @@ struct Summary {
   double median_abs = 0, p90_abs = 0, bias = 0;
 };
 
+// A summary over the cases of one facet value (`validate --by gpus`: every case on 64 GPUs), per
+// source and over all sources ("all").
+struct GroupSummary {
+  std::string facet, value;
+  Summary summary;
+};
+
 struct PairRow {
   std::string name, first, second, knob;
   double predicted_change_pct = 0, measured_change_pct = 0;
@@ -153,6 +160,12 @@ struct CaseMemory {
   std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (Metrics::alloc_retries, alloc_ooms)
 };
 
+// What `validate --by` groups cases by: each case's value read from its experiment as it ran
+// (defaults applied): gpus "64", nodes "8", gpus_per_node "8", model "mpt-7b", framework "fsdp1"
+// (ZeRO with its stage: "zero2"), checkpointing "full", compile "on", seq_len "2048",
+// micro_batch "8", grad_accum "4", profile "a100-sxm-8x".
+const std::vector<std::string>& facet_names();
+
 struct CaseInfo {
   std::string name, source, description;
   Provenance provenance;
@@ -161,6 +174,7 @@ struct CaseInfo {
   std::string calibrated_from;  // "" or the traces
   CaseThroughput throughput;
   CaseMemory memory;
+  std::map<std::string, std::string> facets;  // facet_names() -> this case's value
 };
 
 // Every case is a run that happened on the GPUs it names: it fit in their memory, whatever else
@@ -185,6 +199,7 @@ struct Report {
   std::vector<CapacityCheck> capacity;  // per source then "all"
   std::vector<BaselineFinding> baseline;
   bool baseline_checked = false;
+  std::vector<GroupSummary> groups;  // group_summaries(), when asked for (never gated)
   int failed_rows() const;
   bool pass() const;            // no failed row and no baseline finding
 };
@@ -193,6 +208,12 @@ struct Report {
 // InputError when a case cannot be run as written (an experiment that does not describe its
 // published run, a step range with no step).
 Report run_suite(const Suite& suite);
+
+// Throws InputError ("--by: ...") on a name outside facet_names().
+void check_facets(const std::vector<std::string>& facets);
+// Summaries of `metric`'s comparisons per value of each facet (values in numeric order where all
+// are numbers), each per source then over all sources. Checks the names (check_facets).
+std::vector<GroupSummary> group_summaries(const Report& r, const std::vector<std::string>& facets, Metric metric);
 
 // The summary part of a report, as committed in validation/baseline.json.
 nlohmann::json baseline_json(const Report& r);

@@ -284,3 +284,59 @@ TEST_CASE("validate compares the kernels per step of a trace with the prediction
   CHECK(std::fabs(r.rows[0].error) < 10);
   CHECK(r.rows[0].pass);
 }
+
+// Catches: --by putting a case in another value's group, ordering numbers as text ("10" before
+// "2"), dropping the "all" line, or an unknown facet running the whole suite before it fails.
+TEST_CASE("validate --by summarises the errors per value of a facet of the cases' experiments", "[validate]") {
+  auto accumulating = [](const std::string& name, int grad_accum, double step_s) {
+    nlohmann::json c = published_case(name, {{"step_time_s", step_s}});
+    c["experiment"] = {{"include", kSrc + "/configs/examples/seed/c1-ddp-buckets.json"}, {"training", {{"grad_accum", grad_accum}}}};
+    return c;
+  };
+  // C1 predicts 56 ms with one micro-batch: measured 50 and 70 ms give +12 and -20 %.
+  auto suite_file = write_suite("by", {accumulating("ga10", 10, 0.5), published_case("fast", {{"step_time_s", 0.050}}),
+                                       accumulating("ga2", 2, 0.1), published_case("slow", {{"step_time_s", 0.070}})},
+                                nlohmann::json::array(), {{"step_time", 100}});
+  validate::Report r = validate::run_suite(validate::load_suite(suite_file));
+  REQUIRE(r.cases.size() == 4);
+  CHECK(r.cases[1].facets.at("grad_accum") == "1");
+  CHECK(r.cases[0].facets.at("grad_accum") == "10");
+  CHECK(r.cases[0].facets.at("gpus") == "8");
+  CHECK(r.cases[0].facets.at("framework") == "ddp");
+  CHECK(r.cases[0].facets.at("model") == "toy");
+  auto error_of = [&](const std::string& name) {
+    for (const auto& row : r.rows)
+      if (row.case_name == name) return row.error;
+    FAIL("no row for " << name);
+    return 0.0;
+  };
+  const auto groups = validate::group_summaries(r, {"grad_accum"}, validate::Metric::StepTime);
+  // One source (the suite's) and "all" per value, the values 1, 2, 10 in numeric order.
+  REQUIRE(groups.size() == 6);
+  CHECK(groups[0].value == "1");
+  CHECK(groups[2].value == "2");
+  CHECK(groups[4].value == "10");
+  CHECK(groups[1].summary.source == "all");
+  CHECK(groups[1].summary.cases == 2);
+  CHECK(groups[1].summary.median_abs == Approx(16.0));  // {+12, -20}
+  CHECK(groups[1].summary.p90_abs == Approx(20.0));
+  CHECK(groups[1].summary.bias == Approx(-4.0));
+  CHECK(groups[3].summary.cases == 1);
+  CHECK(groups[3].summary.bias == Approx(error_of("ga2")));
+  CHECK(groups[5].summary.bias == Approx(error_of("ga10")));
+  CHECK(error_of("ga2") != Approx(error_of("ga10")));
+
+  std::string out;
+  REQUIRE(run_capture(kBin + " validate " + suite_file + " --by grad_accum,framework", out) == 0);
+  CHECK_THAT(out, Catch::Contains("step_time by grad_accum") && Catch::Contains("step_time by framework"));
+  REQUIRE(run_capture(kBin + " validate " + suite_file + " --by gpus --json 2>/dev/null", out) == 0);
+  nlohmann::json j = nlohmann::json::parse(out);
+  REQUIRE(j["groups"].size() == 2);  // one value (8), the source and "all"
+  CHECK(j["groups"][1]["cases"] == 4);
+  CHECK(j["cases"][0]["facets"]["grad_accum"] == "10");
+  CHECK(run_capture(kBin + " validate " + suite_file + " --by gpu", out) == 2);
+  CHECK(line_count(out) == 1);
+  CHECK_THAT(out, Catch::Contains("--by: \"gpu\"") && Catch::Contains("gpus"));
+  CHECK(run_capture(kBin + " validate " + suite_file + " --by gpus --by-metric steps", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--by-metric: \"steps\""));
+}
