@@ -325,6 +325,9 @@ TEST_CASE("validate --by summarises the errors per value of a facet of the cases
   CHECK(groups[3].summary.bias == Approx(error_of("ga2")));
   CHECK(groups[5].summary.bias == Approx(error_of("ga10")));
   CHECK(error_of("ga2") != Approx(error_of("ga10")));
+  r.groups = groups;
+  CHECK_THAT(validate::report_to_html(r), Catch::Contains("<h2>step_time by grad_accum</h2>"));
+  CHECK_THAT(validate::report_to_text(r), Catch::Contains("step_time by grad_accum"));
 
   std::string out;
   REQUIRE(run_capture(kBin + " validate " + suite_file + " --by grad_accum,framework", out) == 0);
