@@ -51,6 +51,7 @@ int validate(const Args& args) {
       facets.push_back(arg.substr(start, comma - start));
     facets.push_back(arg.substr(start));
   }
+  if (vm.count("by-metric") && facets.empty()) throw InputError("--by-metric: expected --by FACET with it (the metric it summarises)");
   const auto metric = validate::parse_metric(by_metric);
   if (!metric) throw InputError(fmt::format("--by-metric: \"{}\": expected a metric name, e.g. step_time, forward, peak_reserved", by_metric));
   validate::check_facets(facets);

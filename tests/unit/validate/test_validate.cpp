@@ -342,4 +342,6 @@ TEST_CASE("validate --by summarises the errors per value of a facet of the cases
   CHECK_THAT(out, Catch::Contains("--by: \"gpu\"") && Catch::Contains("gpus"));
   CHECK(run_capture(kBin + " validate " + suite_file + " --by gpus --by-metric steps", out) == 2);
   CHECK_THAT(out, Catch::Contains("--by-metric: \"steps\""));
+  CHECK(run_capture(kBin + " validate " + suite_file + " --by-metric forward", out) == 2);  // not ignored
+  CHECK_THAT(out, Catch::Contains("--by-metric") && Catch::Contains("--by FACET"));
 }
