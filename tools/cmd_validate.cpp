@@ -27,8 +27,8 @@ int validate(const Args& args) {
       "write-baseline", po::value(&write_baseline), "write the summaries as the new baseline file")(
       "by", po::value(&by)->composing(),
       "also summarise the errors per value of a facet of the cases, per source and over all (repeatable or "
-      "comma-separated): gpus, nodes, gpus_per_node, model, framework, checkpointing, compile, seq_len, "
-      "micro_batch, grad_accum, profile")(
+      "comma-separated): gpus, nodes, gpus_per_node, model, implementation, attention, framework, "
+      "checkpointing, compile, seq_len, micro_batch, grad_accum, profile")(
       "by-metric", po::value(&by_metric), "the metric --by summarises (default step_time)");
   po::positional_options_description pos;
   pos.add("suite", 1);

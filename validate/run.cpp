@@ -213,16 +213,18 @@ std::vector<Summary> summarise(const std::vector<Row>& rows) {
 std::map<std::string, std::string> case_facets(const Experiment& e) {
   std::string framework = e.strategy->framework();
   if (framework == "zero") framework += std::to_string(e.strategy->effective_config().value("stage", 0));
-  const nlohmann::json& w = e.resolved.value("workload", nlohmann::json::object());
+  const Workload& w = e.workload;
   return {{"gpus", std::to_string(e.cluster.world_size())},
           {"nodes", std::to_string(e.cluster.nodes)},
           {"gpus_per_node", std::to_string(e.cluster.gpus_per_node)},
-          {"model", e.workload.toy ? std::string("toy") : e.workload.name},
+          {"model", w.toy ? std::string("toy") : w.name},
+          {"implementation", w.impl ? to_string(*w.impl) : std::string("toy")},
+          {"attention", w.attention ? to_string(*w.attention) : std::string("toy")},
           {"framework", framework},
-          {"checkpointing", to_string(e.workload.checkpointing)},
-          {"compile", w.value("compile", false) ? "on" : "off"},
-          {"seq_len", std::to_string(e.workload.seq_len)},
-          {"micro_batch", std::to_string(e.workload.micro_batch)},
+          {"checkpointing", to_string(w.checkpointing)},
+          {"compile", w.compile ? "on" : "off"},
+          {"seq_len", std::to_string(w.seq_len)},
+          {"micro_batch", std::to_string(w.micro_batch)},
           {"grad_accum", std::to_string(e.training.grad_accum)},
           {"profile", e.cluster.profile.name}};
 }
@@ -409,8 +411,9 @@ Report run_suite(const Suite& suite) {
 }
 
 const std::vector<std::string>& facet_names() {
-  static const std::vector<std::string> names{"gpus",    "nodes",   "gpus_per_node", "model",       "framework", "checkpointing",
-                                              "compile", "seq_len", "micro_batch",   "grad_accum", "profile"};
+  static const std::vector<std::string> names{"gpus",      "nodes",         "gpus_per_node", "model",   "implementation",
+                                              "attention", "framework",     "checkpointing", "compile", "seq_len",
+                                              "micro_batch", "grad_accum",  "profile"};
   return names;
 }
 

@@ -161,9 +161,10 @@ struct CaseMemory {
 };
 
 // What `validate --by` groups cases by: each case's value read from its experiment as it ran
-// (defaults applied): gpus "64", nodes "8", gpus_per_node "8", model "mpt-7b", framework "fsdp1"
-// (ZeRO with its stage: "zero2"), checkpointing "full", compile "on", seq_len "2048",
-// micro_batch "8", grad_accum "4", profile "a100-sxm-8x".
+// (defaults applied): gpus "64", nodes "8", gpus_per_node "8", model "mpt-7b", implementation
+// "llm_foundry", attention "flash_triton", framework "fsdp1" (ZeRO with its stage: "zero2"),
+// checkpointing "full", compile "on", seq_len "2048", micro_batch "8", grad_accum "4", profile
+// "a100-sxm-8x". A toy workload's model, implementation and attention are "toy".
 const std::vector<std::string>& facet_names();
 
 struct CaseInfo {

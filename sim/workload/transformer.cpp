@@ -1179,6 +1179,8 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.seq_len = s;
   w.checkpointing = o.checkpointing;
   w.impl = o.impl;
+  w.attention = o.attention;
+  w.compile = o.compile;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
   w.layers.push_back(embedding_layer(md, d, o));

@@ -170,6 +170,8 @@ struct Workload {
   // The implementation a transformer mirrors (its training loop's defaults follow it: the
   // optimizer's code path, gradient clipping); none for toy workloads.
   std::optional<Implementation> impl;
+  std::optional<Attention> attention;  // the attention it runs (none for toy workloads)
+  bool compile = false;                // torch.compile (WorkloadOptions::compile)
   std::vector<Layer> layers;
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
   // The dtype of the scalar loss the model returns: HF's CrossEntropyLoss over the compute-dtype

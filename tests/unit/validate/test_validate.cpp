@@ -304,6 +304,8 @@ TEST_CASE("validate --by summarises the errors per value of a facet of the cases
   CHECK(r.cases[0].facets.at("gpus") == "8");
   CHECK(r.cases[0].facets.at("framework") == "ddp");
   CHECK(r.cases[0].facets.at("model") == "toy");
+  CHECK(r.cases[0].facets.at("attention") == "toy");
+  CHECK(r.cases[0].facets.at("compile") == "off");
   auto error_of = [&](const std::string& name) {
     for (const auto& row : r.rows)
       if (row.case_name == name) return row.error;
