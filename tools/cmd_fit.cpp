@@ -296,7 +296,7 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
   if (!a.description.empty()) fitted.description = a.description;
   if (!a.notes.empty()) report.provenance["notes"] = a.notes;
   if (m.trace) {
-    trace::apply_trace_compute(*m.trace, fitted, report.provenance);
+    trace::apply_trace_compute(*m.trace, base.compute, fitted, report.provenance);
     calib::replaced_in_provenance(report.provenance, "trace_compute");
   }
   if (a.keep_sources) fitted.sources = base.sources;
@@ -320,6 +320,16 @@ int fit(const Args& args) {
   std::ostream& log = a->out_file.empty() ? std::cerr : std::cout;
   print_fit_summary(log, report);
   if (!m.inputs.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
+  // How far the trace's GEMMs are from what the base profile priced them at.
+  if (const auto tc = report.provenance.find("trace_compute");
+      tc != report.provenance.end() && tc->contains("gemm_vs_base")) {
+    const nlohmann::json& vs = (*tc)["gemm_vs_base"];
+    log << fmt::format("gemm rates in the trace / the base profile's ({}): {:.3f} by time, median {:.3f} ({:.3f}-{:.3f}) "
+                       "over {} shapes\n",
+                       vs.at("base_rates").get<std::string>(), vs.at("time_weighted").get<double>(),
+                       vs.at("median").get<double>(), vs.at("min").get<double>(), vs.at("max").get<double>(),
+                       vs.at("shapes").get<std::size_t>());
+  }
   for (const auto& r : report.provenance.value("gemm", nlohmann::json::object()).value("rejected", nlohmann::json::array()))
     log << fmt::format("gemm table: left out {}'s {} rates ({} entries): {} above the {:.1f} TFLOP/s dense peak, up to {:.1f}\n",
                        r.at("file").get<std::string>(), r.at("dtype").get<std::string>(), r.at("entries").get<std::size_t>(),

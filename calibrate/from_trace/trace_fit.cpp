@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/hardware/compute_model.hpp"
 #include "trace/idle_attribution.hpp"
 #include "trace/trace_index.hpp"
 
@@ -779,7 +780,40 @@ Split split_by_tensor(const std::vector<MemoryKernel>& ks, std::int64_t l2) {
 // The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
 // compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
 // the fused attention kernels' rates.
-void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance) {
+nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base) {
+  std::vector<double> ratios;
+  double measured_total = 0, base_total = 0;
+  std::size_t calls = 0;
+  for (const auto& g : d.gemms) {
+    // A dtype the base has no peak for (a bare profile, fp8 on a pre-Hopper part) it cannot price.
+    const auto peak = base.peak.find(g.shape.dtype);
+    if (peak == base.peak.end() || peak->second.flops_per_s <= 0 || g.rate.flops_per_s <= 0) continue;
+    const Time priced = gemm_time(base, g.shape);
+    if (priced.ns <= 0) continue;
+    const double measured_s = g.shape.flops().count / g.rate.flops_per_s;  // one call, solo
+    ratios.push_back(priced.seconds() / measured_s);
+    measured_total += measured_s * static_cast<double>(g.count);
+    base_total += priced.seconds() * static_cast<double>(g.count);
+    calls += g.count;
+  }
+  if (ratios.empty()) return nlohmann::json();
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  auto r3 = [](double v) { return std::round(v * 1000) / 1000; };
+  return {{"base_rates", gemm_rate_source(base).text},
+          {"shapes", n},
+          {"calls", calls},
+          {"median", r3(median)},
+          {"min", r3(ratios.front())},
+          {"max", r3(ratios.back())},
+          {"time_weighted", r3(base_total / measured_total)},
+          {"of", "measured rate / the base profile's rate for the same shape (below 1: the trace's GEMMs ran slower than "
+                 "the base prices them)"}};
+}
+
+void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p,
+                         nlohmann::json& provenance) {
   nlohmann::json j;
   if (d.host.forward_launches >= 50) {
     p.host.eager_op_overhead = d.host.eager_op;
@@ -844,6 +878,7 @@ void apply_trace_compute(const trace::TraceFitData& d, HardwareProfile& p, nlohm
     p.compute.gemm_table_rates = GemmRates::InTraining;
     p.compute.gemm_table_peak = FlopRate{};  // measured on this part
     j["gemm_table"] = "in-training rates (trace), gemm_in_training_factor 1";
+    if (nlohmann::json vs = gemm_rates_against_base(d, base); !vs.is_null()) j["gemm_vs_base"] = vs;
     std::size_t beside_only = 0;
     double correction = 1.0;
     for (const auto& g : d.gemms)
@@ -916,7 +951,7 @@ TraceCalibration trace_calibration(const std::vector<KinetoTrace>& traces, const
 HardwareProfile refit_from_traces(const HardwareProfile& base, const TraceCalibration& c, const calib::FitOptions& fo,
                                   calib::FitReport& report) {
   HardwareProfile p = calib::fit_profile(base, c.inputs, fo, report);
-  apply_trace_compute(c.data, p, report.provenance);
+  apply_trace_compute(c.data, base.compute, p, report.provenance);
   return p;
 }
 

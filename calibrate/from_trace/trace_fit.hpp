@@ -212,7 +212,16 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
 // fraction of peak at the trace's sequence length, carried to long sequences by the base
 // profile's half_rate_seq), and each memory-bound class measured over at least 8 kernels and
 // 1 ms as its compute.memory_bandwidth_GBps; what was fitted goes to provenance["trace_compute"].
-void apply_trace_compute(const TraceFitData& d, HardwareProfile& p, nlohmann::json& provenance);
+// With GEMMs measured, provenance["trace_compute"]["gemm_vs_base"] holds how fast they ran
+// against what `base` (the profile before the fit) prices them at (gemm_rates_against_base).
+void apply_trace_compute(const TraceFitData& d, const ComputeProfile& base, HardwareProfile& p, nlohmann::json& provenance);
+
+// The trace's GEMMs against the rates `base` gives the same shapes (its table or roofline, its
+// in-training factor and peak scale applied): per shape measured rate / base rate, summarised
+// as shapes, calls, median, min, max and the ratio of the summed times (base over measured,
+// weighted by each shape's calls), with what the base's rates are. An H100 trace against the
+// shipped H100 profile says how far its microbenchmark table is from a training step's GEMMs.
+nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base);
 
 // Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the
 // collective and GEMM fit inputs, with every trace file in the inputs' provenance.

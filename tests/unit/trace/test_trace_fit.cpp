@@ -19,14 +19,14 @@ void check_host_cost_applied(const TraceFitData& d, const TraceFitData& none, Ti
                              const std::string& key, Time expected) {
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
+  apply_trace_compute(d, ComputeProfile(p.compute), p, prov);
   CHECK(p.host.*cost == expected);
   CHECK(prov["trace_compute"][key] == expected.us());
   CHECK(p.sources.contains("host." + key));
   HardwareProfile q;
   q.host.*cost = Time::from_us(123);
   nlohmann::json prov2;
-  apply_trace_compute(none, q, prov2);
+  apply_trace_compute(none, ComputeProfile(q.compute), q, prov2);
   CHECK(q.host.*cost == Time::from_us(123));
 }
 }
@@ -161,7 +161,7 @@ TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and me
   {
     HardwareProfile p;
     nlohmann::json provenance;
-    apply_trace_compute(d, p, provenance);
+    apply_trace_compute(d, ComputeProfile(p.compute), p, provenance);
     const nlohmann::json& tail = provenance.at("trace_compute").at("step_end_frames");
     REQUIRE(tail.size() == std::min<std::size_t>(5, d.host.step_end_frames.size()));
     CHECK(tail[0].at("name") == "dschat/utils/perf.py(10): print_throughput");
@@ -376,7 +376,7 @@ TEST_CASE("fit --trace measures each memory-bound class as bytes over time of th
   // Into the profile: 11 kernels and 0.54 ms, below the 1 ms a class needs: nothing set.
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
+  apply_trace_compute(d, ComputeProfile(p.compute), p, prov);
   CHECK(p.compute.class_bandwidth.empty());
   // Beside an NCCL kernel (the first two adds): left out, as contention is fitted apart.
   const TraceFitData beside = extract_fit_data({read_kineto_trace_text(memory_trace(true), "memory.json")}, AnalyzeOptions{});
@@ -440,7 +440,7 @@ TEST_CASE("fit --trace times the non-vectorized path per element, casting apart,
   CHECK(m.byte_bound_rate.gbps() == Approx(10.0 * 8 * 1048576 / 1.1e-3 / 1e9));
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
+  apply_trace_compute(d, ComputeProfile(p.compute), p, prov);
   CHECK(p.compute.strided_element_ns == Approx(0.09537).epsilon(1e-3));
   CHECK(p.compute.strided_cast_element_ns == Approx(0.11444).epsilon(1e-3));
   CHECK(prov["trace_compute"]["elementwise_strided_ns_per_element"]["kernels"] == 10);
@@ -456,7 +456,7 @@ TEST_CASE("fit --trace times the non-vectorized path per element, casting apart,
   HardwareProfile q;
   q.compute.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(883);
   nlohmann::json prov_few;
-  apply_trace_compute(few, q, prov_few);
+  apply_trace_compute(few, ComputeProfile(q.compute), q, prov_few);
   CHECK(q.compute.class_bandwidth.at(KernelClass::ElementwiseStrided).gbps() == Approx(883));
   CHECK(prov_few["trace_compute"]["memory_bandwidth_GBps"]["elementwise_strided"].contains("kept"));
   CHECK_FALSE(q.sources.contains("compute.memory_bandwidth_GBps.elementwise_strided"));
@@ -498,7 +498,7 @@ TEST_CASE("fit --trace measures the DRAM streaming rate from the elementwise ker
   // No L2 in the base: one rate over all twenty, no streaming rate.
   HardwareProfile none;
   nlohmann::json prov;
-  apply_trace_compute(d, none, prov);
+  apply_trace_compute(d, ComputeProfile(none.compute), none, prov);
   CHECK(none.compute.class_bandwidth.at(KernelClass::Elementwise).gbps() == Approx(m.rate.gbps()));
   CHECK(none.compute.dram_stream.bytes_per_s == 0);
   // A 40 MiB L2: the large adds give the streaming rate (1,920 MiB over 20 ms), named as its
@@ -506,7 +506,7 @@ TEST_CASE("fit --trace measures the DRAM streaming rate from the elementwise ker
   HardwareProfile p;
   p.compute.l2_bytes = 40.0 * (1 << 20);
   nlohmann::json prov2;
-  apply_trace_compute(d, p, prov2);
+  apply_trace_compute(d, ComputeProfile(p.compute), p, prov2);
   CHECK(p.compute.dram_stream.gbps() == Approx(10 * 192.0 * (1 << 20) / 20e-3 / 1e9));
   CHECK(prov2["trace_compute"]["dram_stream_GBps"]["kernels"] == 10);
   CHECK(p.compute.class_bandwidth.at(KernelClass::Elementwise).gbps() == Approx(m.rate.gbps()));
@@ -516,7 +516,7 @@ TEST_CASE("fit --trace measures the DRAM streaming rate from the elementwise ker
   HardwareProfile q;
   q.compute.l2_bytes = 128.0 * (1 << 20);
   nlohmann::json prov3;
-  apply_trace_compute(d, q, prov3);
+  apply_trace_compute(d, ComputeProfile(q.compute), q, prov3);
   CHECK(q.compute.dram_stream.bytes_per_s == 0);
 }
 
@@ -539,7 +539,7 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   CHECK(by[KernelClass::Norm].rate.gbps() == Approx(1022.7).epsilon(1e-4));
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(d, p, prov);
+  apply_trace_compute(d, ComputeProfile(p.compute), p, prov);
   CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
   // The non-vectorized kernels per element, of at most 6 bytes per element: 440 plain ones (the
   // transposing copies at 0.0051 ns, the mask add at 0.0046), 40.3 ms over 7.92e9 elements; and
@@ -563,7 +563,7 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   HardwareProfile a800;
   a800.compute.l2_bytes = 40.0 * (1 << 20);
   nlohmann::json prov_l2;
-  apply_trace_compute(d, a800, prov_l2);
+  apply_trace_compute(d, ComputeProfile(a800.compute), a800, prov_l2);
   CHECK(prov_l2["trace_compute"]["dram_stream_GBps"]["kernels"] == 306);
   CHECK(a800.compute.dram_stream.gbps() == Approx(1743.7).epsilon(1e-4));
   // Each number the trace replaced names the trace as its source, not the base profile's.
@@ -623,8 +623,44 @@ TEST_CASE("fit --trace reads the SMs a collective holds and brings GEMMs seen on
   // Into a profile: the resource model on, and the correction said in the provenance.
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(beside, p, prov);
+  apply_trace_compute(beside, ComputeProfile(p.compute), p, prov);
   CHECK(p.contention.gpu_sms == 108);
   CHECK(p.contention.collective_sms == 16);
   CHECK(prov.at("trace_compute").at("gemm_shapes_only_beside_nccl").at("shapes") == 1);
+}
+
+// Catches: the ratio inverted, the summed times not weighted by calls, or the base's in-training
+// factor left out of what it prices.
+TEST_CASE("fit --trace compares the trace's GEMM rates with the base profile's for the same shapes", "[trace][fit]") {
+  ComputeProfile base;
+  base.peak[Dtype::BF16] = FlopRate{1000e12};
+  base.gemm_efficiency = 0.5;  // no table: 500 TFLOP/s for every large shape
+  base.model_memory_kernels = false;
+  TraceFitData d;
+  const GemmShape big{8192, 8192, 8192, 1, Dtype::BF16};
+  const GemmShape other{8192, 4096, 8192, 1, Dtype::BF16};
+  d.gemms.push_back(GemmPoint{big, 3, {}, FlopRate{400e12}});    // 0.8 of the base's rate, 3 calls
+  d.gemms.push_back(GemmPoint{other, 1, {}, FlopRate{600e12}});  // 1.2, 1 call
+  nlohmann::json vs = gemm_rates_against_base(d, base);
+  CHECK(vs["shapes"] == 2);
+  CHECK(vs["calls"] == 4);
+  CHECK(vs["median"].get<double>() == Approx(1.0));
+  CHECK(vs["min"].get<double>() == Approx(0.8));
+  CHECK(vs["max"].get<double>() == Approx(1.2));
+  // Times: base 3 x 2.199 ms + 1.100 ms; measured 3 x 2.749 ms + 0.916 ms.
+  const double fb = big.flops().count, fo = other.flops().count;
+  CHECK(vs["time_weighted"].get<double>() == Approx((3 * fb / 500e12 + fo / 500e12) / (3 * fb / 400e12 + fo / 600e12)).epsilon(1e-3));
+  CHECK_THAT(vs["base_rates"].get<std::string>(), Catch::Contains("roofline"));
+  // A base already corrected to in-training rates prices slower: the trace compares faster.
+  base.gemm_table.push_back(GemmMeasurement{big, FlopRate{500e12}});
+  base.gemm_table.push_back(GemmMeasurement{other, FlopRate{500e12}});
+  base.gemm_in_training_factor = 0.8;
+  CHECK(gemm_rates_against_base(d, base)["min"].get<double>() == Approx(1.0));  // 400 / (500 x 0.8)
+  // Applied by the fit: provenance.trace_compute.gemm_vs_base.
+  HardwareProfile p;
+  p.compute = base;
+  nlohmann::json prov;
+  apply_trace_compute(d, base, p, prov);
+  CHECK(prov["trace_compute"]["gemm_vs_base"]["shapes"] == 2);
+  CHECK(gemm_rates_against_base(TraceFitData{}, base).is_null());
 }
