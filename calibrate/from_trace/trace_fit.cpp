@@ -929,6 +929,8 @@ void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& bas
       out["kept"] = "the base profile's: fewer than 8 kernels or 1 ms";
       continue;
     }
+    if (auto b = base.class_bandwidth.find(m.cls); b != base.class_bandwidth.end())
+      out["base_GBps"] = std::round(b->second.gbps() * 10) / 10;
     p.compute.class_bandwidth[m.cls] = rate;
     out["GBps"] = std::round(rate.gbps() * 10) / 10;
   }

@@ -539,8 +539,13 @@ TEST_CASE("fit --trace on the li-plus ZeRO-1 trace: the eager OPT's memory-bound
   CHECK(by[KernelClass::Norm].rate.gbps() == Approx(1022.7).epsilon(1e-4));
   HardwareProfile p;
   nlohmann::json prov;
-  apply_trace_compute(d, ComputeProfile(p.compute), p, prov);
+  ComputeProfile base = p.compute;
+  base.class_bandwidth[KernelClass::Reduction] = Bandwidth::from_gbps(938);  // the A800 profile's
+  apply_trace_compute(d, base, p, prov);
   CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["kernels"] == 173);
+  CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["GBps"].get<double>() == Approx(1332.0));
+  CHECK(prov["trace_compute"]["memory_bandwidth_GBps"]["reduction"]["base_GBps"].get<double>() == Approx(938.0));
+  CHECK_FALSE(prov["trace_compute"]["memory_bandwidth_GBps"]["norm"].contains("base_GBps"));  // the base had none
   // The non-vectorized kernels per element, of at most 6 bytes per element: 440 plain ones (the
   // transposing copies at 0.0051 ns, the mask add at 0.0046), 40.3 ms over 7.92e9 elements; and
   // 144 casting ones (torch.max, lt and eq against OPT's float 0-dim tensor, 0.0057-0.0060 ns),
