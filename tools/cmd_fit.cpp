@@ -321,23 +321,8 @@ int fit(const Args& args) {
   print_fit_summary(log, report);
   if (!m.inputs.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
   // How far the trace's GEMMs and memory-bound kernels are from what the base profile priced them at.
-  if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end()) {
-    if (tc->contains("gemm_vs_base")) {
-      const nlohmann::json& vs = (*tc)["gemm_vs_base"];
-      log << fmt::format("gemm rates in the trace / the base profile's ({}): {:.3f} by time, median {:.3f} ({:.3f}-{:.3f}) "
-                         "over {} shapes\n",
-                         vs.at("base_rates").get<std::string>(), vs.at("time_weighted").get<double>(),
-                         vs.at("median").get<double>(), vs.at("min").get<double>(), vs.at("max").get<double>(),
-                         vs.at("shapes").get<std::size_t>());
-    }
-    std::string classes;
-    const nlohmann::json measured = tc->value("memory_bandwidth_GBps", nlohmann::json::object());
-    for (const auto& [cls, entry] : measured.items())
-      if (entry.contains("GBps"))
-        classes += fmt::format("{}{} {:.1f}{}", classes.empty() ? "" : ", ", cls, entry["GBps"].get<double>(),
-                               entry.contains("base_GBps") ? fmt::format(" ({:.1f})", entry["base_GBps"].get<double>()) : "");
-    if (!classes.empty()) log << "memory-bound classes in the trace, GB/s (the base profile's): " << classes << "\n";
-  }
+  if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end())
+    for (const auto& line : trace::against_base_summary(*tc)) log << line << "\n";
   for (const auto& r : report.provenance.value("gemm", nlohmann::json::object()).value("rejected", nlohmann::json::array()))
     log << fmt::format("gemm table: left out {}'s {} rates ({} entries): {} above the {:.1f} TFLOP/s dense peak, up to {:.1f}\n",
                        r.at("file").get<std::string>(), r.at("dtype").get<std::string>(), r.at("entries").get<std::size_t>(),

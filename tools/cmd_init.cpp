@@ -66,6 +66,8 @@ int init(const Args& args) {
 
   write_output(calib::fitted_profile_to_json(fitted, report).dump(2) + "\n", profile_out, "profile", std::cout);
   write_output(r.experiment.dump(2) + "\n", out_file, "experiment", std::cout);
+  if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end())
+    for (const auto& line : trace::against_base_summary(*tc)) std::cout << line << "\n";
   std::cout << "guesses (kept under \"notes\" in " << out_file << "):\n";
   for (const auto& n : r.notes) std::cout << "  - " << n << "\n";
   return 0;

@@ -812,6 +812,26 @@ nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfi
                  "the base prices them)"}};
 }
 
+std::vector<std::string> against_base_summary(const nlohmann::json& trace_compute) {
+  std::vector<std::string> out;
+  if (trace_compute.contains("gemm_vs_base")) {
+    const nlohmann::json& vs = trace_compute["gemm_vs_base"];
+    out.push_back(fmt::format("gemm rates in the trace / the base profile's ({}): {:.3f} by time, median {:.3f} ({:.3f}-{:.3f}) "
+                              "over {} shapes",
+                              vs.at("base_rates").get<std::string>(), vs.at("time_weighted").get<double>(),
+                              vs.at("median").get<double>(), vs.at("min").get<double>(), vs.at("max").get<double>(),
+                              vs.at("shapes").get<std::size_t>()));
+  }
+  std::string classes;
+  if (trace_compute.contains("memory_bandwidth_GBps"))
+    for (const auto& [cls, entry] : trace_compute["memory_bandwidth_GBps"].items())
+      if (entry.contains("GBps"))
+        classes += fmt::format("{}{} {:.1f}{}", classes.empty() ? "" : ", ", cls, entry["GBps"].get<double>(),
+                               entry.contains("base_GBps") ? fmt::format(" ({:.1f})", entry["base_GBps"].get<double>()) : "");
+  if (!classes.empty()) out.push_back("memory-bound classes in the trace, GB/s (the base profile's): " + classes);
+  return out;
+}
+
 void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p,
                          nlohmann::json& provenance) {
   nlohmann::json j;

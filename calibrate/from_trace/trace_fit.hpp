@@ -223,6 +223,11 @@ void apply_trace_compute(const TraceFitData& d, const ComputeProfile& base, Hard
 // shipped H100 profile says how far its microbenchmark table is from a training step's GEMMs.
 nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base);
 
+// What `fit --trace` and `init --from-trace` print of the comparison with the base profile: a
+// line for the GEMMs (provenance trace_compute.gemm_vs_base) and one for the memory-bound
+// classes measured (memory_bandwidth_GBps.<class>.GBps and base_GBps); none for what is absent.
+std::vector<std::string> against_base_summary(const nlohmann::json& trace_compute);
+
 // Everything `fit --trace` takes from traces: the trace data (for the compute/host fit) and the
 // collective and GEMM fit inputs, with every trace file in the inputs' provenance.
 struct TraceCalibration {

@@ -669,3 +669,16 @@ TEST_CASE("fit --trace compares the trace's GEMM rates with the base profile's f
   CHECK(prov["trace_compute"]["gemm_vs_base"]["shapes"] == 2);
   CHECK(gemm_rates_against_base(TraceFitData{}, base).is_null());
 }
+
+TEST_CASE("fit --trace prints the trace against the base profile: a GEMM line and a memory-class line", "[trace][fit]") {
+  CHECK(against_base_summary(nlohmann::json::object()).empty());
+  nlohmann::json tc = {{"gemm_vs_base", {{"base_rates", "roofline"}, {"time_weighted", 0.9}, {"median", 0.95}, {"min", 0.8},
+                                          {"max", 1.1}, {"shapes", 4}}},
+                       {"memory_bandwidth_GBps", {{"elementwise", {{"GBps", 1700.0}, {"base_GBps", 1899.0}}},
+                                                  {"norm", {{"GBps", 900.0}}},
+                                                  {"reduction", {{"kept", "the base profile's"}}}}}};
+  auto lines = against_base_summary(tc);
+  REQUIRE(lines.size() == 2);
+  CHECK_THAT(lines[0], Catch::Contains("(roofline): 0.900 by time, median 0.950 (0.800-1.100) over 4 shapes"));
+  CHECK(lines[1] == "memory-bound classes in the trace, GB/s (the base profile's): elementwise 1700.0 (1899.0), norm 900.0");
+}
