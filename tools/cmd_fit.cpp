@@ -347,10 +347,11 @@ int fit(const Args& args) {
   const nlohmann::json attention =
       m.trace ? report.provenance["trace_compute"].value("attention", nlohmann::json::object()) : nlohmann::json::object();
   for (const auto& [kernel, a] : attention.items())
-    log << fmt::format("attention {}: forward {:.3f}, backward {:.3f} of peak at sequence {} ({}) -> long-sequence rate "
-                       "{:.3f} / {:.3f} with half_rate_seq {}\n",
+    log << fmt::format("attention {}: forward {:.3f}, backward {:.3f} of peak at sequence {} ({}; the base profile's there "
+                       "{:.3f} / {:.3f}) -> long-sequence rate {:.3f} / {:.3f} with half_rate_seq {}\n",
                        kernel, a.at("forward_fraction_of_peak").get<double>(), a.at("backward_fraction_of_peak").get<double>(),
                        a.at("seq").get<std::int64_t>(), a.at("causal").get<bool>() ? "causal" : "not causal",
+                       a.at("base_forward_fraction_of_peak").get<double>(), a.at("base_backward_fraction_of_peak").get<double>(),
                        a.at("forward").get<double>(), a.at("backward").get<double>(), a.at("half_rate_seq").get<std::int64_t>());
 
   write_output(doc.dump(2) + "\n", a->out_file, "profile", log);

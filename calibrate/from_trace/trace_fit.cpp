@@ -695,7 +695,7 @@ const AttentionPoint* busiest(const TraceFitData& d, AttentionKernel k, bool bac
 // the measured fraction of bf16 peak at the trace's sequence length s, carried to long sequences
 // by the base profile's half_rate_seq for that kernel (else flash's; e = measured x (s + half) / s);
 // none in the base: the measured fraction at every length.
-void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::json& j) {
+void apply_attention_rates(const TraceFitData& d, const ComputeProfile& base, HardwareProfile& p, nlohmann::json& j) {
   auto peak = p.compute.peak.find(Dtype::BF16);
   if (peak == p.compute.peak.end() || peak->second.flops_per_s <= 0) return;
   for (int i = 0; i < kAttentionKernelCount; ++i) {
@@ -723,7 +723,10 @@ void apply_attention_rates(const TraceFitData& d, HardwareProfile& p, nlohmann::
         {"backward_fraction_of_peak", b->rate.flops_per_s / peak->second.flops_per_s},
         {"half_rate_seq", r.half_rate_seq},
         {"forward", r.forward},
-        {"backward", r.backward}};
+        {"backward", r.backward},
+        // What the base profile prices this kernel at, at the trace's sequence length.
+        {"base_forward_fraction_of_peak", attention_efficiency(base, AttentionWork{Flops{}, k, false, f->seq})},
+        {"base_backward_fraction_of_peak", attention_efficiency(base, AttentionWork{Flops{}, k, true, b->seq})}};
   }
 }
 
@@ -907,7 +910,7 @@ void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& bas
       j["gemm_shapes_only_beside_nccl"] = {{"shapes", beside_only}, {"rate_divided_by", 1.0 / correction},
                                            {"why", "every call ran beside an NCCL kernel: the solo rate is the overlapped one times 1 + the compute slowdown, which the engine applies again"}};
   }
-  apply_attention_rates(d, p, j);
+  apply_attention_rates(d, base, p, j);
   // Enough kernels and time to stand for a class: at least 8 and 1 ms.
   const auto enough = [](std::size_t kernels, Time t) { return kernels >= 8 && t >= Time::from_ms(1); };
   for (const MemoryClassPoint& m : d.memory_classes) {

@@ -61,7 +61,9 @@ TEST_CASE("fit --trace on the Megatron trace reproduces the shipped A800 flash a
   const int rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --trace " + file + " --base " + base + " --out " + out_file, out);
   INFO(out);
   REQUIRE(rc == 0);
-  CHECK(out.find("attention flash: forward 0.365, backward 0.314 of peak at sequence 1024 (causal)") != std::string::npos);
+  // The shipped A800 rates came from this trace: the base prices the kernel as measured.
+  CHECK(out.find("attention flash: forward 0.365, backward 0.314 of peak at sequence 1024 (causal; the base profile's there "
+                 "0.365 / 0.314)") != std::string::npos);
   const HardwareProfile fitted = load_profile(out_file);
   const HardwareProfile shipped = load_profile(base);
   const auto& fr = fitted.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
