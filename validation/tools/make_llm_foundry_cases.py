@@ -44,10 +44,14 @@ ASSUMPTIONS = [
 
 H100_ASSUMPTIONS = ASSUMPTIONS[:4] + [
     "precision amp_bf16 with FSDP mixed precision DEFAULT: bf16 parameters, fp32 reduce (Composer's DEFAULT); "
-    "image mosaicml/pytorch:2.0.1_cu118 (sweep.sh)",
+    "image mosaicml/pytorch:2.0.1_cu118 (sweep.sh): training.torch_version 2.0",
     "H100 SXM 80GB at its default 700 W (the source does not state the power limit): the shipped h100-sxm-8x profile; "
     "the 16-64 GPU rows' inter-node network is not stated: the profile's 8 x 400 Gb/s InfiniBand per node",
 ]
+
+# The PyTorch release a source states for its runs (sweep.sh's image for the H100 table); the A100
+# tables name none, and their cases keep the default.
+TORCH_VERSION = {"llm-foundry-h100": {"torch_version": "2.0"}}
 
 TABLES = [
     # (source label, CSV, output, description, commit, csv name shown in the row note)
@@ -98,7 +102,7 @@ def write_cases(source, csv_path, out, description, commit, csv_name, assumption
                              "backward_prefetch": "backward_post", "forward_prefetch": False,
                              "limit_all_gathers": True, "mixed_precision": {"param": "bf16", "reduce": reduce}},
                 "training": {"grad_accum": ga, "optimizer": "adamw", "master_dtype": "fp32", "no_sync": False,
-                             "clip_grad_norm": 1.0},
+                             "clip_grad_norm": 1.0, **TORCH_VERSION.get(source, {})},
             },
             "measured": {"published": {"tokens_per_s": float(r["Throughput (T/s)"]),
                                        "global_batch_tokens": float(r["GlobalBatchSize (T)"])}},
