@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/text_util.hpp"
 #include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"
@@ -45,12 +46,8 @@ int validate(const Args& args) {
     return 0;
   if (!(slack >= 0 && slack <= 100)) throw InputError("--baseline-slack: expected points in [0, 100]");
   std::vector<std::string> facets;  // --by gpus --by model, or --by gpus,model
-  for (const auto& arg : by) {
-    std::size_t start = 0;
-    for (std::size_t comma; (comma = arg.find(',', start)) != std::string::npos; start = comma + 1)
-      facets.push_back(arg.substr(start, comma - start));
-    facets.push_back(arg.substr(start));
-  }
+  for (const auto& arg : by)
+    for (auto& facet : calib::split_char(arg, ',')) facets.push_back(std::move(facet));
   if (vm.count("by-metric") && facets.empty()) throw InputError("--by-metric: expected --by FACET with it (the metric it summarises)");
   const auto metric = validate::parse_metric(by_metric);
   if (!metric) throw InputError(fmt::format("--by-metric: \"{}\": expected a metric name, e.g. step_time, forward, peak_reserved", by_metric));

@@ -8,6 +8,7 @@
 
 #include "calibrate/fit/profile_fit.hpp"
 #include "sim/strategies/load_experiment.hpp"
+#include "sim/core/stats.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "trace/allocator_replay.hpp"
 #include "trace/kineto_trace.hpp"
@@ -167,13 +168,6 @@ double percentile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   std::size_t rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
   return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 std::vector<Summary> summarise(const std::vector<Row>& rows) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/stats.hpp"
 #include "sim/hardware/collective_model.hpp"
 
 namespace stepsim::calib {
@@ -88,13 +89,6 @@ bool pick(const NcclTopology& t0, const Point& p, TopoLevel level, bool restrict
   if (!std::isfinite(best) || chosen.level != level) return false;
   out = chosen;
   return true;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 std::vector<Point> points_of(const CollectiveSeries& s, const TopologyFitOptions& o) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "sim/hardware/compute_model.hpp"
+#include "sim/core/stats.hpp"
 #include "trace/idle_attribution.hpp"
 #include "trace/trace_index.hpp"
 
@@ -780,9 +781,6 @@ Split split_by_tensor(const std::vector<MemoryKernel>& ks, std::int64_t l2) {
 
 }  // namespace
 
-// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
-// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
-// the fused attention kernels' rates.
 nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base) {
   std::vector<double> ratios;
   double measured_total = 0, base_total = 0;
@@ -800,16 +798,14 @@ nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfi
     calls += g.count;
   }
   if (ratios.empty()) return nlohmann::json();
-  std::sort(ratios.begin(), ratios.end());
-  const std::size_t n = ratios.size();
-  const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
   auto r3 = [](double v) { return std::round(v * 1000) / 1000; };
   return {{"base_rates", gemm_rate_source(base).text},
-          {"shapes", n},
+          {"shapes", ratios.size()},
           {"calls", calls},
-          {"median", r3(median)},
-          {"min", r3(ratios.front())},
-          {"max", r3(ratios.back())},
+          {"median", r3(median(ratios))},
+          {"min", r3(*lo)},
+          {"max", r3(*hi)},
           {"time_weighted", r3(base_total / measured_total)},
           {"of", "measured rate / the base profile's rate for the same shape (below 1: the trace's GEMMs ran slower than "
                  "the base prices them)"}};
@@ -835,6 +831,9 @@ std::vector<std::string> against_base_summary(const nlohmann::json& trace_comput
   return out;
 }
 
+// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
+// the fused attention kernels' rates.
 void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p,
                          nlohmann::json& provenance) {
   nlohmann::json j;
