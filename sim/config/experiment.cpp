@@ -47,6 +47,12 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
   }
   o.compile = w.boolean("compile", o.compile);
   if (w.has("loop_keeps_output")) o.loop_keeps_output = w.boolean("loop_keeps_output", false);
+  if (w.has("checkpoint_early_stop")) {
+    o.checkpoint_early_stop = w.boolean("checkpoint_early_stop", false);
+    const Release torch = o.torch_version.value_or(Release{2, 9});
+    if (*o.checkpoint_early_stop && torch < Release{2, 1})
+      w.fail("checkpoint_early_stop", fmt::format("false with training.torch_version {} (early stop came with PyTorch 2.1)", torch.text()));
+  }
   if (o.checkpointing == Checkpointing::EveryK)
     o.checkpoint_every = static_cast<int>(w.positive_integer("activation_checkpointing_every"));
   else if (w.has("activation_checkpointing_every"))
@@ -123,7 +129,9 @@ static void check_transformer_sizes(ObjectReader& w, const ModelDims& d, std::in
   }
 }
 
-static Workload parse_workload(ObjectReader w) {
+// `torch_version`: the run's PyTorch (training.torch_version), for the implementation defaults
+// that depend on it.
+static Workload parse_workload(ObjectReader w, std::optional<Release> torch_version) {
   if (w.has("toy")) {
     Workload out = parse_toy(w);
     w.finish();
@@ -174,6 +182,7 @@ static Workload parse_workload(ObjectReader w) {
   }
   WorkloadOptions opts = w.has("preset") && !w.has("model") ? preset_options(name) : default_options(dims.family);
   opts.checkpointing = ckpt;
+  opts.torch_version = torch_version;
   parse_options(w, opts);
   w.finish();
   check_transformer_sizes(w, dims, mb, seq);
@@ -264,9 +273,10 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
   e.resolved = doc;
   ObjectReader root(doc, sources, root_path, &experiment_keys::root());
-  e.workload = parse_workload(root.object("workload", experiment_keys::workload()));
-  e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);
+  // The training section first: the workload's defaults read its torch_version.
   e.training = root.has("training") ? parse_training(root.object("training", experiment_keys::training())) : TrainingConfig{};
+  e.workload = parse_workload(root.object("workload", experiment_keys::workload()), e.training.torch_version);
+  e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);
   // Every layer runs at least a forward and a backward kernel per micro-batch: refuse here,
   // before any build, a step whose program must exceed the instruction limit (builder.hpp).
   const std::int64_t min_instructions = 2 * static_cast<std::int64_t>(e.workload.layers.size()) * e.training.grad_accum;

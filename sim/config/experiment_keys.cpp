@@ -88,6 +88,11 @@ const ConfigObject& workload() {
          .doc = "The training loop keeps the model's output (the logits) until the next forward replaces it "
                 "(`outputs = model(**batch)`; docs/memory.md).",
          .since = kStepsim},
+        {.name = "checkpoint_early_stop", .types = kBoolean,
+         .default_text = "the implementation's (llm_foundry: true from PyTorch 2.1; torchtitan, hf, megatron: false)",
+         .doc = "A checkpointed block's recompute stops at the last tensor its backward needs, before the MLP's down projection "
+                "(non-reentrant torch.utils.checkpoint from PyTorch 2.1; docs/workload-ops.md).",
+         .since = "PyTorch 2.1"},
         {.name = "activation_checkpointing_every", .types = kInteger, .min = 1,
          .doc = "With \"every_k\": every k-th block is fully checkpointed (required then, refused otherwise).", .since = kStepsim},
     };

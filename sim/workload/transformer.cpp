@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "sim/workload/workload.hpp"
 
@@ -154,6 +155,11 @@ WorkloadOptions default_options(const std::string& family) {
     o.attention = Attention::SdpaFlash;
   }
   return o;
+}
+
+bool checkpoint_stops_early(const WorkloadOptions& o) {
+  if (o.checkpoint_early_stop) return *o.checkpoint_early_stop;
+  return o.impl == Implementation::LlmFoundry && o.torch_version.value_or(Release{2, 9}) >= Release{2, 1};
 }
 
 namespace {
@@ -808,19 +814,55 @@ void saved_tensors_per_op(Layer& l) {
       if (op.saved.count > 0) op.own_saved_tensor = true;
 }
 
+// Whether autograd packs a tensor when this forward op runs (what a saved-tensor hook sees):
+// every GEMM saves its inputs (the weight at least), the fused attention kernels their outputs,
+// a memory-bound op what it saves.
+bool packs_saved_tensor(const Op& o) {
+  return o.cls == KernelClass::Gemm || o.cls == KernelClass::Attention || o.saved.count > 0;
+}
+
+// How many of a checkpointed region's forward ops (in launch order) its recompute runs when it
+// stops early (checkpoint_stops_early), or under torch.compile, whose partitioner
+// (min_cut_rematerialization_partition) puts in the backward graph only what a gradient reads:
+// up to the last op that saves a tensor. Autograd packs an op's inputs before its kernel runs
+// (tools/autograd/gen_variable_type.py emits the saves into SETUP_DERIVATIVE, ahead of the
+// call), so when that op is a GEMM (the block's MLP down projection) the recompute ends before
+// its kernel; an op that saves its output (dropout's mask, the attention kernel's output) runs,
+// with the further kernels of its call. Nothing after it runs (the residual add). Every op
+// otherwise (`stops_early` false: the reentrant variant re-runs the whole forward).
+std::size_t recompute_end(const std::vector<const Op*>& region, bool stops_early) {
+  if (!stops_early) return region.size();
+  std::size_t last = region.size();
+  for (std::size_t i = 0; i < region.size(); ++i)
+    if (packs_saved_tensor(*region[i])) last = i;
+  if (last == region.size()) return 0;  // nothing saved: backward never unpacks, nothing is recomputed
+  if (region[last]->cls == KernelClass::Gemm) return last;
+  std::size_t end = last + 1;
+  while (end < region.size() && region[end]->continues_previous) ++end;
+  return end;
+}
+
+// The forward ops of a layer's modules (all, or those whose name ends with `suffix`), in order.
+std::vector<const Op*> forward_ops(const Layer& l, std::string_view suffix = {}) {
+  std::vector<const Op*> out;
+  for (const auto& m : l.modules)
+    if (m.name.ends_with(suffix))
+      for (const auto& o : m.forward) out.push_back(&o);
+  return out;
+}
+
 // Korthikanti et al. 2022 section 5: recompute the attention core (everything between the
 // q/k/v projections and the output projection), keep its inputs (q, k, v). `all`: the bytes the
 // block saves without checkpointing.
-void checkpoint_selective(Layer& l, std::int64_t all) {
+void checkpoint_selective(Layer& l, std::int64_t all, bool stops_early) {
   std::int64_t core_saved = 0, qkv = 0;
-  for (const auto& m : l.modules) {
-    if (m.name.ends_with(".attn.core")) {
-      for (const auto& o : m.forward) {
-        if (o.cls == KernelClass::Attention) qkv = o.read.count;  // q, k, v stay saved; out and lse are recomputed
-        core_saved += o.saved.count;
-        l.recompute.push_back(o);
-      }
-    }
+  const std::vector<const Op*> core = forward_ops(l, ".attn.core");
+  const std::size_t end = recompute_end(core, stops_early);
+  for (std::size_t i = 0; i < core.size(); ++i) {
+    const Op& o = *core[i];
+    if (o.cls == KernelClass::Attention) qkv = o.read.count;  // q, k, v stay saved; out and lse are recomputed
+    core_saved += o.saved.count;
+    if (i < end) l.recompute.push_back(o);
   }
   l.saved_activations = Bytes{all - core_saved + qkv};
   l.recompute_activations = Bytes{core_saved};
@@ -830,30 +872,33 @@ void checkpoint_selective(Layer& l, std::int64_t all) {
 // mm (the first, third, ... in forward order), recompute everything else. Kept: the block
 // input, the saved mm outputs (T x n of each) and the attention outputs; recomputed: every
 // memory-bound op and the other half of the GEMMs.
-void checkpoint_op_sac(Layer& l, std::int64_t all, std::int64_t input, const Dims& d) {
+void checkpoint_op_sac(Layer& l, std::int64_t all, std::int64_t input, const Dims& d, bool stops_early) {
   std::int64_t kept = input;
   int mm = 0;
-  for (const auto& m : l.modules)
-    for (const auto& o : m.forward) {
-      if (o.cls == KernelClass::Gemm && o.work.gemms.front().batch == 1) {
-        const GemmShape& g = o.work.gemms.front();
-        if (mm++ % 2 == 0) {
-          kept += g.m * g.n * d.e;
-          continue;
-        }
-      } else if (o.cls == KernelClass::Attention) {
-        kept += o.written.count;
+  const std::vector<const Op*> ops = forward_ops(l);
+  const std::size_t end = recompute_end(ops, stops_early);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& o = *ops[i];
+    if (o.cls == KernelClass::Gemm && o.work.gemms.front().batch == 1) {
+      const GemmShape& g = o.work.gemms.front();
+      if (mm++ % 2 == 0) {
+        kept += g.m * g.n * d.e;
         continue;
       }
-      l.recompute.push_back(o);
+    } else if (o.cls == KernelClass::Attention) {
+      kept += o.written.count;
+      continue;
     }
+    if (i < end) l.recompute.push_back(o);
+  }
   kept = std::min(kept, all);
   l.saved_activations = Bytes{kept};
   l.recompute_activations = Bytes{all - kept};
 }
 
-// Applies a checkpointing policy to a block built without one.
-void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
+// Applies a checkpointing policy to a block built without one; `stops_early`: the recompute ends
+// at the last saved tensor (recompute_end).
+void checkpoint(Layer& l, Checkpointing c, const Dims& d, bool stops_early) {
   const std::int64_t all = saved_of(l);
   const std::int64_t input = d.T * d.h * d.e;
   switch (c) {
@@ -861,19 +906,21 @@ void checkpoint(Layer& l, Checkpointing c, const Dims& d) {
     case Checkpointing::EveryK:  // per block: decided by the caller
       l.saved_activations = Bytes{all};
       return;
-    case Checkpointing::Full:
+    case Checkpointing::Full: {
       // torch.utils.checkpoint: only the block input survives forward; backward re-runs the
-      // whole forward (same ops, same kernels) before the block's backward.
+      // block forward (same ops, same kernels) before the block's backward.
       l.saved_activations = Bytes{input};
-      for (const auto& m : l.modules)
-        for (const auto& o : m.forward) l.recompute.push_back(o);
+      const std::vector<const Op*> ops = forward_ops(l);
+      const std::size_t end = recompute_end(ops, stops_early);
+      for (std::size_t i = 0; i < end; ++i) l.recompute.push_back(*ops[i]);
       l.recompute_activations = Bytes{all};
       return;
+    }
     case Checkpointing::Selective:
-      checkpoint_selective(l, all);
+      checkpoint_selective(l, all, stops_early);
       return;
     case Checkpointing::OpSac:
-      checkpoint_op_sac(l, all, input, d);
+      checkpoint_op_sac(l, all, input, d, stops_early);
       return;
   }
 }
@@ -993,7 +1040,7 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     Layer l = block(i, bb);
     Checkpointing c = o.checkpointing;
     if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
-    checkpoint(l, c, d);
+    checkpoint(l, c, d, o.compile || checkpoint_stops_early(o));
     l.autograd_nodes = block_autograd_nodes(md, d, o);
     w.layers.push_back(std::move(l));
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/release.hpp"
 #include "sim/core/units.hpp"
 #include "sim/program/program.hpp"
 
@@ -151,7 +152,26 @@ struct WorkloadOptions {
   std::optional<bool> loop_keeps_output;
   Checkpointing checkpointing = Checkpointing::None;
   int checkpoint_every = 1;     // every_k: k
+  // Whether a checkpointed block's recompute stops at the last tensor its backward needs
+  // (checkpoint_stops_early). Unset: the implementation's, at torch_version.
+  std::optional<bool> checkpoint_early_stop;
+  std::optional<Release> torch_version;  // the run's PyTorch (TrainingConfig::torch_version); unset: 2.9
 };
+
+// Non-reentrant torch.utils.checkpoint from PyTorch 2.1 stops its recompute once it has packed
+// every tensor the forward saved (torch/utils/checkpoint.py: _recomputation_hook's pack_hook
+// raises _StopRecomputationError when recomp_counter reaches len(weak_holders); #90105 rewrote
+// the non-reentrant variant, #96866 made early stop the default, after 2.0's branch cut). The
+// reentrant variant re-runs the whole forward. Unset, the implementation decides:
+//  hf          reentrant: PreTrainedModel.gradient_checkpointing_enable passes
+//              {"use_reentrant": True} unless told otherwise: no early stop
+//  megatron    its own CheckpointFunction (tensor_parallel/random.py), reentrant: no early stop
+//  llm_foundry non-reentrant (train.py forces activation_checkpointing_reentrant false; Composer's
+//              checkpoint_wrapper passes no early_stop): PyTorch's default, from 2.1
+//  torchtitan  FullAC and SelectiveAC pass early_stop=False since torchtitan #1580 (2025-08,
+//              torchtitan/distributed/activation_checkpoint.py); earlier torchtitan took
+//              PyTorch's default (a run of that era states "checkpoint_early_stop": true)
+bool checkpoint_stops_early(const WorkloadOptions& o);
 
 // The implementation a preset or a model family runs by default: opt-* / gpt2* = HF eager with
 // dropout 0.1 (the HF configs' dropout / resid_pdrop; OPT's attention_dropout is 0, GPT-2's

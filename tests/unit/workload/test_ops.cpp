@@ -255,6 +255,32 @@ TEST_CASE("Workload knobs are strict: a bad value names its JSON path", "[worklo
   CHECK_THAT(message(with("activation_checkpointing", "some")), Catch::Contains("/workload/activation_checkpointing"));
   CHECK_THAT(message(with("activation_checkpointing", "every_k")), Catch::Contains("activation_checkpointing_every"));
   CHECK_THAT(message(with("activation_checkpointing_every", 2)), Catch::Contains("activation_checkpointing_every"));
+  CHECK_THAT(message(with("checkpoint_early_stop", "yes")), Catch::Contains("/workload/checkpoint_early_stop"));
+}
+
+// Catches: an early stop claimed for a PyTorch that had none (it came with 2.1), or the workload
+// built before the training section's release is known.
+TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; the workload's default reads training.torch_version", "[workload][config]") {
+  auto doc = [](nlohmann::json wl, const char* torch) {
+    nlohmann::json d = {{"workload", wl},
+                        {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                        {"strategy", {{"framework", "ddp"}}}};
+    if (torch) d["training"] = {{"torch_version", torch}};
+    return d;
+  };
+  const nlohmann::json mpt = {{"preset", "mpt-125m"}, {"seq_len", 128}, {"activation_checkpointing", "full"}};
+  nlohmann::json stop = mpt;
+  stop["checkpoint_early_stop"] = true;
+  try {
+    test::experiment_from_doc(doc(stop, "2.0"));
+    FAIL("accepted early stop on PyTorch 2.0");
+  } catch (const InputError& err) {
+    CHECK_THAT(err.what(), Catch::Contains("/workload/checkpoint_early_stop") && Catch::Contains("2.0.0") && Catch::Contains("2.1"));
+  }
+  // llm-foundry's default: whole recompute on 2.0, early stop on 2.1 (fc2 and the add left out).
+  auto recomputed = [&](const char* torch) { return test::experiment_from_doc(doc(mpt, torch)).workload.layers[1].recompute.size(); };
+  CHECK(recomputed("2.1") + 2 == recomputed("2.0"));
+  CHECK(recomputed(nullptr) == recomputed("2.1"));
 }
 
 TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth", "[compute]") {

@@ -7,6 +7,7 @@
 // A [T, h] activation is T h e = 16 * 64 * 2 = 2048 B; a [T, I] one 16 * 256 * 2 = 8192 B.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,7 @@ TEST_CASE("Activation checkpointing policies keep and recompute what their defin
     WorkloadOptions o = default_options("mpt");
     o.checkpointing = c;
     o.checkpoint_every = every;
+    o.checkpoint_early_stop = false;  // the whole forward again (the reentrant variant); early stop: below
     return build(o);
   };
   // full: only the block input [T, h] (2048 B) stays; backward re-runs all 10 forward ops,
@@ -228,4 +230,57 @@ TEST_CASE("Activation checkpointing policies keep and recompute what their defin
   // Checkpointing never touches the embedding or the head.
   CHECK(full.layers[0].saved_activations == build_default().layers[0].saved_activations);
   CHECK(full.layers[4].saved_activations == build_default().layers[4].saved_activations);
+}
+
+// Catches: a recompute that runs ops no gradient needs under non-reentrant checkpointing (PyTorch
+// 2.1 on) or torch.compile, or one that stops before a tensor the backward reads.
+TEST_CASE("Early stop ends a checkpointed block's recompute at its last saved tensor", "[workload][memory]") {
+  const std::int64_t all = 33'280;
+  auto block = [](Checkpointing c, std::optional<bool> early_stop, std::optional<Release> torch = {}, bool compile = false) {
+    WorkloadOptions o = default_options("mpt");
+    o.checkpointing = c;
+    o.checkpoint_early_stop = early_stop;
+    o.torch_version = torch;
+    o.compile = compile;
+    return build(o);
+  };
+  // The block's last op to save a tensor is fc2 (it saves the GELU output, packed before its
+  // kernel): the recompute runs the 8 ops before it; fc2 and the residual add never run again.
+  // The same tensors are saved again: the transient bytes do not change.
+  const Workload full = block(Checkpointing::Full, true);
+  CHECK(names(full.layers[1].recompute) ==
+        std::vector<std::string>{"layer_norm", "linear", "attention", "linear", "residual_add", "layer_norm", "linear", "gelu"});
+  CHECK(full.layers[1].recompute_activations.count == all);
+  CHECK(full.layers[1].saved_activations.count == 2048);
+  CHECK(full.layers[1].backward_kernels() == 21 + 8);
+  // op_sac recomputes fc2 (the 4th matmul; the 1st and 3rd are kept); early stop drops it and
+  // the residual add after it. (In Llama's block the 7th matmul, w2, is kept: only the add goes.)
+  const Workload sac = block(Checkpointing::OpSac, true);
+  CHECK(names(sac.layers[1].recompute) == std::vector<std::string>{"layer_norm", "linear", "residual_add", "layer_norm", "gelu"});
+  CHECK(sac.layers[1].saved_activations.count == 18'688);
+  // Selective's region is the attention core, whose kernel saves its own outputs: it runs.
+  CHECK(names(block(Checkpointing::Selective, true).layers[1].recompute) == std::vector<std::string>{"attention"});
+  // Unset: llm-foundry's non-reentrant checkpointing stops early from PyTorch 2.1 (2.9 by default),
+  // not on 2.0; hf, megatron (reentrant) and torchtitan (early_stop=False) never.
+  CHECK(names(block(Checkpointing::Full, {}).layers[1].recompute) == names(full.layers[1].recompute));
+  CHECK(block(Checkpointing::Full, {}, Release{2, 0}).layers[1].recompute.size() == 10);
+  CHECK(block(Checkpointing::Full, {}, Release{2, 1}).layers[1].recompute.size() == 8);
+  for (const char* family : {"llama", "opt", "gpt"}) {
+    WorkloadOptions o = default_options(family);
+    INFO(family);
+    CHECK_FALSE(checkpoint_stops_early(o));
+    o.checkpoint_early_stop = true;
+    CHECK(checkpoint_stops_early(o));
+  }
+  WorkloadOptions megatron = default_options("mpt");
+  megatron.impl = Implementation::Megatron;
+  CHECK_FALSE(checkpoint_stops_early(megatron));
+  // torch.compile's partitioner recomputes only what the backward graph reads, whatever the
+  // eager setting: fc2 (a GEMM, not fused) and the fused run after it are left out.
+  const Workload compiled = block(Checkpointing::Full, false, {}, true);
+  const Workload compiled_noac = block(Checkpointing::None, false, {}, true);
+  const auto fwd = names(forward_ops(compiled_noac.layers[1]));
+  REQUIRE(fwd.size() >= 3);
+  CHECK(fwd[fwd.size() - 2] == "linear");
+  CHECK(names(compiled.layers[1].recompute) == std::vector<std::string>(fwd.begin(), fwd.end() - 2));
 }
