@@ -1039,7 +1039,8 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
   for (int i = 0; i < md.layers; ++i) {
     Layer l = block(i, bb);
     Checkpointing c = o.checkpointing;
-    if (c == Checkpointing::EveryK) c = (i % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
+    if (c == Checkpointing::EveryK)  // the k-th, 2k-th, ... block counted from 1 (Checkpointing)
+      c = ((i + 1) % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
     checkpoint(l, c, d, o.compile || checkpoint_stops_early(o));
     l.autograd_nodes = block_autograd_nodes(md, d, o);
     w.layers.push_back(std::move(l));

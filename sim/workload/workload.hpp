@@ -112,8 +112,11 @@ struct Layer {
 //  op_sac     torchtitan's selective op policy (torchtitan/models/llama/parallelize_llama.py,
 //             _save_list): outputs of every other matmul and of the attention kernel are saved,
 //             everything else recomputed
-//  every_k    torchtitan's `selective_ac_option: "k"`: every k-th block (index % k == 0) fully
-//             checkpointed, the others not
+//  every_k    torchtitan's `selective_ac_option: "k"`: every k-th block fully checkpointed, the
+//             others not; counted from 1, as its wrapper counts the blocks it is handed
+//             (`ptd_checkpoint_wrapper._count += 1` before `_count % ac_freq == 0`,
+//             torchtitan/parallelisms/parallelize_llama.py at 9dec370 l.280-283): blocks k-1,
+//             2k-1, ... (0-based)
 enum class Checkpointing { None, Selective, Full, OpSac, EveryK };
 std::string to_string(Checkpointing c);
 

@@ -116,12 +116,21 @@ TEST_CASE("Checkpointing policies trade saved bytes for recomputed ops", "[workl
   CHECK(sac.saved_activations < none.saved_activations);
   CHECK(sac.saved_activations > full.saved_activations);
   CHECK_FALSE(sac.recompute.empty());
-  // every_k with k = 2: blocks 0, 2, ... are fully checkpointed, 1, 3, ... not.
+  // every_k with k = 2: blocks 1, 3, ... (0-based) are fully checkpointed, 0, 2, ... not:
+  // torchtitan's wrapper counts the blocks from 1 and wraps when the count is a multiple of k.
   o.checkpointing = Checkpointing::EveryK;
   o.checkpoint_every = 2;
   Workload w = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o);
-  CHECK(w.layers[1].saved_activations == full.saved_activations);
-  CHECK(w.layers[2].saved_activations == none.saved_activations);
+  CHECK(w.layers[2].saved_activations == full.saved_activations);
+  CHECK(w.layers[1].saved_activations == none.saved_activations);
+  // k = 3 over 32 blocks: the 3rd, 6th, ..., 30th: 10 blocks (counting from 0 would give 11).
+  o.checkpoint_every = 3;
+  w = build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o);
+  int checkpointed = 0;
+  for (const auto& l : w.layers)
+    if (l.kind == LayerKind::Block && !l.recompute.empty()) ++checkpointed;
+  CHECK(checkpointed == 10);
+  CHECK(w.layers[3].saved_activations == full.saved_activations);  // block 2
 }
 
 TEST_CASE("The autograd graph holds the nodes each implementation's forward creates", "[workload][host]") {

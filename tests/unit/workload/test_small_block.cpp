@@ -222,11 +222,12 @@ TEST_CASE("Activation checkpointing policies keep and recompute what their defin
   CHECK(sac.layers[1].recompute_activations.count == all - 18'688);
   CHECK(names(sac.layers[1].recompute) ==
         std::vector<std::string>{"layer_norm", "linear", "residual_add", "layer_norm", "gelu", "linear", "residual_add"});
-  // every_k with k = 2: block 0 fully checkpointed, block 1 not.
+  // every_k with k = 2: the 2nd block (block 1) fully checkpointed, the 1st not (torchtitan counts
+  // from 1).
   const Workload k2 = block(Checkpointing::EveryK, 2);
-  CHECK(k2.layers[1].saved_activations.count == 2048);
-  CHECK(k2.layers[2].saved_activations.count == all);
-  CHECK(k2.layers[2].recompute.empty());
+  CHECK(k2.layers[2].saved_activations.count == 2048);
+  CHECK(k2.layers[1].saved_activations.count == all);
+  CHECK(k2.layers[1].recompute.empty());
   // Checkpointing never touches the embedding or the head.
   CHECK(full.layers[0].saved_activations == build_default().layers[0].saved_activations);
   CHECK(full.layers[4].saved_activations == build_default().layers[4].saved_activations);
