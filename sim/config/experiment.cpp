@@ -305,6 +305,21 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
   return e;
 }
 
+Json effective_workload(const Workload& w) {
+  if (!w.options) return nullptr;
+  const WorkloadOptions& o = *w.options;
+  Json out = {{"implementation", to_string(o.impl)},
+              {"attention", to_string(o.attention)},
+              {"dropout", o.dropout},
+              {"attention_dropout", o.attention_dropout},
+              {"compile", o.compile},
+              {"loop_keeps_output", o.loop_keeps_output.value_or(false)},
+              {"activation_checkpointing", to_string(o.checkpointing)}};
+  if (o.checkpointing == Checkpointing::EveryK) out["activation_checkpointing_every"] = o.checkpoint_every;
+  if (o.checkpointing != Checkpointing::None) out["checkpoint_early_stop"] = o.checkpoint_early_stop.value_or(false);
+  return out;
+}
+
 Json load_experiment_document(const fs::path& file, const std::vector<std::string>& overrides, SourceMap& sources) {
   Json doc = load_with_includes(file, sources);
   for (const auto& o : overrides) apply_override(doc, o, &sources);

@@ -99,4 +99,11 @@ nlohmann::json load_experiment_document(const std::filesystem::path& file, const
 Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
                            ProfileCache* profiles = nullptr, const std::string& root_path = "");
 
+// The workload's implementation knobs as they applied, defaults resolved, under their config
+// keys (the `workload` line of results, beside the strategy's effective_config): implementation,
+// attention, dropout, attention_dropout, compile, loop_keeps_output, activation_checkpointing
+// (with activation_checkpointing_every for every_k, checkpoint_early_stop when blocks are
+// checkpointed). Null for a toy workload, which has none.
+nlohmann::json effective_workload(const Workload& w);
+
 }  // namespace stepsim

@@ -69,6 +69,7 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"metrics", metrics_to_json(r.metrics)},
           {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))},
           {"ops", ops_to_json(r.timeline)}};
+  if (e.workload.options) out["workload"] = effective_workload(e.workload);  // toy workloads have none
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   out["gemm_rates"] = {{"table", g.table}, {"in_training_factor", g.in_training_factor}, {"peak_scale", g.peak_scale},
                        {"corrected_to_training", g.corrected}, {"source", g.text}};

@@ -21,6 +21,7 @@ void write_run_description(std::ostream& out, const Experiment& e) {
                      e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,
                      e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
   out << fmt::format("  strategy: {}\n", e.strategy->effective_config().dump());
+  if (w.options) out << fmt::format("  workload: {}\n", effective_workload(w).dump());
   // An uncorrected microbenchmark GEMM table predicts GEMMs faster than a step runs them: say so.
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   if (!g.corrected) out << fmt::format("  note: GEMM rates: {}\n", g.text);

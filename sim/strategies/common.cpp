@@ -391,8 +391,8 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (e.training.optimizer_impl) return *e.training.optimizer_impl;
-  if (!e.workload.impl) return OptimizerImpl::Fused;
-  switch (*e.workload.impl) {
+  if (!e.workload.options) return OptimizerImpl::Fused;
+  switch (e.workload.options->impl) {
     case Implementation::LlmFoundry: return OptimizerImpl::ForLoop;
     case Implementation::Megatron: return OptimizerImpl::Fused;
     case Implementation::Hf:
@@ -405,7 +405,7 @@ OptimizerImpl deepspeed_optimizer_impl(const Experiment& e) { return e.training.
 
 bool loop_clips_grad_norm(const Experiment& e) {
   if (e.training.clip_grad_norm) return e.training.clip_grad_norm->has_value();
-  return e.workload.impl == Implementation::Torchtitan;
+  return e.workload.options && e.workload.options->impl == Implementation::Torchtitan;
 }
 
 void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c) {

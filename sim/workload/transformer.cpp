@@ -1226,9 +1226,9 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.micro_batch = b;
   w.seq_len = s;
   w.checkpointing = o.checkpointing;
-  w.impl = o.impl;
-  w.attention = o.attention;
-  w.compile = o.compile;
+  w.options = o;
+  w.options->loop_keeps_output = loop_keeps_output(o);
+  w.options->checkpoint_early_stop = o.compile || checkpoint_stops_early(o);
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
   w.layers.push_back(embedding_layer(md, d, o));

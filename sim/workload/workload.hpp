@@ -190,11 +190,11 @@ struct Workload {
   Checkpointing checkpointing = Checkpointing::None;
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
   bool toy = false;             // fixed-time layers (textbook cases)
-  // The implementation a transformer mirrors (its training loop's defaults follow it: the
-  // optimizer's code path, gradient clipping); none for toy workloads.
-  std::optional<Implementation> impl;
-  std::optional<Attention> attention;  // the attention it runs (none for toy workloads)
-  bool compile = false;                // torch.compile (WorkloadOptions::compile)
+  // The options a transformer was built with, as they applied (none for toy workloads):
+  // loop_keeps_output and checkpoint_early_stop resolved, the latter true under compile (whose
+  // partitioner stops the recompute whatever the eager setting). The training loop's defaults
+  // follow its implementation (the optimizer's code path, gradient clipping).
+  std::optional<WorkloadOptions> options;
   std::vector<Layer> layers;
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
   // The dtype of the scalar loss the model returns: HF's CrossEntropyLoss over the compute-dtype

@@ -290,6 +290,21 @@ TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; the workload's default reads
   auto recomputed = [&](const char* torch) { return test::experiment_from_doc(doc(mpt, torch)).workload.layers[1].recompute.size(); };
   CHECK(recomputed("2.1") + 2 == recomputed("2.0"));
   CHECK(recomputed(nullptr) == recomputed("2.1"));
+  // The results say what applied (effective_workload): the preset's implementation defaults and
+  // the recompute's stop; a compiled block's stops whatever the eager setting.
+  const nlohmann::json applied = effective_workload(test::experiment_from_doc(doc(mpt, "2.0")).workload);
+  CHECK(applied["implementation"] == "llm_foundry");
+  CHECK(applied["attention"] == "flash_triton");
+  CHECK(applied["loop_keeps_output"] == true);
+  CHECK(applied["activation_checkpointing"] == "full");
+  CHECK(applied["checkpoint_early_stop"] == false);
+  CHECK(effective_workload(test::experiment_from_doc(doc(mpt, "2.1")).workload)["checkpoint_early_stop"] == true);
+  nlohmann::json compiled = mpt;
+  compiled["compile"] = true;
+  CHECK(effective_workload(test::experiment_from_doc(doc(compiled, "2.0")).workload)["checkpoint_early_stop"] == true);
+  nlohmann::json none = mpt;
+  none["activation_checkpointing"] = "none";
+  CHECK_FALSE(effective_workload(test::experiment_from_doc(doc(none, "2.1")).workload).contains("checkpoint_early_stop"));
 }
 
 TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth", "[compute]") {
