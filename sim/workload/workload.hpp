@@ -166,8 +166,11 @@ struct WorkloadOptions {
 // raises _StopRecomputationError when recomp_counter reaches len(weak_holders); #90105 rewrote
 // the non-reentrant variant, #96866 made early stop the default, after 2.0's branch cut). The
 // reentrant variant re-runs the whole forward. Unset, the implementation decides:
-//  hf          reentrant: PreTrainedModel.gradient_checkpointing_enable passes
-//              {"use_reentrant": True} unless told otherwise: no early stop
+//  hf          reentrant, no early stop: the transformers whose modeling code the hf op lists
+//              mirror (4.36) called torch.utils.checkpoint without use_reentrant (PyTorch's
+//              default: True), and gradient_checkpointing_enable passed True explicitly from #28538
+//              (2024-01); huggingface/transformers#43203 (2026-01) made it False, so a run of a
+//              later transformers states true
 //  megatron    its own CheckpointFunction (tensor_parallel/random.py), reentrant: no early stop
 //  llm_foundry non-reentrant (train.py forces activation_checkpointing_reentrant false; Composer's
 //              checkpoint_wrapper passes no early_stop): PyTorch's default, from 2.1
