@@ -49,9 +49,9 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
   if (w.has("loop_keeps_output")) o.loop_keeps_output = w.boolean("loop_keeps_output", false);
   if (w.has("checkpoint_early_stop")) {
     o.checkpoint_early_stop = w.boolean("checkpoint_early_stop", false);
-    const Release torch = o.torch_version.value_or(Release{2, 9});
-    if (*o.checkpoint_early_stop && torch < Release{2, 1})
-      w.fail("checkpoint_early_stop", fmt::format("false with training.torch_version {} (early stop came with PyTorch 2.1)", torch.text()));
+    if (*o.checkpoint_early_stop && o.torch() < kCheckpointEarlyStopSince)
+      w.fail("checkpoint_early_stop", fmt::format("false with training.torch_version {} (early stop came with PyTorch {})",
+                                                  o.torch().text(), kCheckpointEarlyStopSince.text()));
   }
   if (o.checkpointing == Checkpointing::EveryK)
     o.checkpoint_every = static_cast<int>(w.positive_integer("activation_checkpointing_every"));

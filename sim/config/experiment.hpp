@@ -61,7 +61,7 @@ struct TrainingConfig {
   // while its collective is still queued returns to the caching allocator only once the
   // collective has run on the GPU. pytorch/pytorch#148590 (2.8) launches the kernel on the
   // current stream and stashes the tensors until wait(): the free is stream-ordered again.
-  bool c10d_records_streams() const { return torch_version.value_or(Release{2, 9}) < Release{2, 8}; }
+  bool c10d_records_streams() const { return torch_version.value_or(kDefaultTorchRelease) < Release{2, 8}; }
 };
 
 // The strategy is held as an opaque handle: sim/config reads workload, cluster and training and

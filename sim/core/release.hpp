@@ -13,4 +13,7 @@ struct Release {
   std::string text() const { return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch); }
 };
 
+// The PyTorch release of a run that states none (torch_version unset).
+inline constexpr Release kDefaultTorchRelease{2, 9};
+
 }  // namespace stepsim

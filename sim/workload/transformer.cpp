@@ -159,7 +159,7 @@ WorkloadOptions default_options(const std::string& family) {
 
 bool checkpoint_stops_early(const WorkloadOptions& o) {
   if (o.checkpoint_early_stop) return *o.checkpoint_early_stop;
-  return o.impl == Implementation::LlmFoundry && o.torch_version.value_or(Release{2, 9}) >= Release{2, 1};
+  return o.impl == Implementation::LlmFoundry && o.torch() >= kCheckpointEarlyStopSince;
 }
 
 namespace {
@@ -1033,7 +1033,8 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
   return embed;
 }
 
-// The transformer blocks, each with its checkpointing policy applied.
+// The transformer blocks, each with its checkpointing policy applied; `o` resolved (its
+// checkpoint_early_stop set: build_transformer).
 void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
   BlockBuild bb{md, d, o};
   for (int i = 0; i < md.layers; ++i) {
@@ -1041,7 +1042,7 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     Checkpointing c = o.checkpointing;
     if (c == Checkpointing::EveryK)  // the k-th, 2k-th, ... block counted from 1 (Checkpointing)
       c = ((i + 1) % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
-    checkpoint(l, c, d, o.compile || checkpoint_stops_early(o));
+    checkpoint(l, c, d, o.checkpoint_early_stop.value_or(false));
     l.autograd_nodes = block_autograd_nodes(md, d, o);
     w.layers.push_back(std::move(l));
   }
@@ -1219,7 +1220,11 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
 }
 
 Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
-                           const WorkloadOptions& o) {
+                           const WorkloadOptions& given) {
+  // The options as they apply, resolved once: what the layers are built from and what reports show.
+  WorkloadOptions o = given;
+  o.loop_keeps_output = loop_keeps_output(given);
+  o.checkpoint_early_stop = given.compile || checkpoint_stops_early(given);
   Workload w;
   w.name = name;
   w.dtype = dt;
@@ -1227,8 +1232,6 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.seq_len = s;
   w.checkpointing = o.checkpointing;
   w.options = o;
-  w.options->loop_keeps_output = loop_keeps_output(o);
-  w.options->checkpoint_early_stop = o.compile || checkpoint_stops_early(o);
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
   w.layers.push_back(embedding_layer(md, d, o));

@@ -158,8 +158,12 @@ struct WorkloadOptions {
   // Whether a checkpointed block's recompute stops at the last tensor its backward needs
   // (checkpoint_stops_early). Unset: the implementation's, at torch_version.
   std::optional<bool> checkpoint_early_stop;
-  std::optional<Release> torch_version;  // the run's PyTorch (TrainingConfig::torch_version); unset: 2.9
+  std::optional<Release> torch_version;  // the run's PyTorch (TrainingConfig::torch_version)
+  Release torch() const { return torch_version.value_or(kDefaultTorchRelease); }
 };
+
+// The first PyTorch whose non-reentrant checkpointing stops early (checkpoint_stops_early).
+inline constexpr Release kCheckpointEarlyStopSince{2, 1};
 
 // Non-reentrant torch.utils.checkpoint from PyTorch 2.1 stops its recompute once it has packed
 // every tensor the forward saved (torch/utils/checkpoint.py: _recomputation_hook's pack_hook
