@@ -667,16 +667,27 @@ class BlockBuilder {
   void swiglu_mlp() {
     Module w1 = linear(p + ".mlp.gate_proj", d.h, d.I, false, d, n * e);
     Module w3 = linear(p + ".mlp.up_proj", d.h, d.I, false, d, 0);
-    w3.backward.push_back(grad_add(d, n));
-    Module a;
-    a.name = p + ".mlp.act";
-    a.forward.push_back(mem("silu", KernelClass::Elementwise, In * e, In * e, In * e));        // saves w1 x
-    a.forward.push_back(mem("mul", KernelClass::Elementwise, 2 * In * e, In * e, 2 * In * e)); // saves silu out, w3 x
-    a.backward.push_back(mem("mul.bwd", KernelClass::Elementwise, 3 * In * e, 2 * In * e, 0, 2));
-    a.backward.push_back(mem("silu.bwd", KernelClass::Elementwise, 2 * In * e, In * e));
-    l.modules.push_back(std::move(w1));
-    l.modules.push_back(std::move(w3));
-    l.modules.push_back(std::move(a));
+    const Op silu = mem("silu", KernelClass::Elementwise, In * e, In * e, In * e);        // saves w1 x
+    const Op mul = mem("mul", KernelClass::Elementwise, 2 * In * e, In * e, 2 * In * e);  // saves silu out, w3 x
+    const Op mul_bwd = mem("mul.bwd", KernelClass::Elementwise, 3 * In * e, 2 * In * e, 0, 2);
+    const Op silu_bwd = mem("silu.bwd", KernelClass::Elementwise, 2 * In * e, In * e);
+    if (o.compile) {
+      // Inductor's order: both GEMMs, then silu and mul as one generated kernel (fused per module).
+      w3.backward.push_back(grad_add(d, n));
+      l.modules.push_back(std::move(w1));
+      l.modules.push_back(std::move(w3));
+      l.modules.push_back(Module{p + ".mlp.act", {}, {silu, mul}, {mul_bwd, silu_bwd}});
+    } else {
+      // Eager, as Python evaluates `w2(F.silu(w1(x)) * w3(x))` (torchtitan FeedForward.forward; HF
+      // LlamaMLP `down_proj(act_fn(gate_proj(x)) * up_proj(x))`): w1, silu, w3, mul. The autograd
+      // engine runs the ready node created last first (sequence_nr), so after MulBackward0 come
+      // w3's MmBackward0, SiluBackward0, then w1's, whose input gradient meets w3's in x's buffer.
+      w1.backward.push_back(grad_add(d, n));
+      l.modules.push_back(std::move(w1));
+      l.modules.push_back(Module{p + ".mlp.act_fn", {}, {silu}, {silu_bwd}});
+      l.modules.push_back(std::move(w3));
+      l.modules.push_back(Module{p + ".mlp.act", {}, {mul}, {mul_bwd}});
+    }
     Module down = linear(p + ".mlp.down_proj", d.I, d.h, false, d, In * e);  // saves the mul output
     // h + mlp(norm(h)): HF LlamaDecoderLayer.forward `hidden_states = residual + hidden_states`,
     // torchtitan models/llama/model.py TransformerBlock.forward `out = h + self.feed_forward(self.ffn_norm(h))`.

@@ -594,3 +594,37 @@ TEST_CASE("Every non-vectorized op of a block carries the elements it computes",
   for (const Op& op : all_forward(first_block(opt)))
     if (op.cls == KernelClass::ElementwiseStrided) CHECK(op.work.cast_elements == (op.name == "scores.max_clamp" ? S2 : 0));
 }
+
+TEST_CASE("Llama's SwiGLU runs in the order eager Python and the autograd engine run it", "[workload]") {
+  // `w2(F.silu(w1(x)) * w3(x))`: forward w1, silu, w3, mul, w2. Backward, the engine takes the
+  // ready node created last first: mul's gradient, w3's MmBackward0, SiluBackward0, w1's, and x's
+  // two gradients meet after w1's. Compiled: both GEMMs, then the fused silu * mul.
+  const auto mlp_sequence = [](bool compile, bool forward) {
+    WorkloadOptions o = preset_options("llama3-8b");
+    o.compile = compile;
+    const Layer l = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 1, 2048, Dtype::BF16, o));
+    std::vector<std::string> seq;
+    const auto visit = [&](const Module& m) {
+      if (m.name.find(".mlp.") == std::string::npos || m.name.find("mlp_norm") != std::string::npos) return;
+      const std::string mod = m.name.substr(m.name.find(".mlp.") + 5);
+      for (const Op& op : forward ? m.forward : m.backward) seq.push_back(mod + " " + op.name);
+    };
+    if (forward)
+      for (const Module& m : l.modules) visit(m);
+    else
+      for (auto m = l.modules.rbegin(); m != l.modules.rend(); ++m) visit(*m);
+    return seq;
+  };
+  using V = std::vector<std::string>;
+  CHECK(mlp_sequence(false, true) ==
+        V{"gate_proj linear", "act_fn silu", "up_proj linear", "act mul", "down_proj linear", "down_proj residual_add"});
+  CHECK(mlp_sequence(false, false) ==
+        V{"down_proj linear.dgrad", "down_proj linear.wgrad", "act mul.bwd", "up_proj linear.dgrad",
+          "up_proj linear.wgrad", "act_fn silu.bwd", "gate_proj linear.dgrad", "gate_proj linear.wgrad",
+          "gate_proj grad_accumulate"});
+  const V compiled = mlp_sequence(true, true);
+  REQUIRE(compiled.size() == 5);
+  CHECK(compiled[0] == "gate_proj linear");
+  CHECK(compiled[1] == "up_proj linear");
+  CHECK(compiled[2] == "act fused(silu+mul)");
+}
