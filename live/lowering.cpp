@@ -71,9 +71,10 @@ class Lowerer {
     const KernelWork& w = l.kernel.work;
     for (const GemmShape& g : w.gemms) li.calls.push_back(gemm_call(l.stream, g, false));
     if (w.attention.flops.count > 0) {
-      // Attention GEMMs run in the dtype of the kernel's GEMMs (bf16 when there are none).
+      // Attention GEMMs run in the dtype of the kernel's GEMMs (bf16 when there are none), over the
+      // FLOPs the kernel executes (its compiled head width).
       Dtype dt = w.gemms.empty() ? Dtype::BF16 : w.gemms.front().dtype;
-      li.calls.push_back(gemm_call(l.stream, attention_gemm(w.attention.flops, dt), true));
+      li.calls.push_back(gemm_call(l.stream, attention_gemm(attention_executed_flops(w.attention), dt), true));
     }
     if (w.memory_bytes.count > 0) {
       // memory_bytes counts reads + writes; a copy of N bytes reads N and writes N.

@@ -51,7 +51,7 @@ bool gemm_shape(const std::string& op, const std::vector<std::vector<std::int64_
 }
 
 struct AttentionShape {
-  std::int64_t batch = 0, seq = 0, hidden = 0;
+  std::int64_t batch = 0, seq = 0, hidden = 0, head_dim = 0;
 };
 
 bool attention_backward(const std::string& op) { return op.ends_with("Backward") || op.ends_with("_backward"); }
@@ -67,7 +67,7 @@ std::optional<AttentionShape> attention_shape(const std::string& op, const std::
   const auto& q = d.front();
   if (op.starts_with("aten::")) {
     if (q.size() != 4) return std::nullopt;
-    return AttentionShape{q[0], q[2], q[1] * q[3]};
+    return AttentionShape{q[0], q[2], q[1] * q[3], q[3]};
   }
   const bool packed = op.find("QKVPacked") != std::string::npos;
   if (op.find("Varlen") != std::string::npos) {
@@ -83,10 +83,10 @@ std::optional<AttentionShape> attention_shape(const std::string& op, const std::
       b = it->second;
     }
     if (b <= 0 || t % b != 0) return std::nullopt;
-    return AttentionShape{b, t / b, h};
+    return AttentionShape{b, t / b, h, q.back()};
   }
   if (q.size() != (packed ? 5u : 4u)) return std::nullopt;
-  return AttentionShape{q[0], q[1], packed ? q[3] * q[4] : q[2] * q[3]};
+  return AttentionShape{q[0], q[1], packed ? q[3] * q[4] : q[2] * q[3], q.back()};
 }
 
 // Is_causal of a FlashAttention-2 kernel from its template arguments: flash_fwd_kernel<
@@ -302,7 +302,7 @@ void add_gemms(const KinetoTrace& t, const KernelLaunches& launches, const Trace
 struct AttentionKey {
   AttentionKernel kernel;
   bool backward;
-  std::int64_t batch, seq, hidden;
+  std::int64_t batch, seq, hidden, head_dim;
   auto operator<=>(const AttentionKey&) const = default;
 };
 struct AttentionTimes {
@@ -331,7 +331,7 @@ void add_attention(const KinetoTrace& t, const KernelLaunches& launches, const T
                                    : op.starts_with("aten::")              ? AttentionKernel::SdpaFlash
                                                                            : AttentionKernel::Flash;
     const bool backward = attention_backward(op);
-    AttentionTimes& slot = out[AttentionKey{kernel, backward, shape->batch, shape->seq, shape->hidden}];
+    AttentionTimes& slot = out[AttentionKey{kernel, backward, shape->batch, shape->seq, shape->hidden, shape->head_dim}];
     slot.times.push_back(k.total);
     if (causal && !slot.causal) slot.causal = causal;
   }
@@ -345,17 +345,22 @@ void add_attention_points(const AttentionByKey& by_key, TraceFitData& d) {
     a.batch = key.batch;
     a.seq = key.seq;
     a.hidden = key.hidden;
+    a.head_dim = key.head_dim;
     // The backward's kernels name Is_causal too; else the forward of the same shape says it.
     std::optional<bool> causal = times.causal;
     if (!causal) {
-      auto f = by_key.find(AttentionKey{key.kernel, !key.backward, key.batch, key.seq, key.hidden});
+      auto f = by_key.find(AttentionKey{key.kernel, !key.backward, key.batch, key.seq, key.hidden, key.head_dim});
       if (f != by_key.end()) causal = f->second.causal;
     }
     a.causal = causal.value_or(true);
     a.causal_assumed = !causal;
     a.count = times.times.size();
     a.median = median_of(times.times);
-    a.rate = FlopRate{fused_attention_flops(a.batch, a.seq, a.hidden, a.backward, a.causal).count / a.median.seconds()};
+    // Per FLOP the kernel executes, as the prediction prices it: a head between two compiled
+    // widths runs the wider one (attention_kernel_head_dim).
+    const AttentionWork work{fused_attention_flops(a.batch, a.seq, a.hidden, a.backward, a.causal), a.kernel, a.backward,
+                             a.seq, a.head_dim};
+    a.rate = FlopRate{attention_executed_flops(work).count / a.median.seconds()};
     d.attention.push_back(a);
   }
 }

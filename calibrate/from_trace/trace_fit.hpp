@@ -66,11 +66,12 @@ struct AttentionPoint {
   AttentionKernel kernel = AttentionKernel::Flash;
   bool backward = false;
   std::int64_t batch = 0, seq = 0, hidden = 0;  // hidden = heads x head dim of q
+  std::int64_t head_dim = 0;                    // q's last dimension; 0: not known
   bool causal = true;
   bool causal_assumed = false;  // the kernel names did not say: causal taken
   std::size_t count = 0;
   Time median;                  // median time of one call's kernels
-  FlopRate rate;
+  FlopRate rate;                // the FLOPs the kernel executes (attention_executed_flops) over median
 };
 
 // Eager PyTorch's CPU cost per op, from the spacing of kernel launches (runtime calls) on the

@@ -150,7 +150,8 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     t += std::max(moved, floor);
   }
   if (w.attention.flops.count > 0)
-    t += compute_time(w.attention.flops, FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});
+    t += compute_time(attention_executed_flops(w.attention),
+                      FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});
   return t;
 }
 

@@ -150,6 +150,30 @@ Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t h
   return Flops{(backward ? 5.0 : 2.0) * s2h * (causal ? 1.0 : 2.0)};
 }
 
+std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim) {
+  if (head_dim <= 0) return head_dim;
+  switch (k) {
+    case AttentionKernel::Flash:
+    case AttentionKernel::SdpaFlash:
+      if (head_dim > 256) return head_dim;
+      return head_dim <= 32 ? 32 : (head_dim + 31) / 32 * 32;
+    case AttentionKernel::FlashTriton: {
+      std::int64_t w = 16;
+      while (w < head_dim) w *= 2;
+      return w;
+    }
+    case AttentionKernel::Flash3:
+    case AttentionKernel::SdpaEfficient: return head_dim;
+  }
+  return head_dim;
+}
+
+Flops attention_executed_flops(const AttentionWork& a) {
+  if (a.head_dim <= 0) return a.flops;
+  return Flops{a.flops.count * static_cast<double>(attention_kernel_head_dim(a.kernel, a.head_dim)) /
+               static_cast<double>(a.head_dim)};
+}
+
 std::string to_string(AttentionKernel k) {
   switch (k) {
     case AttentionKernel::Flash: return "flash";

@@ -68,13 +68,29 @@ inline constexpr int kAttentionKernelCount = 5;
 std::string to_string(AttentionKernel k);
 
 // The work of a fused attention kernel: its causal FLOPs (QK^T and PV halved), which kernel,
-// which direction, and the sequence length it runs over (its rate grows with it).
+// which direction, the sequence length it runs over (its rate grows with it) and the model's head
+// dimension (0: not known, the FLOPs as given).
 struct AttentionWork {
   Flops flops;
   AttentionKernel kernel = AttentionKernel::Flash;
   bool backward = false;
   std::int64_t seq = 0;
+  std::int64_t head_dim = 0;
 };
+
+// The head dimension a kernel computes with for a model's `head_dim`: the kernels are compiled
+// for a few widths and a head between them runs the next wider one, its extra columns zero.
+//  - Flash, SdpaFlash (FlashAttention-2): 32, 64, 96, 128, 160, 192, 224, 256
+//    (csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH: `if (HEADDIM <= 32) kHeadDim = 32; else
+//    if (HEADDIM <= 64) ...`; flash_api.cpp pads q/k/v to a multiple of 8 first);
+//  - FlashTriton: the next power of two, at least 16 (flash_attn_triton.py `BLOCK_HEADDIM =
+//    max(triton.next_power_of_2(d), 16)`; llm-foundry's copy at c6cfb4284, l.622);
+//  - Flash3, SdpaEfficient: the head dimension itself (FlashAttention-3 builds each supported
+//    width exactly; the memory-efficient kernel is not modelled by width).
+std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim);
+
+// The FLOPs the kernel executes: the model's, times kernel head dim / head dim.
+Flops attention_executed_flops(const AttentionWork& a);
 
 // The FLOPs a fused attention kernel does over `batch` sequences of `seq` tokens with `hidden`
 // = heads x head_dim: 4 b s^2 h forward (QK^T and PV) and 10 b s^2 h backward (the forward's

@@ -366,7 +366,8 @@ Op grad_add(const Dims& d, std::int64_t n) {
 // (FlashAttention-2 paper, Algorithm 1-2); causal FLOPs 2 b s^2 h forward (QK^T and PV halved)
 // and 5 b s^2 h backward; FA2's backward launches three kernels (dot(dO, O), the main loop,
 // dq conversion: flash_bwd_* in the li-plus Megatron trace), the triton kernel two, the
-// memory-efficient kernel one. Each runs at its kernel's rate for the sequence length.
+// memory-efficient kernel one. Each runs at its kernel's rate for the sequence length, over the
+// FLOPs of the head width it is compiled for (attention_kernel_head_dim: MPT-30B's 112 runs 128).
 // q, k, v given in elements per token: sdpa sees the repeated k/v of GQA (torchtitan repeat_kv).
 Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels) {
   Module m;
@@ -377,8 +378,8 @@ Module fused_attention(const std::string& name, const Dims& d, Attention a, std:
   Op b = mem("attention.bwd", KernelClass::Attention, (2 * q + 2 * kv) * e + q * e + lse, (q + 2 * kv) * e + q * 4, 0,
              a == Attention::SdpaEfficient ? 1 : bwd_kernels);
   const AttentionKernel k = attention_kernel(a);
-  f.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, false, true), k, false, d.s};
-  b.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, true, true), k, true, d.s};
+  f.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, false, true), k, false, d.s, d.d};
+  b.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, true, true), k, true, d.s, d.d};
   m.forward.push_back(f);
   m.backward.push_back(b);
   return m;

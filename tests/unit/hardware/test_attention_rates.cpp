@@ -274,3 +274,39 @@ TEST_CASE("A prediction says where its GEMM rates come from, and flags an uncorr
   CHECK(gemm_rate_source(load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json").compute).corrected);
   CHECK_FALSE(gemm_rate_source(load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-96gb.json").compute).corrected);
 }
+
+TEST_CASE("An attention kernel computes at the head width it is compiled for", "[hardware][attention]") {
+  // FlashAttention-2 (flash_attn and sdpa's copy): HEADDIM_SWITCH's 32, 64, 96, 128, ..., 256.
+  for (AttentionKernel k : {AttentionKernel::Flash, AttentionKernel::SdpaFlash}) {
+    CHECK(attention_kernel_head_dim(k, 8) == 32);
+    CHECK(attention_kernel_head_dim(k, 64) == 64);
+    CHECK(attention_kernel_head_dim(k, 80) == 96);
+    CHECK(attention_kernel_head_dim(k, 112) == 128);
+    CHECK(attention_kernel_head_dim(k, 128) == 128);
+    CHECK(attention_kernel_head_dim(k, 200) == 224);
+  }
+  // The Triton kernel: BLOCK_HEADDIM = max(next_power_of_2(d), 16).
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 8) == 16);
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 80) == 128);
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 112) == 128);
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 128) == 128);
+  // FlashAttention-3 and the memory-efficient kernel: the head dimension itself; unknown stays 0.
+  CHECK(attention_kernel_head_dim(AttentionKernel::Flash3, 112) == 112);
+  CHECK(attention_kernel_head_dim(AttentionKernel::SdpaEfficient, 112) == 112);
+  CHECK(attention_kernel_head_dim(AttentionKernel::Flash, 0) == 0);
+
+  // MPT-30B's 64 heads of 112 run the 128-wide kernel: as long as 64 heads of 128 would.
+  ComputeProfile c = base();
+  const auto time = [&](AttentionKernel k, std::int64_t head_dim) {
+    Kernel kernel{"attention", KernelClass::Attention, KernelWork{}, ""};
+    kernel.work.attention = AttentionWork{fused_attention_flops(1, 8192, 64 * head_dim, false, true), k, false, 8192, head_dim};
+    return kernel_time(c, kernel).ms();
+  };
+  CHECK(time(AttentionKernel::FlashTriton, 112) == Approx(time(AttentionKernel::FlashTriton, 128)));
+  CHECK(time(AttentionKernel::Flash, 112) == Approx(time(AttentionKernel::Flash, 128)));
+  CHECK(time(AttentionKernel::Flash3, 112) == Approx(time(AttentionKernel::Flash3, 128) * 112 / 128));
+  // Without a head dimension the FLOPs are taken as given.
+  Kernel unknown{"attention", KernelClass::Attention, KernelWork{}, ""};
+  unknown.work.attention = AttentionWork{Flops{1e12}, AttentionKernel::FlashTriton, false, 8192};
+  CHECK(attention_executed_flops(unknown.work.attention).count == 1e12);
+}

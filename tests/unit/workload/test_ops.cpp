@@ -628,3 +628,20 @@ TEST_CASE("Llama's SwiGLU runs in the order eager Python and the autograd engine
   CHECK(compiled[1] == "up_proj linear");
   CHECK(compiled[2] == "act fused(silu+mul)");
 }
+
+TEST_CASE("A fused attention op carries the model's head dimension", "[workload][attention]") {
+  // MPT-30B's d_model 7168 in 64 heads of 112 (llm-foundry's benchmark yaml has 56 of 128).
+  ModelDims dims = preset_dims("mpt-30b");
+  dims.heads = dims.kv_heads = 64;
+  const Layer b = first_block(build_transformer("mpt-30b", dims, 1, 2048, Dtype::BF16, preset_options("mpt-30b")));
+  int seen = 0;
+  for (const Module& m : b.modules)
+    for (const auto* ops : {&m.forward, &m.backward})
+      for (const Op& op : *ops)
+        if (op.work.attention.flops.count > 0) {
+          CHECK(op.work.attention.head_dim == 112);  // 7,168 / 64 heads
+          CHECK(op.work.attention.kernel == AttentionKernel::FlashTriton);
+          ++seen;
+        }
+  CHECK(seen == 2);
+}
