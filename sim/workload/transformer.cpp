@@ -367,7 +367,7 @@ Op grad_add(const Dims& d, std::int64_t n) {
 // and 5 b s^2 h backward; FA2's backward launches three kernels (dot(dO, O), the main loop,
 // dq conversion: flash_bwd_* in the li-plus Megatron trace), the triton kernel two, the
 // memory-efficient kernel one. Each runs at its kernel's rate for the sequence length, over the
-// FLOPs of the head width it is compiled for (attention_kernel_head_dim: MPT-30B's 112 runs 128).
+// FLOPs of the head width it is compiled for (attention_kernel_head_dim: a head of 112 runs 128).
 // q, k, v given in elements per token: sdpa sees the repeated k/v of GQA (torchtitan repeat_kv).
 Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels) {
   Module m;
