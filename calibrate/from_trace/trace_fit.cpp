@@ -722,6 +722,7 @@ void apply_attention_rates(const TraceFitData& d, const ComputeProfile& base, Ha
     slot = r;
     j["attention"][to_string(k)] = {
         {"seq", f->seq},
+        {"head_dim", f->head_dim},  // the rates are per FLOP of its kernel's width (attention_kernel_head_dim)
         {"causal", f->causal},
         {"causal_assumed", f->causal_assumed},
         {"calls", {f->count, b->count}},

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 #include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/hardware/compute_model.hpp"
@@ -38,6 +39,8 @@ TEST_CASE("the Megatron trace's FlashAttention-2 kernels: shape, causality and r
   CHECK(f.batch == 32);
   CHECK(f.seq == 1024);
   CHECK(f.hidden == 512);
+  CHECK(f.head_dim == 64);  // FlashAttention-2's 64-wide kernel: executed FLOPs are the model's
+  CHECK(b.head_dim == 64);
   CHECK(b.batch == 32);  // the backward node records only dO: b from the forward of the same q
   // flash_fwd_kernel<traits, Is_dropout=true, Is_causal=true, ...>
   CHECK(f.causal);
@@ -70,6 +73,8 @@ TEST_CASE("fit --trace on the Megatron trace reproduces the shipped A800 flash a
   const auto& sr = shipped.compute.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
   REQUIRE(fr);
   REQUIRE(sr);
+  // The provenance says at which head width the rate was measured.
+  CHECK(nlohmann::json::parse(std::ifstream(out_file))["provenance"]["trace_compute"]["attention"]["flash"]["head_dim"] == 64);
   CHECK(fr->half_rate_seq == sr->half_rate_seq);  // kept from the base
   CHECK(fr->forward == Approx(sr->forward).epsilon(0.002));
   CHECK(fr->backward == Approx(sr->backward).epsilon(0.002));
