@@ -158,6 +158,7 @@ std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim)
       if (head_dim > 256) return head_dim;
       return head_dim <= 32 ? 32 : (head_dim + 31) / 32 * 32;
     case AttentionKernel::FlashTriton: {
+      if (head_dim > 128) return head_dim;  // the kernel asserts d <= 128
       std::int64_t w = 16;
       while (w < head_dim) w *= 2;
       return w;

@@ -84,7 +84,7 @@ struct AttentionWork {
 //    (csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH: `if (HEADDIM <= 32) kHeadDim = 32; else
 //    if (HEADDIM <= 64) ...`; flash_api.cpp pads q/k/v to a multiple of 8 first);
 //  - FlashTriton: the next power of two, at least 16 (flash_attn_triton.py `BLOCK_HEADDIM =
-//    max(triton.next_power_of_2(d), 16)`; llm-foundry's copy at c6cfb4284, l.622);
+//    max(triton.next_power_of_2(d), 16)`; llm-foundry's copy at c6cfb4284, l.622), up to its 128;
 //  - Flash3, SdpaEfficient: the head dimension itself (FlashAttention-3 builds each supported
 //    width exactly; the memory-efficient kernel is not modelled by width).
 std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim);

@@ -290,6 +290,11 @@ TEST_CASE("An attention kernel computes at the head width it is compiled for", "
   CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 80) == 128);
   CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 112) == 128);
   CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 128) == 128);
+  // Past the widths a kernel is built for (the Triton kernel asserts d <= 128, FlashAttention-2
+  // stops at 256), the head dimension itself: no width to round to.
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 160) == 160);
+  CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, std::int64_t{1} << 62) == std::int64_t{1} << 62);
+  CHECK(attention_kernel_head_dim(AttentionKernel::Flash, 300) == 300);
   // FlashAttention-3 and the memory-efficient kernel: the head dimension itself; unknown stays 0.
   CHECK(attention_kernel_head_dim(AttentionKernel::Flash3, 112) == 112);
   CHECK(attention_kernel_head_dim(AttentionKernel::SdpaEfficient, 112) == 112);
