@@ -215,7 +215,7 @@ std::map<std::string, std::string> case_facets(const Experiment& e) {
           {"implementation", w.options ? to_string(w.options->impl) : std::string("toy")},
           {"attention", w.options ? to_string(w.options->attention) : std::string("toy")},
           {"framework", framework},
-          {"checkpointing", to_string(w.checkpointing)},
+          {"checkpointing", to_string(w.checkpointing())},
           {"compile", w.options && w.options->compile ? "on" : "off"},
           {"seq_len", std::to_string(w.seq_len)},
           {"micro_batch", std::to_string(w.micro_batch)},

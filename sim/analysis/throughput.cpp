@@ -37,11 +37,11 @@ Throughput throughput(const Experiment& e, Time step_time) {
   const double model = model_flops_per_token(w);
   if (model <= 0 || peak == e.cluster.profile.compute.peak.end() || peak->second.flops_per_s <= 0) return t;
   double hardware = model;
-  if (w.checkpointing == Checkpointing::Full) {
+  if (w.checkpointing() == Checkpointing::Full) {
     hardware += model / 3;
-  } else if (w.checkpointing == Checkpointing::Selective) {
+  } else if (w.checkpointing() == Checkpointing::Selective) {
     hardware += attention_forward_per_token(w);
-  } else if (w.checkpointing != Checkpointing::None) {
+  } else if (w.checkpointing() != Checkpointing::None) {
     // op_sac, every_k: the FLOPs of the ops the workload re-runs (GEMMs and attention).
     double recomputed = 0;
     for (const auto& l : w.layers)

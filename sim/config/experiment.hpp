@@ -55,13 +55,14 @@ struct TrainingConfig {
   // The PyTorch release of the run (torch_version), for the rules that changed between
   // releases; unset: 2.9, or what a strategy infers from its framework's release.
   std::optional<Release> torch_version;
+  Release torch() const { return torch_version.value_or(kDefaultTorchRelease); }
   // Before 2.8, ProcessGroupNCCL runs each collective on its own NCCL stream and calls
   // recordStream(ncclStream) on the collective's input and output tensors (the [Sync Streams]
   // note of ProcessGroupNCCL.cpp; TORCH_NCCL_AVOID_RECORD_STREAMS=1 opted out): a tensor freed
   // while its collective is still queued returns to the caching allocator only once the
   // collective has run on the GPU. pytorch/pytorch#148590 (2.8) launches the kernel on the
   // current stream and stashes the tensors until wait(): the free is stream-ordered again.
-  bool c10d_records_streams() const { return torch_version.value_or(kDefaultTorchRelease) < Release{2, 8}; }
+  bool c10d_records_streams() const { return torch() < Release{2, 8}; }
 };
 
 // The strategy is held as an opaque handle: sim/config reads workload, cluster and training and

@@ -155,8 +155,7 @@ std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim)
   switch (k) {
     case AttentionKernel::Flash:
     case AttentionKernel::SdpaFlash:
-      if (head_dim > 256) return head_dim;
-      return head_dim <= 32 ? 32 : (head_dim + 31) / 32 * 32;
+      return head_dim > 256 ? head_dim : (head_dim + 31) / 32 * 32;
     case AttentionKernel::FlashTriton: {
       if (head_dim > 128) return head_dim;  // the kernel asserts d <= 128
       std::int64_t w = 16;

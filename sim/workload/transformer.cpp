@@ -1242,7 +1242,6 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.dtype = dt;
   w.micro_batch = b;
   w.seq_len = s;
-  w.checkpointing = o.checkpointing;
   w.options = o;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);

@@ -194,7 +194,6 @@ struct Workload {
   Dtype dtype = Dtype::BF16;    // compute dtype
   std::int64_t micro_batch = 1;
   std::int64_t seq_len = 1;
-  Checkpointing checkpointing = Checkpointing::None;
   std::int64_t hidden = 0;      // model width (0 for toy workloads), for throughput conventions
   bool toy = false;             // fixed-time layers (textbook cases)
   // The options a transformer was built with, as they applied (none for toy workloads):
@@ -202,6 +201,8 @@ struct Workload {
   // partitioner stops the recompute whatever the eager setting). The training loop's defaults
   // follow its implementation (the optimizer's code path, gradient clipping).
   std::optional<WorkloadOptions> options;
+  // Its activation checkpointing policy (none for toy workloads).
+  Checkpointing checkpointing() const { return options ? options->checkpointing : Checkpointing::None; }
   std::vector<Layer> layers;
   Bytes kept_output;            // the output the training loop keeps (0: none); see Op::kept_output
   // The dtype of the scalar loss the model returns: HF's CrossEntropyLoss over the compute-dtype

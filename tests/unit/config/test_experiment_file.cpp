@@ -64,7 +64,7 @@ TEST_CASE("An experiment file that omits a key gets the documented default", "[c
   CHECK(e.workload.micro_batch == 1);
   CHECK(e.workload.seq_len == 2048);
   CHECK(e.workload.dtype == Dtype::BF16);
-  CHECK(e.workload.checkpointing == Checkpointing::None);
+  CHECK(e.workload.checkpointing() == Checkpointing::None);
   CHECK(e.workload.layers.size() == 12 + 3);
   CHECK(e.workload.hidden == 768);
   // cluster: 1 node of 8 GPUs; the profile file is the one named.
