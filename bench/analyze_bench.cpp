@@ -1,4 +1,4 @@
-// analyze speed and memory on the real Kineto traces (../shared/data/traces): for each file,
+// analyze speed and memory on the real Kineto traces (data/traces): for each file,
 // read + analyze on one thread, best of --reps runs (wall and CPU time), and the process's
 // peak RSS (getrusage ru_maxrss, KiB) after that file. Files are processed smallest first so
 // that the maxrss growth is attributable. Not a test: numbers go in the README section.
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     }
   }
   if (files.empty())
-    for (const auto& e : fs::recursive_directory_iterator(fs::path(STEPSIM_SHARED_DATA) / "traces"))
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(STEPSIM_TEST_DATA) / "traces"))
       if (e.is_regular_file() && e.path().extension() == ".gz") files.push_back(e.path());
   std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
     return fs::file_size(a) < fs::file_size(b) || (fs::file_size(a) == fs::file_size(b) && a < b);

@@ -8,12 +8,14 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
 
 namespace stepsim::calib {
 
-std::string read_text_file(const std::filesystem::path& file) {
+std::string read_text_file(const std::filesystem::path& name) {
+  const std::filesystem::path file = resolve_input_path(name);
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a file", file.string()));
   if (std::filesystem::is_character_file(file, ec) || std::filesystem::is_block_file(file, ec) || std::filesystem::is_socket(file, ec))

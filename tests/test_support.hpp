@@ -21,10 +21,10 @@
 
 namespace stepsim::test {
 
-#ifdef STEPSIM_SHARED_DATA
-// The li-plus DeepSpeed-Chat ZeRO-1 trace (8x A800, OPT-1.3B; ../shared/data/traces/README.md).
+#ifdef STEPSIM_TEST_DATA
+// The li-plus DeepSpeed-Chat ZeRO-1 trace (8x A800, OPT-1.3B; data/traces/README.md).
 inline const std::string kLiPlusZero1Trace =
-    std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
+    std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
 #endif
 
 // Zero host cost, no contention, memory-bound kernels free, collectives t = alpha + S / beta

@@ -1,6 +1,9 @@
 #include "tools/cli_common.hpp"
 
 #include <fcntl.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#endif
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
 
@@ -216,7 +220,8 @@ int run_guarded(const std::function<int()>& body) {
 int exec_gpu_binary(const std::string& command, const Args& args) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path self = executable_path();
+  if (self.empty()) ec = std::make_error_code(std::errc::no_such_file_or_directory);
   fs::path gpu = self.parent_path() / "stepsim-gpu";
   // An install that keeps it elsewhere (and the emulated-GPU tests) name it explicitly.
   if (const char* env = std::getenv("STEPSIM_GPU_BINARY"); env && *env) gpu = env;
@@ -239,6 +244,41 @@ int exec_gpu_binary(const std::string& command, const Args& args) {
   ::execv(argv[0], argv.data());
   // Only reached when exec failed.
   throw std::runtime_error(fmt::format("cannot run {}: {}", gpu.string(), std::strerror(errno)));
+}
+
+std::filesystem::path executable_path() {
+  namespace fs = std::filesystem;
+#if defined(__APPLE__)
+  char buf[4096];
+  std::uint32_t size = sizeof buf;
+  if (_NSGetExecutablePath(buf, &size) != 0) return {};
+  std::error_code ec;
+  fs::path p = fs::canonical(buf, ec);
+  return ec ? fs::path(buf) : p;
+#else
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : p;
+#endif
+}
+
+Args take_data_dir_option(const Args& args) {
+  namespace fs = std::filesystem;
+  if (fs::path exe = executable_path(); !exe.empty()) set_default_data_dir((exe.parent_path() / STEPSIM_DATA_FROM_BIN).lexically_normal());
+  Args rest;
+  rest.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--data-dir") {
+      if (i + 1 >= args.size()) throw InputError("--data-dir: expected a directory after it");
+      set_data_dir(args[++i]);
+    } else if (a.rfind("--data-dir=", 0) == 0) {
+      set_data_dir(a.substr(11));
+    } else {
+      rest.push_back(a);
+    }
+  }
+  return rest;
 }
 
 }  // namespace stepsim::cli

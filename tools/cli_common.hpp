@@ -84,4 +84,12 @@ int run_guarded(const std::function<int()>& body);
 // STEPSIM_GPU_BINARY, when set, names the executable instead (the emulated-GPU tests use it).
 int exec_gpu_binary(const std::string& command, const Args& args);
 
+// This process's executable (empty when the OS does not say).
+std::filesystem::path executable_path();
+
+// Takes `--data-dir DIR` (or `--data-dir=DIR`) out of `args`, wherever it stands, and sets it
+// (sim/core/data_dir.hpp); sets the installed default first: <executable's folder>/../share/stepsim
+// (GNUInstallDirs' bin and share, as the install rules place them). Returns the other arguments.
+Args take_data_dir_option(const Args& args);
+
 }  // namespace stepsim::cli

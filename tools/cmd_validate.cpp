@@ -36,7 +36,8 @@ int validate(const Args& args) {
   po::variables_map vm;
   if (!parse_args(args,
                   "usage: stepsim validate [SUITE.json] [--json] [--report F.html] [--baseline F.json] [--by FACET]\n"
-                  "Predicts every case of the suite (default validation/suite.json, run from the repository root)\n"
+                  "Predicts every case of the suite (default validation/suite.json: from the working directory, else\n"
+                  "the data directory, see stepsim --help)\n"
                   "and compares it with what was measured: real profiler traces (through analyze) and published\n"
                   "training runs. Per case and metric: predicted, measured, error; per source and overall: median\n"
                   "and p90 of |error| and the bias; pairs: the predicted vs measured change of step time.\n"

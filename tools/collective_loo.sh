@@ -6,7 +6,7 @@
 #   usage: tools/collective_loo.sh [path/to/stepsim]   (run from the repository root)
 set -euo pipefail
 STEPSIM=${1:-build/tools/stepsim}
-C=../shared/data/nccl-tests/h100-cluster01-xxrjun
+C=data/nccl-tests/h100-cluster01-xxrjun
 LOGS=(nccl_N1_G8_cnode3-003.log nccl_N1_G4_cnode3-003.log nccl_N2_G1_cnode3-002_cnode3-003.log nccl_N10_G1.log nccl_N10_G2.log)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

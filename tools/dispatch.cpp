@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/commands.hpp"
@@ -39,13 +40,18 @@ void print_help() {
   std::cout << "stepsim: predict, then measure, one distributed training step\n\n"
                "usage: stepsim <command> [options]   (stepsim <command> --help for details)\n\ncommands:\n";
   for (const auto& [name, c] : commands()) std::cout << fmt::format("  {:<10} {}\n", name, c.summary);
+  std::cout << "\nshipped files (profiles, examples, the validation suite and its data): a relative name not found\n"
+               "from the working directory is looked up in the data directory: --data-dir DIR (any command),\n"
+               "else $STEPSIM_DATA_DIR, else <install prefix>/share/stepsim; now: "
+            << (data_dir() ? data_dir()->string() + " (" + data_dir_origin() + ")" : std::string("none")) << "\n";
   std::cout << "\nexit codes: 0 ok, 1 internal failure, 2 bad input, 3 outside tolerance (compare, validate)\n";
 }
 
 }  // namespace
 
-int run(const Args& argv) {
+int run(const Args& all_args) {
   return run_guarded([&] {
+    const Args argv = take_data_dir_option(all_args);
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
       print_help();
       return argv.empty() ? 2 : 0;

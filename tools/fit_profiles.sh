@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerates the fitted hardware profiles from the measurements in ../shared/data with
+# Regenerates the fitted hardware profiles from the measurements in data/ with
 # `stepsim fit`. Each output records this command and its inputs under "provenance".
 #   usage: tools/fit_profiles.sh [path/to/stepsim] [outdir]   (run from the repository root)
 set -euo pipefail
 STEPSIM=${1:-build/tools/stepsim}
 OUT=${2:-configs/hardware}
-D=../shared/data
+D=data
 N=$D/nccl-tests
 
 # H100: the topology-aware NCCL model (docs/collectives.md) from the five nccl-tests logs of one
@@ -30,7 +30,7 @@ N=$D/nccl-tests
   --out "$OUT/a100-sxm-8x.json"
 
 # A800: an A100 with 8 of its 12 NVLinks (docs/collectives.md). The topology-aware model's NVLink
-# level is fitted from every one-node Ampere NVSwitch log in ../shared/data, >= 32 MiB: Galvatron's
+# level is fitted from every one-node Ampere NVSwitch log in data/, >= 32 MiB: Galvatron's
 # A100-SXM4 timings on groups of 2, 4 and 8 (the spread of group sizes that separates the ring's
 # local pass from the wire), the 1x8 A100-SXM4 log and the DGX A100 4-GPU run; the NVLink
 # bandwidths are then carried to 8 links (--nvlink-bandwidth-ratio 1.5). The local pass (HBM) is

@@ -3,7 +3,7 @@
 #   tools/fuzz.sh [SECONDS] [BUILD_DIR]     (BUILD_DIR default: build-sanitize)
 # Configures BUILD_DIR with clang, ASan+UBSan and libFuzzer coverage if needed (tools/test.sh
 # shares that build with its sanitizer test run), seeds each corpus from configs/ and
-# ../shared/data, and fails on the first finding (the crashing input is saved as
+# data/, and fails on the first finding (the crashing input is saved as
 # BUILD_DIR/fuzz-artifacts/NAME-crash-*; rerun it with BUILD_DIR/fuzz/NAME FILE).
 # Corpora grow in BUILD_DIR/fuzz-corpus/NAME across runs.
 set -euo pipefail
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 BUILD_DIR=${2:-build-sanitize}
 ROOT=$(pwd)
-SHARED="$ROOT/../shared/data"
+DATA="$ROOT/data"
 FUZZERS=(fuzz_config fuzz_profile fuzz_nccl_tests fuzz_kineto fuzz_sweep_merge)
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ! grep -q "STEPSIM_FUZZ:BOOL=ON" "$BUILD_DIR/CMakeCache.txt"; then
@@ -34,15 +34,15 @@ printf '{"include": "inc.json", "cluster": {"nodes": 2}}\n--include--\n%s\n--set
   "$(cat configs/examples/seed/c1-ddp-buckets.json)" >"$seeds/fuzz_config/with-include-and-set"
 for f in configs/hardware/*.json; do cp "$f" "$seeds/fuzz_profile/"; done
 # nccl-tests logs and the XLA tables (first 200 lines: the importers read the same format).
-if [ -d "$SHARED" ]; then
-  for f in "$SHARED"/nccl-tests/*.txt "$SHARED"/galvatron/*sp_time*.json "$SHARED"/azure_ai_benchmarking_guide/*.md; do
+if [ -d "$DATA" ]; then
+  for f in "$DATA"/nccl-tests/*.txt "$DATA"/galvatron/*sp_time*.json "$DATA"/azure_ai_benchmarking_guide/*.md; do
     [ -f "$f" ] && cp "$f" "$seeds/fuzz_nccl_tests/"
   done
-  for f in "$SHARED"/xla_perf_tables/*.csv "$SHARED"/gemm/*.csv "$SHARED"/gemm/*.md; do
+  for f in "$DATA"/xla_perf_tables/*.csv "$DATA"/gemm/*.csv "$DATA"/gemm/*.md; do
     [ -f "$f" ] && head -n 200 "$f" >"$seeds/fuzz_nccl_tests/$(basename "$f")"
   done
   # Kineto traces: the first 64 KiB of the small real ones (mutations repair the tail).
-  for f in "$SHARED"/traces/hta/*.json.gz; do
+  for f in "$DATA"/traces/hta/*.json.gz; do
     [ -f "$f" ] && { zcat "$f" 2>/dev/null || true; } | head -c 65536 >"$seeds/fuzz_kineto/$(basename "$f" .gz)"
   done
 fi

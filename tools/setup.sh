@@ -21,22 +21,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The ground truth (../shared/data: traces, nccl-tests logs, published runs) that the tests,
-# `validate` and the docs' examples read sits beside the checkout. A clone made elsewhere from a
-# local checkout (git clone /path/to/stepsim "$(mktemp -d)") finds it beside its origin, or at
-# $STEPSIM_SHARED, and links it in as ../shared; the default simulation does not need it.
-if [ ! -d ../shared/data ] && [ ! -e ../shared ]; then
-  origin=$(git config remote.origin.url 2>/dev/null || true)
-  for cand in "${STEPSIM_SHARED:-}" "${origin:+$origin/../shared}"; do
-    if [ -n "$cand" ] && [ -d "$cand/data" ]; then
-      ln -s "$(cd "$cand" && pwd)" ../shared
-      echo "setup: ../shared -> $(cd "$cand" && pwd) (the ground-truth data beside the origin checkout)"
-      break
-    fi
-  done
-fi
-[ -d ../shared/data ] || echo "setup: no ../shared/data beside this checkout (nor at \$STEPSIM_SHARED): the tests and validate need it" >&2
-
 JOBS=$(nproc)
 # Optimized, with line-table debug info (-g1: backtraces and profilers name file and line; full
 # -g made each file's compile a third slower, and CI's whole run must stay under 30 minutes on 2

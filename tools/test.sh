@@ -3,11 +3,22 @@
 # Then the hardening checks: the suite under ASan+UBSan and the fuzzers (see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/setup.sh build
-if [ ! -d ../shared/data ]; then
-  echo "test: ../shared/data not found beside $(pwd): clone next to shared/, or set STEPSIM_SHARED=/path/to/shared" >&2
+# What the tests need that no package provides, checked before anything is built: the ground
+# truth in data/ (traces, nccl-tests logs, tables, published runs), each file as its checksum
+# in data/SHA256SUMS says (a partial checkout or a file changed by hand fails here, in a
+# second, instead of as a test failure after the build), and python3 for the docs checker.
+for tool in python3 sha256sum; do
+  command -v "$tool" >/dev/null || { echo "test: $tool not found: install it (Debian: apt-get install python3 coreutils)" >&2; exit 2; }
+done
+if [ ! -f data/SHA256SUMS ]; then
+  echo "test: data/SHA256SUMS not found in $(pwd): run from a full checkout of the repository" >&2
   exit 2
 fi
+if ! (cd data && sha256sum --check --quiet --strict SHA256SUMS); then
+  echo "test: data/ differs from data/SHA256SUMS (above): restore it with 'git checkout -- data'" >&2
+  exit 2
+fi
+tools/setup.sh build
 (cd build && ctest --output-on-failure -j "$(nproc)")
 
 # Hardening (issue 16), in its own build dir so `build/` is never disturbed: the whole test
@@ -22,8 +33,9 @@ if [ "${STEPSIM_HARDENING:-1}" != 0 ]; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
   cmake --build "$SAN" -j "$(nproc)" --target stepsim stepsim_tests fuzzers
   (cd "$SAN" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest --output-on-failure -j "$(nproc)" -E '^(docs_checker|folder_deps|bench_bad_args_.*)$')
-  # Left out above: the two Python-only tests (nothing to sanitize) and the bench binaries'
+     ctest --output-on-failure -j "$(nproc)" -E '^(docs_checker|folder_deps|install|bench_bad_args_.*)$')
+  # Left out above: the two Python-only tests (nothing to sanitize), the install (a copy of the
+  # same binaries) and the bench binaries'
   # bad-argument checks (the bench binaries are not built here; the normal build runs them).
   tools/fuzz.sh "${STEPSIM_FUZZ_SECONDS:-30}" "$SAN"
 fi

@@ -22,6 +22,7 @@
 
 #include "trace/json_stream.hpp"
 #include "trace/kineto_trace.hpp"
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
 
@@ -794,8 +795,9 @@ bool looks_like_kineto_trace(const std::filesystem::path& file) {
   return false;
 }
 
-KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
-  std::string label = file.string();
+KinetoTrace read_kineto_trace(const std::filesystem::path& name) {
+  const std::filesystem::path file = resolve_input_path(name);
+  std::string label = name.string();
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw InputError(label + ": is a directory: expected a trace file");
   std::ifstream raw(file, std::ios::binary);

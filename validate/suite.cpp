@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "validate/validate.hpp"
 
@@ -248,10 +249,11 @@ void read_cases(ObjectReader& r, std::size_t doc, const std::string& default_sou
 Suite load_suite(const fs::path& file) {
   Suite suite;
   suite.file = file.string();
+  const fs::path path = resolve_input_path(file);  // the shipped suite from any directory
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) throw InputError(file.string() + ": cannot open the suite file (not a file)");
+  if (!fs::is_regular_file(path, ec)) throw InputError(file.string() + ": cannot open the suite file (not a file)");
   suite.docs.emplace_back();
-  suite.docs[0].doc = load_with_includes(file, suite.docs[0].sources);
+  suite.docs[0].doc = load_with_includes(path, suite.docs[0].sources);
   ObjectReader root(suite.docs[0].doc, suite.docs[0].sources, "");
   std::string schema = root.string("schema");
   if (schema != "stepsim.validation/1") root.fail("schema", "\"stepsim.validation/1\"");

@@ -1,7 +1,7 @@
 #pragma once
 // Importer for the GEMM table of Azure's AI benchmarking guide results
 // (github.com/Azure/AI-benchmarking-guide, Azure_Results/ND_*_results.md; an example is
-// ../shared/data/azure_ai_benchmarking_guide): the "GEMM CuBLASLt" section, which the guide's
+// data/azure_ai_benchmarking_guide): the "GEMM CuBLASLt" section, which the guide's
 // GEMMCublasLt.py fills from superbench's cublaslt_gemm with random inputs, batch 1, 10,000
 // warmup and 1,000 timed calls back to back, so its rates are sustained ones (clocks under the
 // power limit), not a burst of a few calls.

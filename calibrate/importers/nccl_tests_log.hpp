@@ -1,6 +1,6 @@
 #pragma once
 // Importer for nccl-tests output (all_reduce_perf, all_gather_perf, ...), in every layout found
-// in ../shared/data/nccl-tests: plain logs with `#` comment headers, markdown-indented copies,
+// in data/nccl-tests: plain logs with `#` comment headers, markdown-indented copies,
 // logs embedded as Python string literals, several runs per file separated by prose, column
 // sets with or without `root`, `#wrong` / `wrong` / `error`, and `N/A` in the wrong column.
 // Both the out-of-place and the in-place column groups become samples (in_place flags them).

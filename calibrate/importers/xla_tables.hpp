@@ -1,6 +1,6 @@
 #pragma once
 // Importers for XLA's measured performance tables as parsed into CSV in
-// ../shared/data/xla_perf_tables (see its SOURCES.txt):
+// data/xla_perf_tables (see its SOURCES.txt):
 //  - collective_perf_table.csv: device_key, opcode, element_type, output_dim0,
 //    num_replica_groups, num_devices_per_group, n_source_target_pairs,
 //    tensor_size_bytes_derived, network_throughput_bytes_per_sec, derived_time_us.

@@ -7,6 +7,7 @@
 #include "sim/config/experiment_keys.hpp"
 #include "sim/config/foreign_configs.hpp"
 #include "sim/core/checked.hpp"
+#include "sim/core/data_dir.hpp"
 #include "sim/hardware/profile_cache.hpp"
 #include "sim/program/builder.hpp"
 
@@ -321,7 +322,7 @@ Json effective_workload(const Workload& w) {
 }
 
 Json load_experiment_document(const fs::path& file, const std::vector<std::string>& overrides, SourceMap& sources) {
-  Json doc = load_with_includes(file, sources);
+  Json doc = load_with_includes(resolve_input_path(file), sources);
   for (const auto& o : overrides) apply_override(doc, o, &sources);
   return doc;
 }

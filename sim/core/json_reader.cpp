@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/input_files.hpp"
 
 namespace stepsim {
@@ -401,7 +402,8 @@ Json parse_json_text(const std::string& text, const std::string& name) {
   }
 }
 
-Json read_json_file(const fs::path& file) {
+Json read_json_file(const fs::path& name) {
+  const fs::path file = resolve_input_path(name);
   std::error_code ec;
   if (fs::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a JSON file", file.string()));
   // A device (/dev/zero, /dev/urandom) would be read forever: only files and pipes are input.
@@ -419,10 +421,12 @@ Json read_json_file(const fs::path& file) {
 fs::path resolve_config_path(const std::string& name, const fs::path& relative_to) {
   fs::path p(name);
   if (p.is_absolute()) return p;
-  fs::path candidates[] = {relative_to.parent_path() / p, fs::current_path() / p, fs::path(STEPSIM_SOURCE_DIR) / p};
+  // The naming file's folder, the working directory, then the data directory (data_dir.hpp).
+  const auto shipped = data_dir();
+  fs::path candidates[] = {relative_to.parent_path() / p, fs::current_path() / p, shipped ? *shipped / p : fs::path()};
   for (const auto& c : candidates) {
     std::error_code ec;  // a name too long for the OS is "not found", not an exception
-    if (fs::exists(c, ec)) return c.lexically_normal();
+    if (!c.empty() && fs::exists(c, ec)) return c.lexically_normal();
   }
   return (relative_to.parent_path() / p).lexically_normal();
 }

@@ -1,6 +1,6 @@
 #pragma once
 // A hardware profile: every cost constant the simulator uses, each traceable to a source
-// (datasheet, a log in ../shared/data, or a calibration run recorded under "provenance").
+// (datasheet, a log in data/, or a calibration run recorded under "provenance").
 // The JSON format is documented in docs/configuration.md ("Hardware profiles").
 
 #include <algorithm>

@@ -33,7 +33,7 @@ static const std::map<std::string, ModelDims>& presets() {
       {"opt-30b", {"opt", 7168, 48, 56, 56, 28672, 50272, 2050, true}},
       {"opt-66b", {"opt", 9216, 64, 72, 72, 36864, 50272, 2050, true}},
       // MPT as llm-foundry's benchmark runs built it (scripts/train/yamls/pretrain/mpt-*.yaml @
-      // 8c8dd48f, copied to ../shared/data/published/llm-foundry-a100/yamls): the yamls set
+      // 8c8dd48f, copied to data/published/llm-foundry-a100/yamls): the yamls set
       // d_model, n_heads, n_layers, expansion_ratio 4, vocab 50368 and nothing else, so MPTConfig's
       // defaults of 2023 hold: learned position embeddings of max_seq_len rows (not ALiBi),
       // biases (no_bias false), LayerNorm, GELU, tied embeddings. The published NumParams

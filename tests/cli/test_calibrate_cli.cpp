@@ -214,7 +214,7 @@ TEST_CASE("calibrate rejects an unknown benchmark with exit 2 before looking for
 }
 
 TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables, with provenance", "[cli][fit]") {
-  const std::string data = STEPSIM_SHARED_DATA;
+  const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   auto out = dir / "fitted.json";
   Run r = run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +
@@ -243,7 +243,7 @@ TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables
 }
 
 TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its text names", "[cli][fit]") {
-  const std::string data = STEPSIM_SHARED_DATA;
+  const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   auto out = dir / "fitted.json";
   Run r = run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json --azure-gemm " + data +
@@ -262,7 +262,7 @@ TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its te
 }
 
 TEST_CASE("fit keeps the base's record of the parts it does not refit, through refits of refits", "[cli][fit]") {
-  const std::string data = STEPSIM_SHARED_DATA;
+  const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   const std::string a100 = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
   const std::string azure = " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_A100_v4_results.md";
@@ -290,7 +290,7 @@ TEST_CASE("fit keeps the base's record of the parts it does not refit, through r
 }
 
 TEST_CASE("a collective range a refit keeps keeps the quality of the fit that made it", "[cli][fit]") {
-  const std::string data = STEPSIM_SHARED_DATA;
+  const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   auto once = dir / "once.json", twice = dir / "twice.json";
   REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +

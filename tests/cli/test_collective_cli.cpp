@@ -28,7 +28,7 @@ Run run_cli(const std::string& args, bool merge_stderr = true) {
 
 const std::string kRoot = STEPSIM_SOURCE_DIR;
 const std::string kH100 = kRoot + "/configs/hardware/h100-sxm-8x.json";
-const std::string kLog = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log";
+const std::string kLog = std::string(STEPSIM_TEST_DATA) + "/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log";
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// `analyze` on the real Kineto traces in ../shared/data/traces.
+// `analyze` on the real Kineto traces in data/traces.
 //
 // Expected values were verified with an independent Python scan (json + gzip, decimal
 // arithmetic for ts): step numbers and durations are the ProfilerStep#N spans; collective
@@ -16,7 +16,7 @@ using namespace stepsim::trace;
 
 namespace {
 
-const std::string kTraces = std::string(STEPSIM_SHARED_DATA) + "/traces/";
+const std::string kTraces = std::string(STEPSIM_TEST_DATA) + "/traces/";
 
 struct Expected {
   std::string file;

@@ -18,7 +18,7 @@ namespace {
 
 std::string megatron_rank0() {
   namespace fs = std::filesystem;
-  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground"))
     if (e.path().filename().string().rfind("megatron__rank_0__", 0) == 0) return e.path().string();
   return {};
 }
@@ -88,7 +88,7 @@ TEST_CASE("fit --trace on the Megatron trace reproduces the shipped A800 flash a
 }
 
 TEST_CASE("The shipped FlashAttention-2 rates against Azure's runs of flash-attention's benchmark", "[attention][data]") {
-  // ../shared/data/azure_ai_benchmarking_guide: benchmark_flash_attention.py forward + backward, causal,
+  // data/azure_ai_benchmarking_guide: benchmark_flash_attention.py forward + backward, causal,
   // batch 2, sequence 8192, FLOPs 3.5 x 4 b s^2 h / 2 (the causal count stepsim uses).
   auto combined_tflops = [](const HardwareProfile& p, std::int64_t seq) {
     const double f = attention_efficiency(p.compute, AttentionWork{Flops{1}, AttentionKernel::Flash, false, seq});

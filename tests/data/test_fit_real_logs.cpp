@@ -1,4 +1,4 @@
-// Fitting on the real measurements in ../shared/data: every measured point is reproduced within
+// Fitting on the real measurements in data/: every measured point is reproduced within
 // the error the fit reports (and the report is computed from the data), the written profile
 // loads and the simulator's collective model reproduces the points, and a fit on one log
 // predicts another log of the same hardware family.
@@ -21,7 +21,7 @@ using namespace stepsim;
 using namespace stepsim::calib;
 
 namespace {
-const std::string kData = STEPSIM_SHARED_DATA;
+const std::string kData = STEPSIM_TEST_DATA;
 const std::string kNccl = kData + "/nccl-tests/";
 
 HardwareProfile base_profile() { return load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json"); }

@@ -12,7 +12,7 @@ using namespace stepsim;
 TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that reproduces its all-reduces", "[fit][trace]") {
   namespace fs = std::filesystem;
   std::string trace;
-  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground"))
     if (e.path().filename().string().rfind("zero1__rank_0", 0) == 0) trace = e.path().string();
   REQUIRE(!trace.empty());
   const test::TempDir dir;

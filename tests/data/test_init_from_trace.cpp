@@ -11,7 +11,7 @@
 
 namespace {
 const std::string kBin = STEPSIM_BINARY;
-const std::string kData = STEPSIM_SHARED_DATA;
+const std::string kData = STEPSIM_TEST_DATA;
 }  // namespace
 
 TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B under ZeRO-1 / ZeRO-2 on 8 A800",

@@ -1,5 +1,5 @@
 // The shipped A800 collective model (issue 15, item 5) is reproducible from its sources: the
-// Ampere NVSwitch nccl-tests logs in ../shared/data (A100 SXM4 at 2, 4 and 8 GPUs), fitted with
+// Ampere NVSwitch nccl-tests logs in data/ (A100 SXM4 at 2, 4 and 8 GPUs), fitted with
 // the ring's local pass and carried to the A800's 8 of 12 NVLinks. Held out: the li-plus Megatron
 // traces of an A800 (2-rank groups, here) and the ZeRO traces (validation cases, validate).
 #include <catch2/catch.hpp>
@@ -20,7 +20,7 @@ namespace {
 std::vector<std::string> megatron_traces() {
   namespace fs = std::filesystem;
   std::vector<std::string> traces;
-  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+  for (const auto& e : fs::directory_iterator(std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground"))
     if (e.path().filename().string().rfind("megatron__rank_", 0) == 0) traces.push_back(e.path().string());
   std::sort(traces.begin(), traces.end());
   return traces;
@@ -44,7 +44,7 @@ std::pair<HardwareProfile, HardwareProfile> fit_against_a800(const test::TempDir
 
 TEST_CASE("the shipped A800 NVLink level is the A100 logs' fit with the local pass, at 8 of 12 NVLinks",
           "[fit][topology]") {
-  const std::string d = std::string(STEPSIM_SHARED_DATA);
+  const std::string d = std::string(STEPSIM_TEST_DATA);
   const test::TempDir dir;
   auto [fitted, shipped] = fit_against_a800(
       dir, " --model topology --collectives-only --local-pass --nvlink-bandwidth-ratio 1.5 --min-bytes 33554432 --nccl-tests " +
@@ -117,7 +117,7 @@ TEST_CASE("held out: the shipped A800 profile against the Megatron traces' 2-ran
 TEST_CASE("fit --trace writes the SMs a collective holds, so GEMMs beside it run on the rest", "[fit][trace][contention]") {
   const std::string amp = [] {
     namespace fs = std::filesystem;
-    for (const auto& e : fs::directory_iterator(std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground"))
+    for (const auto& e : fs::directory_iterator(std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground"))
       if (e.path().filename().string().rfind("amp__rank_0", 0) == 0) return e.path().string();
     return std::string();
   }();

@@ -268,7 +268,7 @@ TEST_CASE("Deep nesting and an event larger than the window are read, not refuse
 }
 
 TEST_CASE("A real gzip trace reads the same as its text in 4 KiB windows", "[trace][data]") {
-  const std::string file = std::string(STEPSIM_SHARED_DATA) + "/traces/hta/trace_filter__sampled_rank-0.json.gz";
+  const std::string file = std::string(STEPSIM_TEST_DATA) + "/traces/hta/trace_filter__sampled_rank-0.json.gz";
   std::ifstream raw(file, std::ios::binary);
   REQUIRE(raw);
   boost::iostreams::filtering_istream gz;

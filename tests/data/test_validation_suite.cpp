@@ -1,5 +1,5 @@
-// The shipped validation suite is built only from real data (../shared/data, and published tables
-// transcribed under validation/published with their sources), and its published numbers are the
+// The shipped validation suite is built only from real data (data/, and published tables
+// transcribed under data/published, each with its sources), and its published numbers are the
 // source's own: every llm-foundry case against its CSV row.
 #include <catch2/catch.hpp>
 
@@ -18,7 +18,7 @@ using namespace stepsim;
 
 namespace {
 const std::string kSrc = STEPSIM_SOURCE_DIR;
-const std::string kData = STEPSIM_SHARED_DATA;
+const std::string kData = STEPSIM_TEST_DATA;
 
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> out;
@@ -101,12 +101,12 @@ void check_llm_foundry_table(const validate::Suite& suite, const std::string& so
 TEST_CASE("validation suite: every llm-foundry case carries its CSV row's throughput, batch and knobs", "[validate][data]") {
   validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
   check_llm_foundry_table(suite, "llm-foundry-a100", kData + "/published/llm-foundry-a100/throughput_a100.csv", 164);
-  check_llm_foundry_table(suite, "llm-foundry-h100", kSrc + "/validation/published/llm-foundry-h100/throughput_h100.csv", 52);
+  check_llm_foundry_table(suite, "llm-foundry-h100", kSrc + "/data/published/llm-foundry-h100/throughput_h100.csv", 52);
 }
 
 TEST_CASE("validation suite: the torchtitan 2024-12 cases carry the transcribed table's numbers", "[validate][data]") {
-  // validation/published/torchtitan-llama3-h100-202412/README.md, Tables 1 and 3 (TPS/GPU, Memory).
-  std::ifstream in(kSrc + "/validation/published/torchtitan-llama3-h100-202412/README.md");
+  // data/published/torchtitan-llama3-h100-202412/README.md, Tables 1 and 3 (TPS/GPU, Memory).
+  std::ifstream in(kSrc + "/data/published/torchtitan-llama3-h100-202412/README.md");
   REQUIRE(in);
   std::stringstream text;
   text << in.rdbuf();
@@ -138,7 +138,7 @@ TEST_CASE("validation suite: the torchtitan 2024-12 cases carry the transcribed 
 }
 
 TEST_CASE("torchtitan PR #165's torch.compile cases carry the PR's own numbers", "[validate][data]") {
-  // Each compile row of ../shared/data/published/torchtitan-pr165/README.md:
+  // Each compile row of data/published/torchtitan-pr165/README.md:
   // "| FSDP2 AC, buffer reuse enabled  | 28.90 GiB (30.40%) peak reserved | 7200-7500 WPS | 33% MFU |".
   std::ifstream readme(kData + "/published/torchtitan-pr165/README.md");
   REQUIRE(readme);

@@ -1,4 +1,4 @@
-// Seed cases C3 and C4 (../shared/reference/seed-cases.md) through the shipped example files,
+// Seed cases C3 and C4 (docs/reference/seed-cases.md) through the shipped example files,
 // both as a library call and through the CLI.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// Importers: every nccl-tests layout in ../shared/data/nccl-tests, the torch bench markdown,
+// Importers: every nccl-tests layout in data/nccl-tests, the torch bench markdown,
 // XLA's tables, calibrate's own JSON, and bad inputs naming the file and line.
 #include <catch2/catch.hpp>
 
@@ -15,8 +15,8 @@ using namespace stepsim;
 using namespace stepsim::calib;
 
 namespace {
-const std::string kNccl = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/";
-const std::string kXla = std::string(STEPSIM_SHARED_DATA) + "/xla_perf_tables/";
+const std::string kNccl = std::string(STEPSIM_TEST_DATA) + "/nccl-tests/";
+const std::string kXla = std::string(STEPSIM_TEST_DATA) + "/xla_perf_tables/";
 
 // The message of the InputError `parse` throws; "" when it parses.
 template <class Parse>
@@ -199,7 +199,7 @@ TEST_CASE("calibrate's own output round-trips through the calibration importer",
 
 TEST_CASE("Galvatron's sp_time JSON gives one series per collective and group, times in ms as nccl-tests wrote them",
           "[calibrate][import]") {
-  auto series = import_collective_log(std::string(STEPSIM_SHARED_DATA) +
+  auto series = import_collective_log(std::string(STEPSIM_TEST_DATA) +
                                       "/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json");
   REQUIRE(series.size() == 6);  // all_reduce and all_to_all on 2, 4 and 8 ranks
   int all_reduce = 0;
@@ -231,7 +231,7 @@ TEST_CASE("a Galvatron file with a key of another form or a non-positive time is
 }
 
 TEST_CASE("Azure's GEMM CuBLASLt table: rows around the separator row, the dtype its text names", "[calibrate][import]") {
-  auto h100 = import_azure_gemm(std::string(STEPSIM_SHARED_DATA) + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md");
+  auto h100 = import_azure_gemm(std::string(STEPSIM_TEST_DATA) + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md");
   REQUIRE(h100.size() == 9);
   for (const auto& g : h100) CHECK(g.shape.dtype == Dtype::FP8);  // "..., FP8, and 10,000 warmup iterations."
   CHECK(h100[2].shape.m == 4096);

@@ -12,7 +12,7 @@ using namespace stepsim;
 using namespace stepsim::calib;
 
 namespace {
-const std::string kCluster = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/h100-cluster01-xxrjun/";
+const std::string kCluster = std::string(STEPSIM_TEST_DATA) + "/nccl-tests/h100-cluster01-xxrjun/";
 }
 
 TEST_CASE("a ten-node log with five sections gives four series, each of its own collective, and skips sendrecv",

@@ -14,7 +14,7 @@ using namespace stepsim::calib;
 
 namespace {
 
-const std::string kCluster = std::string(STEPSIM_SHARED_DATA) + "/nccl-tests/h100-cluster01-xxrjun/";
+const std::string kCluster = std::string(STEPSIM_TEST_DATA) + "/nccl-tests/h100-cluster01-xxrjun/";
 const char* kLogs[] = {"nccl_N1_G8_cnode3-003.log", "nccl_N1_G4_cnode3-003.log", "nccl_N2_G1_cnode3-002_cnode3-003.log",
                        "nccl_N10_G1.log", "nccl_N10_G2.log"};
 

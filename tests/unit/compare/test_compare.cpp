@@ -193,7 +193,7 @@ TEST_CASE("compare exits 0 inside the tolerance, 3 outside it and 2 on bad input
 TEST_CASE("compare takes analyze --json of a real trace as the measured side", "[compare][cli]") {
   // The li-plus ZeRO-1 trace against the shipped example's prediction: the trace is the
   // reference whichever order the files are given in, and the step-time gate applies.
-  const std::string bin = STEPSIM_BINARY, src = STEPSIM_SOURCE_DIR, data = STEPSIM_SHARED_DATA;
+  const std::string bin = STEPSIM_BINARY, src = STEPSIM_SOURCE_DIR, data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   const std::string predicted = (dir / "predicted.json").string(), measured = (dir / "measured.json").string();
   std::string out;

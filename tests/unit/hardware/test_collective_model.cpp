@@ -87,12 +87,12 @@ TEST_CASE("Alpha-beta size ranges are chosen by the equivalent size on the measu
 
 TEST_CASE("The shipped H100 profile predicts a single 8-GPU H100 node's nccl-tests within 10 % median time error",
           "[hardware]") {
-  // Issue 15 target. ../shared/data/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log:
+  // Issue 15 target. data/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log:
   // all_reduce, all_gather, reduce_scatter, alltoall on 8 GPUs, 32 MiB .. 16 GiB, both column
   // groups (80 times). The profile's topology model was fitted on the five logs of that cluster.
   HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
   REQUIRE(h100.topology);
-  auto runs = calib::import_collective_log(std::string(STEPSIM_SHARED_DATA) +
+  auto runs = calib::import_collective_log(std::string(STEPSIM_TEST_DATA) +
                                            "/nccl-tests/h100-cluster01-xxrjun/nccl_N1_G8_cnode3-003.log");
   std::vector<double> errs;
   for (const auto& s : runs)

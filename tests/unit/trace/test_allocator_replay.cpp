@@ -98,7 +98,7 @@ TEST_CASE("li-plus ZeRO traces: the steps' own allocations reserve less than the
           "[trace][data]") {
   // The finding behind the li-plus peak_reserved error (docs/memory.md): the trace's reserved is
   // flat over ProfilerSteps 11-12 and above what the steps' own sequence reserves in the model.
-  const std::string dir = std::string(STEPSIM_SHARED_DATA) + "/traces/li-plus_playground/";
+  const std::string dir = std::string(STEPSIM_TEST_DATA) + "/traces/li-plus_playground/";
   for (const char* f : {"zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz",
                         "zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz"}) {
     KinetoTrace t = read_kineto_trace(dir + f);

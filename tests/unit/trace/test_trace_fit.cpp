@@ -10,7 +10,7 @@ using namespace stepsim;
 using namespace stepsim::trace;
 
 namespace {
-const std::string kTraces = std::string(STEPSIM_SHARED_DATA) + "/traces/";
+const std::string kTraces = std::string(STEPSIM_TEST_DATA) + "/traces/";
 
 // A host cost `fit --trace` measured lands in the profile (HostProfile::*cost), in
 // provenance.trace_compute.KEY and as the source of host.KEY; one it did not measure (`none`)

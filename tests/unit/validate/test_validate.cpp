@@ -250,7 +250,7 @@ TEST_CASE("validate CLI: malformed suites exit 2 with one line naming the file a
 
 // The li-plus ZeRO-1 trace (ProfilerSteps 11-12) against the shipped example, one metric compared.
 static validate::Report li_plus_zero1_on(const std::string& metric, double tolerance) {
-  const std::string trace = std::string(STEPSIM_SHARED_DATA) +
+  const std::string trace = std::string(STEPSIM_TEST_DATA) +
                             "/traces/li-plus_playground/zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz";
   nlohmann::json c = {{"name", "li-plus-zero1"},
                       {"experiment", {{"include", kSrc + "/configs/examples/opt-1.3b-zero1-8xa800.json"}}},

@@ -11,7 +11,7 @@ std::int64_t mpt_params(const std::string& preset, std::int64_t seq) {
 }  // namespace
 
 TEST_CASE("MPT presets have exactly the parameter counts llm-foundry published for its benchmark runs", "[workload]") {
-  // ../shared/data/published/llm-foundry-a100/throughput_a100.csv, column NumParams. Per block
+  // data/published/llm-foundry-a100/throughput_a100.csv, column NumParams. Per block
   // 12 h^2 (qkv 3h^2, out h^2, MLP 8h^2) + biases 9h + two LayerNorms 4h; embedding 50368 h
   // (tied); learned positions seq h; final LayerNorm 2h. mpt-7b at 2048:
   // 32 (12*4096^2 + 13*4096) + 50368*4096 + 2048*4096 + 2*4096 = 6,658,859,008.

@@ -1,0 +1,72 @@
+// The data directory (sim/core/data_dir.hpp): a relative name not found from the working
+// directory is looked up there; --data-dir, then $STEPSIM_DATA_DIR, then the installed default
+// name it; the binary never falls back to the tree it was built from.
+#include <cstdlib>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "sim/core/data_dir.hpp"
+#include "sim/core/error.hpp"
+#include "test_support.hpp"
+
+using namespace stepsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `cmd` from `dir` (a subshell cd) and returns its exit status, output in `out`.
+int run_in(const fs::path& dir, const std::string& cmd, std::string& out) {
+  return test::run_capture("cd '" + dir.string() + "' && " + cmd, out);
+}
+
+const std::string kBin = STEPSIM_BINARY;
+const std::string kRoot = STEPSIM_SOURCE_DIR;
+const std::string kExample = "configs/examples/seed/c1-ddp-buckets.json";
+
+}  // namespace
+
+TEST_CASE("a name missing from the working directory resolves in the data directory, an existing one stays", "[cli]") {
+  test::TempDir dir("data-dir");
+  fs::create_directories(dir / "configs");
+  std::ofstream(dir / "configs/x.json") << "{}";
+  set_data_dir(dir.path());
+  CHECK(resolve_input_path("configs/x.json") == (dir.path() / "configs/x.json").lexically_normal());
+  // Not in the data directory either: the name as given, so the error names what the user wrote.
+  CHECK(resolve_input_path("configs/absent.json") == fs::path("configs/absent.json"));
+  // Absolute names are never redirected.
+  CHECK(resolve_input_path("/nonexistent/x.json") == fs::path("/nonexistent/x.json"));
+  // A name that exists from the working directory (the tests run from the repository root) wins.
+  CHECK(resolve_input_path("CMakeLists.txt") == fs::path("CMakeLists.txt"));
+  set_data_dir("");
+}
+
+TEST_CASE("--data-dir naming no directory is bad input naming the value", "[cli]") {
+  CHECK_THROWS_WITH(set_data_dir("/nonexistent/stepsim-data"), Catch::Contains("--data-dir: \"/nonexistent/stepsim-data\": expected a directory"));
+  std::string out;
+  CHECK(test::run_capture(kBin + " --data-dir /nonexistent/stepsim-data simulate " + kExample, out) == 2);
+  CHECK_THAT(out, Catch::Contains("--data-dir: \"/nonexistent/stepsim-data\": expected a directory"));
+}
+
+TEST_CASE("from another directory the build's binary finds the shipped files only through --data-dir or STEPSIM_DATA_DIR",
+          "[cli]") {
+  test::TempDir elsewhere("elsewhere");
+  std::string here, out;
+  REQUIRE(test::run_capture("cd '" + kRoot + "' && " + kBin + " simulate " + kExample, here) == 0);
+  // No data directory (the build tree has no share/stepsim beside its binary): the example is not found.
+  CHECK(run_in(elsewhere.path(), "env -u STEPSIM_DATA_DIR " + kBin + " simulate " + kExample, out) == 2);
+  CHECK_THAT(out, Catch::Contains(kExample));
+  // The option, anywhere on the line, and the variable: the same report as from the repository root.
+  CHECK(run_in(elsewhere.path(), kBin + " --data-dir " + kRoot + " simulate " + kExample, out) == 0);
+  CHECK(out == here);
+  CHECK(run_in(elsewhere.path(), kBin + " simulate " + kExample + " --data-dir=" + kRoot, out) == 0);
+  CHECK(out == here);
+  CHECK(run_in(elsewhere.path(), "STEPSIM_DATA_DIR=" + kRoot + " " + kBin + " simulate " + kExample, out) == 0);
+  CHECK(out == here);
+}
+
+TEST_CASE("stepsim --help names the data directory in force", "[cli]") {
+  std::string out;
+  REQUIRE(test::run_capture("STEPSIM_DATA_DIR=" + kRoot + " " + kBin + " --help", out) == 0);
+  CHECK_THAT(out, Catch::Contains("now: " + kRoot + " (STEPSIM_DATA_DIR)"));
+}
