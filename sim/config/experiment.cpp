@@ -47,7 +47,17 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
     if (o.attention_dropout >= 1) w.fail("attention_dropout", "a probability in [0, 1)");
   }
   o.compile = w.boolean("compile", o.compile);
+  if (w.has("training_loop")) {
+    const auto& names = training_loop_names();
+    const std::string l = w.declared_choice("training_loop");  // one of training_loop_names() (experiment_keys.cpp)
+    o.loop = static_cast<TrainingLoop>(std::find(names.begin(), names.end(), l) - names.begin());
+  }
   if (w.has("loop_keeps_output")) o.loop_keeps_output = w.boolean("loop_keeps_output", false);
+  if (w.has("flash_attn_version")) {
+    o.flash_attn_version = w.release("flash_attn_version", "a flash_attn 2.x release such as \"2.5.8\" or \"2.8.3\"");
+    if (o.flash_attn_version->major != 2)
+      w.fail("flash_attn_version", "a flash_attn 2.x release such as \"2.5.8\" or \"2.8.3\" (`flash` is FlashAttention-2)");
+  }
   if (w.has("checkpoint_early_stop")) {
     o.checkpoint_early_stop = w.boolean("checkpoint_early_stop", false);
     if (*o.checkpoint_early_stop && o.torch() < kCheckpointEarlyStopSince)
@@ -314,8 +324,10 @@ Json effective_workload(const Workload& w) {
               {"dropout", o.dropout},
               {"attention_dropout", o.attention_dropout},
               {"compile", o.compile},
+              {"training_loop", to_string(o.training_loop())},
               {"loop_keeps_output", o.loop_keeps_output.value_or(false)},
               {"activation_checkpointing", to_string(o.checkpointing)}};
+  if (o.attention == Attention::Flash) out["flash_attn_version"] = o.flash_attn().text();
   if (o.checkpointing == Checkpointing::EveryK) out["activation_checkpointing_every"] = o.checkpoint_every;
   if (o.checkpointing != Checkpointing::None) out["checkpoint_early_stop"] = o.checkpoint_early_stop.value_or(false);
   return out;

@@ -62,7 +62,17 @@ struct TrainingConfig {
   // while its collective is still queued returns to the caching allocator only once the
   // collective has run on the GPU. pytorch/pytorch#148590 (2.8) launches the kernel on the
   // current stream and stashes the tensors until wait(): the free is stream-ordered again.
-  bool c10d_records_streams() const { return torch() < Release{2, 8}; }
+  // This is the rule for all-reduce (and every asynchronous collective).
+  bool c10d_records_streams() const { return torch() < kC10dStreamOrderedSince; }
+  // A synchronous (async_op=False) all_gather_into_tensor or reduce_scatter_tensor lost its
+  // recordStream earlier: pytorch/pytorch#111431 ("[ProcessGroupNCCL] Avoid recording stream for
+  // synchronous ops", 2023-10-17) stashes their tensors until wait(), which also joins the
+  // current stream to the NCCL stream, so the caller's free is stream-ordered. Shipped in 2.2:
+  // 2.1.0's ProcessGroupNCCL.hpp collective(...) has no avoidRecordStreams parameter, 2.2.0's has
+  // `bool avoidRecordStreams = false`. All-reduce kept recordStream until #148590.
+  bool c10d_records_sync_gather_scatter_streams() const { return torch() < kC10dSyncGatherScatterStashedSince; }
+  static constexpr Release kC10dStreamOrderedSince{2, 8};
+  static constexpr Release kC10dSyncGatherScatterStashedSince{2, 2};
 };
 
 // The strategy is held as an opaque handle: sim/config reads workload, cluster and training and
@@ -102,9 +112,9 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
 
 // The workload's implementation knobs as they applied, defaults resolved, under their config
 // keys (the `workload` line of results, beside the strategy's effective_config): implementation,
-// attention, dropout, attention_dropout, compile, loop_keeps_output, activation_checkpointing
-// (with activation_checkpointing_every for every_k, checkpoint_early_stop when blocks are
-// checkpointed). Null for a toy workload, which has none.
+// attention, dropout, attention_dropout, compile, training_loop, loop_keeps_output,
+// activation_checkpointing (with flash_attn_version for `flash`, activation_checkpointing_every
+// for every_k, checkpoint_early_stop when blocks are checkpointed). Null for a toy workload, which has none.
 nlohmann::json effective_workload(const Workload& w);
 
 }  // namespace stepsim

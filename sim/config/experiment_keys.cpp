@@ -83,16 +83,27 @@ const ConfigObject& workload() {
          .doc = "Attention-probability dropout in [0, 1).", .since = kStepsim},
         {.name = "compile", .types = kBoolean, .default_value = Json(false), .doc = "torch.compile fusion of the elementwise ops.",
          .since = "PyTorch 2.0"},
+        {.name = "training_loop", .types = kString, .choices = training_loop_names(),
+         .default_text = "hf_trainer for a DeepSpeed config with \"auto\" values, else the implementation's (hf: hf_script, "
+                         "llm_foundry: composer, torchtitan: torchtitan, megatron: megatron)",
+         .doc = "The training loop around the model: hf_trainer (transformers' Trainer, whose compute_loss returns only the "
+                "loss), hf_script (DeepSpeed-Chat, the *_no_trainer examples: `outputs = model(**batch)`), composer, "
+                "torchtitan, megatron. Decides loop_keeps_output's default (docs/memory.md).",
+         .since = kStepsim},
         {.name = "loop_keeps_output", .types = kBoolean,
-         .default_text = "the implementation's (hf, llm_foundry: true; torchtitan, megatron: false)",
+         .default_text = "the training loop's (hf_script, composer: true; hf_trainer, torchtitan, megatron: false)",
          .doc = "The training loop keeps the model's output (the logits) until the next forward replaces it "
                 "(`outputs = model(**batch)`; docs/memory.md).",
          .since = kStepsim},
         {.name = "checkpoint_early_stop", .types = kBoolean,
-         .default_text = "the implementation's (llm_foundry: true from PyTorch 2.1; torchtitan, hf, megatron: false)",
+         .default_text = "false (hf, megatron, llm_foundry/Composer: reentrant by default; torchtitan: early_stop=False since #1580)",
          .doc = "A checkpointed block's recompute stops at the last tensor its backward needs, before the MLP's down projection "
                 "(non-reentrant torch.utils.checkpoint from PyTorch 2.1; docs/workload-ops.md).",
          .since = "PyTorch 2.1"},
+        {.name = "flash_attn_version", .types = kString, .default_text = "2.8.3 (the current flash_attn release)",
+         .doc = "The flash_attn package of the run: `flash` runs the head widths its release compiles (224 gone from 2.6.2, "
+                "160 from 2.8.0; docs/workload-ops.md). A 2.x release.",
+         .since = kStepsim},
         {.name = "activation_checkpointing_every", .types = kInteger, .min = 1,
          .doc = "With \"every_k\": every k-th block is fully checkpointed (required then, refused otherwise).", .since = kStepsim},
     };

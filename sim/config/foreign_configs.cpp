@@ -300,6 +300,7 @@ class DeepSpeedTranslation {
     optimizer();
     reduction_dtypes();
     zero_optimization();
+    training_loop();
   }
 
  private:
@@ -322,6 +323,26 @@ class DeepSpeedTranslation {
       if (k->use == ForeignKey::Use::Checked && !it.value().is_object() && !it.value().is_null())
         r_.fail("/" + it.key(), it.value(), "an object with " + k->accepts);
     }
+  }
+
+  // "auto" values are the HF Trainer's (transformers integrations/deepspeed.py,
+  // HfTrainerDeepSpeedConfig.trainer_config_finalize fills them; DeepSpeed itself reads none):
+  // a file that has one implies its loop, whose compute_loss returns only the loss
+  // (workload.hpp TrainingLoop::HfTrainer). A training_loop the experiment states wins
+  // (Accelerate's own loop resolves "auto" too).
+  void training_loop() {
+    if (!contains_auto(ds_)) return;
+    Json& w = doc_["workload"];
+    if (!w.is_object() || w.contains("training_loop") || w.contains("toy")) return;  // a toy has no loop
+    w["training_loop"] = "hf_trainer";
+    sources_.file_of_prefix["/workload/training_loop"] = ds_file_;
+  }
+  static bool contains_auto(const Json& v) {
+    if (is_auto(v)) return true;
+    if (v.is_object() || v.is_array())
+      for (const auto& x : v)
+        if (contains_auto(x)) return true;
+    return false;
   }
 
   // A bf16 / fp16 block's "enabled": true | false | "auto" (nullopt).

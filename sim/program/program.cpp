@@ -150,12 +150,22 @@ Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t h
   return Flops{(backward ? 5.0 : 2.0) * s2h * (causal ? 1.0 : 2.0)};
 }
 
-std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim) {
+// The first flash_attn releases without the 224 and the 160 kernels (program.hpp).
+static constexpr Release kFlashAttnWithout224{2, 6, 2};
+static constexpr Release kFlashAttnWithout160{2, 8, 0};
+
+std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim, Release flash_attn) {
   if (head_dim <= 0) return head_dim;
   switch (k) {
     case AttentionKernel::Flash:
-    case AttentionKernel::SdpaFlash:
-      return head_dim > 256 ? head_dim : (head_dim + 31) / 32 * 32;
+    case AttentionKernel::SdpaFlash: {
+      if (head_dim > 256) return head_dim;
+      const std::int64_t w = (head_dim + 31) / 32 * 32;
+      if (k == AttentionKernel::SdpaFlash) return w;
+      if (w == 224 && flash_attn >= kFlashAttnWithout224) return 256;
+      if (w == 160 && flash_attn >= kFlashAttnWithout160) return 192;
+      return w;
+    }
     case AttentionKernel::FlashTriton: {
       if (head_dim > 128) return head_dim;  // the kernel asserts d <= 128
       std::int64_t w = 16;
@@ -170,7 +180,7 @@ std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim)
 
 Flops attention_executed_flops(const AttentionWork& a) {
   if (a.head_dim <= 0) return a.flops;
-  return Flops{a.flops.count * static_cast<double>(attention_kernel_head_dim(a.kernel, a.head_dim)) /
+  return Flops{a.flops.count * static_cast<double>(attention_kernel_head_dim(a.kernel, a.head_dim, a.flash_attn)) /
                static_cast<double>(a.head_dim)};
 }
 

@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "sim/core/release.hpp"
 #include "sim/core/strong_id.hpp"
 #include "sim/core/units.hpp"
 
@@ -76,18 +77,26 @@ struct AttentionWork {
   bool backward = false;
   std::int64_t seq = 0;
   std::int64_t head_dim = 0;
+  // The flash_attn package's release (Flash only: its kernel widths changed, attention_kernel_head_dim).
+  Release flash_attn = kDefaultFlashAttnRelease;
 };
 
 // The head dimension a kernel computes with for a model's `head_dim`: the kernels are compiled
 // for a few widths and a head between them runs the next wider one, its extra columns zero.
-//  - Flash, SdpaFlash (FlashAttention-2): 32, 64, 96, 128, 160, 192, 224, 256
-//    (csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH: `if (HEADDIM <= 32) kHeadDim = 32; else
-//    if (HEADDIM <= 64) ...`; flash_api.cpp pads q/k/v to a multiple of 8 first);
+//  - SdpaFlash (PyTorch's vendored FlashAttention-2): 32, 64, 96, 128, 160, 192, 224, 256
+//    (pytorch/pytorch@035290b7 aten/src/ATen/native/transformers/cuda/flash_attn/static_switch.h
+//    HEADDIM_SWITCH: `if (HEADDIM <= 32) kHeadDim = 32; else if (HEADDIM <= 64) ...`);
+//  - Flash (the flash_attn package, csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH, by the
+//    release `flash_attn`): the same eight up to v2.6.1; 224 dropped from v2.6.2
+//    (Dao-AILab/flash-attention 751c762c, 2024-07-23, "Don't specialize for hdim 224": v2.6.2's
+//    switch, l.90-111, goes 192 -> 256), 160 dropped from v2.8.0 (ce212720, 2025-04-29, "Don't
+//    specialize for hdim 160 anymore": v2.8.0's, l.90-108, goes 128 -> 192 -> 256);
+//    flash_api.cpp pads q/k/v to a multiple of 8 first;
 //  - FlashTriton: the next power of two, at least 16 (flash_attn_triton.py `BLOCK_HEADDIM =
 //    max(triton.next_power_of_2(d), 16)`; llm-foundry's copy at c6cfb4284, l.622), up to its 128;
 //  - Flash3, SdpaEfficient: the head dimension itself (FlashAttention-3 builds each supported
 //    width exactly; the memory-efficient kernel is not modelled by width).
-std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim);
+std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim, Release flash_attn = kDefaultFlashAttnRelease);
 
 // The FLOPs the kernel executes: the model's, times kernel head dim / head dim.
 Flops attention_executed_flops(const AttentionWork& a);

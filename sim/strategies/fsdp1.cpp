@@ -224,10 +224,15 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
 
 // F1.8 _reshard: free the unsharded flat parameter under record_stream(current stream) and, with
 // limit_all_gathers, enqueue a free event recorded on the compute stream.
+// Before PyTorch 2.2 c10d also recorded its NCCL stream on the synchronous
+// all_gather_into_tensor's output (the flat parameter; pytorch#111431 stopped it,
+// TrainingConfig::c10d_records_sync_gather_scatter_streams): the block then waits for the
+// unshard stream's work queued by the time of the free too (often the next prefetched all-gather).
 void StepWriter::reshard(std::size_t u, bool free) {
   HandleState& h = h_[u];
   if (free && h.full.has_value()) {
-    b_.free_after(*h.full, {dflt_});
+    if (e_.training.c10d_records_sync_gather_scatter_streams()) b_.free_after(*h.full, {dflt_, unshard_});
+    else b_.free_after(*h.full, {dflt_});
     h.full = std::nullopt;
     h.unsharded = false;
   }
@@ -339,9 +344,12 @@ void StepWriter::reduce_grad(std::size_t u) {
   if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, bytes(unit.padded_numel, reduce_dtype_) * 2, n));
   b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, reduce_dtype_), reduce_dtype_, "RS " + n, n);
   // Stream-ordered frees on the stream that allocated them (record_stream on the allocation
-  // stream is a no-op in the caching allocator).
-  if (pad.has_value()) b_.free(*pad);
-  if (cast.has_value()) b_.free(*cast);
+  // stream is a no-op in the caching allocator); before PyTorch 2.2 c10d recorded its NCCL
+  // stream on the synchronous reduce_scatter_tensor's input (pytorch#111431), which waits for
+  // the reduce-scatter to run (only the input FSDP frees here: the padded copy, else the cast).
+  const bool c10d_holds = e_.training.c10d_records_sync_gather_scatter_streams();
+  if (pad.has_value()) free_collective_tensor(b_, c10d_holds, *pad, post_backward_);
+  if (cast.has_value()) free_collective_tensor(b_, c10d_holds && !pad.has_value(), *cast, post_backward_);
   const bool postdivide = world_ > predivide_;
   if (c_.hybrid()) {
     b_.wait_stream(all_reduce_, post_backward_);

@@ -74,9 +74,19 @@ void parse_mesh(ObjectReader& r, const Experiment& e, fsdp2::Fsdp2Config& c) {
   c.shard = static_cast<int>(sh);
 }
 
+// The first PyTorch whose FSDP2 root honours an explicit reshard_after_forward: before it,
+// FSDPState._lazy_init set the root group's post_forward_mesh_info = None unconditionally ("For
+// the root, do not reshard after forward"); pytorch/pytorch#154704 and #155319 (2025-06, 2.8) made
+// it conditional on `self._auto_reshard_after_forward` (torch 2.9
+// torch/distributed/fsdp/_fully_shard/_fsdp_state.py l.183-186), which is true only for the None
+// default (_fully_shard.py l.205-210 `auto_reshard_after_forward = reshard_after_forward is None`).
+constexpr Release kFsdp2RootReshardsSince{2, 8};
+
 // reshard_after_forward (F2.4): None/true -> reshard non-root groups; false -> keep; int k
 // -> a non-trivial divisor of the shard size. Then the root's and the last block's overrides.
-void parse_reshard(ObjectReader& r, fsdp2::Fsdp2Config& c) {
+// `torch`: the run's PyTorch; an explicit value reshards the root too only from 2.8.
+void parse_reshard(ObjectReader& r, fsdp2::Fsdp2Config& c, Release torch) {
+  const bool root_honours = torch >= kFsdp2RootReshardsSince;
   c.reshard_size = c.shard;
   if (r.has("reshard_after_forward")) {
     const Json& v = r.raw("reshard_after_forward");
@@ -86,18 +96,22 @@ void parse_reshard(ObjectReader& r, fsdp2::Fsdp2Config& c) {
       c.reshard_size = c.shard;
     } else if (v.is_boolean()) {
       c.reshard_size = v.get<bool>() ? c.shard : 0;
-      c.root_reshard = v.get<bool>();
+      c.root_reshard = v.get<bool>() && root_honours;
     } else if (v.is_number_integer()) {
       std::int64_t k = v.get<std::int64_t>();
       if (k <= 1 || k >= c.shard || c.shard % k != 0) r.fail("reshard_after_forward", expected);
       c.reshard_size = static_cast<int>(k);
-      c.root_reshard = true;
+      c.root_reshard = root_honours;
     } else {
       r.fail("reshard_after_forward", expected);
     }
   }
 
   c.root_reshard = r.boolean("root_reshard_after_forward", c.root_reshard);
+  if (c.root_reshard && !root_honours)
+    r.fail("root_reshard_after_forward", fmt::format("false with training.torch_version {} (FSDP2's root reshards after forward "
+                                                     "from PyTorch {}: pytorch#154704, #155319)",
+                                                     torch.text(), kFsdp2RootReshardsSince.text()));
   c.last_block_reshard = c.reshard_size > 0;
   if (r.has("reshard_last_block_after_forward")) {
     c.last_block_reshard = r.boolean("reshard_last_block_after_forward", c.last_block_reshard);
@@ -124,7 +138,7 @@ std::unique_ptr<Strategy> parse_fsdp2(ObjectReader& r, const Experiment& e) {
   fsdp2::Fsdp2Config c;
   c.wrap = r.declared_choice("wrap");
   parse_mesh(r, e, c);
-  parse_reshard(r, c);
+  parse_reshard(r, c, e.training.torch());
   // Prefetch depths and buffer counts beyond the layer count change nothing; 1024 bounds them.
   c.forward_prefetch = r.declared_int("forward_prefetch");
   c.backward_prefetch = r.declared_int("backward_prefetch");

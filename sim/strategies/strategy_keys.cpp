@@ -160,9 +160,10 @@ const ConfigObject& fsdp2() {
            .doc = "Version knob (section 10, PR #186000): reduce-scatter inputs in flight before compute waits on the oldest.",
            .since = kStepsim},
           {.name = "root_reshard_after_forward", .types = kBoolean,
-           .default_text = "true when reshard_after_forward is given (PyTorch 2.9 reshards a root given an explicit value), else false",
+           .default_text = "true when reshard_after_forward is given and training.torch_version is 2.8 or later (pytorch#154704, "
+                           "#155319), else false",
            .doc = "Whether the root group (embedding, final norm, head) reshards after forward and all-gathers again at backward "
-                  "start (F2.4); false also describes PyTorch before the None default, whose _lazy_init never resharded the root.",
+                  "start (F2.4); before PyTorch 2.8 _lazy_init never resharded the root, and true is refused there.",
            .since = "PyTorch 2.4"},
           {.name = "reshard_last_block_after_forward", .types = kBoolean, .default_text = "as reshard_after_forward",
            .doc = "Whether the last block group reshards after forward: torchtitan passes false (\"do not reshard after forward for "

@@ -379,15 +379,19 @@ class Zero3Builder {
     for (int p : params_in_ipg_bucket_) parts += partition_numel(p);
     const Bytes full{parts * dp_world_size_ * communication_bytes_};
     if (c_.reduce_scatter) {
+      // reduce_scatter_coalesced reduces in place: the output is this rank's torch.chunk of the
+      // same flat buffer and the grad partitions are narrow() views of it
+      // (deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/comm/coalesced_collectives.py l.199-214),
+      // so the buffer lives until partition_grads has copied out of it. The reduce-scatter is
+      // synchronous (l.22-23 `_torch_reduce_scatter_fn ... async_op=False`): c10d records its
+      // stream on the buffer only before PyTorch 2.2 (pytorch#111431).
       BufferId inter = b_.alloc("RS interleaved " + unit, full, MemCategory::CommBuffers, reduce_and_partition_stream_);
       b_.launch(reduce_and_partition_stream_, elementwise("interleave " + unit, full * 2, unit, KernelClass::Copy));
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, full * 2, unit));
-      BufferId out = b_.alloc("RS output " + unit, Bytes{parts * communication_bytes_}, MemCategory::CommBuffers, reduce_and_partition_stream_);
       b_.collective(dp_process_group_, reduce_and_partition_stream_, CollectiveKind::ReduceScatter, full, c_.communication_data_type, "RS " + unit, unit);
-      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), inter, reduce_and_partition_stream_);
       b_.launch(reduce_and_partition_stream_, elementwise("partition_grads " + unit, Bytes{parts * (communication_bytes_ + grad_accum_bytes_ * (accumulate_ ? 2 : 1))}, unit,
                                   KernelClass::Copy));
-      free_collective_tensor(b_, c_.c10d_records_streams(e_.training), out, reduce_and_partition_stream_);
+      free_collective_tensor(b_, c_.c10d_records_sync_gather_scatter_streams(e_.training), inter, reduce_and_partition_stream_);
     } else {
       // reduce_scatter=false with contiguous grads: all-reduce the bucket, then slice.
       b_.launch(reduce_and_partition_stream_, elementwise("div_ " + unit, Bytes{2 * elements_in_ipg_bucket_ * communication_bytes_}, unit));

@@ -58,6 +58,13 @@ struct ZeroConfig {
   bool c10d_records_streams(const TrainingConfig& t) const {
     return t.torch_version ? t.c10d_records_streams() : version < DeepSpeedVersion{0, 16, 5};
   }
+  // The same for a synchronous reduce-scatter or all-gather (ZeRO-3's, TrainingConfig::
+  // c10d_records_sync_gather_scatter_streams): recorded before PyTorch 2.2 (pytorch#111431);
+  // without torch_version, DeepSpeed releases up to 0.13.1 (tagged 2024-01-23, before PyTorch
+  // 2.2.0 of 2024-01-30; v0.13.2 is of 2024-02-10) are taken with a PyTorch of their time.
+  bool c10d_records_sync_gather_scatter_streams(const TrainingConfig& t) const {
+    return t.torch_version ? t.c10d_records_sync_gather_scatter_streams() : version < DeepSpeedVersion{0, 13, 2};
+  }
   // Z4.1 defaults of deepspeed/runtime/zero/config.py (DeepSpeed 0.19).
   std::int64_t reduce_bucket_size = 500'000'000;
   std::int64_t allgather_bucket_size = 500'000'000;

@@ -127,6 +127,25 @@ const std::vector<std::string>& attention_names() {
   return names;
 }
 
+const std::vector<std::string>& training_loop_names() {
+  static const std::vector<std::string> names{"hf_trainer", "hf_script", "composer", "torchtitan", "megatron"};
+  return names;
+}
+
+std::string to_string(TrainingLoop l) { return training_loop_names()[static_cast<std::size_t>(l)]; }
+
+TrainingLoop default_training_loop(Implementation i) {
+  switch (i) {
+    case Implementation::Hf: return TrainingLoop::HfScript;
+    case Implementation::Torchtitan: return TrainingLoop::Torchtitan;
+    case Implementation::LlmFoundry: return TrainingLoop::Composer;
+    case Implementation::Megatron: return TrainingLoop::Megatron;
+  }
+  return TrainingLoop::HfScript;
+}
+
+bool training_loop_keeps_output(TrainingLoop l) { return l == TrainingLoop::HfScript || l == TrainingLoop::Composer; }
+
 WorkloadOptions default_options(const std::string& family) {
   WorkloadOptions o;
   if (family == "opt") {
@@ -158,8 +177,9 @@ WorkloadOptions default_options(const std::string& family) {
 }
 
 bool checkpoint_stops_early(const WorkloadOptions& o) {
-  if (o.checkpoint_early_stop) return *o.checkpoint_early_stop;
-  return o.impl == Implementation::LlmFoundry && o.torch() >= kCheckpointEarlyStopSince;
+  // Unset, every implementation's default is reentrant or early_stop=False (workload.hpp): the
+  // llm_foundry runs that are non-reentrant say so through their yaml, and state it.
+  return o.checkpoint_early_stop.value_or(false);
 }
 
 namespace {
@@ -369,7 +389,9 @@ Op grad_add(const Dims& d, std::int64_t n) {
 // memory-efficient kernel one. Each runs at its kernel's rate for the sequence length, over the
 // FLOPs of the head width it is compiled for (attention_kernel_head_dim: a head of 112 runs 128).
 // q, k, v given in elements per token: sdpa sees the repeated k/v of GQA (torchtitan repeat_kv).
-Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels) {
+// `flash_attn`: the flash_attn package's release, whose kernel widths `flash` runs (WorkloadOptions).
+Module fused_attention(const std::string& name, const Dims& d, Attention a, std::int64_t kv_tokens_elems, int bwd_kernels,
+                       Release flash_attn) {
   Module m;
   m.name = name;
   const std::int64_t q = d.T * d.h, kv = d.T * kv_tokens_elems, e = d.e;
@@ -378,8 +400,8 @@ Module fused_attention(const std::string& name, const Dims& d, Attention a, std:
   Op b = mem("attention.bwd", KernelClass::Attention, (2 * q + 2 * kv) * e + q * e + lse, (q + 2 * kv) * e + q * 4, 0,
              a == Attention::SdpaEfficient ? 1 : bwd_kernels);
   const AttentionKernel k = attention_kernel(a);
-  f.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, false, true), k, false, d.s, d.d};
-  b.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, true, true), k, true, d.s, d.d};
+  f.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, false, true), k, false, d.s, d.d, flash_attn};
+  b.work.attention = AttentionWork{fused_attention_flops(d.b, d.s, d.h, true, true), k, true, d.s, d.d, flash_attn};
   m.forward.push_back(f);
   m.backward.push_back(b);
   return m;
@@ -622,7 +644,7 @@ class BlockBuilder {
         post.push_back(mem("repeat_kv.bwd_sum", KernelClass::Reduction, 2 * n * e, 2 * d.T * d.kv * e, 0, 2));
         kv_seen = d.h;
       }
-      core = fused_attention(p + ".attn.core", d, o.attention, kv_seen, foundry ? 2 : 3);
+      core = fused_attention(p + ".attn.core", d, o.attention, kv_seen, foundry ? 2 : 3, o.flash_attn());
       core.forward.insert(core.forward.begin(), pre.begin(), pre.end());
       for (const auto& op : post) core.backward.push_back(op);
       if (titan || hf) {
@@ -1159,9 +1181,10 @@ Module fused_xentropy_loss(const Dims& d, bool logits_kept, Layer& head) {
   return loss;
 }
 
+// The training loop's default (training_loop_keeps_output: hf_script and composer keep it; the
+// HF Trainer's compute_loss returns only the loss) unless the workload states it.
 bool loop_keeps_output(const WorkloadOptions& o) {
-  return o.loop_keeps_output.value_or(o.impl == Implementation::Hf || o.impl == Implementation::LlmFoundry) &&
-         o.impl != Implementation::Megatron;
+  return o.loop_keeps_output.value_or(training_loop_keeps_output(o.training_loop())) && o.impl != Implementation::Megatron;
 }
 
 // The model output the training loop keeps (WorkloadOptions::loop_keeps_output): the logits as
@@ -1235,6 +1258,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
                            const WorkloadOptions& given) {
   // The options as they apply, resolved once: what the layers are built from and what reports show.
   WorkloadOptions o = given;
+  o.loop = given.training_loop();
   o.loop_keeps_output = loop_keeps_output(given);
   o.checkpoint_early_stop = given.compile || checkpoint_stops_early(given);
   Workload w;

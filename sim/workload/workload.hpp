@@ -142,17 +142,51 @@ std::string to_string(Attention a);
 // Every `attention` value, in enum order ("flash" ... "eager").
 const std::vector<std::string>& attention_names();
 
+// The training loop around the model, for what it keeps alive across backward:
+//  hf_trainer      transformers' Trainer: training_step does `loss = self.compute_loss(model,
+//                  inputs)`, and compute_loss holds `outputs = model(**inputs)` in a local and
+//                  returns only the loss (unless return_outputs), so the logits are gone before
+//                  `self.accelerator.backward(loss)` (transformers src/transformers/trainer.py,
+//                  compute_loss / training_step, same shape 4.36 to 4.5x)
+//  hf_script       a script's own loop over an HF model, `outputs = model(**batch); loss =
+//                  outputs.loss; backward(loss)`: DeepSpeed-Chat's step 1 (main.py) and
+//                  transformers' examples/pytorch/*_no_trainer.py; `outputs` lives until the next
+//                  forward returns
+//  composer        Composer's Trainer (llm-foundry): `self.state.outputs = self.state.model(
+//                  self.state.batch)` kept through backward (composer v0.14.1
+//                  composer/trainer/trainer.py l.2276, l.2298, l.2340)
+//  torchtitan      train.py: `del pred` before `loss.backward()` since torchtitan #391
+//                  (e29b6b4d4, 2024-06); earlier runs state loop_keeps_output true
+//  megatron        Megatron-LM's forward_step returns the loss only
+enum class TrainingLoop { HfTrainer, HfScript, Composer, Torchtitan, Megatron };
+std::string to_string(TrainingLoop l);
+// Every `training_loop` value, in enum order.
+const std::vector<std::string>& training_loop_names();
+// The loop an implementation's runs use unless the config implies another: hf -> hf_script,
+// llm_foundry -> composer, torchtitan -> torchtitan, megatron -> megatron. A DeepSpeed config
+// with "auto" values implies hf_trainer (the HF Trainer resolves them; foreign_configs.cpp).
+TrainingLoop default_training_loop(Implementation i);
+// Whether the loop keeps the model's output through backward (hf_script, composer).
+bool training_loop_keeps_output(TrainingLoop l);
+
 struct WorkloadOptions {
   Implementation impl = Implementation::Torchtitan;
   Attention attention = Attention::Flash;
   double dropout = 0;           // residual (hidden) dropout probability
   double attention_dropout = 0; // dropout on the attention probabilities
   bool compile = false;         // torch.compile: runs of memory-bound ops fused into one kernel
+  // The training loop (TrainingLoop). Unset: the implementation's (default_training_loop).
+  std::optional<TrainingLoop> loop;
+  TrainingLoop training_loop() const { return loop.value_or(default_training_loop(impl)); }
   // Whether the training loop keeps the model's output (the logits) through backward until the
   // next forward replaces it: DeepSpeed-Chat's and the HF examples' `outputs = model(**batch)`,
   // Composer's `self.state.outputs`, torchtitan's `pred` before its #391 (`del pred`, 2024-06).
-  // Unset: the implementation's loop (hf, llm_foundry: kept; torchtitan, megatron: not).
+  // Unset: the training loop's (training_loop_keeps_output).
   std::optional<bool> loop_keeps_output;
+  // The flash_attn package of the run (`flash`'s kernel widths by release,
+  // attention_kernel_head_dim). Unset: kDefaultFlashAttnRelease.
+  std::optional<Release> flash_attn_version;
+  Release flash_attn() const { return flash_attn_version.value_or(kDefaultFlashAttnRelease); }
   Checkpointing checkpointing = Checkpointing::None;
   int checkpoint_every = 1;     // every_k: k
   // Whether a checkpointed block's recompute stops at the last tensor its backward needs
@@ -176,8 +210,17 @@ inline constexpr Release kCheckpointEarlyStopSince{2, 1};
 //              (2024-01); huggingface/transformers#43203 (2026-01) made it False, so a run of a
 //              later transformers states true
 //  megatron    its own CheckpointFunction (tensor_parallel/random.py), reentrant: no early stop
-//  llm_foundry non-reentrant (train.py forces activation_checkpointing_reentrant false; Composer's
-//              checkpoint_wrapper passes no early_stop): PyTorch's default, from 2.1
+//  llm_foundry reentrant, no early stop: Composer's default is reentrant
+//              (`fsdp_config.setdefault('activation_checkpointing_reentrant', True)`, composer
+//              v0.15.0 composer/trainer/dist_strategy.py l.129; v0.24.0
+//              composer/utils/parallelism.py l.16), and llm-foundry's train.py at c6cfb4284
+//              (scripts/train/train.py l.71-83) even forces a yaml's false back to true for
+//              plain MPT (`if fc_type == 'te' or 'te' not in ffn_type`, true for 'mptmlp').
+//              Non-reentrant comes from the yaml (`activation_checkpointing_reentrant: false`,
+//              HEAD 8c8dd48f7 scripts/train/yamls/pretrain/mpt-7b.yaml l.95;
+//              scripts/train/benchmarking/submit_benchmarks.py l.303) with a train.py that
+//              honours it (HEAD llmfoundry/command_utils/train.py l.107-128): such a run at
+//              PyTorch >= 2.1 states "checkpoint_early_stop": true
 //  torchtitan  FullAC and SelectiveAC pass early_stop=False since torchtitan #1580 (2025-08,
 //              torchtitan/distributed/activation_checkpoint.py); earlier torchtitan took
 //              PyTorch's default (a run of that era states "checkpoint_early_stop": true)

@@ -209,3 +209,28 @@ TEST_CASE("DeepSpeed config: the batch triangle, HF 'auto' values, and one-line 
   doc["strategy"]["framework"] = "fsdp1";
   CHECK_THAT(error_of(doc), Catch::Contains("/strategy/framework") && Catch::Contains("deepspeed_config"));
 }
+
+// Catches: a DeepSpeed config resolved the HF Trainer's way predicted with DeepSpeed-Chat's loop
+// (the logits kept through backward: +3.9 GiB on Llama-3-8B at 8192 tokens).
+TEST_CASE("DeepSpeed config: \"auto\" values imply the HF Trainer's loop, whose compute_loss keeps no logits",
+          "[config][deepspeed][memory]") {
+  const test::TempDir dir;
+  // DeepSpeed-Chat's step-1 config has no "auto": its own loop keeps `outputs` (main.py), the
+  // bf16 logits of 8 x 512 tokens x OPT's 50,272 vocabulary: 8 x 512 x 50272 x 2 = 411,828,224 B.
+  Experiment chat = test::experiment_from_doc(ds_experiment(dir.write_json("chat.json", dschat())));
+  CHECK(effective_workload(chat.workload)["training_loop"] == "hf_script");
+  CHECK(chat.workload.kept_output.count == 8LL * 512 * 50272 * 2);
+  // "auto" is filled by transformers' HfTrainerDeepSpeedConfig (integrations/deepspeed.py), so
+  // the loop is Trainer.training_step's: compute_loss returns the loss only
+  // (src/transformers/trainer.py), the logits die with the forward.
+  nlohmann::json ds = dschat();
+  ds["zero_optimization"]["reduce_bucket_size"] = "auto";
+  Experiment trainer = test::experiment_from_doc(ds_experiment(dir.write_json("auto.json", ds)));
+  CHECK(effective_workload(trainer.workload)["training_loop"] == "hf_trainer");
+  CHECK(effective_workload(trainer.workload)["loop_keeps_output"] == false);
+  CHECK(trainer.workload.kept_output.count == 0);
+  // A loop the experiment names wins (Accelerate's own loop resolves "auto" too).
+  Experiment accelerate = test::experiment_from_doc(
+      ds_experiment(dir.write_json("auto2.json", ds), {{"preset", "opt-1.3b"}, {"seq_len", 512}, {"training_loop", "hf_script"}}));
+  CHECK(accelerate.workload.kept_output.count == 8LL * 512 * 50272 * 2);
+}

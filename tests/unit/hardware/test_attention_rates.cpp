@@ -283,7 +283,7 @@ TEST_CASE("An attention kernel computes at the head width it is compiled for", "
     CHECK(attention_kernel_head_dim(k, 80) == 96);
     CHECK(attention_kernel_head_dim(k, 112) == 128);
     CHECK(attention_kernel_head_dim(k, 128) == 128);
-    CHECK(attention_kernel_head_dim(k, 200) == 224);
+    CHECK(attention_kernel_head_dim(k, 200, Release{2, 5, 8}) == 224);
   }
   // The Triton kernel: BLOCK_HEADDIM = max(next_power_of_2(d), 16).
   CHECK(attention_kernel_head_dim(AttentionKernel::FlashTriton, 8) == 16);
@@ -314,4 +314,35 @@ TEST_CASE("An attention kernel computes at the head width it is compiled for", "
   Kernel unknown{"attention", KernelClass::Attention, KernelWork{}, ""};
   unknown.work.attention = AttentionWork{Flops{1e12}, AttentionKernel::FlashTriton, false, 8192};
   CHECK(attention_executed_flops(unknown.work.attention).count == 1e12);
+}
+
+// Catches: `flash` priced with kernels its flash_attn release no longer builds (or sdpa's vendored
+// copy losing widths it still has).
+TEST_CASE("flash runs the head widths of its flash_attn release: 224 gone from 2.6.2, 160 from 2.8.0", "[hardware][attention]") {
+  // Dao-AILab/flash-attention csrc/flash_attn/src/static_switch.h HEADDIM_SWITCH (l.90): v2.6.1 still
+  // switches `HEADDIM <= 224 -> 224`; 751c762c ("Don't specialize for hdim 224", first tagged in
+  // v2.6.2) goes 192 -> 256, so a head of 200 runs the 256 kernel: 256/200 = 1.28x the model's
+  // FLOPs instead of 224/200 = 1.12x. ce212720 ("Don't specialize for hdim 160 anymore", first in
+  // v2.8.0) goes 128 -> 192: a head of 150 runs 192, not 160.
+  const AttentionKernel f = AttentionKernel::Flash;
+  CHECK(attention_kernel_head_dim(f, 200, Release{2, 6, 1}) == 224);
+  CHECK(attention_kernel_head_dim(f, 200, Release{2, 6, 2}) == 256);
+  CHECK(attention_kernel_head_dim(f, 150, Release{2, 7, 4}) == 160);
+  CHECK(attention_kernel_head_dim(f, 150, Release{2, 8, 0}) == 192);
+  // The other widths are in every 2.x release.
+  CHECK(attention_kernel_head_dim(f, 96, Release{2, 8, 3}) == 96);
+  CHECK(attention_kernel_head_dim(f, 180, Release{2, 8, 3}) == 192);
+  // Unstated: the current release, v2.8.3.
+  CHECK(attention_kernel_head_dim(f, 150) == 192);
+  CHECK(attention_kernel_head_dim(f, 200) == 256);
+  // PyTorch's vendored FlashAttention-2 (sdpa_flash) keeps all eight widths
+  // (pytorch/pytorch@035290b7 aten/src/ATen/native/transformers/cuda/flash_attn/static_switch.h),
+  // whatever flash_attn release is installed beside it.
+  CHECK(attention_kernel_head_dim(AttentionKernel::SdpaFlash, 150, Release{2, 8, 3}) == 160);
+  CHECK(attention_kernel_head_dim(AttentionKernel::SdpaFlash, 200, Release{2, 8, 3}) == 224);
+  // The op carries the release: executed FLOPs of a head of 200 at 2.5.8 vs the default.
+  AttentionWork old{Flops{1e12}, f, false, 8192, 200, Release{2, 5, 8}};
+  AttentionWork now{Flops{1e12}, f, false, 8192, 200};
+  CHECK(attention_executed_flops(old).count == Approx(1e12 * 224 / 200));
+  CHECK(attention_executed_flops(now).count == Approx(1e12 * 256 / 200));
 }

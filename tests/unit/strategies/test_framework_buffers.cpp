@@ -207,6 +207,36 @@ TEST_CASE("FSDP2 reshards the root after forward when reshard_after_forward is p
   CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", false}}) == std::make_pair(0, false));
 }
 
+// Catches: a root resharded at a PyTorch whose FSDP2 never resharded it (one extra all-gather at
+// backward start).
+TEST_CASE("Before PyTorch 2.8 FSDP2's root never reshards after forward, whatever reshard_after_forward says",
+          "[fsdp2][framework][config]") {
+  // Early FSDPState._lazy_init cleared the root's post_forward_mesh_info unconditionally; since
+  // pytorch/pytorch#154704 + #155319 (2.8) only `if self._auto_reshard_after_forward` (torch 2.9
+  // torch/distributed/fsdp/_fully_shard/_fsdp_state.py l.183-186), i.e. for the None default.
+  auto root_bwd_ags = [](const json& strategy, const char* torch) {
+    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", strategy},
+                {"training", {{"optimizer", "adamw"}, {"torch_version", torch}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    int n = 0;
+    for (const auto& ins : p.instructions)
+      if (auto* c = std::get_if<Collective>(&ins); c && c->name == "AG root bwd") ++n;
+    return std::make_pair(n, e.strategy->effective_config().at("root_reshard_after_forward").get<bool>());
+  };
+  const json explicit_true = {{"framework", "fsdp2"}, {"reshard_after_forward", true}};
+  CHECK(root_bwd_ags(explicit_true, "2.7") == std::make_pair(0, false));
+  CHECK(root_bwd_ags(explicit_true, "2.8") == std::make_pair(1, true));
+  CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", 2}}, "2.4") == std::make_pair(0, false));
+  // Stating the root resharded at such a release is an input error naming the release.
+  json root_true = explicit_true;
+  root_true["root_reshard_after_forward"] = true;
+  CHECK_THROWS_WITH(root_bwd_ags(root_true, "2.7"),
+                    Catch::Contains("/strategy/root_reshard_after_forward") && Catch::Contains("2.7.0") && Catch::Contains("2.8"));
+}
+
 namespace {
 
 int count_allocs(const Program& p, const std::string& prefix) {
@@ -617,6 +647,68 @@ TEST_CASE("torch_version names a PyTorch release", "[config]") {
   CHECK(opt13_training({{"torch_version", "2.7.1"}}).training.c10d_records_streams());
   CHECK(!opt13_training({{"torch_version", "2.8"}}).training.c10d_records_streams());
   CHECK(!opt13_training(json::object()).training.c10d_records_streams());
+  // Synchronous all-gather / reduce-scatter lost recordStream in 2.2 (pytorch#111431).
+  CHECK(opt13_training({{"torch_version", "2.1"}}).training.c10d_records_sync_gather_scatter_streams());
+  CHECK(!opt13_training({{"torch_version", "2.2"}}).training.c10d_records_sync_gather_scatter_streams());
+  CHECK(!opt13_training({{"torch_version", "2.7.1"}}).training.c10d_records_sync_gather_scatter_streams());
+}
+
+// Catches: ZeRO-3's reduce-scatter buffer held for its collective at PyTorch 2.2-2.7 (c10d stashes
+// synchronous reduce-scatters since pytorch#111431), or a separate output buffer DeepSpeed never
+// allocates.
+TEST_CASE("ZeRO-3 reduce-scatters in place, and c10d holds the buffer for it only before PyTorch 2.2", "[zero][memory]") {
+  // deepspeedai/DeepSpeed@edaa7221 deepspeed/runtime/comm/coalesced_collectives.py l.22-23:
+  // `dist.reduce_scatter_fn(output_tensor, input_tensor, group=group, async_op=False)`, called at
+  // l.205 with this rank's torch.chunk (l.202) of the flat buffer as the output: no second buffer.
+  auto rs_hold = [](json strategy, json training) {
+    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", std::move(strategy)},
+                {"training", std::move(training)}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    CHECK(count_allocs(p, "RS output") == 0);
+    const long buffer = alloc_index(p, "RS interleaved bucket 0");
+    REQUIRE(buffer >= 0);
+    const long freed = free_index(p, buffer);
+    // Freed once partition_grads has copied out of its views, not right after the collective.
+    CHECK(freed > launch_index(p, "partition_grads bucket 0", buffer));
+    return free_at(p, freed).record_streams.size();
+  };
+  const json ds = {{"framework", "zero"}, {"stage", 3}};
+  CHECK(rs_hold(ds, {{"torch_version", "2.1"}}) == 1);
+  CHECK(rs_hold(ds, {{"torch_version", "2.2"}}) == 0);
+  CHECK(rs_hold(ds, {{"torch_version", "2.7"}}) == 0);
+  // Without torch_version, the PyTorch of the DeepSpeed release's time: v0.13.1 (2024-01-23)
+  // predates PyTorch 2.2.0 (2024-01-30), v0.13.2 (2024-02-10) does not.
+  json old_ds = ds, new_ds = ds;
+  old_ds["deepspeed_version"] = "0.13.1";
+  new_ds["deepspeed_version"] = "0.13.2";
+  CHECK(rs_hold(old_ds, json::object()) == 1);
+  CHECK(rs_hold(new_ds, json::object()) == 0);
+}
+
+// Catches: FSDP1 at PyTorch <= 2.1 freeing its unsharded flat parameter without c10d's hold on the
+// all-gather's output.
+TEST_CASE("FSDP1 before PyTorch 2.2: c10d's recordStream holds the all-gathered flat parameter for the unshard stream too",
+          "[fsdp1][memory]") {
+  // FSDP1's all_gather_into_tensor and reduce_scatter_tensor are synchronous; before
+  // pytorch#111431 (2.2) c10d recorded its NCCL stream on their tensors, so _reshard's free of the
+  // flat parameter (record_stream on the compute stream) also waits for the unshard stream's work
+  // queued by then: 2 recorded streams instead of 1.
+  auto recorded = [](const char* torch) {
+    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
+                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                {"strategy", {{"framework", "fsdp1"}}},
+                {"training", {{"torch_version", torch}}}};
+    Experiment e = test::experiment_from_doc(doc);
+    Program p = e.strategy->build(e);
+    const long full = alloc_index(p, "full_param");
+    REQUIRE(full >= 0);
+    return free_at(p, free_index(p, full)).record_streams.size();
+  };
+  CHECK(recorded("2.1") == 2);
+  CHECK(recorded("2.2") == 1);
 }
 
 TEST_CASE("Without torch_version, ZeRO takes the PyTorch of its DeepSpeed release's time", "[zero][memory][config]") {

@@ -267,9 +267,9 @@ TEST_CASE("Workload knobs are strict: a bad value names its JSON path", "[worklo
   CHECK_THAT(message(with("checkpoint_early_stop", "yes")), Catch::Contains("/workload/checkpoint_early_stop"));
 }
 
-// Catches: an early stop claimed for a PyTorch that had none (it came with 2.1), or the workload
-// built before the training section's release is known.
-TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; the workload's default reads training.torch_version", "[workload][config]") {
+// Catches: an early stop claimed for a PyTorch that had none (it came with 2.1), or llm-foundry
+// runs taken as non-reentrant when their yaml does not say so.
+TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; llm-foundry's default is Composer's reentrant checkpointing", "[workload][config]") {
   auto doc = [](nlohmann::json wl, const char* torch) {
     nlohmann::json d = {{"workload", wl},
                         {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
@@ -286,10 +286,18 @@ TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; the workload's default reads
   } catch (const InputError& err) {
     CHECK_THAT(err.what(), Catch::Contains("/workload/checkpoint_early_stop") && Catch::Contains("2.0.0") && Catch::Contains("2.1"));
   }
-  // llm-foundry's default: whole recompute on 2.0, early stop on 2.1 (fc2 and the add left out).
-  auto recomputed = [&](const char* torch) { return test::experiment_from_doc(doc(mpt, torch)).workload.layers[1].recompute.size(); };
-  CHECK(recomputed("2.1") + 2 == recomputed("2.0"));
-  CHECK(recomputed(nullptr) == recomputed("2.1"));
+  // llm-foundry's default is reentrant, whole recompute at any release: Composer defaults
+  // activation_checkpointing_reentrant to True (composer v0.15.0 composer/trainer/dist_strategy.py
+  // l.129), and train.py at mosaicml/llm-foundry@c6cfb4284 (scripts/train/train.py l.71-83,
+  // `if fc_type == 'te' or 'te' not in ffn_type`, true for plain MPT) forces a yaml's false back to
+  // true. A run whose yaml says false under a train.py that honours it (HEAD 8c8dd48f7) states
+  // early stop: from 2.1 the recompute then leaves out fc2 and the add (2 ops).
+  auto recomputed = [&](const nlohmann::json& wl, const char* torch) {
+    return test::experiment_from_doc(doc(wl, torch)).workload.layers[1].recompute.size();
+  };
+  CHECK(recomputed(mpt, "2.1") == recomputed(mpt, "2.0"));
+  CHECK(recomputed(mpt, nullptr) == recomputed(mpt, "2.0"));
+  CHECK(recomputed(stop, "2.1") + 2 == recomputed(mpt, "2.1"));
   // The results say what applied (effective_workload): the preset's implementation defaults and
   // the recompute's stop; a compiled block's stops whatever the eager setting.
   const nlohmann::json applied = effective_workload(test::experiment_from_doc(doc(mpt, "2.0")).workload);
@@ -298,7 +306,9 @@ TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; the workload's default reads
   CHECK(applied["loop_keeps_output"] == true);
   CHECK(applied["activation_checkpointing"] == "full");
   CHECK(applied["checkpoint_early_stop"] == false);
-  CHECK(effective_workload(test::experiment_from_doc(doc(mpt, "2.1")).workload)["checkpoint_early_stop"] == true);
+  CHECK(effective_workload(test::experiment_from_doc(doc(mpt, "2.1")).workload)["checkpoint_early_stop"] == false);
+  CHECK(effective_workload(test::experiment_from_doc(doc(stop, "2.1")).workload)["checkpoint_early_stop"] == true);
+  CHECK(applied["training_loop"] == "composer");
   nlohmann::json compiled = mpt;
   compiled["compile"] = true;
   CHECK(effective_workload(test::experiment_from_doc(doc(compiled, "2.0")).workload)["checkpoint_early_stop"] == true);
@@ -644,4 +654,78 @@ TEST_CASE("A fused attention op carries the model's head dimension", "[workload]
           ++seen;
         }
   CHECK(seen == 2);
+}
+
+// Catches: an HF Trainer run charged for logits its compute_loss never keeps, or the loop
+// unnamed in the results.
+TEST_CASE("The training loop decides whether the logits outlive the forward: HF Trainer's compute_loss returns only the loss",
+          "[workload][config][memory]") {
+  auto build = [](nlohmann::json extra) {
+    nlohmann::json wl = {{"preset", "opt-125m"}, {"seq_len", 128}, {"micro_batch", 2}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) wl[it.key()] = it.value();
+    nlohmann::json d = {{"workload", wl},
+                        {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                        {"strategy", {{"framework", "ddp"}}}};
+    return test::experiment_from_doc(d).workload;
+  };
+  // hf's default loop is a script's (DeepSpeed-Chat step 1, the *_no_trainer examples:
+  // `outputs = model(**batch)` alive until the next forward): OPT's bf16 logits, 2 x 128 tokens x
+  // 50,272 x 2 B = 25,739,264 B.
+  const Workload script = build(nlohmann::json::object());
+  CHECK(effective_workload(script)["training_loop"] == "hf_script");
+  CHECK(effective_workload(script)["loop_keeps_output"] == true);
+  CHECK(script.kept_output.count == 2LL * 128 * 50272 * 2);
+  // transformers Trainer.training_step: `loss = self.compute_loss(model, inputs)`, whose
+  // `outputs = model(**inputs)` is a local it drops, returning the loss only
+  // (src/transformers/trainer.py compute_loss): nothing logits-sized is kept.
+  const Workload trainer = build({{"training_loop", "hf_trainer"}});
+  CHECK(effective_workload(trainer)["training_loop"] == "hf_trainer");
+  CHECK(effective_workload(trainer)["loop_keeps_output"] == false);
+  CHECK(trainer.kept_output.count == 0);
+  // An explicit loop_keeps_output still wins over the loop's default.
+  CHECK(build({{"training_loop", "hf_trainer"}, {"loop_keeps_output", true}}).kept_output.count == 2LL * 128 * 50272 * 2);
+  // A loop that is not one of the five is refused, naming the key and the choices.
+  try {
+    build({{"training_loop", "trainer"}});
+    FAIL("accepted an unknown training loop");
+  } catch (const InputError& err) {
+    CHECK_THAT(err.what(), Catch::Contains("/workload/training_loop") && Catch::Contains("hf_trainer"));
+  }
+}
+
+// Catches: a flash_attn release read but not applied, or a non-2.x release accepted for `flash`.
+TEST_CASE("workload.flash_attn_version is a flash_attn 2.x release, shown for flash", "[workload][config][attention]") {
+  auto build = [](nlohmann::json extra) {
+    nlohmann::json wl = {{"model", {{"family", "llama"}, {"hidden", 1600}, {"layers", 2}, {"heads", 8}, {"ffn", 4096}, {"vocab", 1000}}},
+                         {"seq_len", 128}, {"attention", "flash"}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) wl[it.key()] = it.value();
+    nlohmann::json d = {{"workload", wl},
+                        {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                        {"strategy", {{"framework", "ddp"}}}};
+    return test::experiment_from_doc(d).workload;
+  };
+  // Heads of 1600 / 8 = 200: the 224 kernel up to flash_attn 2.6.1, the 256 one from 2.6.2
+  // (Dao-AILab/flash-attention 751c762c); the op carries the release.
+  auto attention_release = [](const Workload& w) {
+    for (const auto& m : w.layers[1].modules)
+      for (const auto& op : m.forward)
+        if (op.cls == KernelClass::Attention) return op.work.attention.flash_attn;
+    return Release{};
+  };
+  CHECK(attention_release(build(nlohmann::json::object())) == kDefaultFlashAttnRelease);
+  const Workload old = build({{"flash_attn_version", "2.5.8"}});
+  CHECK(attention_release(old) == Release{2, 5, 8});
+  CHECK(effective_workload(old)["flash_attn_version"] == "2.5.8");
+  CHECK(effective_workload(build(nlohmann::json::object()))["flash_attn_version"] == "2.8.3");
+  CHECK_FALSE(effective_workload(build({{"attention", "sdpa_flash"}})).contains("flash_attn_version"));
+  auto message = [&](nlohmann::json v) {
+    try {
+      build({{"flash_attn_version", v}});
+    } catch (const InputError& err) {
+      return std::string(err.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(message("3.0"), Catch::Contains("/workload/flash_attn_version") && Catch::Contains("flash_attn 2.x"));
+  CHECK_THAT(message("latest"), Catch::Contains("/workload/flash_attn_version") && Catch::Contains("\"latest\""));
 }
