@@ -234,6 +234,10 @@ int exec_gpu_binary(const std::string& command, const Args& args) {
   std::vector<std::string> owned;
   owned.reserve(args.size() + 2);
   owned.push_back(gpu.string());
+  if (data_dir_origin() == "--data-dir") {  // taken off the line by take_data_dir_option: pass it on
+    owned.push_back("--data-dir");
+    owned.push_back(data_dir()->string());
+  }
   owned.push_back(command);
   owned.insert(owned.end(), args.begin(), args.end());
   std::vector<char*> argv;

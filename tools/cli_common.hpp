@@ -2,6 +2,7 @@
 // Helpers shared by the subcommands: option parsing with Boost.Program_options that turns
 // its errors into InputError (exit 2), and `--help` text.
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <ostream>

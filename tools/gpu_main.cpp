@@ -8,7 +8,14 @@
 
 int main(int argc, char** argv) {
   using namespace stepsim::cli;
-  const Args args(argv + 1, argv + argc);
+  const Args all(argv + 1, argv + argc);
+  Args args;
+  // The data directory as stepsim passes it on (exec_gpu_binary), or as stepsim-gpu finds it.
+  if (int rc = run_guarded([&] {
+        args = take_data_dir_option(all);
+        return 0;
+      }))
+    return rc;
   if (args.empty() || (args[0] != "calibrate" && args[0] != "live")) {
     std::cerr << "usage: stepsim-gpu calibrate|live ... (run through `stepsim calibrate` / `stepsim live`)\n";
     return 2;

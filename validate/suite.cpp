@@ -266,7 +266,7 @@ Suite load_suite(const fs::path& file) {
     for (std::size_t i = 0; i < files.size(); ++i) {
       std::string where = root.path_of("case_files") + "/" + std::to_string(i);
       if (!files[i].is_string()) throw_input_error(suite.file, where, files[i], "a case file name");
-      fs::path p = resolve_config_path(files[i].get<std::string>(), file);
+      fs::path p = resolve_config_path(files[i].get<std::string>(), path);
       if (!fs::is_regular_file(p, ec)) throw_input_error(suite.file, where, files[i], "an existing case file (not found)");
       case_files.emplace_back(p, where);
     }

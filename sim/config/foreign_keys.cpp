@@ -464,7 +464,7 @@ std::string foreign_markdown_reference() {
   out << "# Foreign configuration keys\n\n"
          "<!-- Generated from the declaration in sim/config/foreign_keys.cpp by `stepsim schema --foreign`;\n"
          "     do not edit. A unit test checks this file equals the output: after changing the declaration run\n"
-         "     `build/tools/stepsim schema --foreign > docs/configuration-foreign-keys.md`. -->\n\n"
+         "     `stepsim schema --foreign > docs/configuration-foreign-keys.md`. -->\n\n"
          "Every key stepsim reads from a DeepSpeed config JSON (`\"strategy\": {\"deepspeed_config\": ...}`) and\n"
          "from a Hugging Face `config.json` (`\"workload\": {\"model\": {\"hf_config\": ...}}`), one table per\n"
          "JSON object; docs/configuration-foreign.md explains the translation. The \"stepsim\" column says\n"

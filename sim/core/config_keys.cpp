@@ -198,7 +198,7 @@ std::string markdown_reference(const ConfigCatalog& catalog) {
       "# Configuration reference\n\n"
       "<!-- Generated from the key tables (sim/config/experiment_keys.cpp, sim/strategies/strategy_keys.cpp)\n"
       "     by `stepsim schema --markdown`; do not edit. A unit test checks this file equals the output:\n"
-      "     after changing a table run `build/tools/stepsim schema --markdown > docs/configuration-keys.md`. -->\n\n"
+      "     after changing a table run `stepsim schema --markdown > docs/configuration-keys.md`. -->\n\n"
       "Every key of an experiment file, one table per JSON object, in the order the parser reads them.\n"
       "Any object may also hold `include` (a file it extends; see docs/configuration.md). A key not\n"
       "listed is an error (exit 2) naming the keys the object takes. `stepsim schema` prints the same\n"

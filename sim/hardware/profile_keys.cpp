@@ -494,7 +494,7 @@ std::string profile_markdown_reference() {
       "# Hardware profile reference\n\n"
       "<!-- Generated from the key tables (sim/hardware/profile_keys.cpp) by `stepsim schema --profile --markdown`;\n"
       "     do not edit. A unit test checks this file equals the output: after changing a table run\n"
-      "     `build/tools/stepsim schema --profile --markdown > docs/profile-keys.md`. -->\n\n"
+      "     `stepsim schema --profile --markdown > docs/profile-keys.md`. -->\n\n"
       "Every key of a hardware profile (configs/hardware/*.json), one table per JSON object, in the order the\n"
       "parser reads them. Any object may also hold `include` (a file it extends; see docs/configuration.md). A key\n"
       "not listed is an error (exit 2) naming the keys the object takes. A key without a default is required\n"

@@ -138,7 +138,7 @@ TEST_CASE("An experiment may name its JSON Schema with \"$schema\" for editors",
 }
 
 TEST_CASE("The committed configuration reference equals the one the key tables generate", "[config]") {
-  // To update: build/tools/stepsim schema --markdown > docs/configuration-keys.md
+  // To update: stepsim schema --markdown > docs/configuration-keys.md
   std::ifstream in(kRoot + "/docs/configuration-keys.md");
   REQUIRE(in);
   std::stringstream committed;

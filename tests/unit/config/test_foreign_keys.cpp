@@ -44,7 +44,7 @@ std::string error_of(const nlohmann::json& doc) {
 }  // namespace
 
 TEST_CASE("The committed foreign-key reference equals the one the declaration generates", "[config][foreign]") {
-  // To update: build/tools/stepsim schema --foreign > docs/configuration-foreign-keys.md
+  // To update: stepsim schema --foreign > docs/configuration-foreign-keys.md
   std::ifstream in(kSrc + "/docs/configuration-foreign-keys.md");
   REQUIRE(in);
   std::stringstream committed;

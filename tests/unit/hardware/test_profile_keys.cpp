@@ -102,7 +102,7 @@ std::vector<Site> sites() {
 }  // namespace
 
 TEST_CASE("The committed profile reference equals the one the profile key tables generate", "[config][hardware]") {
-  // To update: build/tools/stepsim schema --profile --markdown > docs/profile-keys.md
+  // To update: stepsim schema --profile --markdown > docs/profile-keys.md
   std::ifstream in(kRoot + "/docs/profile-keys.md");
   REQUIRE(in);
   std::stringstream committed;
