@@ -143,7 +143,6 @@ std::int64_t ObjectReader::integer(const std::string& key) {
 
 std::int64_t ObjectReader::integer_in(const std::string& key, std::int64_t lo, std::int64_t hi) {
   const Json& v = at(key);
-  const std::string expected = fmt::format("an integer from {} to {}", lo, hi);
   std::optional<std::int64_t> out;
   if (v.is_number_unsigned()) {
     if (v.get<std::uint64_t>() <= static_cast<std::uint64_t>(INT64_MAX)) out = static_cast<std::int64_t>(v.get<std::uint64_t>());
@@ -154,7 +153,9 @@ std::int64_t ObjectReader::integer_in(const std::string& key, std::int64_t lo, s
     if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) && d <= static_cast<double>(hi))
       out = static_cast<std::int64_t>(d);
   }
-  if (!out || *out < lo || *out > hi) fail(key, expected);
+  // The message is formatted only when there is one to give: a profile reads thousands of
+  // integers, and formatting each one's range was a tenth of a simulate process.
+  if (!out || *out < lo || *out > hi) fail(key, fmt::format("an integer from {} to {}", lo, hi));
   return *out;
 }
 
@@ -300,17 +301,23 @@ ObjectReader ObjectReader::object(const std::string& key, const ConfigObject& de
   return ObjectReader(at(key), sources_, path_of(key), &decl);
 }
 
+// The array's path is spelled once, each element's by appending its index (a profile's GEMM
+// table has hundreds of rows; a formatted path per row was a percent of a simulate process).
 std::vector<ObjectReader> ObjectReader::objects(const std::string& key, const ConfigObject& decl) {
   const Json& v = array(key);
+  const std::string base = path_of(key) + "/";
   std::vector<ObjectReader> out;
-  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, fmt::format("{}/{}", path_of(key), i), &decl);
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, base + std::to_string(i), &decl);
   return out;
 }
 
 std::vector<ObjectReader> ObjectReader::objects(const std::string& key) {
   const Json& v = array(key);
+  const std::string base = path_of(key) + "/";
   std::vector<ObjectReader> out;
-  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, fmt::format("{}/{}", path_of(key), i));
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out.emplace_back(v[i], sources_, base + std::to_string(i));
   return out;
 }
 
@@ -456,10 +463,31 @@ static void claim_patched_paths(const Json& base, const Json& patch, const std::
   }
 }
 
-static void resolve_includes(Json& node, const fs::path& file, const std::string& path, SourceMap& sources, int depth) {
-  if (depth > 16) throw InputError(fmt::format("{}: {}: includes nest deeper than 16 (a cycle?)", file.string(), path));
+// Where resolve_includes is in the document: a key or an index under its parent, or a path
+// already spelled out. The walk visits every node of every file it reads (a 133 KB profile is
+// tens of thousands), and only an include or an error needs the path as a string, so it is
+// spelled out then and not at each node.
+struct JsonPathLink {
+  const JsonPathLink* parent = nullptr;
+  const std::string* key = nullptr;      // an object member's key, else
+  std::size_t index = 0;                 // an array element's index
+  const std::string* spelled = nullptr;  // the whole path (the root of a walk)
+};
+
+static std::string spell(const JsonPathLink& at) {
+  if (at.spelled) return *at.spelled;
+  std::string out = spell(*at.parent) + "/";
+  if (at.key) out += *at.key;
+  else out += std::to_string(at.index);
+  return out;
+}
+
+static void resolve_includes(Json& node, const fs::path& file, const JsonPathLink& at, SourceMap& sources, int depth) {
+  if (depth > 16) throw InputError(fmt::format("{}: {}: includes nest deeper than 16 (a cycle?)", file.string(), spell(at)));
   if (node.is_object()) {
     if (node.contains("include")) {
+      const std::string path = spell(at);
+      const JsonPathLink here{nullptr, nullptr, 0, &path};
       const Json& inc = node["include"];
       if (!inc.is_string() || inc.get<std::string>().empty())
         throw_input_error(file.string(), path + "/include", inc, "a file name string");
@@ -469,27 +497,28 @@ static void resolve_includes(Json& node, const fs::path& file, const std::string
         throw_input_error(file.string(), path + "/include", inc, "an existing file (not found)");
       if (fs::is_directory(target, ec)) throw_input_error(file.string(), path + "/include", inc, "a JSON file (this is a directory)");
       Json included = read_json_file(target);
-      resolve_includes(included, target, path, sources, depth + 1);
+      resolve_includes(included, target, here, sources, depth + 1);
       sources.file_of_prefix[path] = target.string();
       Json overrides = node;
       overrides.erase("include");
       // Overrides written next to "include" belong to the including file.
       claim_patched_paths(included, overrides, path, file.string(), sources);
-      resolve_includes(overrides, file, path, sources, depth);
+      resolve_includes(overrides, file, here, sources, depth);
       merge_over(included, overrides);
       node = std::move(included);
       return;
     }
-    for (auto it = node.begin(); it != node.end(); ++it) resolve_includes(it.value(), file, path + "/" + it.key(), sources, depth);
+    for (auto it = node.begin(); it != node.end(); ++it) resolve_includes(it.value(), file, JsonPathLink{&at, &it.key()}, sources, depth);
   } else if (node.is_array()) {
-    for (std::size_t i = 0; i < node.size(); ++i) resolve_includes(node[i], file, path + "/" + std::to_string(i), sources, depth);
+    for (std::size_t i = 0; i < node.size(); ++i) resolve_includes(node[i], file, JsonPathLink{&at, nullptr, i}, sources, depth);
   }
 }
 
 Json load_with_includes(const fs::path& file, SourceMap& sources) {
   sources.root_file = file.string();
   Json doc = read_json_file(file);
-  resolve_includes(doc, file, "", sources, 0);
+  const std::string root;
+  resolve_includes(doc, file, JsonPathLink{nullptr, nullptr, 0, &root}, sources, 0);
   return doc;
 }
 

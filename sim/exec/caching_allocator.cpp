@@ -27,11 +27,34 @@ std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
 void CachingAllocator::insert_free(int b) {
   Block& k = blocks_[static_cast<std::size_t>(b)];
   k.where = segments_[static_cast<std::size_t>(k.segment)].pool->insert({k.size, k.segment, k.offset, b}).first;
+  note_releasable(b);
 }
 
 void CachingAllocator::erase_free(int b) {
   const Block& k = blocks_[static_cast<std::size_t>(b)];
   segments_[static_cast<std::size_t>(k.segment)].pool->erase(k.where);
+  forget_releasable(b);
+}
+
+// A free block's neighbours change only while it is out of its free set (a merge takes the
+// neighbour out, a split takes a block that malloc took out), so whether it is a whole segment
+// is decided when it goes in.
+void CachingAllocator::note_releasable(int b) {
+  const Block& k = blocks_[static_cast<std::size_t>(b)];
+  Segment& s = segments_[static_cast<std::size_t>(k.segment)];
+  if (s.expandable || k.prev >= 0 || k.next >= 0) return;
+  s.releasable_at = static_cast<int>(releasable_.size());
+  releasable_.push_back(b);
+}
+
+void CachingAllocator::forget_releasable(int b) {
+  Segment& s = segments_[static_cast<std::size_t>(blocks_[static_cast<std::size_t>(b)].segment)];
+  if (s.releasable_at < 0) return;
+  const int last = releasable_.back();
+  releasable_[static_cast<std::size_t>(s.releasable_at)] = last;
+  segments_[static_cast<std::size_t>(blocks_[static_cast<std::size_t>(last)].segment)].releasable_at = s.releasable_at;
+  releasable_.pop_back();
+  s.releasable_at = -1;
 }
 
 // get_free_block: "Do not return an oversized block for a large request" and "Allow oversized
@@ -183,15 +206,23 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
 // record_stream frees hold), then release_blocks(large_blocks), release_blocks(small_blocks):
 // every free block that is a whole segment is cudaFree'd; an expandable segment unmaps its free
 // pages (unmap_block).
+//
+// The whole segments come from releasable_, taken in the order a walk of the pools would meet
+// them ((stream, pool) as pools_ orders them, then the free set's order): no number depends on
+// that order (reserved drops by their sum), but the block records they leave are then reused
+// exactly as before, so the model's state stays the same as the walk's.
 void CachingAllocator::release_cached_blocks() {
   if (flush_hook_) flush_hook_();
-  std::vector<int> whole;
-  for (auto& [key, fs] : pools_)
-    for (const FreeKey& k : fs) {
-      const Block& b = blocks_[static_cast<std::size_t>(std::get<3>(k))];
-      if (!segments_[static_cast<std::size_t>(b.segment)].expandable && b.prev < 0 && b.next < 0) whole.push_back(std::get<3>(k));
-    }
-  for (int b : whole) release_segment(b);
+  if (!releasable_.empty()) {
+    releasing_.assign(releasable_.begin(), releasable_.end());
+    auto key = [&](int b) {
+      const Block& k = blocks_[static_cast<std::size_t>(b)];
+      const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
+      return std::make_tuple(std::make_pair(s.stream, s.small), k.size, k.segment, k.offset);
+    };
+    std::sort(releasing_.begin(), releasing_.end(), [&](int x, int y) { return key(x) < key(y); });
+    for (int b : releasing_) release_segment(b);
+  }
   for (const auto& [key, seg] : expandable_) unmap_free_tail(seg);
 }
 
@@ -249,7 +280,7 @@ Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
                             std::numeric_limits<int>::min()});
   if (it != fs.end() && !oversize_rejects(std::get<0>(*it), size)) {
     b = std::get<3>(*it);
-    fs.erase(it);
+    erase_free(b);
   } else {
     // alloc_block, then its fallbacks when cudaMalloc would fail.
     if (limit_ && !device_has_room(stream, small, size) && !make_room(stream, small, size)) ++counters_.num_ooms;

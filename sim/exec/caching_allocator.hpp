@@ -160,6 +160,7 @@ class CachingAllocator {
     FreeSet* pool = nullptr;  // the free blocks of its (stream, pool)
     int tail = -1;            // expandable: the block ending at the mapped end
     bool released = false;    // cudaFree'd by a cache flush: no blocks, no bytes
+    int releasable_at = -1;   // its place in releasable_ while it is one free block, else -1
   };
 
   FreeSet& pool(StreamId stream, bool small) { return pools_.try_emplace({stream, small}, RecyclingAllocator<FreeKey>(&nodes_)).first->second; }
@@ -176,6 +177,9 @@ class CachingAllocator {
   bool make_room(StreamId stream, bool small, std::int64_t size);
   bool release_available_cached_blocks(StreamId stream, std::int64_t size);
   void release_cached_blocks();
+  // releasable_ follows the free sets: a segment is in it exactly while its one block is.
+  void note_releasable(int b);
+  void forget_releasable(int b);
   void release_segment(int b);
   void unmap_free_tail(int seg);
   int split(int b, std::int64_t size);
@@ -189,6 +193,12 @@ class CachingAllocator {
   std::map<std::pair<StreamId, bool>, FreeSet> pools_;
   std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
+  // The blocks a cache flush releases (release_blocks: !prev && !next, not expandable): every
+  // cached block that is a whole segment, of every stream and pool, in no order. A flush costs
+  // what it releases instead of a walk of every free block; at 1,024 layers that walk, once
+  // per failed cudaMalloc, was half of a step that does not fit.
+  std::vector<int> releasable_;
+  std::vector<int> releasing_;  // release_cached_blocks' copy of it, kept for its capacity
   std::int64_t reserved_ = 0, allocated_ = 0;
   std::optional<Bytes> limit_;
   std::function<void()> flush_hook_;

@@ -244,8 +244,13 @@ class Engine {
       allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - timeline_.non_pytorch.count)});
       // A flush first waits for the deferred frees' streams (synchronize_and_free_events): their
       // blocks go back to the pools now; the engine's own release still comes when they pass.
+      // A flush leaves every deferred free issued before it either released or freed by it, and
+      // one it freed stays so until its release: the next flush looks only at the frees issued
+      // since (each free is looked at once, where a scan of them all per flush made a step that
+      // does not fit quadratic in its frees).
       allocator_.set_flush_hook([this] {
-        for (const PendingFree& pf : pending_frees_) {
+        for (; flushed_frees_ < pending_frees_.size(); ++flushed_frees_) {
+          const PendingFree& pf = pending_frees_[flushed_frees_];
           BufferState& b = buffers_[pf.buffer.index()];
           if (pf.outstanding == 0 || !b.free_pending || b.allocator_freed) continue;
           allocator_.free(pf.buffer);
@@ -969,6 +974,7 @@ class Engine {
   bool rates_dirty_ = false;
   std::vector<BufferState> buffers_;
   std::vector<PendingFree> pending_frees_;                                   // by issue order
+  std::size_t flushed_frees_ = 0;  // pending_frees_[..this] were issued before the last cache flush
   struct Waiter {
     std::size_t free = 0;  // index into pending_frees_
     std::int32_t next = -1;  // the next waiter on the same op

@@ -140,6 +140,49 @@ TEST_CASE("A cudaMalloc that would fail flushes the cache: whole free segments o
   CHECK(u.counters().num_alloc_retries == 0);
 }
 
+// release_cached_blocks, flush after flush: each flush releases exactly the cached blocks that are
+// a whole free segment at that moment, of every stream and pool (small ones included); a segment
+// that becomes whole later goes at a later flush; a flush with nothing to release still counts
+// its retry. Which segments go is what this pins: the order they go in within one flush changes
+// no number (reserved is their sum).
+TEST_CASE("Flush after flush, each releases the segments that are whole and free at that moment, and only those", "[allocator]") {
+  CachingAllocator a;
+  a.set_device_limit(Bytes{100 * MiB});
+  a.malloc(BufferId{0}, Bytes{30 * MiB}, StreamId{0});   // S0: 30 MiB
+  a.malloc(BufferId{1}, Bytes{MiB / 2}, StreamId{1});    // S1: a 2 MiB small-pool segment
+  a.malloc(BufferId{2}, Bytes{24 * MiB}, StreamId{0});   // S2: 24 MiB
+  for (std::size_t i = 0; i < 3; ++i) a.free(BufferId{i});
+  a.malloc(BufferId{3}, Bytes{10 * MiB}, StreamId{0});   // best fit: S2 split, 10 live + 14 free
+  CHECK(a.reserved().count == 56 * MiB);
+  CHECK(a.segments() == 3);
+  // 50 MiB on stream 2: 56 + 50 > 100. S0 and S1 are whole and free (30 + 2 MiB go back); S2
+  // is not. 24 + 50 fits.
+  a.malloc(BufferId{4}, Bytes{50 * MiB}, StreamId{2});
+  CHECK(a.counters().num_alloc_retries == 1);
+  CHECK(a.reserved().count == 74 * MiB);
+  CHECK(a.segments() == 2);
+  // S2 whole again (its 10 MiB merge with the 14 MiB rest): the next flush releases it.
+  a.free(BufferId{3});
+  a.malloc(BufferId{5}, Bytes{30 * MiB}, StreamId{3});  // 74 + 30 > 100; 50 + 30 fits
+  CHECK(a.counters().num_alloc_retries == 2);
+  CHECK(a.counters().num_ooms == 0);
+  CHECK(a.reserved().count == 80 * MiB);
+  CHECK(a.segments() == 2);
+  // Nothing is cached: the flush releases nothing, is still counted, and the request is an OOM.
+  a.malloc(BufferId{6}, Bytes{30 * MiB}, StreamId{3});
+  CHECK(a.counters().num_alloc_retries == 3);
+  CHECK(a.counters().num_ooms == 1);
+  CHECK(a.reserved().count == 110 * MiB);
+  // A whole free segment taken again by a request is live, not cached: a flush leaves it.
+  a.free(BufferId{5});
+  a.malloc(BufferId{7}, Bytes{30 * MiB}, StreamId{3});  // reuses S5 whole: no cudaMalloc
+  a.malloc(BufferId{8}, Bytes{4 * MiB}, StreamId{0});   // 110 + 20 > 100: flush, nothing whole
+  CHECK(a.counters().num_alloc_retries == 4);
+  CHECK(a.counters().num_ooms == 2);
+  CHECK(a.reserved().count == 130 * MiB);
+  CHECK(a.segments() == 4);
+}
+
 // release_available_cached_blocks: returns false at once without max_split_size; with it, it
 // frees the smallest oversize block >= max(request, max_split_size) on the request's stream, and
 // the retry that follows is not counted as num_alloc_retries.
@@ -304,6 +347,31 @@ TEST_CASE("A cache flush frees the blocks deferred record_stream frees hold, the
   CHECK(m.peak_reserved.count <= 50 * MiB);
   // Live bytes still count x until `side` passes it (the engine's record_stream rule).
   CHECK(m.peak_memory.count == 60 * MiB);
+}
+
+// synchronize_and_free_events frees each held-back block once: a record_stream free issued before
+// an earlier flush, and still pending at the next one (its stream has not passed), was freed by
+// the earlier flush; the next one frees only those issued since.
+TEST_CASE("A second cache flush frees the record_stream frees issued since the first, not again the ones the first freed", "[allocator][engine]") {
+  HardwareProfile hw = ideal_profile();
+  hw.memory_capacity = Bytes{50 * MiB};
+  ProgramBuilder b;
+  auto side = b.stream("side");
+  auto x = b.alloc("x", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
+  b.launch(side, fixed_kernel("use x", Time::from_ms(5)));
+  b.free_after(x, {side});  // held back until 5 ms
+  // 30 + 30 > 50: the first flush frees x's block and releases its segment.
+  auto y = b.alloc("y", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
+  b.launch(side, fixed_kernel("use y", Time::from_ms(5)));
+  b.free_after(y, {side});  // held back until 10 ms; x is still held back by the engine too
+  // 30 + 30 > 50 again: the second flush frees y's block (x's is not freed twice).
+  auto v = b.alloc("v", Bytes{30 * MiB}, MemCategory::CommBuffers, StreamId{0});
+  b.free(v);
+  Metrics m = compute_metrics(simulate_program(b.take(), hw));
+  CHECK(m.alloc_retries == 2);
+  CHECK(m.alloc_ooms == 0);
+  CHECK(m.peak_reserved.count == 30 * MiB);
+  CHECK(m.peak_memory.count == 90 * MiB);  // x, y and v live until their streams pass
 }
 
 TEST_CASE("fits compares reserved plus memory outside PyTorch with the capacity", "[allocator][metrics]") {
