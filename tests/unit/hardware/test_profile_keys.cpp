@@ -309,3 +309,22 @@ TEST_CASE("A measured GEMM rate above its dtype's dense peak on the part it was 
                                               "peak of the part it was measured on, 989.9 TFLOP/s (compute.peak_tflops x "
                                               "gemm_table_peak_bf16_tflops / peak_tflops.bf16)"));
 }
+
+// Catches: the H100 profiles pricing a collective's NCCL kernel at another node's channel count.
+// One 8-GPU H100 SXM node runs 24 ring channels (pytorch/torchtitan#1570's NCCL_DEBUG=INFO log of a
+// one-node communicator: "Channel 00/24", nNodes 1; NVIDIA/nccl#1259: rings numbered past
+// "Channel 22" on 8 GPUs of one node): twice its 12 ring-search channels (NCCL src/graph/connect.cc,
+// nChannels * 2, capped at MAXCHANNELS 32), one CTA on one SM each. The 16 before came from a
+// 3-node cluster (NVIDIA/nccl#1453) and the 8-link H800 (NVIDIA/nccl#892); the A800, with the
+// H800's 8 NVLinks, keeps the 16 its own traces show.
+TEST_CASE("An 8-GPU H100 node's collectives hold 24 SMs, its NCCL's 24 ring channels", "[config][hardware]") {
+  for (const char* file : {"h100-sxm-8x.json", "h100-sxm-96gb.json"}) {
+    const HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/" + file);
+    INFO(file);
+    CHECK(h100.contention.gpu_sms == 132);
+    CHECK(h100.contention.collective_sms == 24);
+  }
+  const HardwareProfile h100 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json");
+  CHECK_THAT(h100.sources["contention.collective_sms"].get<std::string>(), Catch::Contains("pytorch/torchtitan#1570"));
+  CHECK(load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json").contention.collective_sms == 16);
+}
