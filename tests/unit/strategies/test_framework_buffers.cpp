@@ -528,14 +528,26 @@ TEST_CASE("The loss's logits-sized temporaries live from their op to their last 
 
 namespace {
 
-// OPT-1.3B under ZeRO-1 with `training` merged in (torch_version, ...).
-Experiment opt13_training(json training, json workload_extra = json::object()) {
+// OPT-1.3B on 8 A800 (micro-batch 8, sequence 512) under `strategy`, with `training` merged in
+// (torch_version, ...).
+Experiment opt13(json strategy, json training, json workload_extra = json::object()) {
   json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
               {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-              {"strategy", {{"framework", "zero"}, {"stage", 1}}},
+              {"strategy", std::move(strategy)},
               {"training", std::move(training)}};
   doc["workload"].update(workload_extra);
   return test::experiment_from_doc(doc);
+}
+
+// The same under ZeRO-1.
+Experiment opt13_training(json training, json workload_extra = json::object()) {
+  return opt13({{"framework", "zero"}, {"stage", 1}}, std::move(training), std::move(workload_extra));
+}
+
+// The program of opt13(strategy, training).
+Program opt13_program(json strategy, json training) {
+  Experiment e = opt13(std::move(strategy), std::move(training));
+  return e.strategy->build(e);
 }
 
 const Free& free_at(const Program& p, long i) { return std::get<Free>(p.instructions[static_cast<std::size_t>(i)]); }
@@ -661,12 +673,7 @@ TEST_CASE("ZeRO-3 reduce-scatters in place, and c10d holds the buffer for it onl
   // `dist.reduce_scatter_fn(output_tensor, input_tensor, group=group, async_op=False)`, called at
   // l.205 with this rank's torch.chunk (l.202) of the flat buffer as the output: no second buffer.
   auto rs_hold = [](json strategy, json training) {
-    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", std::move(strategy)},
-                {"training", std::move(training)}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = opt13_program(std::move(strategy), std::move(training));
     CHECK(count_allocs(p, "RS output") == 0);
     const long buffer = alloc_index(p, "RS interleaved bucket 0");
     REQUIRE(buffer >= 0);
@@ -697,12 +704,7 @@ TEST_CASE("FSDP1 before PyTorch 2.2: c10d's recordStream holds the all-gathered 
   // flat parameter (record_stream on the compute stream) also waits for the unshard stream's work
   // queued by then: 2 recorded streams instead of 1.
   auto recorded = [](const char* torch) {
-    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", {{"framework", "fsdp1"}}},
-                {"training", {{"torch_version", torch}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = opt13_program({{"framework", "fsdp1"}}, {{"torch_version", torch}});
     const long full = alloc_index(p, "full_param");
     REQUIRE(full >= 0);
     return free_at(p, free_index(p, full)).record_streams.size();
@@ -715,12 +717,7 @@ TEST_CASE("Without torch_version, ZeRO takes the PyTorch of its DeepSpeed releas
   // DeepSpeed up to 0.16.4 (February 2025) predates pytorch#148590 (2.8): its runs held
   // collective tensors; a later release is taken with the default 2.9; a declared torch_version wins.
   auto bucket_free = [](json strategy, json training) {
-    json doc = {{"workload", {{"preset", "opt-1.3b"}, {"micro_batch", 8}, {"seq_len", 512}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/a800-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", std::move(strategy)},
-                {"training", std::move(training)}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
+    Program p = opt13_program(std::move(strategy), std::move(training));
     return free_at(p, free_index(p, alloc_index(p, "flatten bucket 0"))).record_streams.size();
   };
   const json old_ds = {{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.12.6"}};
