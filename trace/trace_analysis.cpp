@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
@@ -283,6 +285,17 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     a.steps.push_back(std::move(st));
   }
 
+  if (a.steps.empty()) {
+    // A range that selects nothing would average no step: a reference of zeros, never a result.
+    std::int64_t lo = idx.steps().front()->step_number, hi = lo;
+    for (const CpuSpan* sp : idx.steps()) {
+      lo = std::min(lo, sp->step_number);
+      hi = std::max(hi, sp->step_number);
+    }
+    throw InputError(fmt::format("{}: --steps {}-{}: no ProfilerStep in that range: expected steps within the trace's {} to {}",
+                                 t.file, o.first_step ? std::to_string(*o.first_step) : "",
+                                 o.last_step ? std::to_string(*o.last_step) : "", lo, hi));
+  }
   std::vector<Metrics> ms;
   for (const auto& s : a.steps) ms.push_back(s.metrics);
   if (!ms.empty()) a.mean = mean_metrics(ms);
