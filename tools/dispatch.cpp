@@ -45,6 +45,8 @@ void print_help() {
 }  // namespace
 
 int run(const Args& argv) {
+  reset_output_claims();
+  remove_temporaries_on_signal();
   return run_guarded([&] {
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {
       print_help();
