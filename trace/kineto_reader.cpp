@@ -565,6 +565,8 @@ void Reader::distributed_info() {
       s_.skip_value();
     }
   }
+  if (out_.world_size > 0 && out_.rank >= out_.world_size)
+    throw InputError(fmt::format("/distributedInfo/rank: {}: expected a rank below world_size {}", out_.rank, out_.world_size));
 }
 
 void Reader::device_properties() {
