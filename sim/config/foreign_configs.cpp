@@ -197,6 +197,8 @@ ModelDims mpt_dims(const HfReader& r) {
   r.check_neutral("no_bias");
   r.check_neutral("learned_pos_emb");
   const Json& attn = r.raw("attn_config");
+  if (attn.is_object() && attn.contains("alibi") && !attn["alibi"].is_boolean())
+    r.fail("attn_config", "attn_config.alibi true or false");  // a type_error otherwise (issue 50, F4)
   if (attn.is_object() && attn.value("alibi", false)) r.fail("attn_config", "attn_config.alibi false (ALiBi MPT is not modelled yet)");
   return d;
 }

@@ -446,3 +446,12 @@ TEST_CASE("An hf_config with a DeepSpeed config whose buckets are \"auto\" resol
   CHECK(nlohmann::json::parse(out)["metrics"]["step_time_ns"].get<double>() > 0);
   CHECK(nlohmann::json::parse(out)["strategy"]["reduce_bucket_size"] == 4096 * 4096);  // hidden^2
 }
+
+TEST_CASE("An MPT config whose attn_config.alibi is not a boolean names the key instead of a type_error (F4)", "[cli][issue50]") {
+  const fs::path dir = scratch("mpt-alibi");
+  write(dir / "mpt.json", R"({"model_type": "mpt", "d_model": 2048, "n_layers": 24, "n_heads": 16, "vocab_size": 50368,
+    "max_seq_len": 2048, "attn_config": {"alibi": "no"}})");
+  const std::string exp = write(dir / "exp.json", R"({"workload": {"model": {"hf_config": "mpt.json"}, "seq_len": 2048},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
+  expect_input_error("simulate " + exp, {"mpt.json", "/attn_config", "alibi true or false"});
+}
