@@ -38,7 +38,8 @@ std::string SourceMap::file_for(const std::string& path) const {
 }
 
 std::string json_value_for_message(const Json& v) {
-  std::string s = v.dump();
+  // A message never fails: bytes that are not UTF-8 are shown as U+FFFD (dump() would throw).
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -571,6 +572,13 @@ void apply_override(Json& doc, const std::string& assignment, SourceMap* sources
     throw InputError(fmt::format("--set {}: {}: expected a number that fits a double", assignment, text));
   } catch (const Json::exception&) {
     value = text;
+    // Taken as a string, it must be text: the experiment is echoed into results and messages.
+    try {
+      (void)value.dump();
+    } catch (const Json::exception&) {
+      throw InputError(fmt::format("--set {}: expected a JSON value or UTF-8 text (the value has bytes that are not UTF-8)",
+                                   assignment.substr(0, eq)));
+    }
   }
   Json* node = &doc;
   std::stringstream ss(path);

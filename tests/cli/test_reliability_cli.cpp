@@ -455,3 +455,9 @@ TEST_CASE("An MPT config whose attn_config.alibi is not a boolean names the key 
     "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
   expect_input_error("simulate " + exp, {"mpt.json", "/attn_config", "alibi true or false"});
 }
+
+TEST_CASE("A --set value that is not UTF-8 is exit 2, not a json type_error (fuzz_config finding, issue 50)", "[cli][issue50]") {
+  // fuzz_config's first run with the DeepSpeed seeds: --set cluster.nodes=\xe9\xe9...2 was kept as
+  // a string and the error message about it threw json type_error 316 (internal error).
+  expect_input_error("simulate " + kC1 + " --set \"cluster.nodes=$(printf '\\351\\3512')\"", {"--set cluster.nodes", "UTF-8"});
+}
