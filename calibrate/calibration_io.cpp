@@ -4,6 +4,7 @@
 
 #include "calibrate/text_util.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/json_reader.hpp"
 
 namespace stepsim::calib {
 
@@ -126,12 +127,8 @@ CalibrationData calibration_from_json(const Json& doc, const std::string& source
 
 CalibrationData import_calibration(const std::filesystem::path& file) {
   std::string text = read_text_file(file);
-  Json doc;
-  try {
-    doc = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
+  // The one bounded parse of every JSON input (depth, size, duplicate keys: docs/limits.md).
+  const Json doc = parse_json_text(text, file.string());
   return calibration_from_json(doc, file.string());
 }
 

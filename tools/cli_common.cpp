@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <mutex>
 
 #include <cerrno>
 #include <cstdlib>
@@ -46,11 +49,129 @@ std::string argument_words(const po::options_description& visible, const std::st
   return d && !d->description().empty() ? d->description() : name;
 }
 
+// ---- outputs claimed by this run ----
+
+struct Claim {
+  std::filesystem::path path;  // absolute, normalized
+  std::string file, what;
+};
+
+std::mutex& claims_mu() {
+  static std::mutex m;
+  return m;
+}
+std::vector<Claim>& claims() {
+  static std::vector<Claim> v;
+  return v;
+}
+
+// Refuses `file` when another output of this run names the same file; else records it.
+void claim_output(const std::string& file, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // Devices and pipes (/dev/null, /dev/stdout) take any number of writers: not claimed.
+  if (fs::exists(file, ec) && !fs::is_regular_file(file, ec)) return;
+  fs::path abs = fs::weakly_canonical(fs::absolute(file, ec), ec);
+  if (ec) abs = fs::absolute(file).lexically_normal();
+  std::lock_guard lock(claims_mu());
+  for (const Claim& c : claims()) {
+    std::error_code e2;
+    if (c.path == abs || (fs::exists(c.path, e2) && fs::exists(abs, e2) && fs::equivalent(c.path, abs, e2) && !e2))
+      throw InputError(fmt::format("{}: is also the {} of this run ({}): expected a different file for the {}", file, c.what,
+                                   c.file, what));
+  }
+  claims().push_back({abs, file, what});
+}
+
+// ---- temporaries removed on a signal ----
+// A fixed table the handler can read without locks or allocation (async-signal-safe: it only
+// reads the slots and calls unlink, signal and raise).
+constexpr int kTempSlots = 64;
+constexpr std::size_t kTempPathMax = 4096;
+char g_temp_paths[kTempSlots][kTempPathMax];
+char g_temp_keep[kTempSlots][kTempPathMax];     // "": remove; else rename to this path
+char g_temp_message[kTempSlots][kTempPathMax];  // written to stderr when kept
+std::atomic<bool> g_temp_used[kTempSlots];
+std::mutex& temp_slots_mu() {
+  static std::mutex m;
+  return m;
+}
+
+int register_temporary(const std::string& path) {
+  if (path.size() >= kTempPathMax) return -1;
+  std::lock_guard lock(temp_slots_mu());
+  for (int i = 0; i < kTempSlots; ++i)
+    if (!g_temp_used[i].load()) {
+      std::memcpy(g_temp_paths[i], path.c_str(), path.size() + 1);
+      g_temp_keep[i][0] = '\0';
+      g_temp_message[i][0] = '\0';
+      g_temp_used[i].store(true);
+      return i;
+    }
+  return -1;
+}
+
+void unregister_temporary(int slot) {
+  if (slot >= 0) g_temp_used[slot].store(false);
+}
+
+extern "C" void remove_temporaries_and_die(int sig) {
+  for (int i = 0; i < kTempSlots; ++i) {
+    if (!g_temp_used[i].load()) continue;
+    if (g_temp_keep[i][0] != '\0' && ::rename(g_temp_paths[i], g_temp_keep[i]) == 0) {
+      const ssize_t ignored = ::write(STDERR_FILENO, g_temp_message[i], std::strlen(g_temp_message[i]));
+      (void)ignored;
+    } else {
+      ::unlink(g_temp_paths[i]);
+    }
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 }  // namespace
+
+void reset_output_claims() {
+  std::lock_guard lock(claims_mu());
+  claims().clear();
+}
+
+void remove_temporaries_on_signal() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction old {};
+      // A signal the caller ignores (nohup: SIGHUP) stays ignored.
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+      struct sigaction sa {};
+      sa.sa_handler = remove_temporaries_and_die;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(sig, &sa, nullptr);
+    }
+  });
+}
+
+void check_stdout() {
+  errno = 0;
+  std::cout.flush();
+  int err = errno;
+  const bool flushed = std::fflush(stdout) == 0;
+  if (err == 0) err = errno;
+  if (!flushed || !std::cout || std::ferror(stdout)) {
+    std::clearerr(stdout);
+    std::cout.clear();
+    throw InputError(fmt::format("cannot write the standard output ({})", err ? std::strerror(err) : "write error"));
+  }
+}
 
 std::size_t top_rows(int top) {
   if (top < 0 || top > 1000000) throw InputError(fmt::format("--top {}: expected a count from 0 to 1000000", top));
   return static_cast<std::size_t>(top);
+}
+
+std::int64_t integer_option(const std::string& name, std::int64_t value, std::int64_t lo, std::int64_t hi) {
+  if (value < lo || value > hi) throw InputError(fmt::format("--{} {}: expected an integer from {} to {}", name, value, lo, hi));
+  return value;
 }
 
 bool parse_args(const Args& args, const std::string& usage, po::options_description& visible,
@@ -105,6 +226,7 @@ OutputFile::OutputFile(std::string file, std::string what, std::ios::openmode mo
     : file_(std::move(file)), what_(std::move(what)) {
   namespace fs = std::filesystem;
   check_not_an_input(file_, what_);
+  claim_output(file_, what_);
   std::error_code ec;
   if (fs::is_directory(file_, ec)) throw InputError(fmt::format("{}: is a directory: expected a file for the {}", file_, what_));
   // A device or pipe (/dev/stdout, a FIFO) cannot be replaced by a rename: written directly.
@@ -125,6 +247,7 @@ OutputFile::OutputFile(std::string file, std::string what, std::ios::openmode mo
     if (fd >= 0) {
       ::close(fd);
       temp_ = candidate;
+      temp_slot_ = register_temporary(temp_);
     } else if ((err = errno) != EEXIST) {
       break;
     }
@@ -137,9 +260,22 @@ OutputFile::OutputFile(std::string file, std::string what, std::ios::openmode mo
   }
 }
 
+void OutputFile::keep_on_signal_as(const std::string& partial) {
+  const std::string message =
+      fmt::format("\nstepsim: interrupted: the rows written so far are in {} (the same command with --resume continues)\n",
+                  partial);
+  if (temp_slot_ < 0 || partial.size() >= kTempPathMax || message.size() >= kTempPathMax) return;
+  g_temp_used[temp_slot_].store(false);  // the handler reads a slot only while it is in use
+  std::memcpy(g_temp_keep[temp_slot_], partial.c_str(), partial.size() + 1);
+  std::memcpy(g_temp_message[temp_slot_], message.c_str(), message.size() + 1);
+  g_temp_used[temp_slot_].store(true);
+}
+
 OutputFile::OutputFile(OutputFile&& o) noexcept
-    : file_(std::move(o.file_)), what_(std::move(o.what_)), temp_(std::move(o.temp_)), out_(std::move(o.out_)) {
+    : file_(std::move(o.file_)), what_(std::move(o.what_)), temp_(std::move(o.temp_)), out_(std::move(o.out_)),
+      temp_slot_(o.temp_slot_) {
   o.temp_.clear();
+  o.temp_slot_ = -1;
 }
 
 OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
@@ -149,7 +285,9 @@ OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
     what_ = std::move(o.what_);
     temp_ = std::move(o.temp_);
     out_ = std::move(o.out_);
+    temp_slot_ = o.temp_slot_;
     o.temp_.clear();
+    o.temp_slot_ = -1;
   }
   return *this;
 }
@@ -160,6 +298,8 @@ void OutputFile::discard() noexcept {
   if (out_.is_open()) out_.close();
   if (!temp_.empty()) ::unlink(temp_.c_str());
   temp_.clear();
+  unregister_temporary(temp_slot_);
+  temp_slot_ = -1;
 }
 
 void OutputFile::commit() {
@@ -179,6 +319,8 @@ void OutputFile::commit() {
   if (written && !out_.fail()) {
     if (::rename(temp_.c_str(), file_.c_str()) == 0) {
       temp_.clear();
+      unregister_temporary(temp_slot_);
+      temp_slot_ = -1;
       return;
     }
     err = errno;
@@ -204,7 +346,9 @@ void write_output(const std::string& text, const std::string& file, const std::s
 
 int run_guarded(const std::function<int()>& body) {
   try {
-    return body();
+    const int code = body();
+    check_stdout();  // a printed result that never arrived is a failure, whatever the body said
+    return code;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

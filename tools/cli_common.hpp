@@ -2,6 +2,7 @@
 // Helpers shared by the subcommands: option parsing with Boost.Program_options that turns
 // its errors into InputError (exit 2), and `--help` text.
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +25,11 @@ bool parse_args(const Args& args, const std::string& usage, po::options_descript
 
 // A `--top` row count: 0 to 1,000,000, else InputError naming the value.
 std::size_t top_rows(int top);
+
+// An integer option in [lo, hi], else InputError "--NAME V: expected an integer from LO to HI".
+// Count options are read as signed integers and checked here: an unsigned option would take
+// "-1" as 2^64-1.
+std::int64_t integer_option(const std::string& name, std::int64_t value, std::int64_t lo, std::int64_t hi);
 
 // An output file written in full or not at all: the text goes to a temporary file beside it
 // (same directory, so the rename is atomic), and commit() renames it into place. Destroyed
@@ -53,6 +59,9 @@ class OutputFile {
   template <class T>
   OutputFile& operator<<(const T& v) && = delete;
   const std::string& file() const { return file_; }
+  // On SIGINT/SIGTERM/SIGHUP, rename the temporary to `partial` (and say so on stderr) instead
+  // of removing it: what a sweep wrote so far, for `sweep --resume`.
+  void keep_on_signal_as(const std::string& partial);
   // Flushes, closes and renames into place; InputError "FILE: cannot write the WHAT" on failure.
   void commit();
 
@@ -60,7 +69,22 @@ class OutputFile {
   void discard() noexcept;
   std::string file_, what_, temp_;
   std::ofstream out_;
+  int temp_slot_ = -1;  // the temporary's slot in the table a signal handler removes (-1: none)
 };
+
+// The outputs of one run are compared with each other as they are opened (OutputFile's
+// constructor claims its file): a second output naming the same file (another spelling, a
+// symlink, a hard link) is refused before anything is written. run() starts each command with
+// no claims.
+void reset_output_claims();
+
+// While an OutputFile's temporary exists, SIGINT, SIGTERM and SIGHUP remove it before the
+// process dies of the signal (installed by run(); idempotent).
+void remove_temporaries_on_signal();
+
+// Flushes stdout; InputError "cannot write the standard output (REASON)" when a write failed
+// (a full disk, /dev/full, a closed pipe): a run whose printed result was lost is not exit 0.
+void check_stdout();
 
 // Opens `file` for writing as an OutputFile (see above); the caller commit()s it.
 OutputFile open_output(const std::string& file, const std::string& what, std::ios::openmode mode = std::ios::out);

@@ -64,8 +64,15 @@ int init(const Args& args) {
   fitted.description = "fitted by stepsim init --from-trace from " + fs::path(traces.front()).filename().string() + " over " + base;
   fitted.provenance = report.provenance;
 
-  write_output(calib::fitted_profile_to_json(fitted, report).dump(2) + "\n", profile_out, "profile", std::cout);
-  write_output(r.experiment.dump(2) + "\n", out_file, "experiment", std::cout);
+  // Both outputs are opened (checked against the inputs and each other) before either is
+  // written, and renamed into place together: a refused run leaves neither file behind.
+  OutputFile profile_file = open_output(profile_out, "profile");
+  OutputFile experiment_file = open_output(out_file, "experiment");
+  profile_file << calib::fitted_profile_to_json(fitted, report).dump(2) << "\n";
+  experiment_file << r.experiment.dump(2) << "\n";
+  profile_file.commit();
+  experiment_file.commit();
+  std::cout << "wrote " << profile_out << "\nwrote " << out_file << "\n";
   if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end())
     for (const auto& line : trace::against_base_summary(*tc)) std::cout << line << "\n";
   std::cout << "guesses (kept under \"notes\" in " << out_file << "):\n";

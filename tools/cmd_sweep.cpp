@@ -37,7 +37,8 @@ struct SweepArgs {
   std::string out_file, json_file, report_file, shard, objective;
   std::vector<std::string> constraints;
   int jobs = 0;
-  bool objective_given = false, merge = false, no_progress = false;
+  std::int64_t max_points = static_cast<std::int64_t>(kDefaultMaxSweepPoints);
+  bool objective_given = false, merge = false, no_progress = false, resume = false;
 };
 
 // The parsed command line; none when --help was given (the usage is printed).
@@ -54,6 +55,9 @@ std::optional<SweepArgs> read_sweep_args(const Args& args) {
       "out,o", po::value(&a.out_file), "write the CSV (one row per configuration) to this file")(
       "json-out", po::value(&a.json_file), "write rows and summary as JSON (schema stepsim.sweep/1) to this file")(
       "report", po::value(&a.report_file), "write a self-contained HTML report (Pareto plot, sortable table)")(
+      "max-points", po::value(&a.max_points),
+      "refuse a run of more points than this (default 1000000; docs/limits.md)")(
+      "resume", "continue the run an interrupt stopped: keep the rows of --out's F.csv.partial, run the rest")(
       "merge", "join shard CSVs (the positional arguments) into --out, in point order")(
       "no-progress", "never draw the progress bar");
   po::positional_options_description pos;
@@ -67,6 +71,7 @@ std::optional<SweepArgs> read_sweep_args(const Args& args) {
   a.objective_given = vm.count("objective") > 0;
   a.merge = vm.count("merge") > 0;
   a.no_progress = vm.count("no-progress") > 0;
+  a.resume = vm.count("resume") > 0;
   return a;
 }
 
@@ -119,10 +124,25 @@ struct SweepOutputs {
 
 // All outputs are opened (checked) before the run and renamed into place only after it; the CSV
 // header and the JSON up to its rows are written here.
-void open_sweep_outputs(const SweepArgs& a, const SweepSpec& spec, SweepOutputs& out) {
+// An interrupted run keeps its CSV rows here (OutputFile::keep_on_signal_as); --resume reads them.
+std::string partial_of(const std::string& csv) { return csv + ".partial"; }
+
+// With --resume, the rows already in F.csv.partial are copied into the CSV and added to
+// `summary`; returns how many (the shard's points not to run again).
+std::uint64_t open_sweep_outputs(const SweepArgs& a, const SweepSpec& spec, const SweepOptions& o, SweepOutputs& out,
+                                 SweepSummary& summary) {
+  std::uint64_t resumed = 0;
+  if (a.resume) {
+    if (a.out_file.empty()) throw InputError("sweep --resume: expected --out F.csv (the CSV whose F.csv.partial to continue)");
+    if (!a.json_file.empty())
+      throw InputError("sweep --resume --json-out: expected --out only (the JSON of an interrupted run is not kept; "
+                       "--report is rebuilt)");
+  }
   if (!a.out_file.empty()) {
     out.csv = open_output(a.out_file, "CSV", std::ios::binary);
-    out.csv << sweep_csv_header(spec) << "\n";
+    out.csv.keep_on_signal_as(partial_of(a.out_file));
+    if (a.resume) resumed = resume_sweep_csv(partial_of(a.out_file), spec, o, out.csv.stream(), summary);
+    else out.csv << sweep_csv_header(spec) << "\n";
   }
   if (!a.report_file.empty()) out.report = open_output(a.report_file, "HTML report");
   if (!a.json_file.empty()) {
@@ -131,11 +151,12 @@ void open_sweep_outputs(const SweepArgs& a, const SweepSpec& spec, SweepOutputs&
     out.json << "{\"schema\": \"stepsim.sweep/1\", \"name\": " << nlohmann::json(spec.name).dump() << ", \"file\": " << nlohmann::json(spec.file).dump()
              << ", \"shard\": " << nlohmann::json(a.shard.empty() ? "0/1" : a.shard).dump() << ", \"columns\": " << cols.dump() << ",\n\"rows\": [\n";
   }
+  return resumed;
 }
 
 // Runs the sweep. Rows are streamed as they complete in order; nothing but the summary stays in
 // memory. A sweep where no point is a valid experiment is an input error.
-SweepSummary run_streaming(const SweepSpec& spec, const SweepOptions& o, SweepOutputs& out) {
+SweepSummary run_streaming(const SweepSpec& spec, const SweepOptions& o, SweepOutputs& out, SweepSummary start) {
   bool first = true;
   std::string first_invalid;
   SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) {
@@ -145,7 +166,7 @@ SweepSummary run_streaming(const SweepSpec& spec, const SweepOptions& o, SweepOu
       out.json << (first ? "" : ",\n") << sweep_row_json(spec, r).dump();
       first = false;
     }
-  });
+  }, std::move(start));
   if (s.total() > 0 && s.ok() == 0 && !first_invalid.empty())
     throw InputError(fmt::format("{}: none of the {} points is a valid experiment (the base config itself?); the first: {}",
                                  spec.file, s.total(), first_invalid));
@@ -160,15 +181,32 @@ int sweep(const Args& args) {
   const std::optional<Objective> requested = check_sweep_args(*a);
   if (a->merge) return merge_shards(*a, requested);
   const SweepSpec spec = sweep_spec(*a, requested);
-  const SweepOptions o = sweep_options(*a);
+  SweepOptions o = sweep_options(*a);
+  // A run's size is known before it starts: a grid of a billion points (a day, 270 GB of CSV)
+  // is refused unless --max-points says it is meant.
+  const auto max_points = static_cast<std::uint64_t>(
+      integer_option("max-points", a->max_points, 1, static_cast<std::int64_t>(kMaxSweepGridPoints)));
+  const std::uint64_t shards = static_cast<std::uint64_t>(o.shards);
+  const std::uint64_t run_points = spec.size() / shards + (static_cast<std::uint64_t>(o.shard) < spec.size() % shards ? 1 : 0);
+  if (run_points > max_points)
+    throw InputError(fmt::format("{}: {}: {} points{}: expected at most {} (--max-points N raises the limit; --shard i/n "
+                                 "splits the grid)",
+                                 spec.file, spec.points.empty() ? "/axes" : "/points", run_points,
+                                 o.shards > 1 ? " in this shard" : "", max_points));
 
   SweepOutputs out;
-  open_sweep_outputs(*a, spec, out);
-  const SweepSummary s = run_streaming(spec, o, out);
+  SweepSummary start = empty_sweep_summary(spec);
+  o.skip = open_sweep_outputs(*a, spec, o, out, start);
+  if (a->resume) std::cerr << fmt::format("resuming: {} points from {}\n", o.skip, partial_of(a->out_file));
+  const SweepSummary s = run_streaming(spec, o, out, std::move(start));
   if (out.json.is_open()) out.json << "\n],\n\"summary\": " << s.to_json().dump(1) << "}\n";
   if (out.report.is_open()) write_sweep_html(out.report.stream(), "stepsim sweep: " + (spec.name.empty() ? spec.file : spec.name), s);
   for (OutputFile* f : {&out.csv, &out.json, &out.report})
     if (f->is_open()) f->commit();
+  if (a->resume) {
+    std::error_code ec;
+    std::filesystem::remove(partial_of(a->out_file), ec);  // its rows are in the CSV now
+  }
   std::cout << fmt::format("{}{}\n", spec.name.empty() ? spec.file : spec.name, a->shard.empty() ? "" : " (shard " + a->shard + ")");
   s.write_text(std::cout);
   return 0;

@@ -50,6 +50,8 @@ void print_help() {
 }  // namespace
 
 int run(const Args& all_args) {
+  reset_output_claims();
+  remove_temporaries_on_signal();
   return run_guarded([&] {
     const Args argv = take_data_dir_option(all_args);
     if (argv.empty() || argv[0] == "--help" || argv[0] == "-h" || argv[0] == "help") {

@@ -108,7 +108,12 @@ void JsonStream::refill() {
   std::size_t capacity = buf_.size() - kPadding;
   consumed_ += static_cast<std::uint64_t>(mark_ - base);
   if (keep == capacity) {
-    // One step larger than the window: grow it (memory follows the largest step, not the file).
+    // One step larger than the window: grow it (memory follows the largest step, not the file),
+    // up to kMaxStepBytes: one event (or whitespace between two) of a gigabyte is a bomb, not a trace.
+    if (capacity >= kMaxStepBytes) {
+      p_ = mark_;
+      fail(fmt_step_limit());
+    }
     std::vector<char> bigger(2 * capacity + kPadding, '\0');
     std::memcpy(bigger.data(), mark_, keep);
     buf_.swap(bigger);
@@ -124,6 +129,11 @@ void JsonStream::refill() {
   end_ = base + keep + got;
   std::memset(base + keep + got, 0, buf_.size() - keep - got);
   p_ = mark_ = base;
+}
+
+std::string JsonStream::fmt_step_limit() {
+  return "one trace event (with the whitespace before it) longer than " + std::to_string(kMaxStepBytes >> 20) +
+         " MiB (docs/limits.md)";
 }
 
 std::string& JsonStream::scratch() {

@@ -40,6 +40,10 @@ struct JsonNumber {
 
 class JsonStream {
  public:
+  // The largest step (one trace event or root-level member, with the whitespace before it):
+  // beyond it the window would follow the input without bound (docs/limits.md).
+  static constexpr std::size_t kMaxStepBytes = std::size_t{64} << 20;
+
   // `label` names the input in error messages (the file).
   JsonStream(std::istream& in, std::string label, std::size_t chunk_bytes);
 
@@ -117,6 +121,7 @@ class JsonStream {
 
   std::istream& in_;
   std::string label_;
+  static std::string fmt_step_limit();
   std::vector<char> buf_;      // window: data in [buf_.data(), end_), then kPadding zero bytes
   const char* p_ = nullptr;    // the scanner
   const char* end_ = nullptr;  // end of the data read so far; *end_ == '\0'

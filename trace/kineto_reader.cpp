@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -276,6 +277,8 @@ class Reader {
   KinetoTrace& out_;
   EventFields ev_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> name_ids_;
+  std::set<std::pair<std::int64_t, std::int64_t>> step_numbers_;  // (thread, ProfilerStep number)
+  std::string events_path_ = "/traceEvents";                      // "" for the JSON-array form
 };
 
 void Reader::run() {
@@ -286,7 +289,10 @@ void Reader::run() {
     else s_.skip_value();
   });
   if (top == '{') root_members();
-  else if (top == '[') event_elements();  // the JSON-array form: events only
+  else if (top == '[') {
+    events_path_.clear();
+    event_elements();  // the JSON-array form: events only
+  }
   s_.step([&] {
     if (!s_.at_end()) s_.unexpected("the end of input");
   });
@@ -294,14 +300,18 @@ void Reader::run() {
 
 void Reader::root_members() {
   // One step per member; traceEvents then streams its elements one step each.
+  std::set<std::string, std::less<>> seen;  // a key twice is an input error (docs/limits.md)
   for (bool first = true;; first = false) {
     bool done = false, events = false;
+    std::string member;
     s_.step([&] {
       std::string_view key;
       if (!s_.next_member(first, key)) {
         done = true;
         return;
       }
+      if (seen.count(key)) throw InputError(fmt::format("/{}: duplicate key: expected each key once in the root object", key));
+      member = std::string(key);  // recorded once the step has run (a step may be re-run)
       char c = s_.peek();
       if (eq(key, "traceEvents") && c == '[') {
         s_.advance();
@@ -317,6 +327,7 @@ void Reader::root_members() {
       }
     });
     if (done) return;
+    seen.insert(std::move(member));
     if (events) event_elements();
   }
 }
@@ -537,14 +548,26 @@ void Reader::distributed_info() {
   for (bool first = true; s_.next_member(first, key); first = false) {
     char c = s_.peek();
     if (JsonStream::starts_number(c) && (eq(key, "rank") || eq(key, "world_size"))) {
-      int v = static_cast<int>(Num::of(s_.number()).as_int());
-      (eq(key, "rank") ? out_.rank : out_.world_size) = v;
+      // Checked here, as read: a world size of 0 or -8 would give a busbw factor of 1 and a
+      // rank "of -8" (docs/limits.md: 1 to 2^20 ranks).
+      const JsonNumber n = s_.number();
+      const std::int64_t v = Num::of(n).as_int();
+      const bool world = eq(key, "world_size");
+      if (!n.is_int || v < (world ? 1 : 0) || v >= kMaxTraceWorldSize + (world ? 1 : 0))
+        throw InputError(fmt::format("/distributedInfo/{}: {}: expected an integer from {} to {}", key,
+                                     n.is_int ? std::to_string(v) : std::string(n.text),
+                                     world ? 1 : 0, world ? kMaxTraceWorldSize : kMaxTraceWorldSize - 1));
+      (world ? out_.world_size : out_.rank) = static_cast<int>(v);
+    } else if (eq(key, "rank") || eq(key, "world_size")) {
+      throw InputError(fmt::format("/distributedInfo/{}: expected an integer", key));
     } else if (c == '"' && eq(key, "backend")) {
       out_.backend = std::string(s_.string());
     } else {
       s_.skip_value();
     }
   }
+  if (out_.world_size > 0 && out_.rank >= out_.world_size)
+    throw InputError(fmt::format("/distributedInfo/rank: {}: expected a rank below world_size {}", out_.rank, out_.world_size));
 }
 
 void Reader::device_properties() {
@@ -633,6 +656,30 @@ void comm_elems_from_inputs(const std::vector<std::vector<std::int64_t>>& dims, 
 // [memory] events and "C" counters make memory samples; everything else is dropped.
 void Reader::finish_event() {
   const EventFields::Scalars& ev = ev_.s;
+  // GPU work and steps carry the numbers every result is made of: one without its start, its
+  // duration or its kind would vanish from the totals (compute 0, idle 100 %), one with a
+  // negative duration would subtract. Both are input errors, naming the event.
+  const bool gpu = eq(ev.cat, "kernel") || eq(ev.cat, "Kernel") || eq(ev.cat, "gpu_memcpy") || eq(ev.cat, "Memcpy") ||
+                   eq(ev.cat, "gpu_memset") || eq(ev.cat, "Memset");
+  const bool step = starts_with(ev.name, "ProfilerStep#") && !eq(ev.cat, "gpu_user_annotation") && !eq(ev.cat, "Trace");
+  const std::uint64_t index = out_.event_count - 1;
+  const auto event_error = [&](const std::string& what, const std::string& expected) {
+    throw InputError(fmt::format("{}/{}{}: expected {} ({} \"{}\")", events_path_, index, what, expected,
+                                 gpu ? std::string(ev.cat) : "step", std::string(ev.name.substr(0, 80))));
+  };
+  if (gpu || step) {
+    if (!eq(ev.ph, "X"))
+      event_error(ev.ph_seen ? fmt::format("/ph: \"{}\"", std::string(ev.ph.substr(0, 20))) : ": no \"ph\"",
+                  "a complete event (\"ph\": \"X\")");
+    if (!ev.ts.set()) event_error(": no \"ts\"", "a start time (\"ts\", microseconds)");
+    if (!ev.dur.set()) event_error(": no \"dur\"", "a duration (\"dur\", microseconds)");
+  }
+  if (eq(ev.ph, "X") && ev.dur.set()) {
+    const Time dur = ev.dur.as_us_time();
+    if (dur < Time{} || (step && dur == Time{}))
+      event_error(fmt::format("/dur: {}", ev.dur.kind == Num::Kind::Int ? std::to_string(ev.dur.i) : std::string(ev.dur.text)),
+                  step ? "a positive duration" : "a duration >= 0");
+  }
   if (eq(ev.ph, "X")) {
     if (ev.ts.set()) finish_complete_event();
     return;
@@ -711,6 +758,11 @@ void Reader::add_cpu_span(Time start, Time end) {
     } catch (const std::exception&) {
       return;  // "ProfilerStep#abc": not a step span
     }
+    // Two steps of one number on one thread would be merged into one step.
+    if (!step_numbers_.insert({span.thread, span.step_number}).second)
+      throw InputError(fmt::format("{}/{}/name: \"{}\": expected each ProfilerStep number once per thread (a repeated "
+                                   "step would be merged)",
+                                   events_path_, out_.event_count - 1, std::string(n.substr(0, 80))));
   } else if (eq(n, "record_param_comms") || starts_with(n, "nccl:")) {
     span.kind = CpuSpan::Kind::CommOp;
     fill_comm_from_args(ev, span.comm);

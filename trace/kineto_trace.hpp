@@ -130,10 +130,13 @@ struct DeviceInfo {
   int compute_major = 0, compute_minor = 0;
 };
 
+// The largest distributedInfo.world_size a trace may declare (the experiment's limit, 2^20).
+inline constexpr int kMaxTraceWorldSize = 1 << 20;
+
 struct KinetoTrace {
   std::string file;
   int rank = -1;           // distributedInfo.rank, -1 if absent
-  int world_size = 0;      // distributedInfo.world_size, 0 if absent
+  int world_size = 0;      // distributedInfo.world_size (1 to kMaxTraceWorldSize), 0 if absent
   std::string backend;
   std::vector<DeviceInfo> devices;
   bool stepsim_trace = false;   // written by `stepsim simulate --trace` (has a "stepsim" object)

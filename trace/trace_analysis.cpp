@@ -6,6 +6,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
 #include "sim/hardware/collective_model.hpp"
@@ -283,6 +285,10 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     a.steps.push_back(std::move(st));
   }
 
+  for (const CpuSpan* sp : idx.steps()) {
+    a.first_step_in_trace = std::min(a.first_step_in_trace.value_or(sp->step_number), sp->step_number);
+    a.last_step_in_trace = std::max(a.last_step_in_trace.value_or(sp->step_number), sp->step_number);
+  }
   std::vector<Metrics> ms;
   for (const auto& s : a.steps) ms.push_back(s.metrics);
   if (!ms.empty()) a.mean = mean_metrics(ms);
@@ -334,7 +340,16 @@ Metrics mean_metrics(const std::vector<Metrics>& v) {
 
 JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   JobAnalysis job;
-  for (const auto& t : traces) job.ranks.push_back(analyze_trace(t, o));
+  for (const auto& t : traces) {
+    job.ranks.push_back(analyze_trace(t, o));
+    const TraceAnalysis& a = job.ranks.back();
+    // A range that selects no step would report (and compare against) a mean of no step: zeros.
+    if (a.steps.empty() && a.first_step_in_trace)
+      throw InputError(fmt::format("{}: --steps {}-{}: no ProfilerStep in that range: expected steps within the trace's {} to {}",
+                                   t.file, o.first_step ? std::to_string(*o.first_step) : "",
+                                   o.last_step ? std::to_string(*o.last_step) : "", *a.first_step_in_trace,
+                                   *a.last_step_in_trace));
+  }
   std::stable_sort(job.ranks.begin(), job.ranks.end(),
                    [](const TraceAnalysis& x, const TraceAnalysis& y) { return x.rank < y.rank; });
   std::map<std::int64_t, std::vector<std::pair<int, const Metrics*>>> by_step;

@@ -90,6 +90,7 @@ struct TraceAnalysis {
   int rank = -1, world_size = 0;
   std::string device;
   std::size_t steps_in_trace = 0;
+  std::optional<std::int64_t> first_step_in_trace, last_step_in_trace;  // ProfilerStep numbers, all steps
   std::vector<StepAnalysis> steps;  // the selected steps, by number
   Metrics mean;
   std::vector<CollectiveRecord> collectives;  // of the selected steps, in start order

@@ -107,6 +107,10 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
   if (!baseline.is_object() || baseline.value("schema", "") != "stepsim.validation-baseline/1")
     bad("/schema", baseline.is_object() ? baseline.value("schema", nlohmann::json()) : baseline,
         "\"stepsim.validation-baseline/1\"");
+  // The keys baseline_json writes; any other is a typo the check would silently skip.
+  for (auto it = baseline.begin(); it != baseline.end(); ++it)
+    if (it.key() != "schema" && it.key() != "note" && it.key() != "summaries" && it.key() != "pairs" && it.key() != "capacity")
+      bad("/" + it.key(), it.value(), "a baseline key: schema, note, summaries, pairs or capacity (unknown key)");
   if (!baseline.contains("summaries") || !baseline["summaries"].is_array())
     bad("/summaries", baseline.value("summaries", nlohmann::json()), "an array of summaries");
   std::map<std::pair<std::string, Metric>, const Summary*> current;

@@ -679,8 +679,13 @@ calib::FitInputs fit_inputs(const TraceFitData& d, const std::string& label, con
     s.nodes = (key.second + o.gpus_per_node - 1) / o.gpus_per_node;
     for (auto& [bytes, times] : by_size) {
       std::sort(times.begin(), times.end());
-      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, o.use_min ? times.front() : times[times.size() / 2], false, 0});
+      const Time t = o.use_min ? times.front() : times[times.size() / 2];
+      // A size whose kernels read 0 us (normal in integer-microsecond traces: below the trace's
+      // resolution) or less measures nothing a line can be fitted to: left out.
+      if (t <= Time{} || bytes < 0) continue;
+      s.samples.push_back(calib::CollectiveSample{Bytes{bytes}, t, false, 0});
     }
+    if (s.samples.empty()) continue;
     in.collectives.push_back(std::move(s));
   }
   for (const auto& g : d.gemms) in.gemm.push_back(calib::GemmSample{g.shape, g.rate, -1, label});

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/error.hpp"
+#include "sim/core/json_reader.hpp"
 
 namespace stepsim::calib {
 
@@ -45,12 +46,7 @@ bool is_galvatron_sp_time(const std::string& text) {
 }
 
 std::vector<CollectiveSeries> parse_galvatron_sp_time(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", source, e.what()));
-  }
+  const nlohmann::json j = parse_json_text(text, source);  // bounded: docs/limits.md
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object of Galvatron timings", source));
   const int gpn = gpus_per_node_of(source);
   std::map<std::pair<CollectiveKind, int>, CollectiveSeries> series;

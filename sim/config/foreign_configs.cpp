@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "sim/config/experiment_keys.hpp"
 #include "sim/config/foreign_keys.hpp"
+#include "sim/core/checked.hpp"
 #include "sim/core/error.hpp"
 
 namespace stepsim {
@@ -194,6 +197,8 @@ ModelDims mpt_dims(const HfReader& r) {
   r.check_neutral("no_bias");
   r.check_neutral("learned_pos_emb");
   const Json& attn = r.raw("attn_config");
+  if (attn.is_object() && attn.contains("alibi") && !attn["alibi"].is_boolean())
+    r.fail("attn_config", "attn_config.alibi true or false");  // a type_error otherwise (issue 50, F4)
   if (attn.is_object() && attn.value("alibi", false)) r.fail("attn_config", "attn_config.alibi false (ALiBi MPT is not modelled yet)");
   return d;
 }
@@ -221,7 +226,25 @@ ModelDims dims_from_hf_config(const fs::path& file, std::string& model_name, std
   else d = mpt_dims(r);
   if (d.hidden % d.heads != 0) r.fail(family->reading("heads").key.name, fmt::format("a divisor of the hidden size {}", d.hidden));
   if (d.heads % d.kv_heads != 0) r.fail(family->reading("kv_heads").key.name, fmt::format("a divisor of the head count {}", d.heads));
+  if (d.max_positions > 0) {
+    // A learned position table (GPT-2, OPT): one row per position, so the sequence must fit it
+    // (Hugging Face raises an index error past it), and its size is bounded like the
+    // experiment's own model.max_positions. OPT keeps 2 extra rows (its offset).
+    const std::string key = family->reading("max_positions").key.name;
+    const std::int64_t rows = type == "opt" ? d.max_positions - 2 : d.max_positions;
+    if (rows > limits::kMaxSeqLen)
+      r.fail(key, fmt::format("at most {} positions (the limit of model.max_positions)", limits::kMaxSeqLen));
+    if (seq_len > rows)
+      r.fail(key, fmt::format("at least workload.seq_len {} (a learned position table has one row per position; Hugging "
+                              "Face fails past its end)",
+                              seq_len));
+  }
+  // The name goes into report headers: control characters (a newline, a terminal escape) are
+  // shown as '?', and a long name is cut.
   model_name = r.string("_name_or_path", "");
+  for (char& c : model_name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  if (model_name.size() > 120) model_name = model_name.substr(0, 117) + "...";
   if (model_name.empty()) model_name = type + " (" + file.filename().string() + ")";
   return d;
 }
@@ -244,10 +267,39 @@ class DsReader {
 
 bool is_auto(const Json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
 
-std::optional<std::int64_t> batch_value(const Json& ds, const std::string& key, const DsReader& r) {
+// A batch key: a positive integer up to `max` (the experiment's own range for the value it
+// becomes), or "auto" (nullopt).
+std::optional<std::int64_t> batch_value(const Json& ds, const std::string& key, std::int64_t max, const DsReader& r) {
   if (!ds.contains(key) || is_auto(ds[key])) return std::nullopt;
   const Json& v = ds[key];
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) r.fail("/" + key, v, "a positive integer or \"auto\"");
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) ||
+      v.get<std::int64_t>() <= 0 || v.get<std::int64_t>() > max)
+    r.fail("/" + key, v, fmt::format("a positive integer up to {} or \"auto\"", max));
+  return v.get<std::int64_t>();
+}
+
+// A boolean flag of a DeepSpeed block (absent: `fallback`); anything else names the key.
+bool ds_flag(const Json& block, const std::string& path, const std::string& key, bool fallback, const DsReader& r) {
+  if (!block.contains(key)) return fallback;
+  const Json& v = block[key];
+  if (!v.is_boolean()) r.fail(path + "/" + key, v, "true or false");
+  return v.get<bool>();
+}
+
+// An integer of the experiment that the translation needs before the experiment's own checks
+// run (cluster.nodes for the batch triangle): checked here with the experiment's range, so the
+// message names the experiment's file and key, never a derived DeepSpeed value.
+std::int64_t experiment_integer(const Json& doc, const SourceMap& sources, const std::string& section,
+                                const std::string& key, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  if (!doc.contains(section) || doc[section].is_null()) return fallback;
+  const Json& obj = doc[section];
+  if (!obj.is_object()) throw_input_error(sources.file_for("/" + section), "/" + section, obj, "an object");
+  if (!obj.contains(key)) return fallback;
+  const Json& v = obj[key];
+  const std::string path = "/" + section + "/" + key;
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+      v.get<std::int64_t>() < lo || v.get<std::int64_t>() > hi)
+    throw_input_error(sources.file_for(path), path, v, fmt::format("an integer from {} to {}", lo, hi));
   return v.get<std::int64_t>();
 }
 
@@ -264,7 +316,7 @@ void put(Json& doc, SourceMap& sources, const std::string& section, const std::s
   sources.file_of_prefix["/" + section + "/" + key] = ds_file;
 }
 
-std::int64_t hidden_size_of(const Json& doc) {
+std::int64_t hidden_size_of(const Json& doc, const SourceMap& sources) {
   const Json& w = doc.value("workload", Json::object());
   if (w.contains("preset") && w["preset"].is_string()) {
     try {
@@ -275,6 +327,15 @@ std::int64_t hidden_size_of(const Json& doc) {
   if (w.contains("model") && w["model"].is_object()) {
     const Json& m = w["model"];
     if (m.contains("hidden") && m["hidden"].is_number_integer()) return m["hidden"].get<std::int64_t>();
+    // The HF Trainer's usual pairing: the model from its config.json, ZeRO's buckets "auto".
+    if (m.contains("hf_config") && m["hf_config"].is_string()) {
+      const fs::path path = resolve_config_path(m["hf_config"].get<std::string>(), sources.file_for("/workload/model/hf_config"));
+      std::error_code ec;
+      if (fs::is_regular_file(path, ec)) {
+        std::string name;
+        return dims_from_hf_config(path, name, /*seq_len=*/0).hidden;  // the experiment checks the sequence later
+      }
+    }
   }
   return 0;
 }
@@ -364,7 +425,13 @@ class DeepSpeedTranslation {
     if (bf16.value_or(false) && fp16.value_or(false)) r_.fail("/fp16/enabled", ds_["fp16"]["enabled"], "false when bf16 is enabled");
     if (bf16.value_or(false)) put_key("workload", "dtype", "bf16", "/bf16/enabled");
     else if (fp16.value_or(false)) put_key("workload", "dtype", "fp16", "/fp16/enabled");
-    else if (bf16 && fp16) put_key("workload", "dtype", "fp32", "/bf16/enabled");
+    else if (bf16 && fp16)
+      // Both off: name the block that says so, or say that the file has neither.
+      put_key("workload", "dtype", "fp32",
+              has("bfloat16") ? "/bfloat16/enabled"
+              : has("bf16")   ? "/bf16/enabled"
+              : has("fp16")   ? "/fp16/enabled"
+                              : "(no bf16 or fp16 block: DeepSpeed trains in fp32)");
     // "auto": the HF Trainer takes it from TrainingArguments, here the experiment's workload.dtype.
   }
 
@@ -383,31 +450,36 @@ class DeepSpeedTranslation {
 
   void unmodelled_features() {
     for (const char* off : {"hybrid_engine", "amp"})
-      if (has(off) && ds_[off].is_object() && ds_[off].value("enabled", false))
+      if (has(off) && ds_[off].is_object() && ds_flag(ds_[off], std::string("/") + off, "enabled", false, r_))
         r_.fail(std::string("/") + off + "/enabled", ds_[off]["enabled"], "false (not modelled)");
-    if (has("activation_checkpointing") && ds_["activation_checkpointing"].is_object() &&
-        (ds_["activation_checkpointing"].value("partition_activations", false) ||
-         ds_["activation_checkpointing"].value("cpu_checkpointing", false)))
-      r_.fail("/activation_checkpointing", ds_["activation_checkpointing"],
+    if (!has("activation_checkpointing") || !ds_["activation_checkpointing"].is_object()) return;
+    const Json& ac = ds_["activation_checkpointing"];
+    if (ds_flag(ac, "/activation_checkpointing", "partition_activations", false, r_) ||
+        ds_flag(ac, "/activation_checkpointing", "cpu_checkpointing", false, r_))
+      r_.fail("/activation_checkpointing", ac,
               "no partition_activations or cpu_checkpointing (set workload.activation_checkpointing instead)");
   }
 
   // The batch triangle (DeepSpeed runtime/config.py _set_batch_related_parameters).
   void batch() {
-    const Json& cluster = doc_.value("cluster", Json::object());
-    std::int64_t world = cluster.value("nodes", 1) * cluster.value("gpus_per_node", 8);
-    auto tbs = batch_value(ds_, "train_batch_size", r_);
-    auto micro = batch_value(ds_, "train_micro_batch_size_per_gpu", r_);
-    auto ga = batch_value(ds_, "gradient_accumulation_steps", r_);
-    const Json& w = doc_.value("workload", Json::object());
-    const Json& t = doc_.value("training", Json::object());
+    const std::int64_t nodes = experiment_integer(doc_, sources_, "cluster", "nodes", 1, 1, limits::kMaxNodes);
+    const std::int64_t gpus = experiment_integer(doc_, sources_, "cluster", "gpus_per_node", 8, 1, limits::kMaxGpusPerNode);
+    const std::int64_t world = nodes * gpus;  // at most 2^26: no overflow
+    // Each value is bounded by the experiment's range and the products below by int64 (checked):
+    // a product that wraps could pass the consistency check or divide by zero.
+    auto tbs = batch_value(ds_, "train_batch_size", std::numeric_limits<std::int64_t>::max(), r_);
+    auto micro = batch_value(ds_, "train_micro_batch_size_per_gpu", limits::kMaxMicroBatch, r_);
+    auto ga = batch_value(ds_, "gradient_accumulation_steps", limits::kMaxGradAccum, r_);
+    const Json w = doc_.contains("workload") && doc_["workload"].is_object() ? doc_["workload"] : Json::object();
+    const Json t = doc_.contains("training") && doc_["training"].is_object() ? doc_["training"] : Json::object();
     // "auto" (HF Trainer): the experiment's own value.
-    if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch") && w["micro_batch"].is_number_integer())
-      micro = w["micro_batch"].get<std::int64_t>();
-    if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum") && t["grad_accum"].is_number_integer())
-      ga = t["grad_accum"].get<std::int64_t>();
+    if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch"))
+      micro = experiment_integer(doc_, sources_, "workload", "micro_batch", 1, 1, limits::kMaxMicroBatch);
+    if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum"))
+      ga = experiment_integer(doc_, sources_, "training", "grad_accum", 1, 1, limits::kMaxGradAccum);
     const Json& tbs_value = ds_.value("train_batch_size", Json());
     if (tbs && micro && ga) {
+      // micro <= 2^20, ga <= 2^16, world <= 2^26: the product fits.
       if (*tbs != *micro * *ga * world)
         r_.fail("/train_batch_size", tbs_value,
                 fmt::format("train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size = {} x {} x {} = {}", *micro,
@@ -478,9 +550,9 @@ class DeepSpeedTranslation {
     if (is_auto(v)) {
       // The HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize),
       // for the keys the declaration says take it.
-      const std::int64_t hidden = hidden_size_of(doc_);
+      const std::int64_t hidden = hidden_size_of(doc_, sources_);
       if (k.key.choices.empty()) r_.fail(path, v, "a number (\"auto\" is resolved only for the buckets and persistence threshold)");
-      if (hidden <= 0) r_.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset or model dimensions)");
+      if (hidden <= 0) r_.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset, model dimensions or an hf_config)");
       if (key == "reduce_bucket_size") strategy_[key] = hidden * hidden;
       else if (key == "stage3_prefetch_bucket_size" || key == "prefetch_bucket_size")
         strategy_[key] = static_cast<std::int64_t>(0.9 * static_cast<double>(hidden * hidden));
@@ -496,7 +568,10 @@ class DeepSpeedTranslation {
 
   void check_zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) const {
     if (key == "offload_param" || key == "offload_optimizer") {
-      if (!v.is_null() && !(v.is_object() && v.value("device", "none") == "none"))
+      // A device that is not a string (null, 5) is not "none" either: refused, naming the key.
+      const bool no_offload = v.is_null() || (v.is_object() && (!v.contains("device") ||
+                                                               (v["device"].is_string() && v["device"] == "none")));
+      if (!no_offload)
         r_.fail(path, v, "no offload (device \"none\"): CPU/NVMe offload is not modelled");
     } else if (k.neutral) {
       // One accepted value, of the declared type (an integral 1.0 is not 1; stepsim asks for the plain value).

@@ -9,6 +9,12 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "sim/core/data_dir.hpp"
@@ -33,7 +39,8 @@ std::string SourceMap::file_for(const std::string& path) const {
 }
 
 std::string json_value_for_message(const Json& v) {
-  std::string s = v.dump();
+  // A message never fails: bytes that are not UTF-8 are shown as U+FFFD (dump() would throw).
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -363,18 +370,36 @@ struct DuplicateKeyCheck {
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::vector<std::string> path;            // JSON path of the open containers
   std::string pending_key;
-  std::vector<std::size_t> array_index;     // per open container; unused for objects
+  static constexpr std::size_t kNotArray = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> array_index;     // per open container: the next element's index; kNotArray for objects
+
+  // The path component of the element that starts now: its key in an object, its index in an
+  // array (counted here).
+  std::string element_key() {
+    if (array_index.empty() || array_index.back() == kNotArray) return pending_key;
+    return std::to_string(array_index.back()++);
+  }
 
   bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
     switch (event) {
       case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start: {
+        // Inside an array, a container's path component is its index.
+        const std::string component = element_key();
+        // Everything that walks a document (includes, merges, messages that print a value)
+        // recurses once per level: the nesting is bounded here, once, for every reader.
+        if (path.size() >= kMaxJsonDepth) {
+          std::string where;
+          for (std::size_t i = 1; i < path.size() && where.size() < 60; ++i) where += "/" + path[i];
+          throw InputError(fmt::format("{}: {}: nesting deeper than {}: expected at most {} nested objects or arrays", file,
+                                       where.empty() ? "/" : where.substr(0, 60) + (where.size() > 60 ? "..." : ""),
+                                       kMaxJsonDepth, kMaxJsonDepth));
+        }
         keys.emplace_back();
-        path.push_back(pending_key);
+        path.push_back(component);
+        array_index.push_back(event == Json::parse_event_t::array_start ? 0 : kNotArray);
         break;
-      case Json::parse_event_t::array_start:
-        keys.emplace_back();
-        path.push_back(pending_key);
-        break;
+      }
       case Json::parse_event_t::key: {
         const std::string k = parsed.get<std::string>();
         if (!keys.empty() && !keys.back().insert(k).second) {
@@ -389,9 +414,11 @@ struct DuplicateKeyCheck {
       case Json::parse_event_t::array_end:
         if (!keys.empty()) keys.pop_back();
         if (!path.empty()) path.pop_back();
+        if (!array_index.empty()) array_index.pop_back();
         pending_key = "";
         break;
       case Json::parse_event_t::value:
+        (void)element_key();  // a scalar element of an array takes its index
         break;
     }
     return true;
@@ -401,6 +428,9 @@ struct DuplicateKeyCheck {
 }  // namespace
 
 Json parse_json_text(const std::string& text, const std::string& name) {
+  if (text.size() > kMaxJsonFileBytes)
+    throw InputError(fmt::format("{}: {} bytes: expected a JSON file of at most {} MiB", name, text.size(),
+                                 kMaxJsonFileBytes >> 20));
   try {
     return Json::parse(text, DuplicateKeyCheck{name, {}, {}, {}, {}}, true, /*ignore_comments=*/true);
   } catch (const Json::exception& e) {
@@ -409,20 +439,48 @@ Json parse_json_text(const std::string& text, const std::string& name) {
   }
 }
 
-Json read_json_file(const fs::path& name) {
+std::string read_input_text(const fs::path& name, std::size_t max_bytes, const std::string& what) {
   const fs::path file = resolve_input_path(name);
   std::error_code ec;
-  if (fs::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a JSON file", file.string()));
+  if (fs::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected {}", file.string(), what));
   // A device (/dev/zero, /dev/urandom) would be read forever: only files and pipes are input.
   if (fs::is_character_file(file, ec) || fs::is_block_file(file, ec) || fs::is_socket(file, ec))
-    throw InputError(fmt::format("{}: is a device: expected a JSON file", file.string()));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
+    throw InputError(fmt::format("{}: is a device: expected {}", file.string(), what));
+  // O_NONBLOCK: opening a named pipe that no process writes would block forever. Once open,
+  // reads block again: a pipe with a writer (<(cat x.json)) is read to its end, one without
+  // reads as empty.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("{}: cannot open file ({})", file.string(), std::strerror(errno)));
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   note_input_file(file);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read file", file.string()));
-  return parse_json_text(text.str(), file.string());
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      throw InputError(fmt::format("{}: cannot read file ({})", file.string(), std::strerror(err)));
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      throw InputError(fmt::format("{}: more than {} MiB: expected {} of at most {} MiB", file.string(), max_bytes >> 20,
+                                   what, max_bytes >> 20));
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+Json read_json_file(const fs::path& file) {
+  std::string text = read_input_text(file, kMaxJsonFileBytes, "a JSON file");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw InputError(fmt::format("{}: empty file: expected a JSON document", file.string()));
+  return parse_json_text(text, file.string());
 }
 
 fs::path resolve_config_path(const std::string& name, const fs::path& relative_to) {
@@ -483,7 +541,6 @@ static std::string spell(const JsonPathLink& at) {
 }
 
 static void resolve_includes(Json& node, const fs::path& file, const JsonPathLink& at, SourceMap& sources, int depth) {
-  if (depth > 16) throw InputError(fmt::format("{}: {}: includes nest deeper than 16 (a cycle?)", file.string(), spell(at)));
   if (node.is_object()) {
     if (node.contains("include")) {
       const std::string path = spell(at);
@@ -491,6 +548,10 @@ static void resolve_includes(Json& node, const fs::path& file, const JsonPathLin
       const Json& inc = node["include"];
       if (!inc.is_string() || inc.get<std::string>().empty())
         throw_input_error(file.string(), path + "/include", inc, "a file name string");
+      if (depth >= kMaxIncludeDepth)
+        throw_input_error(file.string(), path + "/include", inc,
+                          fmt::format("includes nested at most {} deep (this is include {}: a cycle?)", kMaxIncludeDepth,
+                                      depth + 1));
       fs::path target = resolve_config_path(inc.get<std::string>(), file);
       std::error_code ec;
       if (!fs::exists(target, ec))
@@ -530,20 +591,45 @@ void apply_override(Json& doc, const std::string& assignment, SourceMap* sources
   std::string text = assignment.substr(eq + 1);
   Json value;
   try {
-    value = Json::parse(text, nullptr, /*allow_exceptions=*/true);
+    value = Json::parse(
+        text,
+        [&](int depth, Json::parse_event_t, Json&) {
+          if (depth >= static_cast<int>(kMaxJsonDepth))
+            throw InputError(fmt::format("--set {}: nesting deeper than {}: expected at most {} nested objects or arrays",
+                                         assignment.substr(0, eq), kMaxJsonDepth, kMaxJsonDepth));
+          return true;
+        },
+        /*allow_exceptions=*/true);
   } catch (const Json::out_of_range&) {
     // A number no double holds (1e999): refuse rather than keep it as the string "1e999".
     throw InputError(fmt::format("--set {}: {}: expected a number that fits a double", assignment, text));
   } catch (const Json::exception&) {
     value = text;
+    // Taken as a string, it must be text: the experiment is echoed into results and messages.
+    try {
+      (void)value.dump();
+    } catch (const Json::exception&) {
+      throw InputError(fmt::format("--set {}: expected a JSON value or UTF-8 text (the value has bytes that are not UTF-8)",
+                                   assignment.substr(0, eq)));
+    }
   }
   Json* node = &doc;
   std::stringstream ss(path);
   std::string part;
   std::vector<std::string> parts;
   while (std::getline(ss, part, '.')) parts.push_back(part);
+  for (const auto& p : parts)
+    if (p.find('/') != std::string::npos)
+      throw InputError(fmt::format("--set {}: \"{}\": expected a dotted path such as strategy.bucket_cap_mb (a key has no '/')",
+                                   assignment, path));
   std::string pointer;
   for (const auto& p : parts) pointer += "/" + p;
+  // The same path twice: the first would be dropped silently.
+  if (sources) {
+    auto it = sources->file_of_prefix.find(pointer);
+    if (it != sources->file_of_prefix.end() && it->second.rfind("--set ", 0) == 0)
+      throw InputError(fmt::format("--set {}: {} is also set by {}: expected each path once", assignment, path, it->second));
+  }
   if (sources) sources->file_of_prefix[pointer] = "--set " + assignment;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (parts[i].empty()) throw InputError(fmt::format("--set {}: empty path component", assignment));

@@ -117,6 +117,18 @@ class ObjectReader {
   const ConfigObject* decl_ = nullptr;
 };
 
+// Limits of every JSON document read through this file (configs, includes, Hugging Face and
+// DeepSpeed configs, profiles, suites, baselines, results; docs/limits.md): deeper nesting or
+// a larger file is an input error naming the file, never a stack overflow or a memory bomb.
+inline constexpr std::size_t kMaxJsonDepth = 256;
+inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{64} << 20;
+inline constexpr int kMaxIncludeDepth = 16;  // "include" chains (a cycle ends here)
+
+// The bytes of an input file, at most `max_bytes` (else InputError "expected WHAT of at most N
+// MiB"). A directory or a device is refused; a named pipe without a writer reads as empty
+// instead of blocking. Records the file as an input (note_input_file).
+std::string read_input_text(const std::filesystem::path& file, std::size_t max_bytes, const std::string& what);
+
 // Reads a JSON file; a parse error names the file, line and column. A key that appears twice
 // in one object, a number outside the double range (1e999) and a directory are input errors.
 Json read_json_file(const std::filesystem::path& file);

@@ -136,6 +136,13 @@ SweepSpec sweep_from_json(const nlohmann::json& doc, const SourceMap& sources) {
       s.columns.push_back(key);
     }
     ax.finish();
+    // The grid's size, checked: 64 axes of two values would wrap a plain product to 0 points.
+    std::uint64_t n = 1;
+    for (const auto& a : s.axes)
+      if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(a.values.size()), &n) || n > kMaxSweepGridPoints)
+        r.fail("axes", fmt::format("a grid of at most {} points (the product of the axes' lengths; "
+                                   "--max-points bounds one run further)",
+                                   kMaxSweepGridPoints));
   }
   if (r.has("points")) {
     if (!s.axes.empty()) r.fail("points", "either \"axes\" or \"points\", not both");

@@ -194,15 +194,34 @@ class SweepSummary {
 SweepPointBrief brief_of(const SweepRow& r);
 std::string render_value(const nlohmann::json& v);  // strings raw, others compact JSON
 
+// Sweep sizes (docs/limits.md). A grid is refused above kMaxSweepGridPoints (the index must
+// fit, whatever --max-points says); one run (one shard) is refused above its --max-points,
+// kDefaultMaxSweepPoints unless raised (a point costs about 0.1 ms and 300 bytes of CSV).
+inline constexpr std::uint64_t kMaxSweepGridPoints = std::uint64_t{1} << 48;
+inline constexpr std::uint64_t kDefaultMaxSweepPoints = 1'000'000;
+
 struct SweepOptions {
   int jobs = 0;                 // 0 = hardware concurrency
   int shard = 0, shards = 1;    // run points with index % shards == shard
   bool progress = false;        // draw a progress bar on stderr
+  std::uint64_t skip = 0;       // the shard's first points already done (sweep --resume): not run again
 };
 
 // Runs the sweep; calls `sink` with rows in increasing index order (from the calling
 // thread). Returns the summary. Memory: at most O(jobs) rows are buffered.
 SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink);
+// The same, continuing `start` (the rows of the opts.skip points already done).
+SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink,
+                       SweepSummary start);
+// The summary a run of `spec` starts from (its columns, top, objective and memory cap).
+SweepSummary empty_sweep_summary(const SweepSpec& spec);
+
+// `sweep --resume`: the rows of a CSV an interrupted run left (`partial`, F.csv.partial). Its
+// header must be the sweep's and its rows this shard's points from the first on, in order, each
+// of the sweep's point count; a last line cut short is dropped. Writes the header and those
+// rows to `out`, adds them to `summary`, and returns how many there are (SweepOptions::skip).
+std::uint64_t resume_sweep_csv(const std::filesystem::path& partial, const SweepSpec& spec, const SweepOptions& opts,
+                               std::ostream& out, SweepSummary& summary);
 
 // Joins shard CSVs (same header) into rows ordered by index; the result is byte-identical to
 // the unsharded CSV. Streams: one pending row per shard (shards are in point order). Throws

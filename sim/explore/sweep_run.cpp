@@ -16,6 +16,7 @@
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
+#include "sim/core/input_files.hpp"
 
 namespace stepsim {
 
@@ -384,15 +385,25 @@ void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uin
 
 }  // namespace
 
+SweepSummary empty_sweep_summary(const SweepSpec& spec) {
+  SweepSummary summary(spec.columns, spec.top, spec.objective);
+  if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
+  return summary;
+}
+
 SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink) {
+  return run_sweep(spec, opts, sink, empty_sweep_summary(spec));
+}
+
+SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink,
+                       SweepSummary summary) {
   if (opts.shards < 1 || opts.shard < 0 || opts.shard >= opts.shards)
     throw InputError(fmt::format("--shard {}/{}: expected i/n with 0 <= i < n", opts.shard, opts.shards));
   const std::uint64_t n = spec.size();
   const auto shards = static_cast<std::uint64_t>(opts.shards);
-  const auto shard = static_cast<std::uint64_t>(opts.shard);
+  // Resumed: the shard's first `skip` points are done; the rest is a shard starting further on.
+  const auto shard = static_cast<std::uint64_t>(opts.shard) + opts.skip * shards;
   const std::uint64_t count = n > shard ? (n - shard + shards - 1) / shards : 0;  // k-th point: shard + k * shards
-  SweepSummary summary(spec.columns, spec.top, spec.objective);
-  if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
   Progress progress(opts.progress, count);
   int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(jobs), std::max<std::uint64_t>(count, 1)));
@@ -406,6 +417,15 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
 }
 
 namespace {
+
+// At most 40 characters of `text` for a message, bytes outside printable ASCII shown as '?'
+// (a shard of binary garbage must not write raw bytes to the terminal).
+std::string printable(const std::string& text) {
+  std::string out = text.substr(0, 40);
+  for (char& ch : out)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) >= 0x7f) ch = '?';
+  return out;
+}
 
 // One shard CSV read row by row: shards are written in point order, so the merge keeps one
 // pending row per file (memory independent of the sweep's size).
@@ -428,7 +448,7 @@ struct ShardReader {
         index = std::stoull(line.substr(0, line.find(',')));
       } catch (const std::exception&) {
         throw InputError(fmt::format("{}: line {}: {}: expected a row starting with its point index", file.string(), lineno,
-                                     line.substr(0, 40)));
+                                     printable(line)));
       }
       if (!first && index <= previous)
         throw InputError(fmt::format("{}: line {}: point {} after point {}: expected a shard written by stepsim sweep "
@@ -447,6 +467,8 @@ std::vector<std::unique_ptr<ShardReader>> open_shards(const std::vector<std::fil
   for (const auto& f : inputs) {
     auto r = std::make_unique<ShardReader>();
     r->file = f;
+    std::error_code ec;
+    if (std::filesystem::is_directory(f, ec)) throw InputError(f.string() + ": is a directory: expected a sweep CSV");
     r->in.open(f);
     if (!r->in) throw InputError(f.string() + ": cannot read the sweep CSV");
     std::string first;
@@ -501,7 +523,7 @@ std::int64_t integer_field(const ShardReader& r, const std::string& text, const 
   } catch (const std::exception&) {
   }
   throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected an integer >= 0 (a shard cut short?)", r.file.string(),
-                               r.lineno, column, text.substr(0, 40)));
+                               r.lineno, column, printable(text)));
 }
 
 double number_field(const ShardReader& r, const std::string& text, const char* column) {
@@ -512,7 +534,7 @@ double number_field(const ShardReader& r, const std::string& text, const char* c
   } catch (const std::exception&) {
   }
   throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected a number >= 0 (a shard cut short?)", r.file.string(), r.lineno,
-                               column, text.substr(0, 40)));
+                               column, printable(text)));
 }
 
 // What the summary keeps of one CSV row (`f`, the reader's current line split).
@@ -606,11 +628,52 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
       throw InputError(fmt::format("{}: line {}: point {}: {} fields, header has {}: expected a complete row (a shard cut short?)",
                                    r->file.string(), r->lineno, r->index, f.size(), head.size()));
     coverage.check_point_count(*r, static_cast<std::uint64_t>(integer_field(*r, f[c.points], "points")));
+    // run_sweep_point writes these three; anything else (a hand-edited "OK") would count as invalid.
+    if (f[c.status] != "ok" && f[c.status] != "invalid" && f[c.status] != "error")
+      throw InputError(fmt::format("{}: line {}: status \"{}\": expected ok, invalid or error", r->file.string(), r->lineno,
+                                   printable(f[c.status])));
     summary.add(brief_of_csv_row(*r, f, c), f[c.status]);
     r->next();
   }
   coverage.check_complete(inputs.size());
   return summary;
+}
+
+std::uint64_t resume_sweep_csv(const std::filesystem::path& partial, const SweepSpec& spec, const SweepOptions& opts,
+                               std::ostream& out, SweepSummary& summary) {
+  note_input_file(partial);
+  ShardReader r;
+  r.file = partial;
+  r.in.open(partial, std::ios::binary);
+  if (!r.in)
+    throw InputError(fmt::format("{}: cannot open: expected the rows an interrupted sweep left (nothing to resume?)",
+                                 partial.string()));
+  const std::string header = sweep_csv_header(spec);
+  std::string first;
+  if (!std::getline(r.in, first) || first != header)
+    throw InputError(fmt::format("{}: line 1: expected the header of this sweep ({}...): a partial CSV of another sweep?",
+                                 partial.string(), header.substr(0, 40)));
+  out << header << "\n";
+  const auto head = split_csv_line(header);
+  const SweepCsvColumns c = sweep_csv_columns(head, partial);
+  const auto shards = static_cast<std::uint64_t>(opts.shards), shard = static_cast<std::uint64_t>(opts.shard);
+  std::uint64_t done = 0;
+  while (std::getline(r.in, r.line)) {
+    ++r.lineno;
+    if (r.in.eof()) break;  // no newline: the last row, cut short by the interruption
+    const auto f = split_csv_line(r.line);
+    r.index = static_cast<std::uint64_t>(integer_field(r, f.empty() ? std::string() : f[0], "index"));
+    if (f.size() != head.size() || r.index != shard + done * shards ||
+        static_cast<std::uint64_t>(integer_field(r, f[c.points], "points")) != spec.size())
+      throw InputError(fmt::format("{}: line {}: {}: expected point {} of this sweep's {} points with {} fields (rows of this "
+                                   "shard, in order)",
+                                   partial.string(), r.lineno, printable(r.line), shard + done * shards, spec.size(),
+                                   head.size()));
+    out << r.line << "\n";
+    summary.add(brief_of_csv_row(r, f, c), f[c.status]);
+    ++done;
+  }
+  return done;
 }
 
 }  // namespace stepsim

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/config/experiment_keys.hpp"
+#include "sim/core/checked.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
 #include "sim/strategies/load_experiment.hpp"
@@ -53,9 +54,12 @@ Bytes parse_memory_size(const std::string& text) {
   std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char c) { return std::tolower(c); });
   double mult = unit.empty() || unit == "b" ? 1 : unit == "gib" || unit == "g" ? 1024.0 * 1024 * 1024 : unit == "gb" ? 1e9
               : unit == "mib" || unit == "m" ? 1024.0 * 1024 : unit == "mb" ? 1e6 : unit == "tib" ? 1024.0 * 1024 * 1024 * 1024 : -1;
-  if (used == 0 || mult < 0 || v <= 0)
+  // !(v > 0) also refuses nan ("nan" parses, and compares false with everything); the bytes
+  // must fit an int64 (inf, 1e30GiB).
+  const auto bytes = used == 0 || mult < 0 || !(v > 0) ? std::nullopt : checked_to_int64(v * mult);
+  if (!bytes || *bytes <= 0)
     throw InputError(fmt::format("--memory-cap {}: expected a positive size such as 80GiB, 80GB or 512MiB", text));
-  return Bytes{static_cast<std::int64_t>(v * mult)};
+  return Bytes{*bytes};
 }
 
 std::vector<TuneKnob> tune_knobs(const nlohmann::json& doc, const SourceMap& sources) {

@@ -36,10 +36,13 @@ struct TuneKnob {
   std::vector<KnobSetting> settings;  // the first is the baseline's own value
 };
 
+// The largest full grid `tune --max-grid` may ask for (docs/limits.md): each point is a simulation.
+inline constexpr std::int64_t kMaxTuneGrid = std::int64_t{1} << 24;
+
 struct TuneOptions {
   Bytes memory_cap;        // on peak reserved; 0: the profile's device capacity only
   std::optional<Objective> objective;  // empty: step_time
-  std::size_t max_grid = 4096;
+  std::size_t max_grid = 4096;  // 1 to kMaxTuneGrid (tune --max-grid)
   int jobs = 0;
 };
 

@@ -227,7 +227,7 @@ TEST_CASE("a Galvatron file with a key of another form or a non-positive time is
         std::string::npos);
   CHECK(error(R"({"allreduce_size_99999999999999999999_1MB_time": 0.5})").find("expected a group of 1 to 1,000,000 ranks") !=
         std::string::npos);
-  CHECK(error("{not json").find("sp.json: not valid JSON") != std::string::npos);
+  CHECK(error("{not json").find("sp.json: invalid JSON") != std::string::npos);
 }
 
 TEST_CASE("Azure's GEMM CuBLASLt table: rows around the separator row, the dtype its text names", "[calibrate][import]") {
