@@ -47,6 +47,16 @@ inline std::vector<std::string_view> split(std::string_view data, std::string_vi
   }
 }
 
+// The `--set` overrides after an input's "\n--set--\n" part (`parts` as split there), one per
+// non-empty line.
+inline std::vector<std::string> set_lines(const std::vector<std::string_view>& parts) {
+  std::vector<std::string> sets;
+  if (parts.size() > 1)
+    for (auto line : split(parts[1], "\n"))
+      if (!line.empty()) sets.emplace_back(line);
+  return sets;
+}
+
 // Runs `body`; InputError is the expected rejection, any other exception aborts (a finding).
 template <class F>
 void expect_ok_or_input_error(F&& body) {

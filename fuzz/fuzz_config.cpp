@@ -16,10 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto files = fuzz::split(sets_split[0], "\n--include--\n");
   auto exp = fuzz::write_file("exp.json", files[0]);
   fuzz::write_file("inc.json", files.size() > 1 ? files[1] : std::string_view("{}"));
-  std::vector<std::string> sets;
-  if (sets_split.size() > 1)
-    for (auto line : fuzz::split(sets_split[1], "\n"))
-      if (!line.empty()) sets.emplace_back(line);
+  const std::vector<std::string> sets = fuzz::set_lines(sets_split);
   fuzz::expect_ok_or_input_error([&] {
     Experiment e = load_experiment(exp, sets);
     Program p = e.strategy->build(e);

@@ -18,10 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                    : std::string_view(R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
  "cluster": {"profile": "configs/hardware/h100-sxm-8x.json", "nodes": 1, "gpus_per_node": 8},
  "strategy": {"deepspeed_config": "ds.json"}, "training": {"optimizer": "adamw"}})"));
-  std::vector<std::string> sets;
-  if (sets_split.size() > 1)
-    for (auto line : fuzz::split(sets_split[1], "\n"))
-      if (!line.empty()) sets.emplace_back(line);
+  const std::vector<std::string> sets = fuzz::set_lines(sets_split);
   fuzz::expect_ok_or_input_error([&] {
     Experiment e = load_experiment(exp, sets);
     (void)e.strategy->build(e);

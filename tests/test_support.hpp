@@ -128,6 +128,22 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// A fresh, empty directory `name` under one TempDir of this process (removed at exit), for the
+// CLI tests that write many small files.
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  static const TempDir root("scratch");
+  std::filesystem::path dir = root / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Writes `text` to `p` (bytes as given) and returns the path as a string.
+inline std::string write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+  return p.string();
+}
+
 }  // namespace stepsim::test
 
 namespace Catch {

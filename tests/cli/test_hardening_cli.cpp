@@ -14,6 +14,8 @@
 #include "test_support.hpp"
 
 using stepsim::test::run_capture;
+using stepsim::test::scratch_dir;
+using stepsim::test::write_text;
 namespace fs = std::filesystem;
 
 namespace {
@@ -22,18 +24,6 @@ const std::string kSrc = STEPSIM_SOURCE_DIR;
 const std::string kFsdp2 = kSrc + "/configs/examples/llama3-8b-fsdp2-8xh100.json";
 const std::string kC1 = kSrc + "/configs/examples/seed/c1-ddp-buckets.json";
 
-fs::path scratch(const std::string& name) {
-  static const stepsim::test::TempDir root("hardening");  // this process's; removed at exit
-  fs::path dir = root / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string write(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
-}
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -64,11 +54,11 @@ std::string profile_with(const fs::path& dir, const nlohmann::json& patch) {
   std::ifstream in(kSrc + "/configs/hardware/toy-ideal.json");
   nlohmann::json p = nlohmann::json::parse(in, nullptr, true, true);
   p.merge_patch(patch);
-  return write(dir / "profile.json", p.dump());
+  return write_text(dir / "profile.json", p.dump());
 }
 
 std::string c1_with_profile(const fs::path& dir, const std::string& profile) {
-  return write(dir / "exp.json", R"({"workload": {"toy": {"layers": 2, "backward_ms": 5, "params_per_layer": 1000}},
+  return write_text(dir / "exp.json", R"({"workload": {"toy": {"layers": 2, "backward_ms": 5, "params_per_layer": 1000}},
     "cluster": {"profile": ")" + profile + R"(", "nodes": 1, "gpus_per_node": 8}, "strategy": {"framework": "ddp"}})");
 }
 
@@ -94,26 +84,26 @@ TEST_CASE("item 1: integers out of their key's range are exit 2 naming the key, 
 }
 
 TEST_CASE("item 2: workload sizes whose products overflow are exit 2, never a result", "[cli][hardening]") {
-  auto dir = scratch("item2");
+  auto dir = scratch_dir("item2");
   // 2^50 micro-batch once reported a 138 ms step that "fits": above the 2^20 per-key maximum.
   expect_input_error("simulate " + kFsdp2 + " --set workload.micro_batch=1125899906842624", "/workload/micro_batch");
   // Inside every per-key maximum, but 2^20 x 2^24 tokens x (per-token bytes) overflows int64.
   expect_input_error("simulate " + kFsdp2 + " --set workload.micro_batch=1048576 --set workload.seq_len=16777216",
                      "/workload/micro_batch: 1048576: expected a size whose activations fit in 2^56 bytes");
   // A vocabulary of 2^63-1 once gave 0.38 B parameters (vocab x hidden wrapped).
-  std::string model = write(dir / "model.json", R"({"workload": {"model": {"hidden": 4096, "layers": 2, "heads": 32, "ffn": 14336,
+  std::string model = write_text(dir / "model.json", R"({"workload": {"model": {"hidden": 4096, "layers": 2, "heads": 32, "ffn": 14336,
       "vocab": 9223372036854775807}}, "cluster": {"profile": ")" + kSrc + R"(/configs/hardware/toy-ideal.json"},
       "strategy": {"framework": "ddp"}})");
   expect_input_error("simulate " + model, "/workload/model/vocab: 9223372036854775807: expected an integer from 1 to 4294967296");
   // Inside the per-key maxima, the parameter states (32 B each) of 2^20 x 2^20 x 4 x 100000 overflow.
-  std::string huge = write(dir / "huge.json", R"({"workload": {"model": {"hidden": 1048576, "layers": 100000, "heads": 1, "ffn": 4194304,
+  std::string huge = write_text(dir / "huge.json", R"({"workload": {"model": {"hidden": 1048576, "layers": 100000, "heads": 1, "ffn": 4194304,
       "vocab": 4294967296}}, "cluster": {"profile": ")" + kSrc + R"(/configs/hardware/toy-ideal.json"},
       "strategy": {"framework": "ddp"}})");
   expect_input_error("simulate " + huge, "parameters\": expected a model whose parameter states (32 B per parameter) fit in 2^56 bytes");
 }
 
 TEST_CASE("item 3: an output that names an input is refused and the input is left byte-identical", "[cli][hardening]") {
-  auto dir = scratch("item3");
+  auto dir = scratch_dir("item3");
   // simulate E.json --trace/--report/--json-out E.json once overwrote the experiment, exit 0.
   std::string exp = c1_with_profile(dir, kSrc + "/configs/hardware/toy-ideal.json");
   const std::string before = slurp(exp);
@@ -124,12 +114,12 @@ TEST_CASE("item 3: an output that names an input is refused and the input is lef
   // Another spelling of the same file (../dir/e.json) is the same file by identity.
   expect_input_error("simulate " + exp + " --trace " + (dir / ".." / dir.filename() / "exp.json").string(), "is an input of this run");
   // A profile included by the experiment is an input too.
-  std::string prof = write(dir / "p.json", slurp(kSrc + "/configs/hardware/toy-ideal.json"));
+  std::string prof = write_text(dir / "p.json", slurp(kSrc + "/configs/hardware/toy-ideal.json"));
   std::string exp2 = c1_with_profile(dir, prof);
   expect_input_error("simulate " + exp2 + " --json-out " + prof, "is an input of this run");
 
   // sweep --merge p0.csv p1.csv --out p0.csv once truncated p0.csv to 0 bytes.
-  std::string sweep = write(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"("}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000]}})");
+  std::string sweep = write_text(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"("}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000]}})");
   std::string out;
   REQUIRE(run_capture(kBin + " sweep " + sweep + " --shard 0/2 --no-progress --out " + (dir / "p0.csv").string(), out) == 0);
   REQUIRE(run_capture(kBin + " sweep " + sweep + " --shard 1/2 --no-progress --out " + (dir / "p1.csv").string(), out) == 0);
@@ -142,7 +132,7 @@ TEST_CASE("item 3: an output that names an input is refused and the input is lef
 
   // When --json-out cannot be opened, an existing --out file is left as it was (it was cut to
   // its header before), and no temporary file is left beside it.
-  std::string keep = write(dir / "keep.csv", "precious\n");
+  std::string keep = write_text(dir / "keep.csv", "precious\n");
   expect_input_error("sweep " + sweep + " --no-progress --out " + keep + " --json-out " + (dir / "no-such-dir" / "x.json").string(),
                      "cannot write the JSON");
   CHECK(slurp(keep) == "precious\n");
@@ -156,7 +146,7 @@ TEST_CASE("item 3: an output that names an input is refused and the input is lef
 }
 
 TEST_CASE("item 4: profile numbers outside their physical range are exit 2 naming the key", "[cli][hardening]") {
-  auto dir = scratch("item4");
+  auto dir = scratch_dir("item4");
   struct Case {
     nlohmann::json patch;
     const char* needle;
@@ -184,8 +174,8 @@ TEST_CASE("item 5: a program above the instruction limit is exit 2, not a run to
   expect_input_error("simulate " + kFsdp2 + " --set training.grad_accum=1000000", "/training/grad_accum: 1000000");
   // 100,000 toy layers x grad_accum 64 x at least 2 kernels = 12.8e6 instructions, over the
   // 1,000,000 limit: refused before any build; the largest allowed is 1e6 / (2 x 100,000) = 5.
-  auto dir = scratch("item5");
-  std::string exp = write(dir / "big.json", R"({"workload": {"toy": {"layers": 100000, "forward_ms": 1, "backward_ms": 1, "params_per_layer": 10}},
+  auto dir = scratch_dir("item5");
+  std::string exp = write_text(dir / "big.json", R"({"workload": {"toy": {"layers": 100000, "forward_ms": 1, "backward_ms": 1, "params_per_layer": 10}},
     "cluster": {"profile": ")" + kSrc + R"(/configs/hardware/toy-ideal.json"}, "strategy": {"framework": "ddp"},
     "training": {"grad_accum": 64}})");
   expect_input_error("simulate " + exp, "/training/grad_accum: 64: expected at most 5 micro-batches for 100000 layers");
@@ -202,19 +192,19 @@ TEST_CASE("item 5: the program builder stops at the instruction limit with an in
 }
 
 TEST_CASE("item 6: directories, empty or over-long includes, 1e999 and absurd log rows are exit 2, not internal errors", "[cli][hardening]") {
-  auto dir = scratch("item6");
+  auto dir = scratch_dir("item6");
   expect_input_error("simulate " + dir.string(), "is a directory");
   fs::create_directories(dir / "prof.d");
   expect_input_error("simulate " + c1_with_profile(dir, (dir / "prof.d").string()), "directory");
-  expect_input_error("simulate " + write(dir / "inc.json", R"({"include": ""})"), "/include: \"\": expected a file name string");
-  expect_input_error("simulate " + write(dir / "long.json", R"({"include": ")" + std::string(5000, 'x') + R"("})"), "/include");
-  expect_input_error("simulate " + write(dir / "big.json", R"({"workload": {"micro_batch": 1e999}})"), "invalid JSON");
+  expect_input_error("simulate " + write_text(dir / "inc.json", R"({"include": ""})"), "/include: \"\": expected a file name string");
+  expect_input_error("simulate " + write_text(dir / "long.json", R"({"include": ")" + std::string(5000, 'x') + R"("})"), "/include");
+  expect_input_error("simulate " + write_text(dir / "big.json", R"({"workload": {"micro_batch": 1e999}})"), "invalid JSON");
   expect_input_error("simulate " + kC1 + " --set strategy.bucket_cap_mb=1e999", "--set strategy.bucket_cap_mb=1e999");
-  expect_input_error("fit --nccl-tests " + write(dir / "t.log", kNcclRankLines + kNcclHeader +
+  expect_input_error("fit --nccl-tests " + write_text(dir / "t.log", kNcclRankLines + kNcclHeader +
                                                                  "         1024           256     float     sum      -1   1e-300    0.02    0.05      0\n") +
                          " --base " + kSrc + "/configs/hardware/toy-ideal.json --out " + (dir / "o.json").string(),
                      "t.log:5: time 1e-300: expected microseconds from 0.001 to 1e12");
-  expect_input_error("fit --nccl-tests " + write(dir / "t2.log", kNcclRankLines + kNcclHeader +
+  expect_input_error("fit --nccl-tests " + write_text(dir / "t2.log", kNcclRankLines + kNcclHeader +
                                                                   "  9223372036854775808   256   float   sum   -1   41.0    0.02    0.05      0\n") +
                          " --base " + kSrc + "/configs/hardware/toy-ideal.json --out " + (dir / "o.json").string(),
                      "t2.log:5: size '9223372036854775808'");
@@ -222,17 +212,17 @@ TEST_CASE("item 6: directories, empty or over-long includes, 1e999 and absurd lo
 }
 
 TEST_CASE("item 7: a trace timestamp beyond 2^62 ns is exit 2 naming the file, not a wrapped time", "[cli][hardening]") {
-  auto dir = scratch("item7");
-  std::string trace = write(dir / "t.json", R"({"traceEvents": [
+  auto dir = scratch_dir("item7");
+  std::string trace = write_text(dir / "t.json", R"({"traceEvents": [
     {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 99999999999999999999.5, "dur": 5, "args": {"stream": 7, "device": 0}}]})");
   expect_input_error("analyze " + trace, trace + ": ");
-  std::string trace2 = write(dir / "t2.json", R"({"traceEvents": [
+  std::string trace2 = write_text(dir / "t2.json", R"({"traceEvents": [
     {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 9223372036854775, "dur": 5, "args": {"stream": 7, "device": 0}}]})");
   expect_input_error("analyze " + trace2, "expected a time within 2^62 ns");
 }
 
 TEST_CASE("item 8: compare refuses impossible measurements with exit 2 naming the field", "[cli][hardening]") {
-  auto dir = scratch("item8");
+  auto dir = scratch_dir("item8");
   std::string pred = (dir / "pred.json").string(), out;
   REQUIRE(run_capture(kBin + " simulate " + kC1 + " --json-out " + pred, out) == 0);
   nlohmann::json base = nlohmann::json::parse(slurp(pred));
@@ -247,14 +237,14 @@ TEST_CASE("item 8: compare refuses impossible measurements with exit 2 naming th
   for (const auto& c : cases) {
     nlohmann::json m = base;
     m["metrics"]["step_time_ns"] = c.value;
-    std::string meas = write(dir / "meas.json", m.dump());
+    std::string meas = write_text(dir / "meas.json", m.dump());
     expect_input_error("compare " + pred + " " + meas, c.needle);
   }
 }
 
 TEST_CASE("item 9: sweep --merge refuses a missing or truncated shard", "[cli][hardening]") {
-  auto dir = scratch("item9");
-  std::string sweep = write(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"("}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000, 4000000]}})");
+  auto dir = scratch_dir("item9");
+  std::string sweep = write_text(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"("}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000, 4000000]}})");
   std::string out;
   for (int i = 0; i < 2; ++i)
     REQUIRE(run_capture(kBin + " sweep " + sweep + " --no-progress --shard " + std::to_string(i) + "/2 --out " +
@@ -268,22 +258,22 @@ TEST_CASE("item 9: sweep --merge refuses a missing or truncated shard", "[cli][h
   // A shard cut short by its last row (a killed job copied by hand): point 3 is missing.
   std::string text = slurp(p1);
   text = text.substr(0, text.rfind('\n', text.size() - 2) + 1);
-  std::string cut = write(dir / "cut.csv", text);
+  std::string cut = write_text(dir / "cut.csv", text);
   expect_input_error("sweep --merge " + p0 + " " + cut + " --out " + m, "(point 3 is missing)");
   // Cut inside a row: the row is incomplete.
-  std::string cut2 = write(dir / "cut2.csv", slurp(p1).substr(0, slurp(p1).size() - 3));
+  std::string cut2 = write_text(dir / "cut2.csv", slurp(p1).substr(0, slurp(p1).size() - 3));
   expect_input_error("sweep --merge " + p0 + " " + cut2 + " --out " + m, "cut2.csv: line 3");
 }
 
 TEST_CASE("item 10: an invalid sweep base, duplicate keys, silent log rows and negative counts are exit 2", "[cli][hardening]") {
-  auto dir = scratch("item10");
-  std::string bad_base = write(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"(", "strategy": {"bucket_cap_mb": -1}},
+  auto dir = scratch_dir("item10");
+  std::string bad_base = write_text(dir / "s.json", R"({"base": {"include": ")" + kC1 + R"(", "strategy": {"bucket_cap_mb": -1}},
     "axes": {"training.grad_accum": [1, 2]}})");
   expect_input_error("sweep " + bad_base + " --no-progress", "none of the 2 points is a valid experiment");
-  expect_input_error("simulate " + write(dir / "dup.json", R"({"workload": {"toy": {"layers": 2}, "toy": {"layers": 3}}})"),
+  expect_input_error("simulate " + write_text(dir / "dup.json", R"({"workload": {"toy": {"layers": 2}, "toy": {"layers": 3}}})"),
                      "/workload/toy: duplicate key");
   for (const char* size : {"-5", "1e30"})
-    expect_input_error("fit --nccl-tests " + write(dir / "t.log", kNcclRankLines + kNcclHeader + "  " + size +
+    expect_input_error("fit --nccl-tests " + write_text(dir / "t.log", kNcclRankLines + kNcclHeader + "  " + size +
                                                                    "   256   float   sum   -1   41.0    0.02    0.05      0\n") +
                            " --base " + kSrc + "/configs/hardware/toy-ideal.json --out " + (dir / "o.json").string(),
                        std::string("t.log:5: size '") + size + "'");
@@ -298,8 +288,8 @@ TEST_CASE("item 10: an invalid sweep base, duplicate keys, silent log rows and n
 TEST_CASE("fuzz finding: a shard header with framework before status is an input error, not a length_error", "[hardening][sweep]") {
   // fuzz_sweep_merge: the varied columns sit between status and framework; reversed, the
   // range was negative and std::vector threw length_error (exit 1).
-  auto dir = scratch("fuzz-merge");
-  std::string a = write(dir / "a.csv", "index,framework,status,step_time_ns,peak_memory_bytes,constraints_ok,points\n0,ddp,ok,5,7,true,1\n");
+  auto dir = scratch_dir("fuzz-merge");
+  std::string a = write_text(dir / "a.csv", "index,framework,status,step_time_ns,peak_memory_bytes,constraints_ok,points\n0,ddp,ok,5,7,true,1\n");
   std::ostringstream out;
   CHECK_THROWS_AS(stepsim::merge_sweep_csv({a}, out), stepsim::InputError);
 }

@@ -14,6 +14,8 @@
 #include "test_support.hpp"
 
 using stepsim::test::run_capture;
+using stepsim::test::scratch_dir;
+using stepsim::test::write_text;
 namespace fs = std::filesystem;
 
 namespace {
@@ -23,18 +25,6 @@ const std::string kRepro = kSrc + "/tests/data/repro/";
 const std::string kC1 = kSrc + "/configs/examples/seed/c1-ddp-buckets.json";
 const std::string kFsdp2 = kSrc + "/configs/examples/llama3-8b-fsdp2-8xh100.json";
 
-fs::path scratch(const std::string& name) {
-  static const stepsim::test::TempDir root("reliability");  // this process's; removed at exit
-  fs::path dir = root / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string write(const fs::path& p, const std::string& text) {
-  std::ofstream(p, std::ios::binary) << text;
-  return p.string();
-}
 
 int count_lines(const std::string& s) {
   int n = 0;
@@ -99,14 +89,14 @@ TEST_CASE("A DeepSpeed micro-batch whose product with the world wraps is refused
 }
 
 TEST_CASE("JSON nested 30,000 deep is an input error, not a stack overflow (F2)", "[cli][issue50]") {
-  const fs::path dir = scratch("deep");
-  const std::string deep = write(dir / "deep.json", std::string(30000, '[') + std::string(30000, ']'));
+  const fs::path dir = scratch_dir("deep");
+  const std::string deep = write_text(dir / "deep.json", std::string(30000, '[') + std::string(30000, ']'));
   expect_input_error("simulate " + deep, {"deep.json", "nesting deeper than 256"});
   // The same in an hf_config (the error printer recursed) and in an include.
-  write(dir / "deep-100000.json", std::string(100000, '[') + std::string(100000, ']'));
+  write_text(dir / "deep-100000.json", std::string(100000, '[') + std::string(100000, ']'));
   fs::copy_file(kRepro + "r03-hf-deep.json", dir / "r03-hf-deep.json");
   expect_input_error("simulate " + (dir / "r03-hf-deep.json").string(), {"deep-100000.json", "nesting deeper than 256"});
-  const std::string inc = write(dir / "inc.json", "{\"include\": \"deep.json\"}");
+  const std::string inc = write_text(dir / "inc.json", "{\"include\": \"deep.json\"}");
   expect_input_error("simulate " + inc, {"deep.json", "nesting deeper than 256"});
   expect_input_error("simulate " + kC1 + " --set 'strategy.x=" + std::string(1000, '[') + std::string(1000, ']') + "'",
                      {"--set strategy.x", "nesting deeper than 256"});
@@ -137,9 +127,9 @@ TEST_CASE("A wrong type in or beside a DeepSpeed config names the file and the k
 
 TEST_CASE("A DeepSpeed file without a bf16 or fp16 block is blamed for fp32 without naming a key it lacks (F15)",
           "[cli][issue50]") {
-  const fs::path dir = scratch("ds-fp32");
-  write(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}})");
-  const std::string exp = write(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
+  const fs::path dir = scratch_dir("ds-fp32");
+  write_text(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 2}})");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
     "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": "ds.json"}})");
   std::string out;
   CHECK(run_capture(kBin + " simulate " + exp, out) == 2);
@@ -150,8 +140,8 @@ TEST_CASE("A DeepSpeed file without a bf16 or fp16 block is blamed for fp32 with
 // ---- wrong answers ----------------------------------------------------------------------
 
 TEST_CASE("analyze refuses kernels and steps without ts, dur or ph, and negative durations (F11)", "[cli][issue50]") {
-  const fs::path dir = scratch("trace-events");
-  const std::string good = write(dir / "good.json", trace());
+  const fs::path dir = scratch_dir("trace-events");
+  const std::string good = write_text(dir / "good.json", trace());
   std::string out;
   REQUIRE(run_capture(kBin + " analyze " + good, out) == 0);
   struct Case {
@@ -175,42 +165,42 @@ TEST_CASE("analyze refuses kernels and steps without ts, dur or ph, and negative
       text = trace("\"ph\": \"X\", \"ts\": 1100, \"dur\": 200", "\"ph\": \"X\", \"dur\": -100");
       needle = "/dur: -100: expected a positive duration";
     }
-    const std::string f = write(dir / (c.name + ".json"), text);
+    const std::string f = write_text(dir / (c.name + ".json"), text);
     expect_input_error("analyze " + f, {c.name + ".json", "/traceEvents", needle});
   }
 }
 
 TEST_CASE("A trace's world size must be 1 to 2^20 and its rank inside it (F11)", "[cli][issue50]") {
-  const fs::path dir = scratch("trace-world");
+  const fs::path dir = scratch_dir("trace-world");
   for (const std::string ws : {"-8", "0", "1099511627776"}) {
     std::string text = trace();
     text.replace(text.find("\"world_size\": 8"), 15, "\"world_size\": " + ws);
-    const std::string f = write(dir / "ws.json", text);
+    const std::string f = write_text(dir / "ws.json", text);
     expect_input_error("analyze " + f, {"ws.json", "/distributedInfo/world_size: " + ws, "from 1 to 1048576"});
   }
   std::string text = trace();
   text.replace(text.find("\"rank\": 0"), 9, "\"rank\": 99");
-  const std::string f = write(dir / "rank.json", text);
+  const std::string f = write_text(dir / "rank.json", text);
   expect_input_error("analyze " + f, {"rank.json", "/distributedInfo/rank: 99", "below world_size 8"});
 }
 
 TEST_CASE("A grid of 2^64 points is refused instead of wrapping to \"0 points\", and a grid above --max-points is refused (F9)",
           "[cli][issue50]") {
   expect_input_error("sweep " + kRepro + "r10-sweep-64-axes.json --no-progress", {"r10-sweep-64-axes.json", "/axes", "a grid of at most"});
-  const fs::path dir = scratch("grid");
+  const fs::path dir = scratch_dir("grid");
   nlohmann::json g = {{"name", "1e9"}, {"base", {{"include", kC1}}}};
   for (const char* axis : {"strategy.bucket_cap_bytes", "strategy.first_bucket_bytes", "training.grad_accum"}) {
     nlohmann::json v = nlohmann::json::array();
     for (int i = 0; i < 1000; ++i) v.push_back(std::string(axis) == "training.grad_accum" ? 1 + i % 4 : 1000000 * (i + 1));
     g["axes"][axis] = v;
   }
-  const std::string grid = write(dir / "g.json", g.dump());
+  const std::string grid = write_text(dir / "g.json", g.dump());
   expect_input_error("sweep " + grid + " --no-progress --out " + (dir / "g.csv").string(),
                      {"g.json", "1000000000 points", "expected at most 1000000", "--max-points"});
   CHECK_FALSE(fs::exists(dir / "g.csv"));
   CHECK(temporaries_in(dir) == 0);
   // A shard is counted alone; --max-points lowers and raises the limit.
-  const std::string small = write(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
+  const std::string small = write_text(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
                                                                   {"axes", {{"training.grad_accum", {1, 2, 3}}}}}.dump());
   expect_input_error("sweep " + small + " --no-progress --max-points 2", {"3 points", "expected at most 2"});
   std::string out;
@@ -234,8 +224,8 @@ TEST_CASE("tune --memory-cap nan is refused instead of becoming the device's cap
 }
 
 TEST_CASE("compare and analyze --steps outside the trace's steps is exit 2, not a FAIL against zeros (F17)", "[cli][issue50]") {
-  const fs::path dir = scratch("steps");
-  const std::string t = write(dir / "t.json", trace());
+  const fs::path dir = scratch_dir("steps");
+  const std::string t = write_text(dir / "t.json", trace());
   expect_input_error("analyze " + t + " --steps 100-200", {"t.json", "--steps 100-200", "no ProfilerStep", "3 to 4"});
   std::string out;
   REQUIRE(run_capture(kBin + " simulate " + kC1 + " --json > " + (dir / "p.json").string(), out) == 0);
@@ -263,13 +253,13 @@ TEST_CASE("A write error on stdout is exit 2, not exit 0 with nothing written (F
 }
 
 TEST_CASE("Two outputs of one run naming one file are refused before either is written (F7)", "[cli][issue50]") {
-  const fs::path dir = scratch("same-out");
+  const fs::path dir = scratch_dir("same-out");
   const std::string same = (dir / "same.out").string();
   expect_input_error("simulate " + kC1 + " --trace " + same + " --report " + same, {"same.out", "is also the trace file"});
   CHECK_FALSE(fs::exists(same));
   // Another spelling of the same file.
   expect_input_error("simulate " + kC1 + " --trace " + same + " --json-out " + dir.string() + "/./same.out", {"is also"});
-  const std::string small = write(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
+  const std::string small = write_text(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
                                                                   {"axes", {{"training.grad_accum", {1, 2}}}}}.dump());
   expect_input_error("sweep " + small + " --no-progress --out " + same + " --json-out " + same, {"is also the CSV"});
   CHECK_FALSE(fs::exists(same));
@@ -281,7 +271,7 @@ TEST_CASE("Two outputs of one run naming one file are refused before either is w
 
 #ifdef STEPSIM_TEST_DATA
 TEST_CASE("init refuses --out equal to --profile-out or to its trace, and leaves no file behind (F7, F8)", "[cli][issue50][data]") {
-  const fs::path dir = scratch("init-out");
+  const fs::path dir = scratch_dir("init-out");
   const std::string t = std::string(STEPSIM_TEST_DATA) +
                         "/traces/li-plus_playground/ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz";
   const std::string copy = (dir / "T.json.gz").string();
@@ -295,7 +285,7 @@ TEST_CASE("init refuses --out equal to --profile-out or to its trace, and leaves
 }
 
 TEST_CASE("init --from-trace fits a trace whose Broadcast kernels all read 0 us (F5)", "[cli][issue50][data]") {
-  const fs::path dir = scratch("init-dur0");
+  const fs::path dir = scratch_dir("init-dur0");
   const std::string t = std::string(STEPSIM_TEST_DATA) +
                         "/traces/li-plus_playground/ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz";
   std::string out;
@@ -308,7 +298,7 @@ TEST_CASE("init --from-trace fits a trace whose Broadcast kernels all read 0 us 
       ++zeroed;
     }
   REQUIRE(zeroed > 0);
-  const std::string mutant = write(dir / "bcast-dur0.json", doc.dump());
+  const std::string mutant = write_text(dir / "bcast-dur0.json", doc.dump());
   const int rc = run_capture(kBin + " init --from-trace " + mutant + " --out " + (dir / "x.json").string(), out);
   INFO(out);
   CHECK(rc == 0);
@@ -324,7 +314,7 @@ std::string long_sweep(const fs::path& dir) {
   for (int i = 0; i < 20000; ++i) v.push_back(1000 * (i + 1));
   g["axes"]["training.grad_accum"] = {1, 2, 3, 4};
   g["axes"]["strategy.bucket_cap_bytes"] = v;
-  return write(dir / "g.json", g.dump());
+  return write_text(dir / "g.json", g.dump());
 }
 
 // Runs `args` in the background in `dir`, sends SIGTERM after `seconds`, and returns what the
@@ -339,7 +329,7 @@ std::string interrupt(const fs::path& dir, const std::string& args, const std::s
 
 TEST_CASE("SIGTERM during a sweep removes the outputs' temporaries and keeps the CSV rows for --resume (F10)",
           "[cli][issue50]") {
-  const fs::path dir = scratch("sigterm");
+  const fs::path dir = scratch_dir("sigterm");
   const std::string grid = long_sweep(dir);
   const std::string csv = (dir / "g.csv").string(), js = (dir / "g.sweep.json").string();
   const std::string out = interrupt(dir, "sweep " + grid + " --no-progress --jobs 1 --out " + csv + " --json-out " + js, "1.5");
@@ -353,7 +343,7 @@ TEST_CASE("SIGTERM during a sweep removes the outputs' temporaries and keeps the
 }
 
 TEST_CASE("sweep --resume finishes an interrupted shard with the same CSV an uninterrupted run writes (F10)", "[cli][issue50]") {
-  const fs::path dir = scratch("resume");
+  const fs::path dir = scratch_dir("resume");
   const std::string grid = long_sweep(dir);
   const std::string csv = (dir / "g.csv").string(), whole = (dir / "whole.csv").string();
   std::string out;
@@ -379,23 +369,23 @@ TEST_CASE("sweep --resume finishes an interrupted shard with the same CSV an uni
 // ---- unbounded ---------------------------------------------------------------------------
 
 TEST_CASE("A trace with 80 MiB of whitespace between two events is refused instead of buffered (F12)", "[cli][issue50]") {
-  const fs::path dir = scratch("ws-bomb");
+  const fs::path dir = scratch_dir("ws-bomb");
   std::string text = trace();
   const std::size_t at = text.find("},\n{") + 2;
   text.insert(at, std::string(std::size_t{80} << 20, ' '));
-  const std::string f = write(dir / "bomb.json", text);
+  const std::string f = write_text(dir / "bomb.json", text);
   expect_input_error("analyze " + f, {"bomb.json", "longer than 64 MiB"});
 }
 
 TEST_CASE("An include that is a FIFO without a writer is an error, not a hang; a cycle names its include (F20)",
           "[cli][issue50]") {
-  const fs::path dir = scratch("fifo");
+  const fs::path dir = scratch_dir("fifo");
   const std::string fifo = (dir / "fifo.json").string();
   std::string out;
   REQUIRE(run_capture("mkfifo " + fifo, out) == 0);
-  const std::string exp = write(dir / "exp.json", "{\"include\": \"fifo.json\"}");
+  const std::string exp = write_text(dir / "exp.json", "{\"include\": \"fifo.json\"}");
   expect_input_error("simulate " + exp, {"fifo.json", "empty file"});
-  const std::string self = write(dir / "self.json", "{\"include\": \"self.json\"}");
+  const std::string self = write_text(dir / "self.json", "{\"include\": \"self.json\"}");
   expect_input_error("simulate " + self, {"self.json: /include: \"self.json\"", "includes nested at most 16 deep"});
 }
 
@@ -408,16 +398,16 @@ TEST_CASE("--set refuses a path with '/' and the same path twice (F23)", "[cli][
 }
 
 TEST_CASE("validate refuses an unknown top-level key in a baseline (F24)", "[cli][issue50]") {
-  const fs::path dir = scratch("baseline");
+  const fs::path dir = scratch_dir("baseline");
   nlohmann::json b = nlohmann::json::parse(std::ifstream(kSrc + "/validation/baseline.json"));
   b["bogus"] = 1;
-  const std::string f = write(dir / "baseline.json", b.dump());
+  const std::string f = write_text(dir / "baseline.json", b.dump());
   expect_input_error("validate " + kSrc + "/validation/suite.json --baseline " + f, {"baseline.json: /bogus: 1", "unknown key"});
 }
 
 TEST_CASE("sweep --merge refuses an unknown status, a directory and raw bytes by name (F18)", "[cli][issue50]") {
-  const fs::path dir = scratch("merge");
-  const std::string small = write(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
+  const fs::path dir = scratch_dir("merge");
+  const std::string small = write_text(dir / "s.json", nlohmann::json{{"base", {{"include", kC1}}},
                                                                   {"axes", {{"training.grad_accum", {1, 2}}}}}.dump());
   const std::string csv = (dir / "s.csv").string();
   std::string out;
@@ -426,11 +416,11 @@ TEST_CASE("sweep --merge refuses an unknown status, a directory and raw bytes by
   std::stringstream text;
   text << in.rdbuf();
   const std::string good = text.str();
-  const std::string ok_upper = write(dir / "upper.csv", std::regex_replace(good, std::regex(",ok,"), ",OK,"));
+  const std::string ok_upper = write_text(dir / "upper.csv", std::regex_replace(good, std::regex(",ok,"), ",OK,"));
   expect_input_error("sweep --merge " + ok_upper + " --out " + (dir / "m.csv").string(), {"upper.csv", "status \"OK\"", "expected ok"});
   fs::create_directories(dir / "d.csv");
   expect_input_error("sweep --merge " + (dir / "d.csv").string() + " --out " + (dir / "m.csv").string(), {"is a directory"});
-  const std::string binary = write(dir / "bin.csv", good.substr(0, good.find('\n') + 1) + "\xff\xfe" + std::string(1, '\0') + "\n");
+  const std::string binary = write_text(dir / "bin.csv", good.substr(0, good.find('\n') + 1) + "\xff\xfe" + std::string(1, '\0') + "\n");
   out.clear();
   CHECK(run_capture(kBin + " sweep --merge " + binary + " --out " + (dir / "m.csv").string(), out) == 2);
   CHECK(out.find('\xff') == std::string::npos);
@@ -448,10 +438,10 @@ TEST_CASE("An hf_config with a DeepSpeed config whose buckets are \"auto\" resol
 }
 
 TEST_CASE("An MPT config whose attn_config.alibi is not a boolean names the key instead of a type_error (F4)", "[cli][issue50]") {
-  const fs::path dir = scratch("mpt-alibi");
-  write(dir / "mpt.json", R"({"model_type": "mpt", "d_model": 2048, "n_layers": 24, "n_heads": 16, "vocab_size": 50368,
+  const fs::path dir = scratch_dir("mpt-alibi");
+  write_text(dir / "mpt.json", R"({"model_type": "mpt", "d_model": 2048, "n_layers": 24, "n_heads": 16, "vocab_size": 50368,
     "max_seq_len": 2048, "attn_config": {"alibi": "no"}})");
-  const std::string exp = write(dir / "exp.json", R"({"workload": {"model": {"hf_config": "mpt.json"}, "seq_len": 2048},
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"model": {"hf_config": "mpt.json"}, "seq_len": 2048},
     "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
   expect_input_error("simulate " + exp, {"mpt.json", "/attn_config", "alibi true or false"});
 }
