@@ -183,24 +183,32 @@ TEST_CASE("ZeRO-1/2 with the usual decay / no-decay param groups all-gather each
   CHECK(one[0] == 1'315'758'080LL * 2);
 }
 
+namespace {
+
+// Llama-2-7B under FSDP2 `strategy` on 8 H100: how many times the root all-gathers again at backward's
+// start ("AG root bwd"), and the root_reshard_after_forward the strategy reports.
+std::pair<int, bool> root_backward_all_gathers(const json& strategy, const json& training) {
+  json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
+              {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+              {"strategy", strategy},
+              {"training", training}};
+  Experiment e = test::experiment_from_doc(doc);
+  Program p = e.strategy->build(e);
+  int n = 0;
+  for (const auto& ins : p.instructions)
+    if (auto* c = std::get_if<Collective>(&ins); c && c->name == "AG root bwd") ++n;
+  return {n, e.strategy->effective_config().at("root_reshard_after_forward").get<bool>()};
+}
+
+}  // namespace
+
 TEST_CASE("FSDP2 reshards the root after forward when reshard_after_forward is passed explicitly; None exempts it",
           "[fsdp2][framework]") {
   // _fully_shard.py: auto_reshard_after_forward = reshard_after_forward is None; only then does
   // FSDPState._lazy_init clear the root's post_forward_mesh_info ("For the root, do not
   // reshard after forward"). torchtitan passes the value explicitly, so its root is resharded
   // and all-gathered again when backward starts.
-  auto root_bwd_ags = [](const json& strategy) {
-    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", strategy},
-                {"training", {{"optimizer", "adamw"}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
-    int n = 0;
-    for (const auto& ins : p.instructions)
-      if (auto* c = std::get_if<Collective>(&ins); c && c->name == "AG root bwd") ++n;
-    return std::make_pair(n, e.strategy->effective_config().at("root_reshard_after_forward").get<bool>());
-  };
+  auto root_bwd_ags = [](const json& strategy) { return root_backward_all_gathers(strategy, {{"optimizer", "adamw"}}); };
   CHECK(root_bwd_ags({{"framework", "fsdp2"}}) == std::make_pair(0, false));
   CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", nullptr}}) == std::make_pair(0, false));
   CHECK(root_bwd_ags({{"framework", "fsdp2"}, {"reshard_after_forward", true}}) == std::make_pair(1, true));
@@ -215,16 +223,7 @@ TEST_CASE("Before PyTorch 2.8 FSDP2's root never reshards after forward, whateve
   // pytorch/pytorch#154704 + #155319 (2.8) only `if self._auto_reshard_after_forward` (torch 2.9
   // torch/distributed/fsdp/_fully_shard/_fsdp_state.py l.183-186), i.e. for the None default.
   auto root_bwd_ags = [](const json& strategy, const char* torch) {
-    json doc = {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 2048}, {"micro_batch", 1}, {"dtype", "bf16"}}},
-                {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
-                {"strategy", strategy},
-                {"training", {{"optimizer", "adamw"}, {"torch_version", torch}}}};
-    Experiment e = test::experiment_from_doc(doc);
-    Program p = e.strategy->build(e);
-    int n = 0;
-    for (const auto& ins : p.instructions)
-      if (auto* c = std::get_if<Collective>(&ins); c && c->name == "AG root bwd") ++n;
-    return std::make_pair(n, e.strategy->effective_config().at("root_reshard_after_forward").get<bool>());
+    return root_backward_all_gathers(strategy, {{"optimizer", "adamw"}, {"torch_version", torch}});
   };
   const json explicit_true = {{"framework", "fsdp2"}, {"reshard_after_forward", true}};
   CHECK(root_bwd_ags(explicit_true, "2.7") == std::make_pair(0, false));
