@@ -2,31 +2,18 @@
 
 #include <cctype>
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
 
-#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
-#include "sim/core/input_files.hpp"
+#include "sim/core/json_reader.hpp"
 
 namespace stepsim::calib {
 
-std::string read_text_file(const std::filesystem::path& name) {
-  const std::filesystem::path file = resolve_input_path(name);
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory: expected a file", file.string()));
-  if (std::filesystem::is_character_file(file, ec) || std::filesystem::is_block_file(file, ec) || std::filesystem::is_socket(file, ec))
-    throw InputError(fmt::format("{}: is a device: expected a file", file.string()));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", file.string()));
-  note_input_file(file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// The same reader as every JSON input (directories and devices refused, a pipe without a writer
+// read as empty, 64 MiB at most), for the logs and tables.
+std::string read_text_file(const std::filesystem::path& name) { return read_input_text(name, kMaxJsonFileBytes, "a file"); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
