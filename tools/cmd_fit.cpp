@@ -78,7 +78,8 @@ void print_topology_summary(std::ostream& log, const calib::TopologyFitReport& t
 
 // One line per fitted size range (and ring fit), then the topology levels.
 void print_fit_summary(std::ostream& log, const calib::FitReport& report) {
-  log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13} {:>13} {:>10} {:>10} {:>8} {:>8} {:>6}\n", "scope", "collective",
+  if (!report.fits.empty())
+    log << fmt::format("{:<11} {:<15} {:>5} {:>5} {:>13} {:>13} {:>10} {:>10} {:>8} {:>8} {:>6}\n", "scope", "collective",
                      "ranks", "nodes", "min_bytes", "max_bytes", "alpha_us", "beta_GBps", "R^2", "max_err", "points");
   for (const auto& f : report.fits) {
     for (const auto& r : f.ranges) {
@@ -145,7 +146,7 @@ struct FitArgs {
   std::string base_file, out_file, device_key = "sm_90", samples = "both", name, description;
   double target = 0.05;
   int max_ranges = 6;
-  std::string model = "alpha_beta";
+  std::string model = "auto";
   double min_bytes = 0;
   bool local_pass = false;
   double nvlink_ratio = 1;
@@ -179,7 +180,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("max-ranges", po::value(&a.max_ranges)->default_value(6), "most size ranges per collective")
       ("samples", po::value(&a.samples)->default_value("both"), "nccl-tests columns: both, out-of-place, in-place")
       ("note", po::value(&a.notes)->multitoken(), "text recorded under provenance.notes (caveats about the inputs)")
-      ("model", po::value(&a.model)->default_value("alpha_beta"), "collective model to fit: alpha_beta (per-scope ranges) or topology (NCCL structure across node counts; the base profile declares collectives.topology)")
+      ("model", po::value(&a.model)->default_value("auto"), "collective model to fit: topology (NCCL's algorithms and protocols across node counts; needs a base profile with collectives.topology), alpha_beta (per-scope size ranges), or auto: topology when the base profile declares one, else alpha_beta")
       ("min-bytes", po::value(&a.min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
       ("local-pass", "with --model topology: fit the NVLink ring's local pass too (each rank's own S/n bytes not hidden by the wire steps; needs one-node series of two or more group sizes)")
       ("nvlink-bandwidth-ratio", po::value(&a.nvlink_ratio)->default_value(1), "with --model topology: the measured GPUs' NVLink bandwidth over the base profile's (e.g. 1.5 for A100 logs, 12 links, fitted for an A800, 8 links); fitted NVLink bandwidths are divided by it")
@@ -232,14 +233,16 @@ calib::FitOptions fit_options(const FitArgs& a, const Args& args) {
   else if (a.samples == "in-place") fo.samples = calib::SampleSelection::InPlace;
   else throw InputError(fmt::format("fit: --samples {}: expected one of both, out-of-place, in-place", a.samples));
   fo.derive_missing = !a.no_derive;
-  if (a.model != "alpha_beta" && a.model != "topology")
-    throw InputError(fmt::format("fit: --model {}: expected one of alpha_beta, topology", a.model));
+  if (a.model != "auto" && a.model != "alpha_beta" && a.model != "topology")
+    throw InputError(fmt::format("fit: --model {}: expected one of auto, topology, alpha_beta", a.model));
   if (a.min_bytes < 0) throw InputError(fmt::format("fit: --min-bytes {}: expected a non-negative size", a.min_bytes));
-  fo.topology = a.model == "topology";
+  fo.model = a.model == "topology"     ? calib::FitOptions::Model::Topology
+             : a.model == "alpha_beta" ? calib::FitOptions::Model::AlphaBeta
+                                       : calib::FitOptions::Model::Auto;
   fo.topology_options.min_bytes = a.min_bytes;
   if (!(a.nvlink_ratio > 0) || a.nvlink_ratio > 100)
     throw InputError(fmt::format("fit: --nvlink-bandwidth-ratio {}: expected a ratio in (0, 100]", a.nvlink_ratio));
-  if ((a.local_pass || a.nvlink_ratio != 1) && a.model != "topology")
+  if ((a.local_pass || a.nvlink_ratio != 1) && a.model == "alpha_beta")
     throw InputError("fit: --local-pass and --nvlink-bandwidth-ratio apply to --model topology only");
   fo.topology_options.fit_local_pass = a.local_pass;
   fo.topology_options.nvlink_bandwidth_ratio = a.nvlink_ratio;
@@ -291,6 +294,10 @@ Measurements read_measurements(const FitArgs& a) {
 HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, const calib::FitOptions& fo,
                                      calib::FitReport& report) {
   HardwareProfile base = load_profile(a.base_file);
+  if ((a.local_pass || a.nvlink_ratio != 1) && !calib::fits_topology(base, m.inputs, fo))
+    throw InputError(fmt::format("fit: --local-pass and --nvlink-bandwidth-ratio apply to the topology model; the base "
+                                 "profile {} declares no collectives.topology",
+                                 a.base_file));
   HardwareProfile fitted = calib::fit_profile(base, m.inputs, fo, report);
   if (!a.name.empty()) fitted.name = a.name;
   if (!a.description.empty()) fitted.description = a.description;

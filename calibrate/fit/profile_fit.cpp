@@ -413,6 +413,28 @@ void source_fitted_parts(HardwareProfile& p, const FitReport& report, bool gemm,
       for (auto it = p.sources.begin(); it != p.sources.end();)
         it = it.key().rfind("collectives.topology", 0) == 0 ? p.sources.erase(it) : std::next(it);
   }
+  if (report.topology) {
+    // Each level names what set it: this fit where it had measurements, else the base's entry.
+    // The JSON keys of the levels (collectives.topology.nvlink, .network) group them as the
+    // profile does: NVLink, NVLS and NVLink all-to-all under nvlink, the two network ones under network.
+    std::vector<std::string> fitted, kept;
+    for (const auto& l : report.topology->levels) (l.fitted ? fitted : kept).push_back(l.level);
+    for (const char* group : {"nvlink", "network"}) {
+      std::vector<std::string> in_group;
+      for (const auto& l : fitted)
+        if (l.rfind(group, 0) == 0 || (std::string(group) == "nvlink" && l == "nvls")) in_group.push_back(l);
+      if (!in_group.empty())
+        p.sources[std::string("collectives.topology.") + group] =
+            fmt::format("stepsim fit (provenance.command) on provenance.inputs: the {} level(s) of the topology model, "
+                        "quality in provenance.topology_fit",
+                        fmt::join(in_group, ", "));
+    }
+    if (!fitted.empty())
+      p.sources["collectives"] =
+          kept.empty() ? std::string("topology model: every level fitted (collectives.topology.*)")
+                       : fmt::format("topology model: {} fitted (collectives.topology.*); {} kept from the base profile {}",
+                                     fmt::join(fitted, ", "), fmt::join(kept, ", "), p.name);
+  }
   if (gemm) p.sources["compute.gemm_table"] = "stepsim fit (provenance.command) on provenance.inputs: provenance.gemm";
   if (contention) {
     for (const char* k : {"contention.compute_slowdown", "contention.comm_slowdown"})
@@ -441,10 +463,25 @@ Json kept_part(const Json& base_provenance, const std::string& part, std::initia
 
 }  // namespace
 
+bool fits_topology(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt) {
+  switch (opt.model) {
+    case FitOptions::Model::Topology: return true;
+    case FitOptions::Model::AlphaBeta: return false;
+    case FitOptions::Model::Auto: break;
+  }
+  // Auto: the topology model carries across node counts where ranges fitted per scope
+  // extrapolate badly (the xxrjun H100 cluster's 40- and 80-GPU jobs from its 1-2 node logs:
+  // docs/collectives.md), and it keeps the levels a measurement does not reach (the network
+  // of a one-node trace) where alpha-beta ranges would leave a scope unmeasured.
+  return base.topology.has_value() && std::any_of(in.collectives.begin(), in.collectives.end(), [](const CollectiveSeries& s) {
+           return s.ranks >= 2 && !s.samples.empty();
+         });
+}
+
 HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt, FitReport& report) {
   HardwareProfile p = base;
   report = FitReport{};
-  if (opt.topology) {
+  if (fits_topology(base, in, opt)) {
     if (!base.topology)
       throw InputError(fmt::format("fit: --model topology needs a base profile with collectives.topology (the declared "
                                    "arch, gpus_per_node, nics_per_node and nvls_GBps); {} has none",
@@ -454,7 +491,18 @@ HardwareProfile fit_profile(const HardwareProfile& base, const FitInputs& in, co
     report.topology = tr;
   } else {
     fit_alpha_beta_collectives(p, in, opt, report);
-    if (!report.fits.empty()) p.topology.reset();  // the fitted alpha-beta ranges are the model now
+    if (!report.fits.empty() && base.topology) {
+      // The fitted ranges replace the topology model, which priced both scopes: a scope with no
+      // fitted range would be left with nothing measured behind it (the one-NIC ring a profile
+      // with a topology carries in its place), so both must be measured.
+      for (const char* scope : {"intra_node", "inter_node"})
+        if (std::none_of(report.fits.begin(), report.fits.end(), [&](const KindFit& f) { return f.scope == scope && f.in_profile; }))
+          throw InputError(fmt::format("fit: --model alpha_beta: no {} collective measured, and the base profile {} prices it with "
+                                       "its topology model, which alpha-beta ranges replace: use --model topology (or auto, the "
+                                       "default), or add {} measurements",
+                                       scope, base.name, scope == std::string("intra_node") ? "one-node" : "multi-node"));
+      p.topology.reset();  // the fitted alpha-beta ranges are the model now
+    }
   }
   const Json gemm_prov = fit_gemm_table(p, in);
   const Json cont_prov = fit_contention(p, in);

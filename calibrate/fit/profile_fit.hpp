@@ -40,12 +40,18 @@ struct FitOptions {
   RangeFitOptions ranges;
   SampleSelection samples = SampleSelection::Both;
   bool derive_missing = true;
-  // Fit the topology-aware NCCL model (the base profile's collectives.topology declares the
-  // hardware) instead of per-scope alpha-beta ranges.
-  bool topology = false;
+  // The collective model to fit: the topology-aware NCCL model (the base profile's
+  // collectives.topology declares the hardware), per-scope alpha-beta ranges, or Auto: the
+  // topology model when the base declares one and a collective was measured on >= 2 ranks, else
+  // alpha-beta ranges (without collective measurements the base's model stays either way).
+  enum class Model { Auto, Topology, AlphaBeta };
+  Model model = Model::Auto;
   TopologyFitOptions topology_options;
   std::string command;  // the command line, recorded in provenance
 };
+
+// Whether `opt` fits the topology model over `base` for the measurements `in`.
+bool fits_topology(const HardwareProfile& base, const FitInputs& in, const FitOptions& opt);
 
 // One fitted (scope, kind, group shape).
 struct KindFit {

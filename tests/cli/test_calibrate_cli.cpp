@@ -217,7 +217,8 @@ TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables
   const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   auto out = dir / "fitted.json";
-  Run r = run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +
+  // alpha-beta ranges (the default over a profile with a topology is the topology model).
+  Run r = run_cli("fit --model alpha_beta --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +
                   "/nccl-tests/allreduce_2x8xH100_Nebius-IB_dstack.txt --xla-collectives " + data +
                   "/xla_perf_tables/collective_perf_table.csv --xla-gemm " + data +
                   "/xla_perf_tables/matmul_perf_table.csv --out " + out.string());
@@ -239,7 +240,7 @@ TEST_CASE("fit writes a loadable profile from nccl-tests logs and the XLA tables
   CHECK(rejected[0].at("entries") == 375);
   CHECK(rejected[0].at("above_peak") == 29);
   CHECK(r.output.find("gemm table: left out") != std::string::npos);
-  CHECK(p.provenance.at("command").get<std::string>().rfind("stepsim fit --base", 0) == 0);
+  CHECK(p.provenance.at("command").get<std::string>().rfind("stepsim fit --model alpha_beta --base", 0) == 0);
 }
 
 TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its text names", "[cli][fit]") {
@@ -293,7 +294,8 @@ TEST_CASE("a collective range a refit keeps keeps the quality of the fit that ma
   const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
   auto once = dir / "once.json", twice = dir / "twice.json";
-  REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json --nccl-tests " + data +
+  // A base without a topology model: the fit is alpha-beta ranges (per scope).
+  REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json --nccl-tests " + data +
                   "/nccl-tests/allreduce_2x8xH100_Nebius-IB_dstack.txt --out " + once.string())
               .code == 0);
   REQUIRE(run_cli("fit --base " + once.string() + " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md --out " +

@@ -26,20 +26,19 @@ TEST_CASE("fit --trace turns a real ZeRO-1 trace into a loadable profile that re
                              out);
   REQUIRE(rc == 0);
   HardwareProfile p = load_profile(out_file);
-  REQUIRE(std::holds_alternative<AlphaBetaModel>(p.intra_node));
-  const AlphaBetaModel& ab = std::get<AlphaBetaModel>(p.intra_node);
-  REQUIRE(ab.ranges.count(CollectiveKind::AllReduce));
-  CHECK(ab.ranks.at(CollectiveKind::AllReduce) == 8);
+  // The base profile describes the A800's levels, so fit's default refits the topology model:
+  // the NVLink level from the trace's all-reduces, the network kept from the base.
+  REQUIRE(p.topology);
+  const HardwareProfile a800 = load_profile(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json");
+  CHECK(p.topology->nic_bw.bytes_per_s == a800.topology->nic_bw.bytes_per_s);
+  CHECK(p.topology->nvlink_busbw.bytes_per_s != a800.topology->nvlink_busbw.bytes_per_s);
+  CHECK(p.topology->fitted.max_ranks == 8);
   CHECK(!p.compute.gemm_table.empty());
-  // The trace's gradient all-reduce of 986,062,848 B took a median 11.128 ms (busbw ~155 GB/s);
-  // the fitted model reports 1.5 % worst error over the trace's points.
+  // The trace's gradient all-reduce of 986,062,848 B took a median 11.128 ms (busbw ~155 GB/s).
   Time t = collective_time(p, CollectiveKind::AllReduce, Bytes{986062848}, CommDecl{"dp", 8, 1});
   CHECK(t.ms() == Approx(11.128).epsilon(0.02));
-  // The fitted scope names the fit as its source; the inter-node scope, not in the trace, keeps
-  // the base's values, and the top-level entry says which is which.
-  CHECK_THAT(p.sources.at("collectives.intra_node").get<std::string>(), Catch::Contains("alpha-beta"));
-  CHECK_FALSE(p.sources.contains("collectives.inter_node"));
-  CHECK_THAT(p.sources.at("collectives").get<std::string>(), Catch::Contains("kept from the base profile"));
+  CHECK_THAT(p.sources.at("collectives.topology.nvlink").get<std::string>(), Catch::Contains("stepsim fit"));
+  CHECK_THAT(p.sources.at("collectives").get<std::string>(), Catch::Contains("network_all_to_all kept from the base profile a800-sxm-8x"));
   CHECK_THAT(p.sources.at("compute.gemm_table").get<std::string>(), Catch::Contains("fit --trace"));
   // --keep-sources keeps every entry of the base (tools/fit_profiles.sh).
   rc = test::run_capture(std::string(STEPSIM_BINARY) + " fit --keep-sources --trace " + trace + " --trace-assumed-groups --base " +

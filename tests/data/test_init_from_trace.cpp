@@ -50,3 +50,32 @@ TEST_CASE("init --from-trace: the li-plus ZeRO-1 and ZeRO-2 traces give OPT-1.3B
     CHECK(stepsim::test::run_capture(kBin + " simulate " + exp, out) == 0);
   }
 }
+
+// Issue 46: the profile init writes keeps the base profile's network. A one-node trace measures
+// NVLink only; the fitted profile must price a second node as the base profile does (it used to
+// write a ring at one NIC's bandwidth in place of the base's eight NICs: 1.30x the throughput of
+// one node at two, against 1.94x).
+TEST_CASE("init --from-trace: a one-node trace's profile scales to two nodes as its base profile does", "[init][data]") {
+  const stepsim::test::TempDir dir;
+  const std::string trace = kData + "/traces/li-plus_playground/zero2__rank_0__n122-248-036_412047.1703670170346574004.pt.trace.json.gz";
+  const std::string exp = (dir / "zero2.json").string();
+  std::string out;
+  REQUIRE(stepsim::test::run_capture(kBin + " init --from-trace " + trace + " --steps 11-12 --out " + exp, out) == 0);
+  auto step_ns = [&](const std::string& extra) {
+    std::string json;
+    REQUIRE(stepsim::test::run_capture(kBin + " simulate " + exp + " --json " + extra, json) == 0);
+    return nlohmann::json::parse(json)["metrics"]["step_time_ns"].get<double>();
+  };
+  const std::string base = " --set cluster.profile=" + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json";
+  const double fitted_scaling = step_ns("--set cluster.nodes=2") / step_ns("");
+  const double base_scaling = step_ns("--set cluster.nodes=2" + base) / step_ns(base);
+  INFO("fitted: " << fitted_scaling << ", base: " << base_scaling);
+  CHECK(fitted_scaling == Approx(base_scaling).epsilon(0.02));
+  // And the profile carries the base's topology (network level included), not a scope model.
+  nlohmann::json p = nlohmann::json::parse(std::ifstream(dir / "zero2.profile.json"));
+  REQUIRE(p["collectives"].contains("topology"));
+  nlohmann::json base_profile =
+      nlohmann::json::parse(std::ifstream(std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a800-sxm-8x.json"));
+  CHECK(p["collectives"]["topology"]["network"] == base_profile["collectives"]["topology"]["network"]);
+  CHECK_FALSE(p["collectives"].contains("inter_node"));
+}
