@@ -18,6 +18,7 @@
 #include "calibrate/importers/xla_tables.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
+#include "calibrate/from_trace/rank_variation.hpp"
 #include "calibrate/from_trace/trace_fit.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
@@ -184,7 +185,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("min-bytes", po::value(&a.min_bytes)->default_value(0), "with --model topology: fit only samples of at least this many bytes")
       ("local-pass", "with --model topology: fit the NVLink ring's local pass too (each rank's own S/n bytes not hidden by the wire steps; needs one-node series of two or more group sizes)")
       ("nvlink-bandwidth-ratio", po::value(&a.nvlink_ratio)->default_value(1), "with --model topology: the measured GPUs' NVLink bandwidth over the base profile's (e.g. 1.5 for A100 logs, 12 links, fitted for an A800, 8 links); fitted NVLink bandwidths are divided by it")
-      ("collectives-only", "fit only the collective model; compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
+      ("collectives-only", "fit only the collective model (and, from --trace of several ranks, how they differ); compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
       ("keep-sources", "keep the base profile's sources entries for the numbers the fit replaces (tools/fit_profiles.sh: the shipped profiles describe their own fit); by default each replaced number's entry names the fit")
       ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
@@ -256,9 +257,12 @@ calib::FitOptions fit_options(const FitArgs& a, const Args& args) {
 // Measurements from profiler traces of the user's own job (calibrate/trace): the same fit as
 // microbenchmark logs (trace::fit_inputs states the options: assumed groups, a stated group
 // size, the fastest occurrence instead of the median). Returns the trace data for the compute fit.
-trace::TraceFitData add_trace_measurements(const FitArgs& a, calib::FitInputs& in) {
+trace::TraceFitData add_trace_measurements(const FitArgs& a, calib::FitInputs& in,
+                                           std::optional<trace::RankVariationFit>& ranks) {
   std::vector<trace::KinetoTrace> traces;
   for (const auto& f : a.traces) traces.push_back(trace::read_kineto_trace(f));
+  // Several ranks of one job: how much they differ (docs/scale.md).
+  if (traces.size() >= 2) ranks = trace::fit_rank_variation(traces);
   trace::AnalyzeOptions o;
   if (!a.trace_steps.empty()) trace::parse_step_range(a.trace_steps, o);
   trace::TraceCalibration c = trace::trace_calibration(
@@ -274,18 +278,19 @@ trace::TraceFitData add_trace_measurements(const FitArgs& a, calib::FitInputs& i
 struct Measurements {
   calib::FitInputs inputs;
   std::optional<trace::TraceFitData> trace;  // with --trace: its compute side
+  std::optional<trace::RankVariationFit> ranks;  // with --trace of several ranks of one job
 };
 
 Measurements read_measurements(const FitArgs& a) {
   Measurements m;
   import_measurements(a.logs, a.xla_coll, a.xla_gemm, a.azure_gemm, a.calibrations, a.device_key, m.inputs);
-  if (!a.traces.empty()) m.trace = add_trace_measurements(a, m.inputs);
+  if (!a.traces.empty()) m.trace = add_trace_measurements(a, m.inputs, m.ranks);
   if (a.collectives_only) {
     // Only the collective model is refitted: the base keeps its GEMM table, contention, host
     // costs and attention rates (a trace's compute side is not applied either).
     m.inputs.gemm.clear();
     m.inputs.contention.clear();
-    m.trace.reset();
+    m.trace.reset();  // (the ranks' variation stays: it is how the ranks meet at collectives)
   }
   return m;
 }
@@ -305,6 +310,10 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
   if (m.trace) {
     trace::apply_trace_compute(*m.trace, base.compute, fitted, report.provenance);
     calib::replaced_in_provenance(report.provenance, "trace_compute");
+  }
+  if (m.ranks) {
+    fitted.rank_variation = m.ranks->variation;
+    report.provenance["rank_variation"] = m.ranks->to_json();
   }
   if (a.keep_sources) fitted.sources = base.sources;
   fitted.provenance = report.provenance;
@@ -327,6 +336,8 @@ int fit(const Args& args) {
   std::ostream& log = a->out_file.empty() ? std::cerr : std::cout;
   print_fit_summary(log, report);
   if (!m.inputs.gemm.empty()) log << fmt::format("gemm table: {} entries\n", fitted.compute.gemm_table.size());
+  if (m.ranks) log << m.ranks->summary() << "\n";
+  else if (a->traces.size() >= 2) log << "rank variation: no two traces ran the same kernel sequence; the base profile's kept\n";
   // How far the trace's GEMMs and memory-bound kernels are from what the base profile priced them at.
   if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end())
     for (const auto& line : trace::against_base_summary(*tc)) log << line << "\n";

@@ -119,6 +119,7 @@ Metrics compute_metrics(const Timeline& t) {
   Bytes needed = std::max(m.peak_reserved, m.peak_memory) + m.non_pytorch;
   m.fits = t.capacity.count == 0 || (needed <= t.capacity && m.alloc_retries == 0 && m.alloc_ooms == 0);
   m.fits_allocated = t.capacity.count == 0 || m.peak_memory + m.non_pytorch <= t.capacity;
+  for (Time w : t.rank_wait) m.rank_wait += w;
   return m;
 }
 
@@ -138,7 +139,7 @@ std::string memory_verdict(const Metrics& m) {
 nlohmann::json metrics_to_json(const Metrics& m) {
   nlohmann::json breakdown = nlohmann::json::object();
   for (const auto& [k, v] : m.peak_breakdown) breakdown[k] = v.count;
-  return {{"step_time_ns", m.overlap.step_time.ns},
+  nlohmann::json out = {{"step_time_ns", m.overlap.step_time.ns},
           {"compute_time_ns", m.overlap.compute_time.ns},
           {"comm_time_ns", m.overlap.comm_time.ns},
           {"overlapped_comm_ns", m.overlap.overlapped_comm.ns},
@@ -158,6 +159,8 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"alloc_ooms_per_step", m.alloc_ooms},
           {"fits", m.fits},
           {"fits_allocated", m.fits_allocated}};
+  if (m.rank_wait.ns > 0) out["rank_wait_ns"] = m.rank_wait.ns;
+  return out;
 }
 
 Metrics metrics_from_json(const nlohmann::json& j) {

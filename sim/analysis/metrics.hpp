@@ -69,6 +69,8 @@ struct Metrics {
   Bytes non_pytorch;                            // outside the allocator
   Bytes capacity;
   std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (see above)
+  // Of comm_time: the collectives' waits for the slowest rank (profile rank_variation; 0 without).
+  Time rank_wait;
   bool fits = true;
   bool fits_allocated = true;
 };

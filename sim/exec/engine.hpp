@@ -28,9 +28,23 @@
 
 namespace stepsim {
 
+// How the simulated rank meets the others at each collective when the profile's rank_variation
+// is set (docs/scale.md): by default the expected wait for the slowest of the communicator's N
+// ranks (the expected maximum of N normal draws times the spread accumulated since the ranks last
+// met); with `sample`, one draw of that maximum per collective from `seed` (stepsim simulate
+// --samples K --seed S runs K of these).
+struct RankOptions {
+  bool sample = false;
+  std::uint64_t seed = 0;
+};
+
+// E[max of n independent standard normal draws] (0 for n <= 1): 1.42 for 8, 2.47 for 128.
+double expected_max_of_normals(int n);
+
 // Throws std::logic_error on a malformed Program (validate()'s checks, sim/program/validate.hpp,
 // run on each instruction as the host reaches it) and DeadlockError (rule 7).
-Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {});
+Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {},
+                          const RankOptions& ranks = {});
 
 // One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").
 std::string describe(const Program& program, std::size_t instruction);

@@ -136,6 +136,10 @@ struct Timeline {
   // empty when measured). Kept apart so that TimelineOp and HostInterval keep their size.
   std::vector<StartRecord> op_why;
   std::vector<StartRecord> host_why;
+  // Per op (parallel to ops; empty unless the profile's rank_variation is set): how long a
+  // collective waited for the slowest rank of its communicator, included in its start..end as a
+  // real trace's NCCL kernel includes it (docs/scale.md); 0 for kernels.
+  std::vector<Time> rank_wait;
   // Constraints the simulator checked (one per host order, issue, stream predecessor, event
   // wait with a recorded source op, communicator predecessor, host sync); 0 when measured.
   std::size_t dependencies = 0;

@@ -245,6 +245,25 @@ struct ContentionProfile {
   }
 };
 
+// Ranks are not identical (issue 46; docs/scale.md): the same kernel takes a little longer on one
+// GPU than another (clocks, thermals, memory placement), and a collective starts when its slowest
+// rank arrives. Relative standard deviations between ranks, fitted by `stepsim fit --trace` from
+// the traces of several ranks of one job. All 0: every rank is the one simulated.
+struct RankVariation {
+  // Of one kernel's time, independent from kernel to kernel, per class (KernelClass order).
+  std::array<double, kKernelClassCount> kernel_cv{};
+  // Of a rank's speed, held through a step (a GPU that is slower stays slower): its share of the
+  // time since the ranks last met grows with that time.
+  double persistent_cv = 0;
+  // Of one host instruction's CPU time, independent between instructions.
+  double host_cv = 0;
+  std::string source;  // where the numbers came from
+
+  bool enabled() const {
+    return persistent_cv > 0 || host_cv > 0 || std::any_of(kernel_cv.begin(), kernel_cv.end(), [](double v) { return v > 0; });
+  }
+};
+
 // HBM bytes a ring collective moves per byte of bus traffic: at each step one chunk arrives in
 // the receive buffer (written) and is read back with the local operand (reduce) or copied to the
 // output (gather): about one write and two reads.
@@ -301,6 +320,7 @@ struct HardwareProfile {
   ContentionProfile contention;
   HostProfile host;
   OutsideAllocatorMemory outside_allocator;
+  RankVariation rank_variation;
   nlohmann::json sources;     // JSON path of a number -> where it came from
   nlohmann::json provenance;  // how the profile was produced (commands, inputs, fit quality)
 

@@ -383,6 +383,29 @@ static void parse_collectives(ObjectReader coll, HardwareProfile& p) {
   coll.finish();
 }
 
+static RankVariation parse_rank_variation(ObjectReader v) {
+  RankVariation out;
+  if (v.has("kernel_cv")) {
+    ObjectReader k = v.object("kernel_cv");
+    for (const auto& [name, value] : k.raw_object_items()) {
+      KernelClass cls;
+      try {
+        cls = parse_kernel_class(name);
+      } catch (const std::out_of_range&) {
+        k.fail(name, "a kernel class (gemm, attention, compute, elementwise, elementwise_strided, reduction, norm, copy, "
+                     "embedding, optimizer)");
+      }
+      out.kernel_cv[static_cast<std::size_t>(cls)] = k.number_in(name, 0, 1);
+    }
+    k.finish();
+  }
+  out.persistent_cv = read_number(v, "persistent_cv");
+  out.host_cv = read_number(v, "host_cv");
+  out.source = v.string("source", "");
+  v.finish();
+  return out;
+}
+
 static HostProfile parse_host(ObjectReader h) {
   HostProfile out;
   out.launch_overhead = Time::from_us(read_number(h, "launch_overhead_us"));
@@ -442,6 +465,7 @@ HardwareProfile parse_profile(ObjectReader& r) {
     c.finish();
   }
   if (r.has("host")) p.host = parse_host(r.object("host", profile_keys::host()));
+  if (r.has("rank_variation")) p.rank_variation = parse_rank_variation(r.object("rank_variation", profile_keys::rank_variation()));
   if (r.has("sources")) {
     p.sources = r.raw("sources");
     if (!p.sources.is_object()) r.fail("sources", "an object mapping a field path to where its number came from");
@@ -595,6 +619,13 @@ Json profile_to_json(const HardwareProfile& p) {
     out["memory_outside_allocator"] = {
         {"cuda_context_MiB", static_cast<double>(p.outside_allocator.cuda_context.count) / (1024.0 * 1024.0)},
         {"nccl_per_communicator_MiB", static_cast<double>(p.outside_allocator.nccl_per_communicator.count) / (1024.0 * 1024.0)}};
+  if (p.rank_variation.enabled()) {
+    Json cv = Json::object();
+    for (int c = 0; c < kKernelClassCount; ++c)
+      if (p.rank_variation.kernel_cv[c] > 0) cv[to_string(static_cast<KernelClass>(c))] = p.rank_variation.kernel_cv[c];
+    out["rank_variation"] = {{"kernel_cv", cv}, {"persistent_cv", p.rank_variation.persistent_cv}, {"host_cv", p.rank_variation.host_cv}};
+    if (!p.rank_variation.source.empty()) out["rank_variation"]["source"] = p.rank_variation.source;
+  }
   if (!p.sources.is_null()) out["sources"] = p.sources;
   if (!p.provenance.is_null()) out["provenance"] = p.provenance;
   return out;

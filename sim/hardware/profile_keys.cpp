@@ -92,6 +92,24 @@ std::vector<ConfigKey> tree_keys() {
 
 }  // namespace
 
+const ConfigObject& rank_variation() {
+  static const ConfigObject o{
+      "profile.rank_variation",
+      "/rank_variation",
+      "Ranks are not identical: relative standard deviations between the ranks of a job, fitted by `stepsim fit --trace` from "
+      "the traces of several ranks (docs/scale.md). A collective starts when its slowest rank arrives: the expected maximum of "
+      "N ranks' arrivals, from the variance accumulated since the ranks last met. None by default.",
+      {
+          {.name = "kernel_cv", .types = kObject,
+           .doc = "Per kernel class (gemm, attention, elementwise, ..., compute, optimizer): relative standard deviation of one "
+                  "kernel's time between ranks, independent from kernel to kernel, in [0, 1]."},
+          number_in("persistent_cv", 0, 1, 0, "Relative standard deviation of a rank's speed, held through a step."),
+          number_in("host_cv", 0, 1, 0, "Relative standard deviation of one host instruction's CPU time between ranks."),
+          {.name = "source", .types = kString, .default_value = Json(""), .doc = "Where the numbers came from (fit writes it)."},
+      }};
+  return o;
+}
+
 const ConfigObject& root() {
   static const ConfigObject o{
       "profile",
@@ -108,6 +126,7 @@ const ConfigObject& root() {
           object("host", {"profile.host"}, "CPU cost per host instruction (none by default)."),
           object("memory_outside_allocator", {"profile.memory_outside_allocator"},
                  "Device memory held outside PyTorch's caching allocator (docs/memory.md); none by default."),
+          object("rank_variation", {"profile.rank_variation"}, "How much ranks differ (docs/scale.md); none by default."),
           {.name = "sources", .types = kObject,
            .doc = "Where each number came from: {\"JSON path of a number\": \"datasheet, log or calibration run\"}."},
           {.name = "provenance", .types = kObject, .doc = "How the profile was produced (commands, inputs, fit quality); written by `stepsim fit`."},
@@ -481,7 +500,8 @@ const ConfigCatalog& profile_catalog() {
                        &k::gemm(), &k::collectives()}};
     for (const auto& m : k::kScopeModels) out.objects.push_back(k::scope_model(m));
     for (const ConfigObject* o : {&k::alpha_beta_range(), &k::alpha_beta_ranks(), &k::alpha_beta_groups(), &k::topology(), &k::nvlink(),
-                                  &k::network(), &k::fitted(), &k::contention(), &k::host(), &k::outside_allocator()})
+                                  &k::network(), &k::fitted(), &k::contention(), &k::host(), &k::outside_allocator(),
+                                  &k::rank_variation()})
       out.objects.push_back(o);
     return out;
   }();

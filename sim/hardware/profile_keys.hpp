@@ -46,6 +46,7 @@ const ConfigObject& nvlink();
 const ConfigObject& network();
 const ConfigObject& fitted();
 const ConfigObject& contention();
+const ConfigObject& rank_variation();
 const ConfigObject& host();
 const ConfigObject& outside_allocator();
 }  // namespace profile_keys

@@ -7,6 +7,7 @@
 
 #include "sim/analysis/throughput.hpp"
 #include "sim/analysis/class_breakdown.hpp"
+#include "sim/hardware/collective_model.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -43,6 +44,7 @@ void write_time_table(std::ostream& out, const Experiment& e, const Metrics& m) 
   row("communication", m.overlap.comm_time);
   row("  overlapped", m.overlap.overlapped_comm);
   row("  exposed", m.overlap.exposed_comm);
+  if (m.rank_wait.ns > 0) row("  slowest-rank wait", m.rank_wait);
   row("idle", m.overlap.idle);
   out << fmt::format("  {:<22}{:>13.1f}%\n", "overlap (of comm)", m.overlap.overlap_pct);
   const Throughput tp = throughput(e, m.overlap.step_time);
@@ -109,6 +111,12 @@ void write_text_report(std::ostream& out, const Experiment& e, const SimulationR
   out << "\n" << breakdown_to_text(class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle), m.overlap.step_time);
   write_memory_lines(out, m);
   write_collective_tables(out, r.timeline);
+  // Every communicator priced outside the shapes the profile's collectives were fitted on.
+  const auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
+  if (!outside.empty()) {
+    out << "\n  note: collective costs extrapolated beyond the profile's measurements (docs/scale.md):\n";
+    for (const auto& line : outside) out << "    " << line << "\n";
+  }
 }
 
 }  // namespace stepsim

@@ -77,7 +77,7 @@ TEST_CASE("collective refuses bad input in one line with exit 2", "[cli][collect
   Run ratio = run_cli("fit --model topology --nvlink-bandwidth-ratio 0" + a800);
   CHECK(ratio.code == 2);
   CHECK(ratio.output.find("--nvlink-bandwidth-ratio 0: expected a ratio in (0, 100]") != std::string::npos);
-  Run l = run_cli("fit --local-pass" + a800);
+  Run l = run_cli("fit --model alpha_beta --local-pass" + a800);
   CHECK(l.code == 2);
   CHECK(l.output.find("apply to --model topology only") != std::string::npos);
 }

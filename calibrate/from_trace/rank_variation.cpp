@@ -1,0 +1,134 @@
+#include "calibrate/from_trace/rank_variation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "trace/trace_analysis.hpp"
+
+namespace stepsim::trace {
+
+namespace {
+
+constexpr double kRankVariationOutlier = 0.25;  // |log(d1 / d2)| above this is a stall, not a speed
+
+struct Kernel {
+  int name;
+  KernelClass cls;
+  double us;
+};
+
+// The compute kernels of a trace's main device in start order (no NCCL kernels: their time is
+// the wait this model predicts).
+std::vector<Kernel> compute_kernels(const KinetoTrace& t) {
+  std::vector<const GpuOp*> ops;
+  const int device = t.main_device();
+  for (const auto& op : t.gpu_ops)
+    if (op.kind == GpuOp::Kind::Kernel && !op.collective && op.device == device) ops.push_back(&op);
+  std::stable_sort(ops.begin(), ops.end(), [](const GpuOp* a, const GpuOp* b) { return a->start < b->start; });
+  std::vector<Kernel> out;
+  out.reserve(ops.size());
+  for (const GpuOp* op : ops)
+    out.push_back(Kernel{op->name, trace_kernel_class(t.name_of(*op)), static_cast<double>((op->end - op->start).ns) / 1e3});
+  return out;
+}
+
+bool same_sequence(const KinetoTrace& ta, const std::vector<Kernel>& a, const KinetoTrace& tb, const std::vector<Kernel>& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (ta.names[static_cast<std::size_t>(a[i].name)] != tb.names[static_cast<std::size_t>(b[i].name)]) return false;
+  return true;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  return (*mid + *std::max_element(v.begin(), mid)) / 2;
+}
+
+double robust_sd(const std::vector<double>& v) {
+  const double m = median(v);
+  std::vector<double> dev;
+  dev.reserve(v.size());
+  for (double x : v) dev.push_back(std::abs(x - m));
+  return 1.4826 * median(dev);
+}
+
+std::string rank_name(const KinetoTrace& t, std::size_t index) {
+  return t.rank >= 0 ? fmt::format("rank {}", t.rank) : fmt::format("trace {}", index + 1);
+}
+
+}  // namespace
+
+std::optional<RankVariationFit> fit_rank_variation(const std::vector<KinetoTrace>& traces) {
+  std::vector<std::vector<Kernel>> kernels;
+  for (const auto& t : traces) kernels.push_back(compute_kernels(t));
+  RankVariationFit fit;
+  std::array<std::vector<double>, kKernelClassCount> spread;
+  double offsets_sq = 0;
+  int pairs = 0;
+  for (std::size_t i = 0; i < traces.size(); ++i)
+    for (std::size_t j = i + 1; j < traces.size(); ++j) {
+      if (!same_sequence(traces[i], kernels[i], traces[j], kernels[j])) continue;
+      std::array<std::vector<double>, kKernelClassCount> rel;
+      double sum_a = 0, sum_b = 0;
+      for (std::size_t k = 0; k < kernels[i].size(); ++k) {
+        const double a = kernels[i][k].us, b = kernels[j][k].us;
+        if (a < kRankVariationMinKernelUs || b < kRankVariationMinKernelUs) continue;
+        rel[static_cast<std::size_t>(kernels[i][k].cls)].push_back((a - b) / ((a + b) / 2) / std::sqrt(2.0));
+        // The pair's offset: time-weighted over the kernels within 25 % of each other (a one-off
+        // stall is not a rank's speed; per kernel the trace's microsecond steps tie short ones).
+        if (std::abs(std::log(a / b)) <= kRankVariationOutlier) sum_a += a, sum_b += b;
+      }
+      if (sum_a <= 0 || sum_b <= 0) continue;
+      // The pair's offset, then each class's spread around it.
+      const double offset = std::log(sum_a / sum_b);
+      for (std::size_t c = 0; c < rel.size(); ++c)
+        for (double r : rel[c]) spread[c].push_back(r - offset / std::sqrt(2.0));
+      offsets_sq += offset * offset / 2;
+      ++pairs;
+      fit.pairs.push_back(rank_name(traces[i], i) + " / " + rank_name(traces[j], j));
+    }
+  if (pairs == 0) return std::nullopt;
+  for (std::size_t c = 0; c < spread.size(); ++c) {
+    fit.kernels[c] = static_cast<int>(spread[c].size());
+    if (fit.kernels[c] >= kRankVariationMinKernels) fit.variation.kernel_cv[c] = std::min(1.0, robust_sd(spread[c]));
+  }
+  fit.variation.persistent_cv = std::min(1.0, std::sqrt(offsets_sq / pairs));
+  fit.variation.source = fmt::format("stepsim fit --trace: {} rank pair(s) with the same kernel sequence ({}), kernels >= {} us; "
+                                     "provenance.rank_variation",
+                                     pairs, fmt::join(fit.pairs, ", "), kRankVariationMinKernelUs);
+  return fit;
+}
+
+nlohmann::json RankVariationFit::to_json() const {
+  nlohmann::json cv = nlohmann::json::object(), n = nlohmann::json::object();
+  for (int c = 0; c < kKernelClassCount; ++c) {
+    if (kernels[c] == 0) continue;
+    n[to_string(static_cast<KernelClass>(c))] = kernels[c];
+    if (variation.kernel_cv[c] > 0) cv[to_string(static_cast<KernelClass>(c))] = variation.kernel_cv[c];
+  }
+  return {{"pairs", pairs},
+          {"kernels_compared", n},
+          {"kernel_cv", cv},
+          {"persistent_cv", variation.persistent_cv},
+          {"method", "per class: 1.4826 x MAD of (d1 - d2) / mean / sqrt(2) after the pair's offset; persistent: RMS over pairs of "
+                     "the offset / sqrt(2), the offset log(sum d1 / sum d2) over kernels within 25 % of each other; kernels >= 5 us, "
+                     "NCCL kernels left out (docs/scale.md)"}};
+}
+
+std::string RankVariationFit::summary() const {
+  std::string classes;
+  for (int c = 0; c < kKernelClassCount; ++c)
+    if (variation.kernel_cv[c] > 0)
+      classes += fmt::format("{}{} {:.2f}% ({})", classes.empty() ? "" : ", ", to_string(static_cast<KernelClass>(c)),
+                             100 * variation.kernel_cv[c], kernels[c]);
+  return fmt::format("rank variation from {} rank pair(s): per kernel {}; persistent {:.2f}%", pairs.size(),
+                     classes.empty() ? "none" : classes, 100 * variation.persistent_cv);
+}
+
+}  // namespace stepsim::trace
