@@ -121,7 +121,7 @@ std::optional<bool> flash_causal(const std::string& kernel) {
 std::string kernel_class_of(const std::string& raw) {
   std::string n = raw;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (is_nccl_kernel_name(raw)) return "collective";
+  if (is_comm_kernel_name(raw)) return "collective";
   if (contains(n, "flash") || contains(n, "fmha") || contains(n, "attention")) return "attention";
   if (contains(n, "cudnn") || contains(n, "conv") || contains(n, "fprop") || contains(n, "dgrad") ||
       contains(n, "wgrad"))
