@@ -421,6 +421,51 @@ Report run_fit_split(const Suite& suite, const std::function<void(HardwareProfil
   return run_cases(suite, true, adjust);
 }
 
+ClockFit fit_clock(const Suite& suite, const std::string& profile_name, const ClockProfile& clock) {
+  ClockFit out;
+  out.profile = profile_name;
+  // The median signed step-time error of the fit rows on the profile, with full_load_MHz = f
+  // (f <= 0: the profile as loaded).
+  auto median_error = [&](double f, int* rows) {
+    Report r = run_fit_split(suite, [&](HardwareProfile& p) {
+      if (p.name != profile_name || f <= 0) return;
+      p.compute.clock = clock;
+      p.compute.clock.full_load_mhz = f;
+    });
+    std::map<std::string, const CaseInfo*> cases;
+    for (const auto& c : r.cases) cases[c.name] = &c;
+    std::vector<double> errors;
+    for (const auto& row : r.rows)
+      if (row.metric == Metric::StepTime && cases.at(row.case_name)->facets.at("profile") == profile_name)
+        errors.push_back(row.error);
+    if (rows) *rows = static_cast<int>(errors.size());
+    std::sort(errors.begin(), errors.end());
+    return errors.empty() ? 0.0 : median(errors);
+  };
+  out.median_error_before = median_error(0, &out.rows);
+  if (out.rows == 0)
+    throw InputError(fmt::format("fit --suite {}: no fit-split case with a step time runs on profile \"{}\"", suite.file,
+                                 profile_name));
+  // A lower clock only lengthens GEMMs and attention: the error falls as f rises. Bisect on
+  // [boost / 4, boost] to 1 MHz.
+  double lo = clock.boost_mhz / 4, hi = clock.boost_mhz;
+  if (median_error(hi, nullptr) >= 0) {
+    out.full_load_mhz = hi;
+    out.note = "already too slow at the boost clock: no power-limited clock is visible in these rows";
+  } else if (median_error(lo, nullptr) <= 0) {
+    out.full_load_mhz = lo;
+    out.note = "still too fast at a quarter of the boost clock: the clock does not explain these rows";
+  } else {
+    while (hi - lo > 1) {
+      double mid = (lo + hi) / 2;
+      (median_error(mid, nullptr) > 0 ? lo : hi) = mid;
+    }
+    out.full_load_mhz = std::round((lo + hi) / 2);
+  }
+  out.median_error_after = median_error(out.full_load_mhz, nullptr);
+  return out;
+}
+
 const std::vector<std::string>& facet_names() {
   static const std::vector<std::string> names{"gpus",      "nodes",         "gpus_per_node", "model",   "implementation",
                                               "attention", "framework",     "checkpointing", "compile", "seq_len",

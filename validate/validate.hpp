@@ -229,6 +229,20 @@ Report run_suite(const Suite& suite);
 // parameter under fit): what `fit --suite` evaluates. No pairs (they may name test cases).
 Report run_fit_split(const Suite& suite, const std::function<void(HardwareProfile&)>& adjust);
 
+// `fit --suite`: the power-limited clock (compute.clock.full_load_MHz) of one profile, fitted on
+// the step times of the fit split's cases that run on it, so that their median signed error is
+// zero (bisection: a lower clock only lengthens a predicted step). Test rows are never read.
+struct ClockFit {
+  std::string profile;          // the profile's name
+  int rows = 0;                 // fit-split step-time rows on it
+  double full_load_mhz = 0;
+  double median_error_before = 0, median_error_after = 0;  // signed, percent (before: the profile as loaded)
+  std::string note;             // "" or why the value sits at a bound
+};
+// `clock` gives boost_MHz and power_limit_W (full_load_MHz is what is fitted). Throws InputError
+// when no fit-split step time runs on the profile.
+ClockFit fit_clock(const Suite& suite, const std::string& profile_name, const ClockProfile& clock);
+
 // Throws InputError ("--by: ...") on a name outside facet_names().
 void check_facets(const std::vector<std::string>& facets);
 // Summaries of `metric`'s comparisons per value of each facet (values in numeric order where all

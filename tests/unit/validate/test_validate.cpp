@@ -10,6 +10,7 @@
 #include "sim/core/error.hpp"
 #include "test_support.hpp"
 #include "tools/commands.hpp"
+#include "sim/hardware/profile.hpp"
 #include "validate/validate.hpp"
 
 using namespace stepsim;
@@ -403,4 +404,52 @@ TEST_CASE("validate: the calibration split is the rule's (a third of each source
   auto bad = cases;
   bad[0]["split"] = "train";
   CHECK_THROWS_WITH(validate::load_suite(write_suite("split-bad", bad)), Catch::Contains("\"fit\" or \"test\""));
+}
+
+// Catches: fit --suite reading test rows, or a bisection that does not land where the fit rows'
+// median error is zero.
+TEST_CASE("fit --suite fits a profile's power-limited clock on the fit split's step times alone", "[validate][split][clock]") {
+  const std::string profile = kSrc + "/configs/hardware/h100-sxm-8x.json";
+  auto mpt_case = [&](const std::string& name, double step_s) {
+    nlohmann::json c{{"name", name},
+                     {"experiment",
+                      {{"workload", {{"preset", "mpt-125m"}, {"seq_len", 2048}, {"micro_batch", 8}, {"dtype", "bf16"}}},
+                       {"cluster", {{"profile", profile}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                       {"strategy", {{"framework", "fsdp1"}}},
+                       {"training", {{"optimizer", "adamw"}}}}},
+                     {"measured", {{"published", {{"step_time_s", step_s}}}}},
+                     {"provenance", {{"repository", "example/repo"}, {"commit", "abc123"}, {"path", "README.md"}}}};
+    return c;
+  };
+  // The prediction with the shipped clock (1,498 MHz at full load, 700 W).
+  validate::Report once = validate::run_suite(validate::load_suite(write_suite("clock-once", {mpt_case("a", 1.0)})));
+  const double predicted_s = once.rows.at(0).predicted / 1e9;
+  // Three cases "a", "b", "c": the rule makes one of them fit. It measures 5 % slower than the
+  // prediction; the test cases measure half the prediction, which must not move the fit.
+  std::vector<std::string> names{"a", "b", "c"};
+  auto rule = validate::split_by_rule(names);
+  std::vector<nlohmann::json> cases;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool fit = rule[i] == validate::Split::Fit;
+    auto c = mpt_case(names[i], fit ? predicted_s * 1.05 : predicted_s * 0.5);
+    c["split"] = fit ? "fit" : "test";
+    cases.push_back(c);
+  }
+  const validate::Suite suite = validate::load_suite(write_suite("clock-fit", cases, nlohmann::json::array(), {{"step_time", 100}}));
+  const HardwareProfile h100 = load_profile(profile);
+  const validate::ClockFit f = validate::fit_clock(suite, h100.name, h100.compute.clock);
+  CHECK(f.rows == 1);
+  CHECK(f.median_error_before == Approx(100.0 * (1 / 1.05 - 1)).margin(0.05));
+  CHECK(f.full_load_mhz < h100.compute.clock.full_load_mhz);  // a slower step: a lower clock
+  CHECK(std::fabs(f.median_error_after) < 0.3);
+  CHECK(f.note.empty());
+  // No fit row on a profile: an error, not a silent boost clock.
+  CHECK_THROWS_WITH(validate::fit_clock(suite, "a100-sxm-8x", h100.compute.clock), Catch::Contains("no fit-split case"));
+  // The CLI: a base without compute.clock, or --suite with other measurements, exits 2.
+  std::string out;
+  const std::string suite_file = std::filesystem::path(suite.file).string();
+  CHECK(run_capture(kBin + " fit --suite " + suite_file + " --base " + kSrc + "/configs/hardware/a100-sxm-8x.json 2>&1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("/compute/clock: missing"));
+  CHECK(run_capture(kBin + " fit --suite " + suite_file + " --trace x.json --base " + profile + " 2>&1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--suite fits the power-limited clock alone"));
 }
