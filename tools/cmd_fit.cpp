@@ -24,6 +24,7 @@
 #include "sim/core/format.hpp"
 #include "sim/hardware/profile.hpp"
 #include "tools/cli_common.hpp"
+#include "validate/validate.hpp"
 
 namespace stepsim::cli {
 
@@ -138,6 +139,7 @@ void import_measurements(const std::vector<std::string>& logs, const std::vector
 // Everything `fit` reads from its command line.
 struct FitArgs {
   std::vector<std::string> logs, xla_coll, xla_gemm, azure_gemm, calibrations, notes, traces;
+  std::string suite_file;  // --suite: the power-limited clock from the suite's fit split
   std::string trace_steps;
   int gpus_per_node = 8;
   int trace_group_size = 0;
@@ -188,6 +190,7 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
       ("collectives-only", "fit only the collective model (and, from --trace of several ranks, how they differ); compute, contention, host and attention numbers stay the base profile's (the GEMMs, attention calls and launch spacing of --trace are ignored)")
       ("no-derive", "do not derive missing all_reduce/all_gather/reduce_scatter from a measured one")
       ("keep-sources", "keep the base profile's sources entries for the numbers the fit replaces (tools/fit_profiles.sh: the shipped profiles describe their own fit); by default each replaced number's entry names the fit")
+      ("suite", po::value(&a.suite_file), "a validation suite: fit the base profile's compute.clock.full_load_MHz (its power-limited clock) on the step times of the suite's \"fit\"-split cases that run on it; test cases are never read (docs/validation.md)")
       ("out", po::value(&a.out_file), "output profile JSON (default: stdout)");
   po::positional_options_description pos;
   po::variables_map vm;
@@ -211,8 +214,13 @@ std::optional<FitArgs> read_fit_args(const Args& args) {
 void check_fit_args(const FitArgs& a) {
   if (a.base_file.empty())
     throw InputError("fit: --base PROFILE.json is required: peaks, HBM bandwidth and host costs are not measured by fit");
-  if (a.logs.empty() && a.xla_coll.empty() && a.xla_gemm.empty() && a.azure_gemm.empty() && a.calibrations.empty() &&
-      a.traces.empty())
+  const bool measurements = !(a.logs.empty() && a.xla_coll.empty() && a.xla_gemm.empty() && a.azure_gemm.empty() &&
+                              a.calibrations.empty() && a.traces.empty());
+  if (!a.suite_file.empty() && measurements)
+    throw InputError("fit: --suite fits the power-limited clock alone: expected no --nccl-tests, --xla-*, --azure-gemm, "
+                     "--calibration or --trace with it");
+  if (!a.suite_file.empty()) return;
+  if (!measurements)
     throw InputError(
         "fit: no measurements given: expected --nccl-tests, --xla-collectives, --xla-gemm, --azure-gemm, --calibration or --trace");
   if (a.trace_statistic != "median" && a.trace_statistic != "min")
@@ -320,12 +328,40 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
   return fitted;
 }
 
+// `fit --suite`: the base profile with compute.clock.full_load_MHz fitted on the suite's fit split.
+int fit_clock_from_suite(const FitArgs& a, const Args& args) {
+  HardwareProfile base = load_profile(a.base_file);
+  if (base.compute.clock.boost_mhz <= 0)
+    throw InputError(fmt::format("fit: --suite: {}: /compute/clock: missing: expected the part's boost_MHz and power_limit_W "
+                                 "(the clock fitted is the one that power limit sustains)",
+                                 a.base_file));
+  const validate::Suite suite = validate::load_suite(a.suite_file);
+  const validate::ClockFit f = validate::fit_clock(suite, base.name, base.compute.clock);
+  std::ostream& log = a.out_file.empty() ? std::cerr : std::cout;
+  log << fmt::format("clock: {} at {:g} W: full_load_MHz {:g} (boost {:g} MHz) from {} fit-split step times; their median "
+                     "signed error {:+.1f} % -> {:+.1f} %{}\n",
+                     base.name, base.compute.clock.power_limit_w, f.full_load_mhz, base.compute.clock.boost_mhz, f.rows,
+                     f.median_error_before, f.median_error_after, f.note.empty() ? "" : " (" + f.note + ")");
+  base.compute.clock.full_load_mhz = f.full_load_mhz;
+  std::string command = "stepsim fit";
+  for (const auto& arg : args) command += " " + arg;
+  nlohmann::json doc = profile_to_json(base);
+  doc["provenance"]["clock"] = {{"command", command},           {"suite", a.suite_file},
+                                {"split", "fit"},               {"rows", f.rows},
+                                {"full_load_MHz", f.full_load_mhz}, {"median_error_before_pct", f.median_error_before},
+                                {"median_error_after_pct", f.median_error_after}};
+  if (!f.note.empty()) doc["provenance"]["clock"]["note"] = f.note;
+  write_output(doc.dump(2) + "\n", a.out_file, "profile", log);
+  return 0;
+}
+
 }  // namespace
 
 int fit(const Args& args) {
   const std::optional<FitArgs> a = read_fit_args(args);
   if (!a) return 0;
   check_fit_args(*a);
+  if (!a->suite_file.empty()) return fit_clock_from_suite(*a, args);
   const calib::FitOptions fo = fit_options(*a, args);
   const Measurements m = read_measurements(*a);
   calib::FitReport report;

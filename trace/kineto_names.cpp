@@ -41,7 +41,23 @@ bool is_nccl_kernel_name(const std::string& name) {
   return name.find("ncclKernel") != std::string::npos || name.find("ncclDevKernel") != std::string::npos;
 }
 
+bool is_deepep_comm_kernel_name(const std::string& name) {
+  for (const char* ns : {"deep_ep::", "dpsk::ep::"}) {
+    const std::size_t at = name.find(ns);
+    if (at == std::string::npos) continue;
+    const std::string rest = name.substr(at);
+    for (const char* k : {"dispatch<", "combine<", "notify_dispatch<", "cached_notify<", "notify_combine<", "dispatch(", "combine(",
+                          "_ll<", "_ll("})
+      if (rest.find(k) != std::string::npos && rest.find("get_dispatch_layout") == std::string::npos) return true;
+  }
+  return false;
+}
+
+bool is_comm_kernel_name(const std::string& name) { return is_nccl_kernel_name(name) || is_deepep_comm_kernel_name(name); }
+
 TraceCollective collective_from_kernel_name(const std::string& name) {
+  // DeepEP's dispatch and combine (and their notify kernels) are expert-parallel all-to-alls.
+  if (is_deepep_comm_kernel_name(name)) return TraceCollective::AllToAll;
   // Longest names first: "AllReduce" contains "Reduce", "ReduceScatter" starts with "Reduce".
   if (name.find("AllReduce") != std::string::npos) return TraceCollective::AllReduce;
   if (name.find("AllGather") != std::string::npos) return TraceCollective::AllGather;

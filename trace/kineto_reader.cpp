@@ -732,7 +732,7 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
   op.ctas = ev_.grid_ctas;
   if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
   if (kind == GpuOp::Kind::Kernel) {
-    op.collective = eq(ev.stepsim_op, "collective") || is_nccl_kernel_name(out_.name_of(op));
+    op.collective = eq(ev.stepsim_op, "collective") || is_comm_kernel_name(out_.name_of(op));
     if (op.collective) {
       fill_comm_from_args(ev, op.comm);
       if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();

@@ -177,6 +177,14 @@ KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label,
 // Helpers shared with the analysis; exposed for tests.
 // "ncclKernel_AllReduce_RING_LL_Sum_float(...)", "ncclDevKernel_AllGather_RING_LL(...)".
 bool is_nccl_kernel_name(const std::string& name);
+// DeepEP's communication kernels, which move tokens between GPUs themselves (NVLink stores and
+// IBGDA RDMA, no NCCL): deepseek-ai/DeepEP's csrc/kernels/{intranode,internode,internode_ll}.cu
+// dispatch / combine / notify_dispatch / cached_notify / *_ll, in its namespace deep_ep:: or the
+// dpsk::ep:: that deepseek-ai/profile-data's H800 trace records. Not get_dispatch_layout, a local
+// kernel counting tokens per rank and expert (no traffic).
+bool is_deepep_comm_kernel_name(const std::string& name);
+// Either: a kernel the analysis counts as communication (collective time, not compute).
+bool is_comm_kernel_name(const std::string& name);
 TraceCollective collective_from_kernel_name(const std::string& name);
 // "allreduce", "all_reduce", "nccl:_all_gather_base", "reduce_scatter_tensor_coalesced", ...
 TraceCollective collective_from_op_name(const std::string& name);

@@ -60,6 +60,12 @@ KernelClass trace_kernel_class(const std::string& raw) {
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   auto has = [&](const char* x) { return n.find(x) != std::string::npos; };
   if (has("flash") || has("fmha") || has("attention") || has("attn_")) return KernelClass::Attention;
+  // Layout kernels beside FP8 GEMMs (deepseek-ai/profile-data's H800 trace: a grouped GEMM
+  // library's utils::transpose, batched_transpose, per_channel_cast_and_transpose): memory-bound
+  // copies, not GEMMs, though a GEMM namespace names some of them.
+  if (has("transpose<") && !has("device_kernel")) return KernelClass::Copy;
+  // FP8 quantisation and its inverse (per_token_cast_to_fp8, cast_back): elementwise passes.
+  if (has("cast_to_fp8") || has("cast_back")) return KernelClass::Elementwise;
   if (has("gemm") || has("cutlass") || has("xmma") || has("cublas") || has("s16816") || has("s1688") || has("splitk"))
     return KernelClass::Gemm;
   if (has("multi_tensor_apply") || has("adam") || has("sgd")) return KernelClass::Optimizer;

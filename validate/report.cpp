@@ -5,6 +5,7 @@
 #include <iterator>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -88,7 +89,8 @@ nlohmann::json baseline_json(const Report& r) {
   j["summaries"] = nlohmann::json::array();
   auto round1 = [](double v) { return std::round(v * 10) / 10; };
   for (const auto& s : r.summaries)
-    j["summaries"].push_back({{"source", s.source},
+    j["summaries"].push_back({{"split", to_string(s.split)},
+                              {"source", s.source},
                               {"metric", to_string(s.metric)},
                               {"cases", s.cases},
                               {"median_abs", round1(s.median_abs)},
@@ -113,23 +115,26 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
       bad("/" + it.key(), it.value(), "a baseline key: schema, note, summaries, pairs or capacity (unknown key)");
   if (!baseline.contains("summaries") || !baseline["summaries"].is_array())
     bad("/summaries", baseline.value("summaries", nlohmann::json()), "an array of summaries");
-  std::map<std::pair<std::string, Metric>, const Summary*> current;
-  for (const auto& s : r.summaries) current[{s.source, s.metric}] = &s;
-  std::set<std::pair<std::string, Metric>> seen;
+  std::map<std::tuple<std::string, std::string, Metric>, const Summary*> current;  // (split, source, metric)
+  for (const auto& s : r.summaries) current[{to_string(s.split), s.source, s.metric}] = &s;
+  std::set<std::tuple<std::string, std::string, Metric>> seen;
   const auto& arr = baseline["summaries"];
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const auto& b = arr[i];
     std::string path = "/summaries/" + std::to_string(i);
-    if (!b.is_object() || !b.contains("source") || !b["source"].is_string() || !b.contains("metric") ||
+    if (!b.is_object() || !b.contains("split") || !b["split"].is_string() || !b.contains("source") ||
+        !b["source"].is_string() || !b.contains("metric") ||
         !b["metric"].is_string() || !b.contains("median_abs") || !b["median_abs"].is_number() || !b.contains("p90_abs") ||
         !b["p90_abs"].is_number())
-      bad(path, b, "{\"source\", \"metric\", \"median_abs\", \"p90_abs\", ...}");
+      bad(path, b, "{\"split\", \"source\", \"metric\", \"median_abs\", \"p90_abs\", ...}");
     auto metric = parse_metric(b["metric"].get<std::string>());
     if (!metric) bad(path + "/metric", b["metric"], "a metric name");
+    std::string split = b["split"].get<std::string>();
+    if (split != "fit" && split != "test") bad(path + "/split", b["split"], "\"fit\" or \"test\"");
     std::string source = b["source"].get<std::string>();
-    seen.insert({source, *metric});
-    std::string label = source + " " + to_string(*metric);
-    auto it = current.find({source, *metric});
+    seen.insert({split, source, *metric});
+    std::string label = split + " " + source + " " + to_string(*metric);
+    auto it = current.find({split, source, *metric});
     if (it == current.end()) {
       r.baseline.push_back({label + ": no longer measured by the suite", 1, 0, true});
       continue;
@@ -145,8 +150,9 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
       r.baseline.push_back({label + " cases", b["cases"].get<double>(), static_cast<double>(it->second->cases), false});
   }
   for (const auto& s : r.summaries)
-    if (!seen.count({s.source, s.metric}))
-      r.baseline.push_back({s.source + " " + to_string(s.metric) + ": not in the baseline", 0, s.median_abs, false});
+    if (!seen.count({to_string(s.split), s.source, s.metric}))
+      r.baseline.push_back({to_string(s.split) + " " + s.source + " " + to_string(s.metric) + ": not in the baseline", 0,
+                            s.median_abs, false});
   check_capacity(r, baseline, file);
   if (baseline.contains("pairs") && baseline["pairs"].is_object() && baseline["pairs"].value("sign_right", -1) >= 0) {
     int base = baseline["pairs"]["sign_right"].get<int>();
@@ -192,7 +198,8 @@ nlohmann::json report_to_json(const Report& r) {
   }
   j["rows"] = nlohmann::json::array();
   for (const auto& row : r.rows) {
-    nlohmann::json rj{{"case", row.case_name},   {"source", row.source},     {"metric", to_string(row.metric)},
+    nlohmann::json rj{{"case", row.case_name},   {"source", row.source},     {"split", to_string(row.split)},
+                      {"metric", to_string(row.metric)},
                       {"predicted", row.predicted}, {"measured", row.measured}, {"error", row.error},
                       {"error_unit", in_points(row.metric) ? "points" : "percent"}, {"pass", row.pass}};
     if (row.tolerance) rj["tolerance"] = *row.tolerance;
@@ -215,7 +222,8 @@ nlohmann::json report_to_json(const Report& r) {
   if (!r.groups.empty()) {
     j["groups"] = nlohmann::json::array();
     for (const auto& g : r.groups)
-      j["groups"].push_back({{"facet", g.facet}, {"value", g.value}, {"source", g.summary.source},
+      j["groups"].push_back({{"facet", g.facet}, {"value", g.value}, {"split", to_string(g.summary.split)},
+                             {"source", g.summary.source},
                              {"metric", to_string(g.summary.metric)}, {"cases", g.summary.cases},
                              {"median_abs", g.summary.median_abs}, {"p90_abs", g.summary.p90_abs},
                              {"bias", g.summary.bias}});
@@ -242,12 +250,14 @@ void write_groups_text(std::ostream& o, const Report& r) {
     const Metric m = r.groups[i].summary.metric;
     o << fmt::format("\n  {} by {}: |error| median and p90, bias ({})\n", to_string(m), facet,
                      in_points(m) ? "points" : "percent");
-    o << fmt::format("  {:<{}} {:<22} {:>5} {:>9} {:>9} {:>9}\n", facet, value_w, "source", "cases", "median", "p90", "bias");
+    o << fmt::format("  {:<{}} {:<5} {:<22} {:>5} {:>9} {:>9} {:>9}\n", facet, value_w, "split", "source", "cases", "median",
+                     "p90", "bias");
     for (; i < end; ++i) {
       const GroupSummary& g = r.groups[i];
       const bool first = i == 0 || r.groups[i - 1].facet != facet || r.groups[i - 1].value != g.value;
-      o << fmt::format("  {:<{}} {:<22} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", first ? g.value : "", value_w, g.summary.source,
-                       g.summary.cases, g.summary.median_abs, g.summary.p90_abs, g.summary.bias);
+      o << fmt::format("  {:<{}} {:<5} {:<22} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", first ? g.value : "", value_w,
+                       to_string(g.summary.split), g.summary.source, g.summary.cases, g.summary.median_abs,
+                       g.summary.p90_abs, g.summary.bias);
     }
   }
 }
@@ -263,11 +273,13 @@ std::string report_to_text(const Report& r) {
                      value_text(row.metric, row.predicted), value_text(row.metric, row.measured),
                      error_text(row.metric, row.error), row.tolerance ? fmt::format("{:g}", *row.tolerance) : "-",
                      row.pass ? "" : "  FAIL");
-  o << "\n  summary: |error| median and p90, bias = mean signed error (percent; overlap in points)\n";
-  o << fmt::format("  {:<20} {:<15} {:>5} {:>9} {:>9} {:>9}\n", "source", "metric", "cases", "median", "p90", "bias");
+  o << "\n  summary: |error| median and p90, bias = mean signed error (percent; overlap in points); test rows\n"
+       "  carry the accuracy claims, fit rows are the calibration split `fit --suite` may read\n";
+  o << fmt::format("  {:<5} {:<22} {:<15} {:>5} {:>9} {:>9} {:>9}\n", "split", "source", "metric", "cases", "median", "p90",
+                   "bias");
   for (const auto& s : r.summaries)
-    o << fmt::format("  {:<20} {:<15} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", s.source, to_string(s.metric), s.cases,
-                     s.median_abs, s.p90_abs, s.bias);
+    o << fmt::format("  {:<5} {:<22} {:<15} {:>5} {:>9.1f} {:>9.1f} {:>+9.1f}\n", to_string(s.split), s.source,
+                     to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
   write_groups_text(o, r);
   // The worst comparisons, per metric: where a user should distrust the prediction most.
   o << "\n  worst cases (largest |error| per metric)\n";
@@ -458,20 +470,22 @@ void write_plots(std::ostream& h, const Report& r) {
 
 // The error summary per source and metric, and the pairs' predicted and measured changes.
 void write_summary_and_pairs(std::ostream& h, const Report& r) {
-  h << "<h2>Summary</h2><table><tr><th>source</th><th>metric</th><th>cases</th><th>median |error|</th>"
+  h << "<h2>Summary</h2><table><tr><th>split</th><th>source</th><th>metric</th><th>cases</th><th>median |error|</th>"
        "<th>p90 |error|</th><th>bias</th></tr>";
   for (const auto& s : r.summaries)
-    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
-                     html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs, s.bias);
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
+                     to_string(s.split), html_escape(s.source), to_string(s.metric), s.cases, s.median_abs, s.p90_abs,
+                     s.bias);
   h << "</table>";
   for (std::size_t i = 0; i < r.groups.size(); ++i) {
     const GroupSummary& g = r.groups[i];
     if (i == 0 || r.groups[i - 1].facet != g.facet)
-      h << fmt::format("<h2>{} by {}</h2><table><tr><th>{}</th><th>source</th><th>cases</th><th>median |error|</th>"
+      h << fmt::format("<h2>{} by {}</h2><table><tr><th>{}</th><th>split</th><th>source</th><th>cases</th><th>median |error|</th>"
                        "<th>p90 |error|</th><th>bias</th></tr>",
                        to_string(g.summary.metric), html_escape(g.facet), html_escape(g.facet));
-    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
-                     html_escape(g.value), html_escape(g.summary.source), g.summary.cases, g.summary.median_abs,
+    h << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:+.1f}</td></tr>",
+                     html_escape(g.value), to_string(g.summary.split), html_escape(g.summary.source), g.summary.cases,
+                     g.summary.median_abs,
                      g.summary.p90_abs, g.summary.bias);
     if (i + 1 == r.groups.size() || r.groups[i + 1].facet != g.facet) h << "</table>";
   }

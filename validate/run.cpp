@@ -2,6 +2,7 @@
 // the published numbers converted), compare, summarise, gate.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -170,36 +171,39 @@ double percentile(const std::vector<double>& sorted, double q) {
   return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
 }
 
+// Per split (test first: the accuracy claims), then per source and "all", then per metric.
 std::vector<Summary> summarise(const std::vector<Row>& rows) {
-  std::map<std::pair<std::string, Metric>, std::vector<double>> errors;
+  std::map<std::tuple<Split, std::string, Metric>, std::vector<double>> errors;
   std::vector<std::string> sources;
   for (const auto& r : rows) {
     if (std::find(sources.begin(), sources.end(), r.source) == sources.end()) sources.push_back(r.source);
-    errors[{r.source, r.metric}].push_back(r.error);
-    errors[{"all", r.metric}].push_back(r.error);
+    errors[{r.split, r.source, r.metric}].push_back(r.error);
+    errors[{r.split, "all", r.metric}].push_back(r.error);
   }
   sources.push_back("all");
   std::vector<Summary> out;
-  for (const auto& source : sources)
-    for (Metric m : kAllMetrics) {
-      auto it = errors.find({source, m});
-      if (it == errors.end()) continue;
-      Summary s;
-      s.source = source;
-      s.metric = m;
-      s.cases = static_cast<int>(it->second.size());
-      std::vector<double> abs;
-      double sum = 0;
-      for (double e : it->second) {
-        abs.push_back(std::fabs(e));
-        sum += e;
+  for (Split split : {Split::Test, Split::Fit})
+    for (const auto& source : sources)
+      for (Metric m : kAllMetrics) {
+        auto it = errors.find({split, source, m});
+        if (it == errors.end()) continue;
+        Summary s;
+        s.split = split;
+        s.source = source;
+        s.metric = m;
+        s.cases = static_cast<int>(it->second.size());
+        std::vector<double> abs;
+        double sum = 0;
+        for (double e : it->second) {
+          abs.push_back(std::fabs(e));
+          sum += e;
+        }
+        std::sort(abs.begin(), abs.end());
+        s.median_abs = median(abs);
+        s.p90_abs = percentile(abs, 0.9);
+        s.bias = sum / static_cast<double>(it->second.size());
+        out.push_back(s);
       }
-      std::sort(abs.begin(), abs.end());
-      s.median_abs = median(abs);
-      s.p90_abs = percentile(abs, 0.9);
-      s.bias = sum / static_cast<double>(it->second.size());
-      out.push_back(s);
-    }
   return out;
 }
 
@@ -290,6 +294,7 @@ void add_rows(const Suite& suite, const Case& c, const std::map<Metric, double>&
     Row r;
     r.case_name = c.name;
     r.source = c.source;
+    r.split = c.split;
     r.metric = m;
     r.predicted = pred->second;
     r.measured = meas->second;
@@ -370,7 +375,9 @@ std::vector<PairRow> pair_rows(const Suite& suite, const std::map<std::string, s
 
 }  // namespace
 
-Report run_suite(const Suite& suite) {
+namespace {
+
+Report run_cases(const Suite& suite, bool fit_split_only, const std::function<void(HardwareProfile&)>& adjust) {
   Report report;
   report.suite_file = suite.file;
   ProfileCache profiles;
@@ -378,12 +385,14 @@ Report run_suite(const Suite& suite) {
   std::map<std::string, std::pair<double, double>> step_times;  // case -> (predicted, measured)
 
   for (const Case& c : suite.cases) {
+    if (fit_split_only && c.split != Split::Fit) continue;
     const SuiteDocument& d = suite.docs[c.doc];
     const std::string experiment_path = c.json_path + "/experiment";
     Experiment e = experiment_from_json(d.doc.at(nlohmann::json::json_pointer(experiment_path)), d.sources, &profiles,
                                         experiment_path);
     CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}, {}};
     if (!c.calibration_traces.empty()) calibrate_from_traces(c, e, measurements, info);
+    if (adjust) adjust(e.cluster.profile);
     SimulationResult sim = run_experiment(e);
     std::map<Metric, double> predicted = metric_values(sim.metrics);
     predicted[Metric::Kernels] = static_cast<double>(
@@ -400,8 +409,61 @@ Report run_suite(const Suite& suite) {
 
   report.summaries = summarise(report.rows);
   report.capacity = capacity_checks(report.cases);
-  report.pairs = pair_rows(suite, step_times);
+  if (!fit_split_only) report.pairs = pair_rows(suite, step_times);
   return report;
+}
+
+}  // namespace
+
+Report run_suite(const Suite& suite) { return run_cases(suite, false, {}); }
+
+Report run_fit_split(const Suite& suite, const std::function<void(HardwareProfile&)>& adjust) {
+  return run_cases(suite, true, adjust);
+}
+
+ClockFit fit_clock(const Suite& suite, const std::string& profile_name, const ClockProfile& clock) {
+  ClockFit out;
+  out.profile = profile_name;
+  // The median signed step-time error of the fit rows on the profile, with full_load_MHz = f
+  // (f <= 0: the profile as loaded).
+  auto median_error = [&](double f, int* rows) {
+    Report r = run_fit_split(suite, [&](HardwareProfile& p) {
+      if (p.name != profile_name || f <= 0) return;
+      p.compute.clock = clock;
+      p.compute.clock.full_load_mhz = f;
+    });
+    std::map<std::string, const CaseInfo*> cases;
+    for (const auto& c : r.cases) cases[c.name] = &c;
+    std::vector<double> errors;
+    for (const auto& row : r.rows)
+      if (row.metric == Metric::StepTime && cases.at(row.case_name)->facets.at("profile") == profile_name)
+        errors.push_back(row.error);
+    if (rows) *rows = static_cast<int>(errors.size());
+    std::sort(errors.begin(), errors.end());
+    return errors.empty() ? 0.0 : median(errors);
+  };
+  out.median_error_before = median_error(0, &out.rows);
+  if (out.rows == 0)
+    throw InputError(fmt::format("fit --suite {}: no fit-split case with a step time runs on profile \"{}\"", suite.file,
+                                 profile_name));
+  // A lower clock only lengthens GEMMs and attention: the error falls as f rises. Bisect on
+  // [boost / 4, boost] to 1 MHz.
+  double lo = clock.boost_mhz / 4, hi = clock.boost_mhz;
+  if (median_error(hi, nullptr) >= 0) {
+    out.full_load_mhz = hi;
+    out.note = "already too slow at the boost clock: no power-limited clock is visible in these rows";
+  } else if (median_error(lo, nullptr) <= 0) {
+    out.full_load_mhz = lo;
+    out.note = "still too fast at a quarter of the boost clock: the clock does not explain these rows";
+  } else {
+    while (hi - lo > 1) {
+      double mid = (lo + hi) / 2;
+      (median_error(mid, nullptr) > 0 ? lo : hi) = mid;
+    }
+    out.full_load_mhz = std::round((lo + hi) / 2);
+  }
+  out.median_error_after = median_error(out.full_load_mhz, nullptr);
+  return out;
 }
 
 const std::vector<std::string>& facet_names() {

@@ -1,5 +1,7 @@
 // Reading a validation suite: the suite file, its case files, each case's measurement and
 // provenance. Strict like every config: unknown keys and bad values are one-line errors.
+#include <algorithm>
+#include <cstdint>
 #include <set>
 
 #include <fmt/format.h>
@@ -33,6 +35,29 @@ std::optional<Metric> parse_metric(const std::string& name) {
   for (Metric m : kAllMetrics)
     if (to_string(m) == name) return m;
   return std::nullopt;
+}
+
+std::string to_string(Split s) { return s == Split::Fit ? "fit" : "test"; }
+
+std::vector<Split> split_by_rule(const std::vector<std::string>& names) {
+  auto fnv1a64 = [](const std::string& text) {
+    std::uint64_t h = 14695981039346656037ULL;
+    for (unsigned char byte : text) {
+      h ^= byte;
+      h *= 1099511628211ULL;
+    }
+    return h;
+  };
+  std::vector<std::size_t> order(names.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    std::uint64_t ha = fnv1a64(names[a]), hb = fnv1a64(names[b]);
+    return ha != hb ? ha < hb : names[a] < names[b];
+  });
+  std::vector<Split> out(names.size(), Split::Test);
+  for (std::size_t rank = 0; rank < order.size(); ++rank)
+    if (rank % 3 == 2) out[order[rank]] = Split::Fit;
+  return out;
 }
 
 bool in_points(Metric m) { return m == Metric::OverlapPct; }
@@ -199,6 +224,12 @@ Case read_case(ObjectReader c, std::size_t doc, const std::string& default_sourc
   if (!names.insert(out.name).second) c.fail("name", "a case name not used by another case of the suite");
   out.source = c.string("source", default_source);
   if (out.source.empty()) c.fail("source", "the measurement source's label (e.g. \"li-plus\")");
+  if (c.has("split")) {
+    std::string split = c.string("split");
+    if (split != "fit" && split != "test") c.fail("split", "\"fit\" or \"test\" (the calibration split)");
+    out.split = split == "fit" ? Split::Fit : Split::Test;
+    out.split_declared = true;
+  }
   out.description = c.string("description", "");
   if (!c.has("experiment") || !c.raw("experiment").is_object())
     c.fail("experiment", "an experiment object (inline, or {\"include\": \"file.json\"})");
@@ -244,6 +275,32 @@ void read_cases(ObjectReader& r, std::size_t doc, const std::string& default_sou
     }
 }
 
+// The calibration split is the rule's, never a choice: a source whose cases declare "split" declares
+// it on every case, each equal to split_by_rule over the source's names (a moved split, or a case
+// added without re-running validation/tools/split_rule.py, is an error naming the case).
+void check_split_rule(const Suite& suite) {
+  std::map<std::string, std::vector<const Case*>> by_source;
+  for (const auto& c : suite.cases) by_source[c.source].push_back(&c);
+  for (const auto& [source, cases] : by_source) {
+    bool any = std::any_of(cases.begin(), cases.end(), [](const Case* c) { return c->split_declared; });
+    if (!any) continue;
+    std::vector<std::string> names;
+    for (const Case* c : cases) names.push_back(c->name);
+    std::vector<Split> rule = split_by_rule(names);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = *cases[i];
+      if (!c.split_declared)
+        throw InputError(fmt::format("{}: {}/split: missing: expected \"{}\" (every case of source \"{}\" declares its "
+                                     "split once one does; validation/tools/split_rule.py writes them)",
+                                     c.file, c.json_path, to_string(rule[i]), source));
+      if (c.split != rule[i])
+        throw InputError(fmt::format("{}: {}/split: \"{}\": expected \"{}\" (the split rule of docs/validation.md; "
+                                     "validation/tools/split_rule.py writes it)",
+                                     c.file, c.json_path, to_string(c.split), to_string(rule[i])));
+    }
+  }
+}
+
 }  // namespace
 
 Suite load_suite(const fs::path& file) {
@@ -285,6 +342,7 @@ Suite load_suite(const fs::path& file) {
     read_cases(r, suite.docs.size() - 1, source, suite, names);
     r.finish();
   }
+  check_split_rule(suite);
   for (const auto& p : suite.pairs)
     for (const auto& [key, n] : {std::pair{"first", p.first}, std::pair{"second", p.second}})
       if (!names.count(n)) throw_input_error(p.file, p.json_path + "/" + key, n, "the name of a case of the suite");

@@ -24,6 +24,7 @@
 // baseline's.
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config/json_reader.hpp"
+#include "sim/hardware/profile.hpp"
 
 namespace stepsim::validate {
 
@@ -52,9 +54,20 @@ struct Provenance {
   std::string repository, commit, path, row;
 };
 
+// The calibration split (docs/validation.md): "fit" rows are the only ones `fit --suite` may read
+// to fit a profile parameter; "test" rows are what the accuracy claims are made on.
+enum class Split { Fit, Test };
+std::string to_string(Split s);  // "fit", "test"
+// The rule, fixed before any error was seen (validation/tools/split_rule.py is the same rule):
+// within a source, cases ordered by the 64-bit FNV-1a hash of their name (ties by name); the case
+// at 0-based rank r is Fit when r % 3 == 2. Returns each name's split, in the order given.
+std::vector<Split> split_by_rule(const std::vector<std::string>& names);
+
 struct Case {
   std::string name;
   std::string source;           // summary group: "li-plus", "llm-foundry-a100", "torchtitan-pr165"
+  Split split = Split::Test;    // a case file without "split" keys: every case Test
+  bool split_declared = false;
   std::string description;
   std::string json_path;        // "/cases/3" in the suite document
   std::string file;             // the file that declares the case (the suite or an included case file)
@@ -108,6 +121,7 @@ Suite load_suite(const std::filesystem::path& file);
 
 struct Row {
   std::string case_name, source;
+  Split split = Split::Test;
   Metric metric = Metric::StepTime;
   double predicted = 0, measured = 0;
   double error = 0;             // percent (or points for overlap_pct)
@@ -116,6 +130,7 @@ struct Row {
 };
 
 struct Summary {
+  Split split = Split::Test;    // summaries never mix the splits
   std::string source;           // "all" for the overall row
   Metric metric = Metric::StepTime;
   int cases = 0;
@@ -209,6 +224,24 @@ struct Report {
 // InputError when a case cannot be run as written (an experiment that does not describe its
 // published run, a step range with no step).
 Report run_suite(const Suite& suite);
+
+// A run of the fit split's cases only, each case's profile first passed through `adjust` (a
+// parameter under fit): what `fit --suite` evaluates. No pairs (they may name test cases).
+Report run_fit_split(const Suite& suite, const std::function<void(HardwareProfile&)>& adjust);
+
+// `fit --suite`: the power-limited clock (compute.clock.full_load_MHz) of one profile, fitted on
+// the step times of the fit split's cases that run on it, so that their median signed error is
+// zero (bisection: a lower clock only lengthens a predicted step). Test rows are never read.
+struct ClockFit {
+  std::string profile;          // the profile's name
+  int rows = 0;                 // fit-split step-time rows on it
+  double full_load_mhz = 0;
+  double median_error_before = 0, median_error_after = 0;  // signed, percent (before: the profile as loaded)
+  std::string note;             // "" or why the value sits at a bound
+};
+// `clock` gives boost_MHz and power_limit_W (full_load_MHz is what is fitted). Throws InputError
+// when no fit-split step time runs on the profile.
+ClockFit fit_clock(const Suite& suite, const std::string& profile_name, const ClockProfile& clock);
 
 // Throws InputError ("--by: ...") on a name outside facet_names().
 void check_facets(const std::vector<std::string>& facets);

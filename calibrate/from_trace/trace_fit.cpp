@@ -121,7 +121,7 @@ std::optional<bool> flash_causal(const std::string& kernel) {
 std::string kernel_class_of(const std::string& raw) {
   std::string n = raw;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (is_nccl_kernel_name(raw)) return "collective";
+  if (is_comm_kernel_name(raw)) return "collective";
   if (contains(n, "flash") || contains(n, "fmha") || contains(n, "attention")) return "attention";
   if (contains(n, "cudnn") || contains(n, "conv") || contains(n, "fprop") || contains(n, "dgrad") ||
       contains(n, "wgrad"))
@@ -792,6 +792,46 @@ Split split_by_tensor(const std::vector<MemoryKernel>& ks, std::int64_t l2) {
 
 }  // namespace
 
+namespace {
+
+// The clock the trace's GEMMs imply, against a base whose microbenchmark table (or roofline) was
+// measured at compute.clock.boost_MHz: a compute-bound GEMM's rate is proportional to the SM
+// clock, so one that ran at r times its boost-clock rate ran at r x boost. Per shape, with u its
+// boost rate's fraction of peak, the full-load clock of the power law f = full_load x u^(-1/3)
+// is f x u^(1/3) (docs/workload-ops.md, "Sustained clocks under the power limit"). Summarised
+// by the calls' time-weighted clock and the median full-load clock over shapes; null without a
+// clock block, or for a base whose table is in-training already.
+nlohmann::json implied_clock(const TraceFitData& d, const ComputeProfile& base) {
+  if (!base.clock.active() || (base.gemm_table_rates == GemmRates::InTraining && !base.gemm_table.empty()))
+    return nlohmann::json();
+  ComputeProfile at_boost = base;
+  at_boost.clock = ClockProfile{};
+  at_boost.model_memory_kernels = false;  // the math alone: memory-bound shapes say nothing of the clock
+  std::vector<double> full_load;
+  double boost_time = 0, measured_time = 0;
+  for (const auto& g : d.gemms) {
+    const auto peak = base.peak.find(g.shape.dtype);
+    if (peak == base.peak.end() || peak->second.flops_per_s <= 0 || g.rate.flops_per_s <= 0) continue;
+    const Time priced = gemm_time(at_boost, g.shape);
+    if (priced.ns <= 0) continue;
+    const double boost_rate = g.shape.flops().count / priced.seconds();
+    const double u = std::min(1.0, boost_rate / peak->second.flops_per_s);
+    const double f = base.clock.boost_mhz * g.rate.flops_per_s / boost_rate;
+    full_load.push_back(f * std::cbrt(u));
+    boost_time += priced.seconds() * static_cast<double>(g.count);
+    measured_time += g.shape.flops().count / g.rate.flops_per_s * static_cast<double>(g.count);
+  }
+  if (full_load.empty() || measured_time <= 0) return nlohmann::json();
+  return {{"boost_MHz", base.clock.boost_mhz},
+          {"gemm_MHz", std::round(base.clock.boost_mhz * boost_time / measured_time)},
+          {"full_load_MHz", std::round(median(full_load))},
+          {"base_full_load_MHz", base.clock.full_load_mhz},
+          {"of", "the SM clock the trace's GEMMs ran at if their rate gap to the base's boost-clock rates is the clock: "
+                 "time-weighted over calls (gemm_MHz), and as compute.clock.full_load_MHz (median over shapes)"}};
+}
+
+}  // namespace
+
 nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base) {
   std::vector<double> ratios;
   double measured_total = 0, base_total = 0;
@@ -811,7 +851,7 @@ nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfi
   if (ratios.empty()) return nlohmann::json();
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
   auto r3 = [](double v) { return std::round(v * 1000) / 1000; };
-  return {{"base_rates", gemm_rate_source(base).text},
+  nlohmann::json out = {{"base_rates", gemm_rate_source(base).text},
           {"shapes", ratios.size()},
           {"calls", calls},
           {"median", r3(median(ratios))},
@@ -820,6 +860,8 @@ nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfi
           {"time_weighted", r3(base_total / measured_total)},
           {"of", "measured rate / the base profile's rate for the same shape (below 1: the trace's GEMMs ran slower than "
                  "the base prices them)"}};
+  if (nlohmann::json clock = implied_clock(d, base); !clock.is_null()) out["implied_clock"] = clock;
+  return out;
 }
 
 std::vector<std::string> against_base_summary(const nlohmann::json& trace_compute) {
@@ -831,6 +873,13 @@ std::vector<std::string> against_base_summary(const nlohmann::json& trace_comput
                               vs.at("base_rates").get<std::string>(), vs.at("time_weighted").get<double>(),
                               vs.at("median").get<double>(), vs.at("min").get<double>(), vs.at("max").get<double>(),
                               vs.at("shapes").get<std::size_t>()));
+    if (vs.contains("implied_clock")) {
+      const nlohmann::json& c = vs["implied_clock"];
+      out.push_back(fmt::format("gemm clock the trace implies: {:g} MHz by time (boost {:g}); compute.clock.full_load_MHz {:g} "
+                                "(the base profile's {:g})",
+                                c.at("gemm_MHz").get<double>(), c.at("boost_MHz").get<double>(),
+                                c.at("full_load_MHz").get<double>(), c.at("base_full_load_MHz").get<double>()));
+    }
   }
   std::string classes;
   if (trace_compute.contains("memory_bandwidth_GBps"))

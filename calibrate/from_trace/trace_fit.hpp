@@ -222,6 +222,8 @@ void apply_trace_compute(const TraceFitData& d, const ComputeProfile& base, Hard
 // as shapes, calls, median, min, max and the ratio of the summed times (base over measured,
 // weighted by each shape's calls), with what the base's rates are. An H100 trace against the
 // shipped H100 profile says how far its microbenchmark table is from a training step's GEMMs.
+// Against a base with compute.clock (its table measured at boost_MHz), also "implied_clock": the
+// clock the GEMMs ran at (time-weighted) and the full_load_MHz it implies (median over shapes).
 nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfile& base);
 
 // What `fit --trace` and `init --from-trace` print of the comparison with the base profile: a

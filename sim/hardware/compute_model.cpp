@@ -97,6 +97,17 @@ static double table_efficiency_or_twin(const ComputeProfile& c, const GemmShape&
   return table_efficiency(c, twin, peak);
 }
 
+double ClockProfile::factor(double u) const {
+  if (!active() || u <= 0) return 1;
+  return std::min(1.0, full_load_mhz / boost_mhz * std::cbrt(1.0 / std::min(u, 1.0)));
+}
+
+// The sustained-clock factor of a GEMM at fraction `eff` of peak (at boost): none when its rate
+// was measured inside a step, where the clock was already the sustained one.
+static double gemm_clock_factor(const ComputeProfile& c, double eff) {
+  return c.gemm_table_rates == GemmRates::InTraining && !c.gemm_table.empty() ? 1.0 : c.clock.factor(eff);
+}
+
 // Roofline: a GEMM takes at least the time of its math (at the measured or default efficiency)
 // and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
 // attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
@@ -106,8 +117,9 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   double eff = table_efficiency_or_twin(c, g, peak.flops_per_s);
   Flops work = g.flops();
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
-  Time math = eff > 0 ? compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor})
-                      : compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency});
+  Time math = eff > 0 ? compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor *
+                                                   gemm_clock_factor(c, eff)})
+                      : compute_time(work, FlopRate{peak.flops_per_s * c.gemm_efficiency * c.clock.factor(c.gemm_efficiency)});
   return std::max({math, memory_time(c, moved, KernelClass::Gemm), c.min_kernel_time});
 }
 
@@ -149,9 +161,11 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     if (cls == KernelClass::ElementwiseStrided && w.elements > 0) moved = std::max(moved, strided_element_time(c, w));
     t += std::max(moved, floor);
   }
-  if (w.attention.flops.count > 0)
+  if (w.attention.flops.count > 0) {
+    const double eff = attention_efficiency(c, w.attention);
     t += compute_time(attention_executed_flops(w.attention),
-                      FlopRate{peak_for(c, Dtype::BF16).flops_per_s * attention_efficiency(c, w.attention)});
+                      FlopRate{peak_for(c, Dtype::BF16).flops_per_s * eff * c.clock.factor(eff)});
+  }
   return t;
 }
 

@@ -2,8 +2,9 @@
 // Kernel cost: GEMMs from a measured efficiency table (nearest shapes, interpolated; scaled by
 // the in-training factor and, for a power-limited variant, the peak ratio) with a roofline
 // fallback; memory-bound bytes at the achieved bandwidth of their kernel class; fused attention
-// FLOPs at their kernel's measured rate for the direction and sequence length; fixed times as
-// given. Host cost of a launch by how the framework dispatches it.
+// FLOPs at their kernel's measured rate for the direction and sequence length; GEMMs and
+// attention at the power-limited clock their tensor-core activity sustains (ClockProfile);
+// fixed times as given. Host cost of a launch by how the framework dispatches it.
 
 #include <vector>
 

@@ -156,6 +156,26 @@ struct AttentionRate {
   double at(bool backward_pass, std::int64_t seq) const;
 };
 
+// Power-limited sustained clocks (compute.clock; docs/workload-ops.md, "Sustained clocks"). A
+// Hopper SXM part boosts to 1,980 MHz, the clock a microbenchmark of a few dozen calls runs at,
+// but a kernel keeping every SM's tensor cores busy draws more than the board's power limit at
+// that clock and the power controller lowers it (deepseek-ai/DeepGEMM#120: 1,980 -> 1,575 MHz on
+// an H800 with communication overlapping its GEMMs). Dynamic power ~ activity x f x V^2 with V ~ f
+// over the DVFS range, so at the limit activity u x f^3 is constant: a compute-bound kernel
+// reaching a fraction u of the dense peak (at boost) sustains
+//   f(u) = min(boost, full_load x u^(-1/3)),
+// full_load being the clock at which a kernel issuing tensor-core work every cycle (u = 1) meets
+// the limit: one number per power limit. Memory-bound kernels are priced by bandwidth, which the
+// SM clock does not set.
+struct ClockProfile {
+  double boost_mhz = 0;       // the clock gemm_table and compute.attention were measured at
+  double power_limit_w = 0;   // the board power limit full_load_mhz belongs to (reported)
+  double full_load_mhz = 0;   // 0: no power-limited clock modelled
+  bool active() const { return boost_mhz > 0 && full_load_mhz > 0; }
+  // The sustained / boost clock of a compute-bound kernel at fraction u of peak: in (0, 1].
+  double factor(double u) const;
+};
+
 enum class GemmRates { Microbenchmark, InTraining };
 std::string to_string(GemmRates r);
 
@@ -181,6 +201,9 @@ struct ComputeProfile {
   // What gemm_table's rates are: an isolated microbenchmark (calibrate gemm, XLA's table) or
   // rates achieved inside a training step (fit --trace).
   GemmRates gemm_table_rates = GemmRates::Microbenchmark;
+  // Power-limited sustained clock of GEMMs (from a microbenchmark table or the roofline) and
+  // fused attention; table rates measured inside a step (InTraining) carry it already.
+  ClockProfile clock;
   bool model_memory_kernels = true;   // false: memory-bound kernels take no time (textbook cases)
   Time min_kernel_time;               // floor for any non-empty kernel (per CUDA kernel)
   // Device-side gap between two back-to-back kernels of a stream even when the second is

@@ -335,6 +335,16 @@ static ComputeProfile parse_compute(ObjectReader c) {
     }
     a.finish();
   }
+  if (c.has("clock")) {
+    ObjectReader k = c.object("clock", profile_keys::clock());
+    out.clock.boost_mhz = read_number(k, "boost_MHz");
+    out.clock.full_load_mhz = read_number(k, "full_load_MHz");
+    out.clock.power_limit_w = read_number(k, "power_limit_W");
+    if (out.clock.full_load_mhz > out.clock.boost_mhz)
+      k.fail_value("full_load_MHz", k.raw("full_load_MHz"), "at most boost_MHz (a power limit only lowers the clock)");
+    skip(k, "note");
+    k.finish();
+  }
   if (c.has("memory_bandwidth_GBps")) {
     ObjectReader bw = c.object("memory_bandwidth_GBps", profile_keys::memory_bandwidth());
     for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
@@ -615,6 +625,10 @@ Json profile_to_json(const HardwareProfile& p) {
   if (p.compute.l2_bytes > 0) out["compute"]["l2_cache_MiB"] = p.compute.l2_bytes / (1024.0 * 1024.0);
   if (p.compute.dram_stream.bytes_per_s > 0) out["compute"]["dram_stream_GBps"] = p.compute.dram_stream.gbps();
   if (p.compute.gemm_table_peak.flops_per_s > 0) out["compute"]["gemm_table_peak_bf16_tflops"] = p.compute.gemm_table_peak.tflops();
+  if (p.compute.clock.active())
+    out["compute"]["clock"] = {{"boost_MHz", p.compute.clock.boost_mhz},
+                               {"full_load_MHz", p.compute.clock.full_load_mhz},
+                               {"power_limit_W", p.compute.clock.power_limit_w}};
   if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
     out["memory_outside_allocator"] = {
         {"cuda_context_MiB", static_cast<double>(p.outside_allocator.cuda_context.count) / (1024.0 * 1024.0)},
@@ -647,6 +661,10 @@ GemmRateSource gemm_rate_source(const ComputeProfile& c) {
   s.table = to_string(c.gemm_table_rates);
   if (c.gemm_table_rates == GemmRates::InTraining) {
     s.text = fmt::format("measured inside a training step ({} shapes{})", c.gemm_table.size(), scaled);
+  } else if (c.clock.active()) {
+    s.text = fmt::format("microbenchmark table ({} shapes{}) at the clock the {:g} W limit sustains (compute.clock: {:g} MHz at "
+                         "full tensor load, boost {:g})",
+                         c.gemm_table.size(), scaled, c.clock.power_limit_w, c.clock.full_load_mhz, c.clock.boost_mhz);
   } else if (c.gemm_in_training_factor < 1) {
     s.text = fmt::format("microbenchmark table ({} shapes{}) x in-training factor {:.3f}", c.gemm_table.size(), scaled,
                          c.gemm_in_training_factor);

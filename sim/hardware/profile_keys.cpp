@@ -158,6 +158,9 @@ const ConfigObject& compute() {
           {.name = "gemm_table_rates", .types = kString, .choices = {"microbenchmark", "in_training"}, .default_value = Json("microbenchmark"),
            .doc = "What gemm_table's rates are: an isolated microbenchmark (calibrate gemm, an imported table) or rates achieved "
                   "inside a training step (fit --trace); results report which a prediction used."},
+          object("clock", {"profile.compute.clock"},
+                 "Power-limited sustained clock of compute-bound kernels (docs/workload-ops.md, \"Sustained clocks\"); "
+                 "none: every kernel at the rates measured."),
           object("memory_bandwidth_GBps", {"profile.compute.memory_bandwidth_GBps"},
                  "Achieved bandwidth per memory-bound kernel class (bytes read + written over time; stepsim calibrate membw and fit --trace measure it); a class not listed runs at hbm_bandwidth_GBps x memory_efficiency."),
           number_in("elementwise_strided_ns_per_element", 0, 10, 0,
@@ -224,6 +227,27 @@ const ConfigObject& attention() {
     }
     return a;
   }();
+  return o;
+}
+
+const ConfigObject& clock() {
+  static const ConfigObject o{
+      "profile.compute.clock",
+      "/compute/clock",
+      "A compute-bound kernel reaching a fraction u of the dense peak at boost_MHz sustains min(boost_MHz, "
+      "full_load_MHz x u^(-1/3)) under the board's power limit (power ~ u x f^3), and its rate scales by that clock "
+      "over boost_MHz: GEMMs priced from a microbenchmark table or the roofline, and fused attention.",
+      {
+          {.name = "boost_MHz", .types = kNumber, .min = 0, .max = 10000, .min_exclusive = true,
+           .doc = "The clock the GEMM table and attention rates were measured at (a short microbenchmark runs at the "
+                  "boost clock); required."},
+          {.name = "full_load_MHz", .types = kNumber, .min = 0, .max = 10000, .min_exclusive = true,
+           .doc = "The clock at which a kernel issuing tensor-core work every cycle meets the power limit; at most "
+                  "boost_MHz; required."},
+          {.name = "power_limit_W", .types = kNumber, .min = 0, .max = 10000, .min_exclusive = true,
+           .doc = "The board power limit full_load_MHz belongs to; required (reported with results)."},
+          note(),
+      }};
   return o;
 }
 
@@ -496,7 +520,7 @@ const ConfigObject& outside_allocator() {
 const ConfigCatalog& profile_catalog() {
   static const ConfigCatalog c = [] {
     namespace k = profile_keys;
-    ConfigCatalog out{{&k::root(), &k::compute(), &k::peak_tflops(), &k::memory_bandwidth(), &k::attention(), &k::attention_kernel(),
+    ConfigCatalog out{{&k::root(), &k::compute(), &k::peak_tflops(), &k::memory_bandwidth(), &k::attention(), &k::attention_kernel(), &k::clock(),
                        &k::gemm(), &k::collectives()}};
     for (const auto& m : k::kScopeModels) out.objects.push_back(k::scope_model(m));
     for (const ConfigObject* o : {&k::alpha_beta_range(), &k::alpha_beta_ranks(), &k::alpha_beta_groups(), &k::topology(), &k::nvlink(),

@@ -34,6 +34,7 @@ const ConfigObject& peak_tflops();
 const ConfigObject& memory_bandwidth();
 const ConfigObject& attention();
 const ConfigObject& attention_kernel(); // one entry of compute.attention
+const ConfigObject& clock();            // compute.clock
 const ConfigObject& gemm();             // one entry of compute.gemm_table
 const ConfigObject& collectives();
 // The scope model of "intra_node" / "inter_node", chosen by its "model"; nullptr if none.

@@ -682,3 +682,29 @@ TEST_CASE("fit --trace prints the trace against the base profile: a GEMM line an
   CHECK_THAT(lines[0], Catch::Contains("(roofline): 0.900 by time, median 0.950 (0.800-1.100) over 4 shapes"));
   CHECK(lines[1] == "memory-bound classes in the trace, GB/s (the base profile's): elementwise 1700.0 (1899.0), norm 900.0");
 }
+
+// Catches: the implied clock taken against the base's throttled rates instead of its boost-clock
+// ones, or the full-load clock not undoing the u^(-1/3) law.
+TEST_CASE("fit --trace says which clock the trace's GEMMs ran at, against a base with compute.clock", "[trace][fit][clock]") {
+  ComputeProfile base;
+  base.peak[Dtype::BF16] = FlopRate{1000e12};
+  base.gemm_efficiency = 0.5;  // the roofline at boost: 500 TFLOP/s, u = 0.5
+  base.model_memory_kernels = false;
+  TraceFitData d;
+  const GemmShape big{8192, 8192, 8192, 1, Dtype::BF16};
+  d.gemms.push_back(GemmPoint{big, 2, {}, FlopRate{400e12}});  // 0.8 of the boost rate
+  CHECK_FALSE(gemm_rates_against_base(d, base).contains("implied_clock"));  // no clock block: nothing implied
+  base.clock = ClockProfile{1980, 700, 1500};
+  const nlohmann::json c = gemm_rates_against_base(d, base)["implied_clock"];
+  // 1,980 x 0.8 = 1,584 MHz; full load 1,584 x 0.5^(1/3) = 1,257.2 MHz.
+  CHECK(c["gemm_MHz"].get<double>() == 1584);
+  CHECK(c["full_load_MHz"].get<double>() == 1257);
+  CHECK(c["base_full_load_MHz"].get<double>() == 1500);
+  HardwareProfile p;
+  p.compute = base;
+  nlohmann::json prov;
+  apply_trace_compute(d, base, p, prov);
+  const auto lines = against_base_summary(prov["trace_compute"]);
+  REQUIRE(lines.size() >= 2);
+  CHECK_THAT(lines[1], Catch::Contains("1584 MHz by time") && Catch::Contains("full_load_MHz 1257"));
+}

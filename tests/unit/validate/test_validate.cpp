@@ -10,6 +10,7 @@
 #include "sim/core/error.hpp"
 #include "test_support.hpp"
 #include "tools/commands.hpp"
+#include "sim/hardware/profile.hpp"
 #include "validate/validate.hpp"
 
 using namespace stepsim;
@@ -346,4 +347,109 @@ TEST_CASE("validate --by summarises the errors per value of a facet of the cases
   CHECK_THAT(out, Catch::Contains("--by-metric: \"steps\""));
   CHECK(run_capture(kBin + " validate " + suite_file + " --by-metric forward", out) == 2);  // not ignored
   CHECK_THAT(out, Catch::Contains("--by-metric") && Catch::Contains("--by FACET"));
+}
+
+// Catches: a split chosen by hand (or moved after seeing errors), a source declaring the split on
+// only some cases, and fit rows mixed into the test summaries the accuracy claims are made on.
+TEST_CASE("validate: the calibration split is the rule's (a third of each source by name hash), and fit and test rows "
+          "are summarised apart", "[validate][split]") {
+  // The rule: rank by FNV-1a 64 of the name, rank % 3 == 2 is fit: 2 fit of 6, 0 of 2.
+  std::vector<std::string> names{"a", "b", "c", "d", "e", "f"};
+  auto rule = validate::split_by_rule(names);
+  CHECK(std::count(rule.begin(), rule.end(), validate::Split::Fit) == 2);
+  CHECK(std::count(rule.begin(), rule.end(), validate::Split::Fit) ==
+        static_cast<long>(names.size() / 3));
+  auto two = validate::split_by_rule({"a", "b"});
+  CHECK(std::count(two.begin(), two.end(), validate::Split::Fit) == 0);
+  // The same names in another order get the same splits (a stable hash, not a position).
+  std::vector<std::string> reversed(names.rbegin(), names.rend());
+  auto rule_rev = validate::split_by_rule(reversed);
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK(rule_rev[names.size() - 1 - i] == rule[i]);
+
+  // A suite declaring the rule's splits: fit and test summaries apart, test first.
+  std::vector<nlohmann::json> cases;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    // C1 predicts 56 ms: the fit cases measured 40 ms (+40 %), the test ones 56 ms (0 %).
+    auto c = published_case(names[i], {{"step_time_s", rule[i] == validate::Split::Fit ? 0.040 : 0.056}});
+    c["split"] = rule[i] == validate::Split::Fit ? "fit" : "test";
+    cases.push_back(c);
+  }
+  auto file = write_suite("split", cases, nlohmann::json::array(), {{"step_time", 50}});
+  validate::Report r = validate::run_suite(validate::load_suite(file));
+  const validate::Summary* test_all = nullptr;
+  const validate::Summary* fit_all = nullptr;
+  for (const auto& s : r.summaries)
+    if (s.source == "all") (s.split == validate::Split::Test ? test_all : fit_all) = &s;
+  REQUIRE(test_all);
+  REQUIRE(fit_all);
+  CHECK(test_all->cases == 4);
+  CHECK(test_all->median_abs == Approx(0.0));
+  CHECK(fit_all->cases == 2);
+  CHECK(fit_all->median_abs == Approx(40.0));
+  CHECK(r.summaries.front().split == validate::Split::Test);
+  nlohmann::json base = validate::baseline_json(r);
+  CHECK(base["summaries"][0]["split"] == "test");
+
+  // A moved split is refused, naming the case's path and the rule's answer.
+  auto moved = cases;
+  std::size_t first_fit = static_cast<std::size_t>(std::find(rule.begin(), rule.end(), validate::Split::Fit) - rule.begin());
+  moved[first_fit]["split"] = "test";
+  CHECK_THROWS_WITH(validate::load_suite(write_suite("split-moved", moved)),
+                    Catch::Contains("/cases/" + std::to_string(first_fit) + "/split") && Catch::Contains("expected \"fit\""));
+  // So is a source that declares the split on some cases only.
+  auto partial = cases;
+  partial[0].erase("split");
+  CHECK_THROWS_WITH(validate::load_suite(write_suite("split-partial", partial)),
+                    Catch::Contains("/cases/0/split: missing"));
+  auto bad = cases;
+  bad[0]["split"] = "train";
+  CHECK_THROWS_WITH(validate::load_suite(write_suite("split-bad", bad)), Catch::Contains("\"fit\" or \"test\""));
+}
+
+// Catches: fit --suite reading test rows, or a bisection that does not land where the fit rows'
+// median error is zero.
+TEST_CASE("fit --suite fits a profile's power-limited clock on the fit split's step times alone", "[validate][split][clock]") {
+  const std::string profile = kSrc + "/configs/hardware/h100-sxm-8x.json";
+  auto mpt_case = [&](const std::string& name, double step_s) {
+    nlohmann::json c{{"name", name},
+                     {"experiment",
+                      {{"workload", {{"preset", "mpt-125m"}, {"seq_len", 2048}, {"micro_batch", 8}, {"dtype", "bf16"}}},
+                       {"cluster", {{"profile", profile}, {"nodes", 1}, {"gpus_per_node", 8}}},
+                       {"strategy", {{"framework", "fsdp1"}}},
+                       {"training", {{"optimizer", "adamw"}}}}},
+                     {"measured", {{"published", {{"step_time_s", step_s}}}}},
+                     {"provenance", {{"repository", "example/repo"}, {"commit", "abc123"}, {"path", "README.md"}}}};
+    return c;
+  };
+  // The prediction with the shipped clock (1,498 MHz at full load, 700 W).
+  validate::Report once = validate::run_suite(validate::load_suite(write_suite("clock-once", {mpt_case("a", 1.0)})));
+  const double predicted_s = once.rows.at(0).predicted / 1e9;
+  // Three cases "a", "b", "c": the rule makes one of them fit. It measures 5 % slower than the
+  // prediction; the test cases measure half the prediction, which must not move the fit.
+  std::vector<std::string> names{"a", "b", "c"};
+  auto rule = validate::split_by_rule(names);
+  std::vector<nlohmann::json> cases;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const bool fit = rule[i] == validate::Split::Fit;
+    auto c = mpt_case(names[i], fit ? predicted_s * 1.05 : predicted_s * 0.5);
+    c["split"] = fit ? "fit" : "test";
+    cases.push_back(c);
+  }
+  const validate::Suite suite = validate::load_suite(write_suite("clock-fit", cases, nlohmann::json::array(), {{"step_time", 100}}));
+  const HardwareProfile h100 = load_profile(profile);
+  const validate::ClockFit f = validate::fit_clock(suite, h100.name, h100.compute.clock);
+  CHECK(f.rows == 1);
+  CHECK(f.median_error_before == Approx(100.0 * (1 / 1.05 - 1)).margin(0.05));
+  CHECK(f.full_load_mhz < h100.compute.clock.full_load_mhz);  // a slower step: a lower clock
+  CHECK(std::fabs(f.median_error_after) < 0.3);
+  CHECK(f.note.empty());
+  // No fit row on a profile: an error, not a silent boost clock.
+  CHECK_THROWS_WITH(validate::fit_clock(suite, "a100-sxm-8x", h100.compute.clock), Catch::Contains("no fit-split case"));
+  // The CLI: a base without compute.clock, or --suite with other measurements, exits 2.
+  std::string out;
+  const std::string suite_file = std::filesystem::path(suite.file).string();
+  CHECK(run_capture(kBin + " fit --suite " + suite_file + " --base " + kSrc + "/configs/hardware/a100-sxm-8x.json 2>&1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("/compute/clock: missing"));
+  CHECK(run_capture(kBin + " fit --suite " + suite_file + " --trace x.json --base " + profile + " 2>&1", out) == 2);
+  CHECK_THAT(out, Catch::Contains("--suite fits the power-limited clock alone"));
 }
