@@ -65,32 +65,56 @@ OverlapMetrics overlap_metrics(const std::vector<Interval>& compute, const std::
   return m;
 }
 
+// Phases as a profiler shows them over gradient accumulation (issue 48): the ops, in issue
+// order, fall into runs of one phase (forward of micro-batch 1, its backward, forward of
+// micro-batch 2, ..., the optimizer); each run owns the step from the end of the run before it
+// (the step's start for the first) to the end of its last op, the last run to the step's end,
+// and a phase is the sum of its runs. With one micro-batch this is forward up to the last
+// forward op, backward up to the last backward op, optimizer to the end (what follows the last
+// run is optimizer time); the phases still partition the step.
+static void phase_times(const Timeline& t, Metrics& m) {
+  Time boundary = t.start;
+  Time* current = nullptr;
+  Time run_end = t.start;
+  auto close = [&](Time end) {
+    if (!current) return;
+    end = std::max(end, boundary);
+    *current = *current + (end - boundary);
+    boundary = end;
+  };
+  for (const auto& op : t.ops) {
+    if (op.kind == TimelineOp::Kind::Marker || op.memcpy()) continue;
+    Time* phase = op.phase == Phase::Backward    ? &m.backward
+                  : op.phase == Phase::Optimizer ? &m.optimizer
+                  : op.phase == Phase::Forward   ? &m.forward
+                                                 : nullptr;
+    if (!phase) continue;
+    if (phase != current) {
+      close(run_end);
+      current = phase;
+      run_end = boundary;
+    }
+    run_end = std::max(run_end, op.end);
+  }
+  close(run_end);
+  // What follows the last backward op (the optimizer, the loop's own host time) is optimizer.
+  if (t.end > boundary) m.optimizer = m.optimizer + (t.end - boundary);
+}
+
 Metrics compute_metrics(const Timeline& t) {
   Metrics m;
   std::vector<Interval> compute, comm;
-  Time fwd_end = t.start, bwd_end = t.start;
   for (const auto& op : t.ops) {
     if (op.kind == TimelineOp::Kind::Marker) continue;
     // A memcpy is neither compute nor communication, as `analyze` (and HTA) count a trace's
     // Memcpy/Memset ops: its time is idle, not busy.
     if (op.memcpy()) continue;
     Interval iv{op.start, op.end};
-    if (op.kind == TimelineOp::Kind::Kernel) {
-      compute.push_back(iv);
-      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
-      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
-    } else {
-      comm.push_back(iv);
-      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
-      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
-    }
+    if (op.kind == TimelineOp::Kind::Kernel) compute.push_back(iv);
+    else comm.push_back(iv);
   }
   m.overlap = overlap_metrics(compute, comm, t.start, t.end);
-  // Phases partition the step: a phase with no ops ends where the previous one ended.
-  bwd_end = std::max(bwd_end, fwd_end);
-  m.forward = fwd_end - t.start;
-  m.backward = bwd_end - fwd_end;
-  m.optimizer = t.end - bwd_end;
+  phase_times(t, m);
 
   const MemorySample* peak = nullptr;
   for (const auto& s : t.memory)

@@ -7,7 +7,9 @@
 //   exposed_comm     comm_time - overlapped_comm
 //   overlap_pct      overlapped_comm / comm_time (HTA's comp_comm_overlap_pctg), in percent
 //   idle             step_time minus the union of compute and collective intervals
-//   phases           forward ends at the last forward compute kernel's end; backward at the
+//   phases           runs of one phase's ops (issue order) each own the step up to their last op's end;
+//                    a phase is the sum of its runs over the micro-batches (as a profiler shows
+//                    it); with one micro-batch forward ends at the last forward op, backward at the
 //                    last backward kernel's or gradient collective's end; optimizer at the end
 //   peak_memory      the highest live-bytes sample, its breakdown, instant and phase; the
 //                    phase is the host program's at that instant (allocations are host events):
