@@ -7,6 +7,7 @@
 
 #include "sim/analysis/throughput.hpp"
 #include "sim/analysis/class_breakdown.hpp"
+#include "sim/strategies/common.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -22,6 +23,7 @@ void write_run_description(std::ostream& out, const Experiment& e) {
                      e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
   out << fmt::format("  strategy: {}\n", e.strategy->effective_config().dump());
   if (w.options) out << fmt::format("  workload: {}\n", effective_workload(w).dump());
+  out << fmt::format("  training: {}\n", effective_training(e).dump());
   // An uncorrected microbenchmark GEMM table predicts GEMMs faster than a step runs them: say so.
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   if (!g.corrected) out << fmt::format("  note: GEMM rates: {}\n", g.text);
