@@ -135,6 +135,7 @@ Metrics compute_metrics(const Timeline& t) {
   }
   for (const auto& s : t.memory) m.peak_reserved = std::max(m.peak_reserved, s.reserved);
   m.non_pytorch = t.non_pytorch;
+  m.non_pytorch_parts = t.non_pytorch_parts;
   m.capacity = t.capacity;
   // What decides an OOM is what the allocator asks cudaMalloc for, on top of what others hold.
   // A timeline without allocator data (measured, or older) falls back to the allocated peak.
@@ -162,6 +163,8 @@ std::string memory_verdict(const Metrics& m) {
 nlohmann::json metrics_to_json(const Metrics& m) {
   nlohmann::json breakdown = nlohmann::json::object();
   for (const auto& [k, v] : m.peak_breakdown) breakdown[k] = v.count;
+  nlohmann::json outside = nlohmann::json::object();
+  for (const auto& p : m.non_pytorch_parts) outside[p.name] = p.bytes.count;
   return {{"step_time_ns", m.overlap.step_time.ns},
           {"compute_time_ns", m.overlap.compute_time.ns},
           {"comm_time_ns", m.overlap.comm_time.ns},
@@ -177,7 +180,9 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"persistent_memory_bytes", m.persistent_memory.count},
           {"peak_reserved_bytes", m.peak_reserved.count},
           {"non_pytorch_bytes", m.non_pytorch.count},
+          {"non_pytorch_breakdown", outside},
           {"memory_capacity_bytes", m.capacity.count},
+          {"headroom_bytes", m.headroom().count},
           {"alloc_retries_per_step", m.alloc_retries},
           {"alloc_ooms_per_step", m.alloc_ooms},
           {"fits", m.fits},
@@ -210,6 +215,9 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.persistent_memory = Bytes{j.value("persistent_memory_bytes", std::int64_t{0})};
   m.peak_reserved = Bytes{j.value("peak_reserved_bytes", std::int64_t{0})};
   m.non_pytorch = Bytes{j.value("non_pytorch_bytes", std::int64_t{0})};
+  if (j.contains("non_pytorch_breakdown") && j["non_pytorch_breakdown"].is_object())
+    for (auto it = j["non_pytorch_breakdown"].begin(); it != j["non_pytorch_breakdown"].end(); ++it)
+      m.non_pytorch_parts.push_back(NonPytorchPart{it.key(), "", Bytes{it.value().get<std::int64_t>()}});
   m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
   m.alloc_retries = j.value("alloc_retries_per_step", std::int64_t{0});
   m.alloc_ooms = j.value("alloc_ooms_per_step", std::int64_t{0});

@@ -28,6 +28,7 @@
 //                    where it runs out (a device synchronization each time), and where its free
 //                    blocks are too fragmented for that, alloc_ooms says so
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,7 +70,13 @@ struct Metrics {
   Bytes persistent_memory;                      // live bytes at the end of the step
   Bytes peak_reserved;                          // caching allocator's high-water mark
   Bytes non_pytorch;                            // outside the allocator
+  std::vector<NonPytorchPart> non_pytorch_parts;  // what non_pytorch is made of
   Bytes capacity;
+  // capacity - (max(peak_reserved, peak_memory) + non_pytorch): what is left at the peak;
+  // negative when it does not fit; 0 without a capacity.
+  Bytes headroom() const {
+    return capacity.count ? capacity - (std::max(peak_reserved, peak_memory) + non_pytorch) : Bytes{};
+  }
   std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (see above)
   bool fits = true;
   bool fits_allocated = true;
