@@ -7,6 +7,7 @@
 #include "sim/analysis/critical_path.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/report/html_report.hpp"
+#include "sim/report/text_report.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "tools/cli_common.hpp"
 
@@ -36,12 +37,21 @@ int explain(const Args& args) {
   if (vm.count("json")) {
     nlohmann::json j = explanation_to_json(x);
     if (!outside.empty()) j["collective_extrapolations"] = outside;
+    const Metrics& m = r.metrics;
+    nlohmann::json outside_pytorch = nlohmann::json::object();
+    for (const auto& part : m.non_pytorch_parts) outside_pytorch[part.name] = part.bytes.count;
+    j["memory"] = {{"peak_memory_bytes", m.peak_memory.count}, {"peak_reserved_bytes", m.peak_reserved.count},
+                   {"non_pytorch_bytes", m.non_pytorch.count},  {"non_pytorch_breakdown", outside_pytorch},
+                   {"memory_capacity_bytes", m.capacity.count}, {"headroom_bytes", m.headroom().count},
+                   {"fits", m.fits}};
     j["schema"] = "stepsim.explain/1";
     j["experiment"] = e.file;
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << "stepsim explain: " << e.file << "\n";
     write_explanation_text(std::cout, x, vm.count("verbose") > 0);
+    std::cout << "\nmemory:";
+    write_memory_lines(std::cout, r.metrics);
     if (!outside.empty())
       std::cout << "note: collective times extrapolated beyond the profile's fitted group sizes: " << fmt::format("{}", fmt::join(outside, "; ")) << "\n";
   }

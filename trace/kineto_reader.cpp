@@ -610,6 +610,17 @@ void Reader::stepsim_info() {
       out_.stepsim_capacity = Bytes{Num::of(s_.number()).as_int()};
     } else if (c == '"' && eq(key, "device")) {
       out_.stepsim_device = std::string(s_.string());
+    } else if (c == '{' && eq(key, "non_pytorch_breakdown")) {
+      s_.advance();
+      std::string_view part;
+      for (bool first_part = true; s_.next_member(first_part, part); first_part = false) {
+        std::string name(part);
+        if (!JsonStream::starts_number(s_.peek())) {
+          s_.skip_value();
+          continue;
+        }
+        out_.stepsim_non_pytorch.push_back(NonPytorchPart{std::move(name), "", Bytes{Num::of(s_.number()).as_int()}});
+      }
     } else {
       s_.skip_value();
     }

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/non_pytorch_part.hpp"
 #include "sim/core/units.hpp"
 #include "sim/program/program.hpp"
 
@@ -142,6 +143,7 @@ struct KinetoTrace {
   bool stepsim_trace = false;   // written by `stepsim simulate --trace` (has a "stepsim" object)
   std::string stepsim_device;   // its "stepsim": {"device": ...}
   Bytes stepsim_capacity;       // its "stepsim": {"memory_capacity_bytes": ...}, 0 if absent
+  std::vector<NonPytorchPart> stepsim_non_pytorch;  // its "stepsim": {"non_pytorch_breakdown": {name: bytes}}
   std::vector<std::string> names;  // interned kernel / op names
   std::vector<GpuOp> gpu_ops;
   std::vector<RuntimeCall> runtime;

@@ -197,7 +197,11 @@ void step_memory(const KinetoTrace& t, const TraceIndex& idx, int dev, std::size
     m.persistent_memory = last->total;
   }
   m.capacity = capacity;
-  m.fits = capacity.count == 0 || std::max(m.peak_memory, m.peak_reserved) <= capacity;
+  // A stepsim trace carries the memory outside PyTorch it counted; a profiler trace has none.
+  m.non_pytorch_parts = t.stepsim_non_pytorch;
+  for (const auto& p : m.non_pytorch_parts) m.non_pytorch += p.bytes;
+  m.fits = capacity.count == 0 || std::max(m.peak_memory, m.peak_reserved) + m.non_pytorch <= capacity;
+  m.fits_allocated = capacity.count == 0 || m.peak_memory + m.non_pytorch <= capacity;
 }
 
 // Collectives of one step, with their exposed part against the step's merged compute.
@@ -340,6 +344,9 @@ Metrics mean_metrics(const std::vector<Metrics>& v) {
   m.persistent_memory = v.back().persistent_memory;
   for (const auto& x : v) m.peak_reserved = std::max(m.peak_reserved, x.peak_reserved);
   m.capacity = v.front().capacity;
+  m.non_pytorch = v.front().non_pytorch;
+  m.non_pytorch_parts = v.front().non_pytorch_parts;
+  m.fits_allocated = std::all_of(v.begin(), v.end(), [](const Metrics& x) { return x.fits_allocated; });
   m.fits = std::all_of(v.begin(), v.end(), [](const Metrics& x) { return x.fits; });
   return m;
 }

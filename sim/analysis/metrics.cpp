@@ -65,32 +65,56 @@ OverlapMetrics overlap_metrics(const std::vector<Interval>& compute, const std::
   return m;
 }
 
+// Phases as a profiler shows them over gradient accumulation (issue 48): the ops, in issue
+// order, fall into runs of one phase (forward of micro-batch 1, its backward, forward of
+// micro-batch 2, ..., the optimizer); each run owns the step from the end of the run before it
+// (the step's start for the first) to the end of its last op, the last run to the step's end,
+// and a phase is the sum of its runs. With one micro-batch this is forward up to the last
+// forward op, backward up to the last backward op, optimizer to the end (what follows the last
+// run is optimizer time); the phases still partition the step.
+static void phase_times(const Timeline& t, Metrics& m) {
+  Time boundary = t.start;
+  Time* current = nullptr;
+  Time run_end = t.start;
+  auto close = [&](Time end) {
+    if (!current) return;
+    end = std::max(end, boundary);
+    *current = *current + (end - boundary);
+    boundary = end;
+  };
+  for (const auto& op : t.ops) {
+    if (op.kind == TimelineOp::Kind::Marker || op.memcpy()) continue;
+    Time* phase = op.phase == Phase::Backward    ? &m.backward
+                  : op.phase == Phase::Optimizer ? &m.optimizer
+                  : op.phase == Phase::Forward   ? &m.forward
+                                                 : nullptr;
+    if (!phase) continue;
+    if (phase != current) {
+      close(run_end);
+      current = phase;
+      run_end = boundary;
+    }
+    run_end = std::max(run_end, op.end);
+  }
+  close(run_end);
+  // What follows the last backward op (the optimizer, the loop's own host time) is optimizer.
+  if (t.end > boundary) m.optimizer = m.optimizer + (t.end - boundary);
+}
+
 Metrics compute_metrics(const Timeline& t) {
   Metrics m;
   std::vector<Interval> compute, comm;
-  Time fwd_end = t.start, bwd_end = t.start;
   for (const auto& op : t.ops) {
     if (op.kind == TimelineOp::Kind::Marker) continue;
     // A memcpy is neither compute nor communication, as `analyze` (and HTA) count a trace's
     // Memcpy/Memset ops: its time is idle, not busy.
     if (op.memcpy()) continue;
     Interval iv{op.start, op.end};
-    if (op.kind == TimelineOp::Kind::Kernel) {
-      compute.push_back(iv);
-      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
-      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
-    } else {
-      comm.push_back(iv);
-      if (op.phase == Phase::Forward) fwd_end = std::max(fwd_end, op.end);
-      if (op.phase == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
-    }
+    if (op.kind == TimelineOp::Kind::Kernel) compute.push_back(iv);
+    else comm.push_back(iv);
   }
   m.overlap = overlap_metrics(compute, comm, t.start, t.end);
-  // Phases partition the step: a phase with no ops ends where the previous one ended.
-  bwd_end = std::max(bwd_end, fwd_end);
-  m.forward = fwd_end - t.start;
-  m.backward = bwd_end - fwd_end;
-  m.optimizer = t.end - bwd_end;
+  phase_times(t, m);
 
   const MemorySample* peak = nullptr;
   for (const auto& s : t.memory)
@@ -111,6 +135,7 @@ Metrics compute_metrics(const Timeline& t) {
   }
   for (const auto& s : t.memory) m.peak_reserved = std::max(m.peak_reserved, s.reserved);
   m.non_pytorch = t.non_pytorch;
+  m.non_pytorch_parts = t.non_pytorch_parts;
   m.capacity = t.capacity;
   // What decides an OOM is what the allocator asks cudaMalloc for, on top of what others hold.
   // A timeline without allocator data (measured, or older) falls back to the allocated peak.
@@ -139,6 +164,8 @@ std::string memory_verdict(const Metrics& m) {
 nlohmann::json metrics_to_json(const Metrics& m) {
   nlohmann::json breakdown = nlohmann::json::object();
   for (const auto& [k, v] : m.peak_breakdown) breakdown[k] = v.count;
+  nlohmann::json outside = nlohmann::json::object();
+  for (const auto& p : m.non_pytorch_parts) outside[p.name] = p.bytes.count;
   nlohmann::json out = {{"step_time_ns", m.overlap.step_time.ns},
           {"compute_time_ns", m.overlap.compute_time.ns},
           {"comm_time_ns", m.overlap.comm_time.ns},
@@ -154,7 +181,9 @@ nlohmann::json metrics_to_json(const Metrics& m) {
           {"persistent_memory_bytes", m.persistent_memory.count},
           {"peak_reserved_bytes", m.peak_reserved.count},
           {"non_pytorch_bytes", m.non_pytorch.count},
+          {"non_pytorch_breakdown", outside},
           {"memory_capacity_bytes", m.capacity.count},
+          {"headroom_bytes", m.headroom().count},
           {"alloc_retries_per_step", m.alloc_retries},
           {"alloc_ooms_per_step", m.alloc_ooms},
           {"fits", m.fits},
@@ -189,6 +218,9 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.persistent_memory = Bytes{j.value("persistent_memory_bytes", std::int64_t{0})};
   m.peak_reserved = Bytes{j.value("peak_reserved_bytes", std::int64_t{0})};
   m.non_pytorch = Bytes{j.value("non_pytorch_bytes", std::int64_t{0})};
+  if (j.contains("non_pytorch_breakdown") && j["non_pytorch_breakdown"].is_object())
+    for (auto it = j["non_pytorch_breakdown"].begin(); it != j["non_pytorch_breakdown"].end(); ++it)
+      m.non_pytorch_parts.push_back(NonPytorchPart{it.key(), "", Bytes{it.value().get<std::int64_t>()}});
   m.capacity = Bytes{j.value("memory_capacity_bytes", std::int64_t{0})};
   m.alloc_retries = j.value("alloc_retries_per_step", std::int64_t{0});
   m.alloc_ooms = j.value("alloc_ooms_per_step", std::int64_t{0});

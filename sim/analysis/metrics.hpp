@@ -7,7 +7,9 @@
 //   exposed_comm     comm_time - overlapped_comm
 //   overlap_pct      overlapped_comm / comm_time (HTA's comp_comm_overlap_pctg), in percent
 //   idle             step_time minus the union of compute and collective intervals
-//   phases           forward ends at the last forward compute kernel's end; backward at the
+//   phases           runs of one phase's ops (issue order) each own the step up to their last op's end;
+//                    a phase is the sum of its runs over the micro-batches (as a profiler shows
+//                    it); with one micro-batch forward ends at the last forward op, backward at the
 //                    last backward kernel's or gradient collective's end; optimizer at the end
 //   peak_memory      the highest live-bytes sample, its breakdown, instant and phase; the
 //                    phase is the host program's at that instant (allocations are host events):
@@ -26,6 +28,7 @@
 //                    where it runs out (a device synchronization each time), and where its free
 //                    blocks are too fragmented for that, alloc_ooms says so
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -67,7 +70,13 @@ struct Metrics {
   Bytes persistent_memory;                      // live bytes at the end of the step
   Bytes peak_reserved;                          // caching allocator's high-water mark
   Bytes non_pytorch;                            // outside the allocator
+  std::vector<NonPytorchPart> non_pytorch_parts;  // what non_pytorch is made of
   Bytes capacity;
+  // capacity - (max(peak_reserved, peak_memory) + non_pytorch): what is left at the peak;
+  // negative when it does not fit; 0 without a capacity.
+  Bytes headroom() const {
+    return capacity.count ? capacity - (std::max(peak_reserved, peak_memory) + non_pytorch) : Bytes{};
+  }
   std::int64_t alloc_retries = 0, alloc_ooms = 0;  // per step (see above)
   // Of comm_time: the collectives' waits for the slowest rank (profile rank_variation; 0 without).
   Time rank_wait;

@@ -20,8 +20,9 @@ using namespace limits;
 static Checkpointing parse_ckpt(ObjectReader& r) {
   std::string c = r.declared_choice("activation_checkpointing");
   if (c == "full") return Checkpointing::Full;
-  if (c == "selective") return Checkpointing::Selective;
-  if (c == "op_sac") return Checkpointing::OpSac;
+  // Megatron's and torchtitan's "selective" are different policies: each has a name of its own.
+  if (c == "selective" || c == "megatron_selective") return Checkpointing::Selective;
+  if (c == "op_sac" || c == "torchtitan_selective_op") return Checkpointing::OpSac;
   if (c == "every_k") return Checkpointing::EveryK;
   return Checkpointing::None;
 }

@@ -63,9 +63,14 @@ const ConfigObject& workload() {
         {.name = "seq_len", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxSeqLen), .default_value = Json(2048),
          .doc = "Tokens per sequence.", .since = kStepsim},
         dtype_key("dtype", "bf16", "The compute dtype of activations and (for DeepSpeed) the bit16 model."),
-        {.name = "activation_checkpointing", .types = kString, .choices = {"none", "selective", "full", "op_sac", "every_k"},
-         .default_value = Json("none"), .doc = "Which activations are recomputed in backward (docs/workload-ops.md).", .since = kStepsim,
-         .tune = {"none", "selective", "full"}},
+        {.name = "activation_checkpointing", .types = kString,
+         .choices = {"none", "selective", "full", "op_sac", "every_k", "megatron_selective", "torchtitan_selective_op"},
+         .default_value = Json("none"),
+         .doc = "Which activations are recomputed in backward (docs/workload-ops.md). \"selective\" is Megatron's "
+                "(--recompute-granularity selective: core attention), also spelled \"megatron_selective\"; torchtitan's "
+                "mode = \"selective\" with selective_ac_option = \"op\" is \"op_sac\", also spelled "
+                "\"torchtitan_selective_op\" (its integer option k is \"every_k\").",
+         .since = kStepsim, .tune = {"none", "selective", "op_sac", "full"}},
         preset,
         {.name = "model", .types = kObject, .objects = {"workload.model", "workload.model.hf"},
          .doc = "Dimensions, or {\"hf_config\": FILE} (a Hugging Face config.json).", .since = kStepsim},

@@ -260,7 +260,8 @@ class Engine {
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
-    timeline_.non_pytorch = hw.non_pytorch_memory(communicators_used(p, hw));
+    timeline_.non_pytorch_parts = hw.non_pytorch_parts(communicators_used(p, hw));
+    for (const auto& part : timeline_.non_pytorch_parts) timeline_.non_pytorch += part.bytes;
     if (allocator.enabled && hw.memory_capacity.count > 0) {
       allocator_.set_device_limit(Bytes{std::max<std::int64_t>(0, hw.memory_capacity.count - timeline_.non_pytorch.count)});
       // A flush first waits for the deferred frees' streams (synchronize_and_free_events): their
@@ -352,7 +353,8 @@ class Engine {
     Time cost = next_cost_;  // already elapsed
     while (pc_ < p_.instructions.size()) {
       std::size_t i = pc_;
-      checker_.check(i);  // validate()'s checks, as the host reaches it
+      if (!retrying_) checker_.check(i);  // validate()'s checks, as the host reaches it (once)
+      retrying_ = false;
       if (cost.ns > 0) {
         HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
                                                                                          : HostInterval::Kind::Issue;
@@ -410,9 +412,36 @@ class Engine {
     return std::visit([&](const auto& ins) { return issue(ins, i); }, p_.instructions[i]);
   }
 
+  // The CUDA driver's launch queue per stream is bounded: once about a thousand commands are
+  // pending on a stream, the next launch blocks the host until the oldest completes (a stream
+  // "will block when I launch lots of kernels (more than 1000) ... each stream can launch 1000
+  // kernel asynchrony", NVIDIA developer forums t/68937 and stackoverflow 53970187, 2018;
+  // OneFlow synchronizes its streams to stay below 1,024 kernels per stream, beyond which "this
+  // stream's calls become blocking", Oneflow-Inc/oneflow#890; CUDA_SCALE_LAUNCH_QUEUES=4x
+  // enlarges the queues, meta-pytorch/tritonbench#779; cudaLimitDevRuntimePendingLaunchCount
+  // does not change it, that limit is the device runtime's). Every command pending on the
+  // stream (kernels, collectives, event records and waits) takes a slot; a kernel or
+  // collective launch is what blocks. The host then reaches its later allocations later,
+  // which moves the memory curve (issue 48).
+  static constexpr std::size_t kLaunchQueueDepth = 1024;
+
+  // True if the host must wait for the stream's queue: the host blocks on its oldest command
+  // and issues instruction i again once it has completed.
+  bool launch_queue_full(StreamId s) {
+    const auto& q = streams_[s.index()];
+    if (q.size() < kLaunchQueueDepth) return false;
+    blocked_on_ = q.front();
+    blocked_has_source_ = false;
+    blocked_retry_ = true;
+    blocked_since_ = now_;
+    return true;
+  }
+
   // One per instruction kind: what the host does when it reaches instruction i. Each returns
   // false if the host blocks there.
   bool issue(const Launch& l, std::size_t i) {
+    if (launch_queue_full(l.stream)) return false;
+    if (l.kernel.cls == KernelClass::Gemm) cublas_workspace(l.stream);
     Op& op = new_op(OpType::Kernel, l.stream, i);
     op.solo = kernel_times_.kernel_time(l.kernel);
     op.sm_bound = !is_memory_bound(l.kernel.cls);
@@ -425,6 +454,7 @@ class Engine {
   }
 
   bool issue(const Collective& c, std::size_t i) {
+    if (launch_queue_full(c.stream)) return false;
     Op& op = new_op(OpType::Collective, c.stream, i);
     const CommDecl& comm = p_.comms[c.comm.index()];
     op.comm = c.comm;
@@ -474,6 +504,25 @@ class Engine {
     sample_memory(now_);
     if (!deferred) alloc_log_.push_back(AllocEvent{true, a.buffer, a.bytes, a.stream, timeline_.memory.size() - 1});
     return true;
+  }
+
+  // PyTorch's cuBLAS workspace: getCurrentCUDABlasHandle keys a workspace by (handle, stream)
+  // and takes it from the caching allocator at the handle's first GEMM on the stream
+  // (aten/src/ATen/cuda/CublasHandlePool.cpp, getNewWorkspace), and keeps it. Handles are per
+  // thread: the forward's GEMMs run on the Python thread's handle, the backward's on the autograd
+  // engine's device thread's, so a stream that runs GEMMs in both holds two. (cuBLASLt shares
+  // the cuBLAS workspace in current PyTorch, TORCH_CUBLASLT_UNIFIED_WORKSPACE.) Allocated
+  // outside the program's buffers, never freed; the steady-state replay keeps them.
+  void cublas_workspace(StreamId s) {
+    const Bytes ws = hw_.outside_allocator.cublas_workspace;
+    if (ws.count == 0) return;
+    const std::size_t handle = phase_ == Phase::Backward ? 1 : 0;
+    auto key = std::make_pair(s.index(), handle);
+    if (std::find(workspaces_.begin(), workspaces_.end(), key) != workspaces_.end()) return;
+    workspaces_.push_back(key);
+    allocator_.malloc(BufferId{static_cast<std::uint32_t>(p_.buffer_count + workspaces_.size() - 1)}, ws, s);
+    live_[static_cast<std::size_t>(MemCategory::Other)] += ws;
+    sample_memory(now_);
   }
 
   // The first step() creates torch.optim's state (_init_group), after the step's backward freed
@@ -819,6 +868,13 @@ class Engine {
       push_host(std::move(blocked), why);
       if (variation_) host_drift_ = drift_[idx].end;  // the host resumes where that op left this rank
       blocked_on_.reset();
+      if (blocked_retry_) {
+        // A full launch queue: the launch itself is issued now (its CPU cost was paid).
+        blocked_retry_ = false;
+        retrying_ = true;
+        schedule_host(Time::zero());
+        return;
+      }
       ++pc_;
       // The host resumes now; the next instruction's CPU cost starts counting here.
       if (pc_ < p_.instructions.size()) schedule_host(host_cost(pc_));
@@ -908,6 +964,7 @@ class Engine {
 
   std::string sync_reason(std::size_t i) const {
     if (const auto* h = std::get_if<HostSync>(&p_.instructions[i])) return h->reason;
+    if (blocked_retry_) return "launch queue full (" + std::to_string(kLaunchQueueDepth) + " pending): " + describe(p_, i);
     return describe(p_, i);
   }
 
@@ -1048,11 +1105,12 @@ class Engine {
   // communicator lazily, at its first collective, and each holds NCCL's buffers. Counted before
   // the step runs (the allocator's device limit needs them), and only when the profile puts
   // NCCL buffers outside the allocator: otherwise the count changes nothing.
+  // A communicator of one rank has no peer to connect: no buffers.
   static std::size_t communicators_used(const Program& p, const HardwareProfile& hw) {
-    if (hw.outside_allocator.nccl_per_communicator.count == 0) return 0;
+    if (hw.outside_allocator.nccl_per_communicator.count == 0 && hw.outside_allocator.nccl_channels == 0) return 0;
     std::vector<char> used(p.comms.size(), 0);
     for (const auto& in : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&in)) used[c->comm.index()] = 1;
+      if (const auto* c = std::get_if<Collective>(&in)) used[c->comm.index()] = p.comms[c->comm.index()].ranks > 1;
     return static_cast<std::size_t>(std::count(used.begin(), used.end(), 1));
   }
 
@@ -1110,10 +1168,13 @@ class Engine {
   CachingAllocator allocator_;
   std::vector<AllocEvent> alloc_log_;
   std::vector<std::size_t> lazy_;  // Alloc::lazy instructions the allocator has not met yet
+  std::vector<std::pair<std::size_t, std::size_t>> workspaces_;  // (stream, handle) with a cuBLAS workspace
   std::array<Bytes, kMemCategoryCount> live_{};
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;
   std::optional<std::size_t> blocked_on_;
+  bool blocked_retry_ = false;  // blocked_on_ is a full launch queue: instruction pc_ is issued again
+  bool retrying_ = false;       // run_host is issuing that instruction again
   Time blocked_since_;
   Time host_done_at_;
   bool variation_ = false;  // the profile's rank_variation is set

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/non_pytorch_part.hpp"
 #include "sim/core/text_pool.hpp"
 #include "sim/core/units.hpp"
 #include "sim/program/program.hpp"
@@ -127,6 +128,7 @@ struct Timeline {
   Time end;                             // last op on any stream or host
   Bytes capacity;                       // device memory, 0 if unknown
   Bytes non_pytorch;                    // device memory outside the caching allocator (CUDA context, NCCL, ...)
+  std::vector<NonPytorchPart> non_pytorch_parts;  // what non_pytorch is made of (simulated timelines)
   // The caching allocator's cudaMalloc retries (num_alloc_retries: its cache flushed) in a
   // steady step, and its OOMs (num_ooms) in the first step or the steady one, whichever has
   // more; 0 when measured.

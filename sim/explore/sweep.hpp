@@ -146,6 +146,10 @@ class SweepSummary {
   // `objective`: the requested one; empty: chosen from the points when asked (see objective()).
   explicit SweepSummary(std::vector<std::string> columns, int top = 5, std::optional<Objective> objective = std::nullopt);
   void add(const SweepPointBrief& p, const std::string& status);
+  // The step-time error of the validated sources closest to the sweep's base (noise.hpp): a
+  // best point within it of the first is marked as a tie in the text table.
+  void set_noise_pct(double pct) { noise_pct_ = pct; }
+  double noise_pct() const { return noise_pct_; }
   std::uint64_t total() const { return total_; }
   std::uint64_t ok() const { return ok_; }
   std::uint64_t feasible() const { return feasible_; }
@@ -183,6 +187,7 @@ class SweepSummary {
   // Per objective (kObjectives order): every objective is kept while streaming, so the default
   // can be chosen from all the points at the end.
   std::vector<SweepPointBrief> best_[kObjectiveCount];    // sorted, at most top_
+  double noise_pct_ = 0;
   std::vector<SweepPointBrief> pareto_[kObjectiveCount];  // best objective first, strictly decreasing memory
   std::vector<AxisEffect> effects_;
   std::vector<SweepPointBrief> scatter_;

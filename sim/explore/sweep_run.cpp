@@ -13,10 +13,13 @@
 
 #include <fmt/format.h>
 
+#include "sim/explore/noise.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
 #include "sim/core/input_files.hpp"
+#include "sim/strategies/load_experiment.hpp"
+#include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
@@ -277,7 +280,14 @@ void SweepSummary::write_text(std::ostream& out) const {
   const auto best_points = best();
   if (best_points.empty()) out << "  (none)\n";
   else out << head;
-  for (const auto& p : best_points) out << line(p, "");
+  // A point whose objective is within the noise (the closest validated sources' step-time
+  // error) of the first's is not distinguishable from it: marked as a tie.
+  for (const auto& p : best_points) {
+    const SweepPointBrief& first = best_points.front();
+    const double a = objective_value(o, first.inputs()), b = objective_value(o, p.inputs());
+    const bool tie = &p != &first && noise_pct_ > 0 && a > 0 && std::abs(b - a) <= noise_pct_ / 100.0 * a;
+    out << line(p, tie ? fmt::format("  (tie with #{} within {:.1f} %)", first.index, noise_pct_) : "");
+  }
   out << fmt::format("\nPareto front ({} vs peak reserved memory):\n", objective_label(o));
   for (const auto& p : pareto()) out << line(p, p.constraints_ok ? "" : "  (violates constraints)");
   out << fmt::format("\nknobs by effect on mean {} (max - min over their values; best values first):\n", objective_label(o));
@@ -388,6 +398,13 @@ void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uin
 SweepSummary empty_sweep_summary(const SweepSpec& spec) {
   SweepSummary summary(spec.columns, spec.top, spec.objective);
   if (auto cap = constraint_memory_cap(spec.constraints)) summary.set_memory_cap(cap->first, cap->second);
+  // The noise of the base experiment's GPU and framework; a base that does not load has none
+  // (its points report their own errors).
+  try {
+    const Experiment base = experiment_from_json(spec.base, spec.base_sources, spec.profiles.get());
+    summary.set_noise_pct(noise_floor(base.cluster.profile.name, base.strategy->framework()).pct);
+  } catch (const InputError&) {
+  }
   return summary;
 }
 

@@ -245,6 +245,7 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   TuneResult res;
   Experiment base = experiment_from_json(doc, sources);
   res.framework = base.strategy->framework();
+  res.noise = noise_floor(base.cluster.profile.name, res.framework);
   res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
   res.knobs = tune_knobs(doc, sources);
   const auto& knobs = res.knobs;
@@ -272,6 +273,12 @@ TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::s
   return tune(doc, sources, opts);
 }
 
+double TuneResult::gain_pct() const {
+  if (!found || baseline.overlap.step_time.ns <= 0) return 0;
+  return 100.0 * static_cast<double>((baseline.overlap.step_time - best.overlap.step_time).ns) /
+         static_cast<double>(baseline.overlap.step_time.ns);
+}
+
 void write_tune_text(std::ostream& out, const TuneResult& r) {
   out << fmt::format("framework {}; memory cap {} (peak reserved); searched {} knobs by {} ({} configurations, {} invalid, {} over the cap)\n", r.framework,
                      format_bytes(r.memory_cap), r.knobs.size(), r.method, r.evaluated, r.invalid, r.over_cap);
@@ -294,11 +301,19 @@ void write_tune_text(std::ostream& out, const TuneResult& r) {
                        r.objective.objective == Objective::StepTime ? "fastest" : "highest-" + objective_label(r.objective.objective));
     return;
   }
+  const double gain = r.gain_pct();
+  if (r.noise.pct > 0) {
+    std::string from;
+    for (const auto& s : r.noise.sources) from += (from.empty() ? "" : ", ") + s;
+    const std::string noise = fmt::format("{:.1f} %: the step-time median |error| of the closest validated sources ({}; {})",
+                                          r.noise.pct, r.noise.closeness, from);
+    if (!r.beats_noise())
+      out << fmt::format("\nnothing beats the baseline by more than {}.\nThe best found is {:.1f}% faster, a tie within that error:\n",
+                         noise, gain);
+    else out << fmt::format("\nnoise: {}\n", noise);
+  }
   out << "\nconfig diff (JSON path: old -> new):\n";
   for (const auto& d : r.diff) out << fmt::format("  {}: {} -> {}\n", d.path, d.old_value.dump(), d.new_value.dump());
-  double gain = r.baseline.overlap.step_time.ns > 0
-                    ? 100.0 * static_cast<double>((r.baseline.overlap.step_time - r.best.overlap.step_time).ns) / static_cast<double>(r.baseline.overlap.step_time.ns)
-                    : 0.0;
   out << fmt::format("\npredicted: step {} -> {} ({:.1f}% faster, {:.3f}x), peak memory {} -> {}, reserved {} -> {}\n",
                      format_time(r.baseline.overlap.step_time), format_time(r.best.overlap.step_time), gain,
                      r.best.overlap.step_time.ns ? static_cast<double>(r.baseline.overlap.step_time.ns) / static_cast<double>(r.best.overlap.step_time.ns) : 1.0,
@@ -327,6 +342,8 @@ nlohmann::json tune_to_json(const TuneResult& r) {
     j["best"] = metrics_to_json(r.best);
     j["best_throughput"] = tp(r.best_throughput);
   }
+  j["noise"] = {{"pct", r.noise.pct}, {"sources", r.noise.sources}, {"closeness", r.noise.closeness}};
+  j["beats_noise"] = r.beats_noise();
   j["diff"] = nlohmann::json::array();
   for (const auto& d : r.diff) j["diff"].push_back({{"path", d.path}, {"old", d.old_value}, {"new", d.new_value}});
   return j;

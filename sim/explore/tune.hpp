@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/explore/noise.hpp"
 #include "sim/explore/sweep.hpp"
 
 namespace stepsim {
@@ -66,6 +67,11 @@ struct TuneResult {
   Metrics best;
   Throughput best_throughput;
   std::vector<TuneDiff> diff;  // empty when the baseline is already the best
+  // The step-time error of the validated sources closest to the run (noise.hpp): a best
+  // configuration faster by less than this is reported as no finding.
+  NoiseFloor noise;
+  double gain_pct() const;       // how much faster the best is than the baseline, %
+  bool beats_noise() const { return !diff.empty() && gain_pct() > noise.pct; }
 };
 
 // The knobs of the experiment in `doc` (a resolved experiment document).

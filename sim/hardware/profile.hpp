@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/core/non_pytorch_part.hpp"
 #include "sim/core/units.hpp"
 #include "sim/program/program.hpp"
 
@@ -321,15 +322,34 @@ struct HostProfile {
 
 // Device memory a training process holds outside PyTorch's caching allocator, so neither
 // torch.cuda.memory_allocated() nor memory_reserved() shows it, but it counts against the
-// capacity (issue 14; docs/memory.md): the CUDA context (driver, kernels' code, lazy-loaded
-// modules) and NCCL's buffers, which every communicator allocates with cudaMalloc/cuMem for
-// its channels and peers. Profile keys under "memory_outside_allocator", each with a source.
-// (cuBLAS's workspace is not here: PyTorch takes it from the caching allocator,
-// aten/src/ATen/cuda/CublasHandlePool.cpp getNewWorkspace, so it is part of reserved.)
+// capacity (issues 14 and 48; docs/memory.md): the CUDA context (driver, kernels' code,
+// lazy-loaded modules) and NCCL's buffers, which every communicator allocates with
+// cudaMalloc/cuMem for its channels and peers. Profile keys under "memory_outside_allocator",
+// each with a source. cuBLAS's workspaces are described here too although they are not outside:
+// PyTorch takes them from the caching allocator (aten/src/ATen/cuda/CublasHandlePool.cpp,
+// getNewWorkspace), so the engine allocates them there (reserved and allocated both count them).
 struct OutsideAllocatorMemory {
   Bytes cuda_context;
-  Bytes nccl_per_communicator;
+  Bytes nccl_per_communicator;  // measured; when set it replaces the channel model below
+  int nccl_channels = 0;        // NCCL's collective channels per communicator; 0: not modelled
+  Bytes cublas_workspace;       // one cuBLAS workspace (per handle and stream that runs GEMMs)
 };
+
+// NCCL's buffers per channel of a ring connection, one per protocol (NVIDIA/nccl src/init.cc
+// l.810-813 at 5067397c, v2.30.7; unchanged since the LL128 protocol came in 2.4):
+//   LL     = NCCL_LL_LINES_PER_THREAD (8) x NCCL_LL_MAX_NTHREADS (512) x NCCL_STEPS (8)
+//            x sizeof(union ncclLLFifoLine) (16)                      =   524,288 B
+//   LL128  = NCCL_LL128_ELEMS_PER_THREAD (120) x NCCL_LL128_MAX_NTHREADS (640) x NCCL_STEPS (8)
+//            x sizeof(uint64_t) (8)                                   = 4,915,200 B
+//   Simple = DEFAULT_BUFFSIZE (1 << 22, NCCL_BUFFSIZE)                = 4,194,304 B
+// (src/include/device.h l.26, 75, 97-98, 114-115). A ring keeps one receive connection per
+// channel with these buffers whatever the group size ("Ring uses a limited amount of memory as
+// it only has 2 connections regardless of the scale", NVIDIA/nccl#864).
+inline constexpr std::int64_t kNcclLlBuffSize = 8 * 512 * 8 * 16;
+inline constexpr std::int64_t kNcclLl128BuffSize = 120 * 640 * 8 * 8;
+inline constexpr std::int64_t kNcclSimpleBuffSize = std::int64_t{1} << 22;
+inline constexpr std::int64_t kNcclBuffersPerChannel = kNcclLlBuffSize + kNcclLl128BuffSize + kNcclSimpleBuffSize;
+
 
 struct HardwareProfile {
   std::string name;
@@ -347,10 +367,13 @@ struct HardwareProfile {
   nlohmann::json sources;     // JSON path of a number -> where it came from
   nlohmann::json provenance;  // how the profile was produced (commands, inputs, fit quality)
 
-  // Memory outside the caching allocator for a rank in `communicators` NCCL communicators.
+  // Memory outside the caching allocator for a rank in `communicators` NCCL communicators of
+  // more than one rank, by component (empty: none).
+  std::vector<NonPytorchPart> non_pytorch_parts(std::size_t communicators) const;
   Bytes non_pytorch_memory(std::size_t communicators) const {
-    return Bytes{outside_allocator.cuda_context.count +
-                 outside_allocator.nccl_per_communicator.count * static_cast<std::int64_t>(communicators)};
+    Bytes total;
+    for (const auto& p : non_pytorch_parts(communicators)) total += p.bytes;
+    return total;
   }
 };
 

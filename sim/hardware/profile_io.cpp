@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/format.hpp"
 #include "sim/core/json_reader.hpp"
 #include "sim/core/overloaded.hpp"
 #include "sim/hardware/compute_model.hpp"
@@ -449,8 +450,34 @@ static OutsideAllocatorMemory parse_outside_allocator(ObjectReader m, const Json
   };
   mib("cuda_context_MiB", out.cuda_context);
   mib("nccl_per_communicator_MiB", out.nccl_per_communicator);
+  mib("cublas_workspace_MiB", out.cublas_workspace);
+  if (m.has("nccl_channels")) {
+    if (m.has("nccl_per_communicator_MiB"))
+      m.fail("nccl_channels", "no nccl_per_communicator_MiB beside it (a measured size replaces the channel model)");
+    const std::string src = "memory_outside_allocator.nccl_channels";
+    if (!sources.is_object() || !sources.contains(src) || !sources[src].is_string())
+      m.fail("nccl_channels", fmt::format("a source for it: \"sources\": {{\"{}\": \"where the number came from\"}}", src));
+    out.nccl_channels = m.int_in("nccl_channels", 1, 64);
+  }
   m.finish();
   return out;
+}
+
+std::vector<NonPytorchPart> HardwareProfile::non_pytorch_parts(std::size_t communicators) const {
+  std::vector<NonPytorchPart> parts;
+  const OutsideAllocatorMemory& oa = outside_allocator;
+  if (oa.cuda_context.count > 0) parts.push_back({"CUDA context", "driver, kernels' code, lazily loaded modules", oa.cuda_context});
+  const auto n = static_cast<std::int64_t>(communicators);
+  if (oa.nccl_channels > 0 && n > 0) {
+    parts.push_back({"NCCL buffers",
+                     fmt::format("{} communicator{} x {} channels x {} (LL + LL128 + Simple)", n, n == 1 ? "" : "s", oa.nccl_channels,
+                                 format_bytes(Bytes{kNcclBuffersPerChannel})),
+                     Bytes{n * oa.nccl_channels * kNcclBuffersPerChannel}});
+  } else if (oa.nccl_per_communicator.count > 0 && n > 0) {
+    parts.push_back({"NCCL buffers", fmt::format("{} communicator{} x {} (measured)", n, n == 1 ? "" : "s", format_bytes(oa.nccl_per_communicator)),
+                     Bytes{n * oa.nccl_per_communicator.count}});
+  }
+  return parts;
 }
 
 HardwareProfile parse_profile(ObjectReader& r) {
@@ -629,10 +656,16 @@ Json profile_to_json(const HardwareProfile& p) {
     out["compute"]["clock"] = {{"boost_MHz", p.compute.clock.boost_mhz},
                                {"full_load_MHz", p.compute.clock.full_load_mhz},
                                {"power_limit_W", p.compute.clock.power_limit_w}};
-  if (p.outside_allocator.cuda_context.count > 0 || p.outside_allocator.nccl_per_communicator.count > 0)
-    out["memory_outside_allocator"] = {
-        {"cuda_context_MiB", static_cast<double>(p.outside_allocator.cuda_context.count) / (1024.0 * 1024.0)},
-        {"nccl_per_communicator_MiB", static_cast<double>(p.outside_allocator.nccl_per_communicator.count) / (1024.0 * 1024.0)}};
+  const OutsideAllocatorMemory& oa = p.outside_allocator;
+  if (oa.cuda_context.count > 0 || oa.nccl_per_communicator.count > 0 || oa.nccl_channels > 0 || oa.cublas_workspace.count > 0) {
+    auto mib = [](Bytes b) { return static_cast<double>(b.count) / (1024.0 * 1024.0); };
+    Json m = Json::object();
+    m["cuda_context_MiB"] = mib(oa.cuda_context);
+    if (oa.nccl_channels > 0) m["nccl_channels"] = oa.nccl_channels;
+    else m["nccl_per_communicator_MiB"] = mib(oa.nccl_per_communicator);
+    if (oa.cublas_workspace.count > 0) m["cublas_workspace_MiB"] = mib(oa.cublas_workspace);
+    out["memory_outside_allocator"] = m;
+  }
   if (p.rank_variation.enabled()) {
     Json cv = Json::object();
     for (int c = 0; c < kKernelClassCount; ++c)

@@ -510,7 +510,14 @@ const ConfigObject& outside_allocator() {
       "\"sources\": {\"memory_outside_allocator.KEY\": \"...\"}.",
       {
           number_in("cuda_context_MiB", 0, kMaxOutsideAllocatorMiB, 0, "The CUDA context (driver, kernels' code, modules) per process."),
-          number_in("nccl_per_communicator_MiB", 0, kMaxOutsideAllocatorMiB, 0, "NCCL's buffers per communicator a rank is in."),
+          number_in("nccl_per_communicator_MiB", 0, kMaxOutsideAllocatorMiB, 0,
+                    "NCCL's buffers per communicator a rank is in, measured (excludes nccl_channels)."),
+          {.name = "nccl_channels", .types = kInteger, .min = 1, .max = 64,
+           .doc = "NCCL's collective channels per communicator (the \"N coll channels\" of NCCL_DEBUG=INFO): the buffers are "
+                     "N x (LL + LL128 + Simple) = N x 9.19 MiB per communicator of more than one rank (docs/memory.md)."},
+          number_in("cublas_workspace_MiB", 0, kMaxOutsideAllocatorMiB, 0,
+                    "One cuBLAS workspace (PyTorch's default: 32 MiB on sm90, else 8.125 MiB); taken from the caching allocator "
+                    "by each cuBLAS handle that runs GEMMs on a stream: forward's and backward's (docs/memory.md)."),
       }};
   return o;
 }

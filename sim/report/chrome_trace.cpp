@@ -166,9 +166,16 @@ void write_flow_events(std::ostream& out, bool& first, const Timeline& t, const 
 
 void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string& title, const Program* program) {
   using nlohmann::json;
+  json outside = json::object();  // the memory outside PyTorch, by component (docs/memory.md)
+  for (const auto& p : t.non_pytorch_parts) outside[p.name] = p.bytes.count;
   out << "{\"displayTimeUnit\": \"ns\", \"stepsim\": "
-      << json{{"schema", kTraceSchema}, {"title", title}, {"device", t.device}, {"step_start_ns", t.start.ns},
-              {"step_end_ns", t.end.ns}, {"memory_capacity_bytes", t.capacity.count}}
+      << json{{"schema", kTraceSchema},
+              {"title", title},
+              {"device", t.device},
+              {"step_start_ns", t.start.ns},
+              {"step_end_ns", t.end.ns},
+              {"memory_capacity_bytes", t.capacity.count},
+              {"non_pytorch_breakdown", outside}}
              .dump()
       << ", \"traceEvents\": [";
   bool first = true;

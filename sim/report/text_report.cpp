@@ -8,6 +8,7 @@
 #include "sim/analysis/throughput.hpp"
 #include "sim/analysis/class_breakdown.hpp"
 #include "sim/hardware/collective_model.hpp"
+#include "sim/strategies/common.hpp"
 #include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
@@ -23,6 +24,7 @@ void write_run_description(std::ostream& out, const Experiment& e) {
                      e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
   out << fmt::format("  strategy: {}\n", e.strategy->effective_config().dump());
   if (w.options) out << fmt::format("  workload: {}\n", effective_workload(w).dump());
+  out << fmt::format("  training: {}\n", effective_training(e).dump());
   // An uncorrected microbenchmark GEMM table predicts GEMMs faster than a step runs them: say so.
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   if (!g.corrected) out << fmt::format("  note: GEMM rates: {}\n", g.text);
@@ -52,19 +54,6 @@ void write_time_table(std::ostream& out, const Experiment& e, const Metrics& m) 
     out << fmt::format("  {:<22}{:>14}\n", "tokens/s per GPU", fmt::format("{:.0f}", tp.tokens_per_s_per_gpu));
     if (tp.mfu_pct > 0) out << fmt::format("  {:<22}{:>13.1f}%   (HFU {:.1f}%)\n", "MFU", tp.mfu_pct, tp.hfu_pct);
   }
-}
-
-// The peak (allocated and reserved), what it is made of, and what persists after the step.
-void write_memory_lines(std::ostream& out, const Metrics& m) {
-  out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
-                     m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), memory_verdict(m)) : "");
-  for (const auto& [cat, b] : m.peak_breakdown)
-    if (b.count > 0) out << fmt::format("    {:<24}{:>12}\n", cat, format_bytes(b));
-  out << fmt::format("  persistent (end of step) {}\n", format_bytes(m.persistent_memory));
-  if (m.peak_reserved.count > 0)
-    out << fmt::format("  peak reserved {} (caching allocator) + {} outside PyTorch = {}{}\n", format_bytes(m.peak_reserved),
-                       format_bytes(m.non_pytorch), format_bytes(m.peak_reserved + m.non_pytorch),
-                       m.capacity.count ? fmt::format(" of {}", format_bytes(m.capacity)) : "");
 }
 
 // Collectives: totals per kind, and the most exposed ones with their unit labels.
@@ -103,6 +92,26 @@ void write_collective_tables(std::ostream& out, const Timeline& t) {
 }
 
 }  // namespace
+
+// The peak (allocated and reserved), what it is made of, and what persists after the step.
+void write_memory_lines(std::ostream& out, const Metrics& m) {
+  out << fmt::format("\n  peak memory {} at {} ({}){}\n", format_bytes(m.peak_memory), format_time(m.peak_time), m.peak_phase,
+                     m.capacity.count ? fmt::format(" of {}: {}", format_bytes(m.capacity), memory_verdict(m)) : "");
+  for (const auto& [cat, b] : m.peak_breakdown)
+    if (b.count > 0) out << fmt::format("    {:<24}{:>12}\n", cat, format_bytes(b));
+  out << fmt::format("  persistent (end of step) {}\n", format_bytes(m.persistent_memory));
+  if (m.peak_reserved.count > 0)
+    out << fmt::format("  peak reserved {} (caching allocator) + {} outside PyTorch = {}{}\n", format_bytes(m.peak_reserved),
+                       format_bytes(m.non_pytorch), format_bytes(m.peak_reserved + m.non_pytorch),
+                       m.capacity.count ? fmt::format(" of {}", format_bytes(m.capacity)) : "");
+  for (const auto& p : m.non_pytorch_parts)
+    out << fmt::format("    {:<24}{:>12}   {}\n", p.name, format_bytes(p.bytes), p.detail);
+  if (m.capacity.count) {
+    const Bytes h = m.headroom();
+    out << fmt::format("  headroom {}{}\n", h.count < 0 ? "-" + format_bytes(Bytes{-h.count}) : format_bytes(h),
+                       " (capacity - peak reserved - outside PyTorch)");
+  }
+}
 
 void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r) {
   const Metrics& m = r.metrics;

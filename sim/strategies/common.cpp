@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/format.hpp"
+#include "sim/strategies/strategy.hpp"
 
 namespace stepsim {
 
@@ -406,6 +407,29 @@ OptimizerImpl deepspeed_optimizer_impl(const Experiment& e) { return e.training.
 bool loop_clips_grad_norm(const Experiment& e) {
   if (e.training.clip_grad_norm) return e.training.clip_grad_norm->has_value();
   return e.workload.options && e.workload.options->impl == Implementation::Torchtitan;
+}
+
+nlohmann::json effective_training(const Experiment& e) {
+  const TrainingConfig& t = e.training;
+  const bool zero = e.strategy && e.strategy->framework() == "zero";
+  nlohmann::json out = nlohmann::json::object();
+  out["grad_accum"] = t.grad_accum;
+  if (!zero) out["no_sync"] = t.no_sync;
+  out["optimizer"] = t.optimizer == Optimizer::SGD ? "sgd" : t.optimizer == Optimizer::None ? "none" : "adamw";
+  if (t.optimizer != Optimizer::None) {
+    out["optimizer_impl"] = to_string(zero ? deepspeed_optimizer_impl(e) : loop_optimizer_impl(e));
+    out["master_dtype"] = to_string(t.master_dtype);
+  }
+  if (!zero) {
+    if (loop_clips_grad_norm(e)) out["clip_grad_norm"] = t.clip_grad_norm ? **t.clip_grad_norm : 1.0;
+    else out["clip_grad_norm"] = nullptr;
+  }
+  out["allocator"] = {{"expandable_segments", t.allocator.expandable_segments},
+                      {"max_split_size_mb", t.allocator.max_split_size ? nlohmann::json(t.allocator.max_split_size->count / (1024 * 1024))
+                                                                          : nlohmann::json(nullptr)}};
+  if (t.torch_version) out["torch_version"] = t.torch_version->text();
+  else out["torch_version"] = zero ? "from deepspeed_version" : kDefaultTorchRelease.text();
+  return out;
 }
 
 void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c) {

@@ -194,6 +194,12 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
 // train.py always calls clip_grad_norm_; the others do not by default).
 bool loop_clips_grad_norm(const Experiment& e);
 
+// Every training knob as it applies, defaults resolved (the `training` line of the text report,
+// beside `strategy` and `workload`; issue 48): grad_accum, no_sync (DDP/FSDP only: ZeRO
+// accumulates its own way), optimizer, optimizer_impl, master_dtype, clip_grad_norm (the loop's;
+// DeepSpeed's gradient_clipping is the strategy's), allocator, torch_version.
+nlohmann::json effective_training(const Experiment& e);
+
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
 // momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);

@@ -125,3 +125,29 @@ TEST_CASE("The training loop's measured host time wraps the step: before the for
   e.cluster.profile.host.step_start = e.cluster.profile.host.step_end = Time::zero();
   CHECK(build_step_program(e).instructions.size() == e.strategy->build(e).instructions.size());
 }
+
+TEST_CASE("With gradient accumulation a phase is the sum of its intervals over the micro-batches, as a profiler shows it",
+          "[metrics]") {
+  // Two micro-batches then the optimizer: F [0,10) B [10,30) F [30,40) B [40,60) O [60,65),
+  // step end 70 ms. Forward = 10 + 10 = 20 ms, backward = 20 + 20 = 40 ms, optimizer = 5 + the
+  // 5 ms tail = 10 ms. Measured from the first forward to the last forward op, forward would be
+  // 40 ms (the first backward inside it).
+  Timeline t;
+  t.start = Time::zero();
+  t.end = Time::from_ms(70);
+  auto kernel = [](Phase ph, int start_ms, int end_ms) {
+    TimelineOp k;
+    k.kind = TimelineOp::Kind::Kernel;
+    k.phase = ph;
+    k.start = Time::from_ms(start_ms);
+    k.end = Time::from_ms(end_ms);
+    return k;
+  };
+  t.ops = {kernel(Phase::Forward, 0, 10),   kernel(Phase::Backward, 10, 30), kernel(Phase::Forward, 30, 40),
+           kernel(Phase::Backward, 40, 60), kernel(Phase::Optimizer, 60, 65)};
+  Metrics m = compute_metrics(t);
+  CHECK(m.forward == Time::from_ms(20));
+  CHECK(m.backward == Time::from_ms(40));
+  CHECK(m.optimizer == Time::from_ms(10));
+  CHECK(m.forward + m.backward + m.optimizer == m.overlap.step_time);
+}

@@ -188,3 +188,26 @@ TEST_CASE("merging refuses shards of different sweeps", "[sweep]") {
   REQUIRE(!sum.best().empty());
   CHECK(sum.best().front().index == 1);  // the fastest point (4 ns)
 }
+
+TEST_CASE("The sweep table marks a best point within the noise of the first as a tie", "[sweep]") {
+  // Three points of 100, 102 and 110 ms under a 3.4 % noise: 102 ms is within 3.4 ms of the
+  // first, a tie; 110 ms is not.
+  SweepSummary sum(std::vector<std::string>{});
+  sum.set_noise_pct(3.4);
+  for (int k = 0; k < 3; ++k) {
+    SweepPointBrief p;
+    p.index = static_cast<std::uint64_t>(k);
+    p.step_time = Time::from_ms(k == 0 ? 100 : k == 1 ? 102 : 110);
+    p.peak_memory = Bytes{1000};
+    p.tokens_per_step = 1000;
+    p.constraints_ok = true;
+    sum.add(p, "ok");
+  }
+  std::ostringstream out;
+  sum.write_text(out);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("(tie with #0 within 3.4 %)"));
+  const auto line_of = [&](const std::string& head) { return text.substr(text.find(head), text.find('\n', text.find(head)) - text.find(head)); };
+  CHECK_THAT(line_of("#1 "), Catch::Contains("tie"));
+  CHECK_THAT(line_of("#2 "), !Catch::Contains("tie"));
+}

@@ -4,6 +4,10 @@
 #include "sim/explore/tune.hpp"
 #include "sim/core/error.hpp"
 
+#include <fstream>
+#include <map>
+#include <sstream>
+
 using namespace stepsim;
 
 namespace {
@@ -94,4 +98,46 @@ TEST_CASE("tune searches micro-batch against grad accumulation at a fixed global
   REQUIRE(mb->settings.size() == 3);
   for (const auto& s : mb->settings) CHECK(s[0].second.get<int>() * s[1].second.get<int>() == 4);
   CHECK(std::any_of(knobs.begin(), knobs.end(), [](const TuneKnob& k) { return k.name == "workload.activation_checkpointing"; }));
+  // tune tries torchtitan's selective op checkpointing (op_sac) beside Megatron's selective.
+  for (const auto& k : knobs)
+    if (k.name == "workload.activation_checkpointing")
+      CHECK(std::any_of(k.settings.begin(), k.settings.end(), [](const KnobSetting& s) { return s[0].second == "op_sac"; }));
+}
+
+TEST_CASE("The noise tune ranks against is the step-time error of the validated sources closest to the run", "[tune]") {
+  // H100 + FSDP2: torchtitan's two sources run FSDP2 on H100 profiles (score 3); the noise is
+  // the larger of their step-time median |error| in validation/baseline.json.
+  std::ifstream in(kRoot + "/validation/baseline.json");
+  const nlohmann::json baseline = nlohmann::json::parse(in);
+  std::map<std::string, double> err;
+  for (const auto& s : baseline["summaries"])
+    if (s["metric"] == "step_time") err[s["source"]] = s["median_abs"].get<double>();
+  NoiseFloor h = noise_floor("configs/hardware/h100-sxm-8x.json", "fsdp2");
+  CHECK(h.closeness == "same GPU class and framework");
+  CHECK(h.sources == std::vector<std::string>{"torchtitan-h100-202412", "torchtitan-pr165"});
+  CHECK(h.pct == std::max(err["torchtitan-h100-202412"], err["torchtitan-pr165"]));
+  // A100 + FSDP1: llm-foundry's A100 tables only (li-plus is Ampere too, but ZeRO).
+  NoiseFloor a = noise_floor("configs/hardware/a100-sxm-8x.json", "fsdp1");
+  CHECK(a.sources == std::vector<std::string>{"llm-foundry-a100"});
+  CHECK(a.pct == err["llm-foundry-a100"]);
+  // The toy profile is no GPU: nothing is said.
+  CHECK(noise_floor("configs/hardware/toy-ideal.json", "ddp").pct == 0);
+}
+
+TEST_CASE("tune says nothing beats the baseline when its best gain is below the noise", "[tune]") {
+  TuneResult r;
+  r.found = true;
+  r.baseline.overlap.step_time = Time::from_ms(1000);
+  r.best.overlap.step_time = Time::from_ms(999);  // 0.1 % faster
+  r.diff.push_back(TuneDiff{"/strategy/x", 1, 2});
+  r.noise = NoiseFloor{3.4, {"llm-foundry-a100"}, "same GPU class and framework"};
+  std::ostringstream out;
+  write_tune_text(out, r);
+  CHECK_THAT(out.str(), Catch::Contains("nothing beats the baseline by more than 3.4 %"));
+  CHECK_FALSE(r.beats_noise());
+  r.best.overlap.step_time = Time::from_ms(900);  // 10 % faster: a finding
+  std::ostringstream found;
+  write_tune_text(found, r);
+  CHECK_THAT(found.str(), !Catch::Contains("nothing beats"));
+  CHECK(r.beats_noise());
 }

@@ -485,6 +485,73 @@ TEST_CASE("Memory outside the allocator comes from the profile, each number with
   CHECK_THROWS_AS(profile_from(negative), InputError);
 }
 
+TEST_CASE("NCCL's buffers are channels x (LL + LL128 + Simple) per communicator of more than one rank; fits counts them",
+          "[allocator][profile]") {
+  nlohmann::json doc = {{"name", "p"},
+                        {"memory_capacity_GiB", 80},
+                        {"compute", {{"peak_tflops", {{"bf16", 1000}}}, {"hbm_bandwidth_GBps", 3000}}},
+                        {"collectives", {{"intra_node", {{"model", "ring"}, {"busbw_GBps", 100}}}}},
+                        {"memory_outside_allocator", {{"cuda_context_MiB", 400}, {"nccl_channels", 24}}},
+                        {"sources",
+                         {{"memory_outside_allocator.cuda_context_MiB", "pytorch#109888"},
+                          {"memory_outside_allocator.nccl_channels", "NCCL_DEBUG=INFO"}}}};
+  HardwareProfile p = profile_from(doc);
+  // Per channel: LL 8 x 512 x 8 x 16 = 524,288 B, LL128 120 x 640 x 8 x 8 = 4,915,200 B,
+  // Simple 4 MiB = 4,194,304 B: 9,633,792 B (9.19 MiB). Two communicators x 24 channels = 462,422,016 B.
+  CHECK(kNcclBuffersPerChannel == 9'633'792);
+  CHECK(p.non_pytorch_memory(2).count == 400 * MiB + 2 * 24 * 9'633'792);
+  auto parts = p.non_pytorch_parts(2);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[1].name == "NCCL buffers");
+  // A measured size and the channel model cannot both be given.
+  nlohmann::json both = doc;
+  both["memory_outside_allocator"]["nccl_per_communicator_MiB"] = 100;
+  both["sources"]["memory_outside_allocator.nccl_per_communicator_MiB"] = "run";
+  CHECK_THROWS_WITH(profile_from(both), Catch::Contains("/memory_outside_allocator/nccl_channels"));
+
+  // The engine counts the communicators with a collective and more than one rank: a 1-rank
+  // group has no peer to connect. 80 GiB less 400 MiB less 24 x 9,633,792 B leaves 79.39 GiB
+  // for the allocator: an 79.5 GiB buffer does not fit, a 79 GiB one does, with its headroom.
+  auto program = [](Bytes buffer) {
+    ProgramBuilder c;
+    auto world = c.comm("world", 8, 1);
+    auto solo = c.comm("solo", 1, 1);
+    c.collective(world, StreamId{0}, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR");
+    c.collective(solo, StreamId{0}, CollectiveKind::AllReduce, Bytes{1000}, Dtype::BF16, "AR solo");
+    c.alloc("x", buffer, MemCategory::Activations, StreamId{0});
+    return c.take();
+  };
+  const std::int64_t GiB = 1024 * MiB;
+  Metrics small = compute_metrics(simulate_program(program(Bytes{79 * GiB}), p));
+  CHECK(small.non_pytorch.count == 400 * MiB + 24 * 9'633'792);
+  CHECK(small.fits);
+  CHECK(small.headroom().count == 80 * GiB - 79 * GiB - 400 * MiB - 24 * 9'633'792);
+  Metrics large = compute_metrics(simulate_program(program(Bytes{79 * GiB + GiB / 2}), p));
+  CHECK_FALSE(large.fits);
+  CHECK(large.headroom().count < 0);
+}
+
+TEST_CASE("A stream's GEMMs take PyTorch's cuBLAS workspace from the caching allocator: one per handle, forward's and backward's",
+          "[allocator][engine]") {
+  HardwareProfile hw = stepsim::test::ideal_profile();
+  hw.outside_allocator.cublas_workspace = Bytes{32 * MiB};
+  Kernel gemm;
+  gemm.name = "mm";
+  gemm.cls = KernelClass::Gemm;
+  gemm.work.fixed = Time::from_ms(1);
+  ProgramBuilder b;
+  b.mark("forward", Phase::Forward);
+  b.launch(StreamId{0}, gemm);
+  b.launch(StreamId{0}, gemm);  // the same handle and stream: no second workspace
+  b.mark("backward", Phase::Backward);
+  b.launch(StreamId{0}, gemm);
+  Metrics m = compute_metrics(simulate_program(b.take(), hw));
+  // Two 32 MiB workspaces (a request >= 10 MiB gets a segment of its own, rounded to 2 MiB).
+  CHECK(m.peak_memory.count == 64 * MiB);
+  CHECK(m.peak_reserved.count == 64 * MiB);
+  CHECK(m.non_pytorch.count == 0);  // they are PyTorch's, not outside it
+}
+
 TEST_CASE("record_stream frees keyed on their last op: released when the last recorded stream passes, in issue order", "[engine][allocator]") {
   ProgramBuilder b;
   auto s1 = b.stream("s1");

@@ -247,3 +247,22 @@ TEST_CASE("describe() names every kind of instruction, its numbers and its strea
   CHECK(describe(p, 7) == "Record event 0 on #7");
   CHECK(describe(p, 8) == "end of program");
 }
+
+TEST_CASE("The host blocks once 1024 commands are pending on a stream and allocates later for it", "[engine]") {
+  // 2,000 kernels of 1 ms on one stream, issued at no CPU cost, then an allocation. Without a
+  // bound the host issues everything at 0 ms. With the driver's queue of 1,024, launch k
+  // (0-based) waits for kernel k - 1024 to end, at (k - 1023) ms: the last, k = 1999, is issued
+  // at 976 ms, and so is the allocation after it.
+  ProgramBuilder b;
+  for (int k = 0; k < 2000; ++k) b.launch(StreamId{0}, fixed_kernel("k" + std::to_string(k), Time::from_ms(1)));
+  b.alloc("after", Bytes{1000}, MemCategory::Other, StreamId{0});
+  Timeline t = simulate_program(b.take(), ideal_profile());
+  CHECK(op_named(t, "k1023").issue == Time::zero());
+  CHECK(op_named(t, "k1024").issue == Time::from_ms(1));
+  CHECK(op_named(t, "k1999").issue == Time::from_ms(976));
+  CHECK(t.memory.back().time == Time::from_ms(976));
+  CHECK(t.end == Time::from_ms(2000));
+  bool blocked = false;
+  for (const auto& h : t.host) blocked = blocked || (h.kind == HostInterval::Kind::Blocked && h.name.view().find("launch queue full") != std::string_view::npos);
+  CHECK(blocked);
+}

@@ -49,13 +49,16 @@ TEST_CASE("DDP persistent memory: fp32 params + buckets + Adam = 16 bytes/param;
   // zero_grad(set_to_none) after the step, so the end-of-step level is 16 * params.
   Experiment e = ddp_experiment(R"({"framework": "ddp"})");
   SimulationResult r = run_experiment(e);
-  CHECK(r.metrics.persistent_memory == Bytes{16 * e.workload.numel()});
+  // Plus PyTorch's two cuBLAS workspaces (the forward's and the backward's handle), taken from
+  // the caching allocator at their first GEMM and kept (docs/memory.md).
+  const Bytes workspaces{2 * e.cluster.profile.outside_allocator.cublas_workspace.count};
+  CHECK(r.metrics.persistent_memory == Bytes{16 * e.workload.numel()} + workspaces);
   // During backward the .grad tensors exist too: peak >= 20 bytes/param.
   CHECK(r.metrics.peak_memory >= Bytes{20 * e.workload.numel()});
 
   Experiment v = ddp_experiment(R"({"framework": "ddp", "gradient_as_bucket_view": true})");
   SimulationResult rv = run_experiment(v);
-  CHECK(rv.metrics.persistent_memory == Bytes{16 * v.workload.numel()});
+  CHECK(rv.metrics.persistent_memory == Bytes{16 * v.workload.numel()} + workspaces);
   CHECK(rv.metrics.peak_memory < r.metrics.peak_memory);
 }
 

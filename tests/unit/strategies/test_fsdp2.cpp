@@ -101,8 +101,10 @@ TEST_CASE("FSDP2 persistent memory of llama2-7b at N = 8 is 16 Psi / N (table M5
   CHECK(live[MemCategory::Gradients] == 4 * psi / 8);
   CHECK(live[MemCategory::OptimizerState] == 8 * psi / 8);
   CHECK(live[MemCategory::Parameters] + live[MemCategory::Gradients] + live[MemCategory::OptimizerState] == 13476831232);
-  // After zero_grad(set_to_none=True) the step ends holding shards + Adam states: 12 Psi / N.
-  CHECK(r.metrics.persistent_memory.count == 12 * psi / 8);
+  // After zero_grad(set_to_none=True) the step ends holding shards + Adam states: 12 Psi / N,
+  // plus PyTorch's two cuBLAS workspaces (the forward's and the backward's handle), taken from
+  // the caching allocator at their first GEMM and kept (docs/memory.md).
+  CHECK(r.metrics.persistent_memory.count == 12 * psi / 8 + 2 * e.cluster.profile.outside_allocator.cublas_workspace.count);
   CHECK(r.metrics.peak_memory.count > 13476831232);
 }
 

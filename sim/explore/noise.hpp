@@ -1,0 +1,33 @@
+#pragma once
+// How far apart two predictions must be before stepsim can rank them (issue 48): the step-time
+// error of the validated sources closest to the run. A gain below it is noise, not a finding.
+//
+// The rule: each source of the validation suite (validation/suite.json) is scored against the
+// run by its cases' experiments: 2 when one of them runs on the run's GPU class (the first
+// letter of the profile's name, "h100-sxm-8x", or of its file name: a = Ampere A100/A800,
+// h = Hopper H100/H800/H200, b = Blackwell), plus
+// 1 when one of them uses the run's framework (ddp, fsdp1, fsdp2, zero). The sources with the
+// highest score are the closest; the noise is the largest of their step-time median |error| in
+// validation/baseline.json (the committed summary of `stepsim validate`). No source scores:
+// the suite's overall median. A profile without a GPU class (toy-ideal) or no suite found (neither in the working directory nor the data
+// directory): no noise is known and nothing is said.
+
+#include <string>
+#include <vector>
+
+namespace stepsim {
+
+struct NoiseFloor {
+  double pct = 0;                    // 0: unknown
+  std::vector<std::string> sources;  // the closest sources it comes from
+  std::string closeness;             // "same GPU class and framework", "same GPU class", ...
+};
+
+// `profile` the profile's name (or its file), `framework` the strategy's.
+NoiseFloor noise_floor(const std::string& profile, const std::string& framework);
+
+// The GPU class of a profile name or path ("h100-sxm-8x", "configs/hardware/a800-sxm-8x.json"
+// -> "h", "a"): a letter followed by a digit; "" if none (toy-ideal).
+std::string gpu_class(const std::string& profile);
+
+}  // namespace stepsim
