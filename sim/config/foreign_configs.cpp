@@ -362,6 +362,7 @@ class DeepSpeedTranslation {
     reduction_dtypes();
     zero_optimization();
     training_loop();
+    implementation();
   }
 
  private:
@@ -397,6 +398,18 @@ class DeepSpeedTranslation {
     if (!w.is_object() || w.contains("training_loop") || w.contains("toy")) return;  // a toy has no loop
     w["training_loop"] = "hf_trainer";
     sources_.file_of_prefix["/workload/training_loop"] = ds_file_;
+  }
+  // A model from a Hugging Face config.json that DeepSpeed trains is the transformers model
+  // (modeling_llama.py and kin), not torchtitan's: DeepSpeed wraps the module it is given, and
+  // the HF Trainer, Accelerate and DeepSpeed-Chat all give it AutoModelForCausalLM's. An
+  // implementation the experiment states wins.
+  void implementation() {
+    Json& w = doc_["workload"];
+    if (!w.is_object() || w.contains("implementation") || !w.contains("model") || !w["model"].is_object() ||
+        !w["model"].contains("hf_config"))
+      return;
+    w["implementation"] = "hf";
+    sources_.file_of_prefix["/workload/implementation"] = ds_file_;
   }
   static bool contains_auto(const Json& v) {
     if (is_auto(v)) return true;
@@ -548,8 +561,14 @@ class DeepSpeedTranslation {
   // The zero strategy's key of the same name (its table checks the value).
   void zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) {
     if (is_auto(v)) {
-      // The HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize),
-      // for the keys the declaration says take it.
+      // The HF Trainer's "auto", for the keys the declaration says take it: transformers
+      // src/transformers/integrations/deepspeed.py (02348331),
+      // HfTrainerDeepSpeedConfig.trainer_config_finalize l.222-246 takes model.config.hidden_size
+      // and fills reduce_bucket_size = hidden^2 (l.236), stage3_prefetch_bucket_size =
+      // 0.9 hidden^2 (l.239-242; DeepSpeed's field is an int, runtime/zero/config.py, so the
+      // fraction is dropped) and stage3_param_persistence_threshold = 10 hidden (l.243-246);
+      // fill_match (l.104-128) replaces only an "auto". The batch keys come from the trainer's
+      // arguments (trainer_config_process l.139-156), here the experiment's (batch() above).
       const std::int64_t hidden = hidden_size_of(doc_, sources_);
       if (k.key.choices.empty()) r_.fail(path, v, "a number (\"auto\" is resolved only for the buckets and persistence threshold)");
       if (hidden <= 0) r_.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset, model dimensions or an hf_config)");
