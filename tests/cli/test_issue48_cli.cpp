@@ -72,3 +72,25 @@ TEST_CASE("FSDP1 mixed_precision takes PyTorch's MixedPrecision names, the old o
   expect_input_error("simulate " + kFsdp1 + " --set 'strategy.mixed_precision={\"param_dtype\":\"bf16\",\"param\":\"fp32\"}'",
                      {"/strategy/mixed_precision/param", "either param_dtype or its alias param"});
 }
+
+TEST_CASE("explain puts what would move the step first: knob moves, then hardware what-ifs; repeated reasons grouped (issue 48 item 8)",
+          "[cli][issue48]") {
+  std::string out;
+  REQUIRE(run_capture(kBin + " explain " + kFsdp1, out) == 0);
+  INFO(out);
+  const auto move = out.find("what would move the step"), knob = out.find("strategy.sharding: \"full_shard\" -> \"hybrid_shard\""),
+             hw = out.find("2x link bandwidth"), path = out.find("critical path,");
+  REQUIRE(move != std::string::npos);
+  REQUIRE(knob != std::string::npos);
+  REQUIRE(hw != std::string::npos);
+  CHECK(move < knob);
+  CHECK(knob < hw);
+  CHECK(hw < path);
+  const auto j = nlohmann::json::parse([&] {
+    std::string o;
+    run_capture(kBin + " explain " + kFsdp1 + " --json", o);
+    return o;
+  }());
+  REQUIRE(!j["knob_moves"].empty());
+  CHECK(j["knob_moves"][0]["speedup"].get<double>() > 1);
+}
