@@ -11,4 +11,18 @@ namespace stepsim {
 
 void write_text_report(std::ostream& out, const Experiment& e, const SimulationResult& r);
 
+// The collectives of a step as both reports show them: totals per kind and communicator
+// ("all_gather on fsdp"), and the most exposed ones (at most five, exposed > 0).
+struct CollectiveTotals {
+  std::string kind;  // "<kind> on <comm>"
+  int count = 0;
+  Bytes bytes;
+  Time time, exposed;
+};
+struct CollectiveSummary {
+  std::vector<CollectiveTotals> by_kind;  // by name
+  std::vector<std::pair<const TimelineOp*, Time>> most_exposed;  // op, exposed
+};
+CollectiveSummary collective_summary(const Timeline& t);
+
 }  // namespace stepsim
