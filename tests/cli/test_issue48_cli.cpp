@@ -2,6 +2,10 @@
 // frameworks expects, and the scope table the errors point to.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -93,4 +97,43 @@ TEST_CASE("explain puts what would move the step first: knob moves, then hardwar
   }());
   REQUIRE(!j["knob_moves"].empty());
   CHECK(j["knob_moves"][0]["speedup"].get<double>() > 1);
+}
+
+TEST_CASE("Each input stepsim does not model is refused with an error naming the README's table (issue 48 item 10)", "[cli][issue48]") {
+  // The table exists under the anchor the errors name.
+  std::ifstream readme(kSrc + "/README.md");
+  std::stringstream text;
+  text << readme.rdbuf();
+  REQUIRE(text.str().find("\n## What is not modelled\n") != std::string::npos);
+  const fs::path dir = scratch_dir("not-modelled");
+  const std::string table = "README.md#what-is-not-modelled";
+  const std::string fsdp2 = kSrc + "/configs/examples/llama3-8b-fsdp2-8xh100.json";
+  // Tensor / pipeline parallelism: another framework, a mesh dimension, DeepSpeed's keys.
+  expect_input_error("simulate " + fsdp2 + " --set strategy.framework=megatron", {"/strategy/framework", table});
+  expect_input_error("simulate " + fsdp2 + " --set 'strategy.mesh={\"replicate\":1,\"shard\":4,\"tp\":2}'", {"/strategy/mesh/tp", table});
+  auto ds = [&](const std::string& name, const std::string& body) {
+    write_text(dir / (name + ".ds.json"), body);
+    return write_text(dir / (name + ".json"), R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "micro_batch": 1},
+      "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": ")" + name + R"(.ds.json"}})");
+  };
+  expect_input_error("simulate " + ds("tp", R"({"zero_optimization": {"stage": 1}, "tensor_parallel": {"autotp_size": 2}})"),
+                     {"/tensor_parallel", table});
+  // Offload, ZeRO++, MiCS.
+  expect_input_error("simulate " + ds("off", R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}}})"),
+                     {"/zero_optimization/offload_param", table});
+  expect_input_error("simulate " + ds("zpp", R"({"zero_optimization": {"stage": 3, "zero_quantized_weights": true}})"),
+                     {"/zero_optimization/zero_quantized_weights", table});
+  // Mixture of experts, sliding windows, a head dimension of its own.
+  write_text(dir / "mixtral.json", R"({"model_type": "mixtral", "hidden_size": 4096, "num_hidden_layers": 32,
+    "num_attention_heads": 32, "num_local_experts": 8, "vocab_size": 32000, "intermediate_size": 14336})");
+  write_text(dir / "mistral.json", R"({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 32000, "intermediate_size": 14336, "sliding_window": 4096})");
+  auto hf = [&](const std::string& name, const std::string& config) {
+    return write_text(dir / (name + ".exp.json"), R"({"workload": {"model": {"hf_config": ")" + config + R"("}, "seq_len": 8192, "micro_batch": 1},
+      "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
+  };
+  expect_input_error("simulate " + hf("moe", "mixtral.json"), {"mixtral.json", "/model_type", table});
+  expect_input_error("simulate " + hf("swa", "mistral.json"), {"mistral.json", "/sliding_window", table});
+  // LoRA: no key reads it; a key that names it says where the list is.
+  expect_input_error("simulate " + fsdp2 + " --set workload.lora_r=16", {"/workload/lora_r", table});
 }
