@@ -17,6 +17,15 @@ and just before the output block:
 
     <!-- tolerance: 1% -->       numbers may differ by this relative amount (default: exactly)
 
+Prose that quotes checked output is checked too. An HTML comment `<!-- numbers: quoted -->` on
+the line before a paragraph says that every number followed by a unit in it (ms, s, us, ns, GiB,
+MiB, GB, %, tokens/s) is one of the numbers the output blocks above it in the file print,
+as the prose rounds it (within one unit of its last digit: "332.7 ms" for 332.743, "24 ms" for
+24.303; a time may be quoted in another time unit), or, when the word after it is "faster",
+"slower", "less", "more", "lower" or "higher", the difference of two numbers that those blocks
+print with the same unit ("15.5 ms faster" for 340.103 ms - 324.566 ms). Since the blocks are
+checked against the commands, a quoted number that drifts from the output fails.
+
 A command may continue over several lines (each but the last ending in `\`). An old-style
 example line `$ stepsim ...` (never run, so its output goes stale unnoticed) is an error unless
 its block is marked `<!-- skip: REASON -->`.
@@ -169,6 +178,68 @@ def matches(expected, actual, tol):
     return rec(0, 0)
 
 
+QUOTED = re.compile(r"^<!--\s*numbers\s*:\s*quoted\s*-->\s*$")
+UNIT = r"(ms|s|us|µs|ns|GiB|MiB|GB|%|tokens/s)"
+PROSE_NUMBER = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?" + UNIT + r"(?![\w/])(?:[\s,;:)]+(\w+))?")
+BLOCK_NUMBER = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s?" + UNIT + r"(?![\w/]))?")
+TIME_NS = {"s": 1e9, "ms": 1e6, "us": 1e3, "µs": 1e3, "ns": 1}
+DIFFERENCE_WORDS = {"faster", "slower", "less", "more", "lower", "higher"}
+
+
+def quoted_number_errors(paragraph, block_lines):
+    """The numbers with a unit in `paragraph` that the output lines `block_lines` do not print
+    (rounded as the prose shows them, or as a difference; see the module docstring)."""
+    plain, by_unit = [], {}
+    for line in block_lines:
+        for m in BLOCK_NUMBER.finditer(line):
+            v = float(m.group(1))
+            plain.append(v)
+            if m.group(2):
+                by_unit.setdefault(m.group(2), []).append(v)
+    errors = []
+    for m in PROSE_NUMBER.finditer(paragraph):
+        text, unit, word = m.group(1).replace(",", ""), m.group(2), (m.group(3) or "").lower()
+        value = float(text)
+        step = 10 ** -(len(text.split(".")[1]) if "." in text else 0)
+        candidates = list(plain)
+        if unit in TIME_NS:  # a block number in another time unit, converted to the prose's
+            for u, vs in by_unit.items():
+                if u in TIME_NS and u != unit:
+                    candidates += [v * TIME_NS[u] / TIME_NS[unit] for v in vs]
+        if any(abs(value - c) < step for c in candidates):
+            continue
+        if word in DIFFERENCE_WORDS:
+            same = by_unit.get(unit, [])
+            if any(abs(value - abs(a - b)) < step for i, a in enumerate(same) for b in same[i + 1:]):
+                continue
+        errors.append(f"{m.group(1)} {unit}")
+    return errors
+
+
+def check_quoted_prose(path, lines, all_blocks):
+    """(paragraphs checked, failures) for the paragraphs marked `<!-- numbers: quoted -->`."""
+    checked = failures = 0
+    for i, line in enumerate(lines):
+        if not QUOTED.match(line):
+            continue
+        checked += 1
+        j = i + 1
+        while j < len(lines) and lines[j].strip():
+            j += 1
+        paragraph = " ".join(lines[i + 1:j])
+        above = [l for (start, end, lang, body, _) in all_blocks if end < i and lang in ("", "text") for l in body]
+        if not paragraph.strip():
+            failures += 1
+            print(f"{path}:{i + 1}: <!-- numbers: quoted --> is not followed by a paragraph")
+            continue
+        errors = quoted_number_errors(paragraph, above)
+        if errors:
+            failures += 1
+            print(f"{path}:{i + 2}: the paragraph quotes {', '.join(errors)}, which no output block above prints "
+                  f"(rounded as written, or as a difference before 'faster'/'slower'/...)")
+    return checked, failures
+
+
 def check_file(path, build, update):
     private = tempfile.mkdtemp(prefix="stepsim-docs-")
     try:
@@ -187,6 +258,9 @@ def check_file_in(path, build, update, private):
         failures += 1
         print(f"{path}:{i + 1}: `$ stepsim` example line is never run: write it as a ```sh block followed by its "
               f"output block (or mark the block <!-- skip: REASON -->)\n  {lines[i].strip()}")
+    quoted, quoted_failures = check_quoted_prose(path, lines, all_blocks)
+    ran += quoted
+    failures += quoted_failures
     for k, (start, end, lang, body, directives) in enumerate(all_blocks):
         if lang != "sh" or "skip" in directives:
             continue

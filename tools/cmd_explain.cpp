@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/analysis/critical_path.hpp"
+#include "sim/explore/tune.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/report/html_report.hpp"
 #include "sim/report/text_report.hpp"
@@ -19,7 +20,7 @@ int explain(const Args& args) {
   std::vector<std::string> sets;
   opts.add_options()("experiment", po::value(&exp_file)->required(), "experiment JSON")(
       "set", po::value(&sets)->composing(), "override a config value: path=value (repeatable)")(
-      "json", "print the explanation as JSON")("verbose,v", "list every step of the critical path, not only the grouped lines")("no-sensitivities", "skip the three re-simulations")(
+      "json", "print the explanation as JSON")("verbose,v", "list every step of the critical path, not only the grouped lines")("no-sensitivities", "skip the re-simulations (knob moves and hardware what-ifs)")(
       "report", po::value(&report_file), "write a self-contained HTML report with the critical path outlined");
   po::positional_options_description pos;
   pos.add("experiment", 1);
@@ -28,6 +29,14 @@ int explain(const Args& args) {
   Experiment e = load_experiment(exp_file, sets);
   SimulationResult r = run_experiment(e);
   Explanation x = explain_experiment(e, r, !vm.count("no-sensitivities"));
+  if (!vm.count("no-sensitivities")) {
+    // The knobs tune searches, one at a time from this configuration (sim/explore/tune.hpp).
+    SourceMap sources;
+    nlohmann::json doc = load_with_includes(exp_file, sources);
+    for (const auto& s : sets) apply_override(doc, s, &sources);
+    for (const auto& m : single_knob_moves(doc, sources, r.metrics.overlap.step_time))
+      x.knob_moves.push_back({m.what, m.metrics.overlap.step_time, m.speedup});
+  }
   if (!report_file.empty()) {
     OutputFile out = open_output(report_file, "HTML report");
     write_simulation_html(out.stream(), e, r, &x);

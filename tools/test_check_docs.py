@@ -55,6 +55,25 @@ class CheckDocs(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("docs: 2 passed, 0 failed", out)
 
+    def test_quoted_prose_numbers(self):
+        # The C1 seed case's step time and compute (a checked block); a marked paragraph quotes them.
+        block = (f"{FENCE}sh\nstepsim simulate configs/examples/seed/c1-ddp-buckets.json | grep -E '^  step time|^  compute .* ms'\n{FENCE}\n\n"
+                 f"{FENCE}text\n  step time                  56.000 ms   100.0%\n  compute                    50.000 ms    89.3%\n{FENCE}\n\n")
+        code, out = check(block + "<!-- numbers: quoted -->\nThe step takes 56.0 ms, of which compute is 89 %.\n")
+        self.assertEqual(code, 0, out)
+        # A difference of two numbers the block prints with the same unit, before "faster"/"less"/...
+        code, out = check(block + "<!-- numbers: quoted -->\nCompute is 6 ms less than the step, and 0.056 s in all.\n")
+        self.assertEqual(code, 0, out)
+        # A number that drifted from the block fails, naming it; so does a difference without its word.
+        code, out = check(block + "<!-- numbers: quoted -->\nThe step takes 57.2 ms.\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("the paragraph quotes 57.2 ms, which no output block above prints", out)
+        code, out = check(block + "<!-- numbers: quoted -->\nThe gap is 6 ms.\n")
+        self.assertEqual(code, 1, out)
+        # An unmarked paragraph is not checked.
+        code, out = check(block + "The step takes 57.2 ms.\n")
+        self.assertEqual(code, 0, out)
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:

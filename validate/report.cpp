@@ -421,6 +421,37 @@ void write_axes(std::ostream& s, Metric m, const ScatterAxes& a) {
 }
 
 // One predicted-vs-measured scatter: points per source, the y = x line and the +-10 % band.
+}  // namespace
+
+// The band as the plot's square [lo, hi]^2 (axis units, both axes) clipped to the two
+// half-planes 0.9 x <= y <= 1.1 x (x measured, y predicted: |predicted / measured - 1| <= 10 %),
+// by Sutherland-Hodgman. Its edges lie on the frame or on y = 0.9 x, y = 1.1 x: straight on
+// linear and on log axes alike, so the vertices mapped through the axis are the band drawn.
+std::vector<std::pair<double, double>> band_polygon(double lo, double hi) {
+  std::vector<std::pair<double, double>> poly{{lo, lo}, {hi, lo}, {hi, hi}, {lo, hi}};
+  // Keeps the side where f(x, y) >= 0 of the line f = 0 (f linear: y - k x or k x - y).
+  auto clip = [&](double sign, double k) {
+    auto f = [&](const std::pair<double, double>& p) { return sign * (k * p.first - p.second); };
+    std::vector<std::pair<double, double>> out;
+    for (std::size_t i = 0; i < poly.size(); ++i) {
+      const auto& p = poly[i];
+      const auto& q = poly[(i + 1) % poly.size()];
+      const double fp = f(p), fq = f(q);
+      if (fp >= 0) out.push_back(p);
+      if ((fp >= 0) != (fq >= 0)) {
+        const double t = fp / (fp - fq);
+        out.push_back({p.first + t * (q.first - p.first), p.second + t * (q.second - p.second)});
+      }
+    }
+    poly = std::move(out);
+  };
+  clip(+1, 1.1);  // y <= 1.1 x
+  clip(-1, 0.9);  // y >= 0.9 x
+  return poly;
+}
+
+namespace {
+
 std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string>& sources) {
   std::vector<const Row*> rows;
   for (const auto& row : r.rows)
@@ -434,8 +465,9 @@ std::string scatter_svg(const Report& r, Metric m, const std::vector<std::string
   s << fmt::format("<g transform=\"translate({},{})\">", kScatterLeft, 10);
   s << fmt::format("<rect width=\"{0}\" height=\"{0}\" fill=\"#fafafa\" stroke=\"#999\"/>", P);
   // +-10 % band and y = x.
-  s << fmt::format("<polygon fill=\"#e6f0e6\" points=\"{},{} {},{} {},{} {},{}\"/>", a.pos(lo), a.y(lo * 1.1),
-                   a.pos(hi / 1.1), a.y(hi), a.pos(hi), a.y(hi * 0.9), a.pos(lo / 0.9 > hi ? hi : lo / 0.9), a.y(lo));
+  s << "<polygon class=\"band\" fill=\"#e6f0e6\" points=\"";
+  for (const auto& [x, y] : band_polygon(lo, hi)) s << fmt::format("{:.2f},{:.2f} ", a.pos(x), a.y(y));
+  s << "\"/>";
   s << fmt::format("<line x1=\"0\" y1=\"{}\" x2=\"{}\" y2=\"0\" stroke=\"#555\" stroke-dasharray=\"4 3\"/>", P, P);
   for (const Row* row : rows) {
     std::size_t k = std::find(sources.begin(), sources.end(), row->source) - sources.begin();

@@ -258,5 +258,8 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
 nlohmann::json report_to_json(const Report& r);
 std::string report_to_text(const Report& r);
 std::string report_to_html(const Report& r);
+// The scatter plots' +-10 % band in axis units: the square [lo, hi]^2 (x measured, y predicted)
+// clipped to 0.9 x <= y <= 1.1 x; empty when the band misses the square.
+std::vector<std::pair<double, double>> band_polygon(double lo, double hi);
 
 }  // namespace stepsim::validate

@@ -143,14 +143,29 @@ void add_exposure(const Timeline& t, Explanation& x) {
   }
 }
 
+}  // namespace
+
+std::string group_reasons(const std::vector<std::string>& reasons) {
+  std::vector<std::pair<std::string, int>> counted;
+  for (const auto& r : reasons) {
+    auto it = std::find_if(counted.begin(), counted.end(), [&](const auto& c) { return c.first == r; });
+    if (it == counted.end()) counted.emplace_back(r, 1);
+    else ++it->second;
+  }
+  std::string out;
+  for (const auto& [r, n] : counted) out += (out.empty() ? "" : "; ") + r + (n > 1 ? fmt::format(" (x{})", n) : "");
+  return out;
+}
+
+namespace {
+
 // What bounds the step, in words, from the path time per category.
 std::string bound_of(const Explanation& x) {
   Time total{};
   for (const auto& [k, v] : x.path_time) total += v;
   auto share = [&](Time v) { return total.ns > 0 ? 100.0 * static_cast<double>(v.ns) / static_cast<double>(total.ns) : 0.0; };
   if (x.path_time.empty()) return "nothing (empty step)";
-  std::string limiter;
-  for (const auto& r : x.host_syncs_on_path) limiter += (limiter.empty() ? "" : "; ") + r;
+  const std::string limiter = group_reasons(x.host_syncs_on_path);
   const auto& [k0, v0] = x.path_time[0];
   std::string bound = fmt::format("{} ({:.0f}% of the critical path)", k0, share(v0));
   if (x.path_time.size() > 1 && share(x.path_time[1].second) >= 100.0 / 3) {

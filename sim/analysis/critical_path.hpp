@@ -62,7 +62,15 @@ struct Explanation {
   std::vector<CollectiveExposure> collectives;  // issue order
   std::map<std::string, Time> exposed_by_phase; // forward, backward, optimizer, setup
   std::vector<Sensitivity> sensitivities;
+  // What would move the step: one framework knob changed at a time (tune's knobs,
+  // sim/explore/tune.hpp single_knob_moves), re-simulated, only settings that fit the device,
+  // fastest first; shown before the hardware sensitivities. Empty without sensitivities.
+  std::vector<Sensitivity> knob_moves;
 };
+
+// Repeated reasons once each, in first-seen order, a repeat count after those seen more than
+// once: {"a", "b", "a"} -> "a (x2); b".
+std::string group_reasons(const std::vector<std::string>& reasons);
 
 // The part read from a simulated timeline's start records (no re-simulation).
 Explanation explain_timeline(const Program& program, const Timeline& timeline);

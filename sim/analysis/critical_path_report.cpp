@@ -250,16 +250,41 @@ nlohmann::json explanation_to_json(const Explanation& x) {
                                 {"duration_ns", c.duration.ns},
                                 {"exposed_ns", c.exposed.ns},
                                 {"on_critical_path", c.on_critical_path}});
+  j["knob_moves"] = nlohmann::json::array();
+  for (const auto& m : x.knob_moves)
+    j["knob_moves"].push_back({{"what", m.what}, {"step_time_ns", m.step_time.ns}, {"speedup", m.speedup}});
   j["sensitivities"] = nlohmann::json::array();
   for (const auto& s : x.sensitivities)
     j["sensitivities"].push_back({{"what", s.what}, {"step_time_ns", s.step_time.ns}, {"speedup", s.speedup}});
   return j;
 }
 
+namespace {
+
+// What would move the step, first: the framework knobs that speed it up (each alone, fitting
+// the device; the five best), then the hardware what-ifs.
+void write_what_would_move(std::ostream& out, const Explanation& x) {
+  if (x.sensitivities.empty() && x.knob_moves.empty()) return;
+  out << "what would move the step (re-simulated):\n";
+  int shown = 0;
+  for (const auto& m : x.knob_moves) {
+    if (m.speedup < 1.0005 || shown == 5) break;  // prints as x1.001 or more
+    if (shown++ == 0) out << "  one knob at a time (fits the device; fastest first):\n";
+    out << fmt::format("    {:<60}{:>14}   x{:.3f}\n", m.what, format_time(m.step_time), m.speedup);
+  }
+  if (shown == 0) out << "  no single knob of the framework or workload makes the step faster (and fits)\n";
+  out << "  hardware what-ifs:\n";
+  for (const auto& s : x.sensitivities) out << fmt::format("    {:<60}{:>14}   x{:.3f}\n", s.what, format_time(s.step_time), s.speedup);
+  out << "\n";
+}
+
+}  // namespace
+
 void write_explanation_text(std::ostream& out, const Explanation& x, bool verbose) {
   out << fmt::format("step time {}   (dependency graph: {} vertices, {} edges; longest duration chain {})\n",
                      format_time(x.step_time), x.vertices, x.edges, format_time(x.longest_chain));
   out << fmt::format("bound by: {}\n\n", x.bound);
+  write_what_would_move(out, x);
   out << fmt::format("critical path, {} steps in time order (repeats over units grouped; --verbose lists every step):\n", x.path.size());
   out << fmt::format("    {:>12}  {:>12}  {}\n", "start", "time", "steps");
   for (const auto& g : group_path(x)) {
@@ -291,11 +316,6 @@ void write_explanation_text(std::ostream& out, const Explanation& x, bool verbos
     }
   }
   if (shown == 0) out << "    (none: all communication is hidden behind compute)\n";
-  if (!x.sensitivities.empty()) {
-    out << "\nsensitivities (re-simulated):\n";
-    for (const auto& s : x.sensitivities)
-      out << fmt::format("    {:<22}{:>14}   x{:.3f}\n", s.what, format_time(s.step_time), s.speedup);
-  }
 }
 
 }  // namespace stepsim

@@ -196,6 +196,13 @@ static Workload parse_workload(ObjectReader w, std::optional<Release> torch_vers
   opts.checkpointing = ckpt;
   opts.torch_version = torch_version;
   parse_options(w, opts);
+  // A config.json model in an HF training loop (the Trainer, or a script's own loop over an HF
+  // model) is the transformers model, unless the experiment names another implementation. The
+  // DeepSpeed translation says the same for a config.json model under ZeRO (foreign_configs.cpp).
+  const bool from_hf_config = w.has("model") && w.raw("model").is_object() && w.raw("model").contains("hf_config");
+  if (from_hf_config && !w.has("implementation") && opts.loop &&
+      (*opts.loop == TrainingLoop::HfTrainer || *opts.loop == TrainingLoop::HfScript))
+    opts.impl = Implementation::Hf;
   w.finish();
   check_transformer_sizes(w, dims, mb, seq);
   return build_transformer(name, dims, mb, seq, dt, opts);

@@ -72,7 +72,7 @@ class HfReader {
   // what the declaration accepts.
   void check_neutral(const std::string& key) const {
     const ForeignKey& k = decl_.at(key);
-    if (present(key) && doc_[key] != *k.neutral) fail(key, k.accepts);
+    if (present(key) && doc_[key] != *k.neutral) fail(key, k.accepts + " (see " + kNotModelledTable + ")");
   }
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const {
     // An absent key (failing on its default) is named without a value.
@@ -145,11 +145,11 @@ ModelDims llama_like(const HfReader& r, const std::string& model_type, std::int6
   r.check_neutral("attention_bias");
   r.check_neutral("mlp_bias");
   if (r.present("head_dim") && r.positive("head_dim") * d.heads != d.hidden)
-    r.fail("head_dim", fmt::format("hidden_size / num_attention_heads = {} (a head dimension of its own is not modelled)",
-                                   d.hidden / d.heads));
+    r.fail("head_dim", fmt::format("hidden_size / num_attention_heads = {} ({})", d.hidden / d.heads,
+                                   not_modelled("a head dimension of its own")));
   if (std::optional<std::int64_t> window = sliding_window(r, model_type, d.layers); window && *window < seq_len)
-    r.fail("sliding_window", fmt::format("null or at least the sequence length {} (sliding-window attention over a "
-                                         "shorter window is not modelled){}", seq_len,
+    r.fail("sliding_window", fmt::format("null or at least the sequence length {} ({}){}", seq_len,
+                                         not_modelled("sliding-window attention over a shorter window"),
                                          r.present("sliding_window") ? "" : fmt::format("; the key is absent, so {}'s default {} applies",
                                                                                        model_type, *window)));
   return d;
@@ -163,7 +163,7 @@ ModelDims opt_dims(const HfReader& r) {
   // OPTLearnedPositionalEmbedding keeps 2 extra rows (its offset): 2048 -> 2050.
   d.max_positions = r.dim("max_positions") + 2;
   if (r.positive("word_embed_proj_dim", d.hidden) != d.hidden)
-    r.fail("word_embed_proj_dim", fmt::format("hidden_size ({}): OPT's input/output projections are not modelled", d.hidden));
+    r.fail("word_embed_proj_dim", fmt::format("hidden_size ({}): {}", d.hidden, not_modelled("OPT's input/output projections")));
   r.check_neutral("do_layer_norm_before");
   std::string act = r.string("activation_function", "relu");
   if (act != "relu" && act != "gelu") r.fail("activation_function", r.decl().at("activation_function").accepts);
@@ -199,7 +199,7 @@ ModelDims mpt_dims(const HfReader& r) {
   const Json& attn = r.raw("attn_config");
   if (attn.is_object() && attn.contains("alibi") && !attn["alibi"].is_boolean())
     r.fail("attn_config", "attn_config.alibi true or false");  // a type_error otherwise (issue 50, F4)
-  if (attn.is_object() && attn.value("alibi", false)) r.fail("attn_config", "attn_config.alibi false (ALiBi MPT is not modelled yet)");
+  if (attn.is_object() && attn.value("alibi", false)) r.fail("attn_config", "attn_config.alibi false (" + not_modelled("ALiBi MPT") + ")");
   return d;
 }
 
@@ -215,7 +215,9 @@ ModelDims dims_from_hf_config(const fs::path& file, std::string& model_name, std
   if (!family) {
     std::string all;
     for (const auto& t : foreign_keys::hf_model_types()) all += (all.empty() ? "" : ", ") + t;
-    throw_input_error(file.string(), "/model_type", type_value, "a model family stepsim models: " + all);
+    throw_input_error(file.string(), "/model_type", type_value,
+                      "a model family stepsim models: " + all + " (mixture-of-experts and other families: " +
+                          not_modelled("such a model") + ")");
   }
   HfReader r(doc, file.string(), *family);
   ModelDims d;
@@ -362,6 +364,7 @@ class DeepSpeedTranslation {
     reduction_dtypes();
     zero_optimization();
     training_loop();
+    implementation();
   }
 
  private:
@@ -378,7 +381,8 @@ class DeepSpeedTranslation {
       if (!k)
         r_.fail("/" + it.key(), it.value(),
                 "a DeepSpeed key stepsim translates or knows to leave the step unchanged (unsupported or unknown key; see "
-                "docs/configuration-foreign-keys.md)");
+                "docs/configuration-foreign-keys.md; tensor/pipeline parallelism and other features stepsim does not model: " +
+                    std::string(kNotModelledTable) + ")");
       // The checked top-level keys are objects (hybrid_engine, amp, activation_checkpointing):
       // anything else would pass their checks unread.
       if (k->use == ForeignKey::Use::Checked && !it.value().is_object() && !it.value().is_null())
@@ -397,6 +401,18 @@ class DeepSpeedTranslation {
     if (!w.is_object() || w.contains("training_loop") || w.contains("toy")) return;  // a toy has no loop
     w["training_loop"] = "hf_trainer";
     sources_.file_of_prefix["/workload/training_loop"] = ds_file_;
+  }
+  // A model from a Hugging Face config.json that DeepSpeed trains is the transformers model
+  // (modeling_llama.py and kin), not torchtitan's: DeepSpeed wraps the module it is given, and
+  // the HF Trainer, Accelerate and DeepSpeed-Chat all give it AutoModelForCausalLM's. An
+  // implementation the experiment states wins.
+  void implementation() {
+    Json& w = doc_["workload"];
+    if (!w.is_object() || w.contains("implementation") || !w.contains("model") || !w["model"].is_object() ||
+        !w["model"].contains("hf_config"))
+      return;
+    w["implementation"] = "hf";
+    sources_.file_of_prefix["/workload/implementation"] = ds_file_;
   }
   static bool contains_auto(const Json& v) {
     if (is_auto(v)) return true;
@@ -451,13 +467,14 @@ class DeepSpeedTranslation {
   void unmodelled_features() {
     for (const char* off : {"hybrid_engine", "amp"})
       if (has(off) && ds_[off].is_object() && ds_flag(ds_[off], std::string("/") + off, "enabled", false, r_))
-        r_.fail(std::string("/") + off + "/enabled", ds_[off]["enabled"], "false (not modelled)");
+        r_.fail(std::string("/") + off + "/enabled", ds_[off]["enabled"], "false (" + not_modelled(std::string("DeepSpeed's ") + off) + ")");
     if (!has("activation_checkpointing") || !ds_["activation_checkpointing"].is_object()) return;
     const Json& ac = ds_["activation_checkpointing"];
     if (ds_flag(ac, "/activation_checkpointing", "partition_activations", false, r_) ||
         ds_flag(ac, "/activation_checkpointing", "cpu_checkpointing", false, r_))
       r_.fail("/activation_checkpointing", ac,
-              "no partition_activations or cpu_checkpointing (set workload.activation_checkpointing instead)");
+              "no partition_activations or cpu_checkpointing (set workload.activation_checkpointing instead; " +
+                  not_modelled("partitioned or CPU activation checkpointing") + ")");
   }
 
   // The batch triangle (DeepSpeed runtime/config.py _set_batch_related_parameters).
@@ -548,8 +565,14 @@ class DeepSpeedTranslation {
   // The zero strategy's key of the same name (its table checks the value).
   void zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) {
     if (is_auto(v)) {
-      // The HF Trainer's "auto" (transformers integrations/deepspeed.py, trainer_config_finalize),
-      // for the keys the declaration says take it.
+      // The HF Trainer's "auto", for the keys the declaration says take it: transformers
+      // src/transformers/integrations/deepspeed.py (02348331),
+      // HfTrainerDeepSpeedConfig.trainer_config_finalize l.222-246 takes model.config.hidden_size
+      // and fills reduce_bucket_size = hidden^2 (l.236), stage3_prefetch_bucket_size =
+      // 0.9 hidden^2 (l.239-242; DeepSpeed's field is an int, runtime/zero/config.py, so the
+      // fraction is dropped) and stage3_param_persistence_threshold = 10 hidden (l.243-246);
+      // fill_match (l.104-128) replaces only an "auto". The batch keys come from the trainer's
+      // arguments (trainer_config_process l.139-156), here the experiment's (batch() above).
       const std::int64_t hidden = hidden_size_of(doc_, sources_);
       if (k.key.choices.empty()) r_.fail(path, v, "a number (\"auto\" is resolved only for the buckets and persistence threshold)");
       if (hidden <= 0) r_.fail(path, v, "a number (\"auto\" needs the model's hidden size: a preset, model dimensions or an hf_config)");
@@ -572,14 +595,14 @@ class DeepSpeedTranslation {
       const bool no_offload = v.is_null() || (v.is_object() && (!v.contains("device") ||
                                                                (v["device"].is_string() && v["device"] == "none")));
       if (!no_offload)
-        r_.fail(path, v, "no offload (device \"none\"): CPU/NVMe offload is not modelled");
+        r_.fail(path, v, "no offload (device \"none\"): " + not_modelled("CPU/NVMe offload"));
     } else if (k.neutral) {
       // One accepted value, of the declared type (an integral 1.0 is not 1; stepsim asks for the plain value).
       const bool typed = k.key.types == kBoolean ? v.is_boolean() : v.is_number_integer();
-      if (!typed || v != *k.neutral) r_.fail(path, v, fmt::format("{} (the other setting is not modelled)", k.accepts));
+      if (!typed || v != *k.neutral) r_.fail(path, v, fmt::format("{} ({})", k.accepts, not_modelled("the other setting")));
     } else {  // mics_shard_size: any integer up to the declared maximum (MiCS off)
       if (!v.is_number_integer() || static_cast<double>(v.get<std::int64_t>()) > *k.key.max)
-        r_.fail(path, v, fmt::format("{} (MiCS is not modelled)", k.accepts));
+        r_.fail(path, v, fmt::format("{} ({})", k.accepts, not_modelled("MiCS")));
     }
   }
 

@@ -15,6 +15,14 @@ class InputError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The README's table of what stepsim does not model; every error that refuses such an input
+// ends with not_modelled(), so the user finds the whole list before trying the next feature.
+inline constexpr const char* kNotModelledTable = "README.md#what-is-not-modelled";
+// "<what> is not modelled (see README.md#what-is-not-modelled)"
+inline std::string not_modelled(const std::string& what) {
+  return what + " is not modelled (see " + kNotModelledTable + ")";
+}
+
 // A schedule that can never finish (a wait on an event never recorded, a host sync that can
 // never be satisfied). The message names the instructions involved.
 class DeadlockError : public std::runtime_error {

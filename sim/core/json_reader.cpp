@@ -1,6 +1,7 @@
 #include "sim/core/json_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
 #include <fstream>
@@ -340,6 +341,24 @@ std::vector<std::pair<std::string, const Json*>> ObjectReader::raw_object_items(
   return out;
 }
 
+namespace {
+
+// Whether an unknown key names a feature of the README's not-modelled table (a "tp" mesh
+// dimension, "pipeline_parallel", "cpu_offload", "num_experts", "lora_r"...): its error then
+// points to the table, not only to the keys this object takes.
+bool names_unmodelled_feature(const std::string& key) {
+  std::string k;
+  for (char c : key) k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* exact : {"tp", "pp", "cp", "sp", "ep", "tensor", "pipeline", "context", "expert", "experts", "lora"})
+    if (k == exact) return true;
+  for (const char* part : {"tensor_parallel", "pipeline", "context_parallel", "sequence_parallel", "expert", "moe", "offload",
+                           "lora", "peft", "sliding_window", "tp_size", "pp_size", "cp_size"})
+    if (k.find(part) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
 void ObjectReader::finish() const {
   for (auto it = obj_->begin(); it != obj_->end(); ++it) {
     if (consumed_.count(it.key())) continue;
@@ -350,9 +369,12 @@ void ObjectReader::finish() const {
       const bool declared = decl_->find(it.key()) && !decl_->find(it.key())->reported_only;
       // A declared key left unread was not allowed here (e.g. a stage-3 key at stage 1 is read).
       throw_input_error(sources_.file_for(path_of(it.key())), path_of(it.key()), Json(Json::value_t::discarded),
-                        fmt::format("a known key ({}{}this object takes: {})",
+                        fmt::format("a known key ({}{}this object takes: {}){}",
                                     declared ? "not used in this configuration; " : "unknown key; ",
-                                    !declared && !near.empty() ? fmt::format("did you mean \"{}\"? ", near) : "", accepted));
+                                    !declared && !near.empty() ? fmt::format("did you mean \"{}\"? ", near) : "", accepted,
+                                    !declared && names_unmodelled_feature(it.key())
+                                        ? "; " + not_modelled("parallelism, offload, experts or adapters of that kind")
+                                        : ""));
     }
     std::string accepted;
     for (const auto& k : consumed_) accepted += (accepted.empty() ? "" : ", ") + k;

@@ -122,7 +122,10 @@ void SweepSummary::add(const SweepPointBrief& p, const std::string& status) {
       best.insert(std::lower_bound(best.begin(), best.end(), p, before), p);
       if (best.size() > top_) best.pop_back();
     }
-    // Pareto: drop p if some kept point is at least as good in both; else drop what p beats.
+    // Pareto, over the points that satisfy the constraints (a point over the memory cap is no
+    // trade-off a user can take): drop p if some kept point is at least as good in both; else
+    // drop what p beats.
+    if (!p.constraints_ok) continue;
     auto& front = pareto_[k];
     auto at_least_as_good = [o](const SweepPointBrief& a, const SweepPointBrief& b) {
       return !objective_better(o, b.inputs(), a.inputs()) && a.memory() <= b.memory();
@@ -288,8 +291,9 @@ void SweepSummary::write_text(std::ostream& out) const {
     const bool tie = &p != &first && noise_pct_ > 0 && a > 0 && std::abs(b - a) <= noise_pct_ / 100.0 * a;
     out << line(p, tie ? fmt::format("  (tie with #{} within {:.1f} %)", first.index, noise_pct_) : "");
   }
-  out << fmt::format("\nPareto front ({} vs peak reserved memory):\n", objective_label(o));
-  for (const auto& p : pareto()) out << line(p, p.constraints_ok ? "" : "  (violates constraints)");
+  out << fmt::format("\nPareto front ({} vs peak reserved memory, of the points that satisfy the constraints):\n", objective_label(o));
+  if (pareto().empty()) out << "  (none)\n";
+  for (const auto& p : pareto()) out << line(p, "");
   out << fmt::format("\nknobs by effect on mean {} (max - min over their values; best values first):\n", objective_label(o));
   for (const auto& e : effects()) {
     double r = e.range(o);

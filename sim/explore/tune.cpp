@@ -266,6 +266,38 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   return res;
 }
 
+std::vector<KnobMove> single_knob_moves(const nlohmann::json& doc, const SourceMap& sources, Time baseline, int jobs) {
+  TuneOptions opts;
+  opts.jobs = jobs;
+  TuneResult res;  // the evaluator's counters; no cap beyond the device check every sweep row makes
+  res.knobs = tune_knobs(doc, sources);
+  std::vector<std::vector<std::size_t>> combos;
+  for (std::size_t k = 0; k < res.knobs.size(); ++k)
+    for (std::size_t s = 1; s < res.knobs[k].settings.size(); ++s) {
+      combos.emplace_back(res.knobs.size(), 0);
+      combos.back()[k] = s;
+    }
+  if (combos.empty()) return {};
+  const ComboEvaluator evaluate{doc, sources, opts, res};
+  const std::vector<SweepRow> rows = evaluate(combos);
+  std::vector<KnobMove> moves;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i].status != "ok" || !rows[i].constraints_ok) continue;
+    const Time step = rows[i].metrics.overlap.step_time;
+    if (step.ns <= 0) continue;
+    std::size_t k = 0;
+    while (combos[i][k] == 0) ++k;
+    std::string what;
+    const KnobSetting& to = res.knobs[k].settings[combos[i][k]];
+    for (std::size_t p = 0; p < to.size(); ++p)
+      what += fmt::format("{}{}: {} -> {}", what.empty() ? "" : ", ", to[p].first, res.knobs[k].settings[0][p].second.dump(),
+                          to[p].second.dump());
+    moves.push_back({what, rows[i].metrics, static_cast<double>(baseline.ns) / static_cast<double>(step.ns)});
+  }
+  std::stable_sort(moves.begin(), moves.end(), [](const KnobMove& a, const KnobMove& b) { return a.speedup > b.speedup; });
+  return moves;
+}
+
 TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::string>& overrides, const TuneOptions& opts) {
   SourceMap sources;
   nlohmann::json doc = load_with_includes(file, sources);

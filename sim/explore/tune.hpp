@@ -83,6 +83,16 @@ TuneResult tune_file(const std::filesystem::path& file, const std::vector<std::s
 // "80GiB", "80 GB", "512MiB", "85899345920" (bytes). Throws InputError.
 Bytes parse_memory_size(const std::string& text);
 
+// What one knob moved alone does (explain's "what would move the step"): every other setting of
+// every tune knob, each from the experiment's own configuration, re-simulated; the settings that
+// run and fit the device (reserved + memory outside PyTorch <= capacity), fastest first.
+struct KnobMove {
+  std::string what;     // "strategy.stage: 2 -> 3"; several paths joined by ", "
+  Metrics metrics;
+  double speedup = 1;   // baseline step time / this step time
+};
+std::vector<KnobMove> single_knob_moves(const nlohmann::json& doc, const SourceMap& sources, Time baseline, int jobs = 0);
+
 void write_tune_text(std::ostream& out, const TuneResult& r);
 nlohmann::json tune_to_json(const TuneResult& r);
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/analysis/class_breakdown.hpp"
 #include "sim/analysis/throughput.hpp"
 #include "sim/core/error.hpp"
 #include "sim/report/text_report.hpp"
@@ -45,6 +46,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right} th{background:#f3f
 td.l,th.l{text-align:left} .bound{font-size:15px;background:#fff6e0;border-left:4px solid #f28e2b;padding:6px 10px}
 .legend span{display:inline-block;margin-right:14px;font-size:12px} .legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-2px}
 svg text{font-family:system-ui,sans-serif} th.sort{cursor:pointer} th.sort:hover{background:#e4e4e4}
+code{white-space:pre-wrap;overflow-wrap:anywhere;word-break:break-word} .scroll{overflow-x:auto;max-width:100%}
 </style>
 )";
 
@@ -268,9 +270,50 @@ void write_memory_section(std::ostream& out, const Timeline& t, const Metrics& m
   out << "</table>\n";
 }
 
+// The text report's per-class and collectives tables (text_report.cpp).
+void write_class_and_collective_tables(std::ostream& out, const SimulationResult& r) {
+  const Metrics& m = r.metrics;
+  const ClassBreakdown b = class_breakdown(r.timeline, m.overlap.comm_time, m.overlap.idle);
+  const Time step = m.overlap.step_time;
+  out << "<h2>Time by kernel class</h2>\n<table class=\"classes\"><tr><th class=\"l\">class</th><th>ms</th><th>% of step</th>"
+         "<th>kernels</th></tr>\n";
+  for (const auto& row : b.rows)
+    out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1f}</td><td>{}</td></tr>\n", html_escape(row.cls), ms(row.time),
+                       step.ns ? 100.0 * static_cast<double>(row.time.ns) / static_cast<double>(step.ns) : 0.0, row.kernels);
+  out << "</table>\n";
+  const CollectiveSummary c = collective_summary(r.timeline);
+  if (c.by_kind.empty()) return;
+  out << "<h2>Collectives</h2>\n<table class=\"collectives\"><tr><th class=\"l\">collectives</th><th>count</th><th>bytes</th>"
+         "<th>ms</th><th>exposed ms</th></tr>\n";
+  for (const auto& a : c.by_kind)
+    out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", html_escape(a.kind), a.count,
+                       format_bytes(a.bytes), ms(a.time), ms(a.exposed));
+  out << "</table>\n";
+  if (c.most_exposed.empty()) return;
+  out << "<table class=\"most-exposed\"><tr><th class=\"l\">most exposed</th><th>bytes</th><th>start ms</th><th>ms</th>"
+         "<th>exposed ms</th></tr>\n";
+  for (const auto& [op, exposed] : c.most_exposed)
+    out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", html_escape(op->name),
+                       format_bytes(op->bytes), ms(op->start), ms(op->duration()), ms(exposed));
+  out << "</table>\n";
+}
+
 // explain's sections: the critical path, exposed communication per phase and per collective,
 // and the re-simulated sensitivities.
 void write_explanation_sections(std::ostream& out, const Explanation& x) {
+  // What would move the step comes first: the knobs that speed it up, then the hardware what-ifs.
+  if (!x.sensitivities.empty() || !x.knob_moves.empty()) {
+    out << "<h2>What would move the step (re-simulated)</h2>\n<table><tr><th class=\"l\">what if</th><th>step ms</th><th>speedup</th></tr>\n";
+    int shown = 0;
+    for (const auto& m : x.knob_moves) {
+      if (m.speedup < 1.0005 || shown++ == 5) break;  // prints as 1.001x or more
+      out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.3f}x</td></tr>\n", html_escape(m.what), ms(m.step_time), m.speedup);
+    }
+    if (shown == 0) out << "<tr><td class=\"l\">no single knob makes the step faster (and fits)</td><td></td><td></td></tr>\n";
+    for (const auto& s : x.sensitivities)
+      out << fmt::format("<tr><td class=\"l\">{} (hardware)</td><td>{}</td><td>{:.3f}x</td></tr>\n", html_escape(s.what), ms(s.step_time), s.speedup);
+    out << "</table>\n";
+  }
   out << "<h2>Critical path</h2>\n<p>" << html_escape(summarize_path(x)) << "</p>\n<table><tr><th class=\"l\">category</th><th>ms</th></tr>\n";
   for (const auto& [k, v] : x.path_time) out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td></tr>\n", html_escape(k), ms(v));
   out << "</table>\n<h2>Exposed communication</h2>\n<table><tr><th class=\"l\">phase</th><th>exposed ms</th></tr>\n";
@@ -283,11 +326,6 @@ void write_explanation_sections(std::ostream& out, const Explanation& x) {
                        html_escape(c.name), html_escape(c.unit), html_escape(c.comm), to_string(c.phase), ms(c.duration), ms(c.exposed),
                        c.on_critical_path ? "yes" : "");
   out << "</table>\n";
-  if (x.sensitivities.empty()) return;
-  out << "<h2>Sensitivities (re-simulated)</h2>\n<table><tr><th class=\"l\">what if</th><th>step ms</th><th>speedup</th></tr>\n";
-  for (const auto& s : x.sensitivities)
-    out << fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{:.3f}x</td></tr>\n", html_escape(s.what), ms(s.step_time), s.speedup);
-  out << "</table>\n";
 }
 
 }  // namespace
@@ -298,6 +336,7 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
   write_throughput_table(out, e, r.metrics.overlap.step_time);
   write_timeline_section(out, r.timeline, x);
   write_memory_section(out, r.timeline, r.metrics);
+  write_class_and_collective_tables(out, r);
   if (x) write_explanation_sections(out, *x);
   out << "<p class=\"sub\">generated by stepsim; self-contained (no network).</p>\n</body></html>\n";
 }

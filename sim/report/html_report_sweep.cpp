@@ -73,6 +73,8 @@ std::string pareto_svg(const SweepSummary& s) {
       xmax = std::max(xmax, xv(p));
       ymax = std::max(ymax, p.memory().gib());
     }
+  const double cap_gib = s.memory_cap().gib();
+  ymax = std::max(ymax, cap_gib);
   xmax = nice_ceil(xmax * 1.05);
   ymax = nice_ceil(ymax * 1.05);
   auto X = [&](double v) { return left + v / xmax * (W - left - right); };
@@ -101,6 +103,12 @@ std::string pareto_svg(const SweepSummary& s) {
   for (const auto& p : front)
     o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"5\" fill=\"#e15759\"><title>Pareto {}</title></circle>\n", X(xv(p)),
                      Y(p.memory().gib()), tip(p));
+  if (cap_gib > 0) {  // the memory cap, as on the per-axis memory charts
+    o += fmt::format("<line class=\"cap\" x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#e15759\" stroke-dasharray=\"5,3\"/>",
+                     left, Y(cap_gib), W - right, Y(cap_gib));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#e15759\">cap {:.1f} GiB ({})</text>\n", W - right - 2,
+                     Y(cap_gib) - 3, cap_gib, html_escape(s.memory_cap_what()));
+  }
   o += "</svg>\n";
   return o;
 }
@@ -220,7 +228,8 @@ void write_sweep_page_head(std::ostream& out, const std::string& title) {
   out << "<style>body{font-family:system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:24px;color:#222}"
          "h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}"
          "h3{font-size:14px;margin:14px 0 4px}"
-         ".sub{color:#666;font-size:13px}table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}"
+         ".sub{color:#666;font-size:13px}table{border-collapse:collapse;font-size:13px}.scroll{overflow-x:auto;max-width:100%}"
+         "td.l{max-width:28em;overflow-wrap:anywhere}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}"
          "th{background:#f3f3f3}th.sort{cursor:pointer}th.sort:hover{background:#e4e4e4}td.l,th.l{text-align:left}"
          ".legend span{margin-right:14px;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px}"
          "</style></head><body>\n";
@@ -229,7 +238,9 @@ void write_sweep_page_head(std::ostream& out, const std::string& title) {
 // A table of points, one row each: the varied values, then the point's results.
 void write_point_table(std::ostream& out, const std::vector<std::string>& cols, const std::vector<SweepPointBrief>& points,
                        bool sortable) {
-  out << "<table" << (sortable ? " class=\"sortable\"" : "") << "><thead><tr><th>#</th>";
+  // In a scroll container: a table wider than the window (many axes) scrolls on its own
+  // instead of pushing the page's results off screen.
+  out << "<div class=\"scroll\"><table" << (sortable ? " class=\"sortable\"" : "") << "><thead><tr><th>#</th>";
   for (const auto& c : cols) out << "<th class=\"l\">" << html_escape(c) << "</th>";
   out << "<th>step ms</th><th>tokens/s</th><th>MFU %</th><th>reserved GiB</th><th>peak GiB</th><th class=\"l\">constraints</th></tr></thead><tbody>\n";
   for (const auto& p : points) {
@@ -238,7 +249,7 @@ void write_point_table(std::ostream& out, const std::vector<std::string>& cols, 
     out << fmt::format("<td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{:.3f}</td><td>{:.3f}</td><td class=\"l\">{}</td></tr>\n", p.step_time.ms(),
                        p.inputs().tokens_per_s(), p.mfu_pct, p.memory().gib(), p.peak_memory.gib(), p.constraints_ok ? "ok" : "violated");
   }
-  out << "</tbody></table>\n";
+  out << "</tbody></table></div>\n";
 }
 
 // Which knob moved the objective most: each axis' range of means, and its mean per value.
@@ -271,7 +282,8 @@ void write_sweep_html(std::ostream& out, const std::string& title, const SweepSu
   out << "<h2>Best configurations</h2>\n";
   write_point_table(out, cols, s.best(), false);
   out << "<h2>Pareto front: " << html_escape(objective_label(obj)) << " vs peak reserved memory</h2>\n<div class=\"legend\"><span><i style=\"background:#e15759\"></i>Pareto front</span>"
-         "<span><i style=\"background:#4e79a7\"></i>satisfies constraints</span><span><i style=\"background:#bbb\"></i>violates constraints</span></div>\n"
+         "<span><i style=\"background:#4e79a7\"></i>satisfies constraints</span><span><i style=\"background:#bbb\"></i>violates constraints</span>"
+         "<span>dashed: the memory cap; the front holds only points that satisfy the constraints</span></div>\n"
       << pareto_svg(s);
   write_point_table(out, cols, s.pareto(), false);
   out << "<h2>" << html_escape(objective_label(obj)) << " and memory per axis value</h2>\n";

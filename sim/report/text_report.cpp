@@ -58,40 +58,43 @@ void write_time_table(std::ostream& out, const Experiment& e, const Metrics& m) 
 
 // Collectives: totals per kind, and the most exposed ones with their unit labels.
 void write_collective_tables(std::ostream& out, const Timeline& t) {
+  const CollectiveSummary c = collective_summary(t);
+  if (c.by_kind.empty()) return;
+  out << fmt::format("\n  {:<34}{:>7}{:>12}{:>14}{:>14}\n", "collectives", "count", "bytes", "time", "exposed");
+  for (const auto& a : c.by_kind)
+    out << fmt::format("  {:<34}{:>7}{:>12}{:>14}{:>14}\n", a.kind, a.count, format_bytes(a.bytes), format_time(a.time),
+                       format_time(a.exposed));
+  out << "\n  most exposed collectives:\n";
+  for (const auto& [op, exposed] : c.most_exposed)
+    out << fmt::format("    {:<30} {:>10} start {:>12}  took {:>12}  exposed {:>12}\n", op->name, format_bytes(op->bytes),
+                       format_time(op->start), format_time(op->duration()), format_time(exposed));
+}
+
+}  // namespace
+
+CollectiveSummary collective_summary(const Timeline& t) {
   auto exposed = exposed_per_op(t);
-  struct Agg {
-    int count = 0;
-    Bytes bytes;
-    Time time, exposed;
-  };
-  std::map<std::string, Agg> by_kind;
+  std::map<std::string, CollectiveTotals> by_kind;
   std::vector<std::size_t> colls;
   for (std::size_t i = 0; i < t.ops.size(); ++i) {
     const auto& op = t.ops[i];
     if (op.kind != TimelineOp::Kind::Collective) continue;
-    auto& a = by_kind[fmt::format("{} on {}", to_string(op.collective), t.comms[op.comm.value().index()].name)];
+    const std::string kind = fmt::format("{} on {}", to_string(op.collective), t.comms[op.comm.value().index()].name);
+    auto& a = by_kind[kind];
+    a.kind = kind;
     ++a.count;
     a.bytes += op.bytes;
     a.time += op.duration();
     a.exposed += exposed[i];
     colls.push_back(i);
   }
-  if (colls.empty()) return;
-  out << fmt::format("\n  {:<34}{:>7}{:>12}{:>14}{:>14}\n", "collectives", "count", "bytes", "time", "exposed");
-  for (const auto& [k, a] : by_kind)
-    out << fmt::format("  {:<34}{:>7}{:>12}{:>14}{:>14}\n", k, a.count, format_bytes(a.bytes), format_time(a.time),
-                       format_time(a.exposed));
+  CollectiveSummary out;
+  for (auto& [k, a] : by_kind) out.by_kind.push_back(a);
   std::stable_sort(colls.begin(), colls.end(), [&](std::size_t a, std::size_t b) { return exposed[a] > exposed[b]; });
-  out << "\n  most exposed collectives:\n";
-  for (std::size_t k = 0; k < std::min<std::size_t>(5, colls.size()); ++k) {
-    const auto& op = t.ops[colls[k]];
-    if (exposed[colls[k]].ns == 0) break;
-    out << fmt::format("    {:<30} {:>10} start {:>12}  took {:>12}  exposed {:>12}\n", op.name, format_bytes(op.bytes),
-                       format_time(op.start), format_time(op.duration()), format_time(exposed[colls[k]]));
-  }
+  for (std::size_t k = 0; k < std::min<std::size_t>(5, colls.size()) && exposed[colls[k]].ns > 0; ++k)
+    out.most_exposed.push_back({&t.ops[colls[k]], exposed[colls[k]]});
+  return out;
 }
-
-}  // namespace
 
 // The peak (allocated and reserved), what it is made of, and what persists after the step.
 void write_memory_lines(std::ostream& out, const Metrics& m) {

@@ -537,8 +537,14 @@ std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e) {
     if (mp.is_string() && mp.get<std::string>() == "none") {
     } else if (!mp.is_null()) {
       ObjectReader m = r.object("mixed_precision", strategy_keys::fsdp1_mixed_precision());
-      if (m.has("param")) c.mp_param = m.dtype("param", Dtype::FP32);
-      if (m.has("reduce")) c.mp_reduce = m.dtype("reduce", Dtype::FP32);
+      // PyTorch's MixedPrecision names, and stepsim's first ones (param, reduce) as aliases.
+      for (const auto& [name, alias] : {std::pair{"param_dtype", "param"}, std::pair{"reduce_dtype", "reduce"}})
+        if (m.has(name) && m.has(alias)) m.fail(alias, fmt::format("either {} or its alias {}, not both", name, alias));
+      for (const char* key : {"param_dtype", "param"})
+        if (m.has(key)) c.mp_param = m.dtype(key, Dtype::FP32);
+      for (const char* key : {"reduce_dtype", "reduce"})
+        if (m.has(key)) c.mp_reduce = m.dtype(key, Dtype::FP32);
+      if (m.has("buffer_dtype")) (void)m.dtype("buffer_dtype", Dtype::FP32);  // checked; buffers are not modelled
       m.finish();
     }
   }

@@ -47,8 +47,8 @@ nlohmann::json Fsdp1Config::to_json(Dtype master) const {
   if (wrap == Fsdp1Wrap::Size) j["min_num_params"] = min_num_params;
   if (mp_param || mp_reduce) {
     j["mixed_precision"] = nlohmann::json::object();
-    if (mp_param) j["mixed_precision"]["param"] = to_string(*mp_param);
-    j["mixed_precision"]["reduce"] = to_string(reduce_dtype(master));
+    if (mp_param) j["mixed_precision"]["param_dtype"] = to_string(*mp_param);
+    j["mixed_precision"]["reduce_dtype"] = to_string(reduce_dtype(master));
   } else {
     j["mixed_precision"] = nullptr;
   }

@@ -1,9 +1,18 @@
+#include "sim/core/error.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "sim/strategies/strategy_keys.hpp"
 
 namespace stepsim {
 
 std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
+  // Data parallelism only: a framework of another kind (megatron, tensor/pipeline parallel)
+  // names the README's table of what is not modelled.
+  if (r.has("framework") && r.raw("framework").is_string()) {
+    const std::string v = r.raw("framework").get<std::string>();
+    if (v != "ddp" && v != "fsdp1" && v != "fsdp2" && v != "zero")
+      r.fail("framework", "one of ddp, fsdp1, fsdp2, zero (data parallelism; tensor, pipeline and context parallelism: " +
+                              not_modelled("such a framework") + ")");
+  }
   std::string fw = r.choice("framework", {"ddp", "fsdp1", "fsdp2", "zero"});
   // From here the object's keys are the framework's (strategy_keys.cpp): an unknown key's
   // error lists all of them.

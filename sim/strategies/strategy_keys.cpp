@@ -129,8 +129,14 @@ const ConfigObject& fsdp1_mixed_precision() {
                               "/strategy/mixed_precision",
                               "FSDP1 MixedPrecision (F1.22).",
                               {
-                                  dtype_key("param", "the master dtype", "param_dtype: the dtype parameters are gathered and computed in.", "PyTorch 1.12"),
-                                  dtype_key("reduce", "param", "reduce_dtype: the dtype gradients are reduced in.", "PyTorch 1.12"),
+                                  dtype_key("param_dtype", "the master dtype", "The dtype parameters are gathered and computed in.", "PyTorch 1.12"),
+                                  dtype_key("reduce_dtype", "param_dtype", "The dtype gradients are reduced in.", "PyTorch 1.12"),
+                                  dtype_key("buffer_dtype", "the master dtype",
+                                            "The dtype of module buffers: accepted for PyTorch's MixedPrecision, no effect here "
+                                            "(buffers, such as rotary inv_freq, are a few KiB and not modelled).",
+                                            "PyTorch 1.12"),
+                                  dtype_key("param", "the master dtype", "Alias of param_dtype (stepsim's first name for it).", kStepsim),
+                                  dtype_key("reduce", "param", "Alias of reduce_dtype (stepsim's first name for it).", kStepsim),
                               }};
   return o;
 }

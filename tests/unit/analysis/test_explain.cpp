@@ -312,3 +312,14 @@ TEST_CASE("2x link bandwidth halves a table's time above its latency, the time o
   CommDecl comm{"dp", 8, 1};
   CHECK(collective_time(fast, CollectiveKind::AllReduce, Bytes{512}, comm) == collective_time(hw, CollectiveKind::AllReduce, Bytes{512}, comm));
 }
+
+TEST_CASE("explain groups a blocking reason repeated on the path: once, with its count (issue 48 item 8)", "[explain]") {
+  const std::string pageable = "scores.max_clamp: torch.tensor(..., device=cuda) from pageable memory";
+  std::vector<std::string> reasons(24, pageable);
+  reasons.insert(reasons.begin() + 3, "loss.item()");
+  reasons.push_back("loss.item()");
+  reasons.push_back("optimizer step sync");
+  CHECK(group_reasons(reasons) == pageable + " (x24); loss.item() (x2); optimizer step sync");
+  CHECK(group_reasons({"a"}) == "a");
+  CHECK(group_reasons({}).empty());
+}

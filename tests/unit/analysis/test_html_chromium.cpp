@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@
 #include "sim/report/html_report.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
+#include "validate/validate.hpp"
 
 using namespace stepsim;
 namespace fs = std::filesystem;
@@ -69,6 +71,22 @@ constexpr const char* kProbe = R"JS(<script>
       items.push(it);
     });
     out.svgs.push({width: r.width, height: r.height, items: items});
+  });
+  // Layout against the window: the page's own width, the right edge of the code blobs, the
+  // tables by class; the validate plots' band polygons with their frame.
+  out.viewport = window.innerWidth;
+  out.doc_width = document.documentElement.scrollWidth;
+  out.code_right = 0;
+  document.querySelectorAll('code').forEach(function (c) {
+    out.code_right = Math.max(out.code_right, c.getBoundingClientRect().right);
+  });
+  out.tables = [];
+  document.querySelectorAll('table').forEach(function (t) { out.tables.push(t.className); });
+  out.bands = [];
+  document.querySelectorAll('polygon.band').forEach(function (p) {
+    var f = p.parentNode.querySelector('rect').getBBox(), pts = [];
+    for (var i = 0; i < p.points.numberOfItems; ++i) pts.push([p.points.getItem(i).x, p.points.getItem(i).y]);
+    out.bands.push({frame: [f.x, f.y, f.width, f.height], points: pts});
   });
   var t = document.querySelector('table.sortable');
   if (t) {
@@ -184,7 +202,14 @@ void check_explain_page(const SimulationPage& p, const json& probe) {
   const Timeline& t = p.r.timeline;
   INFO(p.name);
   CHECK(probe["h1"] == "stepsim explain: " + p.e.file);
-  CHECK(probe["h2"] == json({"Metrics", "Timeline", "Memory", "Critical path", "Exposed communication", "Sensitivities (re-simulated)"}));
+  CHECK(probe["h2"] == json({"Metrics", "Timeline", "Memory", "Time by kernel class", "Collectives", "What would move the step (re-simulated)",
+                             "Critical path", "Exposed communication"}));
+  // The text report's tables (issue 48 item 9), and the strategy/workload blobs wrapped inside the window.
+  const json& tables = probe["tables"];
+  CHECK(std::count(tables.begin(), tables.end(), "classes") == 1);
+  CHECK(std::count(tables.begin(), tables.end(), "collectives") == 1);
+  CHECK(probe["code_right"].get<double>() <= probe["viewport"].get<double>());
+  CHECK(probe["doc_width"].get<double>() <= probe["viewport"].get<double>());
   REQUIRE(probe["svgs"].size() == 2);  // the timeline and the memory curve
 
   const json& tl = probe["svgs"][0];
@@ -355,6 +380,12 @@ TEST_CASE("headless Chromium runs the sweep page's sort and draws every point of
   }
   CHECK(polylines == 1);
   CHECK(front_circles == static_cast<int>(sum.pareto().size()));
+  // The front holds only points that satisfy the constraints, and the memory cap is drawn.
+  for (const auto& p : sum.pareto()) CHECK(p.constraints_ok);
+  int cap_lines = 0;
+  for (const auto& it : plot["items"]) cap_lines += it["tag"] == "line" && it["stroke"] == "#e15759";
+  CHECK(cap_lines == 1);
+  CHECK(probe["doc_width"].get<double>() <= probe["viewport"].get<double>());  // the tables scroll in their box
   CHECK(circles == static_cast<int>(sum.scatter().size() + sum.pareto().size()));
   CHECK(sum.scatter().size() == 12);
 
@@ -381,5 +412,42 @@ TEST_CASE("headless Chromium runs the sweep page's sort and draws every point of
     CHECK(as_numbers(c["first_click"]) == up);
     CHECK(as_numbers(c["second_click"]) == down);
     CHECK(up.front() < up.back());  // the points really differ in this column
+  }
+}
+
+// Catches: the validate page's +-10 % band drawn outside its plot's frame (issue 48 item 9: 7 of
+// 11 plots on the suite's report), on a narrow, a scaled (s) and a log axis.
+TEST_CASE("headless Chromium draws each validate plot's +-10 % band inside its frame", "[html][chromium]") {
+  const std::string browser = find_chromium();
+  if (browser.empty()) {
+    WARN("chromium is not installed: [chromium] test skipped");
+    return;
+  }
+  const test::TempDir dir;
+  validate::Report r;
+  const std::vector<std::tuple<validate::Metric, double, double>> rows = {
+      {validate::Metric::Forward, 92.5e6, 95.1e6}, {validate::Metric::Forward, 96.0e6, 94.0e6},
+      {validate::Metric::StepTime, 12.0e9, 13.0e9}, {validate::Metric::StepTime, 15.0e9, 14.0e9},
+      {validate::Metric::Compute, 1.0e6, 1.05e6},   {validate::Metric::Compute, 95.0e6, 90.0e6}};
+  for (const auto& [m, pred, meas] : rows) {
+    validate::Row row;
+    row.case_name = "c";
+    row.source = "s";
+    row.metric = m;
+    row.predicted = pred;
+    row.measured = meas;
+    r.rows.push_back(row);
+  }
+  json probe = render(browser, dir, "validate", validate::report_to_html(r));
+  REQUIRE(probe["bands"].size() == 3);
+  for (const auto& b : probe["bands"]) {
+    const double x0 = b["frame"][0], y0 = b["frame"][1], w = b["frame"][2], h = b["frame"][3];
+    REQUIRE(b["points"].size() >= 3);
+    for (const auto& pt : b["points"]) {
+      CHECK(pt[0].get<double>() >= x0 - 0.01);
+      CHECK(pt[0].get<double>() <= x0 + w + 0.01);
+      CHECK(pt[1].get<double>() >= y0 - 0.01);
+      CHECK(pt[1].get<double>() <= y0 + h + 0.01);
+    }
   }
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -452,4 +454,94 @@ TEST_CASE("fit --suite fits a profile's power-limited clock on the fit split's s
   CHECK_THAT(out, Catch::Contains("/compute/clock: missing"));
   CHECK(run_capture(kBin + " fit --suite " + suite_file + " --trace x.json --base " + profile + " 2>&1", out) == 2);
   CHECK_THAT(out, Catch::Contains("--suite fits the power-limited clock alone"));
+}
+
+namespace {
+
+// The band polygons of a validate page's scatter plots, as (x, y) pixel pairs in the plot's frame.
+std::vector<std::vector<std::pair<double, double>>> band_polygons(const std::string& html) {
+  std::vector<std::vector<std::pair<double, double>>> out;
+  const std::regex poly("<polygon class=\"band\"[^>]*points=\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), poly); it != std::sregex_iterator(); ++it) {
+    std::vector<std::pair<double, double>> pts;
+    std::stringstream ss((*it)[1].str());
+    for (std::string xy; ss >> xy;) {
+      const auto comma = xy.find(',');
+      pts.push_back({std::stod(xy.substr(0, comma)), std::stod(xy.substr(comma + 1))});
+    }
+    out.push_back(std::move(pts));
+  }
+  return out;
+}
+
+// Whether (x, y) is inside the convex polygon (either orientation), on its edge included.
+bool inside_convex(const std::vector<std::pair<double, double>>& p, double x, double y) {
+  int sign = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const auto& [ax, ay] = p[i];
+    const auto& [bx, by] = p[(i + 1) % p.size()];
+    const double cross = (bx - ax) * (y - ay) - (by - ay) * (x - ax);
+    if (std::abs(cross) < 1e-6) continue;
+    const int s = cross > 0 ? 1 : -1;
+    if (sign != 0 && s != sign) return false;
+    sign = s;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("The validate page's +-10 % band is the frame clipped to 0.9 x <= y <= 1.1 x, on narrow, wide, linear and log axes (issue 48 item 9)",
+          "[validate][html]") {
+  // The newcomer's plots: a narrow range (forward 92.5 vs 95.1 ms, where the old band ran
+  // anti-diagonal), a range over 10 s (axis in s: scale 1e-3), and a log axis (hi / lo > 20).
+  struct Plot {
+    validate::Metric metric;
+    std::vector<std::pair<double, double>> points;  // (predicted, measured), ns
+    bool corners_outside;  // the range spans more than 10 %: the frame's off-diagonal corners are out
+  };
+  const std::vector<Plot> plots = {
+      {validate::Metric::Forward, {{92.5e6, 95.1e6}, {93.0e6, 93.5e6}, {96.0e6, 94.0e6}}, false},
+      {validate::Metric::StepTime, {{12.0e9, 13.0e9}, {15.0e9, 14.0e9}, {11.0e9, 11.5e9}}, true},
+      {validate::Metric::Compute, {{1.0e6, 1.05e6}, {95.0e6, 90.0e6}, {40.0e6, 41.0e6}}, true},
+  };
+  for (const auto& plot : plots) {
+    validate::Report r;
+    for (const auto& [pred, meas] : plot.points) {
+      validate::Row row;
+      row.case_name = "c";
+      row.source = "s";
+      row.metric = plot.metric;
+      row.predicted = pred;
+      row.measured = meas;
+      r.rows.push_back(row);
+    }
+    const std::string html = validate::report_to_html(r);
+    const auto bands = band_polygons(html);
+    REQUIRE(bands.size() == 1);
+    const auto& band = bands[0];
+    INFO(validate::to_string(plot.metric) << ": " << html.substr(html.find("<polygon"), 300));
+    REQUIRE(band.size() >= 3);
+    // Inside the frame: the plot's group is translated to the frame's corner, side 294 px.
+    for (const auto& [x, y] : band) {
+      CHECK(x >= -1e-6);
+      CHECK(x <= 294 + 1e-6);
+      CHECK(y >= -1e-6);
+      CHECK(y <= 294 + 1e-6);
+    }
+    // Along the diagonal (where y = x is drawn, from bottom-left to top-right) and across it.
+    CHECK(inside_convex(band, 147, 147));
+    CHECK(inside_convex(band, 10, 284));
+    CHECK(inside_convex(band, 284, 10));
+    CHECK(inside_convex(band, 284, 284) == !plot.corners_outside);  // bottom-right: predicted far below measured
+    CHECK(inside_convex(band, 10, 10) == !plot.corners_outside);    // top-left: predicted far above measured
+    // Every point within 10 % is drawn inside the band: the circles' centres.
+    const std::regex circle("<circle class=\"point\" cx=\"([0-9.-]+)\" cy=\"([0-9.-]+)\"");
+    int points = 0;
+    for (auto it = std::sregex_iterator(html.begin(), html.end(), circle); it != std::sregex_iterator(); ++it, ++points)
+      CHECK(inside_convex(band, std::stod((*it)[1]), std::stod((*it)[2])));
+    CHECK(points == 3);
+  }
+  // The band in axis units: a square entirely within 10 % is the whole square.
+  CHECK(validate::band_polygon(100, 105).size() == 4);
 }
