@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""stepsim.simulate's cost from Python against the same in-process C++ call (target: within 1.2x).
+
+    python bench/python_simulate_bench.py [BUILD_DIR] [EXP.json] [reps]
+
+Run with an interpreter that has the stepsim package (pip install .); BUILD_DIR (default build)
+holds bench/simulate_call_bench, which times load_experiment + run_experiment + the metrics as
+JSON in C++. Here: stepsim.simulate(EXP) and its .metrics dict. Both print the median per call;
+the two run one after the other, so a loaded machine moves both.
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import stepsim
+
+
+def main() -> int:
+    build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    exp = sys.argv[2] if len(sys.argv) > 2 else "configs/examples/llama3-8b-ddp-8xh100.json"
+    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+    binary = os.path.join(build, "bench", "simulate_call_bench")
+    if not os.path.exists(binary):
+        print(f"python_simulate_bench: {binary} not found: build the benchmarks first (tools/setup.sh)", file=sys.stderr)
+        return 2
+    out = subprocess.run([binary, exp, str(reps)], capture_output=True, text=True, check=True).stdout
+    cpp_us = float(re.search(r"median ([\d.]+) us", out).group(1))
+    stepsim.simulate(exp)  # warm: the profile file in the page cache, as the C++ loop's later reps
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        r = stepsim.simulate(exp)
+        _ = r.metrics["step_time_ns"]
+        times.append((time.perf_counter() - t0) * 1e6)
+    py_us = statistics.median(times)
+    print(out.strip())
+    print(f"stepsim.simulate from Python: median {py_us:.1f} us per call ({reps} reps)")
+    print(f"ratio Python / C++: {py_us / cpp_us:.3f} (target <= 1.2)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
