@@ -78,7 +78,8 @@ def model_from_module(module: Any, seq_len: int, micro_batch: int, dtype: str = 
                          "modules: write the dimensions as workload.model (docs/configuration.md)")
     cfg = config.to_dict()
     model = json.loads(_core.hf_model(json.dumps(cfg, default=str), _NAME, seq_len))
-    model.setdefault("name", type(module).__name__)
+    if not cfg.get("_name_or_path"):
+        model["name"] = type(module).__name__  # the reader's default names the config's "file"
     problems = _check_against_module(model, module, torch)
     if problems:
         raise InputError(f"model_from_module: {type(module).__name__}: {'; '.join(problems)}: expected a module built "
