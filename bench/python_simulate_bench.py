@@ -8,6 +8,11 @@ holds bench/simulate_call_bench, which times load_experiment + run_experiment + 
 JSON in C++. Here: stepsim.simulate(EXP) and its .metrics dict. Both print the median wall and
 CPU time (the process's) per call; the ratio is of the CPU times, which the load of a shared
 machine moves less than the wall times (the two run one after the other).
+
+The C++ side keeps freed memory as the CLI does (sim/core/memory_policy.hpp); the Python process
+keeps glibc's defaults, which stepsim does not change in its host process. That, not the
+binding, is most of the difference (issue 51's report: 6.6 ms against 4.8 ms per DDP example
+call from Python with and without mallopt; the wrapper adds 1-2% over stepsim._core.simulate).
 """
 import os
 import re

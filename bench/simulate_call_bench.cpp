@@ -13,10 +13,12 @@
 #include "bench/bench_args.hpp"
 #include "sim/analysis/metrics.hpp"
 #include "sim/analysis/run.hpp"
+#include "sim/core/memory_policy.hpp"
 #include "sim/strategies/load_experiment.hpp"
 
 int main(int argc, char** argv) {
   using namespace stepsim;
+  keep_freed_memory();  // as the CLI does (the Python process keeps glibc's defaults)
   const bench::Args args{"simulate_call_bench", "simulate_call_bench [EXP.json] [reps]"};
   if (argc > 3) args.fail("too many arguments");
   const std::string file = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-ddp-8xh100.json";
