@@ -10,9 +10,11 @@ CPU time (the process's) per call; the ratio is of the CPU times, which the load
 machine moves less than the wall times (the two run one after the other).
 
 The C++ side keeps freed memory as the CLI does (sim/core/memory_policy.hpp); the Python process
-keeps glibc's defaults, which stepsim does not change in its host process. That, not the
-binding, is most of the difference (issue 51's report: 6.6 ms against 4.8 ms per DDP example
-call from Python with and without mallopt; the wrapper adds 1-2% over stepsim._core.simulate).
+keeps glibc's defaults, which stepsim does not change in its host process (with the same
+mallopt in Python, 6.6 ms became 4.8 ms per DDP example call). The Python wrapper adds 1-2% over
+stepsim._core.simulate; measured at 3c7363f+: ratio 1.22-1.32 on the 2-core machine, over the
+target, the rest inside the C++ call as the extension runs it (linking the libraries'
+symbols hidden, -Bsymbolic, did not change it).
 """
 import os
 import re
