@@ -33,6 +33,10 @@ its block is marked `<!-- skip: REASON -->`.
 In the expected output a line `...` matches any number of lines; everything else must match
 line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
 commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
+A fenced block tagged `python` is a notebook cell: with `--python PY`, the file's python blocks
+run in order in one PY process from the repository root (state carries from cell to cell), and
+the block after each, as above, is what it prints; without `--python` they are not run (the
+docs test has no Python package to import; python/tests/test_docs.py runs them with it).
 A `/tmp/` path in a command is in a private temporary directory of that file's run (shown as
 `/tmp/` in the output; the blocks of one file share it, in order, so a walkthrough can write a
 file in one block and read it in a later one), so concurrent runs never share a file.
@@ -240,15 +244,48 @@ def check_quoted_prose(path, lines, all_blocks):
     return checked, failures
 
 
-def check_file(path, build, update):
+CELL_MARK = "@@stepsim-docs-cell@@"
+
+
+def run_cells(cells, python, private, path):
+    """Runs the python cells in order in one `python` process; returns [(output, exit code)] per cell.
+
+    A cell that raises ends the run: it gets the traceback and exit 1, the cells after it exit 1."""
+    sources = ["\n".join(c).replace("/tmp/", private + "/") for c in cells]
+    driver = (
+        "import sys, traceback\n"
+        f"cells = {sources!r}\n"
+        "g = {'__name__': '__main__'}\n"
+        "for i, src in enumerate(cells):\n"
+        f"    print({CELL_MARK!r}, flush=True)\n"
+        "    try:\n"
+        f"        exec(compile(src, {path!r} + ' python cell ' + str(i + 1), 'exec'), g)\n"
+        "    except BaseException:\n"
+        "        traceback.print_exc(file=sys.stdout)\n"
+        "        sys.exit(1)\n"
+        "    sys.stdout.flush(); sys.stderr.flush()\n")
+    p = subprocess.run([python, "-c", driver], capture_output=True, text=True, timeout=600)
+    parts = p.stdout.replace(private + "/", "/tmp/").split(CELL_MARK + "\n")[1:]
+    out = []
+    for i in range(len(cells)):
+        if i < len(parts):
+            failed = p.returncode != 0 and i == len(parts) - 1
+            text = parts[i] + (p.stderr.replace(private + "/", "/tmp/") if failed or i == len(cells) - 1 else "")
+            out.append((text, 1 if failed else 0))
+        else:
+            out.append((p.stderr if not parts else "(not run: an earlier cell failed)\n", 1))
+    return out
+
+
+def check_file(path, build, update, python=None):
     private = tempfile.mkdtemp(prefix="stepsim-docs-")
     try:
-        return check_file_in(path, build, update, private)
+        return check_file_in(path, build, update, private, python)
     finally:
         shutil.rmtree(private, ignore_errors=True)
 
 
-def check_file_in(path, build, update, private):
+def check_file_in(path, build, update, private, python=None):
     with open(path) as f:
         lines = f.read().split("\n")
     all_blocks = list(blocks(lines))
@@ -261,19 +298,26 @@ def check_file_in(path, build, update, private):
     quoted, quoted_failures = check_quoted_prose(path, lines, all_blocks)
     ran += quoted
     failures += quoted_failures
+    cells = [k for k, b in enumerate(all_blocks) if b[2] == "python" and "skip" not in b[4]] if python else []
+    cell_outputs = run_cells([all_blocks[k][3] for k in cells], python, private, path) if cells else {}
     for k, (start, end, lang, body, directives) in enumerate(all_blocks):
-        if lang != "sh" or "skip" in directives:
+        if lang not in ("sh", "python") or "skip" in directives:
             continue
-        cmds = commands_of(body)
-        if not cmds:
-            continue
+        if lang == "python":
+            if k not in cells:
+                continue
+            cmds = [f"python cell {cells.index(k) + 1}"]
+        else:
+            cmds = commands_of(body)
+            if not cmds:
+                continue
         out_block = None
         if k + 1 < len(all_blocks):
             nstart, nend, nlang, nbody, ndirs = all_blocks[k + 1]
             between = lines[end + 1:nstart]
             if nlang in ("", "text") and all(not l.strip() or l.strip().startswith("<!--") for l in between):
                 out_block = (nstart, nend, nbody, ndirs)
-        actual, code = run(cmds, build, private)
+        actual, code = cell_outputs[cells.index(k)] if lang == "python" else run(cmds, build, private)
         ran += 1
         want_code = int(directives.get("exit", "0"))
         where = f"{path}:{start + 1}"
@@ -315,6 +359,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--update", action="store_true")
+    ap.add_argument("--python", help="an interpreter with the stepsim package: also run the python cells")
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
     files = a.files or ["README.md"] + sorted(glob.glob("docs/*.md"))
@@ -325,7 +370,7 @@ def main():
     with open(os.path.join(tempfile.gettempdir(), f"stepsim-docs-{tree}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for f in files:
-            ran, fail = check_file(f, a.build, a.update)
+            ran, fail = check_file(f, a.build, a.update, a.python)
             total_ran += ran
             total_fail += fail
     print(f"docs: {total_ran - total_fail} passed, {total_fail} failed")

@@ -4,27 +4,11 @@
 #include <iostream>
 
 #include "sim/report/compare.hpp"
-#include "sim/config/json_reader.hpp"
 #include "sim/core/error.hpp"
 #include "tools/cli_common.hpp"
-#include "trace/trace_analysis.hpp"
+#include "trace/compare_files.hpp"
 
 namespace stepsim::cli {
-
-namespace {
-
-// A result, or a trace analysed as `analyze --json` would (its steps' mean; `steps` as --steps).
-// Strict like every config: a directory, a duplicate key or a number no double holds is bad input.
-nlohmann::json read_side(const std::string& file, bool is_trace, const std::string& steps) {
-  if (!is_trace) return read_json_file(file);
-  trace::AnalyzeOptions o;
-  if (!steps.empty()) trace::parse_step_range(steps, o);
-  std::vector<trace::KinetoTrace> traces;
-  traces.push_back(trace::read_kineto_trace(file));
-  return trace::job_to_json(trace::analyze_job(traces, o));
-}
-
-}  // namespace
 
 int compare(const Args& args) {
   po::options_description opts("compare options");
@@ -50,12 +34,7 @@ int compare(const Args& args) {
   CompareOptions o;
   o.tolerance_pct = parse_tolerance_pct(tolerance, "--tolerance");
   o.memory_tolerance_pct = memory_tolerance.empty() ? o.tolerance_pct : parse_tolerance_pct(memory_tolerance, "--memory-tolerance");
-  const bool a_trace = trace::looks_like_kineto_trace(a_file), b_trace = trace::looks_like_kineto_trace(b_file);
-  if (!steps.empty() && !a_trace && !b_trace)
-    throw InputError("compare: --steps " + steps + ": expected a trace among the files (it picks the trace's ProfilerSteps)");
-  nlohmann::json a = read_side(a_file, a_trace, steps);
-  nlohmann::json b = read_side(b_file, b_trace, steps);
-  CompareReport r = compare_results(a, a_file, b, b_file, o);
+  CompareReport r = trace::compare_files(a_file, b_file, steps, o);
   if (vm.count("json")) std::cout << compare_to_json(r).dump(1) << "\n";
   else write_compare_table(std::cout, r);
   return r.pass() ? 0 : 3;

@@ -7,12 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/fit/profile_fit.hpp"
-#include "calibrate/from_trace/trace_fit.hpp"
-#include "calibrate/from_trace/trace_init.hpp"
-#include "sim/config/json_reader.hpp"
-#include "sim/core/error.hpp"
-#include "sim/hardware/profile.hpp"
+#include "calibrate/from_trace/init_files.hpp"
 #include "tools/cli_common.hpp"
 
 namespace stepsim::cli {
@@ -40,41 +35,20 @@ int init(const Args& args) {
     fs::path p(out_file);
     profile_out = (p.parent_path() / (p.stem().string() + ".profile.json")).string();
   }
-  trace::AnalyzeOptions o;
-  if (!steps.empty()) trace::parse_step_range(steps, o);
-  std::vector<trace::KinetoTrace> read;
-  for (const auto& f : traces) read.push_back(trace::read_kineto_trace(f));
-
   fs::path exp_dir = fs::absolute(out_file).parent_path();
   std::string profile_ref = fs::relative(fs::absolute(profile_out), exp_dir).string();
-  trace::InitResult r = trace::init_from_traces(read, o, profile_ref);
-
-  // The profile: the shipped one of this GPU type, refitted from the trace's collectives and
-  // GEMMs (the world's collectives: a trace without group sizes is taken as data parallel over
-  // the whole world, as the framework guess assumes).
-  std::string base = r.base_profile.empty() ? "configs/hardware/h100-sxm-8x.json" : r.base_profile;
-  HardwareProfile base_profile = load_profile(resolve_config_path(base, ""));
-  const int gpn = r.experiment["cluster"]["gpus_per_node"].get<int>();
-  trace::TraceCalibration c = trace::trace_calibration(read, traces, o, trace::TraceFitOptions{true, 0, false, gpn});
-  calib::FitOptions fo;
-  fo.command = "stepsim init --from-trace";
-  calib::FitReport report;
-  HardwareProfile fitted = trace::refit_from_traces(base_profile, c, fo, report);
-  fitted.name = base_profile.name + "-fitted";
-  fitted.description = "fitted by stepsim init --from-trace from " + fs::path(traces.front()).filename().string() + " over " + base;
-  fitted.provenance = report.provenance;
+  trace::InitOutputs r = trace::init_from_trace_files(traces, steps, profile_ref);
 
   // Both outputs are opened (checked against the inputs and each other) before either is
   // written, and renamed into place together: a refused run leaves neither file behind.
   OutputFile profile_file = open_output(profile_out, "profile");
   OutputFile experiment_file = open_output(out_file, "experiment");
-  profile_file << calib::fitted_profile_to_json(fitted, report).dump(2) << "\n";
+  profile_file << r.profile.dump(2) << "\n";
   experiment_file << r.experiment.dump(2) << "\n";
   profile_file.commit();
   experiment_file.commit();
   std::cout << "wrote " << profile_out << "\nwrote " << out_file << "\n";
-  if (const auto tc = report.provenance.find("trace_compute"); tc != report.provenance.end())
-    for (const auto& line : trace::against_base_summary(*tc)) std::cout << line << "\n";
+  for (const auto& line : r.against_base) std::cout << line << "\n";
   std::cout << "guesses (kept under \"notes\" in " << out_file << "):\n";
   for (const auto& n : r.notes) std::cout << "  - " << n << "\n";
   return 0;

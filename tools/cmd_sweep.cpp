@@ -167,9 +167,7 @@ SweepSummary run_streaming(const SweepSpec& spec, const SweepOptions& o, SweepOu
       first = false;
     }
   }, std::move(start));
-  if (s.total() > 0 && s.ok() == 0 && !first_invalid.empty())
-    throw InputError(fmt::format("{}: none of the {} points is a valid experiment (the base config itself?); the first: {}",
-                                 spec.file, s.total(), first_invalid));
+  check_some_point_valid(spec, s, first_invalid);
   return s;
 }
 

@@ -8,7 +8,8 @@ BUILD_DIR=${1:-build}
 
 PACKAGES=(cmake ninja-build g++ ccache libboost-program-options-dev libboost-iostreams-dev
           nlohmann-json3-dev libfmt-dev catch2 libopenmpi-dev openmpi-bin
-          clang libclang-rt-dev)  # clang + libFuzzer/sanitizer runtimes: the hardening build (tools/test.sh)
+          clang libclang-rt-dev  # clang + libFuzzer/sanitizer runtimes: the hardening build (tools/test.sh)
+          python3-dev python3-venv)  # the Python package (tools/python_test.sh: pip install .)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -20,6 +20,8 @@ if ! (cd data && sha256sum --check --quiet --strict SHA256SUMS); then
 fi
 tools/setup.sh build
 (cd build && ctest --output-on-failure -j "$(nproc)")
+# The Python package: pip install . into build/python/venv, then pytest against build's CLI.
+tools/python_test.sh build
 
 # Hardening (issue 16), in its own build dir so `build/` is never disturbed: the whole test
 # suite again under ASan+UBSan (-fno-sanitize-recover=all: the first report fails the test),

@@ -14,12 +14,13 @@ BUILD = "build"
 FENCE = "```"
 
 
-def check(text):
+def check(text, *options):
     """(exit code, output) of check_docs.py on a Markdown file holding `text`."""
     with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as f:
         f.write(text)
     try:
-        p = subprocess.run([sys.executable, "tools/check_docs.py", "--build", BUILD, f.name], capture_output=True, text=True, timeout=120)
+        p = subprocess.run([sys.executable, "tools/check_docs.py", "--build", BUILD, *options, f.name], capture_output=True,
+                           text=True, timeout=120)
         return p.returncode, p.stdout + p.stderr
     finally:
         os.remove(f.name)
@@ -73,6 +74,26 @@ class CheckDocs(unittest.TestCase):
         # An unmarked paragraph is not checked.
         code, out = check(block + "The step takes 57.2 ms.\n")
         self.assertEqual(code, 0, out)
+    def test_python_cells_share_state_and_are_checked_only_with_python(self):
+        # Cells run in order in one interpreter: the second prints what the first defined.
+        text = (f"{FENCE}python\nx = 6 * 7\nprint('first', x)\n{FENCE}\n\n{FENCE}text\nfirst 42\n{FENCE}\n\n"
+                f"{FENCE}python\nprint(x + {{}})\n{FENCE}\n\n{FENCE}text\n43\n{FENCE}\n")
+        code, out = check(text.format(1), "--python", sys.executable)
+        self.assertEqual(code, 0, out)
+        self.assertIn("docs: 2 passed, 0 failed", out)
+        code, out = check(text.format(2), "--python", sys.executable)
+        self.assertEqual(code, 1, out)
+        self.assertIn(":10: output differs from the documented block", out)
+        code, out = check(text.format(2))
+        self.assertEqual(code, 0, out)
+        self.assertIn("docs: 0 passed, 0 failed", out)
+
+    def test_a_failing_python_cell_fails_with_its_traceback(self):
+        text = f"{FENCE}python\nraise ValueError('boom')\n{FENCE}\n\n{FENCE}python\nprint(1)\n{FENCE}\n"
+        code, out = check(text, "--python", sys.executable)
+        self.assertEqual(code, 1, out)
+        self.assertIn("ValueError: boom", out)
+        self.assertIn("docs: 0 passed, 2 failed", out)
 
 
 if __name__ == "__main__":

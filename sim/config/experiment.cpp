@@ -347,4 +347,10 @@ Json load_experiment_document(const fs::path& file, const std::vector<std::strin
   return doc;
 }
 
+Json experiment_document_of(Json doc, const std::string& as_file, const std::vector<std::string>& overrides, SourceMap& sources) {
+  doc = resolve_includes_of(std::move(doc), as_file, sources);
+  for (const auto& o : overrides) apply_override(doc, o, &sources);
+  return doc;
+}
+
 }  // namespace stepsim

@@ -99,6 +99,9 @@ using StrategyReader = std::function<std::shared_ptr<const Strategy>(ObjectReade
 // names the file each JSON path came from.
 nlohmann::json load_experiment_document(const std::filesystem::path& file, const std::vector<std::string>& overrides,
                                         SourceMap& sources);
+// The same for a document in memory (the Python API's dict), named `as_file` in messages.
+nlohmann::json experiment_document_of(nlohmann::json doc, const std::string& as_file, const std::vector<std::string>& overrides,
+                                      SourceMap& sources);
 
 // Parses and validates an already-resolved experiment document, the strategy object through
 // `read_strategy`. Throws InputError with file, JSON path, value and expectation. With

@@ -206,7 +206,10 @@ ModelDims mpt_dims(const HfReader& r) {
 }  // namespace
 
 ModelDims dims_from_hf_config(const fs::path& file, std::string& model_name, std::int64_t seq_len) {
-  Json doc = read_json_file(file);
+  return dims_from_hf_config_json(read_json_file(file), file, model_name, seq_len);
+}
+
+ModelDims dims_from_hf_config_json(const Json& doc, const fs::path& file, std::string& model_name, std::int64_t seq_len) {
   if (!doc.is_object()) throw_input_error(file.string(), "", doc, "a Hugging Face config.json object");
   const Json& type_value = doc.contains("model_type") ? doc["model_type"] : Json();
   if (!type_value.is_null() && !type_value.is_string()) throw_input_error(file.string(), "/model_type", type_value, "a string");

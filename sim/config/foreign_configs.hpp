@@ -24,6 +24,10 @@ namespace stepsim {
 // model, such as mixture-of-experts, OPT's word_embed_proj_dim projections, or a sliding window
 // shorter than `seq_len`).
 ModelDims dims_from_hf_config(const std::filesystem::path& file, std::string& model_name, std::int64_t seq_len);
+// The same for a config already in memory (the Python API reads a module's `config`); `file`
+// names it in messages.
+ModelDims dims_from_hf_config_json(const nlohmann::json& doc, const std::filesystem::path& file, std::string& model_name,
+                                   std::int64_t seq_len);
 
 // When doc/strategy names a "deepspeed_config", replaces it by the equivalent experiment keys:
 // strategy {framework: zero, stage, buckets, overlap_comm, ...}, workload {micro_batch, dtype},

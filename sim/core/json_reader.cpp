@@ -598,10 +598,13 @@ static void resolve_includes(Json& node, const fs::path& file, const JsonPathLin
 }
 
 Json load_with_includes(const fs::path& file, SourceMap& sources) {
-  sources.root_file = file.string();
-  Json doc = read_json_file(file);
+  return resolve_includes_of(read_json_file(file), file, sources);
+}
+
+Json resolve_includes_of(Json doc, const fs::path& as_file, SourceMap& sources) {
+  sources.root_file = as_file.string();
   const std::string root;
-  resolve_includes(doc, file, JsonPathLink{nullptr, nullptr, 0, &root}, sources, 0);
+  resolve_includes(doc, as_file, JsonPathLink{nullptr, nullptr, 0, &root}, sources, 0);
   return doc;
 }
 

@@ -139,6 +139,10 @@ Json parse_json_text(const std::string& text, const std::string& name);
 // contents of x.json with k: v merged over it (recursively). Paths are relative to the file
 // that names them, else to the working directory, else to the stepsim source tree.
 Json load_with_includes(const std::filesystem::path& file, SourceMap& sources);
+// The same for a document already in memory (the Python API's dicts): `as_file` names it in
+// messages and its includes resolve as a file of that name would (a name without a directory:
+// against the working directory, then the data directory).
+Json resolve_includes_of(Json doc, const std::filesystem::path& as_file, SourceMap& sources);
 
 // Finds a file named in a config: relative to `relative_to`'s directory, then the working
 // directory, then the stepsim source tree (so `configs/...` works from anywhere).

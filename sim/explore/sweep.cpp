@@ -178,6 +178,12 @@ SweepSpec sweep_from_json(const nlohmann::json& doc, const SourceMap& sources) {
   return s;
 }
 
+void check_some_point_valid(const SweepSpec& spec, const SweepSummary& s, const std::string& first_invalid) {
+  if (s.total() > 0 && s.ok() == 0 && !first_invalid.empty())
+    throw InputError(fmt::format("{}: none of the {} points is a valid experiment (the base config itself?); the first: {}",
+                                 spec.file, s.total(), first_invalid));
+}
+
 SweepSpec load_sweep(const std::filesystem::path& file) {
   SourceMap sources;
   nlohmann::json doc = load_with_includes(file, sources);

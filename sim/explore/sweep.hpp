@@ -218,6 +218,11 @@ SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const st
 // The same, continuing `start` (the rows of the opts.skip points already done).
 SweepSummary run_sweep(const SweepSpec& spec, const SweepOptions& opts, const std::function<void(const SweepRow&)>& sink,
                        SweepSummary start);
+// A run where no point is a valid experiment is an input error (the base config itself, most
+// likely): InputError naming the sweep file, the point count and `first_invalid` ("point I:
+// MESSAGE" of the first invalid row). The CLI's sweep and the Python API's call this after a run.
+void check_some_point_valid(const SweepSpec& spec, const SweepSummary& s, const std::string& first_invalid);
+
 // The summary a run of `spec` starts from (its columns, top, objective and memory cap).
 SweepSummary empty_sweep_summary(const SweepSpec& spec);
 

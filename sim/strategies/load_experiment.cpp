@@ -21,4 +21,10 @@ Experiment load_experiment(const std::filesystem::path& file, const std::vector<
   return experiment_from_json(doc, sources);
 }
 
+Experiment load_experiment_from_json(const nlohmann::json& doc, const std::string& as_file, const std::vector<std::string>& overrides) {
+  SourceMap sources;
+  nlohmann::json resolved = experiment_document_of(doc, as_file, overrides, sources);
+  return experiment_from_json(resolved, sources);
+}
+
 }  // namespace stepsim

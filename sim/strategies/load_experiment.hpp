@@ -16,6 +16,10 @@ namespace stepsim {
 
 // Loads and validates. Throws InputError with file, JSON path, value and expectation.
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+// Same, from a document in memory (the Python API's dict), named `as_file` in messages; its
+// includes and file names resolve against the working directory, then the data directory.
+Experiment load_experiment_from_json(const nlohmann::json& doc, const std::string& as_file,
+                                     const std::vector<std::string>& overrides = {});
 // Same, from an already-resolved document (sweeps build many from one base). `profiles` and
 // `root_path` as for read_experiment (sim/config/experiment.hpp).
 Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr,

@@ -1,0 +1,197 @@
+"""stepsim's Python API against the CLI: the same library calls must give the same answers."""
+import json
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import stepsim
+from conftest import LI_PLUS_TRACE, ROOT
+
+DDP = "configs/examples/llama3-8b-ddp-8xh100.json"
+FSDP2 = "configs/examples/llama3-8b-fsdp2-8xh100.json"
+
+
+def test_simulate_gives_the_clis_step_time(cli):
+    r = stepsim.simulate(DDP)
+    expected = cli.json("simulate", DDP, "--json")
+    assert r.metrics["step_time_ns"] == expected["metrics"]["step_time_ns"]
+    assert r.metrics == expected["metrics"]
+    assert r.json == expected
+
+
+def test_a_dict_simulates_as_its_file():
+    doc = json.loads((ROOT / DDP).read_text())
+    assert stepsim.simulate(doc).metrics == stepsim.simulate(DDP).metrics
+
+
+def test_overrides_are_the_clis_set(cli):
+    r = stepsim.simulate(DDP, {"strategy.bucket_cap_mb": 5, "workload.activation_checkpointing": "none"})
+    expected = cli.json("simulate", DDP, "--set", "strategy.bucket_cap_mb=5", "--set",
+                        "workload.activation_checkpointing=none", "--json")
+    assert r.metrics == expected["metrics"]
+    assert r.metrics != stepsim.simulate(DDP).metrics
+
+
+def test_the_data_directory_finds_shipped_configs_from_anywhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("STEPSIM_DATA_DIR", str(ROOT))
+    assert stepsim.simulate(DDP).metrics["step_time_ns"] > 0
+
+
+def test_result_tables_agree_with_the_result(cli):
+    r = stepsim.simulate(FSDP2)
+    assert len(r.ops) == len(r.json["ops"])
+    assert set(r.collectives["collective"]) >= {"all_gather", "reduce_scatter"}
+    assert len(r.collectives) == sum(1 for o in r.json["ops"] if o["kind"] == "collective")
+    assert set(r.classes["class"]) == set(r.json["classes"])
+    assert list(r.phases["phase"]) == ["forward", "backward", "optimizer"]
+    assert list(r.phases["duration_ns"]) == [r.metrics["phases"][f"{p}_ns"] for p in ("forward", "backward", "optimizer")]
+    assert r.memory["total_bytes"].max() == r.metrics["peak_memory_bytes"]
+    assert r.memory["reserved_bytes"].max() == r.metrics["peak_reserved_bytes"]
+    assert json.loads(r.to_json()) == cli.json("simulate", FSDP2, "--json")
+    html = r._repr_html_()
+    assert "<svg" in html and "step time" in html
+    assert "step" in repr(r)
+
+
+def test_trace_and_report_are_the_clis_files(cli, tmp_path):
+    r = stepsim.simulate(DDP)
+    r.write_trace(tmp_path / "py.trace.json")
+    r.write_report(tmp_path / "py.html")
+    cli.run("simulate", DDP, "--trace", str(tmp_path / "cli.trace.json"), "--report", str(tmp_path / "cli.html"))
+    assert (tmp_path / "py.trace.json").read_bytes() == (tmp_path / "cli.trace.json").read_bytes()
+    assert (tmp_path / "py.html").read_bytes() == (tmp_path / "cli.html").read_bytes()
+
+
+def test_sweep_equals_the_clis_csv(cli, tmp_path):
+    sweep = "configs/sweeps/c6-llama8b-fsdp1-prefetch.json"
+    cli.run("sweep", sweep, "--out", str(tmp_path / "cli.csv"), "--no-progress")
+    expected = pd.read_csv(tmp_path / "cli.csv")
+    got = stepsim.sweep(sweep, jobs=2)
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.attrs["summary"]["points"] == len(expected)
+
+
+def test_sweep_of_base_and_grid_equals_the_clis_csv(cli, tmp_path):
+    grid = {"cluster.nodes": [1, 2], "strategy.bucket_cap_mb": [5, 25]}
+    (tmp_path / "s.json").write_text(json.dumps({"base": {"include": str(ROOT / DDP)}, "axes": grid,
+                                                 "constraints": ["peak_memory_gib <= 80"]}))
+    cli.run("sweep", str(tmp_path / "s.json"), "--out", str(tmp_path / "cli.csv"), "--no-progress")
+    expected = pd.read_csv(tmp_path / "cli.csv")
+    got = stepsim.sweep(DDP, grid, jobs=1, constraints=["peak_memory_gib <= 80"])
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert list(got.dtypes) == list(expected.dtypes)
+
+
+def test_a_sweep_releases_the_gil():
+    # While the sweep runs in a thread, this thread keeps running Python: it sees the sweep in
+    # progress over most of the sweep's duration. Were the GIL held, it would see it only in the
+    # instants before the call (a few ms at most).
+    in_call = threading.Event()
+    done = threading.Event()
+    span = {}
+
+    def run():
+        in_call.set()
+        t0 = time.perf_counter()
+        stepsim.sweep(DDP, {"cluster.nodes": [1, 2, 4, 8], "strategy.bucket_cap_mb": [1, 5, 25, 100]}, jobs=1)
+        span["call"] = time.perf_counter() - t0
+        done.set()
+
+    t = threading.Thread(target=run)
+    t.start()
+    in_call.wait()
+    first = time.perf_counter()
+    last = first
+    while not done.is_set():
+        last = time.perf_counter()
+    t.join()
+    assert span["call"] > 0.05, "the sweep is too short to tell"
+    assert last - first > 0.5 * span["call"]
+
+
+def test_tune_explain_are_the_clis(cli):
+    assert stepsim.tune(DDP, max_grid=64) == cli.json("tune", DDP, "--max-grid", "64", "--json")
+    assert stepsim.explain(DDP) == cli.json("explain", DDP, "--json")
+
+
+def test_analyze_compare_init_are_the_clis(cli, tmp_path):
+    a = stepsim.analyze(LI_PLUS_TRACE, steps="11-12")
+    assert a.json == cli.json("analyze", LI_PLUS_TRACE, "--steps", "11-12", "--json")
+    assert list(a.steps["step"]) == [11, 12]
+    assert a.steps["step_time_ns"].mean() == pytest.approx(a.mean["step_time_ns"], abs=1)
+    assert {"gemm", "idle"} <= set(a.classes["class"])
+    assert len(a.collectives) == len(a.json["traces"][0]["collectives"]) > 0
+
+    r = tmp_path / "r.json"
+    r.write_text(stepsim.simulate(DDP).to_json())
+    c = stepsim.compare(r, LI_PLUS_TRACE, steps="11-12")
+    assert c == json.loads(cli.run("compare", str(r), LI_PLUS_TRACE, "--steps", "11-12", "--json", expect=3).stdout)
+
+    exp = stepsim.init_from_trace(LI_PLUS_TRACE, steps="11-12", profile_out=tmp_path / "p.json")
+    cli.run("init", "--from-trace", LI_PLUS_TRACE, "--steps", "11-12", "--out", str(tmp_path / "cli.json"),
+            "--profile-out", str(tmp_path / "cli-p.json"))
+    expected = json.loads((tmp_path / "cli.json").read_text())
+    assert exp["cluster"].pop("profile") == str(tmp_path / "p.json")
+    expected["cluster"].pop("profile")
+    assert exp == expected
+    assert json.loads((tmp_path / "p.json").read_text()) == json.loads((tmp_path / "cli-p.json").read_text())
+    inline = stepsim.init_from_trace(LI_PLUS_TRACE, steps="11-12")
+    assert isinstance(inline["cluster"]["profile"], dict)
+    assert stepsim.simulate(inline).metrics == stepsim.simulate(tmp_path / "cli.json").metrics
+
+
+def test_validate_is_the_clis(cli):
+    frame = stepsim.validate()
+    expected = json.loads(cli.run("validate", "--json").stdout)
+    assert frame.to_dict("records") == expected["rows"]
+    assert frame.attrs["summaries"] == expected["summaries"]
+
+
+# Bad input: the CLI's message, as stepsim.InputError (a ValueError).
+
+def _cli_message_for(cli, tmp_path, doc):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(doc))
+    return cli.error("simulate", str(f)).replace(str(f), stepsim._api.DICT_NAME)
+
+
+def test_wrong_type_in_a_dict_is_the_clis_input_error(cli, tmp_path):
+    doc = json.loads((ROOT / DDP).read_text())
+    doc["cluster"]["nodes"] = "two"
+    with pytest.raises(stepsim.InputError) as e:
+        stepsim.simulate(doc)
+    assert str(e.value) == _cli_message_for(cli, tmp_path, doc)
+    assert isinstance(e.value, ValueError)
+    assert (e.value.file, e.value.json_path) == ("<dict>", "/cluster/nodes")
+
+
+def test_unknown_key_in_a_dict_is_the_clis_input_error(cli, tmp_path):
+    doc = json.loads((ROOT / DDP).read_text())
+    doc["strategy"]["bucket_cap"] = 25
+    with pytest.raises(stepsim.InputError) as e:
+        stepsim.simulate(doc)
+    assert str(e.value) == _cli_message_for(cli, tmp_path, doc)
+    assert e.value.json_path == "/strategy/bucket_cap"
+
+
+def test_missing_file_is_the_clis_input_error(cli):
+    with pytest.raises(stepsim.InputError) as e:
+        stepsim.simulate("configs/examples/no-such-experiment.json")
+    assert str(e.value) == cli.error("simulate", "configs/examples/no-such-experiment.json")
+    assert e.value.file == "configs/examples/no-such-experiment.json"
+
+
+def test_bad_override_and_non_json_values_are_input_errors(cli):
+    with pytest.raises(stepsim.InputError) as e:
+        stepsim.simulate(DDP, {"strategy.bucket_cap_mb": -5})
+    assert str(e.value) == cli.error("simulate", DDP, "--set", "strategy.bucket_cap_mb=-5")
+    with pytest.raises(stepsim.InputError, match=r"<dict>: /cluster/nodes: set .*expected a JSON value"):
+        stepsim.simulate({"cluster": {"nodes": {1, 2}}})
+    with pytest.raises(stepsim.InputError, match="expected a file path or a dict"):
+        stepsim.simulate(42)
+    with pytest.raises(stepsim.InputError, match="jobs -1"):
+        stepsim.sweep(DDP, {"cluster.nodes": [1]}, jobs=-1)
