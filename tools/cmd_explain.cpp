@@ -46,13 +46,7 @@ int explain(const Args& args) {
   if (vm.count("json")) {
     nlohmann::json j = explanation_to_json(x);
     if (!outside.empty()) j["collective_extrapolations"] = outside;
-    const Metrics& m = r.metrics;
-    nlohmann::json outside_pytorch = nlohmann::json::object();
-    for (const auto& part : m.non_pytorch_parts) outside_pytorch[part.name] = part.bytes.count;
-    j["memory"] = {{"peak_memory_bytes", m.peak_memory.count}, {"peak_reserved_bytes", m.peak_reserved.count},
-                   {"non_pytorch_bytes", m.non_pytorch.count},  {"non_pytorch_breakdown", outside_pytorch},
-                   {"memory_capacity_bytes", m.capacity.count}, {"headroom_bytes", m.headroom().count},
-                   {"fits", m.fits}};
+    j["memory"] = memory_summary_json(r.metrics);
     j["schema"] = "stepsim.explain/1";
     j["experiment"] = e.file;
     std::cout << j.dump(1) << "\n";

@@ -48,6 +48,9 @@ using Json = nlohmann::json;
 struct Simulation {
   Experiment experiment;
   SimulationResult result;
+  // What it was loaded from (explain re-simulates the knobs from the document, as the CLI does).
+  std::string source, doc_text;
+  std::vector<std::string> overrides;
 };
 
 // `doc_text` is the JSON text of a dict ("" for a file); `source` the file, or the name the
@@ -59,7 +62,7 @@ Experiment load_source(const std::string& source, const std::string& doc_text, c
 
 Simulation py_simulate(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides) {
   nb::gil_scoped_release release;
-  Simulation s{load_source(source, doc_text, overrides), {}};
+  Simulation s{load_source(source, doc_text, overrides), {}, source, doc_text, overrides};
   s.result = run_experiment(s.experiment);
   return s;
 }
@@ -135,9 +138,18 @@ std::string py_tune(const std::string& source, const std::string& doc_text, cons
 std::string py_explain(const Simulation& s, bool sensitivities) {
   nb::gil_scoped_release release;
   Explanation x = explain_experiment(s.experiment, s.result, sensitivities);
+  if (sensitivities) {
+    // The knobs tune searches, one at a time from this configuration (as stepsim explain).
+    SourceMap sources;
+    Json doc = s.doc_text.empty() ? load_experiment_document(s.source, s.overrides, sources)
+                                  : experiment_document_of(parse_json_text(s.doc_text, s.source), s.source, s.overrides, sources);
+    for (const auto& m : single_knob_moves(doc, sources, s.result.metrics.overlap.step_time))
+      x.knob_moves.push_back({m.what, m.metrics.overlap.step_time, m.speedup});
+  }
   Json j = explanation_to_json(x);
   auto outside = collective_extrapolations(s.experiment.cluster.profile, s.result.program.comms);
   if (!outside.empty()) j["collective_extrapolations"] = outside;
+  j["memory"] = memory_summary_json(s.result.metrics);
   j["schema"] = "stepsim.explain/1";
   j["experiment"] = s.experiment.file;
   return j.dump();

@@ -161,6 +161,15 @@ std::string memory_verdict(const Metrics& m) {
   return "fits by flushing the allocator's cache";  // a result without retry counts (older JSON)
 }
 
+nlohmann::json memory_summary_json(const Metrics& m) {
+  nlohmann::json outside = nlohmann::json::object();
+  for (const auto& part : m.non_pytorch_parts) outside[part.name] = part.bytes.count;
+  return {{"peak_memory_bytes", m.peak_memory.count}, {"peak_reserved_bytes", m.peak_reserved.count},
+          {"non_pytorch_bytes", m.non_pytorch.count},  {"non_pytorch_breakdown", outside},
+          {"memory_capacity_bytes", m.capacity.count}, {"headroom_bytes", m.headroom().count},
+          {"fits", m.fits}};
+}
+
 nlohmann::json metrics_to_json(const Metrics& m) {
   nlohmann::json breakdown = nlohmann::json::object();
   for (const auto& [k, v] : m.peak_breakdown) breakdown[k] = v.count;

@@ -92,6 +92,10 @@ std::string memory_verdict(const Metrics& m);
 
 Metrics compute_metrics(const Timeline& t);
 
+// explain --json's "memory": the peaks, the memory outside PyTorch by component, the capacity,
+// the headroom and the verdict (the CLI and the Python API print the same object).
+nlohmann::json memory_summary_json(const Metrics& m);
+
 // {"step_time_ns": ..., "phases": {...}, "peak_memory_bytes": ..., ...} as in DESIGN.md 5.
 nlohmann::json metrics_to_json(const Metrics& m);
 // Inverse, for compare/analyze round trips. Throws std::runtime_error on a missing field.
