@@ -294,7 +294,10 @@ class Engine {
     timeline_.host_why.reserve(n);
     timeline_.memory.reserve(n + 1);
     alloc_log_.reserve(n);
-    if (variation_) drift_.reserve(n);
+    if (variation_) {
+      drift_.reserve(n);
+      comm_expected_max_.assign(p.comms.size(), -1.0);
+    }
   }
 
   Timeline run() {
@@ -936,7 +939,11 @@ class Engine {
       const double u = std::uniform_real_distribution<double>(1e-12, 1.0 - 1e-12)(rng_);
       z = boost::math::quantile(boost::math::normal_distribution<double>(), std::pow(u, 1.0 / n));
     } else {
-      z = expected_max_of_normals(n);
+      // Once per communicator per run: the shared cache behind expected_max_of_normals takes a
+      // lock, which a sweep's threads would contend on at every collective.
+      double& e = comm_expected_max_[op.comm.index()];
+      if (e < 0) e = expected_max_of_normals(n);
+      z = e;
     }
     const auto wait = static_cast<std::int64_t>(std::llround(z * sigma));
     if (wait <= 0) return true;
@@ -1181,6 +1188,7 @@ class Engine {
   RankOptions rank_options_;
   std::mt19937_64 rng_;
   std::vector<OpDrift> drift_;  // parallel to ops_ when variation_
+  std::vector<double> comm_expected_max_;  // per communicator: E[max of its ranks' normals], -1 until needed
   Drift host_drift_;
   Timeline timeline_;
   Text last_unit_;  // the unit name last stored (add_timeline_op)
