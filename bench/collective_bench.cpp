@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   using namespace stepsim;
   const bench::Args args{"collective_bench", "collective_bench [ALPHA_BETA_PROFILE.json] [TOPOLOGY_PROFILE.json] [calls]"};
   if (argc > 4) args.fail("too many arguments");
-  std::string ab = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
+  std::string ab = argc > 1 ? argv[1] : std::string(STEPSIM_SOURCE_DIR) + "/tests/data/profiles/a100-sxm-8x-alpha-beta.json";
   std::string topo = argc > 2 ? argv[2] : std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json";
   const int calls_total = argc > 3 ? args.count("calls", argv[3], 1'000'000'000) : 2'000'000;
   return args.run([&] {

@@ -72,6 +72,7 @@ void print_topology_summary(std::ostream& log, const calib::TopologyFitReport& t
     if (l.measured_bandwidth_gbps > 0)
       log << fmt::format("{:<20} {:.2f} GB/s on the measured GPUs, scaled to the profile's NVLink\n", "",
                          l.measured_bandwidth_gbps);
+    if (!l.note.empty()) log << fmt::format("{:<20} {}\n", "", l.note);
   }
   const auto& r = t.range;
   log << fmt::format("fitted group sizes: {}-{} ranks, {}-{} nodes, {}-{} GPUs per node\n", r.min_ranks, r.max_ranks,

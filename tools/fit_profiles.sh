@@ -21,10 +21,14 @@ N=$D/nccl-tests
                $N/h100-cluster01-xxrjun/nccl_N10_G1.log $N/h100-cluster01-xxrjun/nccl_N10_G2.log \
   --out "$OUT/h100-sxm-8x.json"
 
-# A100: intra-node from the 1x8 A100-SXM4 all_reduce log (Galvatron fixture) and the DGX A100
-# 4-GPU NVLink run (run 1 of the LLM-Insights file); inter-node from the 2x8 A100 OCI RDMA log.
-"$STEPSIM" fit --keep-sources --base configs/hardware/a100-sxm-8x.json \
-  --nccl-tests $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \
+# A100: the topology-aware NCCL model. The NVLink level from every one-node Ampere NVSwitch log in
+# data/ (as the A800's below, without its link ratio), the network level from the 2x8 A100 OCI
+# RoCE all_reduce log; >= 32 MiB as for the A800. One multi-node node count cannot separate the
+# network's hop latency, so fit keeps the declared scale (NCCL's own, 1) and says so.
+"$STEPSIM" fit --keep-sources --model topology --collectives-only --local-pass --min-bytes 33554432 \
+  --base configs/hardware/a100-sxm-8x.json \
+  --nccl-tests $D/galvatron/profile_hardware__hardware_configs__sp_time_1nodes_8gpus_per_node.json \
+               $N/allreduce_1x8xA100-SXM4-40GB_Galvatron-test-fixture.txt \
                "$N/allreduce_4xA100-DGX_4xH100-DGX_NVLink-vs-noP2P_LLM-Insights.txt@1" \
                $N/allreduce_2x8xA100-SXM4-40GB_OCI-RoCE.txt \
   --out "$OUT/a100-sxm-8x.json"

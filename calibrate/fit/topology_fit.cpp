@@ -142,6 +142,14 @@ bool several_group_sizes(const std::vector<Point>& points) {
   return std::any_of(points.begin(), points.end(), [&](const Point& p) { return p.ranks != points.front().ranks; });
 }
 
+// Whether the points hold two or more group shapes (ranks, nodes) across nodes.
+bool several_network_shapes(const std::vector<Point>& points) {
+  auto multi = std::find_if(points.begin(), points.end(), [](const Point& p) { return p.nodes > 1; });
+  return multi != points.end() && std::any_of(points.begin(), points.end(), [&](const Point& p) {
+           return p.nodes > 1 && (p.nodes != multi->nodes || p.ranks != multi->ranks);
+         });
+}
+
 // Fits one level's bandwidth (and, for the NVLink and network levels, the scale on NCCL's hop
 // latencies) to its points, by weighted least squares on time (weights 1/t^2). Each row reads
 // t = f + scale * h + x * w: h the level's hop latency, w the wire bytes, x = 1e6 / bandwidth,
@@ -149,11 +157,13 @@ bool several_group_sizes(const std::vector<Point>& points) {
 class LevelFitter {
  public:
   // `fit_local`: the NVLink level fits the local pass too (fit_topology decides whether it can).
-  LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled, bool fit_local)
+  // `fit_net_scale`: the network level fits its hop-latency scale (fit_topology decides).
+  LevelFitter(TopoLevel level, const std::vector<Point>& points, std::vector<TopoLevel> disabled, bool fit_local,
+              bool fit_net_scale)
       : level_(level),
         points_(points),
         disabled_(std::move(disabled)),
-        has_scale_(level == TopoLevel::Nvlink || level == TopoLevel::Net),
+        has_scale_(level == TopoLevel::Nvlink || (level == TopoLevel::Net && fit_net_scale)),
         has_local_(fit_local && level == TopoLevel::Nvlink) {}
 
   bool has_scale() const { return has_scale_; }
@@ -342,6 +352,14 @@ std::vector<double> topology_errors(const NcclTopology& t, const CollectiveSerie
 
 NcclTopology fit_topology(const NcclTopology& base, const std::vector<CollectiveSeries>& series,
                           const TopologyFitOptions& o, TopologyFitReport& report) {
+  // The fit reads a NIC's bandwidth as measured, below any spine; a log of a job across the
+  // spine of a fabric the base declares oversubscribed would fit the taper into it.
+  for (const auto& s : series)
+    if (s.nodes > 1 && base.oversubscription > 1 && s.nodes > std::max(1, base.leaf_nodes))
+      throw InputError(fmt::format("fit: {}: {} ranks on {} nodes cross the spine of the base profile's fabric "
+                                   "(collectives.topology.network: leaf_nodes {}, oversubscription {}): expected logs of "
+                                   "jobs within one leaf, or a base without a taper",
+                                   s.source, s.ranks, s.nodes, base.leaf_nodes, base.oversubscription));
   NcclTopology t = base;
   report = TopologyFitReport{};
   report.range = fitted_range(series, o);
@@ -366,6 +384,17 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
     t.nvlink_local_bw = Bandwidth{0};
     report.levels[0].local_gbps = 0;
   }
+  // The network's hop-latency scale is fitted only where the points hold two or more group
+  // shapes across nodes: a ring or tree crosses nodes (nNodes - 1) or 2 (nNodes - 1) times
+  // (tuning.cc), so one shape's network hops are a constant beside its NVLink hops and fixed
+  // latency, and measured times put the scale anywhere (the 2x8 A100 log alone puts it below 0:
+  // no cost per network hop, which extrapolates to the same latency at any size). There the
+  // base's scale (NCCL's own hwLatencies at 1, unless the profile says otherwise) is kept, and
+  // the report says so.
+  const bool fit_net_scale = several_network_shapes(points[2]);  // order[2]: network
+  if (!points[2].empty() && !fit_net_scale)
+    report.levels[2].note = "latency scale kept from the base profile: one group shape across nodes "
+                            "does not separate the per-hop network latency";
   // Pass 0 fits the levels in order, each with the levels after it disabled; passes 1-2 refit
   // every level with all of them competing (a point may move to a level fitted after it).
   for (int pass = 0; pass < 3; ++pass) {
@@ -375,7 +404,7 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
       if (pass == 0)
         for (std::size_t lj = li + 1; lj < std::size(order); ++lj)
           if (!points[lj].empty()) disabled.push_back(order[lj]);
-      const LevelFitter fitter(order[li], points[li], std::move(disabled), fit_local);
+      const LevelFitter fitter(order[li], points[li], std::move(disabled), fit_local, fit_net_scale);
       LevelFit& lf = report.levels[li];
       if (!fitter.fit(t)) {
         lf.note = "the points give no positive bandwidth: kept from the base profile";
@@ -383,7 +412,7 @@ NcclTopology fit_topology(const NcclTopology& base, const std::vector<Collective
         continue;
       }
       lf.fitted = true;
-      lf.note.clear();
+      if (order[li] != TopoLevel::Net || fit_net_scale) lf.note.clear();
       lf.bandwidth_gbps = level_bandwidth(t, order[li]) / 1e9;
       if (fitter.has_scale()) lf.latency_scale = fitter.scale_of(t);
       if (fitter.has_local()) lf.local_gbps = t.nvlink_local_bw.bytes_per_s / 1e9;

@@ -470,7 +470,18 @@ int nccl_candidates(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int
   return CandidateList(t, kind, bytes, ranks, nodes, out).build();
 }
 
-NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+const NcclTopology& across_spine(const NcclTopology& t, int nodes, NcclTopology& scratch) {
+  if (t.oversubscription <= 1 || nodes <= std::max(1, t.leaf_nodes)) return t;
+  scratch = t;
+  scratch.nic_bw = Bandwidth{t.nic_bw.bytes_per_s / t.oversubscription};
+  if (t.nic_all_to_all_bw.bytes_per_s > 0)
+    scratch.nic_all_to_all_bw = Bandwidth{t.nic_all_to_all_bw.bytes_per_s / t.oversubscription};
+  return scratch;
+}
+
+NcclChoice nccl_choice(const NcclTopology& fabric, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+  NcclTopology scratch;
+  const NcclTopology& t = across_spine(fabric, nodes, scratch);
   NcclCandidate cs[kMaxNcclCandidates];
   int n = nccl_candidates(t, kind, bytes, ranks, nodes, cs);
   NcclChoice best{cs[0], Time::zero()};
@@ -608,9 +619,11 @@ double fast_pat_us(const FastCollective& c) {
 // without building them (one division per bandwidth level, no per-candidate structs); the
 // unit tests hold the two equal over a grid of shapes and sizes. bench/collective_bench.cpp
 // measures the cost per call against the alpha-beta lookup.
-Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
+Time topology_collective_time(const NcclTopology& fabric, CollectiveKind kind, Bytes bytes, int ranks, int nodes) {
   if (ranks <= 1 || bytes.count <= 0) return Time::zero();
-  if (kind == CollectiveKind::AllToAll) return nccl_choice(t, kind, bytes, ranks, nodes).time;
+  NcclTopology scratch;
+  const NcclTopology& t = across_spine(fabric, nodes, scratch);
+  if (kind == CollectiveKind::AllToAll) return nccl_choice(fabric, kind, bytes, ranks, nodes).time;
   const FastCollective c = fast_collective(t, kind, bytes, ranks, nodes);
   double best = fast_ring_us(t, c);
   best = std::min(best, fast_tree_us(t, c, bytes));

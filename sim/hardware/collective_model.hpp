@@ -70,6 +70,13 @@ struct NcclChoice {
   Time time;
 };
 NcclChoice nccl_choice(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes);
+// The fabric a communicator over `nodes` nodes sees: `t` itself, or (across the spine of an
+// oversubscribed fabric: nodes > leaf_nodes, oversubscription > 1) a copy in `scratch` with each
+// NIC's bandwidth divided by the oversubscription. nccl_choice and topology_collective_time
+// price through it. NCCL's tuner does not know the taper and picks as on a non-blocking fabric;
+// here the pick sees the tapered bandwidth (a simplification: it matters only where a ring and
+// a tree are close).
+const NcclTopology& across_spine(const NcclTopology& t, int nodes, NcclTopology& scratch);
 Time topology_collective_time(const NcclTopology& t, CollectiveKind kind, Bytes bytes, int ranks, int nodes);
 
 // Communicators of `program` whose shape lies outside the profile's fitted group sizes (empty

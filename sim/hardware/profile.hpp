@@ -136,6 +136,10 @@ struct NcclTopology {
   Bandwidth nic_bw;
   Bandwidth nic_all_to_all_bw;        // 0: nic_bw
   double net_latency_scale = 1;       // x NCCL's NET hwLatencies (tuning.cc:171-174)
+  // The fabric above the nodes: a communicator across more than `leaf_nodes` nodes (0: across
+  // any two) crosses the spine, where each NIC gets nic_bw / oversubscription (1: non-blocking).
+  int leaf_nodes = 0;
+  double oversubscription = 1;
   int channels = 16;                  // NCCL channels, for the ring plateau rule (tuning.cc:647-650)
   bool tree = true;                   // tree all-reduce allowed (NCCL_ALGO default)
   bool ll128 = true;                  // LL128 enabled (tuning.cc:518-536)

@@ -242,6 +242,8 @@ static NcclTopology parse_topology(ObjectReader r) {
     t.nic_bw = Bandwidth::from_gbps(read_number(n, "nic_GBps"));
     t.nic_all_to_all_bw = Bandwidth::from_gbps(read_number(n, "all_to_all_nic_GBps"));
     t.net_latency_scale = read_number(n, "latency_scale");
+    t.leaf_nodes = static_cast<int>(read_integer(n, "leaf_nodes"));
+    t.oversubscription = read_number(n, "oversubscription");
     skip(n, "note");
     n.finish();
   }
@@ -277,6 +279,8 @@ static Json topology_to_json(const NcclTopology& t) {
   if (t.nvlink_local_bw.bytes_per_s > 0) nvlink["local_GBps"] = t.nvlink_local_bw.gbps();
   Json net{{"nics_per_node", t.nics_per_node}, {"nic_GBps", t.nic_bw.gbps()}, {"latency_scale", t.net_latency_scale}};
   if (t.nic_all_to_all_bw.bytes_per_s > 0) net["all_to_all_nic_GBps"] = t.nic_all_to_all_bw.gbps();
+  if (t.leaf_nodes > 0) net["leaf_nodes"] = t.leaf_nodes;
+  if (t.oversubscription != 1) net["oversubscription"] = t.oversubscription;
   Json o{{"arch", to_string(t.arch)}, {"gpus_per_node", t.gpus_per_node}, {"nvlink", nvlink}, {"network", net},
          {"channels", t.channels}, {"tree", t.tree}, {"ll128", t.ll128}};
   if (!t.fitted.empty())

@@ -432,6 +432,11 @@ const ConfigObject& network() {
           positive("nic_GBps", "Achieved bandwidth of one NIC per direction (GB/s); required."),
           non_negative("all_to_all_nic_GBps", 0, "All-to-all bandwidth per NIC; 0: nic_GBps."),
           non_negative("latency_scale", 1, "Multiplies NCCL's network hop latencies (tuning.cc hwLatencies)."),
+          {.name = "leaf_nodes", .types = kInteger, .min = 0, .max = 1e6, .default_value = Json(0),
+           .doc = "Nodes under one leaf (per rail on a rail-optimized fabric): a communicator across more nodes crosses "
+                  "the spine and gets nic_GBps / oversubscription per NIC; 0: every communicator across nodes does."},
+          {.name = "oversubscription", .types = kNumber, .min = 1, .max = 64, .default_value = Json(1),
+           .doc = "The spine's taper: downlink over uplink bandwidth of a leaf (1: non-blocking, 2: 2:1)."},
           note(),
       }};
   return o;

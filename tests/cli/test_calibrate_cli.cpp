@@ -265,7 +265,8 @@ TEST_CASE("fit takes Azure's sustained cuBLASLt GEMM table with the dtype its te
 TEST_CASE("fit keeps the base's record of the parts it does not refit, through refits of refits", "[cli][fit]") {
   const std::string data = STEPSIM_TEST_DATA;
   const stepsim::test::TempDir dir;
-  const std::string a100 = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
+  // An alpha-beta base (the A100 profile before it moved to the topology model).
+  const std::string a100 = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/profiles/a100-sxm-8x-alpha-beta.json";
   const std::string azure = " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_A100_v4_results.md";
   auto once = dir / "once.json";
   REQUIRE(run_cli("fit --base " + a100 + azure + " --out " + once.string()).code == 0);
@@ -295,7 +296,7 @@ TEST_CASE("a collective range a refit keeps keeps the quality of the fit that ma
   const stepsim::test::TempDir dir;
   auto once = dir / "once.json", twice = dir / "twice.json";
   // A base without a topology model: the fit is alpha-beta ranges (per scope).
-  REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json --nccl-tests " + data +
+  REQUIRE(run_cli("fit --base " + std::string(STEPSIM_SOURCE_DIR) + "/tests/data/profiles/a100-sxm-8x-alpha-beta.json --nccl-tests " + data +
                   "/nccl-tests/allreduce_2x8xH100_Nebius-IB_dstack.txt --out " + once.string())
               .code == 0);
   REQUIRE(run_cli("fit --base " + once.string() + " --azure-gemm " + data + "/azure_ai_benchmarking_guide/ND_H100_v5_results.md --out " +

@@ -70,7 +70,7 @@ TEST_CASE("collective refuses bad input in one line with exit 2", "[cli][collect
   Run b = run_cli("collective --profile " + kH100 + " --kind all_reduce --ranks 8 --bytes 16GiB-32MiB");
   CHECK(b.code == 2);
   CHECK(b.output.find("--bytes 16GiB-32MiB") != std::string::npos);
-  Run f = run_cli("fit --model topology --base " + kRoot + "/configs/hardware/a100-sxm-8x.json --nccl-tests " + kLog);
+  Run f = run_cli("fit --model topology --base " + kRoot + "/tests/data/profiles/a100-sxm-8x-alpha-beta.json --nccl-tests " + kLog);
   CHECK(f.code == 2);
   CHECK(f.output.find("collectives.topology") != std::string::npos);
   const std::string a800 = " --base " + kRoot + "/configs/hardware/a800-sxm-8x.json --nccl-tests " + kLog;

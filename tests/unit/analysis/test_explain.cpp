@@ -222,7 +222,7 @@ TEST_CASE("explain's text lists the grouped critical path and only with --verbos
 }
 
 TEST_CASE("2x link bandwidth doubles the bandwidth of the measured group size a communicator uses", "[explain]") {
-  // DDP on one a100-sxm-8x node with 4 GPUs: the gradient all-reduces run on a 4-rank intra-node
+  // DDP on one node of the alpha-beta A100 profile (tests/data/profiles) with 4 GPUs: the gradient all-reduces run on a 4-rank intra-node
   // communicator. The profile's intra_node alpha_beta ranges were measured on 8 ranks
   // ("ranks": {"all_reduce": 8}) and, for all-reduce, also on 4 ("groups": {"all_reduce": {"4":
   // [...]}}), so a 4-rank all-reduce is priced with the 4-rank range as measured (no busbw
@@ -232,7 +232,7 @@ TEST_CASE("2x link bandwidth doubles the bandwidth of the measured group size a 
   // ranges kept their bandwidth and the 2x variant left these all-reduces unchanged.)
   const std::string root = std::string(STEPSIM_SOURCE_DIR) + "/";
   Experiment e = load_experiment(root + "configs/examples/llama3-8b-ddp-8xh100.json",
-                                 {"cluster.profile=\"" + root + "configs/hardware/a100-sxm-8x.json\"", "cluster.gpus_per_node=4",
+                                 {"cluster.profile=\"" + root + "tests/data/profiles/a100-sxm-8x-alpha-beta.json\"", "cluster.gpus_per_node=4",
                                   "workload.preset=\"opt-1.3b\"", "workload.seq_len=2048"});
   const HardwareProfile& hw = e.cluster.profile;
   const auto& measured = std::get<AlphaBetaModel>(hw.intra_node);

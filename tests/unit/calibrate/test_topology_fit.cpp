@@ -86,6 +86,39 @@ TEST_CASE("the fit recovers bandwidths and hop-latency scales from measurements 
   CHECK(fit.fitted.max_gpus_per_node == 8);
 }
 
+TEST_CASE("one group shape across nodes keeps the base's network latency scale and says so", "[calibrate][topology]") {
+  // A 2-node log alone (the A100 OCI case): the network's hops are a constant of that shape, so
+  // the fit keeps the declared scale instead of whatever the least squares give; a second
+  // shape across nodes (another node count, or another number of GPUs per node) fits it.
+  NcclTopology truth = declared_h100();
+  truth.nvlink_busbw = Bandwidth::from_gbps(358);
+  truth.nvls_bw = Bandwidth::from_gbps(308);
+  truth.nic_bw = Bandwidth::from_gbps(48.9);
+  truth.net_latency_scale = 0.4;
+  NcclTopology base = declared_h100();
+  base.net_latency_scale = 1.0;
+  TopologyFitReport report;
+  NcclTopology one = fit_topology(base, {synthetic(truth, CollectiveKind::AllReduce, 8, 1),
+                                         synthetic(truth, CollectiveKind::AllReduce, 16, 2)}, {}, report);
+  CHECK(one.net_latency_scale == 1.0);
+  const LevelFit& net = report.levels[2];
+  CHECK(net.level == "network");
+  CHECK(net.fitted);
+  CHECK(net.latency_scale < 0);  // not a parameter of this fit
+  CHECK(net.note.find("latency scale kept from the base profile") != std::string::npos);
+  NcclTopology two = fit_topology(base, {synthetic(truth, CollectiveKind::AllReduce, 8, 1),
+                                         synthetic(truth, CollectiveKind::AllReduce, 16, 2),
+                                         synthetic(truth, CollectiveKind::AllReduce, 32, 4)}, {}, report);
+  CHECK(two.net_latency_scale == Approx(0.4).epsilon(0.02));
+  CHECK(report.levels[2].note.empty());
+  // A base that declares an oversubscribed spine refuses logs of jobs across it.
+  base.leaf_nodes = 2;
+  base.oversubscription = 2;
+  CHECK_NOTHROW(fit_topology(base, {synthetic(truth, CollectiveKind::AllReduce, 16, 2)}, {}, report));
+  CHECK_THROWS_WITH(fit_topology(base, {synthetic(truth, CollectiveKind::AllReduce, 32, 4)}, {}, report),
+                    Catch::Contains("4 nodes cross the spine") && Catch::Contains("leaf_nodes 2"));
+}
+
 TEST_CASE("--local-pass recovers the local pass across group sizes; one group size leaves it out",
           "[calibrate][topology]") {
   const NcclTopology declared = declared_ampere();

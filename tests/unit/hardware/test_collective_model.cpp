@@ -109,9 +109,66 @@ TEST_CASE("The shipped H100 profile predicts a single 8-GPU H100 node's nccl-tes
   CHECK(t.us() == Approx(4001.32).epsilon(0.05));
 }
 
+TEST_CASE("an oversubscribed spine divides a NIC's bandwidth for communicators beyond one leaf", "[hardware][config]") {
+  // collectives.topology.network.leaf_nodes / oversubscription (issue 46): the shipped H100
+  // fabric with a 2:1 spine above leaves of 4 nodes. A 4-node all-gather stays under one leaf;
+  // an 8-node one crosses the spine, and its wire time is that of NICs at half the bandwidth.
+  const std::string shipped = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/h100-sxm-8x.json";
+  const HardwareProfile flat = load_profile(shipped);
+  REQUIRE(flat.topology);
+  NcclTopology tapered = *flat.topology;
+  tapered.leaf_nodes = 4;
+  tapered.oversubscription = 2;
+  NcclTopology halved = *flat.topology;
+  halved.nic_bw = Bandwidth{flat.topology->nic_bw.bytes_per_s / 2};
+  halved.nic_all_to_all_bw = Bandwidth{flat.topology->nic_all_to_all_bw.bytes_per_s / 2};
+  const Bytes gib{1LL << 30};
+  for (CollectiveKind k : {CollectiveKind::AllGather, CollectiveKind::AllReduce, CollectiveKind::AllToAll}) {
+    CHECK(topology_collective_time(tapered, k, gib, 32, 4) == topology_collective_time(*flat.topology, k, gib, 32, 4));
+    CHECK(topology_collective_time(tapered, k, gib, 64, 8) == topology_collective_time(halved, k, gib, 64, 8));
+    CHECK(topology_collective_time(tapered, k, gib, 64, 8) > topology_collective_time(*flat.topology, k, gib, 64, 8));
+    CHECK(nccl_choice(tapered, k, gib, 64, 8).time == nccl_choice(halved, k, gib, 64, 8).time);
+  }
+  // leaf_nodes 0: every communicator across nodes crosses the spine; one node never does.
+  tapered.leaf_nodes = 0;
+  CHECK(topology_collective_time(tapered, CollectiveKind::AllGather, gib, 16, 2) ==
+        topology_collective_time(halved, CollectiveKind::AllGather, gib, 16, 2));
+  CHECK(topology_collective_time(tapered, CollectiveKind::AllGather, gib, 8, 1) ==
+        topology_collective_time(*flat.topology, CollectiveKind::AllGather, gib, 8, 1));
+
+  // Read and written back; a taper below 1 or a negative leaf is refused with its path.
+  Json doc;
+  {
+    std::ifstream in(shipped);
+    doc = Json::parse(in);
+  }
+  auto load_with = [&](double over, const Json& leaf) {
+    Json d = doc;
+    d["collectives"]["topology"]["network"]["oversubscription"] = over;
+    d["collectives"]["topology"]["network"]["leaf_nodes"] = leaf;
+    const test::TempDir dir;
+    auto path = dir / "profile.json";
+    {
+      std::ofstream out(path);
+      out << d.dump(1);
+    }
+    return load_profile(path);
+  };
+  HardwareProfile p = load_with(3, 16);
+  CHECK(p.topology->oversubscription == 3);
+  CHECK(p.topology->leaf_nodes == 16);
+  Json back = profile_to_json(p);
+  CHECK(back["collectives"]["topology"]["network"]["oversubscription"] == 3.0);
+  CHECK(back["collectives"]["topology"]["network"]["leaf_nodes"] == 16);
+  CHECK_THROWS_WITH(load_with(-2, 16), Catch::Contains("/collectives/topology/network/oversubscription") && Catch::Contains("-2"));
+  CHECK_THROWS_WITH(load_with(0.5, 16), Catch::Contains("/collectives/topology/network/oversubscription"));
+  CHECK_THROWS_WITH(load_with(2, -1), Catch::Contains("/collectives/topology/network/leaf_nodes"));
+  CHECK_THROWS_WITH(load_with(2, 2.5), Catch::Contains("/collectives/topology/network/leaf_nodes"));
+}
+
 TEST_CASE("Profile \"groups\" round-trip, and bad groups are refused with the JSON path", "[hardware][config]") {
-  // The A100 profile keeps per-scope alpha-beta ranges with measured groups.
-  const std::string shipped = std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/a100-sxm-8x.json";
+  // An alpha-beta profile with measured groups (the A100's before it moved to the topology model).
+  const std::string shipped = std::string(STEPSIM_SOURCE_DIR) + "/tests/data/profiles/a100-sxm-8x-alpha-beta.json";
   Json doc;
   {
     std::ifstream in(shipped);
