@@ -39,6 +39,13 @@ std::string SourceMap::file_for(const std::string& path) const {
   return best;
 }
 
+std::string SourceMap::path_in_file(const std::string& path) const {
+  for (const auto& [from, to] : path_in_file_of)
+    if (path == from || (path.size() > from.size() && path.compare(0, from.size(), from) == 0 && path[from.size()] == '/'))
+      return to + path.substr(from.size());
+  return path;
+}
+
 std::string json_value_for_message(const Json& v) {
   // A message never fails: bytes that are not UTF-8 are shown as U+FFFD (dump() would throw).
   std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -55,7 +62,7 @@ void throw_input_error(const std::string& file, const std::string& path, const J
 
 ObjectReader::ObjectReader(const Json& obj, const SourceMap& sources, std::string path, const ConfigObject* decl)
     : obj_(&obj), sources_(sources), path_(std::move(path)), decl_(decl) {
-  if (!obj.is_object()) throw_input_error(sources_.file_for(path_), path_, obj, "an object");
+  if (!obj.is_object()) throw_input_error(sources_.file_for(path_), sources_.path_in_file(path_), obj, "an object");
 }
 
 void ObjectReader::check_declared(const std::string& key) const {
@@ -84,11 +91,11 @@ const Json& ObjectReader::raw(const std::string& key) { return at(key); }
 
 void ObjectReader::fail(const std::string& key, const std::string& expected) const {
   const Json& v = obj_->contains(key) ? obj_->at(key) : Json(Json::value_t::discarded);
-  throw_input_error(sources_.file_for(path_of(key)), path_of(key), v, expected);
+  throw_input_error(sources_.file_for(path_of(key)), sources_.path_in_file(path_of(key)), v, expected);
 }
 
 void ObjectReader::fail_value(const std::string& key, const Json& value, const std::string& expected) const {
-  throw_input_error(sources_.file_for(path_of(key)), path_of(key), value, expected);
+  throw_input_error(sources_.file_for(path_of(key)), sources_.path_in_file(path_of(key)), value, expected);
 }
 
 double ObjectReader::number(const std::string& key) {

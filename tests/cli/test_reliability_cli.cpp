@@ -451,3 +451,111 @@ TEST_CASE("A --set value that is not UTF-8 is exit 2, not a json type_error (fuz
   // a string and the error message about it threw json type_error 316 (internal error).
   expect_input_error("simulate " + kC1 + " --set \"cluster.nodes=$(printf '\\351\\3512')\"", {"--set cluster.nodes", "UTF-8"});
 }
+
+// ---- the findings fixed second: F15, F18, F21, F22, F23 ------------------------------------
+
+TEST_CASE("A value DeepSpeed itself would fail on is refused even where stepsim does not read the key (F15)", "[cli][issue50]") {
+  expect_input_error("simulate " + kRepro + "r15-ds-gradclip-banana.json",
+                     {"ds-gradclip-banana.ds_config.json", "/gradient_clipping: \"banana\"", "expected number | one of auto"});
+  expect_input_error("simulate " + kRepro + "r15-ds-steps-per-print-object.json",
+                     {"ds-steps-per-print-object.ds_config.json", "/steps_per_print: {\"a\":1}", "integer >= 1"});
+  expect_input_error("simulate " + kRepro + "r15-ds-scheduler-nope.json",
+                     {"ds-scheduler-nope.ds_config.json", "/scheduler/type: \"Nope\"", "WarmupLR", "CosineAnnealingLR"});
+  // The class: every declared key, top level and zero_optimization, read or not.
+  const fs::path dir = scratch_dir("ds-values");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": "ds.json"}})");
+  auto ds = [&](const std::string& extra, const std::string& zero_extra = "") {
+    write_text(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3)" +
+                                    zero_extra + "}" + extra + "}");
+    return "simulate " + exp;
+  };
+  expect_input_error(ds(R"(, "wall_clock_breakdown": "no")"), {"ds.json", "/wall_clock_breakdown: \"no\"", "boolean"});
+  expect_input_error(ds(R"(, "gradient_predivide_factor": 0)"), {"ds.json", "/gradient_predivide_factor: 0", "number > 0"});
+  expect_input_error(ds(R"(, "optimizer": {"type": "AdamW", "params": 5})"), {"ds.json", "/optimizer/params: 5", "an object"});
+  expect_input_error(ds("", R"(, "memory_efficient_linear": "x")"), {"ds.json", "/zero_optimization/memory_efficient_linear: \"x\"", "boolean"});
+  // "auto" stays accepted where the HF Trainer fills it.
+  std::string out;
+  CHECK(run_capture(kBin + " " + ds(R"(, "gradient_clipping": "auto", "steps_per_print": 2000, "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": "auto"}})"), out) == 0);
+}
+
+TEST_CASE("An error about a value translated from a DeepSpeed file names that file's key, not the experiment key it became (F15)",
+          "[cli][issue50]") {
+  const fs::path dir = scratch_dir("ds-blame");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": "ds.json"}})");
+  auto ds = [&](const std::string& top, const std::string& zero = "") {
+    write_text(dir / "ds.json", R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2)" + zero + "}" + top + "}");
+    return "simulate " + exp;
+  };
+  // The zero strategy's table checks these; its message names the DeepSpeed path.
+  for (const std::string args : {ds(R"(, "train_micro_batch_size_per_gpu": 1)", R"(, "reduce_bucket_size": -1)"),
+                                 ds(R"(, "train_micro_batch_size_per_gpu": 1)", R"(, "reduce_bucket_size": "x")")}) {
+    expect_input_error(args, {"ds.json: /zero_optimization/reduce_bucket_size: "});
+    std::string out;
+    run_capture(kBin + " " + args, out);
+    CHECK_THAT(out, !Catch::Contains("/strategy/"));
+  }
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "communication_data_type": "fp64")"),
+                     {"ds.json: /communication_data_type: \"fp64\"", "one of fp32"});
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "communication_data_type": 5)"),
+                     {"ds.json: /communication_data_type: 5", "null | string"});
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "data_types": {"grad_accum_dtype": "fp64"})"),
+                     {"ds.json: /data_types/grad_accum_dtype: \"fp64\""});
+  // A micro-batch or accumulation derived from train_batch_size past the experiment's range
+  // names train_batch_size (before: "ds.json: /workload/micro_batch", a key the file lacks).
+  expect_input_error(ds(R"(, "train_batch_size": 4611686018427387904)"),
+                     {"ds.json: /train_batch_size: 4611686018427387904", "micro-batch of 576460752303423488"});
+  expect_input_error(ds(R"(, "train_batch_size": 4611686018427387904, "train_micro_batch_size_per_gpu": 1)"),
+                     {"ds.json: /train_batch_size: 4611686018427387904", "accumulation of 576460752303423488"});
+}
+
+TEST_CASE("ZeRO element counts of 0, which DeepSpeed accepts, run as DeepSpeed runs them (F15)", "[cli][issue50]") {
+  // DeepSpeed's zero config declares them ge=0. stage3_max_live_parameters 0 leaves no room to
+  // prefetch (PartitionedParameterCoordinator: min(max_live - available, prefetch_bucket) <= 0),
+  // so the step is the one without prefetching: prefetch_bucket_size 0.
+  auto step_ns = [](const std::string& args) {
+    std::string out;
+    const int rc = run_capture(kBin + " simulate " + args + " --json", out);
+    INFO(args << "\n" << out);
+    REQUIRE(rc == 0);
+    return nlohmann::json::parse(out)["metrics"]["step_time_ns"].get<std::int64_t>();
+  };
+  const std::string zeros = kRepro + "r15-ds-zero3-zeros.json";
+  const std::int64_t no_room = step_ns(zeros);
+  CHECK(no_room == step_ns(zeros + " --set strategy.stage3_prefetch_bucket_size=0"));
+  // Not a vacuous equality: with room to prefetch (the default 1e9 live elements) the step differs.
+  const fs::path dir = scratch_dir("ds-zeros");
+  write_text(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 0, "sub_group_size": 0}})");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "micro_batch": 1, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json", "nodes": 1, "gpus_per_node": 8},
+    "strategy": {"deepspeed_config": "ds.json"}, "training": {"optimizer": "adamw"}})");
+  CHECK(step_ns(exp) != no_room);
+}
+
+TEST_CASE("A config.json with expert or quantization keys is refused whatever its model_type (F22)", "[cli][issue50]") {
+  expect_input_error("simulate " + kRepro + "r22-hf-llama-moe-keys.json",
+                     {"hf-llama-moe-keys.config.json", "/num_local_experts: 8", "a mixture of experts is not modelled",
+                      "remove the key"});
+  const fs::path dir = scratch_dir("hf-structure");
+  nlohmann::json hf = nlohmann::json::parse(std::ifstream(kRepro + "hf-llama31-8b.config.json"));
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"model": {"hf_config": "hf.json"}, "seq_len": 4096},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
+  nlohmann::json q = hf;
+  q["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  write_text(dir / "hf.json", q.dump());
+  expect_input_error("simulate " + exp, {"hf.json: /quantization_config", "not modelled"});
+  // Keys stepsim does not read keep their type (torch_dtype a string).
+  nlohmann::json t = hf;
+  t["torch_dtype"] = 5;
+  write_text(dir / "hf.json", t.dump());
+  expect_input_error("simulate " + exp, {"hf.json: /torch_dtype: 5", "null | string"});
+  // null is "no experts": the dense model.
+  nlohmann::json n = hf;
+  n["num_local_experts"] = nullptr;
+  write_text(dir / "hf.json", n.dump());
+  std::string out;
+  CHECK(run_capture(kBin + " simulate " + exp, out) == 0);
+}
+
