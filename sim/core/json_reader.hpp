@@ -121,6 +121,9 @@ class ObjectReader {
   const SourceMap& sources_;
   std::string path_;
   mutable std::set<std::string> consumed_;
+  // Keys the parser asked about (has) or read: what this configuration uses, which a message
+  // about a declared key it does not use lists (a toy workload reads toy and dtype only).
+  mutable std::set<std::string> asked_;
   const ConfigObject* decl_ = nullptr;
 };
 

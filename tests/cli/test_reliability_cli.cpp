@@ -559,3 +559,11 @@ TEST_CASE("A config.json with expert or quantization keys is refused whatever it
   CHECK(run_capture(kBin + " simulate " + exp, out) == 0);
 }
 
+TEST_CASE("A key the configuration does not use names the keys it does use, not the whole table (F23)", "[cli][issue50]") {
+  expect_input_error("simulate " + kC1 + " --set workload.micro_batch=0",
+                     {"--set workload.micro_batch=0: /workload/micro_batch: 0", "this configuration does not use it",
+                      "(it reads toy, dtype)"});
+  std::string out;
+  run_capture(kBin + " simulate " + kC1 + " --set workload.micro_batch=0", out);
+  CHECK_THAT(out, !Catch::Contains("this object takes"));
+}
