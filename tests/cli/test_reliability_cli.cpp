@@ -534,6 +534,72 @@ TEST_CASE("ZeRO element counts of 0, which DeepSpeed accepts, run as DeepSpeed r
   CHECK(step_ns(exp) != no_room);
 }
 
+namespace {
+// The two shard CSVs of r18-merge-sweep.json (texts), and their merge run without mutation.
+std::pair<std::string, std::string> f18_shards(const fs::path& dir) {
+  std::string out;
+  const std::string sweep = kRepro + "r18-merge-sweep.json";
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(run_capture(kBin + " sweep " + sweep + " --no-progress --shard " + std::to_string(i) + "/2 --out " +
+                            (dir / ("p" + std::to_string(i) + ".csv")).string(),
+                        out) == 0);
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  return {read(dir / "p0.csv"), read(dir / "p1.csv")};
+}
+}  // namespace
+
+TEST_CASE("sweep --merge checks every field of every row, and with the sweep file each row's configuration (F18)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("merge-fields");
+  const auto [p0, p1] = f18_shards(dir);
+  const std::string sweep = kRepro + "r18-merge-sweep.json", m = (dir / "m.csv").string();
+  write_text(dir / "b.csv", p1);
+  auto merge = [&](const std::string& a, bool with_sweep = false) {
+    write_text(dir / "a.csv", a);
+    return "sweep " + (with_sweep ? sweep + " " : std::string()) + "--merge " + (dir / "a.csv").string() + " " +
+           (dir / "b.csv").string() + " --out " + m;
+  };
+  std::string out;
+  REQUIRE(run_capture(kBin + " " + merge(p0, true), out) == 0);
+  fs::remove(m);  // the refused merges below must not write it
+  // world_size -8 on an ok row (the writer's column after framework).
+  const std::string ws = std::regex_replace(p0, std::regex(",ddp,8,"), ",ddp,-8,");
+  REQUIRE(ws != p0);
+  expect_input_error(merge(ws), {"a.csv: line 2: point 0: world_size: \"-8\"", "expected an integer from 1 to 1048576"});
+  // A metric that is not a number, and an ok row carrying an error.
+  const std::string header = p0.substr(0, p0.find('\n'));
+  const std::string bad_metric = std::regex_replace(p0, std::regex(",ddp,8,([0-9]+),"), ",ddp,8,12abc,");
+  REQUIRE(bad_metric != p0);
+  expect_input_error(merge(bad_metric), {"a.csv: line 2: point 0: step_time_ns: \"12abc\"", "an integer >= 0"});
+  // The axis value: only the sweep file says what point 0 is.
+  const std::string axis = std::regex_replace(p0, std::regex("\n0,ok,1000000,"), "\n0,ok,1000000abc,");
+  REQUIRE(axis != p0);
+  expect_input_error(merge(axis, true), {"a.csv: line 2: point 0: strategy.bucket_cap_bytes: \"1000000abc\"",
+                                         "expected \"1000000\", the value of point 0 in the sweep file"});
+  // Shards of another sweep: its header.
+  const std::string other = write_text(dir / "other.json", nlohmann::json{{"base", {{"include", kC1}}},
+                                                                       {"axes", {{"training.grad_accum", {1, 2}}}}}.dump());
+  expect_input_error("sweep " + other + " --merge " + (dir / "b.csv").string() + " --out " + m,
+                     {"b.csv: line 1", "expected the header of the sweep"});
+  CHECK_FALSE(fs::exists(m));
+  CHECK(temporaries_in(dir) == 0);
+}
+
+TEST_CASE("sweep --resume refuses kept rows whose configuration is not the sweep's point (F18)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("resume-fields");
+  const auto [p0, p1] = f18_shards(dir);
+  (void)p1;
+  const std::string csv = (dir / "r.csv").string();
+  // A partial shard 0/2 of one row whose axis value was edited, as an interrupted run leaves it.
+  write_text(csv + ".partial", std::regex_replace(p0, std::regex("\n0,ok,1000000,"), "\n0,ok,1000000abc,"));
+  expect_input_error("sweep " + kRepro + "r18-merge-sweep.json --no-progress --shard 0/2 --out " + csv + " --resume",
+                     {"r.csv.partial: line 2: point 0: strategy.bucket_cap_bytes: \"1000000abc\""});
+}
+
 TEST_CASE("A config.json with expert or quantization keys is refused whatever its model_type (F22)", "[cli][issue50]") {
   expect_input_error("simulate " + kRepro + "r22-hf-llama-moe-keys.json",
                      {"hf-llama-moe-keys.config.json", "/num_local_experts: 8", "a mixture of experts is not modelled",
