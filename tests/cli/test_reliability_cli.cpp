@@ -600,6 +600,33 @@ TEST_CASE("sweep --resume refuses kept rows whose configuration is not the sweep
                      {"r.csv.partial: line 2: point 0: strategy.bucket_cap_bytes: \"1000000abc\""});
 }
 
+TEST_CASE("analyze says when a step's kernels ran past its span, which is how compute exceeds the step (F21)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("trace-lag");
+  // Each step's kernel starts 0.1 ms into its 1 ms span and runs 2.5 ms: compute 2.5 ms.
+  const std::string lag = write_text(dir / "lag.json", trace("\"ph\": \"X\", \"ts\": 1100, \"dur\": 2500"));
+  std::string out;
+  REQUIRE(run_capture(kBin + " analyze " + lag, out) == 0);
+  INFO(out);
+  // 1100 + 2500 = 3600 us, the span ends at 2000: 1.6 ms after it.
+  CHECK_THAT(out, Catch::Contains("#3: its kernels ran until 1.600 ms after its span"));
+  CHECK_THAT(out, Catch::Contains("compute U comm = 2.500 ms exceeds the 1.000 ms step"));
+  const std::string fits = write_text(dir / "fits.json", trace());
+  REQUIRE(run_capture(kBin + " analyze " + fits, out) == 0);
+  CHECK_THAT(out, !Catch::Contains("its kernels ran until"));
+}
+
+#ifdef STEPSIM_TEST_DATA
+TEST_CASE("analyze of the li-plus DDP trace names step #3, whose compute exceeds its span (F21)", "[cli][issue50][data]") {
+  std::string out;
+  REQUIRE(run_capture(kBin + " analyze " + std::string(STEPSIM_TEST_DATA) +
+                          "/traces/li-plus_playground/ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz",
+                      out) == 0);
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("#3: its kernels ran until"));
+  CHECK_THAT(out, !Catch::Contains("#4: its kernels ran until"));
+}
+#endif
+
 TEST_CASE("A config.json with expert or quantization keys is refused whatever its model_type (F22)", "[cli][issue50]") {
   expect_input_error("simulate " + kRepro + "r22-hf-llama-moe-keys.json",
                      {"hf-llama-moe-keys.config.json", "/num_local_experts: 8", "a mixture of experts is not modelled",
