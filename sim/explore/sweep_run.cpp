@@ -468,7 +468,10 @@ struct ShardReader {
       ++lineno;
       if (line.empty()) continue;
       try {
-        index = std::stoull(line.substr(0, line.find(',')));
+        const std::string field = line.substr(0, line.find(','));
+        // Digits only: stoull would take "-0", " 7" or "+7".
+        if (field.empty() || field.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(field);
+        index = std::stoull(field);
       } catch (const std::exception&) {
         throw InputError(fmt::format("{}: line {}: {}: expected a row starting with its point index", file.string(), lineno,
                                      printable(line)));
@@ -540,6 +543,7 @@ SweepCsvColumns sweep_csv_columns(const std::vector<std::string>& head, const st
 
 std::int64_t integer_field(const ShardReader& r, const std::string& text, const char* column) {
   try {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(text);
     std::size_t used = 0;
     long long v = std::stoll(text, &used);
     if (used == text.size() && v >= 0) return v;
@@ -579,7 +583,9 @@ CsvKind csv_kind(const std::string& name) {
   return CsvKind::Other;
 }
 
+// Digits only, as the writer prints a count (no sign, no "-0", no space).
 bool integer_text(const std::string& t, std::int64_t lo, std::int64_t hi) {
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) return false;
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   return !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= lo && v <= hi;
@@ -591,9 +597,14 @@ bool number_text(const std::string& t) {
   return !t.empty() && ec == std::errc() && end == t.data() + t.size() && std::isfinite(v) && v >= 0;
 }
 
-bool word_text(const std::string& t) {
-  return !t.empty() && std::all_of(t.begin(), t.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'; });
+// A framework the strategy table declares (experiment_keys: strategy.framework's choices).
+bool framework_text(const std::string& t) {
+  const auto& choices = experiment_keys::strategy_common().find("framework")->choices;
+  return std::find(choices.begin(), choices.end(), t) != choices.end();
 }
+
+// A phase of the host program (program.hpp Phase's names).
+bool phase_text(const std::string& t) { return t == "setup" || t == "forward" || t == "backward" || t == "optimizer"; }
 
 // Every field of a row (`f`, split; status already checked) as the writer leaves it, so a
 // hand-edited or damaged shard is refused by name instead of merged (issue 50, F18): an ok row
@@ -612,7 +623,7 @@ void check_row_fields(const ShardReader& r, const std::vector<std::string>& head
     } else {
       switch (csv_kind(head[i])) {
         case CsvKind::Framework:
-          if (!(word_text(t) || (!ok && t.empty()))) expected = "a framework name";
+          if (!(framework_text(t) || (!ok && t.empty()))) expected = "a framework name (ddp, fsdp1, fsdp2 or zero)";
           break;
         case CsvKind::WorldSize:
           if (!(integer_text(t, 1, limits::kMaxWorldSize) || (!ok && t.empty())))
@@ -629,7 +640,7 @@ void check_row_fields(const ShardReader& r, const std::vector<std::string>& head
           if (ok ? (t != "true" && t != "false") : !t.empty()) expected = ok ? "true or false" : "nothing (a row that is not ok has no metrics)";
           break;
         case CsvKind::Phase:
-          if (ok ? !word_text(t) : !t.empty()) expected = ok ? "a phase name" : "nothing (a row that is not ok has no metrics)";
+          if (ok ? !phase_text(t) : !t.empty()) expected = ok ? "setup, forward, backward or optimizer" : "nothing (a row that is not ok has no metrics)";
           break;
         case CsvKind::Error:
           if (ok != t.empty()) expected = ok ? "nothing (an ok row has no error)" : "the point's error message";

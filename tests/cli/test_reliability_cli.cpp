@@ -570,8 +570,11 @@ TEST_CASE("sweep --merge checks every field of every row, and with the sweep fil
   const std::string ws = std::regex_replace(p0, std::regex(",ddp,8,"), ",ddp,-8,");
   REQUIRE(ws != p0);
   expect_input_error(merge(ws), {"a.csv: line 2: point 0: world_size: \"-8\"", "expected an integer from 1 to 1048576"});
-  // A metric that is not a number, and an ok row carrying an error.
-  const std::string header = p0.substr(0, p0.find('\n'));
+  // A framework no table declares, an index the writer never prints.
+  expect_input_error(merge(std::regex_replace(p0, std::regex(",ddp,8,"), ",nope,8,")),
+                     {"a.csv: line 2: point 0: framework: \"nope\"", "ddp, fsdp1, fsdp2 or zero"});
+  expect_input_error(merge(std::regex_replace(p0, std::regex("\n0,ok,"), "\n-0,ok,")), {"a.csv: line 2", "-0,ok", "point index"});
+  // A metric that is not a number.
   const std::string bad_metric = std::regex_replace(p0, std::regex(",ddp,8,([0-9]+),"), ",ddp,8,12abc,");
   REQUIRE(bad_metric != p0);
   expect_input_error(merge(bad_metric), {"a.csv: line 2: point 0: step_time_ns: \"12abc\"", "an integer >= 0"});
