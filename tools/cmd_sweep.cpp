@@ -1,7 +1,8 @@
 // stepsim sweep SWEEP.json [--objective O] [--constraint C]... [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]
-// stepsim sweep --merge A.csv B.csv ... --out F.csv
+// stepsim sweep [SWEEP.json] --merge A.csv B.csv ... --out F.csv
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <iostream>
 
@@ -58,14 +59,14 @@ std::optional<SweepArgs> read_sweep_args(const Args& args) {
       "max-points", po::value(&a.max_points),
       "refuse a run of more points than this (default 1000000; docs/limits.md)")(
       "resume", "continue the run an interrupt stopped: keep the rows of --out's F.csv.partial, run the rest")(
-      "merge", "join shard CSVs (the positional arguments) into --out, in point order")(
+      "merge", "join shard CSVs (the positional arguments) into --out, in point order; a SWEEP.json first checks each row against it")(
       "no-progress", "never draw the progress bar");
   po::positional_options_description pos;
   pos.add("inputs", -1);
   po::variables_map vm;
   if (!parse_args(args, "usage: stepsim sweep SWEEP.json [--objective step_time|tokens_per_s|mfu] [--constraint \"metric OP number\"]...\n"
                         "                    [--jobs N] [--shard i/n] [--out F.csv] [--json-out F.json] [--report F.html]\n"
-                        "       stepsim sweep --merge A.csv B.csv ... --out F.csv",
+                        "       stepsim sweep [SWEEP.json] --merge A.csv B.csv ... --out F.csv",
                   opts, pos, vm))
     return std::nullopt;
   a.objective_given = vm.count("objective") > 0;
@@ -83,16 +84,33 @@ std::optional<Objective> check_sweep_args(const SweepArgs& a) {
   return requested;
 }
 
-// --merge: joins the shard CSVs into --out (and --report), prints the summary.
+// Whether `file` holds a JSON object (a sweep file) rather than a CSV (whose header starts
+// "index,"): its first byte that is not white space is '{'.
+bool looks_like_json_object(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  char ch = 0;
+  while (in.get(ch))
+    if (!std::isspace(static_cast<unsigned char>(ch))) return ch == '{';
+  return false;
+}
+
+// --merge: joins the shard CSVs into --out (and --report), prints the summary. A sweep file
+// before the CSVs (`stepsim sweep SWEEP.json --merge A.csv B.csv`) checks each row's varied
+// paths against the point its index names, besides the header and the point count.
 int merge_shards(const SweepArgs& a, std::optional<Objective> requested) {
   if (a.out_file.empty()) throw InputError("sweep --merge: expected --out F.csv");
   std::vector<std::filesystem::path> files(a.inputs.begin(), a.inputs.end());
+  std::optional<SweepSpec> spec;
+  if (!files.empty() && looks_like_json_object(files.front().string())) {
+    spec = load_sweep(files.front().string());
+    files.erase(files.begin());
+  }
   for (const auto& f : files) note_input_file(f);
   OutputFile out = open_output(a.out_file, "merged CSV", std::ios::binary);
   OutputFile report;
   if (!a.report_file.empty()) report = open_output(a.report_file, "HTML report");
   if (!a.constraints.empty()) throw InputError("sweep --merge: --constraint applies when the sweep runs; the shards' constraints_ok is kept");
-  SweepSummary s = merge_sweep_csv(files, out.stream(), 5, requested);
+  SweepSummary s = merge_sweep_csv(files, out.stream(), 5, requested, spec ? &*spec : nullptr);
   if (report.is_open()) write_sweep_html(report.stream(), "stepsim sweep (merged): " + a.out_file, s);
   out.commit();
   if (report.is_open()) report.commit();

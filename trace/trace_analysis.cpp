@@ -139,6 +139,7 @@ std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, 
     if (so.phase[k] == Phase::Backward) bwd_end = std::max(bwd_end, op.end);
   }
   Metrics& m = st.metrics;
+  st.kernels_end = win_end;
   m.overlap = overlap_metrics(compute, comm, win_start, win_end);
   m.overlap.step_time = span.end - span.start;
   Time busy = m.overlap.compute_time + m.overlap.comm_time - m.overlap.overlapped_comm;

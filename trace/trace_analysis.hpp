@@ -57,6 +57,9 @@ struct CollectiveRecord {
 struct StepAnalysis {
   std::int64_t number = 0;
   Time span_start, span_end;
+  // The end of the last kernel launched in the step: past span_end when the GPU runs behind the
+  // host, so compute and comm (measured to here) can exceed step_time (issue 50, F21).
+  Time kernels_end;
   Metrics metrics;
   std::size_t kernels = 0, collectives = 0, memory_ops = 0;
   Time memory_op_time;  // union of memcpy/memset intervals (reported, not part of the metrics)

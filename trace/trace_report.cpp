@@ -93,6 +93,16 @@ void trace_text(std::string& out, const TraceAnalysis& a) {
                      "peak GiB", "reserved GiB");
   for (const auto& s : a.steps) metrics_row(out, fmt::format("#{}", s.number), s.metrics);
   if (a.steps.size() > 1) metrics_row(out, "mean", a.mean);
+  // A step whose kernels kept the GPU busy longer than its span: compute (or comm) above the
+  // step time is that, not a sum over streams (issue 50, F21).
+  for (const auto& s : a.steps) {
+    const OverlapMetrics& o = s.metrics.overlap;
+    const Time busy = o.compute_time + o.comm_time - o.overlapped_comm;
+    if (busy <= o.step_time) continue;
+    out += fmt::format("  #{}: its kernels ran until {} ms after its span (the GPU behind the host): compute U comm = {} ms "
+                       "exceeds the {} ms step, and idle is 0\n",
+                       s.number, ms(s.kernels_end - s.span_end), ms(busy), ms(o.step_time));
+  }
   if (!a.steps.empty()) {
     // Per class, the mean over the shown steps.
     ClassBreakdown mean = empty_breakdown();

@@ -223,6 +223,16 @@ ModelDims dims_from_hf_config_json(const Json& doc, const fs::path& file, std::s
                           not_modelled("such a model") + ")");
   }
   HfReader r(doc, file.string(), *family);
+  // Every declared key has its type, also those stepsim does not read (F15), and the keys that
+  // describe an unmodelled structure are absent or null (F22): before the dimensions, so a
+  // Mixtral-style file is refused for its experts, not for a dimension.
+  for (const ForeignKey& k : family->keys) {
+    if (!doc.contains(k.key.name)) continue;
+    if (k.use == ForeignKey::Use::Checked && k.neutral && k.neutral->is_null()) r.check_neutral(k.key.name);
+    else if ((k.use == ForeignKey::Use::NoEffect || k.use == ForeignKey::Use::NotModelled) && k.key.types != 0 &&
+             !matches_declaration(k.key, doc[k.key.name]))
+      r.fail(k.key.name, describe_type(k.key));
+  }
   ModelDims d;
   if (type == "llama" || type == "mistral" || type == "qwen2") d = llama_like(r, type, seq_len);
   else if (type == "opt") d = opt_dims(r);
@@ -319,6 +329,8 @@ void put(Json& doc, SourceMap& sources, const std::string& section, const std::s
                                  json_value_for_message(obj[key]), ds_file, ds_path, json_value_for_message(value)));
   obj[key] = value;
   sources.file_of_prefix["/" + section + "/" + key] = ds_file;
+  // A later message about the value names the DeepSpeed key it came from (F15).
+  if (ds_path.rfind('/', 0) == 0) sources.path_in_file_of["/" + section + "/" + key] = ds_path;
 }
 
 std::int64_t hidden_size_of(const Json& doc, const SourceMap& sources) {
@@ -390,7 +402,41 @@ class DeepSpeedTranslation {
       // anything else would pass their checks unread.
       if (k->use == ForeignKey::Use::Checked && !it.value().is_object() && !it.value().is_null())
         r_.fail("/" + it.key(), it.value(), "an object with " + k->accepts);
+      check_type(*k, "/" + it.key(), it.value());
     }
+    if (has("scheduler")) scheduler();
+  }
+
+  // Every value of the file has its declared JSON type and range, also where stepsim does not
+  // read it (a key with no effect on the step): DeepSpeed itself fails on "gradient_clipping":
+  // "banana" (F15), so a prediction for such a file would be for a run that never starts.
+  void check_type(const ForeignKey& k, const std::string& path, const Json& v) const {
+    if (k.key.types != 0 && !matches_declaration(k.key, v)) r_.fail(path, v, describe_type(k.key));
+  }
+
+  // DeepSpeed builds the scheduler named by "type" from its own lr_schedules, else from
+  // torch.optim.lr_scheduler, with "params" as keyword arguments (runtime/engine.py
+  // _scheduler_from_config; any other name fails its assert); no "type": no scheduler.
+  void scheduler() const {
+    const Json& sch = ds_["scheduler"];
+    if (!sch.is_object()) return;  // null; check_type refused anything else
+    if (sch.contains("type")) {
+      static const std::vector<std::string> names = {
+          // deepspeed/runtime/lr_schedules.py
+          "LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+          // torch.optim.lr_scheduler (PyTorch 2.x)
+          "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR", "SequentialLR",
+          "CosineAnnealingLR", "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR",
+          "PolynomialLR"};
+      const Json& type = sch["type"];
+      if (!type.is_string() || std::find(names.begin(), names.end(), type.get<std::string>()) == names.end()) {
+        std::string all;
+        for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+        r_.fail("/scheduler/type", type, "a scheduler DeepSpeed builds: " + all);
+      }
+    }
+    if (sch.contains("params") && !sch["params"].is_object())
+      r_.fail("/scheduler/params", sch["params"], "an object (the scheduler's keyword arguments)");
   }
 
   // "auto" values are the HF Trainer's (transformers integrations/deepspeed.py,
@@ -492,11 +538,19 @@ class DeepSpeedTranslation {
     auto ga = batch_value(ds_, "gradient_accumulation_steps", limits::kMaxGradAccum, r_);
     const Json w = doc_.contains("workload") && doc_["workload"].is_object() ? doc_["workload"] : Json::object();
     const Json t = doc_.contains("training") && doc_["training"].is_object() ? doc_["training"] : Json::object();
+    // The DeepSpeed key each value comes from (messages name it), or how it was derived in
+    // parentheses; "" for the experiment's own.
+    const std::string kFromTbs = "(train_batch_size / the other two)";
+    std::string micro_from = "/train_micro_batch_size_per_gpu", ga_from = "/gradient_accumulation_steps";
     // "auto" (HF Trainer): the experiment's own value.
-    if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch"))
+    if (!micro && has("train_micro_batch_size_per_gpu") && w.contains("micro_batch")) {
       micro = experiment_integer(doc_, sources_, "workload", "micro_batch", 1, 1, limits::kMaxMicroBatch);
-    if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum"))
+      micro_from.clear();
+    }
+    if (!ga && has("gradient_accumulation_steps") && t.contains("grad_accum")) {
       ga = experiment_integer(doc_, sources_, "training", "grad_accum", 1, 1, limits::kMaxGradAccum);
+      ga_from.clear();
+    }
     const Json& tbs_value = ds_.value("train_batch_size", Json());
     if (tbs && micro && ga) {
       // micro <= 2^20, ga <= 2^16, world <= 2^26: the product fits.
@@ -508,28 +562,48 @@ class DeepSpeedTranslation {
       if (*tbs % (*micro * world) != 0)
         r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of micro batch x world size ({})", *micro * world));
       ga = *tbs / (*micro * world);
+      ga_from = kFromTbs;
     } else if (tbs && ga) {
       if (*tbs % (*ga * world) != 0)
         r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of accumulation x world size ({})", *ga * world));
       micro = *tbs / (*ga * world);
+      micro_from = kFromTbs;
     } else if (tbs) {
       if (*tbs % world != 0) r_.fail("/train_batch_size", tbs_value, fmt::format("a multiple of the world size {}", world));
       ga = 1;
+      ga_from = "(train_batch_size without gradient_accumulation_steps: 1)";
       micro = *tbs / world;
+      micro_from = kFromTbs;
     } else if (micro) {
-      if (!ga) ga = 1;
+      if (!ga) {
+        ga = 1;
+        ga_from = "(no gradient_accumulation_steps: DeepSpeed's default 1)";
+      }
     } else if (!w.contains("micro_batch")) {
       r_.fail("/train_micro_batch_size_per_gpu", ds_.value("train_micro_batch_size_per_gpu", Json()),
               "a number, or train_batch_size (DeepSpeed needs one of them; \"auto\" takes workload.micro_batch)");
     }
-    if (micro) put_key("workload", "micro_batch", *micro, "/train_micro_batch_size_per_gpu");
-    if (ga) put_key("training", "grad_accum", *ga, "/gradient_accumulation_steps");
+    // A value derived from train_batch_size is held to the experiment's range here, naming the
+    // key the file has (the experiment's check would name /workload/micro_batch, a key the
+    // DeepSpeed file does not have).
+    if (micro_from == kFromTbs && *micro > limits::kMaxMicroBatch)
+      r_.fail("/train_batch_size", tbs_value,
+              fmt::format("at most micro-batch {} x accumulation {} x world size {} (it gives a micro-batch of {})",
+                          limits::kMaxMicroBatch, *ga, world, *micro));
+    if (ga_from == kFromTbs && *ga > limits::kMaxGradAccum)
+      r_.fail("/train_batch_size", tbs_value,
+              fmt::format("at most micro-batch {} x accumulation {} x world size {} (it gives an accumulation of {})", *micro,
+                          limits::kMaxGradAccum, world, *ga));
+    if (micro && !micro_from.empty()) put_key("workload", "micro_batch", *micro, micro_from);
+    if (ga && !ga_from.empty()) put_key("training", "grad_accum", *ga, ga_from);
   }
 
   void optimizer() {
     if (!has("optimizer")) return;
     const Json& o = ds_["optimizer"];
     if (!o.is_object() || !o.contains("type") || !o["type"].is_string()) r_.fail("/optimizer", o, "{\"type\": \"AdamW\", ...}");
+    // DeepSpeed passes "params" as keyword arguments (runtime/engine.py _configure_basic_optimizer).
+    if (o.contains("params") && !o["params"].is_object()) r_.fail("/optimizer/params", o["params"], "an object (the optimizer's keyword arguments)");
     std::string lower;
     for (char c : o["type"].get<std::string>()) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (lower == "adam" || lower == "adamw" || lower == "fusedadam") put_key("training", "optimizer", "adamw", "/optimizer/type");
@@ -539,14 +613,25 @@ class DeepSpeedTranslation {
 
   void reduction_dtypes() {
     if (has("communication_data_type") && !ds_["communication_data_type"].is_null())
-      strategy_["communication_data_type"] = ds_["communication_data_type"];
+      put_strategy("communication_data_type", ds_["communication_data_type"], "/communication_data_type");
     if (!has("data_types")) return;
     const Json& dt = ds_["data_types"];
     if (!dt.is_object()) r_.fail("/data_types", dt, "an object");
     for (auto it = dt.begin(); it != dt.end(); ++it) {
       if (it.key() != "grad_accum_dtype") r_.fail("/data_types/" + it.key(), it.value(), "only grad_accum_dtype");
-      if (!it.value().is_null()) strategy_["grad_accum_dtype"] = it.value();
+      if (!it.value().is_null()) put_strategy("grad_accum_dtype", it.value(), "/data_types/grad_accum_dtype");
     }
+  }
+
+  // The zero strategy's key `key` = `v`, from the DeepSpeed file's `path`: the strategy's table
+  // checks the value, and its messages name the file and `path` (SourceMap::path_in_file_of).
+  void put_strategy(const std::string& key, const Json& v, const std::string& path) {
+    if (strategy_.contains(key) && strategy_[key] != v)
+      throw InputError(fmt::format("{}: /strategy/{}: {}: expected the value of {} {} ({}), or remove one of them", where_, key,
+                                   json_value_for_message(strategy_[key]), ds_file_, path, json_value_for_message(v)));
+    strategy_[key] = v;
+    sources_.file_of_prefix["/strategy/" + key] = ds_file_;
+    sources_.path_in_file_of["/strategy/" + key] = path;
   }
 
   void zero_optimization() {
@@ -559,9 +644,9 @@ class DeepSpeedTranslation {
       const ForeignKey* k = decl.find(it.key());
       if (!k)
         r_.fail(path, it.value(), "a zero_optimization key stepsim translates or knows to leave the step unchanged (unknown key)");
-      if (k->use == ForeignKey::Use::Read) zero_key(it.key(), path, it.value(), *k);
+      if (k->use == ForeignKey::Use::Read) zero_key(it.key(), path, it.value(), *k);  // the strategy's table checks it
       else if (k->use == ForeignKey::Use::Checked) check_zero_key(it.key(), path, it.value(), *k);
-      // NoEffect, NotModelled: accepted, not read (the declaration says why).
+      else check_type(*k, path, it.value());  // NoEffect, NotModelled: not read, but of the declared type
     }
   }
 
@@ -583,13 +668,11 @@ class DeepSpeedTranslation {
       else if (key == "stage3_prefetch_bucket_size" || key == "prefetch_bucket_size")
         strategy_[key] = static_cast<std::int64_t>(0.9 * static_cast<double>(hidden * hidden));
       else strategy_[key] = 10 * hidden;  // (stage3_)param_persistence_threshold
+      sources_.file_of_prefix["/strategy/" + key] = ds_file_;
+      sources_.path_in_file_of["/strategy/" + key] = path;
     } else {
-      if (strategy_.contains(key) && strategy_[key] != v)
-        throw InputError(fmt::format("{}: /strategy/{}: {}: expected the value of {} {} ({}), or remove one of them", where_, key,
-                                     json_value_for_message(strategy_[key]), ds_file_, path, json_value_for_message(v)));
-      strategy_[key] = v;
+      put_strategy(key, v, path);
     }
-    sources_.file_of_prefix["/strategy/" + key] = ds_file_;
   }
 
   void check_zero_key(const std::string& key, const std::string& path, const Json& v, const ForeignKey& k) const {

@@ -39,12 +39,16 @@ ForeignKey checked(ConfigKey k, std::optional<Json> neutral, std::string accepts
   return {std::move(k), Use::Checked, "", std::move(neutral), std::move(accepts)};
 }
 
-ForeignKey no_effect(std::string name, std::string doc, std::string since = "unknown") {
-  return {{.name = std::move(name), .doc = std::move(doc), .since = std::move(since)}, Use::NoEffect, "", std::nullopt, ""};
+// Keys stepsim does not read still carry their JSON type (DeepSpeed's or transformers'), checked
+// as the file is read: a value the framework itself would fail on is refused (issue 50, F15).
+ForeignKey no_effect(ConfigKey k) { return {std::move(k), Use::NoEffect, "", std::nullopt, ""}; }
+ForeignKey no_effect(std::string name, unsigned types, std::string doc, std::string since = "unknown") {
+  return no_effect({.name = std::move(name), .types = types, .doc = std::move(doc), .since = std::move(since)});
 }
 
-ForeignKey not_modelled(std::string name, std::string doc, std::string since = "unknown") {
-  return {{.name = std::move(name), .doc = std::move(doc), .since = std::move(since)}, Use::NotModelled, "", std::nullopt, ""};
+ForeignKey not_modelled(ConfigKey k) { return {std::move(k), Use::NotModelled, "", std::nullopt, ""}; }
+ForeignKey not_modelled(std::string name, unsigned types, std::string doc, std::string since = "unknown") {
+  return not_modelled({.name = std::move(name), .types = types, .doc = std::move(doc), .since = std::move(since)});
 }
 
 // A model dimension of a config.json: a positive integer (at most 2^40).
@@ -116,24 +120,28 @@ const ForeignObject& deepspeed() {
                "strategy.communication_data_type"),
           read({.name = "data_types", .types = kObject, .doc = "{\"grad_accum_dtype\": ...} only; other keys are exit 2.", .since = "unknown"},
                "strategy.grad_accum_dtype"),
-          checked({.name = "hybrid_engine", .types = kObject, .doc = "DeepSpeed-Chat's RLHF inference engine.", .since = "unknown"},
+          checked({.name = "hybrid_engine", .types = kObject | kNull, .doc = "DeepSpeed-Chat's RLHF inference engine.", .since = "unknown"},
                   std::nullopt, "\"enabled\": false (or absent)"),
-          checked({.name = "amp", .types = kObject, .doc = "NVIDIA Apex AMP.", .since = "unknown"}, std::nullopt,
+          checked({.name = "amp", .types = kObject | kNull, .doc = "NVIDIA Apex AMP.", .since = "unknown"}, std::nullopt,
                   "\"enabled\": false (or absent)"),
-          checked({.name = "activation_checkpointing", .types = kObject,
+          checked({.name = "activation_checkpointing", .types = kObject | kNull,
                    .doc = "DeepSpeed's activation checkpointing (set workload.activation_checkpointing instead).", .since = "unknown"},
                   std::nullopt, "partition_activations and cpu_checkpointing false (or absent)"),
-          no_effect("gradient_clipping",
-                    "Clip the gradient norm: DeepSpeed computes the norm and multiplies the fp32 gradient partition by the "
-                    "combined scale every step whatever the limit (unscale_and_clip_grads), and both are modelled."),
-          not_modelled("prescale_gradients", "true: divide gradients before the reduction instead of after (one elementwise pass moves)."),
-          not_modelled("gradient_predivide_factor", "Part of the averaging division done before the reduction (an elementwise pass)."),
-          not_modelled("wall_clock_breakdown",
+          no_effect({.name = "gradient_clipping", .types = kNumber | kString, .choices = {"auto"},
+                     .doc = "Clip the gradient norm: DeepSpeed computes the norm and multiplies the fp32 gradient partition by the "
+                    "combined scale every step whatever the limit (unscale_and_clip_grads), and both are modelled. \"auto\": the HF "
+                            "Trainer's max_grad_norm.",
+                     .since = "unknown"}),
+          not_modelled("prescale_gradients", kBoolean, "true: divide gradients before the reduction instead of after (one elementwise pass moves)."),
+          not_modelled({.name = "gradient_predivide_factor", .types = kNumber, .min = 0, .min_exclusive = true,
+                        .doc = "Part of the averaging division done before the reduction (an elementwise pass).", .since = "unknown"}),
+          not_modelled("wall_clock_breakdown", kBoolean,
                        "true: DeepSpeed's timers around forward, backward and step (CUDA events or device synchronizations, "
                        "by release)."),
-          not_modelled("memory_breakdown", "true: DeepSpeed prints memory usage during the step (host time)."),
-          no_effect("steps_per_print", "Logging."),
-          no_effect("dump_state", "Prints the engine's state at start."),
+          not_modelled("memory_breakdown", kBoolean, "true: DeepSpeed prints memory usage during the step (host time)."),
+          no_effect({.name = "steps_per_print", .types = kInteger | kNull, .min = 1,
+                     .doc = "Logging (DeepSpeed takes global_steps modulo it).", .since = "unknown"}),
+          no_effect("dump_state", kBoolean, "Prints the engine's state at start."),
           read({.name = "tensorboard", .types = kObject,
                 .doc = "{\"enabled\": true, ...}: DeepSpeed's monitor: at each accumulation boundary rank 0 reads the loss back and "
                        "writes it before the backward (runtime/engine.py v0.12.6 l.1934-1944, v0.16.5 l.2104-2115; "
@@ -147,16 +155,16 @@ const ForeignObject& deepspeed() {
                "strategy.monitor"),
           read({.name = "comet", .types = kObject, .doc = "{\"enabled\": true, ...}: as tensorboard.", .since = "unknown"},
                "strategy.monitor"),
-          no_effect("monitor_config", "Not read by DeepSpeed: runtime/config.py builds its MonitorConfig from the blocks above."),
-          no_effect("timers", "Throughput timer settings (logging)."),
-          no_effect("flops_profiler", "Profiles one step (profile_step), not the steady state."),
-          no_effect("scheduler", "The learning-rate schedule: host arithmetic per step."),
-          no_effect("seed", "Random seed."),
-          no_effect("checkpoint", "Checkpoint saving and loading."),
-          no_effect("zero_allow_untested_optimizer", "Allows a client optimizer with ZeRO; the optimizer is training.optimizer."),
-          no_effect("zero_force_ds_cpu_optimizer", "Only with CPU offload (which is refused)."),
-          no_effect("sparse_gradients", "Sparse all-reduce for sparse embedding gradients; the models stepsim builds have dense ones."),
-          no_effect("disable_allgather", "Kept from stepsim's first list; its effect on ZeRO 1-3 is not re-verified."),
+          no_effect("monitor_config", kObject | kNull, "Not read by DeepSpeed: runtime/config.py builds its MonitorConfig from the blocks above."),
+          no_effect("timers", kObject, "Throughput timer settings (logging)."),
+          no_effect("flops_profiler", kObject, "Profiles one step (profile_step), not the steady state."),
+          no_effect("scheduler", kObject | kNull, "The learning-rate schedule: host arithmetic per step."),
+          no_effect({.name = "seed", .types = kInteger, .min = 0, .doc = "Random seed.", .since = "unknown"}),
+          no_effect("checkpoint", kObject, "Checkpoint saving and loading."),
+          no_effect("zero_allow_untested_optimizer", kBoolean, "Allows a client optimizer with ZeRO; the optimizer is training.optimizer."),
+          no_effect("zero_force_ds_cpu_optimizer", kBoolean, "Only with CPU offload (which is refused)."),
+          no_effect("sparse_gradients", kBoolean, "Sparse all-reduce for sparse embedding gradients; the models stepsim builds have dense ones."),
+          no_effect("disable_allgather", kBoolean, "Kept from stepsim's first list; its effect on ZeRO 1-3 is not re-verified."),
       }};
   return o;
 }
@@ -226,22 +234,22 @@ const ForeignObject& deepspeed_zero() {
           checked({.name = "module_granularity_threshold", .types = kInteger, .default_value = Json(0),
                    .doc = "Stage 3: fetch small modules as one unit.", .since = "unknown"},
                   Json(0), "0"),
-          not_modelled("memory_efficient_linear",
+          not_modelled("memory_efficient_linear", kBoolean,
                        "Stage 3: nn.Linear through LinearFunctionForZeroStage3 (DeepSpeed's default true is what stepsim "
                        "builds; false is not modelled); no effect at stages 1/2."),
-          not_modelled("round_robin_gradients",
+          not_modelled("round_robin_gradients", kBoolean,
                        "Stages 1/2: reorders parameters across the ranks' partitions (meant for CPU offload); stepsim "
                        "partitions in model order."),
-          no_effect("load_from_fp32_weights", "Checkpoint loading."),
-          no_effect("elastic_checkpoint", "Checkpoint format."),
-          no_effect("stage3_gather_16bit_weights_on_model_save", "Checkpoint saving."),
-          no_effect("stage3_gather_fp16_weights_on_model_save", "Checkpoint saving (old spelling)."),
-          no_effect("gather_16bit_weights_on_model_save", "Checkpoint saving."),
-          no_effect("pipeline_loading_checkpoint", "Checkpoint loading."),
-          no_effect("ignore_unused_parameters", "Only with unused parameters; the models stepsim builds use every parameter."),
-          no_effect("override_module_apply", "Stage 3: module.apply at initialisation."),
-          no_effect("log_trace_cache_warnings", "Logging."),
-          no_effect("cpu_offload_use_pin_memory", "Only with CPU offload (which is refused)."),
+          no_effect("load_from_fp32_weights", kBoolean, "Checkpoint loading."),
+          no_effect("elastic_checkpoint", kBoolean, "Checkpoint format."),
+          no_effect("stage3_gather_16bit_weights_on_model_save", kBoolean, "Checkpoint saving."),
+          no_effect("stage3_gather_fp16_weights_on_model_save", kBoolean, "Checkpoint saving (old spelling)."),
+          no_effect("gather_16bit_weights_on_model_save", kBoolean, "Checkpoint saving."),
+          no_effect("pipeline_loading_checkpoint", kBoolean, "Checkpoint loading."),
+          no_effect("ignore_unused_parameters", kBoolean, "Only with unused parameters; the models stepsim builds use every parameter."),
+          no_effect("override_module_apply", kBoolean, "Stage 3: module.apply at initialisation."),
+          no_effect("log_trace_cache_warnings", kBoolean, "Logging."),
+          no_effect("cpu_offload_use_pin_memory", kBoolean, "Only with CPU offload (which is refused)."),
       }};
   return o;
 }
@@ -250,7 +258,35 @@ namespace {
 
 const std::string kLlama = "transformers 4.28 (Llama), 4.34 (Mistral), 4.37 (Qwen2)";
 
+// Keys that make a config.json describe a model stepsim does not build, whatever its
+// model_type: transformers' llama (gpt2, ...) classes ignore them and build the dense model, but
+// a file that has them was written for a mixture of experts (Mixtral's num_local_experts,
+// Qwen2-MoE's num_experts, DeepSeek's n_routed_experts, ...), for custom code, or for a quantized
+// checkpoint, so pricing the dense model would answer another question (issue 50, F22). Each is
+// accepted only as null or absent; the message says how to get the dense model.
+std::vector<ForeignKey> unmodelled_structure() {
+  std::vector<ForeignKey> keys;
+  const std::string moe = "null or absent (a mixture of experts is not modelled; this model_type's transformers class ignores "
+                          "the key and builds the dense model: remove the key to predict that)";
+  for (const auto& [name, doc] : std::vector<std::pair<std::string, std::string>>{
+           {"num_local_experts", "Experts per MoE layer (Mixtral)."},
+           {"num_experts", "Experts per MoE layer (Qwen2-MoE, OLMoE)."},
+           {"n_routed_experts", "Routed experts per MoE layer (DeepSeek)."},
+           {"n_shared_experts", "Shared experts per MoE layer (DeepSeek)."},
+           {"num_experts_per_tok", "Experts each token is routed to."},
+           {"moe_intermediate_size", "An expert's MLP inner size."},
+           {"shared_expert_intermediate_size", "The shared expert's MLP inner size (Qwen2-MoE)."}})
+    keys.push_back({{.name = name, .types = kInteger | kNull, .doc = doc, .since = "unknown"}, Use::Checked, "", Json(), moe});
+  keys.push_back({{.name = "quantization_config", .types = kObject | kNull,
+                   .doc = "A quantized checkpoint (bitsandbytes, GPTQ, AWQ...): its weights train frozen, with adapters (QLoRA).",
+                   .since = "transformers 4.20 (bitsandbytes)"},
+                  Use::Checked, "", Json(),
+                  "null or absent (training a quantized checkpoint, frozen weights with adapters, is not modelled)"});
+  return keys;
+}
+
 ForeignObject hf_object(std::string name, std::string doc, std::vector<ForeignKey> keys) {
+  for (auto& k : unmodelled_structure()) keys.push_back(std::move(k));
   return {std::move(name), "Hugging Face config.json", "/", std::move(doc), ForeignObject::Unlisted::Ignored, std::move(keys)};
 }
 
@@ -314,11 +350,12 @@ const ForeignObject& hf_llama() {
                        "layers slide instead of max_window_layers (configuration_qwen2.py:88).",
                 .since = "unknown"},
                "whether sliding_window applies (qwen2)"),
-          not_modelled("pretraining_tp",
-                       "> 1: HF splits each projection into this many matmuls (same FLOPs, more kernels); stepsim builds one.",
-                       "transformers 4.31 (Llama 2)"),
-          not_modelled("attention_dropout", "Not read: the experiment's workload.attention_dropout applies."),
-          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+          not_modelled({.name = "pretraining_tp", .types = kInteger | kNull, .min = 1, .max = kMaxDim,
+                        .doc = "> 1: HF splits each projection into this many matmuls (same FLOPs, more kernels); stepsim builds one.",
+                        .since = "transformers 4.31 (Llama 2)"}),
+          not_modelled({.name = "attention_dropout", .types = kNumber, .min = 0, .max = 1,
+                        .doc = "Not read: the experiment's workload.attention_dropout applies.", .since = "unknown"}),
+          no_effect("torch_dtype", kString | kNull, "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
   return o;
 }
@@ -347,8 +384,8 @@ const ForeignObject& hf_opt() {
           checked({.name = "activation_function", .types = kString | kNull, .default_value = Json("relu"), .doc = "The MLP activation.",
                    .since = "transformers 4.19 (OPTConfig)"},
                   std::nullopt, "\"relu\" or \"gelu\""),
-          not_modelled("enable_bias", "false: OPT without linear biases (a fraction of a percent of the parameters); stepsim builds them."),
-          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+          not_modelled("enable_bias", kBoolean, "false: OPT without linear biases (a fraction of a percent of the parameters); stepsim builds them."),
+          no_effect("torch_dtype", kString | kNull, "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
   return o;
 }
@@ -366,8 +403,8 @@ const ForeignObject& hf_gpt2() {
           read(dim("vocab_size", "Vocabulary.", "unknown"), "vocab"),
           read(dim("n_positions", "Learned position table rows.", "unknown"), "max_positions"),
           tied(true, "unknown"),
-          not_modelled("reorder_and_upcast_attn", "true: eager attention's scores in fp32 (more bytes); stepsim's attention kernels are workload.attention's."),
-          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+          not_modelled("reorder_and_upcast_attn", kBoolean, "true: eager attention's scores in fp32 (more bytes); stepsim's attention kernels are workload.attention's."),
+          no_effect("torch_dtype", kString | kNull, "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
   return o;
 }
@@ -384,7 +421,7 @@ const ForeignObject& hf_neox() {
           read(dim("intermediate_size", "MLP inner size.", "unknown"), "ffn"),
           read(dim("vocab_size", "Vocabulary.", "unknown"), "vocab"),
           tied(false, "unknown"),
-          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+          no_effect("torch_dtype", kString | kNull, "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
   return o;
 }
@@ -409,7 +446,7 @@ const ForeignObject& hf_mpt() {
                    .since = "unknown"},
                   std::nullopt,
                   "alibi false or absent (ALiBi MPT is not modelled yet)"),
-          no_effect("torch_dtype", "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
+          no_effect("torch_dtype", kString | kNull, "The checkpoint's dtype; the experiment's workload.dtype is the compute dtype."),
       });
   return o;
 }
@@ -473,6 +510,8 @@ std::string foreign_markdown_reference() {
          "- **checked**: accepted only at the values named, any other value is exit 2 naming the file and key;\n"
          "- **accepted, no effect**: not read, and it does not change one step's schedule or GPU memory;\n"
          "- **accepted, not modelled**: not read although it can change the step; the meaning says how.\n\n"
+         "Every key's value must have the type the table gives, read or not (a value the framework itself\n"
+         "would fail on, such as `\"gradient_clipping\": \"banana\"`, is exit 2 naming the file and key).\n"
          "A key a table does not list: in a DeepSpeed config it is exit 2 naming the file and the key (any\n"
          "DeepSpeed option may change the schedule or memory); in a config.json it is ignored (the file holds\n"
          "token ids, RoPE and initialisation settings and more that do not change a step's cost; the keys\n"

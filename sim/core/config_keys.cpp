@@ -1,6 +1,7 @@
 #include "sim/core/config_keys.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -103,6 +104,26 @@ std::string describe_type(const ConfigKey& k) {
   std::string out;
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? " | " : "") + parts[i];
   return out;
+}
+
+bool matches_declaration(const ConfigKey& k, const Json& v) {
+  if (v.is_null()) return k.types & kNull;
+  if (v.is_boolean()) return k.types & kBoolean;
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    const bool integral = v.is_number_integer() || (std::isfinite(d) && d == std::floor(d));
+    if (!std::isfinite(d) || !((k.types & kNumber) || ((k.types & kInteger) && integral))) return false;
+    if (k.min && (k.min_exclusive ? !(d > *k.min) : !(d >= *k.min))) return false;
+    return !k.max || d <= *k.max;
+  }
+  if (v.is_string())
+    return (k.types & kString) && (k.choices.empty() || std::find(k.choices.begin(), k.choices.end(), v.get<std::string>()) != k.choices.end());
+  if (v.is_object()) return k.types & kObject;
+  if (v.is_array()) {
+    if (!(k.types & kArray)) return false;
+    return k.items != "string" || std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); });
+  }
+  return false;
 }
 
 std::string describe_default(const ConfigKey& k) {

@@ -84,6 +84,11 @@ std::string describe_type(const ConfigKey& k);
 // The default in words ("25", "\"block\"", "true at stage 3, else false", "none").
 std::string describe_default(const ConfigKey& k);
 
+// Whether `v` is of one of the key's types and inside its static range and choices (what
+// describe_type says): an integral float (5e8) is an integer, a number must be finite, array
+// items are checked when `items` is "string". Ranges that depend on other keys are the owner's.
+bool matches_declaration(const ConfigKey& k, const nlohmann::json& v);
+
 // A JSON Schema (draft 2020-12) of the documents `catalog` describes: one $defs entry per
 // object, additionalProperties false, "include" allowed in every object (resolved before
 // parsing, so a fragment may omit keys: no key is marked required).

@@ -28,7 +28,14 @@ using Json = nlohmann::json;
 struct SourceMap {
   std::string root_file;
   std::map<std::string, std::string> file_of_prefix;  // "/workload" -> "configs/models/x.json"
+  // Where a value translated from a foreign file (a DeepSpeed config) sits in that file:
+  // "/strategy/reduce_bucket_size" -> "/zero_optimization/reduce_bucket_size". Messages about the
+  // value name the key the user wrote, not the experiment key it became.
+  std::map<std::string, std::string> path_in_file_of;
   std::string file_for(const std::string& path) const;
+  // `path` as spelled in file_for(path): translated (path_in_file_of, exact or below an entry),
+  // else unchanged.
+  std::string path_in_file(const std::string& path) const;
 };
 
 [[noreturn]] void throw_input_error(const std::string& file, const std::string& path,
@@ -114,6 +121,9 @@ class ObjectReader {
   const SourceMap& sources_;
   std::string path_;
   mutable std::set<std::string> consumed_;
+  // Keys the parser asked about (has) or read: what this configuration uses, which a message
+  // about a declared key it does not use lists (a toy workload reads toy and dtype only).
+  mutable std::set<std::string> asked_;
   const ConfigObject* decl_ = nullptr;
 };
 

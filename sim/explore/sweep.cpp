@@ -274,6 +274,19 @@ std::string sweep_csv_header(const SweepSpec& spec) {
   return out + ",points";
 }
 
+std::vector<std::string> sweep_point_csv_fields(const SweepSpec& spec, std::uint64_t index) {
+  std::vector<nlohmann::json> values(spec.columns.size());
+  for (auto& [path, value] : spec.point(index)) {
+    auto it = std::find(spec.columns.begin(), spec.columns.end(), path);
+    values[static_cast<std::size_t>(it - spec.columns.begin())] = value;
+  }
+  std::string row;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    row += (i ? "," : "") + csv_field(values[i].is_null() ? "" : render_value(values[i]));
+  if (values.empty()) return {};
+  return split_csv_line(row);
+}
+
 std::string sweep_csv_row(const SweepRow& r) {
   std::string out = fmt::format("{},{}", r.index, r.status);
   for (const auto& v : r.values) out += "," + csv_field(v.is_null() ? "" : render_value(v));

@@ -235,10 +235,18 @@ std::uint64_t resume_sweep_csv(const std::filesystem::path& partial, const Sweep
 
 // Joins shard CSVs (same header) into rows ordered by index; the result is byte-identical to
 // the unsharded CSV. Streams: one pending row per shard (shards are in point order). Throws
-// InputError on mismatched headers, duplicate indices or rows out of point order.
+// InputError on mismatched headers, duplicate indices or rows out of point order, and on any
+// field the writer would not have written (a status other than ok/invalid/error, a world size
+// outside 1 .. 2^20, a metric that is not a number, a metric on a failed row...). With `spec`
+// (the sweep file), the header must be the sweep's, every row of its point count, and each
+// row's varied paths the values of the point its index names.
 // Also rebuilds the summary from the rows' columns.
 SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top = 5,
-                             std::optional<Objective> objective = std::nullopt);
+                             std::optional<Objective> objective = std::nullopt, const SweepSpec* spec = nullptr);
+
+// The varied paths' fields of point `index` of `spec` as a CSV row holds them once split
+// (split_csv_line): what sweep_csv_row writes for the point.
+std::vector<std::string> sweep_point_csv_fields(const SweepSpec& spec, std::uint64_t index);
 
 // The memory cap the constraints impose (the smallest bound of a `<=`/`<` constraint on a
 // peak memory metric), with its text; nullopt when there is none.

@@ -1,6 +1,7 @@
 // The parallel sweep runner, its bounded summary, and the shard merge.
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "sim/explore/sweep.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/format.hpp"
+#include "sim/config/experiment_keys.hpp"
 #include "sim/core/input_files.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -466,7 +468,10 @@ struct ShardReader {
       ++lineno;
       if (line.empty()) continue;
       try {
-        index = std::stoull(line.substr(0, line.find(',')));
+        const std::string field = line.substr(0, line.find(','));
+        // Digits only: stoull would take "-0", " 7" or "+7".
+        if (field.empty() || field.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(field);
+        index = std::stoull(field);
       } catch (const std::exception&) {
         throw InputError(fmt::format("{}: line {}: {}: expected a row starting with its point index", file.string(), lineno,
                                      printable(line)));
@@ -538,6 +543,7 @@ SweepCsvColumns sweep_csv_columns(const std::vector<std::string>& head, const st
 
 std::int64_t integer_field(const ShardReader& r, const std::string& text, const char* column) {
   try {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(text);
     std::size_t used = 0;
     long long v = std::stoll(text, &used);
     if (used == text.size() && v >= 0) return v;
@@ -556,6 +562,98 @@ double number_field(const ShardReader& r, const std::string& text, const char* c
   }
   throw InputError(fmt::format("{}: line {}: {}: \"{}\": expected a number >= 0 (a shard cut short?)", r.file.string(), r.lineno,
                                column, printable(text)));
+}
+
+// What a sweep CSV's column holds: the writer's (sweep.cpp sweep_csv_row) formats.
+enum class CsvKind { Framework, WorldSize, Integer, Number, Boolean, Phase, Error, Points, Other };
+
+CsvKind csv_kind(const std::string& name) {
+  if (name == "framework") return CsvKind::Framework;
+  if (name == "world_size") return CsvKind::WorldSize;
+  if (name == "error") return CsvKind::Error;
+  if (name == "points") return CsvKind::Points;
+  if (name == "fits" || name == "constraints_ok") return CsvKind::Boolean;
+  if (name == "peak_memory_phase") return CsvKind::Phase;
+  auto ends = [&](const char* suffix) {
+    const std::string s = suffix;
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  if (ends("_ns") || ends("_bytes") || name == "tokens_per_step" || name == "global_batch") return CsvKind::Integer;
+  if (ends("_ms") || ends("_gib") || ends("_pct") || name == "tokens_per_s" || name == "tokens_per_s_per_gpu") return CsvKind::Number;
+  return CsvKind::Other;
+}
+
+// Digits only, as the writer prints a count (no sign, no "-0", no space).
+bool integer_text(const std::string& t, std::int64_t lo, std::int64_t hi) {
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos) return false;
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  return !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= lo && v <= hi;
+}
+
+bool number_text(const std::string& t) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  return !t.empty() && ec == std::errc() && end == t.data() + t.size() && std::isfinite(v) && v >= 0;
+}
+
+// A framework the strategy table declares (experiment_keys: strategy.framework's choices).
+bool framework_text(const std::string& t) {
+  const auto& choices = experiment_keys::strategy_common().find("framework")->choices;
+  return std::find(choices.begin(), choices.end(), t) != choices.end();
+}
+
+// A phase of the host program (program.hpp Phase's names).
+bool phase_text(const std::string& t) { return t == "setup" || t == "forward" || t == "backward" || t == "optimizer"; }
+
+// Every field of a row (`f`, split; status already checked) as the writer leaves it, so a
+// hand-edited or damaged shard is refused by name instead of merged (issue 50, F18): an ok row
+// has every metric, a world size of 1 .. 2^20 and no error; an invalid or error row has its
+// error and no metric. With `expected_axes` (the sweep file given), the varied paths' fields
+// are those of the point the row's index names.
+void check_row_fields(const ShardReader& r, const std::vector<std::string>& head, const std::vector<std::string>& f,
+                      const SweepCsvColumns& c, const std::vector<std::string>* expected_axes) {
+  const bool ok = f[c.status] == "ok";
+  for (std::size_t i = c.status + 1; i < f.size(); ++i) {
+    const std::string& t = f[i];
+    std::string expected;
+    if (i < c.framework) {
+      if (expected_axes && t != (*expected_axes)[i - c.status - 1])
+        expected = fmt::format("\"{}\", the value of point {} in the sweep file", printable((*expected_axes)[i - c.status - 1]), r.index);
+    } else {
+      switch (csv_kind(head[i])) {
+        case CsvKind::Framework:
+          if (!(framework_text(t) || (!ok && t.empty()))) expected = "a framework name (ddp, fsdp1, fsdp2 or zero)";
+          break;
+        case CsvKind::WorldSize:
+          if (!(integer_text(t, 1, limits::kMaxWorldSize) || (!ok && t.empty())))
+            expected = fmt::format("an integer from 1 to {}{}", limits::kMaxWorldSize, ok ? "" : " or nothing");
+          break;
+        case CsvKind::Integer:
+          if (ok ? !integer_text(t, 0, std::numeric_limits<std::int64_t>::max()) : !t.empty())
+            expected = ok ? "an integer >= 0" : "nothing (a row that is not ok has no metrics)";
+          break;
+        case CsvKind::Number:
+          if (ok ? !number_text(t) : !t.empty()) expected = ok ? "a number >= 0" : "nothing (a row that is not ok has no metrics)";
+          break;
+        case CsvKind::Boolean:
+          if (ok ? (t != "true" && t != "false") : !t.empty()) expected = ok ? "true or false" : "nothing (a row that is not ok has no metrics)";
+          break;
+        case CsvKind::Phase:
+          if (ok ? !phase_text(t) : !t.empty()) expected = ok ? "setup, forward, backward or optimizer" : "nothing (a row that is not ok has no metrics)";
+          break;
+        case CsvKind::Error:
+          if (ok != t.empty()) expected = ok ? "nothing (an ok row has no error)" : "the point's error message";
+          break;
+        case CsvKind::Points:  // MergeCoverage checks the count
+        case CsvKind::Other:
+          break;
+      }
+    }
+    if (!expected.empty())
+      throw InputError(fmt::format("{}: line {}: point {}: {}: \"{}\": expected {}", r.file.string(), r.lineno, r.index,
+                                   printable(head[i]), printable(t), expected));
+  }
 }
 
 // What the summary keeps of one CSV row (`f`, the reader's current line split).
@@ -630,10 +728,13 @@ class MergeCoverage {
 }  // namespace
 
 SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, std::ostream& out, int top,
-                             std::optional<Objective> objective) {
+                             std::optional<Objective> objective, const SweepSpec* spec) {
   if (inputs.empty()) throw InputError("sweep --merge: expected at least one CSV file");
   std::string header;
   const auto shards = open_shards(inputs, header);
+  if (spec && header != sweep_csv_header(*spec))
+    throw InputError(fmt::format("{}: line 1: {}...: expected the header of the sweep {} ({}...): shards of another sweep?",
+                                 inputs[0].string(), printable(header), spec->file, printable(sweep_csv_header(*spec))));
   const auto head = split_csv_line(header);
   const SweepCsvColumns c = sweep_csv_columns(head, inputs[0]);
   std::vector<std::string> columns(head.begin() + static_cast<std::ptrdiff_t>(c.status) + 1,
@@ -648,11 +749,21 @@ SweepSummary merge_sweep_csv(const std::vector<std::filesystem::path>& inputs, s
     if (f.size() != head.size())
       throw InputError(fmt::format("{}: line {}: point {}: {} fields, header has {}: expected a complete row (a shard cut short?)",
                                    r->file.string(), r->lineno, r->index, f.size(), head.size()));
-    coverage.check_point_count(*r, static_cast<std::uint64_t>(integer_field(*r, f[c.points], "points")));
+    const auto points = static_cast<std::uint64_t>(integer_field(*r, f[c.points], "points"));
+    if (spec && points != spec->size())
+      throw InputError(fmt::format("{}: line {}: points {}: expected the {} points of the sweep {}", r->file.string(), r->lineno,
+                                   points, spec->size(), spec->file));
+    coverage.check_point_count(*r, points);
     // run_sweep_point writes these three; anything else (a hand-edited "OK") would count as invalid.
     if (f[c.status] != "ok" && f[c.status] != "invalid" && f[c.status] != "error")
       throw InputError(fmt::format("{}: line {}: status \"{}\": expected ok, invalid or error", r->file.string(), r->lineno,
                                    printable(f[c.status])));
+    if (spec) {
+      const std::vector<std::string> axes = sweep_point_csv_fields(*spec, r->index);
+      check_row_fields(*r, head, f, c, &axes);
+    } else {
+      check_row_fields(*r, head, f, c, nullptr);
+    }
     summary.add(brief_of_csv_row(*r, f, c), f[c.status]);
     r->next();
   }
@@ -690,6 +801,11 @@ std::uint64_t resume_sweep_csv(const std::filesystem::path& partial, const Sweep
                                    "shard, in order)",
                                    partial.string(), r.lineno, printable(r.line), shard + done * shards, spec.size(),
                                    head.size()));
+    if (f[c.status] != "ok" && f[c.status] != "invalid" && f[c.status] != "error")
+      throw InputError(fmt::format("{}: line {}: status \"{}\": expected ok, invalid or error", r.file.string(), r.lineno,
+                                   printable(f[c.status])));
+    const std::vector<std::string> axes = sweep_point_csv_fields(spec, r.index);
+    check_row_fields(r, head, f, c, &axes);
     out << r.line << "\n";
     summary.add(brief_of_csv_row(r, f, c), f[c.status]);
     ++done;

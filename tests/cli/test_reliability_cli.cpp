@@ -451,3 +451,215 @@ TEST_CASE("A --set value that is not UTF-8 is exit 2, not a json type_error (fuz
   // a string and the error message about it threw json type_error 316 (internal error).
   expect_input_error("simulate " + kC1 + " --set \"cluster.nodes=$(printf '\\351\\3512')\"", {"--set cluster.nodes", "UTF-8"});
 }
+
+// ---- the findings fixed second: F15, F18, F21, F22, F23 ------------------------------------
+
+TEST_CASE("A value DeepSpeed itself would fail on is refused even where stepsim does not read the key (F15)", "[cli][issue50]") {
+  expect_input_error("simulate " + kRepro + "r15-ds-gradclip-banana.json",
+                     {"ds-gradclip-banana.ds_config.json", "/gradient_clipping: \"banana\"", "expected number | one of auto"});
+  expect_input_error("simulate " + kRepro + "r15-ds-steps-per-print-object.json",
+                     {"ds-steps-per-print-object.ds_config.json", "/steps_per_print: {\"a\":1}", "integer >= 1"});
+  expect_input_error("simulate " + kRepro + "r15-ds-scheduler-nope.json",
+                     {"ds-scheduler-nope.ds_config.json", "/scheduler/type: \"Nope\"", "WarmupLR", "CosineAnnealingLR"});
+  // The class: every declared key, top level and zero_optimization, read or not.
+  const fs::path dir = scratch_dir("ds-values");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": "ds.json"}})");
+  auto ds = [&](const std::string& extra, const std::string& zero_extra = "") {
+    write_text(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3)" +
+                                    zero_extra + "}" + extra + "}");
+    return "simulate " + exp;
+  };
+  expect_input_error(ds(R"(, "wall_clock_breakdown": "no")"), {"ds.json", "/wall_clock_breakdown: \"no\"", "boolean"});
+  expect_input_error(ds(R"(, "gradient_predivide_factor": 0)"), {"ds.json", "/gradient_predivide_factor: 0", "number > 0"});
+  expect_input_error(ds(R"(, "optimizer": {"type": "AdamW", "params": 5})"), {"ds.json", "/optimizer/params: 5", "an object"});
+  expect_input_error(ds("", R"(, "memory_efficient_linear": "x")"), {"ds.json", "/zero_optimization/memory_efficient_linear: \"x\"", "boolean"});
+  // "auto" stays accepted where the HF Trainer fills it.
+  std::string out;
+  CHECK(run_capture(kBin + " " + ds(R"(, "gradient_clipping": "auto", "steps_per_print": 2000, "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": "auto"}})"), out) == 0);
+}
+
+TEST_CASE("An error about a value translated from a DeepSpeed file names that file's key, not the experiment key it became (F15)",
+          "[cli][issue50]") {
+  const fs::path dir = scratch_dir("ds-blame");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"deepspeed_config": "ds.json"}})");
+  auto ds = [&](const std::string& top, const std::string& zero = "") {
+    write_text(dir / "ds.json", R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 2)" + zero + "}" + top + "}");
+    return "simulate " + exp;
+  };
+  // The zero strategy's table checks these; its message names the DeepSpeed path.
+  for (const std::string args : {ds(R"(, "train_micro_batch_size_per_gpu": 1)", R"(, "reduce_bucket_size": -1)"),
+                                 ds(R"(, "train_micro_batch_size_per_gpu": 1)", R"(, "reduce_bucket_size": "x")")}) {
+    expect_input_error(args, {"ds.json: /zero_optimization/reduce_bucket_size: "});
+    std::string out;
+    run_capture(kBin + " " + args, out);
+    CHECK_THAT(out, !Catch::Contains("/strategy/"));
+  }
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "communication_data_type": "fp64")"),
+                     {"ds.json: /communication_data_type: \"fp64\"", "one of fp32"});
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "communication_data_type": 5)"),
+                     {"ds.json: /communication_data_type: 5", "null | string"});
+  expect_input_error(ds(R"(, "train_micro_batch_size_per_gpu": 1, "data_types": {"grad_accum_dtype": "fp64"})"),
+                     {"ds.json: /data_types/grad_accum_dtype: \"fp64\""});
+  // A micro-batch or accumulation derived from train_batch_size past the experiment's range
+  // names train_batch_size (before: "ds.json: /workload/micro_batch", a key the file lacks).
+  expect_input_error(ds(R"(, "train_batch_size": 4611686018427387904)"),
+                     {"ds.json: /train_batch_size: 4611686018427387904", "micro-batch of 576460752303423488"});
+  expect_input_error(ds(R"(, "train_batch_size": 4611686018427387904, "train_micro_batch_size_per_gpu": 1)"),
+                     {"ds.json: /train_batch_size: 4611686018427387904", "accumulation of 576460752303423488"});
+}
+
+TEST_CASE("ZeRO element counts of 0, which DeepSpeed accepts, run as DeepSpeed runs them (F15)", "[cli][issue50]") {
+  // DeepSpeed's zero config declares them ge=0. stage3_max_live_parameters 0 leaves no room to
+  // prefetch (PartitionedParameterCoordinator: min(max_live - available, prefetch_bucket) <= 0),
+  // so the step is the one without prefetching: prefetch_bucket_size 0.
+  auto step_ns = [](const std::string& args) {
+    std::string out;
+    const int rc = run_capture(kBin + " simulate " + args + " --json", out);
+    INFO(args << "\n" << out);
+    REQUIRE(rc == 0);
+    return nlohmann::json::parse(out)["metrics"]["step_time_ns"].get<std::int64_t>();
+  };
+  const std::string zeros = kRepro + "r15-ds-zero3-zeros.json";
+  const std::int64_t no_room = step_ns(zeros);
+  CHECK(no_room == step_ns(zeros + " --set strategy.stage3_prefetch_bucket_size=0"));
+  // Not a vacuous equality: with room to prefetch (the default 1e9 live elements) the step differs.
+  const fs::path dir = scratch_dir("ds-zeros");
+  write_text(dir / "ds.json", R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": 0, "sub_group_size": 0}})");
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"preset": "llama3-8b", "seq_len": 4096, "micro_batch": 1, "dtype": "bf16"},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json", "nodes": 1, "gpus_per_node": 8},
+    "strategy": {"deepspeed_config": "ds.json"}, "training": {"optimizer": "adamw"}})");
+  CHECK(step_ns(exp) != no_room);
+}
+
+namespace {
+// The two shard CSVs of r18-merge-sweep.json (texts), and their merge run without mutation.
+std::pair<std::string, std::string> f18_shards(const fs::path& dir) {
+  std::string out;
+  const std::string sweep = kRepro + "r18-merge-sweep.json";
+  for (int i = 0; i < 2; ++i)
+    REQUIRE(run_capture(kBin + " sweep " + sweep + " --no-progress --shard " + std::to_string(i) + "/2 --out " +
+                            (dir / ("p" + std::to_string(i) + ".csv")).string(),
+                        out) == 0);
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  return {read(dir / "p0.csv"), read(dir / "p1.csv")};
+}
+}  // namespace
+
+TEST_CASE("sweep --merge checks every field of every row, and with the sweep file each row's configuration (F18)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("merge-fields");
+  const auto [p0, p1] = f18_shards(dir);
+  const std::string sweep = kRepro + "r18-merge-sweep.json", m = (dir / "m.csv").string();
+  write_text(dir / "b.csv", p1);
+  auto merge = [&](const std::string& a, bool with_sweep = false) {
+    write_text(dir / "a.csv", a);
+    return "sweep " + (with_sweep ? sweep + " " : std::string()) + "--merge " + (dir / "a.csv").string() + " " +
+           (dir / "b.csv").string() + " --out " + m;
+  };
+  std::string out;
+  REQUIRE(run_capture(kBin + " " + merge(p0, true), out) == 0);
+  fs::remove(m);  // the refused merges below must not write it
+  // world_size -8 on an ok row (the writer's column after framework).
+  const std::string ws = std::regex_replace(p0, std::regex(",ddp,8,"), ",ddp,-8,");
+  REQUIRE(ws != p0);
+  expect_input_error(merge(ws), {"a.csv: line 2: point 0: world_size: \"-8\"", "expected an integer from 1 to 1048576"});
+  // A framework no table declares, an index the writer never prints.
+  expect_input_error(merge(std::regex_replace(p0, std::regex(",ddp,8,"), ",nope,8,")),
+                     {"a.csv: line 2: point 0: framework: \"nope\"", "ddp, fsdp1, fsdp2 or zero"});
+  expect_input_error(merge(std::regex_replace(p0, std::regex("\n0,ok,"), "\n-0,ok,")), {"a.csv: line 2", "-0,ok", "point index"});
+  // A metric that is not a number.
+  const std::string bad_metric = std::regex_replace(p0, std::regex(",ddp,8,([0-9]+),"), ",ddp,8,12abc,");
+  REQUIRE(bad_metric != p0);
+  expect_input_error(merge(bad_metric), {"a.csv: line 2: point 0: step_time_ns: \"12abc\"", "an integer >= 0"});
+  // The axis value: only the sweep file says what point 0 is.
+  const std::string axis = std::regex_replace(p0, std::regex("\n0,ok,1000000,"), "\n0,ok,1000000abc,");
+  REQUIRE(axis != p0);
+  expect_input_error(merge(axis, true), {"a.csv: line 2: point 0: strategy.bucket_cap_bytes: \"1000000abc\"",
+                                         "expected \"1000000\", the value of point 0 in the sweep file"});
+  // Shards of another sweep: its header.
+  const std::string other = write_text(dir / "other.json", nlohmann::json{{"base", {{"include", kC1}}},
+                                                                       {"axes", {{"training.grad_accum", {1, 2}}}}}.dump());
+  expect_input_error("sweep " + other + " --merge " + (dir / "b.csv").string() + " --out " + m,
+                     {"b.csv: line 1", "expected the header of the sweep"});
+  CHECK_FALSE(fs::exists(m));
+  CHECK(temporaries_in(dir) == 0);
+}
+
+TEST_CASE("sweep --resume refuses kept rows whose configuration is not the sweep's point (F18)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("resume-fields");
+  const auto [p0, p1] = f18_shards(dir);
+  (void)p1;
+  const std::string csv = (dir / "r.csv").string();
+  // A partial shard 0/2 of one row whose axis value was edited, as an interrupted run leaves it.
+  write_text(csv + ".partial", std::regex_replace(p0, std::regex("\n0,ok,1000000,"), "\n0,ok,1000000abc,"));
+  expect_input_error("sweep " + kRepro + "r18-merge-sweep.json --no-progress --shard 0/2 --out " + csv + " --resume",
+                     {"r.csv.partial: line 2: point 0: strategy.bucket_cap_bytes: \"1000000abc\""});
+}
+
+TEST_CASE("analyze says when a step's kernels ran past its span, which is how compute exceeds the step (F21)", "[cli][issue50]") {
+  const fs::path dir = scratch_dir("trace-lag");
+  // Each step's kernel starts 0.1 ms into its 1 ms span and runs 2.5 ms: compute 2.5 ms.
+  const std::string lag = write_text(dir / "lag.json", trace("\"ph\": \"X\", \"ts\": 1100, \"dur\": 2500"));
+  std::string out;
+  REQUIRE(run_capture(kBin + " analyze " + lag, out) == 0);
+  INFO(out);
+  // 1100 + 2500 = 3600 us, the span ends at 2000: 1.6 ms after it.
+  CHECK_THAT(out, Catch::Contains("#3: its kernels ran until 1.600 ms after its span"));
+  CHECK_THAT(out, Catch::Contains("compute U comm = 2.500 ms exceeds the 1.000 ms step"));
+  const std::string fits = write_text(dir / "fits.json", trace());
+  REQUIRE(run_capture(kBin + " analyze " + fits, out) == 0);
+  CHECK_THAT(out, !Catch::Contains("its kernels ran until"));
+}
+
+#ifdef STEPSIM_TEST_DATA
+TEST_CASE("analyze of the li-plus DDP trace names step #3, whose compute exceeds its span (F21)", "[cli][issue50][data]") {
+  std::string out;
+  REQUIRE(run_capture(kBin + " analyze " + std::string(STEPSIM_TEST_DATA) +
+                          "/traces/li-plus_playground/ddp__rank_0__n31-145-242_966278.1702612104595.pt.trace.json.gz",
+                      out) == 0);
+  INFO(out);
+  CHECK_THAT(out, Catch::Contains("#3: its kernels ran until"));
+  CHECK_THAT(out, !Catch::Contains("#4: its kernels ran until"));
+}
+#endif
+
+TEST_CASE("A config.json with expert or quantization keys is refused whatever its model_type (F22)", "[cli][issue50]") {
+  expect_input_error("simulate " + kRepro + "r22-hf-llama-moe-keys.json",
+                     {"hf-llama-moe-keys.config.json", "/num_local_experts: 8", "a mixture of experts is not modelled",
+                      "remove the key"});
+  const fs::path dir = scratch_dir("hf-structure");
+  nlohmann::json hf = nlohmann::json::parse(std::ifstream(kRepro + "hf-llama31-8b.config.json"));
+  const std::string exp = write_text(dir / "exp.json", R"({"workload": {"model": {"hf_config": "hf.json"}, "seq_len": 4096},
+    "cluster": {"profile": "configs/hardware/h100-sxm-8x.json"}, "strategy": {"framework": "fsdp2"}})");
+  nlohmann::json q = hf;
+  q["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  write_text(dir / "hf.json", q.dump());
+  expect_input_error("simulate " + exp, {"hf.json: /quantization_config", "not modelled"});
+  // Keys stepsim does not read keep their type (torch_dtype a string).
+  nlohmann::json t = hf;
+  t["torch_dtype"] = 5;
+  write_text(dir / "hf.json", t.dump());
+  expect_input_error("simulate " + exp, {"hf.json: /torch_dtype: 5", "null | string"});
+  // null is "no experts": the dense model.
+  nlohmann::json n = hf;
+  n["num_local_experts"] = nullptr;
+  write_text(dir / "hf.json", n.dump());
+  std::string out;
+  CHECK(run_capture(kBin + " simulate " + exp, out) == 0);
+}
+
+TEST_CASE("A key the configuration does not use names the keys it does use, not the whole table (F23)", "[cli][issue50]") {
+  expect_input_error("simulate " + kC1 + " --set workload.micro_batch=0",
+                     {"--set workload.micro_batch=0: /workload/micro_batch: 0", "this configuration does not use it",
+                      "(it reads toy, dtype)"});
+  std::string out;
+  run_capture(kBin + " simulate " + kC1 + " --set workload.micro_batch=0", out);
+  CHECK_THAT(out, !Catch::Contains("this object takes"));
+}

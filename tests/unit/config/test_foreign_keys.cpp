@@ -84,14 +84,32 @@ TEST_CASE("DeepSpeed config: every key declared as accepted (no effect, or not m
           "[config][foreign][deepspeed]") {
   const test::TempDir dir;
   const Experiment plain = test::experiment_from_doc(ds_experiment(dir.write_json("plain.json", dschat())));
-  // The reader does not read these keys, so any value is accepted; true stands for "set".
+  // The reader does not read these keys, but each value has its declared type (issue 50, F15):
+  // a value of that type stands for "set", a value of another type is refused naming the key.
+  auto typed = [](const ConfigKey& k) -> nlohmann::json {
+    if (k.types & kBoolean) return true;
+    if (k.types & (kInteger | kNumber)) return k.min ? *k.min + 1 : 1;
+    if (k.types & kObject) return nlohmann::json::object();
+    if (k.types & kString) return k.choices.empty() ? nlohmann::json("x") : nlohmann::json(k.choices.front());
+    return nullptr;
+  };
+  auto untyped = [](const ConfigKey& k) -> nlohmann::json { return k.types & kArray ? nlohmann::json("x") : nlohmann::json::array(); };
   nlohmann::json ds = dschat();
   int accepted = 0;
   for (const ForeignKey& k : foreign_keys::deepspeed().keys)
-    if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds[k.key.name] = true, ++accepted;
+    if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds[k.key.name] = typed(k.key), ++accepted;
   for (const ForeignKey& k : foreign_keys::deepspeed_zero().keys)
-    if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds["zero_optimization"][k.key.name] = true, ++accepted;
+    if (k.use == Use::NoEffect || k.use == Use::NotModelled) ds["zero_optimization"][k.key.name] = typed(k.key), ++accepted;
   CHECK(accepted >= 29);  // 17 top-level and 12 zero_optimization keys today
+  for (const ForeignKey& k : foreign_keys::deepspeed().keys) {
+    if (k.use != Use::NoEffect && k.use != Use::NotModelled) continue;
+    INFO(k.key.name);
+    REQUIRE(k.key.types != 0);  // every accepted key declares its type
+    nlohmann::json bad = dschat();
+    bad[k.key.name] = untyped(k.key);
+    CHECK_THAT(error_of(ds_experiment(dir.write_json("bad.json", bad))),
+               Catch::Contains("bad.json: /" + k.key.name + ": ") && Catch::Contains("expected " + describe_type(k.key)));
+  }
   const Experiment all = test::experiment_from_doc(ds_experiment(dir.write_json("all.json", ds)));
   CHECK(all.strategy->effective_config() == plain.strategy->effective_config());
   CHECK(all.workload.micro_batch == plain.workload.micro_batch);
