@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/memory_policy.hpp"
 #include "tools/cli_common.hpp"
 
 namespace stepsim::cli {
@@ -41,7 +42,11 @@ int analyze(const Args& args) {
   o.top_exposed = static_cast<int>(top_rows(top));
   if (!steps.empty()) trace::parse_step_range(steps, o);
   std::vector<trace::KinetoTrace> traces;
-  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f));
+  return_freed_memory();  // records in growing arrays, no simulation: give freed copies back
+  // Host operators and Python frames (most of a trace's events) only for --idle: memory stays
+  // flat in the trace's size without it (docs/limits.md).
+  const trace::ReadOptions read{.host_ops = vm.count("idle") > 0};
+  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f, read));
   trace::JobAnalysis job = trace::analyze_job(traces, o);
   const bool json = vm.count("json") > 0;
   nlohmann::json out = json ? trace::job_to_json(job) : nlohmann::json();

@@ -97,15 +97,17 @@ int simulate(const Args& args) {
   }
   if (!json_file.empty()) {
     outs.push_back(open_output(json_file, "JSON file"));
-    outs.back() << result_to_json(e, r).dump(1) << "\n";
+    write_result_json(outs.back().stream(), e, r);
+    outs.back() << "\n";
   }
   for (auto& o : outs) o.commit();
   const bool idle = vm.count("idle") > 0;
   if (vm.count("json")) {
-    nlohmann::json j = result_to_json(e, r);
-    if (idle) j["idle"] = idle_to_json(attribute_idle(r.timeline));
-    if (!sampled.is_null()) j["step_time_samples"] = sampled;
-    std::cout << j.dump(1) << "\n";
+    nlohmann::json extra = nlohmann::json::object();
+    if (idle) extra["idle"] = idle_to_json(attribute_idle(r.timeline));
+    if (!sampled.is_null()) extra["step_time_samples"] = sampled;
+    write_result_json(std::cout, e, r, extra);
+    std::cout << "\n";
   } else {
     write_text_report(std::cout, e, r);
     if (idle) std::cout << "\n" << idle_to_text(attribute_idle(r.timeline), rows);

@@ -242,7 +242,8 @@ struct StringHash {
 
 class Reader {
  public:
-  Reader(std::istream& in, KinetoTrace& out, std::size_t chunk_bytes) : s_(in, out.file, chunk_bytes), out_(out) {}
+  Reader(std::istream& in, KinetoTrace& out, std::size_t chunk_bytes, const ReadOptions& options)
+      : s_(in, out.file, chunk_bytes), out_(out), options_(options) {}
   void run();
 
  private:
@@ -265,9 +266,19 @@ class Reader {
   void add_cpu_span(Time start, Time end);
   void finish_memory_event();
   void finish_counter_event();
+  // `store`, after checking that it may take one more record (ReadOptions::max_records).
+  template <class Store>
+  Store& bounded(Store& store, std::string_view what) {
+    if (store.size() >= options_.max_records) too_many(what);
+    return store;
+  }
+  [[noreturn]] void too_many(std::string_view what) const {
+    throw InputError(fmt::format("{}/{}: {} {}: expected at most {} in one trace (docs/limits.md)", events_path_,
+                                 out_.event_count - 1, options_.max_records + 1, what, options_.max_records));
+  }
   int intern(std::string_view s) {
     if (auto it = name_ids_.find(s); it != name_ids_.end()) return it->second;
-    int id = static_cast<int>(out_.names.size());
+    int id = static_cast<int>(bounded(out_.names, "distinct names").size());
     out_.names.emplace_back(s);
     name_ids_.emplace(out_.names.back(), id);
     return id;
@@ -275,6 +286,7 @@ class Reader {
 
   JsonStream s_;
   KinetoTrace& out_;
+  ReadOptions options_;
   EventFields ev_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> name_ids_;
   std::set<std::pair<std::int64_t, std::int64_t>> step_numbers_;  // (thread, ProfilerStep number)
@@ -713,18 +725,18 @@ void Reader::finish_complete_event() {
   if (eq(cat, "gpu_memset") || eq(cat, "Memset")) return add_gpu_op(GpuOp::Kind::Memset, start, end);
   if (eq(cat, "cuda_runtime") || eq(cat, "cuda_driver") || eq(cat, "Runtime")) {
     if (ev.correlation.set())
-      out_.runtime.push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end, intern(ev.name)});
+      bounded(out_.runtime, "runtime calls").push_back(RuntimeCall{ev.correlation.as_int(), fold_thread(ev.pid, ev.tid), start, end, intern(ev.name)});
     return;
   }
   if (eq(cat, "python_function")) {
-    out_.python_ops.push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
-    if (is_deepspeed_monitor_write(ev.name)) out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::MonitorWrite, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
+    if (options_.host_ops) bounded(out_.python_ops, "Python frames").push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
+    if (is_deepspeed_monitor_write(ev.name)) bounded(out_.cpu, "CPU spans").push_back(CpuSpan{.kind = CpuSpan::Kind::MonitorWrite, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
     else if (starts_with(ev.name, "<built-in method run_backward of "))
-      out_.cpu.push_back(CpuSpan{.kind = CpuSpan::Kind::RunBackward, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
+      bounded(out_.cpu, "CPU spans").push_back(CpuSpan{.kind = CpuSpan::Kind::RunBackward, .thread = fold_thread(ev.pid, ev.tid), .start = start, .end = end, .name = intern(ev.name)});
     return;
   }
   if (eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return;
-  if (eq(cat, "cpu_op") || eq(cat, "Operator")) out_.host_ops.push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
+  if (options_.host_ops && (eq(cat, "cpu_op") || eq(cat, "Operator"))) bounded(out_.host_ops, "CPU operators").push_back(HostOp{intern(ev.name), fold_thread(ev.pid, ev.tid), start, end});
   add_cpu_span(start, end);
 }
 
@@ -749,7 +761,7 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
       if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();
     }
   }
-  out_.gpu_ops.push_back(std::move(op));
+  bounded(out_.gpu_ops, "GPU ops").push_back(std::move(op));
 }
 
 // A CPU op kept as a span when its name says what it is (a step, a collective call, the
@@ -793,12 +805,12 @@ void Reader::add_cpu_span(Time start, Time end) {
   } else {
     // A memory-bound op whose shapes give its traffic is kept apart (48 bytes); others dropped.
     if (auto traffic = memory_op_traffic(n, ev_.input_dims, ev_.input_types); traffic && traffic->bytes > 0)
-      out_.memory_ops.push_back(
+      bounded(out_.memory_ops, "memory-bound op spans").push_back(
           MemoryOpSpan{span.thread, start, end, traffic->bytes, traffic->elements, intern(n), traffic->casts, traffic->largest});
     return;
   }
   span.name = intern(n);
-  out_.cpu.push_back(std::move(span));
+  bounded(out_.cpu, "CPU spans").push_back(std::move(span));
 }
 
 // Kineto's allocator instant event: a sample of the CUDA device's allocated and reserved bytes.
@@ -806,7 +818,7 @@ void Reader::finish_memory_event() {
   const EventFields::Scalars& ev = ev_.s;
   // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
   if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
-    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
                                     Bytes{ev.total_allocated.as_int()}, {},
                                     Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true,
                                     ev.addr.set() ? ev.addr.as_int() : 0,
@@ -819,21 +831,22 @@ void Reader::finish_counter_event() {
   const EventFields::Scalars& ev = ev_.s;
   if (ev.ts.set() && ev.counter_any) {
     std::int64_t total = ev.counter_total.set() ? ev.counter_total.as_int() : ev.counter_sum;
-    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
                                     Bytes{ev.counter_reserved.set() ? ev.counter_reserved.as_int() : 0}, true});
   } else if (ev.ts.set() && ev.counter_reserved.set()) {
-    out_.memory.push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
                                     Bytes{ev.counter_reserved.as_int()}, false});
   }
 }
 
 }  // namespace
 
-KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label, std::size_t chunk_bytes) {
+KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label, std::size_t chunk_bytes,
+                                     const ReadOptions& options) {
   KinetoTrace out;
   out.file = label;
   try {
-    Reader(in, out, chunk_bytes).run();
+    Reader(in, out, chunk_bytes, options).run();
   } catch (const InputError& e) {
     // Value errors raised below the reader (a timestamp out of range) do not know the file.
     if (std::string_view(e.what()).substr(0, label.size()) == label) throw;
@@ -843,6 +856,7 @@ KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label,
 }
 
 namespace {
+constexpr std::size_t kDefaultChunk = std::size_t{1} << 16;  // read_kineto_trace_stream's default
 bool gzip_magic(const unsigned char* head, std::size_t n) { return n >= 2 && head[0] == 0x1f && head[1] == 0x8b; }
 }  // namespace
 
@@ -858,7 +872,7 @@ bool looks_like_kineto_trace(const std::filesystem::path& file) {
   return false;
 }
 
-KinetoTrace read_kineto_trace(const std::filesystem::path& name) {
+KinetoTrace read_kineto_trace(const std::filesystem::path& name, const ReadOptions& options) {
   const std::filesystem::path file = resolve_input_path(name);
   std::string label = name.string();
   std::error_code ec;
@@ -882,23 +896,23 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& name) {
     in.push(raw, kGzipBuffer);
     in.exceptions(std::ios::badbit);  // let gzip_error through istream::read
     try {
-      out = read_kineto_trace_stream(in, label);
+      out = read_kineto_trace_stream(in, label, kDefaultChunk, options);
     } catch (const boost::iostreams::gzip_error& e) {
       throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
     } catch (const std::ios::failure& e) {
       throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
     }
   } else {
-    out = read_kineto_trace_stream(raw, label);
+    out = read_kineto_trace_stream(raw, label, kDefaultChunk, options);
   }
   if (out.event_count == 0 && out.gpu_ops.empty())
     throw InputError(label + ": /traceEvents: missing or empty: expected a Kineto/Chrome trace");
   return out;
 }
 
-KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label) {
+KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label, const ReadOptions& options) {
   std::istringstream in(json_text);
-  return read_kineto_trace_stream(in, label);
+  return read_kineto_trace_stream(in, label, kDefaultChunk, options);
 }
 
 int KinetoTrace::main_device() const {

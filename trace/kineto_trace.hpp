@@ -148,9 +148,10 @@ struct KinetoTrace {
   std::vector<GpuOp> gpu_ops;
   std::vector<RuntimeCall> runtime;
   std::vector<CpuSpan> cpu;
-  std::vector<HostOp> host_ops;    // in file order
+  std::vector<HostOp> host_ops;    // in file order; empty unless ReadOptions::host_ops
   // Python frames (Kineto category "python_function", recorded with with_stack=True): what the
-  // training loop ran where no operator did (analyze --idle's head and tail). In file order.
+  // training loop ran where no operator did (analyze --idle's head and tail). In file order;
+  // empty unless ReadOptions::host_ops.
   std::vector<HostOp> python_ops;
   std::vector<MemoryOpSpan> memory_ops;  // in file order
   std::vector<MemSample> memory;
@@ -161,20 +162,34 @@ struct KinetoTrace {
   int main_device() const;
 };
 
+// The most records of one kind that one trace may hold (GPU ops, runtime calls, CPU spans,
+// memory-bound op spans, memory samples, host operators, Python frames), and the most distinct
+// names: 2^22 = 4,194,304, some 25 times the GPU ops of a 1 GB trace. One more is an input error
+// naming the file and the event, so that memory is bounded whatever the file (docs/limits.md).
+inline constexpr std::size_t kMaxTraceRecords = std::size_t{1} << 22;
+
+// What the reader keeps beyond the records every analysis needs.
+struct ReadOptions {
+  // Every CPU operator and Python frame (host_ops, python_ops): the idle attribution's (analyze
+  // --idle, fit --trace). Most of a trace's events are these; analyze keeps them only for --idle.
+  bool host_ops = true;
+  std::size_t max_records = kMaxTraceRecords;  // per kind, and distinct names (tests lower it)
+};
+
 // Reads a .json or .json.gz trace (gzip detected by magic bytes). Throws InputError naming the
 // file on unreadable input or malformed JSON.
-KinetoTrace read_kineto_trace(const std::filesystem::path& file);
+KinetoTrace read_kineto_trace(const std::filesystem::path& file, const ReadOptions& options = {});
 // Whether `file` is a trace rather than stepsim's own JSON, from its first 4 KiB: gzip (a
 // .json.gz trace), or a JSON object that opens with "traceEvents" or Kineto's header keys and
 // has no stepsim schema. For commands that take either (compare).
 bool looks_like_kineto_trace(const std::filesystem::path& file);
 // Same, from an in-memory JSON text (tests).
-KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label);
+KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label, const ReadOptions& options = {});
 // Same, from an uncompressed JSON stream read in windows of chunk_bytes (tests use tiny ones to
 // cut every token at a window boundary); `label` names the input in errors. 64 KiB measured as
 // fast as 1 MiB, and 1 MB less resident.
 KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label,
-                                     std::size_t chunk_bytes = std::size_t{1} << 16);
+                                     std::size_t chunk_bytes = std::size_t{1} << 16, const ReadOptions& options = {});
 
 // Helpers shared with the analysis; exposed for tests.
 // "ncclKernel_AllReduce_RING_LL_Sum_float(...)", "ncclDevKernel_AllGather_RING_LL(...)".

@@ -16,4 +16,11 @@ void keep_freed_memory() {
 #endif
 }
 
+void return_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);  // glibc's default, held fixed
+  mallopt(M_TRIM_THRESHOLD, 128 << 10);
+#endif
+}
+
 }  // namespace stepsim

@@ -1,5 +1,11 @@
 #include "sim/report/result_json.hpp"
 
+#include <algorithm>
+#include <ostream>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "sim/analysis/throughput.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/analysis/class_breakdown.hpp"
@@ -35,7 +41,10 @@ nlohmann::json ops_to_json(const Timeline& t) {
   return ops;
 }
 
-nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, const std::string& mode) {
+namespace {
+
+// Every member of the result but "ops".
+nlohmann::json result_without_ops(const Experiment& e, const SimulationResult& r, const std::string& mode) {
   const Workload& w = e.workload;
   nlohmann::json summary{{"framework", e.strategy->framework()},
                          {"model", w.name},
@@ -67,8 +76,7 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
           {"strategy", e.strategy->effective_config()},
           {"summary", summary},
           {"metrics", metrics_to_json(r.metrics)},
-          {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))},
-          {"ops", ops_to_json(r.timeline)}};
+          {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))}};
   if (e.workload.options) out["workload"] = effective_workload(e.workload);  // toy workloads have none
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   out["gemm_rates"] = {{"table", g.table}, {"in_training_factor", g.in_training_factor}, {"peak_scale", g.peak_scale},
@@ -78,6 +86,156 @@ nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, co
   auto outside = collective_extrapolations(e.cluster.profile, r.program.comms);
   if (!outside.empty()) out["collective_extrapolations"] = outside;
   return out;
+}
+
+using Serializer = nlohmann::detail::serializer<nlohmann::json>;
+
+// Writes JSON as nlohmann's pretty printer does (json::dump(indent) with the default ' ', no
+// ensure_ascii, strict UTF-8), into a buffer handed to the stream every 64 KiB: the ops are
+// written field by field from the timeline, everything else through nlohmann's own serializer.
+class PrettyWriter {
+ public:
+  PrettyWriter(std::ostream& out, int indent)
+      : out_(out), indent_(static_cast<unsigned>(indent)), serializer_(nlohmann::detail::output_adapter<char>(buf_), ' ') {}
+  ~PrettyWriter() = default;
+  PrettyWriter(const PrettyWriter&) = delete;
+  PrettyWriter& operator=(const PrettyWriter&) = delete;
+
+  void flush_if_full() {
+    if (buf_.size() >= kFlushBytes) flush();
+  }
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+  void raw(std::string_view s) { buf_.append(s); }
+  void newline_indent(unsigned level) {
+    buf_.push_back('\n');
+    buf_.append(static_cast<std::size_t>(level) * indent_, ' ');
+  }
+  // A string value or key, escaped as nlohmann escapes it: printable ASCII other than '"' and
+  // '\\' as it is, anything else through the serializer.
+  void string(std::string_view s) {
+    const bool plain = std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; });
+    if (!plain) return value(nlohmann::json(std::string(s)), 0);
+    buf_.push_back('"');
+    buf_.append(s);
+    buf_.push_back('"');
+  }
+  void integer(std::int64_t v) {
+    const fmt::format_int f(v);
+    buf_.append(f.data(), f.size());
+  }
+  void value(const nlohmann::json& v, unsigned level) { serializer_.dump(v, true, false, indent_, level * indent_); }
+  // `"key": ` at the start of a member of an object at `level`, after the previous member.
+  void key(std::string_view k, unsigned level, bool first) {
+    if (!first) buf_.push_back(',');
+    newline_indent(level + 1);
+    string(k);
+    buf_.append(": ");
+  }
+
+ private:
+  static constexpr std::size_t kFlushBytes = std::size_t{1} << 16;
+  std::ostream& out_;
+  unsigned indent_;
+  std::string buf_;
+  Serializer serializer_;
+};
+
+// The ops array at `level` (ops_to_json's members, in nlohmann's key order).
+void write_ops(PrettyWriter& w, const Timeline& t, unsigned level) {
+  if (t.ops.empty()) return w.raw("[]");
+  const std::vector<Time> exposed = exposed_per_op(t);
+  w.raw("[");
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const TimelineOp& op = t.ops[i];
+    if (i > 0) w.raw(",");
+    w.newline_indent(level + 1);
+    w.raw("{");
+    const unsigned in = level + 1;
+    const bool coll = op.kind == TimelineOp::Kind::Collective;
+    if (coll) {
+      w.key("bytes", in, true);
+      w.integer(op.bytes.count);
+    } else {
+      w.key("class", in, true);
+      w.string(to_string(op.cls));
+    }
+    if (coll) {
+      w.key("collective", in, false);
+      w.string(to_string(op.collective));
+      w.key("comm", in, false);
+      w.string(t.comms.at(op.comm.value().index()).name);
+      w.key("dtype", in, false);
+      w.string(to_string(op.dtype));
+    }
+    w.key("end_ns", in, false);
+    w.integer(op.end.ns);
+    if (coll) {
+      w.key("exposed_ns", in, false);
+      w.integer(exposed[i].ns);
+    }
+    w.key("issue_ns", in, false);
+    w.integer(op.issue.ns);
+    if (!coll && op.kernels != 1) {
+      w.key("kernels", in, false);
+      w.integer(op.kernels);
+    }
+    w.key("kind", in, false);
+    w.string(coll ? "collective" : "kernel");
+    w.key("name", in, false);
+    w.string(op.name);
+    w.key("phase", in, false);
+    w.string(to_string(op.phase));
+    w.key("start_ns", in, false);
+    w.integer(op.start.ns);
+    w.key("stream", in, false);
+    w.string(t.streams.at(op.stream.index()).name);
+    w.key("unit", in, false);
+    w.string(op.unit);
+    w.newline_indent(in);
+    w.raw("}");
+    w.flush_if_full();
+  }
+  w.newline_indent(level);
+  w.raw("]");
+}
+
+}  // namespace
+
+nlohmann::json result_to_json(const Experiment& e, const SimulationResult& r, const std::string& mode) {
+  nlohmann::json out = result_without_ops(e, r, mode);
+  out["ops"] = ops_to_json(r.timeline);
+  return out;
+}
+
+void write_result_json(std::ostream& out, const Experiment& e, const SimulationResult& r, const nlohmann::json& extra,
+                       int indent, const std::string& mode) {
+  nlohmann::json head = result_without_ops(e, r, mode);
+  for (const auto& [k, v] : extra.items()) head[k] = v;
+  head.erase("ops");
+  PrettyWriter w(out, indent);
+  w.raw("{");
+  bool first = true, ops_written = false;
+  auto ops = [&] {
+    w.key("ops", 0, first);
+    write_ops(w, r.timeline, 1);
+    first = false;
+    ops_written = true;
+  };
+  // nlohmann's objects are std::maps: members in key order, "ops" among them.
+  for (const auto& [k, v] : head.items()) {
+    if (!ops_written && k > std::string_view("ops")) ops();
+    w.key(k, 0, first);
+    w.value(v, 1);
+    first = false;
+    w.flush_if_full();
+  }
+  if (!ops_written) ops();
+  w.newline_indent(0);
+  w.raw("}");
+  w.flush();
 }
 
 }  // namespace stepsim

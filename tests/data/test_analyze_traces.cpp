@@ -195,3 +195,19 @@ TEST_CASE("analyze reports the li-plus ZeRO traces' peak reserved (Kineto's Tota
   CHECK(z1.mean.peak_reserved > z1.mean.peak_memory);
   CHECK(metrics_to_json(z2.mean).at("peak_reserved_bytes").get<std::int64_t>() == 23'456'645'120LL);
 }
+
+TEST_CASE("analyze's result does not depend on keeping the host operators (kept for --idle only)", "[trace][data]") {
+  // The analysis reads no host operator or Python frame: dropping them (analyze without --idle)
+  // changes no number of its JSON, on a trace with Python stacks (zero1) and one without (HTA).
+  for (const std::string file : {kLi + "zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz",
+                                 std::string("hta/nccl_parser_config__nccl_data.json.gz")}) {
+    INFO(file);
+    std::vector<KinetoTrace> with, without;
+    with.push_back(read_kineto_trace(kTraces + file));
+    without.push_back(read_kineto_trace(kTraces + file, ReadOptions{.host_ops = false}));
+    CHECK_FALSE(with[0].host_ops.empty());
+    CHECK(without[0].host_ops.empty());
+    CHECK(without[0].python_ops.empty());
+    CHECK(job_to_json(analyze_job(without, AnalyzeOptions{})).dump() == job_to_json(analyze_job(with, AnalyzeOptions{})).dump());
+  }
+}

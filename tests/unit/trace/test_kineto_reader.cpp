@@ -191,3 +191,53 @@ TEST_CASE("Malformed or step-less traces are input errors", "[trace]") {
   CHECK(*o.first_step == 3);
   CHECK_FALSE(o.last_step.has_value());
 }
+
+TEST_CASE("Each record store of a trace is bounded: one record past ReadOptions::max_records is an input error",
+          "[trace]") {
+  // Expectations: three kernels of one name are three GPU ops and one distinct name; with a bound
+  // of 2 the third, event 2, is refused naming the count and the bound; with 3 they read.
+  const char* kernels = R"J({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1}]})J";
+  ReadOptions o;
+  o.max_records = 3;
+  CHECK(read_kineto_trace_text(kernels, "t.json", o).gpu_ops.size() == 3);
+  o.max_records = 2;
+  try {
+    read_kineto_trace_text(kernels, "t.json", o);
+    FAIL("expected an input error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) == "t.json: /traceEvents/2: 3 GPU ops: expected at most 2 in one trace (docs/limits.md)");
+  }
+  // Distinct names are bounded too: "c" is the third (two GPU ops and a runtime call: no store full).
+  const char* names = R"J({"traceEvents": [
+  {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1, "dur": 1},
+  {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 2, "dur": 1},
+  {"ph": "X", "cat": "cuda_runtime", "name": "c", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {"correlation": 1}}]})J";
+  CHECK_THROWS_WITH(read_kineto_trace_text(names, "n.json", o),
+                    "n.json: /traceEvents/2: 3 distinct names: expected at most 2 in one trace (docs/limits.md)");
+  // The same reader at the default bound, 2^22 of each.
+  CHECK(ReadOptions{}.max_records == kMaxTraceRecords);
+  CHECK(kMaxTraceRecords == std::size_t{1} << 22);
+  CHECK(read_kineto_trace_text(names, "n.json").names.size() == 3);
+}
+
+TEST_CASE("Host operators and Python frames are kept only when asked for (analyze --idle)", "[trace]") {
+  const char* host = R"J({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+  {"ph": "X", "cat": "python_function", "name": "train.py(12): step", "pid": 1, "tid": 1, "ts": 1, "dur": 90},
+  {"ph": "X", "cat": "python_function", "name": "<built-in method run_backward of torch._C._EngineBase object at 0x1>",
+   "pid": 1, "tid": 1, "ts": 20, "dur": 30}
+ ]})J";
+  const KinetoTrace with = read_kineto_trace_text(host, "h.json");
+  CHECK(with.host_ops.size() == 2);
+  CHECK(with.python_ops.size() == 2);
+  const KinetoTrace without = read_kineto_trace_text(host, "h.json", ReadOptions{.host_ops = false});
+  CHECK(without.host_ops.empty());
+  CHECK(without.python_ops.empty());
+  // The spans the analysis reads are kept either way: the step and run_backward.
+  CHECK(without.cpu.size() == with.cpu.size());
+  CHECK(without.cpu.size() == 2);
+}
