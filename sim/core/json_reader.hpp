@@ -28,6 +28,14 @@ using Json = nlohmann::json;
 struct SourceMap {
   std::string root_file;
   std::map<std::string, std::string> file_of_prefix;  // "/workload" -> "configs/models/x.json"
+  // Every include followed, in the order the files were read: the name as written, the file
+  // that wrote it and the file it resolved to (resolve_config_path(name, from) == target). The
+  // profile's disk cache (sim/hardware/profile_disk_cache.hpp) checks that each still resolves
+  // to the same file with the same content.
+  struct Include {
+    std::string name, from, target;
+  };
+  std::vector<Include> includes;
   std::string file_for(const std::string& path) const;
 };
 
