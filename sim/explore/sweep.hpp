@@ -62,6 +62,8 @@ struct SweepSpec {
   int top = 5;
   // Profile files parsed once for all points (shared by copies of the spec and by threads).
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
+  // Workloads built once per distinct workload object, likewise (WorkloadCache).
+  std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>();
 
   std::uint64_t size() const;
   // Point i as path -> value (only the varied paths).
