@@ -122,7 +122,7 @@ struct ComboEvaluator {
   const TuneOptions& opts;
   TuneResult& res;
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
-  std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>();
+  std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(SweepSpec::kSweepWorkloads);
 
   std::vector<SweepRow> operator()(const std::vector<std::vector<std::size_t>>& combos) const {
     SweepSpec spec;
