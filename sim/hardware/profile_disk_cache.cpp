@@ -21,7 +21,7 @@ namespace {
 
 // Bump when the encoding changes. The layout fingerprint below changes by itself when a
 // profile struct gains or loses a member on this platform.
-constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;
 constexpr char kMagic[8] = {'S', 'T', 'P', 'R', 'O', 'F', 'C', '\n'};
 
 // The sizes of the structs encoded member by member (the others are copied whole, see
@@ -46,7 +46,7 @@ class Writer {
   template <class T>
     requires std::is_trivially_copyable_v<T>
   void pod(const T& v) {
-    // Padding bytes go along (the payload hash covers them); only this build reads them back.
+    // Padding bytes go along (the entry's hash covers them); only this build reads them back.
     out_.append(reinterpret_cast<const char*>(&v), sizeof(T));
   }
   void bytes(std::string_view s) {
@@ -388,13 +388,18 @@ std::optional<HardwareProfile> decode_profile(std::string_view bytes) {
   }
 }
 
-// Entry: magic, format version, layout fingerprint, the files (FileRecord each), the payload's
-// size and hash, the payload.
+// Entry: magic, format version, layout fingerprint, the files (FileRecord each), the payload
+// (its size, then the encoded profile), and last the hash of everything before it: a change
+// to any byte is a miss, not a profile read from a damaged entry.
 std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs::path& file) {
   const auto entry = read_regular_file(entry_path(dir, file));
-  if (!entry) return std::nullopt;
+  if (!entry || entry->size() < sizeof(std::uint64_t)) return std::nullopt;
+  const std::string_view body = std::string_view(*entry).substr(0, entry->size() - sizeof(std::uint64_t));
+  std::uint64_t entry_hash = 0;
+  std::memcpy(&entry_hash, entry->data() + body.size(), sizeof entry_hash);
+  if (content_hash(body) != entry_hash) return std::nullopt;
   try {
-    Reader r(*entry);
+    Reader r(body);
     char magic[sizeof kMagic];
     r.pod(magic);
     std::uint32_t version = 0;
@@ -419,10 +424,8 @@ std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs
       read.emplace_back(f.target);
     }
     if (read.empty()) return std::nullopt;
-    std::uint64_t payload_hash = 0;
-    r.pod(payload_hash);
     const std::string_view payload = r.bytes();
-    if (!r.done() || content_hash(payload) != payload_hash) return std::nullopt;
+    if (!r.done()) return std::nullopt;
     auto p = decode_profile(payload);
     if (!p) return std::nullopt;
     for (const auto& f : read) note_input_file(f);  // as read_json_file does when it parses them
@@ -457,10 +460,10 @@ bool write_cached_profile(const fs::path& dir, const fs::path& file, const Sourc
     w.pod(f.size);
     w.pod(f.hash);
   }
-  const std::string payload = encode_profile(p);
-  w.pod(content_hash(payload));
-  w.bytes(payload);
-  const std::string bytes = w.take();
+  w.bytes(encode_profile(p));
+  std::string bytes = w.take();
+  const std::uint64_t entry_hash = content_hash(bytes);
+  bytes.append(reinterpret_cast<const char*>(&entry_hash), sizeof entry_hash);
 
   std::error_code ec;
   fs::create_directories(dir, ec);
