@@ -273,14 +273,14 @@ std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) cons
   return it == by_key_.end() ? nullptr : it->second;
 }
 
+// Full, it keeps what it holds and takes nothing more. A sweep whose innermost axis cycles
+// through more workloads than the capacity (sweep_bench: 625 sequence lengths) would otherwise
+// evict each one before its next use and pay a copy per point for nothing; this way the first
+// `capacity` workloads are shared and the others cost what they did without a cache.
 void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> w) {
   std::lock_guard lock(mutex_);
-  if (capacity_ == 0 || !by_key_.emplace(key, std::move(w)).second) return;  // two threads built it: keep the first
-  order_.push_back(key);
-  if (order_.size() > capacity_) {
-    by_key_.erase(order_.front());
-    order_.pop_front();
-  }
+  if (by_key_.size() >= capacity_) return;
+  by_key_.emplace(key, std::move(w));  // two threads built it: keep the first
 }
 
 Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
@@ -322,9 +322,14 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
     }
     if (auto cached = workloads ? workloads->find(key) : nullptr) {
       e.workload = *cached;
-    } else {
+    } else if (!workloads) {
       e.workload = parse_workload(std::move(w), e.training.torch_version);
-      if (workloads) workloads->add(key, std::make_shared<const Workload>(e.workload));
+    } else {
+      // Offered to the cache; when it did not keep it (full), the only owner moves it back.
+      auto built = std::make_shared<Workload>(parse_workload(std::move(w), e.training.torch_version));
+      workloads->add(key, built);
+      if (built.use_count() == 1) e.workload = std::move(*built);
+      else e.workload = *built;
     }
   }
   e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);

@@ -234,7 +234,7 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   CHECK(run_csv(cached, one) == expected);
   cached.workloads = std::make_shared<WorkloadCache>(SweepSpec::kSweepWorkloads);
   CHECK(run_csv(cached, two) == expected);
-  // A cache smaller than the distinct workloads (4) drops the oldest and still agrees.
+  // A cache smaller than the distinct workloads (4) shares the first one, builds the others, and agrees.
   cached.workloads = std::make_shared<WorkloadCache>(1);
   CHECK(run_csv(cached, two) == expected);
 }
