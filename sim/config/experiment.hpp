@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <functional>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,8 +95,10 @@ struct Experiment {
 // its defaults read) and shared by the experiments a sweep builds from one base: points that
 // vary only cluster, strategy or training knobs have byte-identical op lists, and building a
 // transformer's was ~11 % of a sweep point (issue 49). Thread-safe. At most `capacity`
-// workloads are kept, the oldest dropped first, so a sweep's memory stays bounded however many
-// workloads it varies through.
+// workloads are kept: full, it keeps the first ones and takes no more (experiment.cpp says
+// why), so a sweep's memory stays bounded however many workloads it varies through. An
+// Experiment holds its workload by value, so a hit is still a copy (~1/3 of a build); sharing
+// it read-only would take Experiment::workload as a shared_ptr<const Workload>.
 class WorkloadCache {
  public:
   explicit WorkloadCache(std::size_t capacity = 1024) : capacity_(capacity) {}
@@ -108,7 +109,6 @@ class WorkloadCache {
   std::size_t capacity_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const Workload>> by_key_;
-  std::deque<std::string> order_;  // keys, oldest first
 };
 
 // Reads the "strategy" object of an experiment whose workload, cluster and training are read:
