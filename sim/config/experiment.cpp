@@ -267,8 +267,24 @@ static TrainingConfig parse_training(ObjectReader t) {
   return out;
 }
 
+std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : it->second;
+}
+
+// Full, it keeps what it holds and takes nothing more. A sweep whose innermost axis cycles
+// through more workloads than the capacity (sweep_bench: 625 sequence lengths) would otherwise
+// evict each one before its next use and pay a copy per point for nothing; this way the first
+// `capacity` workloads are shared and the others cost what they did without a cache.
+void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> w) {
+  std::lock_guard lock(mutex_);
+  if (by_key_.size() >= capacity_) return;
+  by_key_.emplace(key, std::move(w));  // two threads built it: keep the first
+}
+
 Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
-                           ProfileCache* profiles, const std::string& root_path) {
+                           ProfileCache* profiles, const std::string& root_path, WorkloadCache* workloads) {
   // A DeepSpeed config named by the strategy becomes the experiment's own keys first.
   const bool ds = doc.is_object() && doc.contains("strategy") && doc["strategy"].is_object() &&
                   doc["strategy"].contains("deepspeed_config");
@@ -276,7 +292,7 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
     Json expanded = doc;
     SourceMap expanded_sources = sources;
     expand_deepspeed_config(expanded, expanded_sources);
-    return read_experiment(expanded, expanded_sources, read_strategy, profiles, root_path);
+    return read_experiment(expanded, expanded_sources, read_strategy, profiles, root_path, workloads);
   }
   if (ds) {
     // Embedded (validate): expand a standalone copy whose paths are relative to the embedding.
@@ -286,7 +302,7 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
       if (prefix.rfind(root_path, 0) == 0 && prefix.size() > root_path.size()) local.file_of_prefix[prefix.substr(root_path.size())] = file;
     Json expanded = doc;
     expand_deepspeed_config(expanded, local);
-    return read_experiment(expanded, local, read_strategy, profiles, "");
+    return read_experiment(expanded, local, read_strategy, profiles, "", workloads);
   }
   Experiment e;
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
@@ -294,7 +310,28 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
   ObjectReader root(doc, sources, root_path, &experiment_keys::root());
   // The training section first: the workload's defaults read its torch_version.
   e.training = root.has("training") ? parse_training(root.object("training", experiment_keys::training())) : TrainingConfig{};
-  e.workload = parse_workload(root.object("workload", experiment_keys::workload()), e.training.torch_version);
+  {
+    ObjectReader w = root.object("workload", experiment_keys::workload());
+    // The workload is a function of its object and torch_version alone; a cached one was
+    // validated when it was built (errors are never cached: an invalid object is read again).
+    std::string key;
+    if (workloads) {
+      key = doc["workload"].dump();
+      key += '\n';
+      if (e.training.torch_version) key += e.training.torch_version->text();
+    }
+    if (auto cached = workloads ? workloads->find(key) : nullptr) {
+      e.workload = *cached;
+    } else if (!workloads) {
+      e.workload = parse_workload(std::move(w), e.training.torch_version);
+    } else {
+      // Offered to the cache; when it did not keep it (full), the only owner moves it back.
+      auto built = std::make_shared<Workload>(parse_workload(std::move(w), e.training.torch_version));
+      workloads->add(key, built);
+      if (built.use_count() == 1) e.workload = std::move(*built);
+      else e.workload = *built;
+    }
+  }
   e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);
   // Every layer runs at least a forward and a backward kernel per micro-batch: refuse here,
   // before any build, a step whose program must exceed the instruction limit (builder.hpp).

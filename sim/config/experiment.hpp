@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,6 +91,26 @@ struct Experiment {
   std::shared_ptr<const Strategy> strategy;
 };
 
+// Workloads built once per distinct `workload` object (with the training's torch_version, which
+// its defaults read) and shared by the experiments a sweep builds from one base: points that
+// vary only cluster, strategy or training knobs have byte-identical op lists, and building a
+// transformer's was ~11 % of a sweep point (issue 49). Thread-safe. At most `capacity`
+// workloads are kept: full, it keeps the first ones and takes no more (experiment.cpp says
+// why), so a sweep's memory stays bounded however many workloads it varies through. An
+// Experiment holds its workload by value, so a hit is still a copy (~1/3 of a build); sharing
+// it read-only would take Experiment::workload as a shared_ptr<const Workload>.
+class WorkloadCache {
+ public:
+  explicit WorkloadCache(std::size_t capacity = 1024) : capacity_(capacity) {}
+  std::shared_ptr<const Workload> find(const std::string& key) const;
+  void add(const std::string& key, std::shared_ptr<const Workload> w);
+
+ private:
+  std::size_t capacity_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Workload>> by_key_;
+};
+
 // Reads the "strategy" object of an experiment whose workload, cluster and training are read:
 // `strategy` is positioned at /strategy ("world_size" consumed and checked). The one such
 // reader is the strategy registry's (sim/strategies/load_experiment.hpp), which owns each
@@ -110,8 +132,10 @@ nlohmann::json experiment_document_of(nlohmann::json doc, const std::string& as_
 // validate reads an experiment embedded in a suite at "/cases/3/experiment"), so errors name
 // the path the user wrote. Callers use load_experiment / experiment_from_json
 // (sim/strategies/load_experiment.hpp), which pass the registry.
+// With `workloads`, a workload object met before is not built again (WorkloadCache).
 Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
-                           ProfileCache* profiles = nullptr, const std::string& root_path = "");
+                           ProfileCache* profiles = nullptr, const std::string& root_path = "",
+                           WorkloadCache* workloads = nullptr);
 
 // The workload's implementation knobs as they applied, defaults resolved, under their config
 // keys (the `workload` line of results, beside the strategy's effective_config): implementation,

@@ -596,6 +596,7 @@ static void resolve_includes(Json& node, const fs::path& file, const JsonPathLin
       if (!fs::exists(target, ec))
         throw_input_error(file.string(), path + "/include", inc, "an existing file (not found)");
       if (fs::is_directory(target, ec)) throw_input_error(file.string(), path + "/include", inc, "a JSON file (this is a directory)");
+      sources.includes.push_back({inc.get<std::string>(), file.string(), target.string()});
       Json included = read_json_file(target);
       resolve_includes(included, target, here, sources, depth + 1);
       sources.file_of_prefix[path] = target.string();

@@ -32,6 +32,14 @@ struct SourceMap {
   // "/strategy/reduce_bucket_size" -> "/zero_optimization/reduce_bucket_size". Messages about the
   // value name the key the user wrote, not the experiment key it became.
   std::map<std::string, std::string> path_in_file_of;
+  // Every include followed, in the order the files were read: the name as written, the file
+  // that wrote it and the file it resolved to (resolve_config_path(name, from) == target). The
+  // profile's disk cache (sim/hardware/profile_disk_cache.hpp) checks that each still resolves
+  // to the same file with the same content.
+  struct Include {
+    std::string name, from, target;
+  };
+  std::vector<Include> includes;
   std::string file_for(const std::string& path) const;
   // `path` as spelled in file_for(path): translated (path_in_file_of, exact or below an entry),
   // else unchanged.

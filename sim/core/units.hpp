@@ -87,6 +87,7 @@ struct FlopRate {
   double flops_per_s = 0;
   static FlopRate from_tflops(double tflops) { return FlopRate{tflops * 1e12}; }
   double tflops() const { return flops_per_s / 1e12; }
+  constexpr auto operator<=>(const FlopRate&) const = default;
 };
 
 // Time to move `bytes` at `bw`, rounded to the nearest nanosecond.

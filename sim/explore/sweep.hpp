@@ -62,6 +62,11 @@ struct SweepSpec {
   int top = 5;
   // Profile files parsed once for all points (shared by copies of the spec and by threads).
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
+  // Workloads built once per distinct workload object, likewise (WorkloadCache). At most
+  // kSweepWorkloads are kept (a Llama-3-8B op list is ~0.5 MB): a sweep whose innermost axis
+  // changes the workload through more values than that rebuilds every point's, as before.
+  static constexpr std::size_t kSweepWorkloads = 32;
+  std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(kSweepWorkloads);
 
   std::uint64_t size() const;
   // Point i as path -> value (only the varied paths).

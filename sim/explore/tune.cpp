@@ -122,10 +122,12 @@ struct ComboEvaluator {
   const TuneOptions& opts;
   TuneResult& res;
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
+  std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(SweepSpec::kSweepWorkloads);
 
   std::vector<SweepRow> operator()(const std::vector<std::vector<std::size_t>>& combos) const {
     SweepSpec spec;
     spec.profiles = profiles;
+    spec.workloads = workloads;
     spec.file = sources.root_file;
     spec.base = doc;
     spec.base_sources = sources;

@@ -34,14 +34,17 @@ struct AlphaBetaRange {
     std::int64_t points = 0;
     double r2 = 0;
     double max_rel_error = 0;
+    bool operator==(const FitQuality&) const = default;
   };
   std::optional<FitQuality> fit;
+  bool operator==(const AlphaBetaRange&) const = default;
 };
 
 // A measured point: S bytes (nccl-tests convention) took `time` on a group of `ranks`.
 struct MeasuredCollective {
   Bytes bytes;
   Time time;
+  bool operator==(const MeasuredCollective&) const = default;
 };
 
 // The collective model of one scope (intra-node or inter-node), one struct per "model" of the
@@ -62,6 +65,7 @@ struct AlphaBetaModel {
   // [...], "4": [...]}}), for kinds listed in `ranks`. A communicator uses the ranges of the
   // measured group size nearest its own (exact when measured), rescaled as above.
   std::map<CollectiveKind, std::map<int, std::vector<AlphaBetaRange>>> groups;
+  bool operator==(const AlphaBetaModel&) const = default;
 };
 
 // "ring" (C6.2): per-step latency, bus bandwidth, fixed base latency.
@@ -69,29 +73,34 @@ struct RingModel {
   Bandwidth busbw;
   Time step_latency;
   Time base_latency;
+  bool operator==(const RingModel&) const = default;
 };
 
 // The double binary tree's own constants (C6.3); 0 takes the ring's.
 struct TreeConstants {
   Bandwidth busbw;
   Time step_latency;  // per tree level
+  bool operator==(const TreeConstants&) const = default;
 };
 
 // "tree": the tree for all-reduce, the ring for every other collective (so it reads both).
 struct TreeModel {
   RingModel ring;
   TreeConstants tree;
+  bool operator==(const TreeModel&) const = default;
 };
 
 // "nccl": the faster of ring and tree (C6.4). The same numbers as "tree", a different rule.
 struct NcclModel {
   RingModel ring;
   TreeConstants tree;
+  bool operator==(const NcclModel&) const = default;
 };
 
 // "table": measured points per kind and group size (sorted by bytes).
 struct TableModel {
   std::map<CollectiveKind, std::map<int, std::vector<MeasuredCollective>>> points;
+  bool operator==(const TableModel&) const = default;
 };
 
 // A default-constructed ScopeModel is a ring with no bandwidth (never priced: a profile always
@@ -113,6 +122,7 @@ struct FittedRange {
   int min_gpus_per_node = 0, max_gpus_per_node = 0;
   bool empty() const { return max_ranks == 0; }
   bool covers(int ranks, int nodes) const;
+  bool operator==(const FittedRange&) const = default;
 };
 
 // A topology-aware NCCL model for every communicator of the cluster ("collectives.topology"),
@@ -144,11 +154,13 @@ struct NcclTopology {
   bool tree = true;                   // tree all-reduce allowed (NCCL_ALGO default)
   bool ll128 = true;                  // LL128 enabled (tuning.cc:518-536)
   FittedRange fitted;                 // empty: not fitted (datasheet numbers)
+  bool operator==(const NcclTopology&) const = default;
 };
 
 struct GemmMeasurement {
   GemmShape shape;
   FlopRate rate;   // measured FLOP/s
+  bool operator==(const GemmMeasurement&) const = default;
 };
 
 // A fused attention kernel's rate as a fraction of peak: it approaches `forward` / `backward`
@@ -159,6 +171,7 @@ struct AttentionRate {
   double backward = 0;
   std::int64_t half_rate_seq = 0;
   double at(bool backward_pass, std::int64_t seq) const;
+  bool operator==(const AttentionRate&) const = default;
 };
 
 // Power-limited sustained clocks (compute.clock; docs/workload-ops.md, "Sustained clocks"). A
@@ -179,6 +192,7 @@ struct ClockProfile {
   bool active() const { return boost_mhz > 0 && full_load_mhz > 0; }
   // The sustained / boost clock of a compute-bound kernel at fraction u of peak: in (0, 1].
   double factor(double u) const;
+  bool operator==(const ClockProfile&) const = default;
 };
 
 enum class GemmRates { Microbenchmark, InTraining };
@@ -241,6 +255,7 @@ struct ComputeProfile {
   // kernels), read + write bytes: a copy engine / driver path, not the Copy class's kernels
   // (torch.cat, split copies), which move data at a lower rate. 0: the Copy class rate.
   Bandwidth memcpy;
+  bool operator==(const ComputeProfile&) const = default;
 };
 
 // Fluid contention: while a collective and a compute kernel overlap, the kernel runs at
@@ -271,6 +286,7 @@ struct ContentionProfile {
     if (!models_resources()) return compute_slowdown;
     return std::max(0.0, hbm_share);
   }
+  bool operator==(const ContentionProfile&) const = default;
 };
 
 // Ranks are not identical (issue 46; docs/scale.md): the same kernel takes a little longer on one
@@ -290,6 +306,7 @@ struct RankVariation {
   bool enabled() const {
     return persistent_cv > 0 || host_cv > 0 || std::any_of(kernel_cv.begin(), kernel_cv.end(), [](double v) { return v > 0; });
   }
+  bool operator==(const RankVariation&) const = default;
 };
 
 // HBM bytes a ring collective moves per byte of bus traffic: at each step one chunk arrives in
@@ -322,6 +339,7 @@ struct HostProfile {
   // One write of DeepSpeed's monitor on rank 0 (add_scalar and flush; ZeroConfig::monitor):
   // measured by `fit --trace` from a trace with Python stacks; 0 by default.
   Time monitor_write;
+  bool operator==(const HostProfile&) const = default;
 };
 
 // Device memory a training process holds outside PyTorch's caching allocator, so neither
@@ -337,6 +355,7 @@ struct OutsideAllocatorMemory {
   Bytes nccl_per_communicator;  // measured; when set it replaces the channel model below
   int nccl_channels = 0;        // NCCL's collective channels per communicator; 0: not modelled
   Bytes cublas_workspace;       // one cuBLAS workspace (per handle and stream that runs GEMMs)
+  bool operator==(const OutsideAllocatorMemory&) const = default;
 };
 
 // NCCL's buffers per channel of a ring connection, one per protocol (NVIDIA/nccl src/init.cc
@@ -379,6 +398,7 @@ struct HardwareProfile {
     for (const auto& p : non_pytorch_parts(communicators)) total += p.bytes;
     return total;
   }
+  bool operator==(const HardwareProfile&) const = default;
 };
 
 class ObjectReader;

@@ -7,6 +7,7 @@
 #include "sim/core/overloaded.hpp"
 #include "sim/hardware/compute_model.hpp"
 #include "sim/hardware/profile.hpp"
+#include "sim/hardware/profile_disk_cache.hpp"
 #include "sim/hardware/profile_keys.hpp"
 
 namespace stepsim {
@@ -522,13 +523,23 @@ HardwareProfile parse_profile(ObjectReader& r) {
 }
 
 HardwareProfile load_profile(const std::filesystem::path& file) {
+  // The parsed profile from the disk cache when every file it was read from is unchanged
+  // (profile_disk_cache.hpp); the cache never decides an error.
+  const auto cache = profile_cache_dir();
+  std::optional<std::string> text;
+  if (cache) {
+    if (auto p = read_cached_profile(*cache, file)) return std::move(*p);
+    text = read_regular_file(file);  // what the entry will be checked against
+  }
   SourceMap sources;
   sources.root_file = file.string();
   // A profile may include another and override some of its numbers (a GPU variant such as
   // the A100 40GB over the 80GB profile), with the usual "include" rules.
   Json doc = load_with_includes(file, sources);
   ObjectReader r(doc, sources, "");
-  return parse_profile(r);
+  HardwareProfile p = parse_profile(r);
+  if (text) write_cached_profile(*cache, file, sources, p, content_hash(*text), text->size());
+  return p;
 }
 
 static Json ranges_to_json(const std::vector<AlphaBetaRange>& ranges) {

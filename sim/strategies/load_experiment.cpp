@@ -11,8 +11,8 @@ std::shared_ptr<const Strategy> read_registered_strategy(ObjectReader& r, const 
 }  // namespace
 
 Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
-                                const std::string& root_path) {
-  return read_experiment(doc, sources, read_registered_strategy, profiles, root_path);
+                                const std::string& root_path, WorkloadCache* workloads) {
+  return read_experiment(doc, sources, read_registered_strategy, profiles, root_path, workloads);
 }
 
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides) {

@@ -23,6 +23,6 @@ Experiment load_experiment_from_json(const nlohmann::json& doc, const std::strin
 // Same, from an already-resolved document (sweeps build many from one base). `profiles` and
 // `root_path` as for read_experiment (sim/config/experiment.hpp).
 Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr,
-                                const std::string& root_path = "");
+                                const std::string& root_path = "", WorkloadCache* workloads = nullptr);
 
 }  // namespace stepsim

@@ -130,3 +130,31 @@ TEST_CASE("simulate --idle adds the idle attribution to the text and JSON report
   CHECK(run_capture(kBin + " simulate " + exp + " --idle --top -1", out) == 2);
   CHECK_THAT(out, Catch::Contains("--top -1"));
 }
+
+TEST_CASE("simulate --json prints the same bytes with the profile disk cache off, cold and warm", "[cli][profile_cache]") {
+  // Every example experiment, and one whose profile includes another (the A100 40GB variant).
+  std::vector<std::string> runs;
+  for (const auto& e : std::filesystem::directory_iterator(kSrc + "/configs/examples"))
+    if (e.path().extension() == ".json") runs.push_back(e.path().string());
+  std::sort(runs.begin(), runs.end());
+  REQUIRE(runs.size() >= 8);
+  runs.push_back(kSrc + "/configs/examples/llama3-8b-ddp-8xh100.json --set cluster.profile=" + kSrc +
+                 "/configs/hardware/a100-sxm4-40gb-8x.json");
+  stepsim::test::TempDir cache("profile-cache");
+  for (const auto& run : runs) {
+    INFO(run);
+    std::string off, cold, warm;
+    REQUIRE(run_capture("STEPSIM_CACHE_DIR= " + kBin + " simulate " + run + " --json", off) == 0);
+    REQUIRE(run_capture("STEPSIM_CACHE_DIR=" + cache.path().string() + " " + kBin + " simulate " + run + " --json", cold) == 0);
+    REQUIRE(run_capture("STEPSIM_CACHE_DIR=" + cache.path().string() + " " + kBin + " simulate " + run + " --json", warm) == 0);
+    CHECK(cold == off);
+    CHECK(warm == off);
+  }
+  // The cold runs wrote one entry per profile file named (h100, a800, a100 40GB), nothing else.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache.path())) {
+    CHECK(e.path().extension() == ".bin");
+    ++entries;
+  }
+  CHECK(entries >= 3);
+}

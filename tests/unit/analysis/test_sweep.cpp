@@ -211,3 +211,30 @@ TEST_CASE("The sweep table marks a best point within the noise of the first as a
   CHECK_THAT(line_of("#1 "), Catch::Contains("tie"));
   CHECK_THAT(line_of("#2 "), !Catch::Contains("tie"));
 }
+
+TEST_CASE("a sweep whose points share workloads gives the rows it gives when every workload is built anew", "[sweep]") {
+  // Llama-3-8B points that repeat each workload (seq_len x torch_version: the key) across
+  // nodes and reshard_after_forward; a cache of capacity 0 keeps nothing, so every point
+  // builds its own op list.
+  const std::string text = R"({"name": "workloads", "base": {"include": ")" + kRoot +
+                           R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"workload.seq_len": [512, 1024],
+      "cluster.nodes": [1, 2], "strategy.reshard_after_forward": [true, false], "training.torch_version": ["2.4", "2.9"]}})";
+  static const test::TempDir dir("sweeps-workloads");
+  const fs::path f = dir / "sweep.json";
+  std::ofstream(f) << text;
+  SweepSpec cached = load_sweep(f);
+  SweepSpec fresh = load_sweep(f);
+  fresh.workloads = std::make_shared<WorkloadCache>(0);
+  SweepOptions one, two;
+  one.jobs = 1;
+  two.jobs = 2;
+  const std::string expected = run_csv(fresh, one);
+  CHECK(parse_csv(expected).size() == 16);
+  CHECK(expected.find(",ok,") != std::string::npos);
+  CHECK(run_csv(cached, one) == expected);
+  cached.workloads = std::make_shared<WorkloadCache>(SweepSpec::kSweepWorkloads);
+  CHECK(run_csv(cached, two) == expected);
+  // A cache smaller than the distinct workloads (4) shares the first one, builds the others, and agrees.
+  cached.workloads = std::make_shared<WorkloadCache>(1);
+  CHECK(run_csv(cached, two) == expected);
+}
