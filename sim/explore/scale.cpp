@@ -12,6 +12,7 @@
 #include "sim/analysis/run.hpp"
 #include "sim/config/experiment_keys.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/json_reader.hpp"
 #include "sim/core/format.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/hardware/collective_model.hpp"
@@ -104,11 +105,20 @@ bool sets_nodes(const std::string& assignment) {
 
 }  // namespace
 
+namespace {
+
+Experiment load_scale_experiment(const ScaleRequest& q, const std::vector<std::string>& overrides) {
+  if (q.doc_text.empty()) return load_experiment(q.file, overrides);
+  return load_experiment_from_json(parse_json_text(q.doc_text, q.file.string()), q.file.string(), overrides);
+}
+
+}  // namespace
+
 ScaleResult run_scale(const ScaleRequest& q) {
   for (const auto& o : q.overrides)
     if (sets_nodes(o))
       throw InputError(fmt::format("--set {}: scale sets cluster.nodes at each point: expected --nodes or --gpus instead", o));
-  const Experiment base = load_experiment(q.file, q.overrides);
+  const Experiment base = load_scale_experiment(q, q.overrides);
   const std::vector<int> nodes =
       parse_scale_counts(q.flag, q.counts.empty() ? std::string(kDefaultScaleNodes) : q.counts, base.cluster.gpus_per_node);
   ScaleResult r;
@@ -126,7 +136,7 @@ ScaleResult run_scale(const ScaleRequest& q) {
     sets.push_back("cluster.nodes=" + std::to_string(n));
     std::optional<Experiment> e;
     try {
-      e.emplace(load_experiment(q.file, sets));
+      e.emplace(load_scale_experiment(q, sets));
     } catch (const InputError& x) {
       throw InputError(fmt::format("scale: at {} GPUs (cluster.nodes={}): {}", n * r.gpus_per_node, n, x.what()));
     }

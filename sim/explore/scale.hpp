@@ -63,6 +63,9 @@ struct ScaleResult {
 // text: kDefaultScaleNodes).
 struct ScaleRequest {
   std::filesystem::path file;
+  // The experiment's JSON text when it comes from memory (the Python API's dicts; `file` names
+  // it in messages); empty: read `file`.
+  std::string doc_text;
   std::vector<std::string> overrides;
   std::string flag = "nodes";  // "nodes" | "gpus"
   std::string counts;
