@@ -13,6 +13,7 @@ using Args = std::vector<std::string>;
 int simulate(const Args& args);
 int sweep(const Args& args);
 int tune(const Args& args);
+int scale(const Args& args);
 int explain(const Args& args);
 int fit(const Args& args);
 int analyze(const Args& args);

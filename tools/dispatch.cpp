@@ -21,6 +21,7 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> table = {
       {"simulate", {simulate, "predict one step: EXP.json [--set k=v]... [--json] [--trace F] [--report F.html]"}},
       {"sweep", {sweep, "what-if grid over config paths: SWEEP.json [--jobs N] [--shard i/n] [--out F.csv]"}},
+      {"scale", {scale, "weak-scaling curve: step time, tokens/s per GPU, efficiency, where the added time goes: EXP.json --gpus 8,16,32"}},
       {"tune", {tune, "fastest configuration that fits: EXP.json --memory-cap 80GiB"}},
       {"explain", {explain, "critical path, exposed comm per collective, sensitivities: EXP.json"}},
       {"fit", {fit, "build a hardware profile from measurements: --nccl-tests LOG... --out profile.json"}},

@@ -24,6 +24,7 @@
 #include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "sim/explore/sweep.hpp"
+#include "sim/explore/scale.hpp"
 #include "sim/explore/tune.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/report/chrome_trace.hpp"
@@ -115,6 +116,20 @@ std::pair<std::string, std::string> py_sweep(const std::string& source, const st
   });
   check_some_point_valid(spec, s, first_invalid);
   return {std::move(csv), s.to_json().dump()};
+}
+
+// stepsim scale --json and its CSV (the same ScaleResult).
+std::pair<std::string, std::string> py_scale(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides,
+                                             const std::string& flag, const std::string& counts) {
+  nb::gil_scoped_release release;
+  ScaleRequest q;
+  q.file = source;
+  q.doc_text = doc_text;
+  q.overrides = overrides;
+  q.flag = flag;
+  q.counts = counts;
+  const ScaleResult r = run_scale(q);
+  return {scale_csv(r), scale_to_json(r).dump()};
 }
 
 std::string py_tune(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides, const std::string& memory_cap,
@@ -245,6 +260,7 @@ NB_MODULE(_core, m) {
   m.def("sweep", &py_sweep, nb::arg("source"), nb::arg("doc_text"), nb::arg("jobs"), nb::arg("constraints"));
   m.def("tune", &py_tune, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"), nb::arg("memory_cap"), nb::arg("objective"), nb::arg("jobs"),
         nb::arg("max_grid"));
+  m.def("scale", &py_scale, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"), nb::arg("flag"), nb::arg("counts"));
   m.def("explain", &py_explain, nb::arg("simulation"), nb::arg("sensitivities"));
   m.def("analyze", &py_analyze, nb::arg("files"), nb::arg("steps"));
   m.def("compare", &py_compare, nb::arg("first"), nb::arg("second"), nb::arg("tolerance"), nb::arg("memory_tolerance"),

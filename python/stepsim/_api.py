@@ -288,6 +288,36 @@ def tune(experiment: Experiment, overrides: Overrides = None, memory_cap: Option
                                  _count(jobs, "jobs"), int(max_grid or 0)))
 
 
+def scale(experiment: Experiment, gpus: Optional[Sequence[int]] = None, nodes: Optional[Sequence[int]] = None,
+          overrides: Overrides = None) -> pd.DataFrame:
+    """The weak-scaling curve, as ``stepsim scale EXP.json --gpus ... --out F.csv``; returns the CSV as a DataFrame.
+
+    One row per GPU count: step time, tokens/s per GPU, efficiency, the parts of the step and
+    NCCL's algorithm per collective (docs/scale.md); ``frame.attrs["scale"]`` holds the
+    stepsim.scale/1 document (``--json``'s).
+
+    Args:
+        gpus: GPU counts (multiples of cluster.gpus_per_node), increasing; or
+        nodes: node counts (default 1, 2, 4, 8, 16).
+        overrides: applied at every point, as ``--set`` (not cluster.nodes).
+    """
+    if gpus is not None and nodes is not None:
+        raise InputError(f"scale: nodes={list(nodes)!r} gpus={list(gpus)!r}: expected one of the two")
+    flag, counts = ("gpus", gpus) if gpus is not None else ("nodes", nodes)
+    text = ""
+    if counts is not None:
+        if isinstance(counts, (str, bytes)) or not all(isinstance(c, Integral) and not isinstance(c, bool) for c in counts):
+            raise InputError(f"{flag} {counts!r}: expected a list of integers, e.g. [8, 16, 32]")
+        text = ",".join(str(int(c)) for c in counts)
+        if not text:
+            raise InputError(f"--{flag}: expected a comma-separated list of counts, e.g. 1,2,4")
+    source, doc = _source(experiment, "scale")
+    csv, js = _core.scale(source, doc, _set_lines(overrides), flag, text)
+    frame = pd.read_csv(io.StringIO(csv))
+    frame.attrs["scale"] = json.loads(js)
+    return frame
+
+
 def explain(experiment: Experiment, overrides: Overrides = None, sensitivities: bool = True) -> Dict[str, Any]:
     """The critical path and what-if sensitivities, as ``stepsim explain --json`` (stepsim.explain/1)."""
     source, text = _source(experiment, "explain")

@@ -195,3 +195,14 @@ def test_bad_override_and_non_json_values_are_input_errors(cli):
         stepsim.simulate(42)
     with pytest.raises(stepsim.InputError, match="jobs -1"):
         stepsim.sweep(DDP, {"cluster.nodes": [1]}, jobs=-1)
+
+
+def test_scale_equals_the_clis_csv_and_json(cli, tmp_path):
+    cli.run("scale", DDP, "--gpus", "8,16,64", "--out", str(tmp_path / "cli.csv"))
+    expected = pd.read_csv(tmp_path / "cli.csv")
+    got = stepsim.scale(DDP, gpus=[8, 16, 64])
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.attrs["scale"] == cli.json("scale", DDP, "--gpus", "8,16,64", "--json")
+    assert list(got["gpus"]) == [8, 16, 64]
+    with pytest.raises(stepsim.InputError, match="--gpus 8,12: 12: expected a multiple of cluster.gpus_per_node"):
+        stepsim.scale(DDP, gpus=[8, 12])

@@ -12,8 +12,6 @@
 
 namespace stepsim {
 
-namespace {
-
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
@@ -24,6 +22,8 @@ std::string csv_field(const std::string& s) {
   }
   return out + "\"";
 }
+
+namespace {
 
 // The metric columns after the varied paths, in CSV order.
 const std::vector<std::string>& metric_columns() {

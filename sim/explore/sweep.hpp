@@ -103,6 +103,9 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name);
 SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index);
 
 // The CSV header and one row (RFC 4180 quoting). Every metric has a column.
+// One CSV field: quoted (quotes doubled, line breaks as blanks) when it holds a comma, quote or
+// line break.
+std::string csv_field(const std::string& s);
 std::string sweep_csv_header(const SweepSpec& spec);
 std::string sweep_csv_row(const SweepRow& r);
 nlohmann::json sweep_row_json(const SweepSpec& spec, const SweepRow& r);

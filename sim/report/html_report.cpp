@@ -68,8 +68,10 @@ std::string color_of(const TimelineOp& op) {
 
 std::string ms(Time t) { return fmt::format("{:.3f}", t.ms()); }
 
+}  // namespace
+
 // "Nice" tick step for a span: 1, 2 or 5 times a power of ten.
-double tick_step(double span, int target) {
+double chart_tick_step(double span, int target) {
   double raw = span / std::max(target, 1);
   double p = std::pow(10.0, std::floor(std::log10(std::max(raw, 1e-12))));
   for (double m : {1.0, 2.0, 5.0, 10.0})
@@ -77,12 +79,10 @@ double tick_step(double span, int target) {
   return 10 * p;
 }
 
-void head(std::ostream& out, const std::string& title) {
+void html_page_head(std::ostream& out, const std::string& title) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(title) << "</title>\n" << kStyle
       << "</head><body>\n";
 }
-
-}  // namespace
 
 std::string timeline_svg(const Timeline& t, const Explanation* x) {
   const double W = 1160, label = 120, lane = 30, top = 24;
@@ -103,7 +103,7 @@ std::string timeline_svg(const Timeline& t, const Explanation* x) {
     o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", label - 6, y + lane / 2 + 4, html_escape(name));
   }
   // Time axis.
-  double step = tick_step(span.ms(), 10);
+  double step = chart_tick_step(span.ms(), 10);
   for (double v = 0; v <= span.ms() + 1e-9; v += step) {
     double px = label + v * 1e6 * sx;
     o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ccc\" stroke-width=\"0.5\"/>", px, top - 4, H - 24);
@@ -147,7 +147,7 @@ std::string memory_svg(const Timeline& t, const Metrics& m) {
   auto X = [&](Time v) { return left + static_cast<double>((v - t.start).ns) / static_cast<double>(span.ns) * (W - left - right); };
   auto Y = [&](double gib) { return top + (1 - gib / ymax) * (H - top - bottom); };
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">\n", W, H, W, H);
-  double ystep = tick_step(ymax, 5);
+  double ystep = chart_tick_step(ymax, 5);
   for (double v = 0; v <= ymax; v += ystep)
     o += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e3e3e3\"/><text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" "
                      "text-anchor=\"end\" fill=\"#555\">{:g} GiB</text>\n",
@@ -192,7 +192,7 @@ namespace {
 // The title, the run's one-line description and the effective strategy config.
 void write_simulation_heading(std::ostream& out, const Experiment& e, const Explanation* x) {
   std::string title = fmt::format("stepsim {}: {}", x ? "explain" : "simulate", e.file);
-  head(out, title);
+  html_page_head(out, title);
   out << "<h1>" << html_escape(title) << "</h1>\n<div class=\"sub\">"
       << html_escape(fmt::format("{} | {} | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}", e.strategy->framework(), e.workload.name,
                                  e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.profile.name, e.workload.micro_batch, e.workload.seq_len,

@@ -9,6 +9,7 @@
 
 #include "sim/analysis/critical_path.hpp"
 #include "sim/analysis/run.hpp"
+#include "sim/explore/scale.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/config/experiment.hpp"
 
@@ -27,8 +28,15 @@ void write_simulation_html(std::ostream& out, const Experiment& e, const Simulat
 // the summary kept.
 void write_sweep_html(std::ostream& out, const std::string& title, const SweepSummary& s);
 
+// The weak-scaling curve (`stepsim scale --report`): step time and efficiency vs GPUs, the
+// parts of the step per point and the collective algorithms.
+void write_scale_html(std::ostream& out, const ScaleResult& r);
+
 // Opens `file` for writing or throws InputError naming it.
 void write_html_file(const std::string& file, const std::function<void(std::ostream&)>& body);
+
+// The page's head (title, the reports' style) up to <body>.
+void html_page_head(std::ostream& out, const std::string& title);
 
 // The SVG pieces (also used by tests).
 std::string timeline_svg(const Timeline& t, const Explanation* explanation = nullptr);
@@ -37,5 +45,14 @@ std::string pareto_svg(const SweepSummary& s);
 // One axis: the objective's mean per value, and peak reserved memory (mean, max) per value
 // with the summary's memory cap as a dashed line. At most 60 values are drawn.
 std::string axis_svg(const SweepSummary& s, const AxisEffect& e);
+// Step time and efficiency vs GPU count, side by side.
+std::string scale_svg(const ScaleResult& r);
+
+// Chart helpers: a "nice" axis maximum at or above v (1, 1.2, 1.5, 2, ... x a power of ten), a
+// tick step for a span (1, 2 or 5 x a power of ten, about `target` ticks), a tick label ("1.2M",
+// "450k", "0.25").
+double chart_ceil(double v);
+double chart_tick_step(double span, int target);
+std::string chart_tick(double v);
 
 }  // namespace stepsim

@@ -10,6 +10,20 @@
 
 namespace stepsim {
 
+double chart_ceil(double v) {
+  if (v <= 0) return 1;
+  double p = std::pow(10.0, std::floor(std::log10(v)));
+  for (double m : {1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
+    if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+std::string chart_tick(double v) {
+  if (std::fabs(v) >= 1e6) return fmt::format("{:g}M", v / 1e6);
+  if (std::fabs(v) >= 1e4) return fmt::format("{:g}k", v / 1e3);
+  return fmt::format("{:g}", v);
+}
+
 namespace {
 
 constexpr const char* kSortScript = R"(<script>
@@ -31,27 +45,12 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 </script>
 )";
 
-double nice_ceil(double v) {
-  if (v <= 0) return 1;
-  double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0})
-    if (v <= m * p) return m * p;
-  return 10 * p;
-}
-
 // The objective's axis title, with its unit.
 std::string axis_title(Objective o) {
   return o == Objective::StepTime ? "step time (ms)" : o == Objective::TokensPerS ? "tokens/s (job)" : "MFU (%)";
 }
 
 constexpr std::size_t kAxisChartMax = 60;  // values drawn per axis chart
-
-// Axis tick labels: "1.2M", "450k", "0.25".
-std::string tick(double v) {
-  if (std::fabs(v) >= 1e6) return fmt::format("{:g}M", v / 1e6);
-  if (std::fabs(v) >= 1e4) return fmt::format("{:g}k", v / 1e3);
-  return fmt::format("{:g}", v);
-}
 
 std::string describe(const std::vector<std::string>& cols, const SweepPointBrief& p) {
   std::string s;
@@ -75,16 +74,16 @@ std::string pareto_svg(const SweepSummary& s) {
     }
   const double cap_gib = s.memory_cap().gib();
   ymax = std::max(ymax, cap_gib);
-  xmax = nice_ceil(xmax * 1.05);
-  ymax = nice_ceil(ymax * 1.05);
+  xmax = chart_ceil(xmax * 1.05);
+  ymax = chart_ceil(ymax * 1.05);
   auto X = [&](double v) { return left + v / xmax * (W - left - right); };
   auto Y = [&](double v) { return top + (1 - v / ymax) * (H - top - bottom); };
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">\n", W, H, W, H);
   o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#fafafa\" stroke=\"#ccc\"/>\n", left, top, W - left - right, H - top - bottom);
   for (int i = 0; i <= 5; ++i) {
     double x = xmax * i / 5, y = ymax * i / 5;
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555\">{}</text>", X(x), H - bottom + 16, tick(x));
-    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\" fill=\"#555\">{}</text>\n", left - 6, Y(y) + 4, tick(y));
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555\">{}</text>", X(x), H - bottom + 16, chart_tick(x));
+    o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\" fill=\"#555\">{}</text>\n", left - 6, Y(y) + 4, chart_tick(y));
   }
   o += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>", (left + W - right) / 2, H - 8, axis_title(obj));
   o += fmt::format("<text x=\"14\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 14 {})\">peak reserved memory (GiB)</text>\n",
@@ -138,7 +137,7 @@ std::string axis_panel_frame(const AxisPanel& p, const std::string& title) {
                               P::kWidth - P::kLeft - P::kRight, P::kHeight - P::kTop - P::kBottom);
   for (int i = 0; i <= 4; ++i)
     o += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\" fill=\"#555\">{}</text>", p.x0 + P::kLeft - 4,
-                     p.y(p.ymax * i / 4) + 3, tick(p.ymax * i / 4));
+                     p.y(p.ymax * i / 4) + 3, chart_tick(p.ymax * i / 4));
   o += fmt::format("<text x=\"{}\" y=\"14\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", p.x0 + (P::kLeft + P::kWidth - P::kRight) / 2,
                    title);
   return o;
@@ -206,8 +205,8 @@ std::string axis_svg(const SweepSummary& s, const AxisEffect& e) {
     omax = std::max(omax, st.mean(obj));
     mmax = std::max(mmax, st.max_memory.gib());
   }
-  omax = nice_ceil(omax * 1.05);
-  mmax = nice_ceil(mmax * 1.05);
+  omax = chart_ceil(omax * 1.05);
+  mmax = chart_ceil(mmax * 1.05);
   const std::size_t n = std::max<std::size_t>(values.size(), 1);
   std::string o = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"axis\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\">\n", W, H, W, H);
   o += objective_panel(AxisPanel{0, omax, n}, values, obj, e);
