@@ -1,5 +1,6 @@
 #include "sim/hardware/profile_disk_cache.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,7 +22,7 @@ namespace {
 
 // Bump when the encoding changes. The layout fingerprint below changes by itself when a
 // profile struct gains or loses a member on this platform.
-constexpr std::uint32_t kFormatVersion = 2;
+constexpr std::uint32_t kFormatVersion = 3;
 constexpr char kMagic[8] = {'S', 'T', 'P', 'R', 'O', 'F', 'C', '\n'};
 
 // The sizes of the structs encoded member by member (the others are copied whole, see
@@ -36,6 +37,29 @@ constexpr std::uint64_t layout_fingerprint() {
                           sizeof(AttentionRate), sizeof(RingModel), sizeof(TreeConstants), sizeof(MeasuredCollective)})
     h = h * 1000003 + s;
   return h;
+}
+
+// The build that reads and writes entries: the size and modification time of the binary this
+// code is linked into (the stepsim executable, or the Python extension). The layout fingerprint
+// catches a struct that changed, not a parser that reads the same JSON differently (a new
+// default, a fixed bug); so an entry is read only by the very build that wrote it, and any
+// rebuild starts cold. 0 when the binary cannot be found: then nothing is cached.
+std::uint64_t build_identity() {
+  static const std::uint64_t id = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&content_hash), &info) == 0 || info.dli_fname == nullptr) return std::uint64_t{0};
+    std::error_code ec;
+    fs::path binary = fs::canonical(info.dli_fname, ec);
+    if (ec) binary = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return std::uint64_t{0};
+    const auto size = fs::file_size(binary, ec);
+    if (ec) return std::uint64_t{0};
+    const auto mtime = fs::last_write_time(binary, ec);
+    if (ec) return std::uint64_t{0};
+    const std::string key = fmt::format("{}|{}|{}", binary.string(), size, mtime.time_since_epoch().count());
+    return content_hash(key) | 1;  // never 0
+  }();
+  return id;
 }
 
 // A mistake in the encoding, or bytes that are not one: a miss, never an error.
@@ -388,7 +412,7 @@ std::optional<HardwareProfile> decode_profile(std::string_view bytes) {
   }
 }
 
-// Entry: magic, format version, layout fingerprint, the files (FileRecord each), the payload
+// Entry: magic, format version, layout fingerprint, build identity, the files (FileRecord each), the payload
 // (its size, then the encoded profile), and last the hash of everything before it: a change
 // to any byte is a miss, not a profile read from a damaged entry.
 std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs::path& file) {
@@ -406,7 +430,10 @@ std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs
     std::uint64_t layout = 0;
     r.pod(version);
     r.pod(layout);
-    if (std::memcmp(magic, kMagic, sizeof kMagic) != 0 || version != kFormatVersion || layout != layout_fingerprint())
+    std::uint64_t build = 0;
+    r.pod(build);
+    if (std::memcmp(magic, kMagic, sizeof kMagic) != 0 || version != kFormatVersion || layout != layout_fingerprint() ||
+        build == 0 || build != build_identity())
       return std::nullopt;
     std::vector<fs::path> read;
     for (std::uint64_t n = r.count(); n > 0; --n) {
@@ -452,6 +479,8 @@ bool write_cached_profile(const fs::path& dir, const fs::path& file, const Sourc
   w.pod(kMagic);
   w.pod(kFormatVersion);
   w.pod(layout_fingerprint());
+  if (build_identity() == 0) return false;
+  w.pod(build_identity());
   w.pod(static_cast<std::uint64_t>(files.size()));
   for (const auto& f : files) {
     w.bytes(f.name);
