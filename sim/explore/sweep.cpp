@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/hardware/collective_model.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
 
@@ -35,7 +36,8 @@ const std::vector<std::string>& metric_columns() {
     for (int i = 0; i < kMemCategoryCount; ++i) c.push_back("mem_" + to_string(static_cast<MemCategory>(i)) + "_bytes");
     for (const char* s : {"peak_memory_phase", "persistent_memory_bytes", "memory_capacity_bytes", "fits",
                           "constraints_ok", "tokens_per_s", "tokens_per_s_per_gpu", "mfu_pct", "hfu_pct", "tokens_per_step",
-                          "global_batch", "peak_reserved_bytes", "peak_reserved_gib", "non_pytorch_bytes", "error"})
+                          "global_batch", "peak_reserved_bytes", "peak_reserved_gib", "non_pytorch_bytes",
+                          "extrapolated_comms", "error"})
       c.push_back(s);
     return c;
   }();
@@ -216,6 +218,7 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
   if (name == "peak_reserved_gib") return m.peak_reserved.gib();
   if (name == "peak_reserved_gb") return m.peak_reserved.gb();
   if (name == "non_pytorch_bytes") return d(m.non_pytorch.count);
+  if (name == "extrapolated_comms") return d(static_cast<std::int64_t>(r.extrapolations.size()));
   if (name == "alloc_retries_per_step") return d(m.alloc_retries);
   if (name == "alloc_ooms_per_step") return d(m.alloc_ooms);
   // What `fits` compares with the capacity (sim/analysis/metrics.hpp).
@@ -249,6 +252,7 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
     row.world_size = e.cluster.world_size();
     SimulationResult r = run_experiment(e);
     row.metrics = r.metrics;
+    row.extrapolations = collective_extrapolations(e.cluster.profile, r.program.comms);
     row.throughput = throughput(e, r.metrics.overlap.step_time);
     row.status = "ok";
   } catch (const InputError& ex) {
@@ -309,9 +313,9 @@ std::string sweep_csv_row(const SweepRow& r) {
   out += fmt::format(",{},{},{},{},{}", csv_field(m.peak_phase), m.persistent_memory.count, m.capacity.count,
                      m.fits ? "true" : "false", r.constraints_ok ? "true" : "false");
   const Throughput& t = r.throughput;
-  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},{:.0f},{:.0f},{},{:.4f},{},,{}", t.tokens_per_s, t.tokens_per_s_per_gpu, t.mfu_pct,
-                     t.hfu_pct, t.tokens_per_step, t.samples_per_step, m.peak_reserved.count, m.peak_reserved.gib(),
-                     m.non_pytorch.count, r.points);
+  out += fmt::format(",{:.2f},{:.2f},{:.3f},{:.3f},{:.0f},{:.0f},{},{:.4f},{},{},,{}", t.tokens_per_s, t.tokens_per_s_per_gpu,
+                     t.mfu_pct, t.hfu_pct, t.tokens_per_step, t.samples_per_step, m.peak_reserved.count, m.peak_reserved.gib(),
+                     m.non_pytorch.count, r.extrapolations.size(), r.points);
   return out;
 }
 
@@ -331,6 +335,7 @@ nlohmann::json sweep_row_json(const SweepSpec& spec, const SweepRow& r) {
                        {"tokens_per_step", r.throughput.tokens_per_step},
                        {"global_batch", r.throughput.samples_per_step}};
     j["constraints_ok"] = r.constraints_ok;
+    if (!r.extrapolations.empty()) j["collective_extrapolations"] = r.extrapolations;
   } else {
     j["error"] = r.error;
   }

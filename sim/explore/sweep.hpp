@@ -92,6 +92,9 @@ struct SweepRow {
   Metrics metrics;
   Throughput throughput;        // valid when status == "ok"
   bool constraints_ok = false;  // fits constraints (and memory capacity); false unless ok
+  // Communicators priced outside the profile's fitted group sizes (collective_extrapolations):
+  // the CSV's extrapolated_comms column counts them, the JSON row lists them.
+  std::vector<std::string> extrapolations;
   std::uint64_t points = 0;     // points in the whole sweep: the CSV's last column, so a merge
                                 // can tell a complete set of shards from a missing or cut one
 };

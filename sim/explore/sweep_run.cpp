@@ -578,7 +578,8 @@ CsvKind csv_kind(const std::string& name) {
     const std::string s = suffix;
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
-  if (ends("_ns") || ends("_bytes") || name == "tokens_per_step" || name == "global_batch") return CsvKind::Integer;
+  if (ends("_ns") || ends("_bytes") || name == "tokens_per_step" || name == "global_batch" || name == "extrapolated_comms")
+    return CsvKind::Integer;
   if (ends("_ms") || ends("_gib") || ends("_pct") || name == "tokens_per_s" || name == "tokens_per_s_per_gpu") return CsvKind::Number;
   return CsvKind::Other;
 }

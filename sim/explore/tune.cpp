@@ -232,6 +232,7 @@ void record_best(TuneResult& res, const SweepRow& best, const std::vector<std::s
   res.found = true;
   res.best = best.metrics;
   res.best_throughput = best.throughput;
+  res.best_extrapolations = best.extrapolations;
   for (std::size_t k = 0; k < knobs.size(); ++k) {
     for (std::size_t p = 0; p < knobs[k].settings[best_combo[k]].size(); ++p) {
       const auto& [path, v] = knobs[k].settings[best_combo[k]][p];
@@ -358,6 +359,10 @@ void write_tune_text(std::ostream& out, const TuneResult& r) {
     if (r.best_throughput.mfu_pct > 0) out << fmt::format(", MFU {:.1f}% -> {:.1f}%", r.baseline_throughput.mfu_pct, r.best_throughput.mfu_pct);
     out << "\n";
   }
+  if (!r.best_extrapolations.empty()) {
+    out << "\nnote: the best configuration's collective costs are extrapolated beyond the profile's measurements (docs/scale.md):\n";
+    for (const auto& x : r.best_extrapolations) out << "  " << x << "\n";
+  }
 }
 
 nlohmann::json tune_to_json(const TuneResult& r) {
@@ -375,6 +380,7 @@ nlohmann::json tune_to_json(const TuneResult& r) {
   if (r.found) {
     j["best"] = metrics_to_json(r.best);
     j["best_throughput"] = tp(r.best_throughput);
+    if (!r.best_extrapolations.empty()) j["best_collective_extrapolations"] = r.best_extrapolations;
   }
   j["noise"] = {{"pct", r.noise.pct}, {"sources", r.noise.sources}, {"closeness", r.noise.closeness}};
   j["beats_noise"] = r.beats_noise();

@@ -67,6 +67,8 @@ struct TuneResult {
   Metrics best;
   Throughput best_throughput;
   std::vector<TuneDiff> diff;  // empty when the baseline is already the best
+  // The best configuration's communicators priced outside the profile's fitted group sizes.
+  std::vector<std::string> best_extrapolations;
   // The step-time error of the validated sources closest to the run (noise.hpp): a best
   // configuration faster by less than this is reported as no finding.
   NoiseFloor noise;
