@@ -3,9 +3,8 @@
 # BUILD_DIR/python/venv, then pytest (python/tests) against the CLI of BUILD_DIR. tools/test.sh
 # runs it after ctest.
 #   tools/python_test.sh [build-dir]      (default: build)
-# The wheel's CMake build directory is kept too (BUILD_DIR-python, beside BUILD_DIR at the same
-# depth, so that ccache serves it the objects of BUILD_DIR's compiles: CMakeLists.txt sets ccache
-# to hash paths relative to the source tree); a second run recompiles only what changed. Skipped, saying so, only when pip
+# The wheel's CMake build directory is kept too (BUILD_DIR/python/<wheel tag>): a second run
+# recompiles only what changed, and ccache serves a fresh one. Skipped, saying so, only when pip
 # cannot reach a package index for the build and test requirements.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +24,6 @@ fi
 # No build isolation: the venv's scikit-build-core and nanobind build it, so nothing is
 # downloaded again per run.
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
-  -Cbuild-dir="$BUILD_DIR-python" .
+  -Cbuild-dir="$BUILD_DIR/python/{wheel_tag}" .
 echo "python: wheel built and installed in $(( $(date +%s) - start )) s"
 STEPSIM_CLI="$PWD/$BUILD_DIR/tools/stepsim" "$VENV/bin/python" -m pytest -q python/tests
