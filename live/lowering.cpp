@@ -101,7 +101,7 @@ class Lowerer {
                         c.bytes,
                         collective_sizes(c.kind, c.bytes.count, out_.comms[c.comm.index()].ranks, c.dtype),
                         c.kind != CollectiveKind::AllToAll,
-                        c.name};
+                        c.name.str()};
     const std::size_t ci = c.comm.index();
     out_.max_send_bytes_per_comm[ci] = std::max(out_.max_send_bytes_per_comm[ci], Bytes{g.sizes.send_bytes});
     out_.max_recv_bytes_per_comm[ci] = std::max(out_.max_recv_bytes_per_comm[ci], Bytes{g.sizes.recv_bytes});
@@ -122,7 +122,7 @@ class Lowerer {
   // An allocation remembers its stream: the free returns the block to that stream's pool.
   void lower_instruction(const Alloc& a, LoweredInstruction& li) {
     alloc_stream_[a.buffer.index()] = a.stream;
-    li.calls.push_back(calls::MallocAsync{a.stream, a.buffer, a.bytes, a.category, a.name});
+    li.calls.push_back(calls::MallocAsync{a.stream, a.buffer, a.bytes, a.category, a.name.str()});
   }
 
   // A free with record_streams is deferred until every stream that used the block passes it.

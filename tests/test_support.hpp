@@ -42,12 +42,16 @@ inline HardwareProfile ideal_profile() {
   return hw;
 }
 
-inline Kernel fixed_kernel(const std::string& name, Time t) {
-  Kernel k;
+// A kernel of fixed time, its name a string (ProgramBuilder::launch stores it in the program).
+inline KernelSpec fixed_kernel(const std::string& name, Time t) {
+  KernelSpec k;
   k.name = name;
   k.work.fixed = t;
   return k;
 }
+
+// A kernel as the cost model prices it (the model reads no name).
+inline Kernel unnamed(const KernelSpec& k) { return Kernel{{}, k.cls, k.work, {}, k.kernels, k.dispatch}; }
 
 // An experiment from an in-memory document (relative paths resolve from the working directory).
 inline Experiment experiment_from_doc(const nlohmann::json& doc) {

@@ -60,9 +60,9 @@ class LabelParts {
   std::span<const std::string_view> parts() const { return {parts_.data(), count_}; }
 
  private:
-  std::array<std::string_view, 8> parts_;  // the longest description has 7
+  std::array<std::string_view, 11> parts_;  // the longest description has 7, a blocked host's label 3 more
   std::size_t count_ = 0;
-  std::array<std::array<char, 20>, 2> digits_;  // at most two numbers (an event on an undeclared stream)
+  std::array<std::array<char, 20>, 3> digits_;  // at most two numbers (an event on an undeclared stream), and a launch queue's depth
   std::size_t numbers_ = 0;
 };
 
@@ -622,7 +622,7 @@ class Engine {
 
   // The timeline's record of a Kernel/Collective op, made as it is issued (its start, end and
   // start cause are filled in as it runs).
-  TimelineOp& add_timeline_op(const Op& op, const std::string& name, const std::string& unit) {
+  TimelineOp& add_timeline_op(const Op& op, std::string_view name, std::string_view unit) {
     TimelineOp& t = timeline_.ops.emplace_back();
     t.stream = op.stream;
     t.phase = phase_;
@@ -862,7 +862,7 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      HostInterval blocked{HostInterval::Kind::Blocked, static_cast<std::uint32_t>(pc_), timeline_.text->add("blocked: ", sync_reason(pc_)), blocked_since_, now_};
+      HostInterval blocked{HostInterval::Kind::Blocked, static_cast<std::uint32_t>(pc_), blocked_label(pc_), blocked_since_, now_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
       StartRecord why;
       if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
@@ -969,10 +969,19 @@ class Engine {
     }
   }
 
-  std::string sync_reason(std::size_t i) const {
-    if (const auto* h = std::get_if<HostSync>(&p_.instructions[i])) return h->reason;
-    if (blocked_retry_) return "launch queue full (" + std::to_string(kLaunchQueueDepth) + " pending): " + describe(p_, i);
-    return describe(p_, i);
+  // "blocked: " and why, stored straight into the timeline's pool: a host that runs ahead of a
+  // full launch queue blocks once per launch past it (728 times in the DDP example's step).
+  Text blocked_label(std::size_t i) const {
+    if (const auto* h = std::get_if<HostSync>(&p_.instructions[i])) return timeline_.text->add("blocked: ", h->reason);
+    LabelParts parts;
+    parts.text("blocked: ");
+    if (blocked_retry_) {
+      parts.text("launch queue full (");
+      parts.number(kLaunchQueueDepth);
+      parts.text(" pending): ");
+    }
+    describe_to(parts, p_, i);
+    return timeline_.text->add(parts.parts());
   }
 
   // ---- memory ------------------------------------------------------------------------------

@@ -12,7 +12,10 @@
 // profile, not here; HostWork is for extra CPU time a strategy knows about.
 
 #include <algorithm>
+#include <initializer_list>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -42,18 +45,23 @@ class ProgramBuilder {
   CommId comm(const std::string& name, int ranks, int nodes);
   EventId new_event();
 
+  // Text stored in the program's pool, for a Kernel's names: text({"fwd ", layer, " ", op}).
+  Text text(std::string_view s) { return program_.text->add(s); }
+  Text text(std::initializer_list<std::string_view> parts) { return program_.text->add(std::span<const std::string_view>(parts.begin(), parts.size())); }
+
   void launch(StreamId s, Kernel k);
+  void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool
   void collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
-                  std::string name, std::string unit = {});
+                  std::string_view name, std::string_view unit = {});
   EventId record(StreamId s);                 // new event recorded on s
   void record(EventId e, StreamId s);
   void wait(StreamId s, EventId e);
   void wait_stream(StreamId waiter, StreamId producer);  // torch: waiter.wait_stream(producer)
   void host_sync(EventId e, std::string reason);
   void host_sync_stream(StreamId s, std::string reason);
-  BufferId alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s);
+  BufferId alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s);
   // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step.
-  BufferId alloc_lazy_optimizer_state(std::string name, Bytes bytes, StreamId s);
+  BufferId alloc_lazy_optimizer_state(std::string_view name, Bytes bytes, StreamId s);
   void free(BufferId b);                                 // stream-ordered: effective at issue
   void free_after(BufferId b, std::vector<StreamId> record_streams);  // record_stream'ed free
   void host_work(Time t, std::string name);

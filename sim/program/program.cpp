@@ -220,9 +220,13 @@ void ProgramBuilder::launch(StreamId s, Kernel k) {
   add(Launch{s, std::move(k)});
 }
 
+void ProgramBuilder::launch(StreamId s, const KernelSpec& k) {
+  add(Launch{s, Kernel{text(k.name), k.cls, k.work, text(k.unit), k.kernels, k.dispatch}});
+}
+
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
-                                std::string name, std::string unit) {
-  add(Collective{c, s, kind, bytes, dtype, std::move(name), std::move(unit)});
+                                std::string_view name, std::string_view unit) {
+  add(Collective{c, s, kind, bytes, dtype, text(name), text(unit)});
 }
 
 EventId ProgramBuilder::record(StreamId s) {
@@ -247,15 +251,16 @@ void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
   add(HostSync{s, std::move(reason)});
 }
 
-BufferId ProgramBuilder::alloc(std::string name, Bytes bytes, MemCategory cat, StreamId s) {
+BufferId ProgramBuilder::alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s) {
   BufferId b{program_.buffer_count++};
-  program_.buffer_names.push_back(name);
-  add(Alloc{b, bytes, cat, s, std::move(name)});
+  const Text stored = text(name);
+  program_.buffer_names.push_back(stored);
+  add(Alloc{b, bytes, cat, s, stored});
   return b;
 }
 
-BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string name, Bytes bytes, StreamId s) {
-  BufferId b = alloc(std::move(name), bytes, MemCategory::OptimizerState, s);
+BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string_view name, Bytes bytes, StreamId s) {
+  BufferId b = alloc(name, bytes, MemCategory::OptimizerState, s);
   std::get<Alloc>(program_.instructions.back()).lazy = true;
   return b;
 }

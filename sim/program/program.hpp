@@ -4,6 +4,7 @@
 // simulator in sim/exec, the live GPU executor in kernels/) run it and own all run state.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "sim/core/release.hpp"
 #include "sim/core/strong_id.hpp"
+#include "sim/core/text_pool.hpp"
 #include "sim/core/units.hpp"
 
 namespace stepsim {
@@ -170,16 +172,23 @@ enum class HostDispatch { Launch, Eager, Autograd, Continue };
 // trace's Memcpy ops are.
 inline bool is_memcpy(KernelClass cls, int kernels) { return kernels == 0 && cls == KernelClass::Copy; }
 
-struct Kernel {
-  std::string name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
+// A kernel launch. In a Program its names are Text in the program's pool (Program::text): a step
+// launches 10^3-10^5 kernels, and a heap string per name was half of a sweep point's
+// allocations (issue 49). The strategies' helpers describe a kernel with its names as strings
+// (KernelSpec); ProgramBuilder::launch stores them in the pool.
+template <class Name>
+struct BasicKernel {
+  Name name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
   KernelClass cls = KernelClass::Compute;
   KernelWork work;
-  std::string unit;   // the FSDP unit / bucket / module it belongs to, "" if none
+  Name unit;   // the FSDP unit / bucket / module it belongs to, "" if none
   // CUDA kernels this launch stands for (an aten op such as layer_norm backward or the
   // embedding backward launches several); the GPU time is the sum, the count is reported.
   int kernels = 1;
   HostDispatch dispatch = HostDispatch::Launch;
 };
+using Kernel = BasicKernel<Text>;
+using KernelSpec = BasicKernel<std::string>;
 
 struct Launch {
   StreamId stream{0};
@@ -194,8 +203,8 @@ struct Collective {
   // whole gathered output; reduce-scatter: the whole unreduced input; all-to-all: total bytes.
   Bytes bytes;
   Dtype dtype = Dtype::BF16;
-  std::string name;   // "AG block.17 fwd", "AR bucket 3"
-  std::string unit;
+  Text name;   // "AG block.17 fwd", "AR bucket 3"
+  Text unit;
 };
 
 struct Record { EventId event{0}; StreamId stream{0}; };
@@ -213,7 +222,7 @@ struct Alloc {
   Bytes bytes;
   MemCategory category = MemCategory::Other;
   StreamId stream{0};
-  std::string name;
+  Text name;
   // torch.optim state (`_init_group`: zeros_like at the first step()): live in the steady step
   // from setup on, but the caching allocator first meets it inside the first step, at the
   // optimizer phase, in cached blocks that the step's activations left (docs/memory.md).
@@ -246,7 +255,9 @@ struct Program {
   std::size_t event_count = 0;
   std::size_t buffer_count = 0;
   std::vector<Instruction> instructions;
-  std::vector<std::string> buffer_names;  // index = BufferId
+  std::vector<Text> buffer_names;  // index = BufferId
+  // Where the names of kernels, collectives and buffers are stored; copies of a program share it.
+  std::shared_ptr<TextPool> text = std::make_shared<TextPool>();
 };
 
 }  // namespace stepsim

@@ -17,7 +17,7 @@ void ProgramChecker::empty_gemm(const Launch& l, const GemmShape& g) const {
 }
 
 std::string ProgramChecker::buffer_name(BufferId b) const {
-  return b.index() < p_.buffer_names.size() ? p_.buffer_names[b.index()] : fmt::format("{}", b);
+  return b.index() < p_.buffer_names.size() ? p_.buffer_names[b.index()].str() : fmt::format("{}", b);
 }
 
 void ProgramChecker::check(const HostSync& h) {

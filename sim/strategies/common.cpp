@@ -38,13 +38,13 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   return per_micro_batch * static_cast<std::size_t>(std::max(1, e.training.grad_accum));
 }
 
-Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward) {
+Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward) {
   Kernel k;
   const std::string_view pass = forward ? "fwd " : "bwd ";
-  k.name = single_op(l) || first_op(l, op, forward) ? concat({pass, l.name}) : concat({pass, m.name, " ", op.name});
+  k.name = single_op(l) || first_op(l, op, forward) ? b.text({pass, l.name}) : b.text({pass, m.name, " ", op.name});
   k.cls = op.cls;
   k.work = op.work;
-  k.unit = l.name;
+  k.unit = b.text(l.name);
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
   if (op.continues_previous && k.dispatch != HostDispatch::Launch) k.dispatch = HostDispatch::Continue;
@@ -169,7 +169,7 @@ static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, cons
   sync_if_needed(b, s, op);
   alloc_own_saved(b, s, l, m, op, saved);
   if (temps) temps->before(b, s, m, op);
-  if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(l, m, op, true));
+  if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(b, l, m, op, true));
   if (kept) kept->created(b, op, s);
   if (temps) temps->after(b);
   if (kept) kept->returned(b, op);
@@ -184,7 +184,7 @@ void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, 
     }
     sync_if_needed(b, s, op);
     if (grads) grads->before(b, s, m, op);
-    if (!op.work.empty()) b.launch(s, op_kernel(l, m, op, false));
+    if (!op.work.empty()) b.launch(s, op_kernel(b, l, m, op, false));
     if (grads) grads->after(b);
   }
 }
@@ -203,10 +203,10 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   for (const auto& op : l.recompute) {
     sync_if_needed(b, s, op);
     Kernel k;
-    k.name = concat({"recompute ", l.name, " ", op.name});
+    k.name = b.text({"recompute ", l.name, " ", op.name});
     k.cls = op.cls;
     k.work = op.work;
-    k.unit = l.name;
+    k.unit = b.text(l.name);
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
     k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch
@@ -225,7 +225,7 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, S
     const Module& m = l.modules[k];
     for (const auto& op : m.backward) {
       if (own_grads) grads.before(b, s, m, op);
-      b.launch(s, op_kernel(l, m, op, false));
+      b.launch(s, op_kernel(b, l, m, op, false));
       grads.after(b);
     }
     if (saved) saved->free_module(b, k);
@@ -271,14 +271,14 @@ void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id
   else b.free(id);
 }
 
-Kernel elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {
+KernelSpec elementwise(std::string name, Bytes bytes, std::string unit, KernelClass cls) {
   KernelWork w;
   w.memory_bytes = bytes;
-  return Kernel{std::move(name), cls, w, std::move(unit)};
+  return KernelSpec{std::move(name), cls, w, std::move(unit)};
 }
 
-Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {
-  Kernel k = elementwise(std::move(name), Bytes{bytes}, "", cls);
+KernelSpec scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {
+  KernelSpec k = elementwise(std::move(name), Bytes{bytes}, "", cls);
   if (cls == KernelClass::ElementwiseStrided) k.work.elements = 1;
   k.dispatch = dispatch;
   return k;
@@ -296,8 +296,8 @@ void enter_backward(ProgramBuilder& b, const Experiment& e, int micro) {
     b.host_work(per_node * nodes, fmt::format("autograd engine: compute_dependencies over {} graph nodes", nodes));
 }
 
-Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
-  Kernel k = elementwise(std::move(name), bytes, std::move(unit), KernelClass::Copy);
+KernelSpec memcpy_dtod(std::string name, Bytes bytes, std::string unit) {
+  KernelSpec k = elementwise(std::move(name), bytes, std::move(unit), KernelClass::Copy);
   k.kernels = 0;
   return k;
 }
@@ -335,8 +335,8 @@ constexpr StepOp kSgdOps[] = {{"add_ (param)", 2, 3}};
 constexpr std::int64_t kMaxLoopGroups = 64;
 
 // A memory-bound launch of `kernels` CUDA kernels.
-Kernel memory_kernels(std::string name, Bytes bytes, int kernels, KernelClass cls, std::string unit = {}) {
-  Kernel k = elementwise(std::move(name), bytes, std::move(unit), cls);
+KernelSpec memory_kernels(std::string name, Bytes bytes, int kernels, KernelClass cls, std::string unit = {}) {
+  KernelSpec k = elementwise(std::move(name), bytes, std::move(unit), cls);
   k.kernels = kernels;
   return k;
 }

@@ -24,7 +24,7 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer);
 
 // The Kernel of one op of `l` ("fwd block.3.attn.q_proj linear"); a layer of a single op keeps
 // the layer's name ("fwd layer.0", the toy workloads).
-Kernel op_kernel(const Layer& l, const Module& m, const Op& op, bool forward);
+Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward);
 
 // The model output the training loop keeps (Workload::kept_output, WorkloadOptions::
 // loop_keeps_output): allocated when the forward op that creates it runs, freed when the next
@@ -121,18 +121,18 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, S
 // it neither among the kernels nor in compute, and neither do the metrics). Priced at the
 // profile's memcpy_GBps (else the Copy class rate) and one kernel_gap, like a queued kernel.
 // E.g. DeepSpeed's `ipg_buffer.narrow(...).copy_(grad)` and allreduce_and_copy's `buf.copy_(synced)`.
-Kernel memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
+KernelSpec memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 // Frees a tensor a c10d collective issued on `stream` read or wrote, right after the collective:
 // with `records_streams` (PyTorch before 2.8, TrainingConfig::c10d_records_streams) a
 // record_stream free on that stream, so the block waits for the collective to run; else a plain
 // free.
 void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id, StreamId stream);
 // A memory-bound kernel moving `bytes` (read + write).
-Kernel elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
+KernelSpec elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
 // One kernel over a 0-d tensor moving `bytes`, launched by `dispatch`. A dtype conversion runs
 // TensorIterator's non-vectorized path (ElementwiseStrided: unrolled_elementwise_kernel with
 // direct_copy_kernel_cuda in the li-plus trace), priced for its one element.
-Kernel scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch);
+KernelSpec scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch);
 // `loss.backward()` on the 0-d loss: torch.autograd.backward's _make_grads seeds it with
 // `torch.ones_like(out, memory_format=torch.preserve_format)` (torch/autograd/__init__.py), a fill
 // kernel launched from Python before the autograd engine starts, i.e. ahead of the backward mark,

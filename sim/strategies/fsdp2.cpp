@@ -95,7 +95,7 @@ class Emitter {
   GroupState& state(int g) { return st_[static_cast<std::size_t>(g)]; }
   std::string unit(int g) { return group(g).name; }
   Bytes bytes(std::int64_t numel, std::int64_t elem) const { return Bytes{numel * elem}; }
-  Kernel copy_kernel(std::string name, Bytes b, int g) { return elementwise(std::move(name), b, unit(g), KernelClass::Copy); }
+  KernelSpec copy_kernel(std::string name, Bytes b, int g) { return elementwise(std::move(name), b, unit(g), KernelClass::Copy); }
 
   // Persistent state (M5.1): fp32 (orig dtype) shards and the optimizer states over them.
   void setup() {

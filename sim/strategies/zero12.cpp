@@ -427,7 +427,7 @@ class Zero12Builder {
   // (isinf, isnan, logical_or, mul, logical_not, mul, add), no synchronisation.
   void grad_norm() {
     const bool item_per_slice = c_.version < DeepSpeedVersion{0, 13, 2};
-    auto eager = [](Kernel k) {
+    auto eager = [](KernelSpec k) {
       k.dispatch = HostDispatch::Eager;
       return k;
     };
@@ -447,7 +447,7 @@ class Zero12Builder {
         // The fp64 copy is a tensor of its own, dropped once its norm is taken (the embedding's
         // slice on rank 0 of OPT-1.3B: 786 MiB, in the li-plus ZeRO-1 trace's memory events).
         BufferId f64 = b_.alloc("grad norm: g.double()" + sfx, Bytes{n * 8}, MemCategory::Other, dflt_);
-        Kernel to_f64 = elementwise("grad norm: g.double()" + sfx, Bytes{n * (model_bytes_ + 8)}, "step", KernelClass::ElementwiseStrided);
+        KernelSpec to_f64 = elementwise("grad norm: g.double()" + sfx, Bytes{n * (model_bytes_ + 8)}, "step", KernelClass::ElementwiseStrided);
         to_f64.work.elements = n;
         b_.launch(dflt_, eager(std::move(to_f64)));
         b_.launch(dflt_, eager(elementwise("grad norm: norm(2)" + sfx, Bytes{n * 8}, "step", KernelClass::Reduction)));
@@ -455,7 +455,7 @@ class Zero12Builder {
         if (item_per_slice) b_.host_sync_stream(dflt_, "get_grad_norm_direct: param_norm.item()");
       }
       if (!item_per_slice) {
-        Kernel k = eager(elementwise("grad norm: stack, square, sum, float" + sfx, Bytes{static_cast<std::int64_t>(slices.size()) * 16},
+        KernelSpec k = eager(elementwise("grad norm: stack, square, sum, float" + sfx, Bytes{static_cast<std::int64_t>(slices.size()) * 16},
                                      "step", KernelClass::Elementwise));
         k.kernels = 4;
         b_.launch(dflt_, k);
@@ -466,7 +466,7 @@ class Zero12Builder {
       if (item_per_slice) {
         b_.host_sync_stream(dflt_, "get_grad_norm_direct: total_norm_cuda[0].item()");
       } else {
-        Kernel k = eager(elementwise("grad norm: pow, isinf, isnan, logical_or, mul, logical_not, mul, add" + sfx, Bytes{64}, "step",
+        KernelSpec k = eager(elementwise("grad norm: pow, isinf, isnan, logical_or, mul, logical_not, mul, add" + sfx, Bytes{64}, "step",
                                      KernelClass::Elementwise));
         k.kernels = 8;
         b_.launch(dflt_, k);

@@ -87,7 +87,7 @@ TEST_CASE("Two communicators on the same links share bandwidth fluidly", "[engin
 }
 
 // A 4 ms kernel issued with a 1 ms (solo) all-reduce of 1 MB on 8 ranks beside it.
-static Timeline kernel_beside_allreduce(const HardwareProfile& hw, const Kernel& k) {
+static Timeline kernel_beside_allreduce(const HardwareProfile& hw, const KernelSpec& k) {
   ProgramBuilder b;
   auto s = b.stream("comm");
   auto pg = b.comm("pg", 8, 1);
@@ -130,7 +130,7 @@ TEST_CASE("Resource contention: a memory-bound kernel and a collective share HBM
   // The all-reduce moves 1.75 MB of bus traffic in its 1 ms, 3x that through HBM: 5.25 GB/s, a
   // quarter of 21 GB/s.
   hw.compute.hbm = Bandwidth::from_gbps(21);
-  Kernel k = fixed_kernel("add", Time::from_ms(4));
+  KernelSpec k = fixed_kernel("add", Time::from_ms(4));
   k.cls = KernelClass::Elementwise;
   Timeline t = kernel_beside_allreduce(hw, k);
   // Both at 1/1.25 while they overlap (max(comm_slowdown, 0.25) for the AR): the AR ends at

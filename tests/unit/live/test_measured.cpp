@@ -15,8 +15,8 @@ namespace {
 
 const std::string kRoot = STEPSIM_SOURCE_DIR;
 
-Kernel fixed(const std::string& name, double ms) {
-  return Kernel{name, KernelClass::Compute, KernelWork{{}, Bytes{}, AttentionWork{}, Time::from_ms(ms)}, name};
+KernelSpec fixed(const std::string& name, double ms) {
+  return KernelSpec{name, KernelClass::Compute, KernelWork{{}, Bytes{}, AttentionWork{}, Time::from_ms(ms)}, name};
 }
 
 // setup: alloc W (1000 B params); forward: alloc A (500 B acts), fwd; backward: bwd, free A,

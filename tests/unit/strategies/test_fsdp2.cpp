@@ -131,9 +131,9 @@ TEST_CASE("FSDP2 traffic per unit: reshard=True gathers in forward and backward,
   std::map<std::string, std::int64_t> bytes;
   std::map<std::string, int> count;
   for (const Collective* c : collectives(p)) {
-    bytes[c->name] = c->bytes.count;
-    ++count[c->name];
-    CHECK(c->unit == (c->name.find("root") != std::string::npos ? "root" : c->name.substr(3, c->name.find(' ', 3) - 3)));
+    bytes[c->name.str()] = c->bytes.count;
+    ++count[c->name.str()];
+    CHECK(c->unit == (c->name.find("root") != std::string::npos ? std::string_view("root") : c->name.substr(3, c->name.view().find(' ', 3) - 3)));
   }
   const std::int64_t block = 202383360;  // params of one llama2-7b block (no padding at N = 8)
   for (int k = 0; k < 32; ++k) {
@@ -173,7 +173,7 @@ TEST_CASE("torchtitan's FSDP2 wrapping: the last block and (before the None defa
     std::vector<std::string> names;
     const Program p = e.strategy->build(e);  // collectives() points into it
     for (const Collective* c : collectives(p))
-      if (c->name.ends_with(" bwd")) names.push_back(c->name);
+      if (c->name.ends_with(" bwd")) names.push_back(c->name.str());
     return names;
   };
   // An explicit reshard_after_forward true reshards the root too (PyTorch 2.9): 32 blocks + root.

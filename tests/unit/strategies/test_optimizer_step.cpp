@@ -23,6 +23,7 @@ using nlohmann::json;
 namespace {
 
 struct Step {
+  std::shared_ptr<TextPool> names;  // the launches' names point into it (the program's pool)
   std::vector<Launch> launches;
   std::vector<Bytes> temporaries;  // the step's allocations, in order
   Bytes peak_temporary;            // the most live at once
@@ -33,6 +34,7 @@ Step run_step(const OptimizerStep& st) {
   launch_optimizer_step(b, b.default_stream(), st);
   Program p = b.take();
   Step out;
+  out.names = p.text;
   Bytes live;
   for (const Instruction& ins : p.instructions) {
     if (const auto* l = std::get_if<Launch>(&ins)) out.launches.push_back(*l);

@@ -450,12 +450,12 @@ TEST_CASE("With gradient accumulation engine.backward divides the fp32 loss by t
     int after = -1;
     for (const auto& ins : p.instructions) {
       if (const auto* l = std::get_if<Launch>(&ins)) {
-        const std::string& n = l->kernel.name;
+        const std::string_view n = l->kernel.name;
         if (after < 0 && (n.starts_with("engine.backward") || n.starts_with("_scale_loss") || n.starts_with("optimizer.backward") ||
                           n.starts_with("loss_scaler") || n.starts_with("autograd.backward")))
-          first_micro.push_back(n);
+          first_micro.emplace_back(n);
         if (after >= 0 && after < 3) {
-          first_micro.push_back(n);
+          first_micro.emplace_back(n);
           ++after;
         }
         if (n == "autograd.backward: ones_like(loss)" && after < 0) after = 0;
@@ -501,8 +501,8 @@ TEST_CASE("The ZeRO optimizer's loss scaling: cast, multiply and seed before aut
         if (in_backward && m->phase != Phase::Backward) break;
       }
       if (const auto* l = std::get_if<Launch>(&ins)) {
-        if (!in_backward) before.push_back(l->kernel.name);
-        else if (after.size() < 2) after.push_back(l->kernel.name);
+        if (!in_backward) before.push_back(l->kernel.name.str());
+        else if (after.size() < 2) after.push_back(l->kernel.name.str());
       }
     }
     return std::pair{std::vector<std::string>(before.end() - 3, before.end()), after};

@@ -345,11 +345,11 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   c.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(797);
   c.memcpy = Bandwidth::from_gbps(1594);
   c.min_kernel_time = Time{};
-  Kernel m = memcpy_dtod("copy back w", Bytes{1'594'000'000});
+  Kernel m = test::unnamed(memcpy_dtod("copy back w", Bytes{1'594'000'000}));
   CHECK(m.kernels == 0);
   CHECK(kernel_time(c, m) == Time::from_ms(1) + Time::from_ns(2100));
   CHECK(KernelTimeCache(c).kernel_time(m) == kernel_time(c, m));
-  Kernel cat = elementwise("flatten", Bytes{1'594'000'000}, "", KernelClass::Copy);
+  Kernel cat = test::unnamed(elementwise("flatten", Bytes{1'594'000'000}, "", KernelClass::Copy));
   CHECK(kernel_time(c, cat) == Time::from_ms(2) + Time::from_ns(2100));
   c.memcpy = Bandwidth{};
   CHECK(kernel_time(c, m) == Time::from_ms(2) + Time::from_ns(2100));
