@@ -116,7 +116,7 @@ std::string fmt_number(double v) { return fmt::format("{:.6g}", v); }
 std::map<Metric, double> published_values(const Case& c, const Experiment& e, std::vector<std::string>& conversions) {
   const Case::Published& p = *c.published;
   std::map<Metric, double> v;
-  const double local_tokens = static_cast<double>(e.workload.tokens()) * e.training.grad_accum;
+  const double local_tokens = static_cast<double>(e.workload->tokens()) * e.training.grad_accum;
   const double global_tokens = local_tokens * e.cluster.world_size();
   if (p.step_time_s) v[Metric::StepTime] = *p.step_time_s * 1e9;
   if (p.tokens_per_s) {
@@ -124,8 +124,8 @@ std::map<Metric, double> published_values(const Case& c, const Experiment& e, st
       throw InputError(fmt::format(
           "{}: {}/measured/published/global_batch_tokens: {}: expected the experiment's tokens per optimizer step "
           "({} = micro_batch {} x seq {} x grad_accum {} x {} GPUs): the experiment does not describe the published run",
-          c.file, c.json_path, fmt_number(*p.global_batch_tokens), fmt_number(global_tokens), e.workload.micro_batch,
-          e.workload.seq_len, e.training.grad_accum, e.cluster.world_size()));
+          c.file, c.json_path, fmt_number(*p.global_batch_tokens), fmt_number(global_tokens), e.workload->micro_batch,
+          e.workload->seq_len, e.training.grad_accum, e.cluster.world_size()));
     v[Metric::StepTime] = *p.global_batch_tokens / *p.tokens_per_s * 1e9;
     conversions.push_back(fmt::format("step time = global batch {} tokens / {} tokens/s = {:.4f} s",
                                       fmt_number(*p.global_batch_tokens), fmt_number(*p.tokens_per_s),
@@ -211,7 +211,7 @@ std::vector<Summary> summarise(const std::vector<Row>& rows) {
 std::map<std::string, std::string> case_facets(const Experiment& e) {
   std::string framework = e.strategy->framework();
   if (framework == "zero") framework += std::to_string(e.strategy->effective_config().value("stage", 0));
-  const Workload& w = e.workload;
+  const Workload& w = *e.workload;
   return {{"gpus", std::to_string(e.cluster.world_size())},
           {"nodes", std::to_string(e.cluster.nodes)},
           {"gpus_per_node", std::to_string(e.cluster.gpus_per_node)},

@@ -24,7 +24,7 @@ double model_flops_per_token(const Workload& w) {
 
 Throughput throughput(const Experiment& e, Time step_time) {
   Throughput t;
-  const Workload& w = e.workload;
+  const Workload& w = *e.workload;
   const double world = e.cluster.world_size();
   t.tokens_per_step = static_cast<double>(w.tokens()) * e.training.grad_accum * world;
   t.samples_per_step = static_cast<double>(w.micro_batch) * e.training.grad_accum * world;

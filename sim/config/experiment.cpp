@@ -321,27 +321,22 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
       if (e.training.torch_version) key += e.training.torch_version->text();
     }
     if (auto cached = workloads ? workloads->find(key) : nullptr) {
-      e.workload = *cached;
-    } else if (!workloads) {
-      e.workload = parse_workload(std::move(w), e.training.torch_version);
+      e.workload = std::move(cached);
     } else {
-      // Offered to the cache; when it did not keep it (full), the only owner moves it back.
-      auto built = std::make_shared<Workload>(parse_workload(std::move(w), e.training.torch_version));
-      workloads->add(key, built);
-      if (built.use_count() == 1) e.workload = std::move(*built);
-      else e.workload = *built;
+      e.workload = std::make_shared<const Workload>(parse_workload(std::move(w), e.training.torch_version));
+      if (workloads) workloads->add(key, e.workload);
     }
   }
   e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);
   // Every layer runs at least a forward and a backward kernel per micro-batch: refuse here,
   // before any build, a step whose program must exceed the instruction limit (builder.hpp).
-  const std::int64_t min_instructions = 2 * static_cast<std::int64_t>(e.workload.layers.size()) * e.training.grad_accum;
+  const std::int64_t min_instructions = 2 * static_cast<std::int64_t>(e.workload->layers.size()) * e.training.grad_accum;
   if (min_instructions > static_cast<std::int64_t>(kMaxProgramInstructions))
     throw_input_error(sources.file_for("/training/grad_accum"), "/training/grad_accum", Json(e.training.grad_accum),
                       fmt::format("at most {} micro-batches for {} layers (the step's program would exceed {} instructions: "
                                   "docs/limits.md)",
-                                  static_cast<std::int64_t>(kMaxProgramInstructions) / (2 * static_cast<std::int64_t>(e.workload.layers.size())),
-                                  e.workload.layers.size(), kMaxProgramInstructions));
+                                  static_cast<std::int64_t>(kMaxProgramInstructions) / (2 * static_cast<std::int64_t>(e.workload->layers.size())),
+                                  e.workload->layers.size(), kMaxProgramInstructions));
   if (root.has("$schema")) root.string("$schema");  // for editors (stepsim schema)
   if (root.has("name")) root.string("name");
   if (root.has("description")) root.string("description");

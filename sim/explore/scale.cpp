@@ -124,12 +124,12 @@ ScaleResult run_scale(const ScaleRequest& q) {
   ScaleResult r;
   r.file = q.file.string();
   r.framework = base.strategy->framework();
-  r.model = base.workload.name;
-  r.parameters = static_cast<double>(base.workload.numel());
+  r.model = base.workload->name;
+  r.parameters = static_cast<double>(base.workload->numel());
   r.profile = base.cluster.profile.name;
   r.gpus_per_node = base.cluster.gpus_per_node;
-  r.micro_batch = base.workload.micro_batch;
-  r.seq_len = base.workload.seq_len;
+  r.micro_batch = base.workload->micro_batch;
+  r.seq_len = base.workload->seq_len;
   r.grad_accum = base.training.grad_accum;
   for (int n : nodes) {
     std::vector<std::string> sets = q.overrides;

@@ -45,7 +45,7 @@ namespace {
 
 // Every member of the result but "ops".
 nlohmann::json result_without_ops(const Experiment& e, const SimulationResult& r, const std::string& mode) {
-  const Workload& w = e.workload;
+  const Workload& w = *e.workload;
   nlohmann::json summary{{"framework", e.strategy->framework()},
                          {"model", w.name},
                          {"parameters", w.numel()},
@@ -77,7 +77,7 @@ nlohmann::json result_without_ops(const Experiment& e, const SimulationResult& r
           {"summary", summary},
           {"metrics", metrics_to_json(r.metrics)},
           {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))}};
-  if (e.workload.options) out["workload"] = effective_workload(e.workload);  // toy workloads have none
+  if (e.workload->options) out["workload"] = effective_workload(*e.workload);  // toy workloads have none
   const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
   out["gemm_rates"] = {{"table", g.table}, {"in_training_factor", g.in_training_factor}, {"peak_scale", g.peak_scale},
                        {"corrected_to_training", g.corrected}, {"source", g.text}};

@@ -17,7 +17,7 @@ namespace {
 
 // The experiment file, the run in one line and the effective strategy config.
 void write_run_description(std::ostream& out, const Experiment& e) {
-  const Workload& w = e.workload;
+  const Workload& w = *e.workload;
   out << fmt::format("stepsim simulate: {}\n", e.file);
   out << fmt::format("  {} | {} ({:.2f} B params) | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}\n",
                      e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,

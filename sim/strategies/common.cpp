@@ -31,7 +31,7 @@ static bool first_op(const Layer& l, const Op& op, bool forward) {
 
 std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   std::size_t per_micro_batch = 64;  // setup, the optimizer step and the marks
-  for (const Layer& l : e.workload.layers) {
+  for (const Layer& l : e.workload->layers) {
     per_micro_batch += l.recompute.size() + per_layer;
     for (const Module& m : l.modules) per_micro_batch += m.forward.size() + m.backward.size();
   }
@@ -291,7 +291,7 @@ void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype) {
 void enter_backward(ProgramBuilder& b, const Experiment& e, int micro) {
   b.mark(fmt::format("backward {}", micro), Phase::Backward);
   const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
-  const std::int64_t nodes = e.workload.autograd_nodes();
+  const std::int64_t nodes = e.workload->autograd_nodes();
   if (per_node.ns > 0 && nodes > 0)
     b.host_work(per_node * nodes, fmt::format("autograd engine: compute_dependencies over {} graph nodes", nodes));
 }
@@ -392,8 +392,8 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (e.training.optimizer_impl) return *e.training.optimizer_impl;
-  if (!e.workload.options) return OptimizerImpl::Fused;
-  switch (e.workload.options->impl) {
+  if (!e.workload->options) return OptimizerImpl::Fused;
+  switch (e.workload->options->impl) {
     case Implementation::LlmFoundry: return OptimizerImpl::ForLoop;
     case Implementation::Megatron: return OptimizerImpl::Fused;
     case Implementation::Hf:
@@ -406,7 +406,7 @@ OptimizerImpl deepspeed_optimizer_impl(const Experiment& e) { return e.training.
 
 bool loop_clips_grad_norm(const Experiment& e) {
   if (e.training.clip_grad_norm) return e.training.clip_grad_norm->has_value();
-  return e.workload.options && e.workload.options->impl == Implementation::Torchtitan;
+  return e.workload->options && e.workload->options->impl == Implementation::Torchtitan;
 }
 
 nlohmann::json effective_training(const Experiment& e) {

@@ -29,7 +29,7 @@ struct Bucket {
 class ReducerWriter {
  public:
   ReducerWriter(const DdpConfig& c, const Experiment& e, std::vector<Bucket> buckets)
-      : c_(c), e_(e), w_(e.workload), param_bytes_(dtype_bytes(c.param_dtype)), buckets_(std::move(buckets)),
+      : c_(c), e_(e), w_(*e.workload), param_bytes_(dtype_bytes(c.param_dtype)), buckets_(std::move(buckets)),
         pending_(buckets_.size()) {
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       for (const Param* p : buckets_[i].params) bucket_of_[p] = i;
@@ -195,7 +195,7 @@ class Ddp final : public Strategy {
     return buckets;
   }
 
-  Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(e.workload)).write(); }
+  Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(*e.workload)).write(); }
 
  private:
   DdpConfig c_;

@@ -34,7 +34,7 @@ struct HandleState {
 class StepWriter {
  public:
   StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
-      : c_(c), e_(e), w_(e.workload), units_(std::move(units)), h_(units_.size()) {
+      : c_(c), e_(e), w_(*e.workload), units_(std::move(units)), h_(units_.size()) {
     free_events_.assign(stale_events, std::nullopt);
     orig_dtype_ = e.training.master_dtype;
     param_dtype_ = c.param_dtype(orig_dtype_);
@@ -485,7 +485,7 @@ class Fsdp1 final : public Strategy {
 
   Program build(const Experiment& e) const override {
     const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);
-    std::vector<Fsdp1Unit> units = make_fsdp1_units(e.workload, c_, shard, e.training.master_dtype);
+    std::vector<Fsdp1Unit> units = make_fsdp1_units(*e.workload, c_, shard, e.training.master_dtype);
     // Steady state of the rate limiter: the free events left by the previous step are complete,
     // so the first pops of this step do not block. Iterate to the fixed point of the queue length.
     std::size_t stale = 0;

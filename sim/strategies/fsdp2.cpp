@@ -22,7 +22,7 @@ enum class Pass { Forward, Backward };
 // of the same name, and the members are the Python-side state those functions keep.
 class Emitter {
  public:
-  Emitter(const Experiment& e, const Fsdp2Config& c) : e_(e), c_(c), w_(e.workload) {
+  Emitter(const Experiment& e, const Fsdp2Config& c) : e_(e), c_(c), w_(*e.workload) {
     groups_ = build_groups(w_, c_);
     const int n = static_cast<int>(groups_.size());
     for (int g = 0; g < n; ++g)

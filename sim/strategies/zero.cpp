@@ -116,7 +116,7 @@ std::unique_ptr<Strategy> parse_zero(ObjectReader& r, const Experiment& e) {
     c.two_param_groups = r.declared_choice("param_groups") == "decay_no_decay";
   }
 
-  c.model_dtype = e.workload.dtype;
+  c.model_dtype = e.workload->dtype;
   c.communication_data_type = r.dtype("communication_data_type", c.model_dtype);
   c.grad_accum_dtype = r.dtype("grad_accum_dtype", c.model_dtype);
   if (c.stage != 3 && c.grad_accum_dtype != c.model_dtype)

@@ -17,7 +17,7 @@ namespace {
 class Zero12Builder {
  public:
   Zero12Builder(const ZeroConfig& c, const Experiment& e)
-      : c_(c), e_(e), w_(e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
+      : c_(c), e_(e), w_(*e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
         communication_bytes_(dtype_bytes(c.communication_data_type)) {}
 
   Program build() {

@@ -24,7 +24,7 @@ constexpr std::size_t kMaxPendingReduceEvents = 2;
 class Zero3Builder {
  public:
   Zero3Builder(const ZeroConfig& c, const Experiment& e)
-      : c_(c), e_(e), w_(e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
+      : c_(c), e_(e), w_(*e.workload), dp_world_size_(e.cluster.world_size()), model_bytes_(dtype_bytes(c.model_dtype)),
         communication_bytes_(dtype_bytes(c.communication_data_type)), grad_accum_bytes_(dtype_bytes(c.grad_accum_dtype)) {}
 
   Program build() {

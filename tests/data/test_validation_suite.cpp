@@ -92,7 +92,7 @@ void check_llm_foundry_table(const validate::Suite& suite, const std::string& so
     CHECK(*c.published->global_batch_tokens == std::stod(r[col("GlobalBatchSize (T)")]));
     // The model the case builds has the row's parameter count (the preset is MPT as run).
     Experiment ex = experiment_from_json(e, suite.docs[c.doc].sources, nullptr, c.json_path + "/experiment");
-    CHECK(ex.workload.numel() == std::stoll(r[col("NumParams")]));
+    CHECK(ex.workload->numel() == std::stoll(r[col("NumParams")]));
   }
   CHECK(i == rows.size());
 }

@@ -60,13 +60,13 @@ TEST_CASE("An experiment file that omits a key gets the documented default", "[c
   CHECK(e.resolved == minimal());  // echoed as written (no includes, no --set)
   // workload: micro_batch 1, seq_len 2048, bf16, no checkpointing; the preset's layers are
   // embedding + 12 blocks + final norm + head.
-  CHECK(e.workload.name == "opt-125m");
-  CHECK(e.workload.micro_batch == 1);
-  CHECK(e.workload.seq_len == 2048);
-  CHECK(e.workload.dtype == Dtype::BF16);
-  CHECK(e.workload.checkpointing() == Checkpointing::None);
-  CHECK(e.workload.layers.size() == 12 + 3);
-  CHECK(e.workload.hidden == 768);
+  CHECK(e.workload->name == "opt-125m");
+  CHECK(e.workload->micro_batch == 1);
+  CHECK(e.workload->seq_len == 2048);
+  CHECK(e.workload->dtype == Dtype::BF16);
+  CHECK(e.workload->checkpointing() == Checkpointing::None);
+  CHECK(e.workload->layers.size() == 12 + 3);
+  CHECK(e.workload->hidden == 768);
   // cluster: 1 node of 8 GPUs; the profile file is the one named.
   CHECK(e.cluster.nodes == 1);
   CHECK(e.cluster.gpus_per_node == 8);
@@ -85,7 +85,7 @@ TEST_CASE("An experiment file that omits a key gets the documented default", "[c
   // masks, so a block saves more with the preset's defaults than with "dropout": 0 given.
   const Experiment no_dropout = load_experiment(write(dir, "no-dropout.json", with(minimal(), "/workload/dropout"_json_pointer, 0)));
   // Two residual dropout masks per block, 1 B per element of [2048 tokens, 768]: 2 * 2048 * 768.
-  CHECK(e.workload.layers[1].saved_activations.count - no_dropout.workload.layers[1].saved_activations.count == 2 * 2048 * 768);
+  CHECK(e.workload->layers[1].saved_activations.count - no_dropout.workload->layers[1].saved_activations.count == 2 * 2048 * 768);
 }
 
 // Catches: a value of the wrong type accepted (a string read as 0, a float truncated), a
@@ -144,10 +144,10 @@ TEST_CASE("Includes and --set: the value the user wrote last wins, and an error 
   write(dir, "base.json", with(minimal(), "/workload/seq_len"_json_pointer, 512));
   const std::string top = write(dir, "top.json", {{"include", "base.json"}, {"workload", {{"micro_batch", 4}}}});
   Experiment e = load_experiment(top);
-  CHECK(e.workload.seq_len == 512);   // from base.json
-  CHECK(e.workload.micro_batch == 4); // top.json over base.json
+  CHECK(e.workload->seq_len == 512);   // from base.json
+  CHECK(e.workload->micro_batch == 4); // top.json over base.json
   e = load_experiment(top, {"workload.seq_len=128", "cluster.nodes=2"});
-  CHECK(e.workload.seq_len == 128);
+  CHECK(e.workload->seq_len == 128);
   CHECK(e.cluster.world_size() == 16);
 
   CHECK_THAT(error_of(top, {"workload.seq_len=-1"}), Catch::StartsWith("--set workload.seq_len=-1: /workload/seq_len: -1: expected"));

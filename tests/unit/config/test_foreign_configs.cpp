@@ -43,7 +43,7 @@ TEST_CASE("HF config.json: Meta-Llama-3-8B's config gives the llama3-8b preset's
   // And the experiment using it predicts what the preset's does.
   Experiment a = load_experiment(kSrc + "/configs/examples/llama3-8b-hfconfig-fsdp2-8xh100.json");
   Experiment b = load_experiment(kSrc + "/configs/examples/llama3-8b-fsdp2-8xh100.json");
-  CHECK(a.workload.numel() == b.workload.numel());
+  CHECK(a.workload->numel() == b.workload->numel());
   CHECK(run_experiment(a).metrics.overlap.step_time == run_experiment(b).metrics.overlap.step_time);
 }
 
@@ -133,9 +133,9 @@ TEST_CASE("DeepSpeed config: DeepSpeed-Chat's step-1 config predicts exactly wha
   Experiment from_ds = load_experiment(kSrc + "/configs/examples/opt-1.3b-zero2-8xa800-dsconfig.json");
   Experiment written = load_experiment(kSrc + "/configs/examples/opt-1.3b-zero2-8xa800.json");
   // train_batch_size 64 = micro 8 x accumulation 1 x 8 GPUs; bfloat16 enabled; stage 2 with overlap_comm.
-  CHECK(from_ds.workload.micro_batch == 8);
+  CHECK(from_ds.workload->micro_batch == 8);
   CHECK(from_ds.training.grad_accum == 1);
-  CHECK(from_ds.workload.dtype == Dtype::BF16);
+  CHECK(from_ds.workload->dtype == Dtype::BF16);
   CHECK(from_ds.strategy->effective_config() == written.strategy->effective_config());
   CHECK(run_experiment(from_ds).metrics.overlap.step_time == run_experiment(written).metrics.overlap.step_time);
 }
@@ -172,7 +172,7 @@ TEST_CASE("DeepSpeed config: the batch triangle, HF 'auto' values, and one-line 
   nlohmann::json ds = dschat();
   ds["train_micro_batch_size_per_gpu"] = 4;
   Experiment e = test::experiment_from_doc(ds_experiment(dir.write_json("tri.json", ds)));
-  CHECK(e.workload.micro_batch == 4);
+  CHECK(e.workload->micro_batch == 4);
   CHECK(e.training.grad_accum == 2);
   // "auto" bucket sizes as the HF Trainer sets them: hidden^2 = 2048^2 elements for OPT-1.3B.
   ds = dschat();
@@ -218,19 +218,19 @@ TEST_CASE("DeepSpeed config: \"auto\" values imply the HF Trainer's loop, whose 
   // DeepSpeed-Chat's step-1 config has no "auto": its own loop keeps `outputs` (main.py), the
   // bf16 logits of 8 x 512 tokens x OPT's 50,272 vocabulary: 8 x 512 x 50272 x 2 = 411,828,224 B.
   Experiment chat = test::experiment_from_doc(ds_experiment(dir.write_json("chat.json", dschat())));
-  CHECK(effective_workload(chat.workload)["training_loop"] == "hf_script");
-  CHECK(chat.workload.kept_output.count == 8LL * 512 * 50272 * 2);
+  CHECK(effective_workload(*chat.workload)["training_loop"] == "hf_script");
+  CHECK(chat.workload->kept_output.count == 8LL * 512 * 50272 * 2);
   // "auto" is filled by transformers' HfTrainerDeepSpeedConfig (integrations/deepspeed.py), so
   // the loop is Trainer.training_step's: compute_loss returns the loss only
   // (src/transformers/trainer.py), the logits die with the forward.
   nlohmann::json ds = dschat();
   ds["zero_optimization"]["reduce_bucket_size"] = "auto";
   Experiment trainer = test::experiment_from_doc(ds_experiment(dir.write_json("auto.json", ds)));
-  CHECK(effective_workload(trainer.workload)["training_loop"] == "hf_trainer");
-  CHECK(effective_workload(trainer.workload)["loop_keeps_output"] == false);
-  CHECK(trainer.workload.kept_output.count == 0);
+  CHECK(effective_workload(*trainer.workload)["training_loop"] == "hf_trainer");
+  CHECK(effective_workload(*trainer.workload)["loop_keeps_output"] == false);
+  CHECK(trainer.workload->kept_output.count == 0);
   // A loop the experiment names wins (Accelerate's own loop resolves "auto" too).
   Experiment accelerate = test::experiment_from_doc(
       ds_experiment(dir.write_json("auto2.json", ds), {{"preset", "opt-1.3b"}, {"seq_len", 512}, {"training_loop", "hf_script"}}));
-  CHECK(accelerate.workload.kept_output.count == 8LL * 512 * 50272 * 2);
+  CHECK(accelerate.workload->kept_output.count == 8LL * 512 * 50272 * 2);
 }

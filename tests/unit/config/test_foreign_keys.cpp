@@ -112,7 +112,7 @@ TEST_CASE("DeepSpeed config: every key declared as accepted (no effect, or not m
   }
   const Experiment all = test::experiment_from_doc(ds_experiment(dir.write_json("all.json", ds)));
   CHECK(all.strategy->effective_config() == plain.strategy->effective_config());
-  CHECK(all.workload.micro_batch == plain.workload.micro_batch);
+  CHECK(all.workload->micro_batch == plain.workload->micro_batch);
   CHECK(all.training.grad_accum == plain.training.grad_accum);
 
   ds = dschat();

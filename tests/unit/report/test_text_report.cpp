@@ -31,7 +31,7 @@ TEST_CASE("Megatron's and torchtitan's selective checkpointing each have a name 
     nlohmann::json doc = {{"workload", {{"preset", "llama3-8b"}, {"seq_len", 1024}, {"activation_checkpointing", ac}}},
                           {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
                           {"strategy", {{"framework", "fsdp2"}}}};
-    return stepsim::test::experiment_from_doc(doc).workload.options->checkpointing;
+    return stepsim::test::experiment_from_doc(doc).workload->options->checkpointing;
   };
   CHECK(with("megatron_selective") == Checkpointing::Selective);
   CHECK(with("selective") == Checkpointing::Selective);

@@ -34,7 +34,7 @@ TEST_CASE("DDP rebuilt buckets: first bucket >= 1 MiB of the first-ready grads, 
   Bytes total;
   for (const auto* c : cs) total += c->bytes;
   // Every gradient is all-reduced exactly once per step, in fp32 (default param dtype).
-  CHECK(total == Bytes{e.workload.numel() * 4});
+  CHECK(total == Bytes{e.workload->numel() * 4});
   // The first bucket closes as soon as it reaches 1 MiB: the head's 32000 x 4096 fp32 weight
   // is ready first and alone crosses the limit.
   CHECK(cs.front()->bytes == Bytes{32000LL * 4096 * 4});
@@ -52,13 +52,13 @@ TEST_CASE("DDP persistent memory: fp32 params + buckets + Adam = 16 bytes/param;
   // Plus PyTorch's two cuBLAS workspaces (the forward's and the backward's handle), taken from
   // the caching allocator at their first GEMM and kept (docs/memory.md).
   const Bytes workspaces{2 * e.cluster.profile.outside_allocator.cublas_workspace.count};
-  CHECK(r.metrics.persistent_memory == Bytes{16 * e.workload.numel()} + workspaces);
+  CHECK(r.metrics.persistent_memory == Bytes{16 * e.workload->numel()} + workspaces);
   // During backward the .grad tensors exist too: peak >= 20 bytes/param.
-  CHECK(r.metrics.peak_memory >= Bytes{20 * e.workload.numel()});
+  CHECK(r.metrics.peak_memory >= Bytes{20 * e.workload->numel()});
 
   Experiment v = ddp_experiment(R"({"framework": "ddp", "gradient_as_bucket_view": true})");
   SimulationResult rv = run_experiment(v);
-  CHECK(rv.metrics.persistent_memory == Bytes{16 * v.workload.numel()} + workspaces);
+  CHECK(rv.metrics.persistent_memory == Bytes{16 * v.workload->numel()} + workspaces);
   CHECK(rv.metrics.peak_memory < r.metrics.peak_memory);
 }
 

@@ -773,7 +773,7 @@ TEST_CASE("Each backward first walks the autograd graph: host time per node, bef
         ++starts;
         CHECK(after_mark);
         started = true;
-        CHECK(w->duration == per_node * e.workload.autograd_nodes());
+        CHECK(w->duration == per_node * e.workload->autograd_nodes());
       }
       if (std::holds_alternative<Launch>(ins) && after_mark) {
         CHECK(started);  // the first backward launch waits for the walk

@@ -115,7 +115,7 @@ TEST_CASE("F1.21: the gradient pre-divide factor is the largest power of two f w
 
 TEST_CASE("wrap block makes one unit per block and leaves embedding, norm and head to the root", "[fsdp1]") {
   Experiment e = load(small_llama_doc(fsdp1()));
-  Workload& w = e.workload;
+  const Workload& w = *e.workload;
   auto units = make_fsdp1_units(w, Fsdp1Config{}, 8, Dtype::FP32);
   REQUIRE(units.size() == 4);
   CHECK(units[0].layers == std::vector<std::size_t>{0, 4, 5});  // embed, norm, head
@@ -181,7 +181,7 @@ TEST_CASE("C6.5: collective bytes per unit per step match the table for every sh
       SimulationResult r = run_experiment(e);
       const bool hybrid = s.rfind("hybrid", 0) == 0;
       const int N = s == "no_shard" ? 1 : hybrid ? 4 : 8;
-      auto units = make_fsdp1_units(e.workload, Fsdp1Config{}, N, Dtype::FP32);
+      auto units = make_fsdp1_units(*e.workload, Fsdp1Config{}, N, Dtype::FP32);
       std::map<std::string, std::int64_t> expected;
       for (const auto& u : units) {
         const std::int64_t P = u.padded_numel;

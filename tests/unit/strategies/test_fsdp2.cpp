@@ -95,7 +95,7 @@ TEST_CASE("FSDP2 persistent memory of llama2-7b at N = 8 is 16 Psi / N (table M5
   // M5.1 FSDP2, param_dtype=bf16, fp32 orig: 4 Psi/N shards + 4 Psi/N .grad + 8 Psi/N AdamW
   // = 16 * 6,738,415,616 / 8 = 13,476,831,232 B, live when the optimizer step starts.
   const std::int64_t psi = 6738415616;
-  CHECK(e.workload.numel() == psi);
+  CHECK(e.workload->numel() == psi);
   auto live = live_at_mark(r.program, "optimizer");
   CHECK(live[MemCategory::Parameters] == 4 * psi / 8);
   CHECK(live[MemCategory::Gradients] == 4 * psi / 8);

@@ -160,7 +160,7 @@ TEST_CASE("clip_grad_norm_: FSDP1 norms and multiplies per gradient and all-redu
   CHECK(step.front()->start >= ar[0]->end);
   // The norms read every fp32 gradient shard once; the multiply reads and writes them.
   std::int64_t local = 0;
-  for (const auto& u : make_fsdp1_units(e.workload, Fsdp1Config{}, 8, Dtype::FP32)) local += u.shard_numel;
+  for (const auto& u : make_fsdp1_units(*e.workload, Fsdp1Config{}, 8, Dtype::FP32)) local += u.shard_numel;
   Program p = e.strategy->build(e);
   int seen = 0;
   for (const Instruction& ins : p.instructions)

@@ -595,7 +595,7 @@ TEST_CASE("The reduced bucket is copied back grad by grad as DtoD memcpys: every
   };
   const Experiment old = opt13({{"framework", "zero"}, {"stage", 1}, {"deepspeed_version", "0.12.6"}});
   std::int64_t params = 0, numel = 0;
-  for (const Layer& l : old.workload.layers)
+  for (const Layer& l : old.workload->layers)
     for (const Param* p : l.params()) ++params, numel += p->numel;
   const auto [n_all, b_all] = copy_back(old);
   CHECK(n_all == params);           // every grad, once (each in one IPG bucket)

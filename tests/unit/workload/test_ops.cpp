@@ -293,28 +293,28 @@ TEST_CASE("checkpoint_early_stop needs PyTorch 2.1; llm-foundry's default is Com
   // true. A run whose yaml says false under a train.py that honours it (HEAD 8c8dd48f7) states
   // early stop: from 2.1 the recompute then leaves out fc2 and the add (2 ops).
   auto recomputed = [&](const nlohmann::json& wl, const char* torch) {
-    return test::experiment_from_doc(doc(wl, torch)).workload.layers[1].recompute.size();
+    return test::experiment_from_doc(doc(wl, torch)).workload->layers[1].recompute.size();
   };
   CHECK(recomputed(mpt, "2.1") == recomputed(mpt, "2.0"));
   CHECK(recomputed(mpt, nullptr) == recomputed(mpt, "2.0"));
   CHECK(recomputed(stop, "2.1") + 2 == recomputed(mpt, "2.1"));
   // The results say what applied (effective_workload): the preset's implementation defaults and
   // the recompute's stop; a compiled block's stops whatever the eager setting.
-  const nlohmann::json applied = effective_workload(test::experiment_from_doc(doc(mpt, "2.0")).workload);
+  const nlohmann::json applied = effective_workload(*test::experiment_from_doc(doc(mpt, "2.0")).workload);
   CHECK(applied["implementation"] == "llm_foundry");
   CHECK(applied["attention"] == "flash_triton");
   CHECK(applied["loop_keeps_output"] == true);
   CHECK(applied["activation_checkpointing"] == "full");
   CHECK(applied["checkpoint_early_stop"] == false);
-  CHECK(effective_workload(test::experiment_from_doc(doc(mpt, "2.1")).workload)["checkpoint_early_stop"] == false);
-  CHECK(effective_workload(test::experiment_from_doc(doc(stop, "2.1")).workload)["checkpoint_early_stop"] == true);
+  CHECK(effective_workload(*test::experiment_from_doc(doc(mpt, "2.1")).workload)["checkpoint_early_stop"] == false);
+  CHECK(effective_workload(*test::experiment_from_doc(doc(stop, "2.1")).workload)["checkpoint_early_stop"] == true);
   CHECK(applied["training_loop"] == "composer");
   nlohmann::json compiled = mpt;
   compiled["compile"] = true;
-  CHECK(effective_workload(test::experiment_from_doc(doc(compiled, "2.0")).workload)["checkpoint_early_stop"] == true);
+  CHECK(effective_workload(*test::experiment_from_doc(doc(compiled, "2.0")).workload)["checkpoint_early_stop"] == true);
   nlohmann::json none = mpt;
   none["activation_checkpointing"] = "none";
-  CHECK_FALSE(effective_workload(test::experiment_from_doc(doc(none, "2.1")).workload).contains("checkpoint_early_stop"));
+  CHECK_FALSE(effective_workload(*test::experiment_from_doc(doc(none, "2.1")).workload).contains("checkpoint_early_stop"));
 }
 
 TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth", "[compute]") {
@@ -666,7 +666,7 @@ TEST_CASE("The training loop decides whether the logits outlive the forward: HF 
     nlohmann::json d = {{"workload", wl},
                         {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
                         {"strategy", {{"framework", "ddp"}}}};
-    return test::experiment_from_doc(d).workload;
+    return *test::experiment_from_doc(d).workload;
   };
   // hf's default loop is a script's (DeepSpeed-Chat step 1, the *_no_trainer examples:
   // `outputs = model(**batch)` alive until the next forward): OPT's bf16 logits, 2 x 128 tokens x
@@ -702,7 +702,7 @@ TEST_CASE("workload.flash_attn_version is a flash_attn 2.x release, shown for fl
     nlohmann::json d = {{"workload", wl},
                         {"cluster", {{"profile", std::string(STEPSIM_SOURCE_DIR) + "/configs/hardware/toy-ideal.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
                         {"strategy", {{"framework", "ddp"}}}};
-    return test::experiment_from_doc(d).workload;
+    return *test::experiment_from_doc(d).workload;
   };
   // Heads of 1600 / 8 = 200: the 224 kernel up to flash_attn 2.6.1, the 256 one from 2.6.2
   // (Dao-AILab/flash-attention 751c762c); the op carries the release.
