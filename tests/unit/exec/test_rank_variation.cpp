@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sim/exec/engine.hpp"
+#include "sim/exec/expected_max.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;
@@ -53,6 +54,30 @@ TEST_CASE("The expected maximum of N standard normal draws", "[engine][ranks]") 
   CHECK(expected_max_of_normals(8) == Approx(1.4236).epsilon(1e-4));                // tabulated (Harter 1961)
   CHECK(expected_max_of_normals(100) == Approx(2.5076).epsilon(1e-4));
   CHECK(expected_max_of_normals(1024) > expected_max_of_normals(128));
+}
+
+TEST_CASE("The build's table of the expected maximum holds the integral bit for bit, and the run-time path beyond it "
+          "computes the same integral", "[engine][ranks]") {
+  // The midpoint rule as the engine computed it per n before the table.
+  auto direct = [](int n) {
+    constexpr double h = 1e-3;
+    double e = 0;
+    for (double x = -9 + h / 2; x < 9; x += h) {
+      const double cdf_n = std::pow(0.5 * std::erfc(-x / std::sqrt(2.0)), n);
+      e += (x >= 0 ? 1.0 - cdf_n : -cdf_n) * h;
+    }
+    return e;
+  };
+  const expected_max::CdfGrid grid = expected_max::normal_cdf_grid();
+  for (int n : {2, 3, 7, 8, 16, 100, 128, 1000, 1024, 4095, 4096}) {
+    CAPTURE(n);
+    CHECK(kExpectedMaxTable[n] == direct(n));
+    CHECK(expected_max_of_normals(n) == direct(n));
+    CHECK(expected_max::integral(grid, n) == direct(n));
+  }
+  CHECK(kExpectedMaxTableSize == 4097);
+  CHECK(expected_max_of_normals(4097) == direct(4097));  // computed at run time
+  CHECK(expected_max_of_normals(4097) > expected_max_of_normals(4096));
 }
 
 TEST_CASE("A collective waits for the slowest rank: E[max of N] x the spread since the ranks last met", "[engine][ranks]") {
