@@ -21,10 +21,11 @@ static FlopRate peak_for(const ComputeProfile& c, Dtype d) {
 // dimensions when no entry has both.
 static constexpr double kOtherLayout = 0.01;
 // log2 of a dimension (at least 1): exact and without libm for a power of two, which nearly every
-// table entry is (756 of the H100 table's 759); a lookup takes three per entry.
+// table entry is (756 of the H100 table's 759); a lookup takes three per entry. The power-of-two
+// test is u & (u - 1): std::has_single_bit is a libgcc popcount call on the x86-64 baseline.
 static double log2_dim(std::int64_t v) {
   const auto u = static_cast<std::uint64_t>(std::max<std::int64_t>(1, v));
-  return std::has_single_bit(u) ? static_cast<double>(std::bit_width(u) - 1) : std::log2(static_cast<double>(u));
+  return (u & (u - 1)) == 0 ? static_cast<double>(std::bit_width(u) - 1) : std::log2(static_cast<double>(u));
 }
 static double table_efficiency(const ComputeProfile& c, const GemmShape& g, double peak) {
   struct Near { double dist; double eff; };
