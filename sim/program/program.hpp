@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "sim/core/release.hpp"
 #include "sim/core/strong_id.hpp"
 #include "sim/core/text_pool.hpp"
@@ -113,7 +115,10 @@ Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t h
 // memory-bound traffic (read + write), the FLOPs of a fused attention kernel (priced at its
 // measured rate), and a fixed time (toy workloads, measured kernels). The time is the sum.
 struct KernelWork {
-  std::vector<GemmShape> gemms;
+  // One GEMM held inline: a GEMM op has one, and a copy of a step's op (a launch per op per
+  // micro-batch) allocated a vector for it, a quarter of a sweep point's allocations (issue 49).
+  // Kernels merged from several ops hold more.
+  boost::container::small_vector<GemmShape, 1> gemms;
   Bytes memory_bytes;
   AttentionWork attention;
   Time fixed;
