@@ -217,7 +217,13 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
                                 out.gpus_per_node, kMaxWorldSize));
   if (c.has("profile") && c.raw("profile").is_object()) {
     ObjectReader p = c.object("profile");
-    out.profile = parse_profile(p);
+    if (profiles) {
+      // The same object read from the same file (a sweep's points) is parsed once.
+      const std::string key = c.sources().file_for(c.path_of("profile")) + '\n' + c.raw("profile").dump();
+      out.profile = *profiles->inline_profile(key, [&] { return parse_profile(p); });
+    } else {
+      out.profile = parse_profile(p);
+    }
     out.profile_path = "(inline)";
   } else {
     std::string name = c.string("profile");
@@ -283,16 +289,15 @@ void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> 
   by_key_.emplace(key, std::move(w));  // two threads built it: keep the first
 }
 
-Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
+Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const StrategyReader& read_strategy,
                            ProfileCache* profiles, const std::string& root_path, WorkloadCache* workloads) {
   // A DeepSpeed config named by the strategy becomes the experiment's own keys first.
   const bool ds = doc.is_object() && doc.contains("strategy") && doc["strategy"].is_object() &&
                   doc["strategy"].contains("deepspeed_config");
   if (ds && root_path.empty()) {
-    Json expanded = doc;
     SourceMap expanded_sources = sources;
-    expand_deepspeed_config(expanded, expanded_sources);
-    return read_experiment(expanded, expanded_sources, read_strategy, profiles, root_path, workloads);
+    expand_deepspeed_config(doc, expanded_sources);
+    return read_experiment(std::move(doc), expanded_sources, read_strategy, profiles, root_path, workloads);
   }
   if (ds) {
     // Embedded (validate): expand a standalone copy whose paths are relative to the embedding.
@@ -300,14 +305,14 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
     local.root_file = sources.file_for(root_path);
     for (const auto& [prefix, file] : sources.file_of_prefix)
       if (prefix.rfind(root_path, 0) == 0 && prefix.size() > root_path.size()) local.file_of_prefix[prefix.substr(root_path.size())] = file;
-    Json expanded = doc;
-    expand_deepspeed_config(expanded, local);
-    return read_experiment(expanded, local, read_strategy, profiles, "", workloads);
+    expand_deepspeed_config(doc, local);
+    return read_experiment(std::move(doc), local, read_strategy, profiles, "", workloads);
   }
   Experiment e;
   e.file = root_path.empty() ? sources.root_file : sources.file_for(root_path);
-  e.resolved = doc;
-  ObjectReader root(doc, sources, root_path, &experiment_keys::root());
+  e.resolved = std::move(doc);
+  const Json& resolved = e.resolved;
+  ObjectReader root(resolved, sources, root_path, &experiment_keys::root());
   // The training section first: the workload's defaults read its torch_version.
   e.training = root.has("training") ? parse_training(root.object("training", experiment_keys::training())) : TrainingConfig{};
   {
@@ -316,7 +321,7 @@ Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, 
     // validated when it was built (errors are never cached: an invalid object is read again).
     std::string key;
     if (workloads) {
-      key = doc["workload"].dump();
+      key = resolved["workload"].dump();
       key += '\n';
       if (e.training.torch_version) key += e.training.torch_version->text();
     }

@@ -133,8 +133,9 @@ nlohmann::json experiment_document_of(nlohmann::json doc, const std::string& as_
 // validate reads an experiment embedded in a suite at "/cases/3/experiment"), so errors name
 // the path the user wrote. Callers use load_experiment / experiment_from_json
 // (sim/strategies/load_experiment.hpp), which pass the registry.
-// With `workloads`, a workload object met before is not built again (WorkloadCache).
-Experiment read_experiment(const nlohmann::json& doc, const SourceMap& sources, const StrategyReader& read_strategy,
+// With `workloads`, a workload object met before is not built again (WorkloadCache). `doc`
+// becomes the experiment's `resolved` (a caller done with it moves it in: no copy).
+Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const StrategyReader& read_strategy,
                            ProfileCache* profiles = nullptr, const std::string& root_path = "",
                            WorkloadCache* workloads = nullptr);
 

@@ -247,7 +247,7 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
   try {
     nlohmann::json doc = spec.base;
     for (auto& [path, value] : pt) set_config_path(doc, path, value);
-    Experiment e = experiment_from_json(doc, spec.base_sources, spec.profiles.get(), "", spec.workloads.get());
+    Experiment e = experiment_from_json(std::move(doc), spec.base_sources, spec.profiles.get(), "", spec.workloads.get());
     row.framework = e.strategy->framework();
     row.world_size = e.cluster.world_size();
     SimulationResult r = run_experiment(e);

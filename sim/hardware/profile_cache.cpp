@@ -17,4 +17,16 @@ std::shared_ptr<const HardwareProfile> ProfileCache::load(const std::filesystem:
   return profile;
 }
 
+std::shared_ptr<const HardwareProfile> ProfileCache::inline_profile(const std::string& key,
+                                                                  const std::function<HardwareProfile()>& parse) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = inline_.find(key); it != inline_.end()) return it->second;
+  }
+  auto profile = std::make_shared<const HardwareProfile>(parse());  // outside the lock, as load()
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (inline_.size() < kInlineCapacity) inline_.emplace(key, profile);
+  return profile;
+}
+
 }  // namespace stepsim

@@ -10,21 +10,21 @@ std::shared_ptr<const Strategy> read_registered_strategy(ObjectReader& r, const 
 
 }  // namespace
 
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles,
+Experiment experiment_from_json(nlohmann::json doc, const SourceMap& sources, ProfileCache* profiles,
                                 const std::string& root_path, WorkloadCache* workloads) {
-  return read_experiment(doc, sources, read_registered_strategy, profiles, root_path, workloads);
+  return read_experiment(std::move(doc), sources, read_registered_strategy, profiles, root_path, workloads);
 }
 
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
   SourceMap sources;
   nlohmann::json doc = load_experiment_document(file, overrides, sources);
-  return experiment_from_json(doc, sources);
+  return experiment_from_json(std::move(doc), sources);
 }
 
 Experiment load_experiment_from_json(const nlohmann::json& doc, const std::string& as_file, const std::vector<std::string>& overrides) {
   SourceMap sources;
   nlohmann::json resolved = experiment_document_of(doc, as_file, overrides, sources);
-  return experiment_from_json(resolved, sources);
+  return experiment_from_json(std::move(resolved), sources);
 }
 
 }  // namespace stepsim

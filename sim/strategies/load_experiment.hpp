@@ -21,8 +21,9 @@ Experiment load_experiment(const std::filesystem::path& file, const std::vector<
 Experiment load_experiment_from_json(const nlohmann::json& doc, const std::string& as_file,
                                      const std::vector<std::string>& overrides = {});
 // Same, from an already-resolved document (sweeps build many from one base). `profiles` and
-// `root_path` as for read_experiment (sim/config/experiment.hpp).
-Experiment experiment_from_json(const nlohmann::json& doc, const SourceMap& sources, ProfileCache* profiles = nullptr,
+// `root_path` as for read_experiment (sim/config/experiment.hpp); `doc` is moved in if the caller
+// is done with it.
+Experiment experiment_from_json(nlohmann::json doc, const SourceMap& sources, ProfileCache* profiles = nullptr,
                                 const std::string& root_path = "", WorkloadCache* workloads = nullptr);
 
 }  // namespace stepsim
