@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <concepts>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -203,18 +204,77 @@ void get(Reader& r, std::optional<T>& o) {
   else o.reset();
 }
 
-void put(Writer& w, const AlphaBetaModel& m) {
-  put(w, m.ranges);
-  put(w, m.default_ranges);
-  put(w, m.ranks);
-  put(w, m.groups);
+// Each struct's members once, in the entry's order: put and get both walk them, so the writer
+// and the reader cannot drift apart. `S` is the struct or the const struct.
+template <class S, class T>
+concept Is = std::same_as<std::remove_const_t<S>, T>;
+
+template <Is<AlphaBetaModel> S, class F>
+void fields(S& m, F&& f) {
+  f(m.ranges);
+  f(m.default_ranges);
+  f(m.ranks);
+  f(m.groups);
 }
-void get(Reader& r, AlphaBetaModel& m) {
-  get(r, m.ranges);
-  get(r, m.default_ranges);
-  get(r, m.ranks);
-  get(r, m.groups);
+template <Is<ComputeProfile> S, class F>
+void fields(S& c, F&& f) {
+  f(c.peak);
+  f(c.hbm);
+  f(c.memory_efficiency);
+  f(c.gemm_efficiency);
+  f(c.attention_efficiency);
+  f(c.efficient_attention_efficiency);
+  f(c.attention_rates);
+  f(c.gemm_table_peak);
+  f(c.gemm_in_training_factor);
+  f(c.gemm_table_rates);
+  f(c.clock);
+  f(c.model_memory_kernels);
+  f(c.min_kernel_time);
+  f(c.kernel_gap);
+  f(c.gemm_table);
+  f(c.class_bandwidth);
+  f(c.strided_element_ns);
+  f(c.strided_cast_element_ns);
+  f(c.l2_bytes);
+  f(c.dram_stream);
+  f(c.memcpy);
 }
+template <Is<RankVariation> S, class F>
+void fields(S& v, F&& f) {
+  f(v.kernel_cv);
+  f(v.persistent_cv);
+  f(v.host_cv);
+  f(v.source);
+}
+template <Is<HardwareProfile> S, class F>
+void fields(S& p, F&& f) {
+  f(p.name);
+  f(p.description);
+  f(p.memory_capacity);
+  f(p.compute);
+  f(p.intra_node);
+  f(p.inter_node);
+  f(p.topology);
+  f(p.contention);
+  f(p.host);
+  f(p.outside_allocator);
+  f(p.rank_variation);
+  f(p.sources);
+  f(p.provenance);
+}
+template <class T>
+concept HasFields = requires(T& t) { fields(t, [](auto&) {}); };
+
+template <HasFields T>
+void put(Writer& w, const T& v) {
+  fields(v, [&](const auto& m) { put(w, m); });
+}
+template <HasFields T>
+void get(Reader& r, T& v) {
+  fields(v, [&](auto& m) { get(r, m); });
+}
+
 void put(Writer& w, const TableModel& m) { put(w, m.points); }
 void get(Reader& r, TableModel& m) { get(r, m.points); }
 
@@ -237,96 +297,6 @@ void get(Reader& r, ScopeModel& m) {
   emplace_alternative(r, m, index);
 }
 
-void put(Writer& w, const ComputeProfile& c) {
-  put(w, c.peak);
-  put(w, c.hbm);
-  put(w, c.memory_efficiency);
-  put(w, c.gemm_efficiency);
-  put(w, c.attention_efficiency);
-  put(w, c.efficient_attention_efficiency);
-  put(w, c.attention_rates);
-  put(w, c.gemm_table_peak);
-  put(w, c.gemm_in_training_factor);
-  put(w, c.gemm_table_rates);
-  put(w, c.clock);
-  put(w, c.model_memory_kernels);
-  put(w, c.min_kernel_time);
-  put(w, c.kernel_gap);
-  put(w, c.gemm_table);
-  put(w, c.class_bandwidth);
-  put(w, c.strided_element_ns);
-  put(w, c.strided_cast_element_ns);
-  put(w, c.l2_bytes);
-  put(w, c.dram_stream);
-  put(w, c.memcpy);
-}
-void get(Reader& r, ComputeProfile& c) {
-  get(r, c.peak);
-  get(r, c.hbm);
-  get(r, c.memory_efficiency);
-  get(r, c.gemm_efficiency);
-  get(r, c.attention_efficiency);
-  get(r, c.efficient_attention_efficiency);
-  get(r, c.attention_rates);
-  get(r, c.gemm_table_peak);
-  get(r, c.gemm_in_training_factor);
-  get(r, c.gemm_table_rates);
-  get(r, c.clock);
-  get(r, c.model_memory_kernels);
-  get(r, c.min_kernel_time);
-  get(r, c.kernel_gap);
-  get(r, c.gemm_table);
-  get(r, c.class_bandwidth);
-  get(r, c.strided_element_ns);
-  get(r, c.strided_cast_element_ns);
-  get(r, c.l2_bytes);
-  get(r, c.dram_stream);
-  get(r, c.memcpy);
-}
-
-void put(Writer& w, const RankVariation& v) {
-  put(w, v.kernel_cv);
-  put(w, v.persistent_cv);
-  put(w, v.host_cv);
-  put(w, v.source);
-}
-void get(Reader& r, RankVariation& v) {
-  get(r, v.kernel_cv);
-  get(r, v.persistent_cv);
-  get(r, v.host_cv);
-  get(r, v.source);
-}
-
-void put(Writer& w, const HardwareProfile& p) {
-  put(w, p.name);
-  put(w, p.description);
-  put(w, p.memory_capacity);
-  put(w, p.compute);
-  put(w, p.intra_node);
-  put(w, p.inter_node);
-  put(w, p.topology);
-  put(w, p.contention);
-  put(w, p.host);
-  put(w, p.outside_allocator);
-  put(w, p.rank_variation);
-  put(w, p.sources);
-  put(w, p.provenance);
-}
-void get(Reader& r, HardwareProfile& p) {
-  get(r, p.name);
-  get(r, p.description);
-  get(r, p.memory_capacity);
-  get(r, p.compute);
-  get(r, p.intra_node);
-  get(r, p.inter_node);
-  get(r, p.topology);
-  get(r, p.contention);
-  get(r, p.host);
-  get(r, p.outside_allocator);
-  get(r, p.rank_variation);
-  get(r, p.sources);
-  get(r, p.provenance);
-}
 
 }  // namespace
 
