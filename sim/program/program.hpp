@@ -4,10 +4,12 @@
 // simulator in sim/exec, the live GPU executor in kernels/) run it and own all run state.
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -114,11 +116,29 @@ Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t h
 // What a kernel does, for the cost model and for the live executor: a list of GEMMs, bytes of
 // memory-bound traffic (read + write), the FLOPs of a fused attention kernel (priced at its
 // measured rate), and a fixed time (toy workloads, measured kernels). The time is the sum.
+// The GEMMs of one kernel, one held inline: a GEMM op has one, and a copy of a step's op (a
+// launch per op per micro-batch) allocated a vector for it, a quarter of a sweep point's
+// allocations (issue 49). Kernels merged from several ops hold more. boost's small_vector does
+// not declare its moves noexcept, so a std::vector<Instruction> growing copied every instruction
+// (move_if_noexcept); its moves cannot throw here (GemmShape is trivially copyable, one fits
+// inline, and a heap buffer is taken over), and this says so.
+struct GemmList : boost::container::small_vector<GemmShape, 1> {
+  using Base = boost::container::small_vector<GemmShape, 1>;
+  using Base::Base;
+  GemmList() = default;
+  GemmList(std::initializer_list<GemmShape> gemms) : Base(gemms) {}
+  GemmList(const GemmList&) = default;
+  GemmList(GemmList&& o) noexcept : Base(std::move(static_cast<Base&>(o))) {}
+  GemmList& operator=(const GemmList&) = default;
+  GemmList& operator=(GemmList&& o) noexcept {
+    Base::operator=(std::move(static_cast<Base&>(o)));
+    return *this;
+  }
+};
+static_assert(std::is_trivially_copyable_v<GemmShape>);
+
 struct KernelWork {
-  // One GEMM held inline: a GEMM op has one, and a copy of a step's op (a launch per op per
-  // micro-batch) allocated a vector for it, a quarter of a sweep point's allocations (issue 49).
-  // Kernels merged from several ops hold more.
-  boost::container::small_vector<GemmShape, 1> gemms;
+  GemmList gemms;
   Bytes memory_bytes;
   AttentionWork attention;
   Time fixed;
@@ -247,6 +267,8 @@ struct HostWork { Time duration; std::string name; };
 struct Mark { std::string name; std::optional<Phase> phase; };
 
 using Instruction = std::variant<Launch, Collective, Record, Wait, HostSync, Alloc, Free, HostWork, Mark>;
+// A program of a deep model holds ~10^5 instructions: its vector grows by moving them, not copying.
+static_assert(std::is_nothrow_move_constructible_v<Instruction>);
 
 struct StreamDecl { std::string name; int priority = 0; };
 
