@@ -65,27 +65,29 @@ ObjectReader::ObjectReader(const Json& obj, const SourceMap& sources, std::strin
   if (!obj.is_object()) throw_input_error(sources_.file_for(path_), sources_.path_in_file(path_), obj, "an object");
 }
 
-void ObjectReader::check_declared(const std::string& key) const {
-  if (decl_ && !decl_->find(key))
+const ConfigKey* ObjectReader::check_declared(const std::string& key) const {
+  if (!decl_) return nullptr;
+  const ConfigKey* k = decl_->find(key);
+  if (!k)
     throw std::logic_error(fmt::format("{}: key \"{}\" is read but not declared in the table of {} (config_keys.hpp)",
                                        path_.empty() ? "/" : path_, key, decl_->name));
+  return k;
 }
 
 bool ObjectReader::has(const std::string& key) const {
-  check_declared(key);
-  asked_.insert(key);
+  if (const ConfigKey* k = check_declared(key)) note(asked_, k->name);
   return obj_->contains(key);
 }
 
 const Json& ObjectReader::at(const std::string& key) const {
-  check_declared(key);
+  const ConfigKey* k = check_declared(key);
   auto it = obj_->find(key);
   if (it == obj_->end()) {
     throw InputError(fmt::format("{}: {}: missing required key \"{}\"", sources_.file_for(path_),
                                  path_.empty() ? "/" : path_, key));
   }
-  consumed_.insert(key);
-  asked_.insert(key);
+  note(consumed_, it.key());
+  if (k) note(asked_, k->name);
   return *it;
 }
 
@@ -370,7 +372,7 @@ bool names_unmodelled_feature(const std::string& key) {
 
 void ObjectReader::finish() const {
   for (auto it = obj_->begin(); it != obj_->end(); ++it) {
-    if (consumed_.count(it.key())) continue;
+    if (contains(consumed_, it.key())) continue;
     if (decl_) {
       const bool declared = decl_->find(it.key()) && !decl_->find(it.key())->reported_only;
       if (declared) {
@@ -378,7 +380,7 @@ void ObjectReader::finish() const {
         // the keys it does use, in declaration order, not the whole table (F23).
         std::string used;
         for (const auto& k : decl_->input_keys())
-          if (asked_.count(k)) used += (used.empty() ? "" : ", ") + k;
+          if (contains(asked_, k)) used += (used.empty() ? "" : ", ") + k;
         throw_input_error(sources_.file_for(path_of(it.key())), sources_.path_in_file(path_of(it.key())), it.value(),
                           fmt::format("no \"{}\" here: this configuration does not use it (it reads {})", it.key(),
                                       used.empty() ? "no other key" : used));
@@ -393,8 +395,10 @@ void ObjectReader::finish() const {
                                         ? "; " + not_modelled("parallelism, offload, experts or adapters of that kind")
                                         : ""));
     }
+    std::vector<std::string_view> read(consumed_.begin(), consumed_.end());
+    std::sort(read.begin(), read.end());
     std::string accepted;
-    for (const auto& k : consumed_) accepted += (accepted.empty() ? "" : ", ") + k;
+    for (std::string_view k : read) (accepted += accepted.empty() ? "" : ", ") += k;
     throw_input_error(sources_.file_for(path_of(it.key())), sources_.path_in_file(path_of(it.key())), Json(Json::value_t::discarded),
                       accepted.empty() ? "no such key (unknown key)"
                                        : fmt::format("a known key (unknown key; this object takes: {})", accepted));
