@@ -180,22 +180,22 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
   const std::int64_t mss = config_.max_split_size->count;
   const std::int64_t key = std::max(size, mss);
   FreeSet& fs = pool(stream, false);
-  auto expandable = [&](const FreeKey& k) { return segments_[static_cast<std::size_t>(std::get<1>(k))].expandable; };
-  auto it = fs.lower_bound({key, std::numeric_limits<int>::min(), std::numeric_limits<std::int64_t>::min(), std::numeric_limits<int>::min()});
+  auto expandable = [&](const FreeKey& k) { return segments_[static_cast<std::size_t>(k.segment)].expandable; };
+  auto it = fs.lower_bound(FreeKey::at_least(key));
   if (it != fs.end() && !expandable(*it)) {
-    release_segment(std::get<3>(*it));
+    release_segment(it->block);
     return true;
   }
   if (it == fs.begin()) return false;
   std::int64_t released = 0;
   --it;
-  while (released < key && std::get<0>(*it) >= mss) {
+  while (released < key && it->size >= mss) {
     const auto cur = it;
     const bool first = cur == fs.begin();
     if (!first) --it;
     if (!expandable(*cur)) {
-      released += std::get<0>(*cur);
-      release_segment(std::get<3>(*cur));
+      released += cur->size;
+      release_segment(cur->block);
     }
     if (first) break;
   }
@@ -208,7 +208,7 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
 // pages (unmap_block).
 //
 // The whole segments come from releasable_, taken in the order a walk of the pools would meet
-// them ((stream, pool) as pools_ orders them, then the free set's order): no number depends on
+// them ((stream, pool) in order, then the free set's order): no number depends on
 // that order (reserved drops by their sum), but the block records they leave are then reused
 // exactly as before, so the model's state stays the same as the walk's.
 void CachingAllocator::release_cached_blocks() {
@@ -276,10 +276,9 @@ Bytes CachingAllocator::malloc(BufferId id, Bytes bytes, StreamId stream) {
   bool small = size <= kSmallSize;
   FreeSet& fs = pool(stream, small);
   int b = -1;
-  auto it = fs.lower_bound({size, std::numeric_limits<int>::min(), std::numeric_limits<std::int64_t>::min(),
-                            std::numeric_limits<int>::min()});
-  if (it != fs.end() && !oversize_rejects(std::get<0>(*it), size)) {
-    b = std::get<3>(*it);
+  auto it = fs.lower_bound(FreeKey::at_least(size));
+  if (it != fs.end() && !oversize_rejects(it->size, size)) {
+    b = it->block;
     erase_free(b);
   } else {
     // alloc_block, then its fallbacks when cudaMalloc would fail.
@@ -333,6 +332,28 @@ void CachingAllocator::free(BufferId id) {
     dead_.push_back(next);
   }
   insert_free(b);
+}
+
+std::vector<std::int64_t> CachingAllocator::fingerprint() const {
+  std::vector<int> holder(blocks_.size(), -1);  // block -> the buffer allocated in it
+  for (std::size_t id = 0; id < live_.size(); ++id)
+    if (live_[id] >= 0) holder[static_cast<std::size_t>(live_[id])] = static_cast<int>(id);
+  std::vector<char> dead(blocks_.size(), 0);
+  for (int b : dead_) dead[static_cast<std::size_t>(b)] = 1;
+  std::vector<int> head(segments_.size(), -1);  // segment -> its first block
+  for (std::size_t b = 0; b < blocks_.size(); ++b)
+    if (!dead[b] && blocks_[b].prev < 0 && blocks_[b].segment >= 0) head[static_cast<std::size_t>(blocks_[b].segment)] = static_cast<int>(b);
+  std::vector<std::int64_t> out;
+  for (std::size_t seg = 0; seg < segments_.size(); ++seg) {
+    const Segment& s = segments_[seg];
+    if (s.released) continue;
+    out.insert(out.end(), {-1, static_cast<std::int64_t>(s.stream.index()), s.small, s.expandable, s.mapped});
+    for (int b = head[seg]; b >= 0; b = blocks_[static_cast<std::size_t>(b)].next) {
+      const Block& k = blocks_[static_cast<std::size_t>(b)];
+      out.insert(out.end(), {k.size, k.allocated ? holder[static_cast<std::size_t>(b)] : -2});
+    }
+  }
+  return out;
 }
 
 }  // namespace stepsim

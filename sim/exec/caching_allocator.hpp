@@ -42,7 +42,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <limits>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -89,6 +91,14 @@ class CachingAllocator {
   Bytes reserved() const { return Bytes{reserved_}; }
   Bytes allocated() const { return Bytes{allocated_}; }  // sum of live block sizes
   std::size_t segments() const { return segments_.size() - released_segments_; }
+
+  // The allocator's state up to the names of its records: its segments in creation order
+  // (released ones left out), each with its pool and mapped bytes and its blocks in address order
+  // (size, and the buffer an allocated one holds). Two allocators with equal fingerprints answer
+  // any sequence of requests alike (the free sets order blocks by size, then by segment creation
+  // order, then by offset; flushes release whole segments in that order), so a replayed step that
+  // ends where the step before it ended repeats that step (Engine::steady_state_reserved).
+  std::vector<std::int64_t> fingerprint() const;
 
   static std::int64_t round_size(std::int64_t size);
   static std::int64_t allocation_size(std::int64_t size);
@@ -141,7 +151,19 @@ class CachingAllocator {
   };
   // Free blocks of one (stream, pool), ordered by (size, segment, offset): best fit, then the
   // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
-  using FreeKey = std::tuple<std::int64_t, int, std::int64_t, int>;  // size, segment, offset, block
+  struct FreeKey {
+    std::int64_t size;
+    int segment;
+    std::int64_t offset;
+    int block;
+    // The first key of any block of at least `size` bytes.
+    static FreeKey at_least(std::int64_t size) { return {size, std::numeric_limits<int>::min(), std::numeric_limits<std::int64_t>::min(), -1}; }
+    bool operator<(const FreeKey& o) const {
+      if (size != o.size) return size < o.size;
+      if (segment != o.segment) return segment < o.segment;
+      return offset < o.offset;  // (segment, offset) names one block: the block id never decides
+    }
+  };
   using FreeSet = std::set<FreeKey, std::less<>, RecyclingAllocator<FreeKey>>;
   struct Block {
     int segment = -1;
@@ -163,7 +185,13 @@ class CachingAllocator {
     int releasable_at = -1;   // its place in releasable_ while it is one free block, else -1
   };
 
-  FreeSet& pool(StreamId stream, bool small) { return pools_.try_emplace({stream, small}, RecyclingAllocator<FreeKey>(&nodes_)).first->second; }
+  // The free set of (stream, pool), made on first use; its address is stable (Segment::pool).
+  FreeSet& pool(StreamId stream, bool small) {
+    const std::size_t i = 2 * stream.index() + (small ? 1 : 0);
+    if (i >= pools_.size()) pools_.resize(i + 1);
+    if (!pools_[i]) pools_[i] = std::make_unique<FreeSet>(RecyclingAllocator<FreeKey>(&nodes_));
+    return *pools_[i];
+  }
   void insert_free(int b);
   void erase_free(int b);
   bool oversize_rejects(std::int64_t block_size, std::int64_t request) const;
@@ -190,7 +218,7 @@ class CachingAllocator {
   std::vector<int> dead_;  // slots of blocks_ merged away (or freed, with the model off), for reuse
   std::vector<Segment> segments_;
   NodeRecycler nodes_;  // declared before pools_, whose nodes it outlives
-  std::map<std::pair<StreamId, bool>, FreeSet> pools_;
+  std::vector<std::unique_ptr<FreeSet>> pools_;  // by 2 * stream + small (a handful of streams)
   std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
   // The blocks a cache flush releases (release_blocks: !prev && !next, not expandable): every

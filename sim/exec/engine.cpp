@@ -1055,6 +1055,10 @@ class Engine {
       }
     });
     Bytes start = a.reserved();
+    // A pass that ends in the state it started from (up to names) repeats itself: the passes after
+    // it would give the same curve and counters, so the replay stops there. A step that flushes
+    // its cache cudaMallocs on every pass and would otherwise run all of them.
+    std::vector<std::int64_t> state = a.fingerprint();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       const AllocatorCounters before = a.counters();
@@ -1070,6 +1074,10 @@ class Engine {
       timeline_.alloc_ooms = std::max(timeline_.alloc_ooms, a.counters().num_ooms - before.num_ooms);
       // No cudaMalloc (so no retry either): the next steps repeat this one.
       if (a.counters().num_device_alloc == before.num_device_alloc) break;
+      if (step == kMaxSteadyStatePasses) break;
+      std::vector<std::int64_t> now = a.fingerprint();
+      if (now == state) break;
+      state = std::move(now);
     }
     a.set_flush_hook({});  // it refers to this function's locals
     timeline_.memory.front().reserved = start;

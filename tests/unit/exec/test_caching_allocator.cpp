@@ -600,3 +600,36 @@ TEST_CASE("Optimizer state torch.optim creates at the first step() lands in the 
   CHECK(lazy.peak_reserved.count == 200 * MiB);
   CHECK(eager.peak_reserved.count == 160 * MiB);
 }
+
+TEST_CASE("fingerprint: the state up to record names; equal states answer requests alike", "[allocator]") {
+  const StreamId s{0};
+  auto churn = [&](CachingAllocator& a, std::uint32_t first_id) {
+    // The same requests under other buffer-record names (ids): a segment made, split, merged back.
+    a.malloc(BufferId{first_id}, Bytes{30 * MiB}, s);
+    a.malloc(BufferId{first_id + 1}, Bytes{5 * MiB}, s);
+    a.free(BufferId{first_id});
+  };
+  CachingAllocator a, b;
+  churn(a, 0);
+  churn(b, 0);
+  CHECK(a.fingerprint() == b.fingerprint());
+  // Block records used in another order (a split of the cached 30 MiB block merged back, its
+  // record left for reuse) are not state.
+  b.malloc(BufferId{7}, Bytes{12 * MiB}, s);
+  b.free(BufferId{7});
+  CHECK(a.fingerprint() == b.fingerprint());
+  // Which buffer holds a block is: a later free of buffer 1 releases a different block.
+  CachingAllocator c;
+  c.malloc(BufferId{0}, Bytes{30 * MiB}, s);
+  c.malloc(BufferId{2}, Bytes{5 * MiB}, s);
+  c.free(BufferId{0});
+  CHECK(c.fingerprint() != a.fingerprint());
+  // So is a cached block's size, and a released segment is gone from it.
+  a.malloc(BufferId{3}, Bytes{8 * MiB}, s);
+  CHECK(a.fingerprint() != b.fingerprint());
+  a.free(BufferId{3});
+  CHECK(a.fingerprint() == b.fingerprint());
+  a.set_device_limit(Bytes{a.reserved().count});
+  a.malloc(BufferId{4}, Bytes{200 * MiB}, s);  // no room: the flush releases nothing whole here
+  CHECK(a.fingerprint() != b.fingerprint());
+}
