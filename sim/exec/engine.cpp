@@ -1057,8 +1057,12 @@ class Engine {
     Bytes start = a.reserved();
     // A pass that ends in the state it started from (up to names) repeats itself: the passes after
     // it would give the same curve and counters, so the replay stops there. A step that flushes
-    // its cache cudaMallocs on every pass and would otherwise run all of them.
-    std::vector<std::int64_t> state = a.fingerprint();
+    // its cache cudaMallocs on every pass and would otherwise run all of them. The state is
+    // compared only where its totals already match those of the pass before (a step that does not
+    // fit rarely ends two passes alike, and each comparison walks every block).
+    std::vector<std::int64_t> state;  // at the end of the pass before, when its totals matched
+    auto totals = [&] { return std::make_tuple(a.reserved(), a.allocated(), a.segments()); };
+    auto last_totals = totals();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
       start = a.reserved();
       const AllocatorCounters before = a.counters();
@@ -1075,6 +1079,11 @@ class Engine {
       // No cudaMalloc (so no retry either): the next steps repeat this one.
       if (a.counters().num_device_alloc == before.num_device_alloc) break;
       if (step == kMaxSteadyStatePasses) break;
+      if (totals() != last_totals) {
+        last_totals = totals();
+        state.clear();
+        continue;
+      }
       std::vector<std::int64_t> now = a.fingerprint();
       if (now == state) break;
       state = std::move(now);
