@@ -214,14 +214,15 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
 void CachingAllocator::release_cached_blocks() {
   if (flush_hook_) flush_hook_();
   if (!releasable_.empty()) {
-    releasing_.assign(releasable_.begin(), releasable_.end());
-    auto key = [&](int b) {
+    // Each a whole segment (offset 0): keyed by (stream, pool, size, segment), computed once.
+    releasing_.clear();
+    for (int b : releasable_) {
       const Block& k = blocks_[static_cast<std::size_t>(b)];
       const Segment& s = segments_[static_cast<std::size_t>(k.segment)];
-      return std::make_tuple(std::make_pair(s.stream, s.small), k.size, k.segment, k.offset);
-    };
-    std::sort(releasing_.begin(), releasing_.end(), [&](int x, int y) { return key(x) < key(y); });
-    for (int b : releasing_) release_segment(b);
+      releasing_.push_back(Releasing{2 * s.stream.index() + (s.small ? 1 : 0), k.size, k.segment, b});
+    }
+    std::sort(releasing_.begin(), releasing_.end());
+    for (const Releasing& r : releasing_) release_segment(r.block);
   }
   for (const auto& [key, seg] : expandable_) unmap_free_tail(seg);
 }

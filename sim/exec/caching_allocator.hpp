@@ -226,7 +226,15 @@ class CachingAllocator {
   // what it releases instead of a walk of every free block; at 1,024 layers that walk, once
   // per failed cudaMalloc, was half of a step that does not fit.
   std::vector<int> releasable_;
-  std::vector<int> releasing_;  // release_cached_blocks' copy of it, kept for its capacity
+  struct Releasing {
+    std::size_t pool;  // 2 * stream + small: the order of the pools
+    std::int64_t size;
+    int segment, block;
+    bool operator<(const Releasing& o) const {
+      return std::tie(pool, size, segment) < std::tie(o.pool, o.size, o.segment);
+    }
+  };
+  std::vector<Releasing> releasing_;  // release_cached_blocks' sorted copy of it, kept for its capacity
   std::int64_t reserved_ = 0, allocated_ = 0;
   std::optional<Bytes> limit_;
   std::function<void()> flush_hook_;

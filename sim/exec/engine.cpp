@@ -1044,8 +1044,9 @@ class Engine {
     std::vector<char> freed_early(alloc_log_.size());
     std::size_t next_issued = 0;  // deferred[next_issued..]: issued after the last flush
     std::size_t at = 0;
+    std::vector<std::size_t> pending;  // issued since the last flush, not yet released by the log
     a.set_flush_hook([&] {
-      std::vector<std::size_t> pending;  // issued since the last flush, not yet released by the log
+      pending.clear();
       for (; next_issued < deferred.size() && alloc_log_[deferred[next_issued]].issued_at <= at; ++next_issued)
         if (deferred[next_issued] > at) pending.push_back(deferred[next_issued]);
       std::sort(pending.begin(), pending.end());  // log order, as a scan of the log frees them
