@@ -10,11 +10,13 @@ CPU time (the process's) per call; the ratio is of the CPU times, which the load
 machine moves less than the wall times (the two run one after the other).
 
 The C++ side keeps freed memory as the CLI does (sim/core/memory_policy.hpp); the Python process
-keeps glibc's defaults, which stepsim does not change in its host process (with the same
-mallopt in Python, 6.6 ms became 4.8 ms per DDP example call). The Python wrapper adds 1-2% over
-stepsim._core.simulate; measured at 3c7363f+: ratio 1.22-1.32 on the 2-core machine, over the
-target, the rest inside the C++ call as the extension runs it (linking the libraries'
-symbols hidden, -Bsymbolic, did not change it).
+keeps glibc's defaults, which stepsim does not change in its host process. A second line compares
+with the C++ call run with --hold: each call's experiment and result kept until the next call has
+made its own, as this loop's `r = stepsim.simulate(exp)` keeps the previous Result. Measured at
+6264e90+ on the idle 2-core machine, six runs: ratio 1.30-1.38 to the plain call (the target), 1.14-1.18 to
+the holding one: holding the previous result costs the C++ call itself ~15 % (its ~3.6 MB are
+still allocated while the next call allocates as much), the rest is the extension's own share
+and the Python process's heap.
 """
 import os
 import re
@@ -36,6 +38,8 @@ def main() -> int:
         return 2
     out = subprocess.run([binary, exp, str(reps)], capture_output=True, text=True, check=True).stdout
     cpp_us = float(re.search(r"CPU ([\d.]+) us", out).group(1))
+    out_hold = subprocess.run([binary, exp, str(reps), "--hold"], capture_output=True, text=True, check=True).stdout
+    cpp_hold_us = float(re.search(r"CPU ([\d.]+) us", out_hold).group(1))
     stepsim.simulate(exp)  # warm: the profile file in the page cache, as the C++ loop's later reps
     times, cpu = [], []
     for _ in range(reps):
@@ -46,8 +50,10 @@ def main() -> int:
         cpu.append((time.process_time() - c0) * 1e6)
     py_us = statistics.median(cpu)
     print(out.strip())
+    print(out_hold.strip())
     print(f"stepsim.simulate from Python: median {statistics.median(times):.1f} us per call, CPU {py_us:.1f} us ({reps} reps)")
     print(f"ratio Python / C++ (CPU): {py_us / cpp_us:.3f} (target <= 1.2)")
+    print(f"ratio Python / C++ holding each result until the next (CPU): {py_us / cpp_hold_us:.3f}")
     return 0
 
 
