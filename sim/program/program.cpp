@@ -131,7 +131,7 @@ bool is_memory_bound(KernelClass c) {
 }
 
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
-  gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+  gemms.append(o.gemms);
   memory_bytes += o.memory_bytes;
   elements += o.elements;
   cast_elements += o.cast_elements;

@@ -3,6 +3,7 @@
 // would issue it (DESIGN.md section 1). A strategy builds a Program once; executors (the
 // simulator in sim/exec, the live GPU executor in kernels/) run it and own all run state.
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -10,10 +11,9 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
-
-#include <boost/container/small_vector.hpp>
 
 #include "sim/core/release.hpp"
 #include "sim/core/strong_id.hpp"
@@ -116,24 +116,61 @@ Flops fused_attention_flops(std::int64_t batch, std::int64_t seq, std::int64_t h
 // What a kernel does, for the cost model and for the live executor: a list of GEMMs, bytes of
 // memory-bound traffic (read + write), the FLOPs of a fused attention kernel (priced at its
 // measured rate), and a fixed time (toy workloads, measured kernels). The time is the sum.
-// The GEMMs of one kernel, one held inline: a GEMM op has one, and a copy of a step's op (a
-// launch per op per micro-batch) allocated a vector for it, a quarter of a sweep point's
-// allocations (issue 49). Kernels merged from several ops hold more. boost's small_vector does
-// not declare its moves noexcept, so a std::vector<Instruction> growing copied every instruction
-// (move_if_noexcept); its moves cannot throw here (GemmShape is trivially copyable, one fits
-// inline, and a heap buffer is taken over), and this says so.
-struct GemmList : boost::container::small_vector<GemmShape, 1> {
-  using Base = boost::container::small_vector<GemmShape, 1>;
-  using Base::Base;
+// The GEMMs of one kernel, contiguous: one held inline (a GEMM op has one; a launch per op per
+// micro-batch once allocated a vector for it, a quarter of a sweep point's allocations), all of
+// them on the heap once there are two (kernels merged from several ops). A move copies the inline
+// one and takes the heap vector's three pointers, and cannot throw: a launch's kernel is moved
+// several times on its way into the program, and boost's small_vector, which this replaces, moved
+// element by element through generic code whose moves are not noexcept (so a growing
+// std::vector<Instruction> copied every instruction): a tenth of a sweep point (issue 49).
+class GemmList {
+ public:
   GemmList() = default;
-  GemmList(std::initializer_list<GemmShape> gemms) : Base(gemms) {}
+  GemmList(std::initializer_list<GemmShape> gemms) {
+    for (const GemmShape& g : gemms) push_back(g);
+  }
   GemmList(const GemmList&) = default;
-  GemmList(GemmList&& o) noexcept : Base(std::move(static_cast<Base&>(o))) {}
   GemmList& operator=(const GemmList&) = default;
+  GemmList(GemmList&& o) noexcept : one_(o.one_), many_(std::move(o.many_)), size_(std::exchange(o.size_, 0)) {}
   GemmList& operator=(GemmList&& o) noexcept {
-    Base::operator=(std::move(static_cast<Base&>(o)));
+    one_ = o.one_;
+    many_ = std::move(o.many_);
+    size_ = std::exchange(o.size_, 0);
     return *this;
   }
+
+  void push_back(const GemmShape& g) {
+    if (size_ == 0) {
+      one_ = g;
+    } else {
+      if (size_ == 1) many_.assign(1, one_);
+      many_.push_back(g);
+    }
+    ++size_;
+  }
+  void append(const GemmList& o) {
+    if (&o == this) {  // push_back may move the GEMMs it reads
+      const GemmList copy = o;
+      append(copy);
+      return;
+    }
+    for (const GemmShape& g : o) push_back(g);
+  }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const GemmShape* begin() const { return size_ <= 1 ? &one_ : many_.data(); }
+  const GemmShape* end() const { return begin() + size_; }
+  GemmShape* begin() { return size_ <= 1 ? &one_ : many_.data(); }
+  GemmShape* end() { return begin() + size_; }
+  const GemmShape& front() const { return *begin(); }
+  const GemmShape& operator[](std::size_t i) const { return begin()[i]; }
+  GemmShape& operator[](std::size_t i) { return begin()[i]; }
+  bool operator==(const GemmList& o) const { return std::equal(begin(), end(), o.begin(), o.end()); }
+
+ private:
+  GemmShape one_{};
+  std::vector<GemmShape> many_;  // every GEMM, once there are two or more
+  std::uint32_t size_ = 0;
 };
 static_assert(std::is_trivially_copyable_v<GemmShape>);
 

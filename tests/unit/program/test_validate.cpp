@@ -122,3 +122,33 @@ TEST_CASE("the simulator and the live lowering both refuse what validate refuses
   CHECK(refusal(c) == "instruction 0: communicator 3 was not declared");
   CHECK_THROWS_WITH(simulate_program(c, HardwareProfile{}), refusal(c));
 }
+
+TEST_CASE("GemmList: one GEMM inline, more on the heap, contiguous; a move leaves the source empty", "[program]") {
+  const GemmShape a{8, 8, 8}, b{16, 16, 16}, c{32, 32, 32};
+  GemmList one{a};
+  CHECK(one.size() == 1);
+  CHECK(one.front() == a);
+  GemmList three = one;
+  three.push_back(b);
+  three.push_back(c);
+  REQUIRE(three.size() == 3);
+  CHECK((three[0] == a && three[1] == b && three[2] == c));
+  CHECK(three.end() - three.begin() == 3);
+  GemmList moved = std::move(three);
+  CHECK(moved.size() == 3);
+  CHECK(moved[2] == c);
+  CHECK(three.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+  moved.append(moved);   // appending itself reads a copy
+  CHECK(moved.size() == 6);
+  CHECK((moved[3] == a && moved[5] == c));
+  GemmList single = std::move(one);
+  CHECK((single.size() == 1 && single.front() == a && one.empty()));  // NOLINT(bugprone-use-after-move)
+  CHECK(single == GemmList{a});
+  CHECK_FALSE(single == moved);
+  KernelWork w;
+  w.gemms = {a};
+  KernelWork v;
+  v.gemms = {b};
+  w += v;
+  CHECK((w.gemms.size() == 2 && w.gemms[1] == b));
+}
