@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <concepts>
@@ -324,8 +325,35 @@ struct FileRecord {
   std::uint64_t size = 0, hash = 0;
 };
 
+// One entry per profile file and build: the CLI and the Python extension (two builds) each keep
+// theirs, where one entry per file had each rewrite the other's whenever a user alternated them
+// (a profile parsed again, 25 M instructions, each time).
+std::string entry_prefix(const fs::path& file) { return fmt::format("profile-{:016x}-", content_hash(file.string())); }
+
 fs::path entry_path(const fs::path& dir, const fs::path& file) {
-  return dir / fmt::format("profile-{:016x}.bin", content_hash(file.string()));
+  return dir / fmt::format("{}{:016x}.bin", entry_prefix(file), build_identity());
+}
+
+// Entries of the same profile written by other builds, oldest first beyond the newest
+// kEntriesPerProfile - 1, are removed as a new one is written: builds come and go (each rebuild
+// is one), and the folder stays bounded. A file another process removes first is no error.
+constexpr std::size_t kEntriesPerProfile = 4;
+
+void prune_other_builds(const fs::path& dir, const fs::path& file, const fs::path& keep) {
+  const std::string prefix = entry_prefix(file);
+  std::vector<std::pair<fs::file_time_type, fs::path>> others;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    const std::string name = p.filename().string();
+    if (p == keep || !name.starts_with(prefix) || !name.ends_with(".bin")) continue;
+    std::error_code tec;
+    const auto t = fs::last_write_time(p, tec);
+    if (!tec) others.emplace_back(t, p);
+  }
+  if (others.size() < kEntriesPerProfile) return;
+  std::sort(others.begin(), others.end(), [](const auto& a, const auto& b) { return a.first > b.first; });  // newest first
+  for (std::size_t i = kEntriesPerProfile - 1; i < others.size(); ++i) fs::remove(others[i].second, ec);
 }
 
 }  // namespace
@@ -485,6 +513,7 @@ bool write_cached_profile(const fs::path& dir, const fs::path& file, const Sourc
     fs::remove(tmp, ec);
     return false;
   }
+  prune_other_builds(dir, file, final_path);
   return true;
 }
 

@@ -1,11 +1,14 @@
 // The parsed-profile disk cache (sim/hardware/profile_disk_cache.hpp, issue 49 item 3): a hit
 // gives the very profile the JSON parses to; any change to the profile or an include, and any
 // entry cut short or corrupt, is a miss.
-#include <catch2/catch.hpp>
-
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "sim/core/json_reader.hpp"
 #include "sim/hardware/profile.hpp"
@@ -139,4 +142,49 @@ TEST_CASE("decode_profile refuses bytes that are not a whole encoding") {
   CHECK_FALSE(decode_profile(bytes.substr(0, bytes.size() - 1)));
   CHECK_FALSE(decode_profile(bytes + "x"));
   CHECK_FALSE(decode_profile(""));
+}
+
+TEST_CASE("each build keeps its own entry of a profile, and at most four builds' entries stay") {
+  test::TempDir dir("profile-cache-builds");
+  const fs::path cache = dir / "cache";
+  const fs::path file = kRoot + "/configs/hardware/a100-sxm-8x.json";
+  const fs::path other = kRoot + "/configs/hardware/h100-sxm-8x.json";
+  auto write_entry = [&](const fs::path& f) {
+    SourceMap s;
+    const HardwareProfile p = parse_file(f, s);
+    const std::string text = slurp(f);
+    REQUIRE(write_cached_profile(cache, f, s, p, content_hash(text), text.size()));
+  };
+  write_entry(file);
+  const fs::path mine = entry_of(cache);
+  REQUIRE(!mine.empty());
+  const std::string name = mine.filename().string();  // profile-<file>-<build>.bin
+  const std::string prefix = name.substr(0, name.rfind('-') + 1);
+  // Entries of the same profile by five other builds, older than this one's, and one of another
+  // profile by a build long gone.
+  const auto now = fs::last_write_time(mine);
+  for (int i = 0; i < 5; ++i) {
+    const fs::path p = cache / fmt::format("{}{:016x}.bin", prefix, 0x100 + i);
+    test::write_text(p, "another build's entry");
+    fs::last_write_time(p, now - std::chrono::hours(1 + i));  // 0x100 newest, 0x104 oldest
+  }
+  write_entry(other);
+  const auto entries = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(cache)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  CHECK(entries().size() == 7);  // a write prunes only the entries of the profile it writes
+  write_entry(file);             // this build's entry rewritten: the three newest others stay
+  const auto left = entries();
+  CHECK(left.size() == 5);
+  auto has = [&](const std::string& n) { return std::find(left.begin(), left.end(), n) != left.end(); };
+  CHECK(has(name));
+  CHECK(has(fmt::format("{}{:016x}.bin", prefix, 0x100)));
+  CHECK(has(fmt::format("{}{:016x}.bin", prefix, 0x102)));
+  CHECK_FALSE(has(fmt::format("{}{:016x}.bin", prefix, 0x103)));
+  CHECK_FALSE(has(fmt::format("{}{:016x}.bin", prefix, 0x104)));
+  CHECK(read_cached_profile(cache, file));
+  CHECK(read_cached_profile(cache, other));
 }
