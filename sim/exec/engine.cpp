@@ -1061,7 +1061,7 @@ class Engine {
     // its cache cudaMallocs on every pass and would otherwise run all of them. The state is
     // compared only where its totals already match those of the pass before (a step that does not
     // fit rarely ends two passes alike, and each comparison walks every block).
-    std::vector<std::int64_t> state;  // at the end of the pass before, when its totals matched
+    std::optional<std::vector<std::int64_t>> state;  // at the end of the pass before, if its totals matched
     auto totals = [&] { return std::make_tuple(a.reserved(), a.allocated(), a.segments()); };
     auto last_totals = totals();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
@@ -1082,11 +1082,11 @@ class Engine {
       if (step == kMaxSteadyStatePasses) break;
       if (totals() != last_totals) {
         last_totals = totals();
-        state.clear();
+        state.reset();
         continue;
       }
       std::vector<std::int64_t> now = a.fingerprint();
-      if (now == state) break;
+      if (state && now == *state) break;
       state = std::move(now);
     }
     a.set_flush_hook({});  // it refers to this function's locals
