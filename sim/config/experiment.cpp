@@ -276,17 +276,30 @@ static TrainingConfig parse_training(ObjectReader t) {
 std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) const {
   std::lock_guard lock(mutex_);
   auto it = by_key_.find(key);
-  return it == by_key_.end() ? nullptr : it->second;
+  if (it == by_key_.end()) return nullptr;
+  it->second.last_use = ++uses_;
+  return it->second.workload;
 }
 
-// Full, it keeps what it holds and takes nothing more. A sweep whose innermost axis cycles
-// through more workloads than the capacity (sweep_bench: 625 sequence lengths) would otherwise
-// evict each one before its next use and pay a copy per point for nothing; this way the first
-// `capacity` workloads are shared and the others cost what they did without a cache.
+// KeepFirst: full, it keeps what it holds and takes nothing more. A sweep whose innermost axis
+// cycles through more workloads than the capacity (sweep_bench: 625 sequence lengths) would
+// otherwise evict each one before its next use and pay a copy per point for nothing; this way
+// the first `capacity` workloads are shared and the others cost what they did without a cache.
 void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> w) {
   std::lock_guard lock(mutex_);
-  if (by_key_.size() >= capacity_) return;
-  by_key_.emplace(key, std::move(w));  // two threads built it: keep the first
+  if (by_key_.contains(key)) return;  // two threads built it: keep the first
+  if (by_key_.size() >= capacity_) {
+    if (when_full_ == WhenFull::KeepFirst || by_key_.empty()) return;
+    by_key_.erase(std::min_element(by_key_.begin(), by_key_.end(), [](const auto& a, const auto& b) {
+      return a.second.last_use < b.second.last_use;
+    }));
+  }
+  by_key_.emplace(key, Entry{std::move(w), ++uses_});
+}
+
+WorkloadCache& process_workload_cache() {
+  static WorkloadCache cache(8, WorkloadCache::WhenFull::DropLeastRecent);
+  return cache;
 }
 
 Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const StrategyReader& read_strategy,
@@ -319,17 +332,23 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     ObjectReader w = root.object("workload", experiment_keys::workload());
     // The workload is a function of its object and torch_version alone; a cached one was
     // validated when it was built (errors are never cached: an invalid object is read again).
+    // Read from the document, not through `w`: a key `w` is asked about joins the keys its errors
+    // say this configuration reads.
+    const Json& wj = resolved.at("workload");
+    const auto model = wj.find("model");
+    const bool model_from_file = model != wj.end() && model->is_object() && model->contains("hf_config");
+    WorkloadCache* cache = model_from_file && workloads && !workloads->keeps_file_models() ? nullptr : workloads;
     std::string key;
-    if (workloads) {
+    if (cache) {
       key = resolved["workload"].dump();
       key += '\n';
       if (e.training.torch_version) key += e.training.torch_version->text();
     }
-    if (auto cached = workloads ? workloads->find(key) : nullptr) {
+    if (auto cached = cache ? cache->find(key) : nullptr) {
       e.workload = std::move(cached);
     } else {
       e.workload = std::make_shared<const Workload>(parse_workload(std::move(w), e.training.torch_version));
-      if (workloads) workloads->add(key, e.workload);
+      if (cache) cache->add(key, e.workload);
     }
   }
   e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);

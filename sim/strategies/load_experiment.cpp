@@ -18,13 +18,13 @@ Experiment experiment_from_json(nlohmann::json doc, const SourceMap& sources, Pr
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
   SourceMap sources;
   nlohmann::json doc = load_experiment_document(file, overrides, sources);
-  return experiment_from_json(std::move(doc), sources);
+  return experiment_from_json(std::move(doc), sources, nullptr, "", &process_workload_cache());
 }
 
 Experiment load_experiment_from_json(const nlohmann::json& doc, const std::string& as_file, const std::vector<std::string>& overrides) {
   SourceMap sources;
   nlohmann::json resolved = experiment_document_of(doc, as_file, overrides, sources);
-  return experiment_from_json(std::move(resolved), sources);
+  return experiment_from_json(std::move(resolved), sources, nullptr, "", &process_workload_cache());
 }
 
 }  // namespace stepsim

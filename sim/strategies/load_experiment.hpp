@@ -14,7 +14,8 @@
 
 namespace stepsim {
 
-// Loads and validates. Throws InputError with file, JSON path, value and expectation.
+// Loads and validates. Throws InputError with file, JSON path, value and expectation. The
+// workload is built once per distinct object within the process (process_workload_cache).
 Experiment load_experiment(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 // Same, from a document in memory (the Python API's dict), named `as_file` in messages; its
 // includes and file names resolve against the working directory, then the data directory.

@@ -163,3 +163,44 @@ TEST_CASE("A profile path too long for the OS is an InputError naming /cluster/p
                         {"strategy", {{"framework", "ddp"}}}};
   CHECK_THROWS_WITH(experiment_from_json(doc, SourceMap{}), Catch::Contains("/cluster/profile") && Catch::Contains("not found"));
 }
+
+// Catches: a process-wide workload cache that hands a call another call's model (a different
+// workload object or torch_version), that keeps a model read from a file a user may edit
+// between calls, or that stops sharing (each call building its model again, issue 49).
+TEST_CASE("load_experiment builds a workload once per distinct object in the process, never one read from a file", "[config]") {
+  const test::TempDir dir;
+  const std::string file = write(dir, "a.json", minimal());
+  const Experiment a = load_experiment(file);
+  const Experiment b = load_experiment(file, {"strategy.bucket_cap_mb=50"});
+  CHECK(a.workload == b.workload);  // the same object: shared, not rebuilt
+  const Experiment other = load_experiment(file, {"workload.seq_len=512"});
+  CHECK(other.workload != a.workload);
+  CHECK(other.workload->layers.size() == a.workload->layers.size());
+  const Experiment older = load_experiment(file, {"training.torch_version=\"2.1\""});
+  CHECK(older.workload != a.workload);  // its defaults read the torch_version
+
+  // Nine other workloads later the least recently used are gone, and the one in use is kept.
+  std::shared_ptr<const Workload> oldest, newest;
+  for (int s = 1; s <= 9; ++s) {
+    CHECK(load_experiment(file).workload == a.workload);
+    newest = load_experiment(file, {"workload.seq_len=" + std::to_string(128 * s)}).workload;
+    if (s == 1) oldest = newest;
+  }
+  CHECK(load_experiment(file, {"workload.seq_len=1152"}).workload == newest);
+  CHECK(load_experiment(file, {"workload.seq_len=128"}).workload != oldest);  // dropped, built again
+
+  // A model read from a config.json: read again at each load, so an edit is seen.
+  const fs::path hf = dir / "config.json";
+  json llama = {{"model_type", "llama"}, {"hidden_size", 512}, {"num_hidden_layers", 2}, {"num_attention_heads", 8},
+                {"num_key_value_heads", 8}, {"intermediate_size", 1024}, {"vocab_size", 1000}};
+  std::ofstream(hf) << llama.dump();
+  json doc = minimal();
+  doc["workload"] = {{"model", {{"hf_config", hf.string()}}}, {"seq_len", 128}};
+  const std::string hf_file = write(dir, "hf.json", doc);
+  const Experiment first = load_experiment(hf_file);
+  llama["num_hidden_layers"] = 3;
+  std::ofstream(hf) << llama.dump();
+  const Experiment edited = load_experiment(hf_file);
+  CHECK(edited.workload != first.workload);
+  CHECK(edited.workload->layers.size() == first.workload->layers.size() + 1);
+}
