@@ -9,14 +9,13 @@ JSON in C++. Here: stepsim.simulate(EXP) and its .metrics dict. Both print the m
 CPU time (the process's) per call; the ratio is of the CPU times, which the load of a shared
 machine moves less than the wall times (the two run one after the other).
 
-The C++ side keeps freed memory as the CLI does (sim/core/memory_policy.hpp); the Python process
-keeps glibc's defaults, which stepsim does not change in its host process. A second line compares
-with the C++ call run with --hold: each call's experiment and result kept until the next call has
-made its own, as this loop's `r = stepsim.simulate(exp)` keeps the previous Result. Measured at
-6264e90+ on the idle 2-core machine, six runs: ratio 1.30-1.38 to the plain call (the target), 1.14-1.18 to
-the holding one: holding the previous result costs the C++ call itself ~15 % (its ~3.6 MB are
-still allocated while the next call allocates as much), the rest is the extension's own share
-and the Python process's heap.
+The C++ side keeps freed memory as the CLI does (sim/core/memory_policy.hpp). The Python loop
+runs with glibc's defaults first, then with stepsim.keep_freed_memory() (the CLI's thresholds, an
+opt-in for the whole process: docs/python.md), each with the Result held until the next call
+(`r = stepsim.simulate(exp)`) and dropped at once (`stepsim.simulate(exp).metrics[...]`). The
+second C++ line is the C++ call run with --hold: each call's experiment and result kept until the
+next call has made its own, as `r = ...` keeps the previous Result. docs/limits.md has the
+figures and where the difference lies (memory traffic, not instructions).
 """
 import os
 import re
@@ -41,19 +40,32 @@ def main() -> int:
     out_hold = subprocess.run([binary, exp, str(reps), "--hold"], capture_output=True, text=True, check=True).stdout
     cpp_hold_us = float(re.search(r"CPU ([\d.]+) us", out_hold).group(1))
     stepsim.simulate(exp)  # warm: the profile file in the page cache, as the C++ loop's later reps
-    times, cpu = [], []
-    for _ in range(reps):
-        c0, t0 = time.process_time(), time.perf_counter()
-        r = stepsim.simulate(exp)
-        _ = r.metrics["step_time_ns"]
-        times.append((time.perf_counter() - t0) * 1e6)
-        cpu.append((time.process_time() - c0) * 1e6)
-    py_us = statistics.median(cpu)
+
+    def per_call(hold: bool) -> "tuple[float, float]":
+        times, cpu, r = [], [], None
+        for _ in range(reps):
+            c0, t0 = time.process_time(), time.perf_counter()
+            if hold:  # `r = ...`: the previous Result is freed after this call made its own
+                r = stepsim.simulate(exp)
+                _ = r.metrics["step_time_ns"]
+            else:  # the Result is dropped at once, as `stepsim.simulate(exp).metrics[...]` does
+                _ = stepsim.simulate(exp).metrics["step_time_ns"]
+            times.append((time.perf_counter() - t0) * 1e6)
+            cpu.append((time.process_time() - c0) * 1e6)
+        del r
+        return statistics.median(times), statistics.median(cpu)
+
     print(out.strip())
     print(out_hold.strip())
-    print(f"stepsim.simulate from Python: median {statistics.median(times):.1f} us per call, CPU {py_us:.1f} us ({reps} reps)")
-    print(f"ratio Python / C++ (CPU): {py_us / cpp_us:.3f} (target <= 1.2)")
-    print(f"ratio Python / C++ holding each result until the next (CPU): {py_us / cpp_hold_us:.3f}")
+    # glibc's defaults first: keep_freed_memory() cannot be undone in the process.
+    for policy in ("glibc's defaults", "stepsim.keep_freed_memory() (the CLI's)"):
+        if policy.startswith("stepsim"):
+            stepsim.keep_freed_memory()
+        for hold in (True, False):
+            wall, py_us = per_call(hold)
+            how = "r = stepsim.simulate(exp)" if hold else "stepsim.simulate(exp).metrics[...]"
+            print(f"from Python, {policy}, {how}: median {wall:.1f} us per call, CPU {py_us:.1f} us ({reps} reps); "
+                  f"ratio to the C++ call {py_us / cpp_us:.3f} (target <= 1.2), to the holding one {py_us / cpp_hold_us:.3f}")
     return 0
 
 

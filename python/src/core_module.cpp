@@ -23,6 +23,7 @@
 #include "sim/config/json_reader.hpp"
 #include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/memory_policy.hpp"
 #include "sim/explore/sweep.hpp"
 #include "sim/explore/scale.hpp"
 #include "sim/explore/tune.hpp"
@@ -257,6 +258,7 @@ NB_MODULE(_core, m) {
       .def_prop_ro("file", [](const Simulation& s) { return s.experiment.file; });
 
   m.def("simulate", &py_simulate, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"));
+  m.def("keep_freed_memory", &keep_freed_memory);
   m.def("sweep", &py_sweep, nb::arg("source"), nb::arg("doc_text"), nb::arg("jobs"), nb::arg("constraints"));
   m.def("tune", &py_tune, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"), nb::arg("memory_cap"), nb::arg("objective"), nb::arg("jobs"),
         nb::arg("max_grid"));

@@ -14,6 +14,7 @@ See docs/python.md.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import _core
@@ -40,6 +41,26 @@ if _SHARE.is_dir():
     _core.set_default_data_dir(str(_SHARE))
 
 
+def keep_freed_memory() -> None:
+    """Keeps memory this process frees for its next allocations, as the ``stepsim`` CLI does.
+
+    glibc, by default, returns the top of its heap to the kernel once more than its trim
+    threshold is free and serves blocks above its mmap threshold with fresh mappings, so each
+    ``simulate`` call in a loop faults the pages of the one before in again (about 500 page
+    faults, a third of the call, for the Llama-3-8B DDP example whose result is dropped at each
+    call: docs/python.md). This sets glibc's thresholds for the whole process as the CLI sets
+    its own (sim/core/memory_policy.hpp): blocks up to 32 MiB from the heap, up to 1 GiB of free
+    heap kept. Nothing else in the process is told: its freed memory stays resident too, which
+    is why stepsim never does it unasked. ``STEPSIM_KEEP_FREED_MEMORY=1`` in the environment
+    does it at import. A no-op on other C libraries.
+    """
+    _core.keep_freed_memory()
+
+
+if os.environ.get("STEPSIM_KEEP_FREED_MEMORY", "") not in ("", "0"):
+    keep_freed_memory()
+
+
 def data_dir() -> str:
     """The data directory in force ($STEPSIM_DATA_DIR, else the package's share/; "" if none)."""
     return _core.data_dir()
@@ -54,6 +75,7 @@ __all__ = [
     "data_dir",
     "explain",
     "init_from_trace",
+    "keep_freed_memory",
     "model_from_module",
     "scale",
     "simulate",

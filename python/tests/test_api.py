@@ -209,3 +209,39 @@ def test_scale_equals_the_clis_csv_and_json(cli, tmp_path):
     assert list(got["gpus"]) == [8, 16, 64]
     with pytest.raises(stepsim.InputError, match="--gpus 8,12: 12: expected a multiple of cluster.gpus_per_node"):
         stepsim.scale(DDP, gpus=[8, 12])
+
+
+# What the process keeps of 16 MiB it wrote and freed (resident pages, /proc/self/statm), in a
+# fresh interpreter: with glibc's defaults the block is a mapping of its own and goes back to the
+# kernel; after keep_freed_memory() (or STEPSIM_KEEP_FREED_MEMORY=1) it comes from the heap and
+# stays for the next allocation. Catches an opt-in that does nothing, and a default that
+# changes the host process's malloc settings unasked.
+_KEPT = """
+import os, stepsim
+if os.environ.get("CALL") == "1":
+    stepsim.keep_freed_memory()
+page = os.sysconf("SC_PAGE_SIZE")
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * page
+block = b"x" * (16 << 20)
+before = rss()
+del block
+print(before - rss())
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc (Linux)")
+def test_keep_freed_memory_is_opt_in_and_keeps_freed_blocks():
+    import os
+    import subprocess
+    import sys
+
+    def released(**env):
+        e = {k: v for k, v in os.environ.items() if k != "STEPSIM_KEEP_FREED_MEMORY"}
+        e.update(env)
+        out = subprocess.run([sys.executable, "-c", _KEPT], env=e, capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    mib = 1 << 20
+    assert released() >= 15 * mib  # glibc's default: returned
+    assert released(CALL="1") < mib  # kept
+    assert released(STEPSIM_KEEP_FREED_MEMORY="1") < mib
