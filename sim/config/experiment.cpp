@@ -340,7 +340,7 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     WorkloadCache* cache = model_from_file && workloads && !workloads->keeps_file_models() ? nullptr : workloads;
     std::string key;
     if (cache) {
-      key = resolved["workload"].dump();
+      key = wj.dump();
       key += '\n';
       if (e.training.torch_version) key += e.training.torch_version->text();
     }
