@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 
 namespace stepsim::bench {
@@ -38,9 +39,13 @@ struct Args {
   }
 
   // Runs the benchmark; an InputError (a file that cannot be read, bad JSON, a bad config) ends in
-  // one line and exit 2.
+  // one line and exit 2. The benches read the repository's configs, whose profile names
+  // ("configs/hardware/...") resolve against the data directory when not against the working
+  // directory (sim/core/data_dir.hpp): the repository is the benches' data directory, so they run
+  // from any directory (callgrind's output directory, say), as an installed stepsim does.
   template <class Body>
   int run(Body body) const {
+    set_default_data_dir(STEPSIM_SOURCE_DIR);
     try {
       return body();
     } catch (const InputError& e) {

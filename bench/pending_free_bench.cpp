@@ -61,22 +61,25 @@ int main(int argc, char** argv) {
   const stepsim::bench::Args args{"pending_free_bench", "pending_free_bench [repetitions]"};
   if (argc > 2) args.fail("too many arguments");
   const int reps = argc > 1 ? args.count("repetitions", argv[1], 1000) : 5;
-  const std::string src = STEPSIM_SOURCE_DIR;
-  const std::string deep = src + "/bench/configs/fsdp1-4096-layers-no-limit.json";
-  for (int layers : {1024, 4096}) {
-    Result r = measure(deep, {"workload.model.layers=" + std::to_string(layers)}, reps);
-    std::printf(
-        "fsdp1 limit_all_gathers=false, %d layers: %zu instructions, median engine %.1f ms wall, %.1f ms CPU (%.1f ms CPU "
-        "without the allocator model) (target at 4,096: < 50 ms)\n",
-        layers, r.instructions, r.engine_us / 1000.0, r.engine_cpu_us / 1000.0, r.no_allocator_cpu_us / 1000.0);
-  }
-  Result z3 = measure(src + "/configs/examples/opt-1.3b-zero3-8xa800.json", {}, reps * 4);
-  Result f2 = measure(src + "/configs/examples/llama3-8b-fsdp2-8xh100.json", {}, reps * 4);
-  double z3_per = z3.engine_cpu_us * 1000.0 / static_cast<double>(z3.instructions);
-  double f2_per = f2.engine_cpu_us * 1000.0 / static_cast<double>(f2.instructions);
-  std::printf("zero3 example: %zu instructions, median engine %.2f ms wall, %.2f ms CPU, %.0f ns CPU per instruction\n",
-              z3.instructions, z3.engine_us / 1000.0, z3.engine_cpu_us / 1000.0, z3_per);
-  std::printf("fsdp2 example: %zu instructions, median engine %.2f ms wall, %.2f ms CPU, %.0f ns CPU per instruction\n",
-              f2.instructions, f2.engine_us / 1000.0, f2.engine_cpu_us / 1000.0, f2_per);
-  std::printf("zero3 / fsdp2 per instruction: %.2f (target <= 1)\n", z3_per / f2_per);
+  return args.run([&] {
+    const std::string src = STEPSIM_SOURCE_DIR;
+    const std::string deep = src + "/bench/configs/fsdp1-4096-layers-no-limit.json";
+    for (int layers : {1024, 4096}) {
+      Result r = measure(deep, {"workload.model.layers=" + std::to_string(layers)}, reps);
+      std::printf(
+          "fsdp1 limit_all_gathers=false, %d layers: %zu instructions, median engine %.1f ms wall, %.1f ms CPU (%.1f ms CPU "
+          "without the allocator model) (target at 4,096: < 50 ms)\n",
+          layers, r.instructions, r.engine_us / 1000.0, r.engine_cpu_us / 1000.0, r.no_allocator_cpu_us / 1000.0);
+    }
+    Result z3 = measure(src + "/configs/examples/opt-1.3b-zero3-8xa800.json", {}, reps * 4);
+    Result f2 = measure(src + "/configs/examples/llama3-8b-fsdp2-8xh100.json", {}, reps * 4);
+    double z3_per = z3.engine_cpu_us * 1000.0 / static_cast<double>(z3.instructions);
+    double f2_per = f2.engine_cpu_us * 1000.0 / static_cast<double>(f2.instructions);
+    std::printf("zero3 example: %zu instructions, median engine %.2f ms wall, %.2f ms CPU, %.0f ns CPU per instruction\n",
+                z3.instructions, z3.engine_us / 1000.0, z3.engine_cpu_us / 1000.0, z3_per);
+    std::printf("fsdp2 example: %zu instructions, median engine %.2f ms wall, %.2f ms CPU, %.0f ns CPU per instruction\n",
+                f2.instructions, f2.engine_us / 1000.0, f2.engine_cpu_us / 1000.0, f2_per);
+    std::printf("zero3 / fsdp2 per instruction: %.2f (target <= 1)\n", z3_per / f2_per);
+    return 0;
+  });
 }

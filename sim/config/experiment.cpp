@@ -170,7 +170,8 @@ static Workload parse_workload(ObjectReader w, std::optional<Release> torch_vers
     std::string file = m.string("hf_config");
     fs::path path = resolve_config_path(file, m.sources().file_for(m.path_of("hf_config")));
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) m.fail("hf_config", "an existing Hugging Face config.json (not found)");
+    if (!fs::is_regular_file(path, ec)) m.fail("hf_config", "an existing Hugging Face config.json " +
+                                                                   not_found_where(file, m.sources().file_for(m.path_of("hf_config"))));
     dims = dims_from_hf_config(path, name, seq);
     name = m.string("name", name);
     m.finish();
@@ -229,7 +230,8 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
     std::string name = c.string("profile");
     fs::path path = resolve_config_path(name, c.sources().file_for(c.path_of("profile")));
     std::error_code ec;  // a name the OS rejects (too long, ...) is not found either
-    if (!fs::exists(path, ec)) c.fail("profile", "an existing hardware profile file (not found)");
+    if (!fs::exists(path, ec))
+      c.fail("profile", "an existing hardware profile file " + not_found_where(name, c.sources().file_for(c.path_of("profile"))));
     out.profile_path = name;
     out.profile = profiles ? *profiles->load(path) : load_profile(path);
   }

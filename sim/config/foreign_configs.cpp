@@ -714,7 +714,8 @@ void expand_deepspeed_config(Json& doc, SourceMap& sources) {
   fs::path file = resolve_config_path(name.get<std::string>(), where);
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
-    throw_input_error(where, "/strategy/deepspeed_config", name, "an existing DeepSpeed config file (not found)");
+    throw_input_error(where, "/strategy/deepspeed_config", name,
+                      "an existing DeepSpeed config file " + not_found_where(name.get<std::string>(), where));
   const Json ds = read_json_file(file);
   if (!ds.is_object()) throw_input_error(file.string(), "", ds, "a DeepSpeed config object");
   strategy.erase("deepspeed_config");

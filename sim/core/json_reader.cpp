@@ -539,6 +539,21 @@ fs::path resolve_config_path(const std::string& name, const fs::path& relative_t
   return (relative_to.parent_path() / p).lexically_normal();
 }
 
+std::string not_found_where(const std::string& name, const fs::path& relative_to) {
+  if (fs::path(name).is_absolute()) return "(not found)";
+  std::error_code ec;
+  // The naming file's folder when the name came from a file (not from --set).
+  std::string where = "(not found in ";
+  if (fs::is_regular_file(relative_to, ec)) {
+    const fs::path folder = relative_to.parent_path();
+    where += (folder.empty() ? std::string(".") : folder.string()) + ", ";
+  }
+  const fs::path cwd = fs::current_path(ec);
+  where += ec ? std::string("the working directory") : "the working directory " + cwd.string();
+  if (const auto shipped = data_dir()) return where + fmt::format(" or the data directory {})", shipped->string());
+  return where + "; no data directory is set: --data-dir or STEPSIM_DATA_DIR names one)";
+}
+
 void merge_over(Json& base, const Json& patch) {
   if (!base.is_object() || !patch.is_object()) {
     base = patch;
@@ -598,7 +613,8 @@ static void resolve_includes(Json& node, const fs::path& file, const JsonPathLin
       fs::path target = resolve_config_path(inc.get<std::string>(), file);
       std::error_code ec;
       if (!fs::exists(target, ec))
-        throw_input_error(file.string(), path + "/include", inc, "an existing file (not found)");
+        throw_input_error(file.string(), path + "/include", inc,
+                          "an existing file " + not_found_where(inc.get<std::string>(), file));
       if (fs::is_directory(target, ec)) throw_input_error(file.string(), path + "/include", inc, "a JSON file (this is a directory)");
       sources.includes.push_back({inc.get<std::string>(), file.string(), target.string()});
       Json included = read_json_file(target);

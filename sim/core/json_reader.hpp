@@ -169,7 +169,7 @@ Json parse_json_text(const std::string& text, const std::string& name);
 
 // Resolves "include" keys: an object {"include": "x.json", k: v...} is replaced by the
 // contents of x.json with k: v merged over it (recursively). Paths are relative to the file
-// that names them, else to the working directory, else to the stepsim source tree.
+// that names them, else to the working directory, else to the data directory (data_dir.hpp).
 Json load_with_includes(const std::filesystem::path& file, SourceMap& sources);
 // The same for a document already in memory (the Python API's dicts): `as_file` names it in
 // messages and its includes resolve as a file of that name would (a name without a directory:
@@ -177,8 +177,12 @@ Json load_with_includes(const std::filesystem::path& file, SourceMap& sources);
 Json resolve_includes_of(Json doc, const std::filesystem::path& as_file, SourceMap& sources);
 
 // Finds a file named in a config: relative to `relative_to`'s directory, then the working
-// directory, then the stepsim source tree (so `configs/...` works from anywhere).
+// directory, then the data directory (so `configs/...` works from anywhere once one is set).
 std::filesystem::path resolve_config_path(const std::string& name, const std::filesystem::path& relative_to);
+// What an error about a name resolve_config_path did not find adds to "expected an existing
+// ... file": "(not found in DIR, the working directory or the data directory D)"; with no data
+// directory set, the options that set one. An absolute name: "(not found)".
+std::string not_found_where(const std::string& name, const std::filesystem::path& relative_to);
 
 // Applies `--set a.b.c=value`: the value is parsed as JSON when it parses, else taken as a
 // string. Creates intermediate objects. Throws InputError on a malformed assignment. With

@@ -77,3 +77,19 @@ TEST_CASE("stepsim --help names the data directory in force", "[cli]") {
   REQUIRE(test::run_capture("STEPSIM_DATA_DIR=" + kRoot + " " + kBin + " --help", out) == 0);
   CHECK_THAT(out, Catch::Contains("now: " + kRoot + " (STEPSIM_DATA_DIR)"));
 }
+
+TEST_CASE("a profile name found nowhere: the error says where it looked and how to name a data directory", "[cli]") {
+  test::TempDir elsewhere("elsewhere");
+  const fs::path copy = elsewhere / "exp.json";
+  fs::copy_file(kRoot + "/configs/examples/llama3-8b-fsdp2-8xh100.json", copy);  // names "configs/hardware/h100-sxm-8x.json"
+  std::string out;
+  CHECK(run_in(elsewhere.path(), "env -u STEPSIM_DATA_DIR " + kBin + " simulate exp.json", out) == 2);
+  const std::string dir = fs::canonical(elsewhere.path()).string();
+  CHECK_THAT(out, Catch::Contains("/cluster/profile: \"configs/hardware/h100-sxm-8x.json\": expected an existing hardware profile file "
+                                  "(not found in ") &&
+                      Catch::Contains("the working directory " + dir + "; no data directory is set: --data-dir or STEPSIM_DATA_DIR names one)"));
+  // With one, the message names it too; with the repository as the data directory the name resolves.
+  CHECK(run_in(elsewhere.path(), kBin + " --data-dir " + kRoot + " simulate exp.json --set cluster.profile=configs/hardware/none.json", out) == 2);
+  CHECK_THAT(out, Catch::Contains("(not found in the working directory " + dir + " or the data directory " + kRoot + ")"));
+  CHECK(run_in(elsewhere.path(), kBin + " --data-dir " + kRoot + " simulate exp.json", out) == 0);
+}
