@@ -10,12 +10,21 @@ import tempfile
 from functools import cached_property
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import _core
 from ._errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _pd() -> Any:
+    """pandas, imported where a DataFrame is first made: ``import stepsim`` and ``simulate`` do
+    not load it (340 ms and 55 MB of a 70 MB process; docs/python.md)."""
+    import pandas
+
+    return pandas
 
 PathLike = Union[str, "os.PathLike[str]"]
 Experiment = Union[PathLike, Mapping[str, Any]]
@@ -129,7 +138,7 @@ class Result:
     @cached_property
     def ops(self) -> pd.DataFrame:
         """Every kernel and collective of the step, in issue order (the result's ``ops``)."""
-        return pd.DataFrame(json.loads(self._sim.ops_json()))
+        return _pd().DataFrame(json.loads(self._sim.ops_json()))
 
     @cached_property
     def collectives(self) -> pd.DataFrame:
@@ -137,7 +146,7 @@ class Result:
         ops = self.ops
         cols = ["name", "collective", "comm", "bytes", "dtype", "phase", "stream", "issue_ns", "start_ns", "end_ns", "exposed_ns"]
         if "collective" not in ops.columns:
-            return pd.DataFrame(columns=cols)
+            return _pd().DataFrame(columns=cols)
         c = ops[ops["kind"] == "collective"]
         c = c[[k for k in cols if k in c.columns]].reset_index(drop=True)
         # Integers, as in the result (the ops frame holds NaN for the kernels' missing bytes).
@@ -147,7 +156,7 @@ class Result:
     def classes(self) -> pd.DataFrame:
         """Step time per kernel class (gemm, attention, ..., idle): class, kernels, time_ns."""
         b = json.loads(self._sim.classes_json())
-        return pd.DataFrame([{"class": k, "kernels": v["kernels"], "time_ns": v["time_ns"]} for k, v in b.items()])
+        return _pd().DataFrame([{"class": k, "kernels": v["kernels"], "time_ns": v["time_ns"]} for k, v in b.items()])
 
     @cached_property
     def phases(self) -> pd.DataFrame:
@@ -171,12 +180,12 @@ class Result:
                 "comm_time_ns": int(colls["duration_ns"].sum()),
                 "exposed_comm_ns": int(colls["exposed_ns"].sum()) if "exposed_ns" in colls else 0,
             })
-        return pd.DataFrame(rows)
+        return _pd().DataFrame(rows)
 
     @cached_property
     def memory(self) -> pd.DataFrame:
         """The memory curve: one row per change, time_ns, total/reserved bytes and bytes per category."""
-        return pd.DataFrame(json.loads(self._sim.memory_json()))
+        return _pd().DataFrame(json.loads(self._sim.memory_json()))
 
     def to_json(self, indent: Optional[int] = 1) -> str:
         """The result as ``simulate --json`` prints it."""
@@ -266,7 +275,7 @@ def sweep(base: Experiment, grid: Optional[Mapping[str, Sequence[Any]]] = None, 
     if not all(isinstance(c, str) for c in cons):
         raise InputError("constraints: expected strings \"metric OP number\", e.g. \"peak_reserved_gib <= 70\"")
     csv, summary = _core.sweep(source, text, _count(jobs, "jobs"), cons)
-    frame = pd.read_csv(io.StringIO(csv))
+    frame = _pd().read_csv(io.StringIO(csv))
     frame.attrs["summary"] = json.loads(summary)
     return frame
 
@@ -313,7 +322,7 @@ def scale(experiment: Experiment, gpus: Optional[Sequence[int]] = None, nodes: O
             raise InputError(f"--{flag}: expected a comma-separated list of counts, e.g. 1,2,4")
     source, doc = _source(experiment, "scale")
     csv, js = _core.scale(source, doc, _set_lines(overrides), flag, text)
-    frame = pd.read_csv(io.StringIO(csv))
+    frame = _pd().read_csv(io.StringIO(csv))
     frame.attrs["scale"] = json.loads(js)
     return frame
 
@@ -357,9 +366,9 @@ class Analysis:
                     classes.append({"file": t["file"], "rank": t["rank"], "step": s["step"], "class": cls, **v})
             for c in t["collectives"]:
                 colls.append({"file": t["file"], "rank": t["rank"], **c})
-        self.steps = pd.DataFrame(steps)
-        self.classes = pd.DataFrame(classes)
-        self.collectives = pd.DataFrame(colls)
+        self.steps = _pd().DataFrame(steps)
+        self.classes = _pd().DataFrame(classes)
+        self.collectives = _pd().DataFrame(colls)
 
     def __repr__(self) -> str:
         return f"<stepsim.Analysis {len(self.json['traces'])} trace(s), {len(self.steps)} step rows>"
@@ -392,7 +401,7 @@ def validate(suite: PathLike = "validation/suite.json") -> pd.DataFrame:
     ...; ``frame.attrs`` holds the document's ``summaries``, ``pairs``, ``cases`` and ``json``.
     """
     doc = json.loads(_core.validate(os.fspath(suite)))
-    frame = pd.DataFrame(doc["rows"])
+    frame = _pd().DataFrame(doc["rows"])
     frame.attrs["summaries"] = doc["summaries"]
     frame.attrs["pairs"] = doc["pairs"]
     frame.attrs["cases"] = doc["cases"]

@@ -245,3 +245,18 @@ def test_keep_freed_memory_is_opt_in_and_keeps_freed_blocks():
     assert released() >= 15 * mib  # glibc's default: returned
     assert released(CALL="1") < mib  # kept
     assert released(STEPSIM_KEEP_FREED_MEMORY="1") < mib
+
+
+def test_pandas_is_imported_by_the_first_dataframe_not_by_import_stepsim():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, stepsim\n"
+        f"r = stepsim.simulate({DDP!r})\n"
+        "print('pandas' in sys.modules)\n"
+        "ops = r.ops\n"
+        "print('pandas' in sys.modules, type(ops).__name__, len(ops) > 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "DataFrame", "True"]
