@@ -344,14 +344,20 @@ std::vector<std::int64_t> CachingAllocator::fingerprint() const {
   std::vector<int> head(segments_.size(), -1);  // segment -> its first block
   for (std::size_t b = 0; b < blocks_.size(); ++b)
     if (!dead[b] && blocks_[b].prev < 0 && blocks_[b].segment >= 0) head[static_cast<std::size_t>(blocks_[b].segment)] = static_cast<int>(b);
-  std::vector<std::int64_t> out;
+  std::vector<std::int64_t> out;  // sized once: the replay takes one at the end of every pass
+  out.reserve(5 * segments() + 2 * (blocks_.size() - dead_.size()));
   for (std::size_t seg = 0; seg < segments_.size(); ++seg) {
     const Segment& s = segments_[seg];
     if (s.released) continue;
-    out.insert(out.end(), {-1, static_cast<std::int64_t>(s.stream.index()), s.small, s.expandable, s.mapped});
+    out.push_back(-1);
+    out.push_back(static_cast<std::int64_t>(s.stream.index()));
+    out.push_back(s.small);
+    out.push_back(s.expandable);
+    out.push_back(s.mapped);
     for (int b = head[seg]; b >= 0; b = blocks_[static_cast<std::size_t>(b)].next) {
       const Block& k = blocks_[static_cast<std::size_t>(b)];
-      out.insert(out.end(), {k.size, k.allocated ? holder[static_cast<std::size_t>(b)] : -2});
+      out.push_back(k.size);
+      out.push_back(k.allocated ? holder[static_cast<std::size_t>(b)] : -2);
     }
   }
   return out;

@@ -1058,10 +1058,12 @@ class Engine {
     Bytes start = a.reserved();
     // A pass that ends in the state it started from (up to names) repeats itself: the passes after
     // it would give the same curve and counters, so the replay stops there. A step that flushes
-    // its cache cudaMallocs on every pass and would otherwise run all of them. The state is
-    // compared only where its totals already match those of the pass before (a step that does not
-    // fit rarely ends two passes alike, and each comparison walks every block).
-    std::optional<std::vector<std::int64_t>> state;  // at the end of the pass before, if its totals matched
+    // its cache cudaMallocs on every pass and would otherwise run all of them. A fingerprint walks
+    // every block and buffer (128 k instructions where a replayed pass of a 70B step that does not
+    // fit is 2.9 M: bench/oom_bench), so it is taken after the first replayed pass, which the
+    // second can then match, and after a pass whose totals match those of the pass before; a step
+    // that does not fit rarely ends two passes alike.
+    std::optional<std::vector<std::int64_t>> state;  // at the end of the pass before, if taken
     auto totals = [&] { return std::make_tuple(a.reserved(), a.allocated(), a.segments()); };
     auto last_totals = totals();
     for (int step = 2; step <= kMaxSteadyStatePasses; ++step) {
@@ -1080,8 +1082,9 @@ class Engine {
       // No cudaMalloc (so no retry either): the next steps repeat this one.
       if (a.counters().num_device_alloc == before.num_device_alloc) break;
       if (step == kMaxSteadyStatePasses) break;
-      if (totals() != last_totals) {
-        last_totals = totals();
+      const bool alike = totals() == last_totals;
+      last_totals = totals();
+      if (step > 2 && !alike) {
         state.reset();
         continue;
       }
