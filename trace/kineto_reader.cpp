@@ -203,11 +203,12 @@ bool is_gemm_name(std::string_view n) {
 }
 
 // The ops that launch a fused attention kernel: flash_attn's autograd functions (FlashAttnFunc,
-// FlashAttnVarlenFunc, ...QKVPacked..., and their Backward nodes) and PyTorch sdpa's flash and
-// memory-efficient ops with their backward.
+// FlashAttnVarlenFunc, ...QKVPacked..., and their Backward nodes) and PyTorch sdpa's flash,
+// memory-efficient and cuDNN ops with their backward.
 bool is_attention_name(std::string_view n) {
   return starts_with(n, "FlashAttn") || starts_with(n, "aten::_scaled_dot_product_flash_attention") ||
-         starts_with(n, "aten::_scaled_dot_product_efficient_attention") || starts_with(n, "aten::_flash_attention_") ||
+         starts_with(n, "aten::_scaled_dot_product_efficient_attention") ||
+         starts_with(n, "aten::_scaled_dot_product_cudnn_attention") || starts_with(n, "aten::_flash_attention_") ||
          starts_with(n, "aten::_efficient_attention_");
 }
 

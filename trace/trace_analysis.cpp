@@ -59,7 +59,8 @@ KernelClass trace_kernel_class(const std::string& raw) {
   std::string n = raw;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   auto has = [&](const char* x) { return n.find(x) != std::string::npos; };
-  if (has("flash") || has("fmha") || has("attention") || has("attn_")) return KernelClass::Attention;
+  // cuDNN's fused attention: cudnn_generated_fort_native_sdpa_* (sdpa's cuDNN backend).
+  if (has("flash") || has("fmha") || has("attention") || has("attn_") || has("sdpa")) return KernelClass::Attention;
   // Layout kernels beside FP8 GEMMs (deepseek-ai/profile-data's H800 trace: a grouped GEMM
   // library's utils::transpose, batched_transpose, per_channel_cast_and_transpose): memory-bound
   // copies, not GEMMs, though a GEMM namespace names some of them.

@@ -122,7 +122,8 @@ std::string kernel_class_of(const std::string& raw) {
   std::string n = raw;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (is_comm_kernel_name(raw)) return "collective";
-  if (contains(n, "flash") || contains(n, "fmha") || contains(n, "attention")) return "attention";
+  // cuDNN's fused attention (cudnn_generated_fort_native_sdpa_*) before the cudnn -> conv rule.
+  if (contains(n, "flash") || contains(n, "fmha") || contains(n, "attention") || contains(n, "sdpa")) return "attention";
   if (contains(n, "cudnn") || contains(n, "conv") || contains(n, "fprop") || contains(n, "dgrad") ||
       contains(n, "wgrad"))
     return "conv";
@@ -328,6 +329,7 @@ void add_attention(const KinetoTrace& t, const KernelLaunches& launches, const T
     for (const GpuOp* g : k.kernels)
       if (!causal) causal = flash_causal(t.name_of(*g));
     const AttentionKernel kernel = op.find("efficient") != std::string::npos ? AttentionKernel::SdpaEfficient
+                                   : op.find("cudnn") != std::string::npos  ? AttentionKernel::SdpaCudnn
                                    : op.starts_with("aten::")              ? AttentionKernel::SdpaFlash
                                                                            : AttentionKernel::Flash;
     const bool backward = attention_backward(op);

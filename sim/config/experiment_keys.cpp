@@ -80,7 +80,8 @@ const ConfigObject& workload() {
         {.name = "attention", .types = kString, .choices = attention_names(),
          .default_text = "the implementation's (torchtitan: sdpa_flash, llm_foundry: flash_triton, hf: eager, megatron: flash)",
          .doc = "The attention kernel: flash (flash_attn's FlashAttention-2), sdpa_flash (PyTorch sdpa's), flash_triton, flash3 "
-                "(Hopper), sdpa_efficient, eager.",
+                "(Hopper), sdpa_efficient, sdpa_cudnn (sdpa's cuDNN backend: the default of some PyTorch releases on "
+                "Hopper, docs/workload-ops.md), eager.",
          .since = kStepsim},
         {.name = "dropout", .types = kNumber, .min = 0, .max = 1, .default_text = "the implementation's (hf, megatron: 0.1; else 0)",
          .doc = "Dropout probability in [0, 1).", .since = kStepsim},

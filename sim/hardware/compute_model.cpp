@@ -176,6 +176,14 @@ double attention_efficiency(const ComputeProfile& c, const AttentionWork& a) {
   // PyTorch's flash backend is FlashAttention-2 too: without a rate of its own, flash_attn's.
   const auto& flash = c.attention_rates[static_cast<std::size_t>(AttentionKernel::Flash)];
   if (a.kernel == AttentionKernel::SdpaFlash && flash) return flash->at(a.backward, a.seq);
+  // sdpa's cuDNN backend on a part without a rate of its own: on Ampere it runs at about the flash
+  // backend's rate (pytorch/pytorch#192799, A100: forward 135.4 against 136.4 TFLOPS, forward +
+  // backward 68.8 against 78.6), so sdpa_flash's (else flash's).
+  if (a.kernel == AttentionKernel::SdpaCudnn) {
+    const auto& sdpa = c.attention_rates[static_cast<std::size_t>(AttentionKernel::SdpaFlash)];
+    if (sdpa) return sdpa->at(a.backward, a.seq);
+    if (flash) return flash->at(a.backward, a.seq);
+  }
   if (a.kernel == AttentionKernel::SdpaEfficient && c.efficient_attention_efficiency > 0) return c.efficient_attention_efficiency;
   return c.attention_efficiency;
 }

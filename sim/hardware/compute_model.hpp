@@ -21,7 +21,8 @@ double gemm_table_part_peak_tflops(const ComputeProfile& c, Dtype d);
 // has none for the class).
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls = KernelClass::Elementwise);
 // The fraction of bf16 peak a fused attention kernel reaches: its compute.attention rate at the
-// sequence length (sdpa_flash without one: flash's), else attention_efficiency
+// sequence length (sdpa_flash without one: flash's; sdpa_cudnn without one: sdpa_flash's, else
+// flash's), else attention_efficiency
 // (efficient_attention_efficiency for sdpa_efficient).
 double attention_efficiency(const ComputeProfile& c, const AttentionWork& a);
 // A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least

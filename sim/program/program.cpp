@@ -173,7 +173,8 @@ std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim,
       return w;
     }
     case AttentionKernel::Flash3:
-    case AttentionKernel::SdpaEfficient: return head_dim;
+    case AttentionKernel::SdpaEfficient:
+    case AttentionKernel::SdpaCudnn: return head_dim;
   }
   return head_dim;
 }
@@ -191,6 +192,7 @@ std::string to_string(AttentionKernel k) {
     case AttentionKernel::FlashTriton: return "flash_triton";
     case AttentionKernel::Flash3: return "flash3";
     case AttentionKernel::SdpaEfficient: return "sdpa_efficient";
+    case AttentionKernel::SdpaCudnn: return "sdpa_cudnn";
   }
   return "flash";
 }

@@ -70,8 +70,10 @@ struct GemmShape {
 //  - FlashTriton: the Triton FlashAttention (flash_attn_triton.py, llm-foundry's attn_impl triton)
 //  - Flash3: FlashAttention-3 (Hopper only: wgmma/TMA)
 //  - SdpaEfficient: sdpa's memory-efficient backend (the xformers cutlass kernel)
-enum class AttentionKernel : std::uint8_t { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient };
-inline constexpr int kAttentionKernelCount = 5;
+//  - SdpaCudnn: sdpa's cuDNN backend (cuDNN's fused flash attention, the kernels cudnn-frontend
+//    generates per graph: cudnn_generated_fort_native_sdpa_* in a trace)
+enum class AttentionKernel : std::uint8_t { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient, SdpaCudnn };
+inline constexpr int kAttentionKernelCount = 6;
 std::string to_string(AttentionKernel k);
 
 // The work of a fused attention kernel: its causal FLOPs (QK^T and PV halved), which kernel,
@@ -100,8 +102,9 @@ struct AttentionWork {
 //    flash_api.cpp pads q/k/v to a multiple of 8 first;
 //  - FlashTriton: the next power of two, at least 16 (flash_attn_triton.py `BLOCK_HEADDIM =
 //    max(triton.next_power_of_2(d), 16)`; llm-foundry's copy at c6cfb4284, l.622), up to its 128;
-//  - Flash3, SdpaEfficient: the head dimension itself (FlashAttention-3 builds each supported
-//    width exactly; the memory-efficient kernel is not modelled by width).
+//  - Flash3, SdpaEfficient, SdpaCudnn: the head dimension itself (FlashAttention-3 builds each
+//    supported width exactly, cuDNN generates its kernel for the graph's; the memory-efficient
+//    kernel is not modelled by width).
 std::int64_t attention_kernel_head_dim(AttentionKernel k, std::int64_t head_dim, Release flash_attn = kDefaultFlashAttnRelease);
 
 // The FLOPs the kernel executes: the model's, times kernel head dim / head dim.

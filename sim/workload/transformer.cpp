@@ -112,7 +112,7 @@ std::string to_string(Implementation i) {
   return "hf";
 }
 
-static_assert(static_cast<int>(Attention::SdpaEfficient) == static_cast<int>(AttentionKernel::SdpaEfficient) &&
+static_assert(static_cast<int>(Attention::SdpaCudnn) == static_cast<int>(AttentionKernel::SdpaCudnn) &&
                   static_cast<int>(Attention::Eager) == kAttentionKernelCount,
               "Attention lists AttentionKernel's values in its order, then Eager");
 

@@ -131,11 +131,12 @@ std::string to_string(Implementation i);
 // flash: FlashAttention-2's fused CUDA kernels (the flash_attn 2.x package), causal work halved;
 // sdpa_flash: PyTorch sdpa's flash backend (its vendored FlashAttention-2); flash_triton: the
 // Triton FlashAttention (flash_attn_triton.py, llm-foundry's attn_impl triton); flash3:
-// FlashAttention-3 (Hopper); sdpa_efficient: memory-efficient sdpa (xformers cutlass kernel).
+// FlashAttention-3 (Hopper); sdpa_efficient: memory-efficient sdpa (xformers cutlass kernel);
+// sdpa_cudnn: sdpa's cuDNN backend (which PyTorch releases pick it: docs/workload-ops.md).
 // Each fused kernel runs at its own measured rate (the profile's compute.attention). eager: full
 // s^2 matmuls through the GEMM model plus the s^2 elementwise passes.
 // The fused kernels in AttentionKernel's order, then eager: a fused choice converts to its kernel.
-enum class Attention { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient, Eager };
+enum class Attention { Flash, SdpaFlash, FlashTriton, Flash3, SdpaEfficient, SdpaCudnn, Eager };
 inline constexpr int kAttentionCount = kAttentionKernelCount + 1;
 inline AttentionKernel attention_kernel(Attention a) { return static_cast<AttentionKernel>(a); }  // not Eager
 std::string to_string(Attention a);

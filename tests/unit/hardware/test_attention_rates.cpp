@@ -49,8 +49,15 @@ TEST_CASE("Each attention kernel uses its own rate; a kernel without one falls b
   CHECK(attention_efficiency(c, work(AttentionKernel::SdpaEfficient, true, 2048)) == Approx(0.25));
   // PyTorch's flash backend without a rate of its own runs at flash_attn's; with one, at its own.
   CHECK(attention_efficiency(c, work(AttentionKernel::SdpaFlash, true, 2048)) == Approx(0.4));
+  // sdpa's cuDNN backend without a rate of its own: flash_attn's, then sdpa_flash's once it has one.
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaCudnn, true, 2048)) == Approx(0.4));
   c.attention_rates[static_cast<std::size_t>(AttentionKernel::SdpaFlash)] = AttentionRate{0.3, 0.2, 0};
   CHECK(attention_efficiency(c, work(AttentionKernel::SdpaFlash, true, 2048)) == Approx(0.2));
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaCudnn, false, 2048)) == Approx(0.3));
+  c.attention_rates[static_cast<std::size_t>(AttentionKernel::SdpaCudnn)] = AttentionRate{0.56, 0.48, 0};
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaCudnn, false, 2048)) == Approx(0.56));
+  CHECK(attention_efficiency(c, work(AttentionKernel::SdpaCudnn, true, 2048)) == Approx(0.48));
+  CHECK(attention_kernel_head_dim(AttentionKernel::SdpaCudnn, 112) == 112);  // generated for the graph's width
 
   // The kernel's time: 1e12 causal FLOPs at 0.4 of 1,000 TFLOP/s = 2.5 ms.
   Kernel k{"attention.bwd", KernelClass::Attention, KernelWork{}, ""};

@@ -37,6 +37,8 @@ TEST_CASE("Kernel names map to compute classes", "[trace][fit]") {
   CHECK(kernel_class_of("void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>") == "gemm");
   CHECK(kernel_class_of("sm70_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nhwckrsc_nchw") == "conv");
   CHECK(kernel_class_of("flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>") == "attention");
+  // sdpa's cuDNN backend: an attention kernel, though cuDNN's name would say conv.
+  CHECK(kernel_class_of("cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x128_4x1x1_kernel0_0") == "attention");
   CHECK(kernel_class_of("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>") == "optimizer");
   CHECK(kernel_class_of("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>") == "elementwise");
   CHECK(kernel_class_of("ncclDevKernel_AllGather_RING_LL(x)") == "collective");
@@ -101,6 +103,7 @@ TEST_CASE("fit data uses the recorded group size when the trace has it", "[trace
 TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class breakdown", "[trace][fit]") {
   CHECK(trace_kernel_class("ampere_bf16_s16816gemm_bf16_128x256_ldg8_f2f_stages_64x3_nt") == KernelClass::Gemm);
   CHECK(trace_kernel_class("void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits>") == KernelClass::Attention);
+  CHECK(trace_kernel_class("cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x128_4x1x1_kernel0_0") == KernelClass::Attention);
   CHECK(trace_kernel_class("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>") ==
         KernelClass::Elementwise);
   // TensorIterator's non-vectorized path (broadcast / strided / casting operands).
@@ -382,6 +385,66 @@ TEST_CASE("fit --trace measures each memory-bound class as bytes over time of th
   const TraceFitData beside = extract_fit_data({read_kineto_trace_text(memory_trace(true), "memory.json")}, AnalyzeOptions{});
   for (const auto& m : beside.memory_classes)
     if (m.cls == KernelClass::Elementwise) CHECK(m.count == 8);
+}
+
+namespace {
+// sdpa on Hopper with its flash and its cuDNN backend: `calls` forward and backward calls of each
+// over q = [2, 32, 4096, 128] (the backward's first input is the gradient, of q's shape). Kernel
+// times: flash 2,000 / 5,000 us, cuDNN 1,100 / 2,900 us.
+std::string sdpa_backends_trace(int calls) {
+  std::string ev = R"({"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 400000},)";
+  int corr = 1, ts = 10;
+  const std::string q = "[2, 32, 4096, 128]";
+  auto launch = [&](const std::string& op, const std::string& kernel, int dur) {
+    ev += R"({"ph": "X", "cat": "cpu_op", "name": ")" + op + R"(", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts) +
+          R"(, "dur": 20, "args": {"Input Dims": [)" + q + ", " + q + ", " + q + R"(, []]}},)";
+    ev += R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" + std::to_string(ts + 5) +
+          R"(, "dur": 2, "args": {"correlation": )" + std::to_string(corr) + "}},";
+    ev += R"({"ph": "X", "cat": "kernel", "name": ")" + kernel + R"(", "pid": 0, "tid": 7, "ts": )" + std::to_string(ts + 50) +
+          R"(, "dur": )" + std::to_string(dur) + R"(, "args": {"device": 0, "stream": 7, "correlation": )" + std::to_string(corr) +
+          "}},";
+    ++corr;
+    ts += dur + 100;
+  };
+  for (int i = 0; i < calls; ++i) {
+    launch("aten::_scaled_dot_product_flash_attention",
+           "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>, false, true, false, false, false, true, false, false>(pytorch_flash::Flash_fwd_params)",
+           2000);
+    launch("aten::_scaled_dot_product_flash_attention_backward",
+           "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128, 64, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t>, false, true, false, false, false, false>(pytorch_flash::Flash_bwd_params)",
+           5000);
+    launch("aten::_scaled_dot_product_cudnn_attention", "cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x128_4x1x1_kernel0_0", 1100);
+    launch("aten::_scaled_dot_product_cudnn_attention_backward",
+           "cudnn_generated_fort_native_sdpa_sm90_knob_9_64x128x128_4x1x1_kernel0_0_bprop", 2900);
+  }
+  ev.pop_back();
+  return R"({"traceEvents": [)" + ev + "]}";
+}
+}  // namespace
+
+// Catches: sdpa's cuDNN calls left out of the fit (not read as attention), or read as the flash
+// backend (whose rate they would then set: cuDNN runs ~1.8x its rate on Hopper).
+TEST_CASE("fit --trace tells sdpa's cuDNN backend from its flash backend", "[trace][fit][attention]") {
+  const TraceFitData d = extract_fit_data({read_kineto_trace_text(sdpa_backends_trace(5), "sdpa.json")}, AnalyzeOptions{});
+  std::map<std::pair<AttentionKernel, bool>, AttentionPoint> by;
+  for (const auto& a : d.attention) by[{a.kernel, a.backward}] = a;
+  REQUIRE(by.size() == 4);
+  for (AttentionKernel k : {AttentionKernel::SdpaFlash, AttentionKernel::SdpaCudnn})
+    for (bool backward : {false, true}) {
+      REQUIRE(by.count({k, backward}));
+      const AttentionPoint& a = by.at({k, backward});
+      CHECK(a.count == 5);
+      CHECK(a.batch == 2);
+      CHECK(a.seq == 4096);
+      CHECK(a.hidden == 32 * 128);
+      CHECK(a.head_dim == 128);
+    }
+  CHECK(by.at({AttentionKernel::SdpaCudnn, false}).median == Time::from_us(1100));
+  CHECK(by.at({AttentionKernel::SdpaCudnn, true}).median == Time::from_us(2900));
+  CHECK(by.at({AttentionKernel::SdpaFlash, false}).median == Time::from_us(2000));
+  // cuDNN's kernel names carry no causal flag: the flash forward's does (true); cuDNN's is taken.
+  CHECK(by.at({AttentionKernel::SdpaCudnn, false}).causal_assumed);
+  CHECK_FALSE(by.at({AttentionKernel::SdpaFlash, false}).causal_assumed);
 }
 
 namespace {

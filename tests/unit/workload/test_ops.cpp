@@ -214,7 +214,8 @@ TEST_CASE("The fused attention kernel carries its kind, direction and sequence l
   for (auto [a, k] : {std::pair{Attention::Flash, AttentionKernel::Flash}, std::pair{Attention::SdpaFlash, AttentionKernel::SdpaFlash},
                       std::pair{Attention::FlashTriton, AttentionKernel::FlashTriton},
                       std::pair{Attention::Flash3, AttentionKernel::Flash3},
-                      std::pair{Attention::SdpaEfficient, AttentionKernel::SdpaEfficient}}) {
+                      std::pair{Attention::SdpaEfficient, AttentionKernel::SdpaEfficient},
+                      std::pair{Attention::SdpaCudnn, AttentionKernel::SdpaCudnn}}) {
     WorkloadOptions o = preset_options("llama3-8b");
     o.attention = a;
     const Layer l = first_block(build_transformer("llama3-8b", preset_dims("llama3-8b"), 2, 4096, Dtype::BF16, o));
