@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _pd() -> Any:
     """pandas, imported where a DataFrame is first made: ``import stepsim`` and ``simulate`` do
-    not load it (340 ms and 55 MB of a 70 MB process; docs/python.md)."""
+    not load it (0.37 s and 55 MB of a 71 MB process at import; docs/python.md)."""
     import pandas
 
     return pandas
