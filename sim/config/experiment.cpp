@@ -168,10 +168,10 @@ static Workload parse_workload(ObjectReader w, std::optional<Release> torch_vers
     // A Hugging Face config.json the user already has (sim/config/foreign_configs.hpp).
     ObjectReader m = w.object("model", experiment_keys::hf_model());
     std::string file = m.string("hf_config");
-    fs::path path = resolve_config_path(file, m.sources().file_for(m.path_of("hf_config")));
+    const std::string named_in = m.sources().file_for(m.path_of("hf_config"));
+    fs::path path = resolve_config_path(file, named_in);
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) m.fail("hf_config", "an existing Hugging Face config.json " +
-                                                                   not_found_where(file, m.sources().file_for(m.path_of("hf_config"))));
+    if (!fs::is_regular_file(path, ec)) m.fail("hf_config", "an existing Hugging Face config.json " + not_found_where(file, named_in));
     dims = dims_from_hf_config(path, name, seq);
     name = m.string("name", name);
     m.finish();
@@ -228,10 +228,10 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
     out.profile_path = "(inline)";
   } else {
     std::string name = c.string("profile");
-    fs::path path = resolve_config_path(name, c.sources().file_for(c.path_of("profile")));
+    const std::string named_in = c.sources().file_for(c.path_of("profile"));
+    fs::path path = resolve_config_path(name, named_in);
     std::error_code ec;  // a name the OS rejects (too long, ...) is not found either
-    if (!fs::exists(path, ec))
-      c.fail("profile", "an existing hardware profile file " + not_found_where(name, c.sources().file_for(c.path_of("profile"))));
+    if (!fs::exists(path, ec)) c.fail("profile", "an existing hardware profile file " + not_found_where(name, named_in));
     out.profile_path = name;
     out.profile = profiles ? *profiles->load(path) : load_profile(path);
   }

@@ -1082,8 +1082,9 @@ class Engine {
       // No cudaMalloc (so no retry either): the next steps repeat this one.
       if (a.counters().num_device_alloc == before.num_device_alloc) break;
       if (step == kMaxSteadyStatePasses) break;
-      const bool alike = totals() == last_totals;
-      last_totals = totals();
+      const auto now_totals = totals();
+      const bool alike = now_totals == last_totals;
+      last_totals = now_totals;
       if (step > 2 && !alike) {
         state.reset();
         continue;
