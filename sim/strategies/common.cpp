@@ -32,8 +32,9 @@ static bool first_op(const Layer& l, const Op& op, bool forward) {
 std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   std::size_t per_micro_batch = 64;  // setup, the optimizer step and the marks
   for (const Layer& l : e.workload->layers) {
-    per_micro_batch += l.recompute.size() + per_layer;
-    for (const Module& m : l.modules) per_micro_batch += m.forward.size() + m.backward.size();
+    std::size_t ops = l.recompute.size();
+    for (const Module& m : l.modules) ops += m.forward.size() + m.backward.size();
+    per_micro_batch += per_layer + 3 * ops;
   }
   return per_micro_batch * static_cast<std::size_t>(std::max(1, e.training.grad_accum));
 }

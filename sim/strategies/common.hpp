@@ -17,9 +17,12 @@
 namespace stepsim {
 
 // About how many instructions a strategy writes for one step of `e`, for ProgramBuilder::reserve:
-// a launch per op of every layer and micro-batch (recompute included), and `per_layer` of the
-// strategy's own (collectives, events, allocations) per layer and micro-batch. Over is address
-// space never touched; under regrows the array as before.
+// up to three per op of every layer and micro-batch, recompute included (its launch, and the
+// allocation and free of what it saves or makes), and `per_layer` of the strategy's own
+// (collectives, events, allocations) per layer and micro-batch. Over is address space never
+// touched; under regrows the array, which writes it to fresh pages once more: a launch per op
+// alone fell short by 10-70 % on the examples, and the copy was a third of the page faults of a
+// simulate call from Python (docs/limits.md).
 std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer);
 
 // The Kernel of one op of `l` ("fwd block.3.attn.q_proj linear"); a layer of a single op keeps
