@@ -12,6 +12,10 @@ namespace stepsim {
 
 namespace {
 
+// The instructions DDP writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
+// common.hpp): collectives, events, allocations.
+constexpr std::size_t kDdpOwnPerLayer = 30;
+
 struct DdpConfig {
   Bytes bucket_cap{25 * 1024 * 1024};   // D3.2: bucket_cap_mb=None -> 25 MiB
   Bytes first_bucket{1024 * 1024};      // D3.2: kDefaultFirstBucketBytes = 1 MiB
@@ -36,7 +40,7 @@ class ReducerWriter {
   }
 
   Program write() {
-    b_.reserve(instruction_estimate(e_, 30));  // DDP writes up to ~30 of its own per layer and micro-batch
+    b_.reserve(stepsim::instruction_estimate(e_, kDdpOwnPerLayer));
     dflt_ = b_.default_stream();
     // c10d runs async collectives on its internal NCCL stream, which first waits on the
     // caller's current stream (G0.3, D3.7).
@@ -196,6 +200,7 @@ class Ddp final : public Strategy {
   }
 
   Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(*e.workload)).write(); }
+  std::size_t instruction_estimate(const Experiment& e) const override { return stepsim::instruction_estimate(e, kDdpOwnPerLayer); }
 
  private:
   DdpConfig c_;

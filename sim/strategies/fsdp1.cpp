@@ -17,6 +17,10 @@ namespace stepsim {
 
 namespace {
 
+// The instructions FSDP1 writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
+// common.hpp): collectives, events, allocations.
+constexpr std::size_t kFsdp1OwnPerLayer = 40;
+
 constexpr std::size_t kMaxInflightAllGathers = 2;  // _limiter_utils.py, "empirically chosen"
 
 // Per-unit run state of the handle (what FlatParamHandle and its flags hold).
@@ -111,7 +115,7 @@ class StepWriter {
 Program StepWriter::write() {
   // F1.5: streams created by the root in lazy init; priority -1 iff limit_all_gathers and HSDP.
   const int prio = c_.limit_all_gathers && c_.hybrid() ? -1 : 0;
-  b_.reserve(instruction_estimate(e_, 40));  // FSDP1 writes up to ~40 of its own per layer and micro-batch
+  b_.reserve(stepsim::instruction_estimate(e_, kFsdp1OwnPerLayer));
   dflt_ = b_.default_stream();
   unshard_ = b_.stream("unshard", prio);
   post_backward_ = b_.stream("post_backward", prio);
@@ -482,6 +486,7 @@ class Fsdp1 final : public Strategy {
   Fsdp1(Fsdp1Config c, Dtype master) : c_(c), master_(master) {}
   std::string framework() const override { return "fsdp1"; }
   nlohmann::json effective_config() const override { return c_.to_json(master_); }
+  std::size_t instruction_estimate(const Experiment& e) const override { return stepsim::instruction_estimate(e, kFsdp1OwnPerLayer); }
 
   Program build(const Experiment& e) const override {
     const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);

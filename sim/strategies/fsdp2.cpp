@@ -16,6 +16,10 @@ namespace fsdp2 {
 
 namespace {
 
+// The instructions FSDP2 writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
+// common.hpp): collectives, events, allocations.
+constexpr std::size_t kFsdp2OwnPerLayer = 50;
+
 enum class Pass { Forward, Backward };
 
 // Emits one step. Mirrors FSDPParamGroup / FSDPState: each method is the framework function
@@ -34,7 +38,7 @@ class Emitter {
   }
 
   Program build() {
-    b_.reserve(instruction_estimate(e_, 50));  // FSDP2 writes up to ~50 of its own per layer and micro-batch
+    b_.reserve(stepsim::instruction_estimate(e_, kFsdp2OwnPerLayer));
     dflt_ = b_.default_stream();
     // F2.6 streams (FSDPCommContext.lazy_init) with their priorities.
     copy_in_ = b_.stream("all_gather_copy_in", -1);
@@ -412,6 +416,7 @@ class Fsdp2 final : public Strategy {
   }
 
   Program build(const Experiment& e) const override { return Emitter(e, c_).build(); }
+  std::size_t instruction_estimate(const Experiment& e) const override { return stepsim::instruction_estimate(e, kFsdp2OwnPerLayer); }
 
  private:
   Fsdp2Config c_;

@@ -20,6 +20,10 @@ class Strategy {
   virtual std::string framework() const = 0;   // "ddp", "fsdp1", ...
   // Builds one steady-state training step (all micro-batches and the optimizer step).
   virtual Program build(const Experiment& e) const = 0;
+  // At least as many instructions as build(e) writes (instruction_estimate, common.hpp): what
+  // build reserves, so that the program's array is never regrown (tests/unit/strategies/
+  // test_instruction_estimate.cpp holds it above every shipped example's program).
+  virtual std::size_t instruction_estimate(const Experiment& e) const = 0;
   // The effective knob values, defaults included (reported and used by sweeps/tune).
   virtual nlohmann::json effective_config() const = 0;
 };

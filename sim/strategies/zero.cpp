@@ -47,6 +47,9 @@ class Zero final : public Strategy {
   Program build(const Experiment& e) const override {
     return c_.stage == 3 ? build_zero3(c_, e) : build_zero12(c_, e);
   }
+  std::size_t instruction_estimate(const Experiment& e) const override {
+    return stepsim::instruction_estimate(e, c_.stage == 3 ? kZero3OwnPerLayer : kZero12OwnPerLayer);
+  }
 
  private:
   ZeroConfig c_;

@@ -21,7 +21,7 @@ class Zero12Builder {
         communication_bytes_(dtype_bytes(c.communication_data_type)) {}
 
   Program build() {
-    b_.reserve(instruction_estimate(e_, 50));  // ZeRO-1/2 writes up to ~50 of its own per layer and micro-batch
+    b_.reserve(instruction_estimate(e_, kZero12OwnPerLayer));
     dflt_ = b_.default_stream();
     // Z4.5: overlap_comm puts the flushes on reduction_stream; otherwise on the current stream.
     reduction_stream_ = c_.overlap_comm ? b_.stream("reduction") : dflt_;

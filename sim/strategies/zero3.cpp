@@ -28,7 +28,7 @@ class Zero3Builder {
         communication_bytes_(dtype_bytes(c.communication_data_type)), grad_accum_bytes_(dtype_bytes(c.grad_accum_dtype)) {}
 
   Program build() {
-    b_.reserve(instruction_estimate(e_, 150));  // ZeRO-3 writes up to ~150 of its own per layer and micro-batch
+    b_.reserve(instruction_estimate(e_, kZero3OwnPerLayer));
     dflt_ = b_.default_stream();
     // Z4.11/Z4.14: separate all-gather and reduce streams iff overlap_comm.
     allgather_stream_ = c_.overlap_comm ? b_.stream("allgather") : dflt_;

@@ -110,6 +110,11 @@ void engine_backward_prologue(ProgramBuilder& b, const ZeroConfig& c, const Work
 // backward mark): the loss scale's multiply, the accumulation's division, the fp32 cast's copy.
 void loss_scale_backward(ProgramBuilder& b, const Workload& w, StreamId s, int grad_accum);
 
+// The instructions each stage writes of its own per layer and micro-batch, beside its ops'
+// (instruction_estimate, common.hpp): collectives, events, allocations and host syncs.
+inline constexpr std::size_t kZero12OwnPerLayer = 50;
+inline constexpr std::size_t kZero3OwnPerLayer = 150;
+
 // Stage 1/2 (DeepSpeedZeroOptimizer) and stage 3 (DeepSpeedZeroOptimizer_Stage3) schedules.
 Program build_zero12(const ZeroConfig& c, const Experiment& e);
 Program build_zero3(const ZeroConfig& c, const Experiment& e);
