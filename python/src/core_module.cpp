@@ -255,7 +255,8 @@ NB_MODULE(_core, m) {
            })
       .def("timeline_svg", [](const Simulation& s) { return timeline_svg(s.result.timeline); })
       .def("memory_svg", [](const Simulation& s) { return memory_svg(s.result.timeline, s.result.metrics); })
-      .def_prop_ro("file", [](const Simulation& s) { return s.experiment.file; });
+      .def_prop_ro("file", [](const Simulation& s) { return s.experiment.file; })
+      .def_prop_ro("instructions", [](const Simulation& s) { return s.result.program.instructions.size(); });
 
   m.def("simulate", &py_simulate, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"));
   m.def("keep_freed_memory", &keep_freed_memory);

@@ -260,3 +260,16 @@ def test_pandas_is_imported_by_the_first_dataframe_not_by_import_stepsim():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True", "DataFrame", "True"]
+
+
+def test_simulate_keeps_the_last_simulation_until_the_next_call_and_none_too_large(monkeypatch):
+    from stepsim import _api
+
+    first = stepsim.simulate(DDP)
+    assert _api._last_simulation is first._sim  # kept, dropped Result or not
+    second = stepsim.simulate(DDP)
+    assert _api._last_simulation is second._sim  # the first released only after the second was made
+    assert first._sim.instructions == second._sim.instructions > 1000
+    monkeypatch.setattr(_api, "_KEEP_AT_MOST_INSTRUCTIONS", second._sim.instructions - 1)
+    stepsim.simulate(DDP)
+    assert _api._last_simulation is None  # above the cap: nothing kept
