@@ -492,16 +492,16 @@ class Fsdp1 final : public Strategy {
     const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);
     std::vector<Fsdp1Unit> units = make_fsdp1_units(*e.workload, c_, shard, e.training.master_dtype);
     // Steady state of the rate limiter: the free events left by the previous step are complete,
-    // so the first pops of this step do not block. Iterate to the fixed point of the queue length.
+    // so the first pops of this step do not block. Iterate to the fixed point of the queue length,
+    // four times at most: the step written from the fixed point (or from the fourth count) is the
+    // program. None is written twice: writing a step is most of a sweep point's build.
     std::size_t stale = 0;
-    for (int i = 0; i < 4; ++i) {
-      StepWriter probe(c_, e, units, stale);
-      probe.write();
-      if (probe.free_events_left() == stale) break;
-      stale = probe.free_events_left();
+    for (int i = 0;; ++i) {
+      StepWriter writer(c_, e, units, stale);
+      Program p = writer.write();
+      if (i == 4 || writer.free_events_left() == stale) return p;
+      stale = writer.free_events_left();
     }
-    StepWriter writer(c_, e, std::move(units), stale);
-    return writer.write();
   }
 
  private:
