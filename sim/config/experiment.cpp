@@ -248,7 +248,7 @@ static TrainingConfig parse_training(ObjectReader t) {
   out.grad_accum = t.declared_int("grad_accum");
   out.no_sync = t.declared_boolean("no_sync");
   std::string opt = t.declared_choice("optimizer");
-  out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : Optimizer::AdamW;
+  out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : opt == "muon" ? Optimizer::Muon : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
     const std::string i = t.declared_choice("optimizer_impl");
@@ -378,6 +378,10 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
                                        e.cluster.nodes, e.cluster.gpus_per_node));
   }
   e.strategy = read_strategy(s, e);
+  if (e.training.optimizer == Optimizer::Muon && e.training.torch() < kTorchMuonSince)
+    throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
+                      fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",
+                                  e.training.torch().text()));
   root.finish();
   return e;
 }

@@ -391,6 +391,64 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
   }
 }
 
+bool muon_matrix(const Layer& l, const Param& p) {
+  return l.kind == LayerKind::Block && p.dim0 > 1 && p.dim0 < p.numel && p.numel % p.dim0 == 0;
+}
+
+Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p) {
+  if (opt != Optimizer::Muon) return opt;
+  return muon_matrix(l, p) ? Optimizer::Muon : Optimizer::AdamW;
+}
+
+void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
+  constexpr std::int64_t kBf16 = 2;
+  const std::int64_t eb = dtype_bytes(st.dtype);
+  // One aten op from Python: an eager launch of one kernel.
+  const auto op = [&](std::string what, KernelClass cls, std::int64_t bytes) {
+    KernelSpec k = elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls);
+    k.dispatch = HostDispatch::Eager;
+    b.launch(s, k);
+  };
+  const auto mm = [&](std::string what, std::int64_t m, std::int64_t n, std::int64_t k) {
+    KernelSpec g{concat({st.name, " ", what}), KernelClass::Gemm, {}, "step"};
+    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
+    g.dispatch = HostDispatch::Eager;
+    b.launch(s, g);
+  };
+  for (const MuonMatrix& p : st.matrices) {
+    const std::int64_t m = std::min(p.rows, p.cols), n = std::max(p.rows, p.cols), mn = m * n;
+    op("lerp_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
+    const BufferId update = b.alloc(concat({st.name, " update"}), Bytes{mn * eb}, MemCategory::Other, s);
+    op("lerp (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
+    // .bfloat16() of a bf16 update is the update itself: no copy.
+    const std::optional<BufferId> x =
+        st.dtype == Dtype::BF16 ? std::nullopt
+                                : std::optional(b.alloc(concat({st.name, " X (bf16)"}), Bytes{mn * kBf16}, MemCategory::Other, s));
+    if (x) op("bfloat16", KernelClass::Copy, mn * (eb + kBf16));
+    op("norm", KernelClass::Reduction, mn * kBf16);
+    op("clamp", KernelClass::Elementwise, 2 * kBf16);
+    op("div_", KernelClass::Elementwise, 2 * mn * kBf16);
+    for (int i = 0; i < kMuonNsSteps; ++i) {
+      // A and B (m x m), the old and new X, a * X and B @ X (m x n): 2 m^2 + 3 m n bf16 elements.
+      const BufferId temps = b.alloc(concat({st.name, " Newton-Schulz temporaries"}), Bytes{(2 * m * m + 3 * mn) * kBf16},
+                                     MemCategory::Other, s);
+      mm("Newton-Schulz X @ X.T", m, m, n);
+      op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      mm("Newton-Schulz (c * A) @ A", m, m, m);
+      op("Newton-Schulz b * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      op("Newton-Schulz add (B)", KernelClass::Elementwise, 3 * m * m * kBf16);
+      op("Newton-Schulz a * X", KernelClass::Elementwise, 2 * mn * kBf16);
+      mm("Newton-Schulz B @ X", m, n, m);
+      op("Newton-Schulz add (X)", KernelClass::Elementwise, 3 * mn * kBf16);
+      b.free(temps);
+    }
+    op("mul_ (weight decay)", KernelClass::Optimizer, 2 * mn * eb);
+    op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
+    if (x) b.free(*x);
+    b.free(update);
+  }
+}
+
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (e.training.optimizer_impl) return *e.training.optimizer_impl;
   if (!e.workload->options) return OptimizerImpl::Fused;
@@ -416,7 +474,10 @@ nlohmann::json effective_training(const Experiment& e) {
   nlohmann::json out = nlohmann::json::object();
   out["grad_accum"] = t.grad_accum;
   if (!zero) out["no_sync"] = t.no_sync;
-  out["optimizer"] = t.optimizer == Optimizer::SGD ? "sgd" : t.optimizer == Optimizer::None ? "none" : "adamw";
+  out["optimizer"] = t.optimizer == Optimizer::SGD    ? "sgd"
+                     : t.optimizer == Optimizer::None ? "none"
+                     : t.optimizer == Optimizer::Muon ? "muon"
+                                                      : "adamw";
   if (t.optimizer != Optimizer::None) {
     out["optimizer_impl"] = to_string(zero ? deepspeed_optimizer_impl(e) : loop_optimizer_impl(e));
     out["master_dtype"] = to_string(t.master_dtype);
@@ -450,11 +511,17 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
 }
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
-  return opt == Optimizer::AdamW ? Bytes{2 * numel * dtype_bytes(dtype)} : Bytes{0};
+  if (opt == Optimizer::AdamW) return Bytes{2 * numel * dtype_bytes(dtype)};
+  if (opt == Optimizer::Muon) return Bytes{numel * dtype_bytes(dtype)};
+  return Bytes{0};
 }
 
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s) {
+  if (opt == Optimizer::Muon) {
+    b.alloc_lazy_optimizer_state(concat({"momentum_buffer ", name}), optimizer_state_bytes(opt, numel, dtype), s);
+    return;
+  }
   const Bytes both = optimizer_state_bytes(opt, numel, dtype);  // AdamW's two moments, or none
   if (both.count <= 0) return;
   b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), Bytes{both.count / 2}, s);

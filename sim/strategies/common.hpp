@@ -167,6 +167,42 @@ struct OptimizerStep {
   std::string name = "optimizer.step";
 };
 void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& step);
+
+// torch.optim.Muon's step (PyTorch 2.9, torch/optim/_muon.py: _single_tensor_muon, its only code
+// path: "Foreach is not supported for Muon yet"), parameter after parameter, each aten op one
+// eager launch from Python, with the defaults (momentum 0.95, nesterov, 5 Newton-Schulz steps,
+// use_addmm False):
+//   buf.lerp_(grad, 1 - momentum); update = grad.lerp(buf, momentum)        fp32, a new update
+//   X = update.bfloat16() (the update itself when bf16), transposed (a view) when rows > cols:
+//   X is m x n with m <= n
+//   X.div_(X.norm().clamp(min=eps))                                           norm, clamp, div_
+//   5 x { A = X @ X.T;  B = b * A + c * A @ A;  X = a * X + B @ X }         GEMMs (m,m,n),
+//        (m,m,m), (m,n,m) in bf16; the scalar multiplies and adds as elementwise kernels
+//   param.mul_(1 - lr * wd); param.add_(X, alpha=-lr)                        fp32 param, bf16 X
+// Memory: the fp32 update and X live through the iterations; at its peak an iteration holds A and
+// B and, beside X, the new X, a * X and B @ X: 4 m^2 + 6 m n bytes more (bf16). (From the second
+// iteration the previous A and B live until replaced, 10 m^2 bytes at most, never more.)
+struct MuonMatrix {
+  std::int64_t rows = 0, cols = 0;
+};
+struct MuonStep {
+  std::vector<MuonMatrix> matrices;  // the parameters Muon steps, as their weights are shaped
+  Dtype dtype = Dtype::FP32;         // the parameters' and gradients' (the momentum buffer's too)
+  std::string name = "optimizer.step muon";
+};
+inline constexpr int kMuonNsSteps = 5;
+// What launch_muon_step writes per matrix at most (fp32 parameters; bf16 ones skip the cast and
+// its buffer): 6 launches and 2 allocations before the iterations, 8 launches, an allocation and
+// a free in each, 2 launches and 2 frees after.
+inline constexpr std::size_t kMuonInstructionsPerMatrix = 6 + 2 + kMuonNsSteps * 10 + 2 + 2;
+void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& step);
+// Whether training.optimizer muon gives `p` of `l` to Muon: a 2-D weight of a transformer block.
+// The embeddings, the output head, norms and biases go to AdamW, as torch.optim.Muon's
+// documentation says ("Other parameters, such as bias, and embedding, should be optimized by a
+// standard method such as AdamW").
+bool muon_matrix(const Layer& l, const Param& p);
+// The optimizer that steps `p` of `l` under `opt` (AdamW for what Muon leaves).
+Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p);
 // The code path of a PyTorch training loop's optimizer (FSDP, DDP): training.optimizer_impl, else
 // the workload implementation's loop: llm_foundry's Composer DecoupledAdamW is a for-loop
 // (composer/optim/decoupled_weight_decay.py `adamw`, v0.14-v0.17); Megatron's apex FusedAdam is
@@ -203,13 +239,14 @@ bool loop_clips_grad_norm(const Experiment& e);
 // DeepSpeed's gradient_clipping is the strategy's), allocator, torch_version.
 nlohmann::json effective_training(const Experiment& e);
 
-// Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; SGD without
-// momentum: none).
+// Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; Muon: its momentum
+// buffer; SGD without momentum: none).
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 
 // torch.optim's state for one tensor the optimizer steps (`name`, `numel` elements of `dtype`):
 // AdamW's exp_avg and exp_avg_sq, each a zeros_like created at the first step() (adamw.py
-// _init_group), as two lazy allocations (Alloc::lazy); nothing for the other optimizers.
+// _init_group), as two lazy allocations (Alloc::lazy); Muon's momentum_buffer (_muon.py
+// _init_group, zeros_like(p.grad)), one; nothing for SGD.
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s);
 

@@ -16,6 +16,15 @@ namespace {
 // common.hpp): collectives, events, allocations.
 constexpr std::size_t kDdpOwnPerLayer = 30;
 
+// Its instructions, and Muon's per matrix of the blocks (launch_muon_step) when it steps them.
+std::size_t ddp_instruction_estimate(const Experiment& e) {
+  std::size_t n = instruction_estimate(e, kDdpOwnPerLayer);
+  if (e.training.optimizer == Optimizer::Muon)
+    for (const Layer& l : e.workload->layers)
+      for (const Param* p : l.params()) n += muon_matrix(l, *p) ? kMuonInstructionsPerMatrix : 0;
+  return n;
+}
+
 struct DdpConfig {
   Bytes bucket_cap{25 * 1024 * 1024};   // D3.2: bucket_cap_mb=None -> 25 MiB
   Bytes first_bucket{1024 * 1024};      // D3.2: kDefaultFirstBucketBytes = 1 MiB
@@ -40,7 +49,7 @@ class ReducerWriter {
   }
 
   Program write() {
-    b_.reserve(stepsim::instruction_estimate(e_, kDdpOwnPerLayer));
+    b_.reserve(ddp_instruction_estimate(e_));
     dflt_ = b_.default_stream();
     // c10d runs async collectives on its internal NCCL stream, which first waits on the
     // caller's current stream (G0.3, D3.7).
@@ -69,7 +78,7 @@ class ReducerWriter {
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     for (const Layer& l : w_.layers)
       for (const Param* p : l.params())
-        alloc_optimizer_state(b_, e_.training.optimizer, p->name, p->numel, c_.param_dtype, dflt_);
+        alloc_optimizer_state(b_, param_optimizer(e_.training.optimizer, l, *p), p->name, p->numel, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
 
@@ -137,14 +146,32 @@ class ReducerWriter {
   }
 
   // The training loop's clip_grad_norm_ (local: every replica holds the averaged gradients) and
-  // optimizer.step() over the parameters (one tensor each).
+  // optimizer.step() over the parameters (one tensor each). Muon: AdamW's step over what Muon
+  // leaves, then Muon's over the blocks' matrices (two optimizers, stepped in that order).
   void optimizer_step() {
     const std::int64_t tensors = w_.param_count();
     if (loop_clips_grad_norm(e_))
       launch_clip_grad_norm(b_, dflt_, {.numel = w_.numel(), .tensors = tensors, .dtype = c_.param_dtype, .per_tensor = false});
     b_.mark("optimizer", Phase::Optimizer);
-    launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = w_.numel(),
-                                      .tensors = tensors, .dtype = c_.param_dtype});
+    if (e_.training.optimizer == Optimizer::Muon) {
+      MuonStep muon{.dtype = c_.param_dtype};
+      std::int64_t rest = 0, rest_tensors = 0;
+      for (const Layer& l : w_.layers)
+        for (const Param* p : l.params()) {
+          if (muon_matrix(l, *p)) {
+            muon.matrices.push_back(MuonMatrix{p->dim0, p->numel / p->dim0});
+          } else {
+            rest += p->numel;
+            ++rest_tensors;
+          }
+        }
+      launch_optimizer_step(b_, dflt_, {.optimizer = Optimizer::AdamW, .impl = loop_optimizer_impl(e_), .numel = rest,
+                                        .tensors = rest_tensors, .dtype = c_.param_dtype});
+      launch_muon_step(b_, dflt_, muon);
+    } else {
+      launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = w_.numel(),
+                                        .tensors = tensors, .dtype = c_.param_dtype});
+    }
     for (BufferId g : grads_) b_.free(g);  // zero_grad(set_to_none=True)
   }
 
@@ -200,7 +227,7 @@ class Ddp final : public Strategy {
   }
 
   Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(*e.workload)).write(); }
-  std::size_t instruction_estimate(const Experiment& e) const override { return stepsim::instruction_estimate(e, kDdpOwnPerLayer); }
+  std::size_t instruction_estimate(const Experiment& e) const override { return ddp_instruction_estimate(e); }
 
  private:
   DdpConfig c_;

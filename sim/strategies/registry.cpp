@@ -14,6 +14,13 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
                               not_modelled("such a framework") + ")");
   }
   std::string fw = r.choice("framework", {"ddp", "fsdp1", "fsdp2", "zero"});
+  // torch.optim.Muon orthogonalizes each parameter as a whole 2-D matrix (it refuses any other
+  // shape): FSDP1's flat shards are 1-D, FSDP2's Shard(0) DTensors would redistribute in every
+  // matmul, DeepSpeed's partitions are flat. Only DDP's replicas are whole matrices.
+  if (e.training.optimizer == Optimizer::Muon && fw != "ddp")
+    throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json("muon"),
+                      "adamw, sgd or none with " + fw +
+                          " (muon is modelled with ddp only: torch.optim.Muon needs each parameter whole, as a 2-D matrix)");
   // From here the object's keys are the framework's (strategy_keys.cpp): an unknown key's
   // error lists all of them.
   r.declare(*strategy_keys::for_framework(fw));
