@@ -1019,11 +1019,21 @@ class Engine {
   //
   // The allocator's flushes are counted in the steady step (timeline_.alloc_retries); its OOMs
   // in the worse of the first step and the steady one: a first step that fails ends the run.
+  //
+  // A step whose live bytes alone exceed the device (metrics' "DOES NOT FIT") has no steady
+  // state: PyTorch raises OutOfMemoryError in its first step. Its curve and counters stay those
+  // of that first step as simulated, rather than of steps no run reaches; replaying them cost up
+  // to half the simulation again (bench/oom_bench, issue 49).
   void steady_state_reserved() {
     CachingAllocator& a = allocator_;  // holds the step as run above
     timeline_.alloc_retries = a.counters().num_alloc_retries;
     timeline_.alloc_ooms = a.counters().num_ooms;
     if (!allocator_config_.enabled || alloc_log_.empty()) return;
+    if (timeline_.capacity.count > 0) {
+      Bytes peak;
+      for (const MemorySample& m : timeline_.memory) peak = std::max(peak, m.total);
+      if (peak + timeline_.non_pytorch > timeline_.capacity) return;
+    }
     auto apply = [&](const AllocEvent& ev) {
       if (ev.alloc) a.malloc(ev.buffer, ev.bytes, ev.stream);
       else a.free(ev.buffer);

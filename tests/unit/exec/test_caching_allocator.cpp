@@ -633,3 +633,41 @@ TEST_CASE("fingerprint: the state up to record names; equal states answer reques
   a.malloc(BufferId{4}, Bytes{200 * MiB}, s);  // no room: the flush releases nothing whole here
   CHECK(a.fingerprint() != b.fingerprint());
 }
+
+// A step whose live bytes alone exceed the device has no steady state (PyTorch raises
+// OutOfMemoryError in its first step): its reserved curve and allocator counters are the first
+// step's, not those of replayed steps no run reaches (Engine::steady_state_reserved).
+TEST_CASE("A step that does not fit reports its first step's reserved bytes, flushes and OOMs, not a replay's",
+          "[allocator][engine]") {
+  HardwareProfile hw = ideal_profile();
+  hw.memory_capacity = Bytes{50 * MiB};
+  ProgramBuilder b;
+  const std::array<std::int64_t, 3> sizes = {30 * MiB, 30 * MiB, 45 * MiB};
+  auto a = b.alloc("a", Bytes{sizes[0]}, MemCategory::Activations, StreamId{0});
+  auto c = b.alloc("b", Bytes{sizes[1]}, MemCategory::Activations, StreamId{0});  // 60 MiB live: does not fit
+  b.free(a);
+  b.free(c);
+  auto d = b.alloc("c", Bytes{sizes[2]}, MemCategory::Activations, StreamId{0});
+  b.free(d);
+  const Metrics m = compute_metrics(simulate_program(b.take(), hw));
+  REQUIRE_FALSE(m.fits_allocated);
+
+  // The first step alone, on the allocator model.
+  CachingAllocator first;
+  first.set_device_limit(Bytes{50 * MiB});
+  Bytes peak;
+  const auto note = [&] { peak = std::max(peak, first.reserved()); };
+  first.malloc(BufferId{0}, Bytes{sizes[0]}, StreamId{0});
+  note();
+  first.malloc(BufferId{1}, Bytes{sizes[1]}, StreamId{0});
+  note();
+  first.free(BufferId{0});
+  first.free(BufferId{1});
+  note();
+  first.malloc(BufferId{2}, Bytes{sizes[2]}, StreamId{0});
+  note();
+  first.free(BufferId{2});
+  CHECK(m.peak_reserved == peak);
+  CHECK(m.alloc_retries == first.counters().num_alloc_retries);
+  CHECK(m.alloc_ooms == first.counters().num_ooms);
+}
