@@ -403,16 +403,15 @@ Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p) {
 void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
   constexpr std::int64_t kBf16 = 2;
   const std::int64_t eb = dtype_bytes(st.dtype);
-  // One aten op from Python: an eager launch of one kernel.
+  // One aten op called from the optimizer's Python loop: a launch of one kernel, with the host
+  // cost of a launch (host.launch_overhead_us) as the for-loop AdamW's ops; host.eager_op_overhead_us
+  // is measured on forward ops, whose module calls and hooks the loop does not run.
   const auto op = [&](std::string what, KernelClass cls, std::int64_t bytes) {
-    KernelSpec k = elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls);
-    k.dispatch = HostDispatch::Eager;
-    b.launch(s, k);
+    b.launch(s, elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls));
   };
   const auto mm = [&](std::string what, std::int64_t m, std::int64_t n, std::int64_t k) {
     KernelSpec g{concat({st.name, " ", what}), KernelClass::Gemm, {}, "step"};
     g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
-    g.dispatch = HostDispatch::Eager;
     b.launch(s, g);
   };
   for (const MuonMatrix& p : st.matrices) {

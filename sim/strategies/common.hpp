@@ -170,7 +170,7 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 
 // torch.optim.Muon's step (PyTorch 2.9, torch/optim/_muon.py: _single_tensor_muon, its only code
 // path: "Foreach is not supported for Muon yet"), parameter after parameter, each aten op one
-// eager launch from Python, with the defaults (momentum 0.95, nesterov, 5 Newton-Schulz steps,
+// launch from Python's loop, with the defaults (momentum 0.95, nesterov, 5 Newton-Schulz steps,
 // use_addmm False):
 //   buf.lerp_(grad, 1 - momentum); update = grad.lerp(buf, momentum)        fp32, a new update
 //   X = update.bfloat16() (the update itself when bf16), transposed (a view) when rows > cols:
