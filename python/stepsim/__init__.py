@@ -49,11 +49,12 @@ def keep_freed_memory() -> None:
     in a loop can fault the pages of the one before in again (about 430 page faults, a third of
     the call, for the Llama-3-8B DDP example whose result is dropped at each call, before
     ``simulate`` kept its last simulation until the next call: docs/python.md). ``simulate``
-    needs this no longer; other calls in a loop may. This sets glibc's thresholds for the whole process as the CLI sets
-    its own (sim/core/memory_policy.hpp): blocks up to 32 MiB from the heap, up to 1 GiB of free
-    heap kept. Nothing else in the process is told: its freed memory stays resident too, which
-    is why stepsim never does it unasked. ``STEPSIM_KEEP_FREED_MEMORY=1`` in the environment
-    does it at import. A no-op on other C libraries.
+    needs this no longer; other calls in a loop may. This sets glibc's thresholds for the whole
+    process as the CLI sets its own (sim/core/memory_policy.hpp): blocks up to 32 MiB from the
+    heap, up to 1 GiB of free heap kept. Nothing else in the process is told: its freed memory
+    stays resident too, which is why stepsim never does it unasked.
+    ``STEPSIM_KEEP_FREED_MEMORY=1`` in the environment does it at import. A no-op on other C
+    libraries.
     """
     _core.keep_freed_memory()
 
