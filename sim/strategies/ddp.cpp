@@ -12,8 +12,8 @@ namespace stepsim {
 
 namespace {
 
-// The instructions DDP writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
-// common.hpp): collectives, events, allocations.
+// The instructions DDP writes of its own per layer and micro-batch, beside its ops'
+// (instruction_estimate, common.hpp): collectives, events, allocations.
 constexpr std::size_t kDdpOwnPerLayer = 30;
 
 // Its instructions, and Muon's per matrix of the blocks (launch_muon_step) when it steps them.

@@ -17,8 +17,8 @@ namespace stepsim {
 
 namespace {
 
-// The instructions FSDP1 writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
-// common.hpp): collectives, events, allocations.
+// The instructions FSDP1 writes of its own per layer and micro-batch, beside its ops'
+// (instruction_estimate, common.hpp): collectives, events, allocations.
 constexpr std::size_t kFsdp1OwnPerLayer = 40;
 
 constexpr std::size_t kMaxInflightAllGathers = 2;  // _limiter_utils.py, "empirically chosen"

@@ -16,8 +16,8 @@ namespace fsdp2 {
 
 namespace {
 
-// The instructions FSDP2 writes of its own per layer and micro-batch, beside its ops' (instruction_estimate,
-// common.hpp): collectives, events, allocations.
+// The instructions FSDP2 writes of its own per layer and micro-batch, beside its ops'
+// (instruction_estimate, common.hpp): collectives, events, allocations.
 constexpr std::size_t kFsdp2OwnPerLayer = 50;
 
 enum class Pass { Forward, Backward };
