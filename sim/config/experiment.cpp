@@ -248,7 +248,11 @@ static TrainingConfig parse_training(ObjectReader t) {
   out.grad_accum = t.declared_int("grad_accum");
   out.no_sync = t.declared_boolean("no_sync");
   std::string opt = t.declared_choice("optimizer");
-  out.optimizer = opt == "sgd" ? Optimizer::SGD : opt == "none" ? Optimizer::None : opt == "muon" ? Optimizer::Muon : Optimizer::AdamW;
+  out.optimizer = opt == "sgd"         ? Optimizer::SGD
+                  : opt == "none"      ? Optimizer::None
+                  : opt == "muon"      ? Optimizer::Muon
+                  : opt == "adafactor" ? Optimizer::Adafactor
+                                       : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
     const std::string i = t.declared_choice("optimizer_impl");
@@ -382,6 +386,19 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
                       fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",
                                   e.training.torch().text()));
+  if (e.training.optimizer == Optimizer::Adafactor) {
+    if (e.training.torch() < kTorchAdafactorSince)
+      throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("adafactor"),
+                        fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Adafactor is in PyTorch 2.5 and later)",
+                                    e.training.torch().text()));
+    // Adafactor runs its for-loop unless foreach=True, and has no fused path; its foreach path
+    // (_multi_tensor_adafactor) is not modelled.
+    if (e.training.optimizer_impl && *e.training.optimizer_impl != OptimizerImpl::ForLoop)
+      throw_input_error(sources.file_for("/training/optimizer_impl"), "/training/optimizer_impl",
+                        Json(to_string(*e.training.optimizer_impl)),
+                        "for_loop with adafactor (torch.optim.Adafactor's default; it has no fused path, and its foreach path "
+                        "is not modelled)");
+  }
   root.finish();
   return e;
 }

@@ -31,10 +31,12 @@ struct ClusterConfig {
 
 // Muon: torch.optim.Muon over each 2-D weight of the transformer blocks and torch.optim.AdamW
 // over the other parameters, as Muon's documentation prescribes (sim/strategies/common.hpp
-// launch_muon_step).
-enum class Optimizer { AdamW, SGD, None, Muon };
-// torch.optim.Muon first shipped in PyTorch 2.9 (pytorch/pytorch#160213, torch/optim/_muon.py).
+// launch_muon_step). Adafactor: torch.optim.Adafactor over every parameter (launch_adafactor_step).
+enum class Optimizer { AdamW, SGD, None, Muon, Adafactor };
+// torch.optim.Muon first shipped in PyTorch 2.9 (pytorch/pytorch#160213, torch/optim/_muon.py),
+// torch.optim.Adafactor in 2.5 (pytorch/pytorch#129905, torch/optim/_adafactor.py).
 inline constexpr Release kTorchMuonSince{2, 9};
+inline constexpr Release kTorchAdafactorSince{2, 5};
 
 // torch.optim's three code paths for one update over the parameter tensors (adamw.py):
 //  fused     fused=True: one multi-tensor kernel series (_fused_adamw_), as DeepSpeed's and apex's

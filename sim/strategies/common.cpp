@@ -391,8 +391,66 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
   }
 }
 
+// A weight of more than one row and column (Param::dim0 rows): a 2-D tensor.
+static bool is_matrix(const Param& p) { return p.dim0 > 1 && p.dim0 < p.numel && p.numel % p.dim0 == 0; }
+
+AdafactorTensor adafactor_tensor(const Param& p) {
+  if (is_matrix(p)) return {p.dim0, p.numel / p.dim0};
+  return {p.numel, 0};
+}
+
+Bytes adafactor_state_bytes(const Param& p, Dtype dtype) {
+  const AdafactorTensor t = adafactor_tensor(p);
+  return Bytes{(t.cols > 0 ? t.rows + t.cols : t.rows) * dtype_bytes(dtype)};
+}
+
+void launch_adafactor_step(ProgramBuilder& b, StreamId s, const AdafactorStep& st) {
+  const std::int64_t eb = dtype_bytes(st.dtype);
+  const auto op = [&](std::string what, KernelClass cls, std::int64_t elements) {
+    b.launch(s, elementwise(concat({st.name, " ", what}), Bytes{elements * eb}, "step", cls));
+  };
+  // .item() of a norm: the host waits until the GPU has run everything queued before it.
+  const auto item = [&](std::string what) { b.host_sync_stream(s, concat({st.name, " ", what, ".item()"})); };
+  for (const AdafactorTensor& t : st.tensors) {
+    const std::int64_t m = t.rows, n = t.cols, numel = n > 0 ? m * n : m;
+    op("param.norm", KernelClass::Reduction, numel);
+    item("param.norm");
+    op("mul_ (weight decay)", KernelClass::Optimizer, 2 * numel);
+    BufferId estimate{0};
+    if (n > 0) {
+      op("vector_norm (rows)", KernelClass::Reduction, numel + m);
+      op("square_ (rows)", KernelClass::Elementwise, 2 * m);
+      op("div_ (rows)", KernelClass::Elementwise, 2 * m);
+      op("lerp_ (row_var)", KernelClass::Optimizer, 3 * m);
+      op("vector_norm (columns)", KernelClass::Reduction, numel + n);
+      op("square_ (columns)", KernelClass::Elementwise, 2 * n);
+      op("div_ (columns)", KernelClass::Elementwise, 2 * n);
+      op("lerp_ (col_var)", KernelClass::Optimizer, 3 * n);
+      estimate = b.alloc(concat({st.name, " var_estimate"}), Bytes{numel * eb}, MemCategory::Other, s);
+      op("row_var @ col_var (outer product)", KernelClass::Elementwise, m + n + numel);
+      op("row_var.mean", KernelClass::Reduction, m + 1);
+      op("clamp_ (row_var.mean)", KernelClass::Elementwise, 2);
+      op("div_ (var_estimate)", KernelClass::Elementwise, 2 * numel + 1);
+    } else {
+      const BufferId squared = b.alloc(concat({st.name, " grad * grad"}), Bytes{numel * eb}, MemCategory::Other, s);
+      op("grad * grad", KernelClass::Elementwise, 2 * numel);
+      op("lerp_ (variance)", KernelClass::Optimizer, 3 * numel);
+      b.free(squared);
+      estimate = b.alloc(concat({st.name, " var_estimate"}), Bytes{numel * eb}, MemCategory::Other, s);
+      op("clone (variance)", KernelClass::Copy, 2 * numel);
+    }
+    op("clamp_ (var_estimate)", KernelClass::Elementwise, 2 * numel);
+    op("rsqrt_", KernelClass::Elementwise, 2 * numel);
+    op("mul_ (grad)", KernelClass::Elementwise, 3 * numel);
+    op("update.norm", KernelClass::Reduction, numel);
+    item("update.norm");
+    op("add_ (param)", KernelClass::Optimizer, 3 * numel);
+    b.free(estimate);
+  }
+}
+
 bool muon_matrix(const Layer& l, const Param& p) {
-  return l.kind == LayerKind::Block && p.dim0 > 1 && p.dim0 < p.numel && p.numel % p.dim0 == 0;
+  return l.kind == LayerKind::Block && is_matrix(p);
 }
 
 Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p) {
@@ -473,12 +531,16 @@ nlohmann::json effective_training(const Experiment& e) {
   nlohmann::json out = nlohmann::json::object();
   out["grad_accum"] = t.grad_accum;
   if (!zero) out["no_sync"] = t.no_sync;
-  out["optimizer"] = t.optimizer == Optimizer::SGD    ? "sgd"
-                     : t.optimizer == Optimizer::None ? "none"
-                     : t.optimizer == Optimizer::Muon ? "muon"
-                                                      : "adamw";
+  out["optimizer"] = t.optimizer == Optimizer::SGD         ? "sgd"
+                     : t.optimizer == Optimizer::None      ? "none"
+                     : t.optimizer == Optimizer::Muon      ? "muon"
+                     : t.optimizer == Optimizer::Adafactor ? "adafactor"
+                                                           : "adamw";
   if (t.optimizer != Optimizer::None) {
-    out["optimizer_impl"] = to_string(zero ? deepspeed_optimizer_impl(e) : loop_optimizer_impl(e));
+    // Adafactor's is its for-loop (the only path modelled); Muon's is AdamW's, for what Muon leaves.
+    out["optimizer_impl"] = to_string(zero                                ? deepspeed_optimizer_impl(e)
+                                      : t.optimizer == Optimizer::Adafactor ? OptimizerImpl::ForLoop
+                                                                            : loop_optimizer_impl(e));
     out["master_dtype"] = to_string(t.master_dtype);
   }
   if (!zero) {

@@ -196,6 +196,37 @@ inline constexpr int kMuonNsSteps = 5;
 // a free in each, 2 launches and 2 frees after.
 inline constexpr std::size_t kMuonInstructionsPerMatrix = 6 + 2 + kMuonNsSteps * 10 + 2 + 2;
 void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& step);
+// torch.optim.Adafactor's step (PyTorch 2.5, torch/optim/_adafactor.py: _single_tensor_adafactor,
+// its default: "Adafactor will default to the slower single tensor for-loop implementation unless
+// this flag is explicitly True"), tensor after tensor, each aten op one launch from Python's loop:
+//   alpha from param.norm(2).item()                 a reduction, then the host waits for the GPU
+//   param.mul_(1 - lr * wd)                         weight decay
+//   a matrix (m rows, n columns): its second moment factored over rows and columns
+//     row_var.lerp_(vector_norm(grad, dim=-1).square_().div_(n))   reduction over n, 3 on m
+//     col_var.lerp_(vector_norm(grad, dim=-2).square_().div_(m))   reduction over m, 3 on n
+//     var_estimate = row_var @ col_var                              an m x n outer product (new)
+//     var_estimate.div_(row_var.mean(dim=-2).clamp_(min=eps1))      reduction, clamp, div_
+//   a vector: variance.lerp_(grad * grad); var_estimate = variance.clone()
+//   update = var_estimate.clamp_(min=eps1^2).rsqrt_().mul_(grad)
+//   update.norm(2).item()                           a reduction, then the host waits again
+//   param.add_(update, alpha)
+// Its state is row_var (m) and col_var (n) per matrix, variance (n) per vector, in the
+// parameter's dtype (and a step count on the CPU); var_estimate lives through the update.
+struct AdafactorTensor {
+  std::int64_t rows = 0, cols = 0;  // cols 0: a vector of `rows` elements
+};
+struct AdafactorStep {
+  std::vector<AdafactorTensor> tensors;
+  Dtype dtype = Dtype::FP32;
+  std::string name = "optimizer.step adafactor";
+};
+// What launch_adafactor_step writes per tensor at most (a matrix: 19 launches, 2 host waits, an
+// allocation and its free).
+inline constexpr std::size_t kAdafactorInstructionsPerTensor = 23;
+void launch_adafactor_step(ProgramBuilder& b, StreamId s, const AdafactorStep& step);
+// A parameter as torch.optim.Adafactor sees it: a matrix when it has more than one row and column.
+AdafactorTensor adafactor_tensor(const Param& p);
+
 // Whether training.optimizer muon gives `p` of `l` to Muon: a 2-D weight of a transformer block.
 // The embeddings, the output head, norms and biases go to AdamW, as torch.optim.Muon's
 // documentation says ("Other parameters, such as bias, and embedding, should be optimized by a
@@ -240,7 +271,7 @@ bool loop_clips_grad_norm(const Experiment& e);
 nlohmann::json effective_training(const Experiment& e);
 
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; Muon: its momentum
-// buffer; SGD without momentum: none).
+// buffer; SGD without momentum: none). Adafactor's depend on the shape: adafactor_state_bytes.
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 
 // torch.optim's state for one tensor the optimizer steps (`name`, `numel` elements of `dtype`):
@@ -249,6 +280,9 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 // _init_group, zeros_like(p.grad)), one; nothing for SGD.
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s);
+// Adafactor's state of one parameter: row_var and col_var (rows + cols elements) for a matrix,
+// variance (numel) for a vector, created at the first step() (_adafactor.py _init_group).
+Bytes adafactor_state_bytes(const Param& p, Dtype dtype);
 
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation

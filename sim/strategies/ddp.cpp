@@ -16,12 +16,15 @@ namespace {
 // (instruction_estimate, common.hpp): collectives, events, allocations.
 constexpr std::size_t kDdpOwnPerLayer = 30;
 
-// Its instructions, and Muon's per matrix of the blocks (launch_muon_step) when it steps them.
+// Its instructions, and Muon's per matrix of the blocks (launch_muon_step) or Adafactor's per
+// parameter (launch_adafactor_step) when they step them.
 std::size_t ddp_instruction_estimate(const Experiment& e) {
   std::size_t n = instruction_estimate(e, kDdpOwnPerLayer);
   if (e.training.optimizer == Optimizer::Muon)
     for (const Layer& l : e.workload->layers)
       for (const Param* p : l.params()) n += muon_matrix(l, *p) ? kMuonInstructionsPerMatrix : 0;
+  if (e.training.optimizer == Optimizer::Adafactor)
+    n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
   return n;
 }
 
@@ -77,8 +80,12 @@ class ReducerWriter {
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     for (const Layer& l : w_.layers)
-      for (const Param* p : l.params())
-        alloc_optimizer_state(b_, param_optimizer(e_.training.optimizer, l, *p), p->name, p->numel, c_.param_dtype, dflt_);
+      for (const Param* p : l.params()) {
+        if (e_.training.optimizer == Optimizer::Adafactor)
+          b_.alloc_lazy_optimizer_state("adafactor state " + p->name, adafactor_state_bytes(*p, c_.param_dtype), dflt_);
+        else
+          alloc_optimizer_state(b_, param_optimizer(e_.training.optimizer, l, *p), p->name, p->numel, c_.param_dtype, dflt_);
+      }
     kept_output_.setup(b_, w_, dflt_);
   }
 
@@ -168,6 +175,11 @@ class ReducerWriter {
       launch_optimizer_step(b_, dflt_, {.optimizer = Optimizer::AdamW, .impl = loop_optimizer_impl(e_), .numel = rest,
                                         .tensors = rest_tensors, .dtype = c_.param_dtype});
       launch_muon_step(b_, dflt_, muon);
+    } else if (e_.training.optimizer == Optimizer::Adafactor) {
+      AdafactorStep step{.dtype = c_.param_dtype};
+      for (const Layer& l : w_.layers)
+        for (const Param* p : l.params()) step.tensors.push_back(adafactor_tensor(*p));
+      launch_adafactor_step(b_, dflt_, step);
     } else {
       launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = w_.numel(),
                                         .tensors = tensors, .dtype = c_.param_dtype});

@@ -15,12 +15,16 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
   }
   std::string fw = r.choice("framework", {"ddp", "fsdp1", "fsdp2", "zero"});
   // torch.optim.Muon orthogonalizes each parameter as a whole 2-D matrix (it refuses any other
-  // shape): FSDP1's flat shards are 1-D, FSDP2's Shard(0) DTensors would redistribute in every
-  // matmul, DeepSpeed's partitions are flat. Only DDP's replicas are whole matrices.
-  if (e.training.optimizer == Optimizer::Muon && fw != "ddp")
-    throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json("muon"),
-                      "adamw, sgd or none with " + fw +
-                          " (muon is modelled with ddp only: torch.optim.Muon needs each parameter whole, as a 2-D matrix)");
+  // shape), and torch.optim.Adafactor factors each 2-D parameter's second moment over its rows and
+  // columns: FSDP1's flat shards are 1-D, FSDP2's Shard(0) DTensors would redistribute in every
+  // matmul and norm, DeepSpeed's partitions are flat. Only DDP's replicas are whole matrices.
+  const Optimizer opt = e.training.optimizer;
+  if ((opt == Optimizer::Muon || opt == Optimizer::Adafactor) && fw != "ddp") {
+    const std::string name = opt == Optimizer::Muon ? "muon" : "adafactor";
+    throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json(name),
+                      "adamw, sgd or none with " + fw + " (" + name +
+                          " is modelled with ddp only: it needs each parameter whole, as a 2-D matrix)");
+  }
   // From here the object's keys are the framework's (strategy_keys.cpp): an unknown key's
   // error lists all of them.
   r.declare(*strategy_keys::for_framework(fw));

@@ -31,7 +31,7 @@ std::vector<std::string> shipped_configs() {
 }  // namespace
 
 TEST_CASE("A strategy's program fits the instructions it reserves, on every shipped example, with and without "
-          "checkpointing and accumulation, and with Muon",
+          "checkpointing and accumulation, and with Muon and Adafactor",
           "[strategies][program]") {
   const std::vector<std::string> files = shipped_configs();
   REQUIRE(files.size() >= 28);  // 8 model examples, 9 seed cases, 8 validation cases, 3 benches
@@ -39,23 +39,33 @@ TEST_CASE("A strategy's program fits the instructions it reserves, on every ship
   for (const std::string& f : files) {
     const int before = programs;
     for (const char* grad_accum : {"1", "4"}) {
-      for (const char* variant : {"", "none", "full", "op_sac", "muon"}) {  // "": as the file has it; else checkpointing or Muon
+      // "": as the file has it; else checkpointing, or Muon or Adafactor (DDP only)
+      for (const char* variant : {"", "none", "full", "op_sac", "muon", "adafactor"}) {
         std::vector<std::string> overrides = {std::string("training.grad_accum=") + grad_accum};
-        if (std::string(variant) == "muon") overrides.push_back("training.optimizer=\"muon\"");  // DDP only
-        else if (*variant) overrides.push_back(std::string("workload.activation_checkpointing=") + variant);
+        if (std::string(variant) == "muon") {
+          overrides.push_back("training.optimizer=\"muon\"");
+        } else if (std::string(variant) == "adafactor") {
+          overrides.push_back("training.optimizer=\"adafactor\"");
+          overrides.push_back("training.optimizer_impl=\"for_loop\"");
+        } else if (*variant) {
+          overrides.push_back(std::string("workload.activation_checkpointing=") + variant);
+        }
         if (f.find("4096-layers") != std::string::npos) overrides.push_back("workload.model.layers=64");
-        INFO(f << " --set " << overrides[0] << (*variant ? " --set " + overrides[1] : std::string()));
+        std::string sets;
+        for (const std::string& o : overrides) sets += " --set " + o;
+        INFO(f << sets);
         Experiment e = [&] {
           try {
             return load_experiment(f, overrides);
           } catch (const InputError& err) {
             // Refused only where the knob does not exist: a seed case's toy workload takes no
-            // checkpointing (and no op_sac), muon is DDP's only, and a DeepSpeed config fixes the
-            // accumulation.
+            // checkpointing (and no op_sac), Muon and Adafactor are DDP's only, and a DeepSpeed
+            // config fixes the accumulation.
             const std::string what = err.what();
             INFO(what);
             REQUIRE((what.find("/workload/activation_checkpointing: ") != std::string::npos ||
                      what.find("/training/optimizer: \"muon\": expected adamw, sgd or none with ") != std::string::npos ||
+                     what.find("/training/optimizer: \"adafactor\": expected adamw, sgd or none with ") != std::string::npos ||
                      what.find("/training/grad_accum: 4: expected the value of") != std::string::npos));
             return Experiment{};
           }
