@@ -396,8 +396,8 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     if (e.training.optimizer_impl && *e.training.optimizer_impl != OptimizerImpl::ForLoop)
       throw_input_error(sources.file_for("/training/optimizer_impl"), "/training/optimizer_impl",
                         Json(to_string(*e.training.optimizer_impl)),
-                        "for_loop with adafactor (torch.optim.Adafactor's default; it has no fused path, and its foreach path "
-                        "is not modelled)");
+                        "for_loop with adafactor (torch.optim.Adafactor's default; it has no fused path, and " +
+                            not_modelled("its foreach path") + ")");
   }
   root.finish();
   return e;

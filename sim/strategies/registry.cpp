@@ -22,8 +22,8 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
   if ((opt == Optimizer::Muon || opt == Optimizer::Adafactor) && fw != "ddp") {
     const std::string name = opt == Optimizer::Muon ? "muon" : "adafactor";
     throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json(name),
-                      "adamw, sgd or none with " + fw + " (" + name +
-                          " is modelled with ddp only: it needs each parameter whole, as a 2-D matrix)");
+                      "adamw, sgd or none with " + fw + " (" + name + " needs each parameter whole, as a 2-D matrix: " +
+                          not_modelled(name + " on sharded parameters") + ")");
   }
   // From here the object's keys are the framework's (strategy_keys.cpp): an unknown key's
   // error lists all of them.

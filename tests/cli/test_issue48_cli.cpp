@@ -136,4 +136,10 @@ TEST_CASE("Each input stepsim does not model is refused with an error naming the
   expect_input_error("simulate " + hf("swa", "mistral.json"), {"mistral.json", "/sliding_window", table});
   // LoRA: no key reads it; a key that names it says where the list is.
   expect_input_error("simulate " + fsdp2 + " --set workload.lora_r=16", {"/workload/lora_r", table});
+  // Muon and Adafactor on sharded parameters; Adafactor's foreach path.
+  expect_input_error("simulate " + fsdp2 + " --set training.optimizer=muon", {"/training/optimizer", table});
+  expect_input_error("simulate " + fsdp2 + " --set training.optimizer=adafactor", {"/training/optimizer", table});
+  const std::string ddp = kSrc + "/configs/examples/llama3-8b-ddp-8xh100.json";
+  expect_input_error("simulate " + ddp + " --set training.optimizer=adafactor --set training.optimizer_impl=foreach",
+                     {"/training/optimizer_impl", table});
 }
