@@ -252,6 +252,7 @@ static TrainingConfig parse_training(ObjectReader t) {
                   : opt == "none"      ? Optimizer::None
                   : opt == "muon"      ? Optimizer::Muon
                   : opt == "adafactor" ? Optimizer::Adafactor
+                  : opt == "lion"      ? Optimizer::Lion
                                        : Optimizer::AdamW;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
@@ -386,6 +387,12 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
                       fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",
                                   e.training.torch().text()));
+  // Lion's implementations are a for-loop (Composer's DecoupledLionW, llm-foundry's
+  // decoupled_lionw) and a fused kernel (DeepSpeed's FusedLion); none runs foreach.
+  if (e.training.optimizer == Optimizer::Lion && e.training.optimizer_impl == OptimizerImpl::Foreach)
+    throw_input_error(sources.file_for("/training/optimizer_impl"), "/training/optimizer_impl", Json("foreach"),
+                      "for_loop or fused with lion (Composer's DecoupledLionW loops over the parameters, DeepSpeed's "
+                      "FusedLion is fused; " + not_modelled("a foreach Lion") + ")");
   if (e.training.optimizer == Optimizer::Adafactor) {
     if (e.training.torch() < kTorchAdafactorSince)
       throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("adafactor"),

@@ -608,7 +608,9 @@ class DeepSpeedTranslation {
     for (char c : o["type"].get<std::string>()) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (lower == "adam" || lower == "adamw" || lower == "fusedadam") put_key("training", "optimizer", "adamw", "/optimizer/type");
     else if (lower == "sgd") put_key("training", "optimizer", "sgd", "/optimizer/type");
-    else r_.fail("/optimizer/type", o["type"], "Adam, AdamW or SGD (the optimizers stepsim models)");
+    // runtime/config.py LION_OPTIMIZER: engine.py _configure_basic_optimizer builds FusedLion.
+    else if (lower == "lion") put_key("training", "optimizer", "lion", "/optimizer/type");
+    else r_.fail("/optimizer/type", o["type"], "Adam, AdamW, Lion or SGD (the optimizers stepsim models with DeepSpeed)");
   }
 
   void reduction_dtypes() {

@@ -112,7 +112,7 @@ const ForeignObject& deepspeed() {
           precision("bf16", "{\"enabled\": true | false | \"auto\"}: bf16 compute; \"auto\" keeps workload.dtype.", "unknown"),
           precision("bfloat16", "The older spelling of bf16 (DeepSpeed-Chat writes it); not both.", "unknown"),
           precision("fp16", "{\"enabled\": true | false | \"auto\"}: fp16 compute; not with bf16 enabled.", "unknown"),
-          read({.name = "optimizer", .types = kObject, .doc = "{\"type\": Adam, AdamW, FusedAdam or SGD, ...}; other types are exit 2.",
+          read({.name = "optimizer", .types = kObject, .doc = "{\"type\": Adam, AdamW, FusedAdam, Lion or SGD, ...}; other types are exit 2.",
                 .since = "unknown"},
                "training.optimizer"),
           read({.name = "communication_data_type", .types = kString | kNull, .doc = "The dtype gradients are reduced in; null: unset.",

@@ -330,6 +330,13 @@ constexpr StepOp kAdamwOps[] = {{"mul_ (weight decay)", 1, 2}, {"lerp_ (exp_avg)
                                 {"add_ (eps)", 1, 2},            {"addcdiv_ (param)", 3, 4}};
 constexpr std::size_t kSqrtOp = 4;
 constexpr StepOp kSgdOps[] = {{"add_ (param)", 2, 3}};
+// Composer's DecoupledLionW (composer/optim/decoupled_weight_decay.py `lionw`): the decay, the
+// update exp_avg.lerp(grad, 1 - beta1) (a new tensor, index 1) and its sign_, the parameter's
+// add_, then exp_avg.lerp_(grad, 1 - beta2). DeepSpeed's FusedLion reads param, grad and exp_avg
+// and writes param and exp_avg: 5 elements.
+constexpr StepOp kLionOps[] = {{"mul_ (weight decay)", 1, 2}, {"lerp (update)", 2, 3}, {"sign_ (update)", 1, 2},
+                               {"add_ (param)", 2, 3},        {"lerp_ (exp_avg)", 2, 3}};
+constexpr std::size_t kLionUpdateOp = 1;
 
 // At most this many launches (and temporaries) stand for a for-loop over the tensors: each one
 // the loop's ops over its share of them, so a step's program stays small whatever the model.
@@ -349,12 +356,29 @@ std::int64_t share(std::int64_t total, std::int64_t parts, std::int64_t i) { ret
 
 void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& st) {
   if (st.optimizer == Optimizer::None || st.numel <= 0) return;
-  const bool adamw = st.optimizer == Optimizer::AdamW;
+  const bool adamw = st.optimizer == Optimizer::AdamW, lion = st.optimizer == Optimizer::Lion;
   const std::int64_t eb = dtype_bytes(st.dtype);
   const std::int64_t tensors = std::max<std::int64_t>(1, st.tensors);
   if (st.impl == OptimizerImpl::Fused) {
-    b.launch(s, memory_kernels(st.name, Bytes{(adamw ? 7 : 3) * st.numel * eb}, multi_tensor_launches(adamw ? 4 : 2, tensors, st.numel),
+    const int elements = adamw ? 7 : lion ? 5 : 3, depth = adamw ? 4 : lion ? 3 : 2;
+    b.launch(s, memory_kernels(st.name, Bytes{elements * st.numel * eb}, multi_tensor_launches(depth, tensors, st.numel),
                                KernelClass::Optimizer));
+    return;
+  }
+  if (lion) {
+    // For-loop (Composer's; no foreach Lion is modelled): tensor after tensor, the update a
+    // tensor-sized temporary from its lerp to the parameter's add_.
+    int per_tensor = 0, elements = 0;
+    for (const StepOp& op : kLionOps) per_tensor += 1, elements += op.elements;
+    const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t n = share(st.numel, groups, g), t = share(tensors, groups, g);
+      const BufferId update = b.alloc(st.name + " update", Bytes{ceil_div(n, t) * eb}, MemCategory::Other, s);
+      b.launch(s, memory_kernels(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
+                                 static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max())),
+                                 KernelClass::Optimizer));
+      b.free(update);
+    }
     return;
   }
   const std::span<const StepOp> ops = adamw ? std::span<const StepOp>(kAdamwOps) : std::span<const StepOp>(kSgdOps);
@@ -508,6 +532,8 @@ void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
 
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (e.training.optimizer_impl) return *e.training.optimizer_impl;
+  // Lion's loop is Composer's for-loop, whatever the implementation's AdamW would run.
+  if (e.training.optimizer == Optimizer::Lion) return OptimizerImpl::ForLoop;
   if (!e.workload->options) return OptimizerImpl::Fused;
   switch (e.workload->options->impl) {
     case Implementation::LlmFoundry: return OptimizerImpl::ForLoop;
@@ -535,6 +561,7 @@ nlohmann::json effective_training(const Experiment& e) {
                      : t.optimizer == Optimizer::None      ? "none"
                      : t.optimizer == Optimizer::Muon      ? "muon"
                      : t.optimizer == Optimizer::Adafactor ? "adafactor"
+                     : t.optimizer == Optimizer::Lion      ? "lion"
                                                            : "adamw";
   if (t.optimizer != Optimizer::None) {
     // Adafactor's is its for-loop (the only path modelled); Muon's is AdamW's, for what Muon leaves.
@@ -573,14 +600,15 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
   if (opt == Optimizer::AdamW) return Bytes{2 * numel * dtype_bytes(dtype)};
-  if (opt == Optimizer::Muon) return Bytes{numel * dtype_bytes(dtype)};
+  if (opt == Optimizer::Muon || opt == Optimizer::Lion) return Bytes{numel * dtype_bytes(dtype)};
   return Bytes{0};
 }
 
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s) {
-  if (opt == Optimizer::Muon) {
-    b.alloc_lazy_optimizer_state(concat({"momentum_buffer ", name}), optimizer_state_bytes(opt, numel, dtype), s);
+  if (opt == Optimizer::Muon || opt == Optimizer::Lion) {
+    b.alloc_lazy_optimizer_state(concat({opt == Optimizer::Muon ? "momentum_buffer " : "exp_avg ", name}),
+                                 optimizer_state_bytes(opt, numel, dtype), s);
     return;
   }
   const Bytes both = optimizer_state_bytes(opt, numel, dtype);  // AdamW's two moments, or none

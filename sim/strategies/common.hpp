@@ -156,6 +156,10 @@ void enter_backward(ProgramBuilder& b, const Experiment& e, int micro);
 // mul_ (decay), lerp_ (exp_avg), mul_ + addcmul_ (exp_avg_sq), sqrt, div_, add_ (denominator),
 // addcdiv_ (param). The sqrt allocates a parameter-sized fp32 temporary: all the tensors' at once in
 // foreach, two per tensor in turn in the for-loop. SGD (no momentum) is one add_ of 3 elements.
+// Lion (Chen et al. 2023, arXiv 2302.06675): fused, DeepSpeed's FusedLion, 5 elements (read param,
+// grad, exp_avg; write param, exp_avg); for-loop, Composer's DecoupledLionW `lionw` (llm-foundry's
+// decoupled_lionw): mul_ (decay), lerp (update, a tensor-sized temporary), sign_, add_ (param),
+// lerp_ (exp_avg), 13 elements; it has no foreach path.
 // Multi-tensor launches follow MultiTensorApply.cuh: 65,536-element chunks, at most 320 chunks and
 // 110/64/48/36 tensors (for 1/2/3/4 tensor lists) per kernel; a for-loop op is one kernel per tensor.
 struct OptimizerStep {
@@ -240,6 +244,7 @@ Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p);
 // fused; torch.optim.AdamW defaults to foreach for CUDA tensors (optimizer.py
 // _default_to_fused_or_foreach) and torchtitan passes foreach=True (train.py at 83c879f1,
 // optimizer.py at 9dec370: `"foreach": not fused`, fused off by default). Toy workloads: fused.
+// Lion: for_loop (Composer's DecoupledLionW), unless the training says fused.
 OptimizerImpl loop_optimizer_impl(const Experiment& e);
 // DeepSpeed's: training.optimizer_impl, else fused (its FusedAdam over each flat fp32 partition,
 // whatever the workload's loop would pass).

@@ -473,6 +473,13 @@ TEST_CASE("A value DeepSpeed itself would fail on is refused even where stepsim 
   expect_input_error(ds(R"(, "wall_clock_breakdown": "no")"), {"ds.json", "/wall_clock_breakdown: \"no\"", "boolean"});
   expect_input_error(ds(R"(, "gradient_predivide_factor": 0)"), {"ds.json", "/gradient_predivide_factor: 0", "number > 0"});
   expect_input_error(ds(R"(, "optimizer": {"type": "AdamW", "params": 5})"), {"ds.json", "/optimizer/params: 5", "an object"});
+  // DeepSpeed's Lion (runtime/config.py LION_OPTIMIZER; the engine builds FusedLion) is read as training.optimizer lion.
+  {
+    std::string json_out;
+    REQUIRE(run_capture(kBin + " " + ds(R"(, "optimizer": {"type": "Lion", "params": {"lr": 1e-4}})") + " --json", json_out) == 0);
+    CHECK(nlohmann::json::parse(json_out)["experiment"]["training"]["optimizer"] == "lion");
+  }
+  expect_input_error(ds(R"(, "optimizer": {"type": "Adafactor"})"), {"ds.json", "/optimizer/type: \"Adafactor\"", "Lion"});
   expect_input_error(ds("", R"(, "memory_efficient_linear": "x")"), {"ds.json", "/zero_optimization/memory_efficient_linear: \"x\"", "boolean"});
   // "auto" stays accepted where the HF Trainer fills it.
   std::string out;

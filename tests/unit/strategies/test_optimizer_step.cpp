@@ -203,3 +203,26 @@ TEST_CASE("optimizer_impl and clip_grad_norm refuse what they cannot mean", "[op
   CHECK_THROWS_WITH(experiment(small("hf"), {{"framework", "ddp"}}, {{"clip_grad_norm", "1.0"}}),
                     Catch::Contains("/training/clip_grad_norm"));
 }
+
+TEST_CASE("Lion: DeepSpeed's FusedLion one multi-tensor series of 5 elements a parameter; Composer's DecoupledLionW "
+          "five ops per tensor, 13 elements, with the update a tensor-sized temporary; no foreach path",
+          "[optimizer][memory]") {
+  const std::int64_t n = 12'000'000;
+  Step fused = run_step({.optimizer = Optimizer::Lion, .impl = OptimizerImpl::Fused, .numel = n, .tensors = 1, .dtype = Dtype::FP32});
+  REQUIRE(fused.launches.size() == 1);
+  CHECK(moved(fused).count == 5LL * 4 * n);
+  CHECK(fused.temporaries.empty());
+  // Three lists (param, grad, exp_avg): at most 48 tensors per kernel.
+  CHECK(kernels(run_step({.optimizer = Optimizer::Lion, .impl = OptimizerImpl::Fused, .numel = 1'000'000, .tensors = 100})) == 3);
+  Step loop = run_step({.optimizer = Optimizer::Lion, .impl = OptimizerImpl::ForLoop, .numel = n, .tensors = 24, .dtype = Dtype::FP32});
+  CHECK(kernels(loop) == 5 * 24);
+  CHECK(moved(loop).count == 13LL * 4 * n);
+  CHECK(loop.peak_temporary.count == 4 * (n / 24));
+  // Its state is one exp_avg; its loop is Composer's for-loop unless fused is asked for.
+  CHECK(optimizer_state_bytes(Optimizer::Lion, n, Dtype::FP32).count == 4 * n);
+  CHECK(loop_optimizer_impl(experiment(small("torchtitan"), {{"framework", "fsdp2"}}, {{"optimizer", "lion"}})) == OptimizerImpl::ForLoop);
+  CHECK(deepspeed_optimizer_impl(experiment(small("hf"), {{"framework", "zero"}, {"stage", 1}}, {{"optimizer", "lion"}})) ==
+        OptimizerImpl::Fused);
+  CHECK_THROWS_WITH(experiment(small("hf"), {{"framework", "ddp"}}, {{"optimizer", "lion"}, {"optimizer_impl", "foreach"}}),
+                    Catch::Contains("/training/optimizer_impl: \"foreach\": expected for_loop or fused with lion"));
+}
