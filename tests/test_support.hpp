@@ -60,6 +60,17 @@ inline Experiment experiment_from_doc(const nlohmann::json& doc) {
   return experiment_from_json(doc, sources);
 }
 
+// Llama-2-7B (sequence 1024, micro-batch 1, full checkpointing) on one node of 8 H100s under
+// `framework` (its defaults), with `training`: a JSON object's text.
+inline Experiment llama2_7b_on_8_h100(const std::string& framework, const std::string& training) {
+  nlohmann::json doc = {
+      {"workload", {{"preset", "llama2-7b"}, {"seq_len", 1024}, {"micro_batch", 1}, {"activation_checkpointing", "full"}}},
+      {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+      {"strategy", {{"framework", framework}}},
+      {"training", nlohmann::json::parse(training)}};
+  return experiment_from_doc(doc);
+}
+
 // Runs a command line, returns its exit status (0-255), capturing stdout+stderr into `out`.
 inline int run_capture(const std::string& cmd, std::string& out) {
   out.clear();

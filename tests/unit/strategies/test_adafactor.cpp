@@ -10,18 +10,14 @@
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 
 namespace {
 
 Experiment experiment(const std::string& framework, const std::string& training) {
-  const std::string doc = R"({"workload": {"preset": "llama2-7b", "seq_len": 1024, "micro_batch": 1, "activation_checkpointing": "full"},
-                              "cluster": {"profile": "configs/hardware/h100-sxm-8x.json", "nodes": 1, "gpus_per_node": 8},
-                              "strategy": {"framework": ")" + framework + R"("}, "training": )" + training + "}";
-  SourceMap sources;
-  sources.root_file = std::string(STEPSIM_SOURCE_DIR) + "/inline.json";
-  return experiment_from_json(nlohmann::json::parse(doc), sources);
+  return test::llama2_7b_on_8_h100(framework, training);
 }
 
 struct Counts {
@@ -85,14 +81,9 @@ TEST_CASE("Adafactor's state: rows + columns per matrix, the whole vector per ve
   CHECK(p.instructions.size() <= adafactor.strategy->instruction_estimate(adafactor));
 }
 
-TEST_CASE("Adafactor is refused with a sharding framework, before PyTorch 2.5, and with a code path it does not have or "
-          "that is not modelled",
+// (With a sharding framework: test_muon.cpp, beside Muon's.)
+TEST_CASE("Adafactor is refused before PyTorch 2.5 and with a code path it does not have or that is not modelled",
           "[adafactor][config]") {
-  for (const char* fw : {"fsdp1", "fsdp2", "zero"}) {
-    INFO(fw);
-    CHECK_THROWS_WITH(experiment(fw, R"({"optimizer": "adafactor"})"),
-                      Catch::Contains("/training/optimizer: \"adafactor\": expected adamw, sgd or none with " + std::string(fw)));
-  }
   CHECK_THROWS_WITH(experiment("ddp", R"({"optimizer": "adafactor", "torch_version": "2.4"})"),
                     Catch::Contains("(torch.optim.Adafactor is in PyTorch 2.5 and later)"));
   for (const char* impl : {"fused", "foreach"}) {

@@ -10,18 +10,14 @@
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
+#include "test_support.hpp"
 
 using namespace stepsim;
 
 namespace {
 
 Experiment experiment(const std::string& framework, const std::string& training) {
-  const std::string doc = R"({"workload": {"preset": "llama2-7b", "seq_len": 1024, "micro_batch": 1, "activation_checkpointing": "full"},
-                              "cluster": {"profile": "configs/hardware/h100-sxm-8x.json", "nodes": 1, "gpus_per_node": 8},
-                              "strategy": {"framework": ")" + framework + R"("}, "training": )" + training + "}";
-  SourceMap sources;
-  sources.root_file = std::string(STEPSIM_SOURCE_DIR) + "/inline.json";
-  return experiment_from_json(nlohmann::json::parse(doc), sources);
+  return test::llama2_7b_on_8_h100(framework, training);
 }
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
@@ -82,13 +78,15 @@ TEST_CASE("Muon's state is one momentum buffer per matrix (AdamW's two moments f
   CHECK(rm.metrics.optimizer > ra.metrics.optimizer + Time::from_ms(300));
 }
 
-TEST_CASE("Muon is refused where torch.optim.Muon cannot step the parameters as they are held, and before PyTorch 2.9",
-          "[muon][config]") {
-  for (const char* fw : {"fsdp1", "fsdp2", "zero"}) {
-    INFO(fw);
-    CHECK_THROWS_WITH(experiment(fw, R"({"optimizer": "muon"})"),
-                      Catch::Contains("/training/optimizer: \"muon\": expected adamw, sgd or none with " + std::string(fw)));
-  }
+TEST_CASE("Muon and Adafactor are refused where they cannot step the parameters as they are held (sharded), and Muon "
+          "before PyTorch 2.9",
+          "[muon][adafactor][config]") {
+  for (const std::string opt : {"muon", "adafactor"})
+    for (const std::string fw : {"fsdp1", "fsdp2", "zero"}) {
+      INFO(opt << " with " << fw);
+      CHECK_THROWS_WITH(experiment(fw, R"({"optimizer": ")" + opt + "\"}"),
+                        Catch::Contains("/training/optimizer: \"" + opt + "\": expected adamw, sgd or none with " + fw));
+    }
   CHECK_THROWS_WITH(experiment("ddp", R"({"optimizer": "muon", "torch_version": "2.8"})"),
                     Catch::Contains("/training/optimizer: \"muon\": expected adamw, sgd or none with PyTorch 2.8.0 "
                                     "(torch.optim.Muon is in PyTorch 2.9 and later)"));
