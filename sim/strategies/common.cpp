@@ -336,7 +336,6 @@ constexpr StepOp kSgdOps[] = {{"add_ (param)", 2, 3}};
 // and writes param and exp_avg: 5 elements.
 constexpr StepOp kLionOps[] = {{"mul_ (weight decay)", 1, 2}, {"lerp (update)", 2, 3}, {"sign_ (update)", 1, 2},
                                {"add_ (param)", 2, 3},        {"lerp_ (exp_avg)", 2, 3}};
-constexpr std::size_t kLionUpdateOp = 1;
 
 // At most this many launches (and temporaries) stand for a for-loop over the tensors: each one
 // the loop's ops over its share of them, so a step's program stays small whatever the model.
@@ -365,24 +364,10 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
                                KernelClass::Optimizer));
     return;
   }
-  if (lion) {
-    // For-loop (Composer's; no foreach Lion is modelled): tensor after tensor, the update a
-    // tensor-sized temporary from its lerp to the parameter's add_.
-    int per_tensor = 0, elements = 0;
-    for (const StepOp& op : kLionOps) per_tensor += 1, elements += op.elements;
-    const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t n = share(st.numel, groups, g), t = share(tensors, groups, g);
-      const BufferId update = b.alloc(st.name + " update", Bytes{ceil_div(n, t) * eb}, MemCategory::Other, s);
-      b.launch(s, memory_kernels(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
-                                 static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max())),
-                                 KernelClass::Optimizer));
-      b.free(update);
-    }
-    return;
-  }
-  const std::span<const StepOp> ops = adamw ? std::span<const StepOp>(kAdamwOps) : std::span<const StepOp>(kSgdOps);
-  if (st.impl == OptimizerImpl::Foreach) {
+  const std::span<const StepOp> ops = adamw  ? std::span<const StepOp>(kAdamwOps)
+                                      : lion ? std::span<const StepOp>(kLionOps)
+                                             : std::span<const StepOp>(kSgdOps);
+  if (st.impl == OptimizerImpl::Foreach && !lion) {  // no Lion runs foreach: its loop below
     // The sqrt's outputs (one per tensor) live until the function returns after addcdiv_; they
     // are held here as at most kMaxLoopGroups buffers of the tensors' shares.
     std::vector<BufferId> temps;
@@ -398,16 +383,18 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
     for (BufferId t : temps) b.free(t);
     return;
   }
-  // for-loop: tensor after tensor, every op once each; the sqrt and the division each make a
+  // for-loop: tensor after tensor, every op once each. AdamW's sqrt and division each make a
   // tensor-sized temporary, the first freed by the division, the second when the next tensor's
-  // denominator replaces it: two at a time.
+  // denominator replaces it: two at a time. Lion's update is one, from its lerp to the add_.
   int per_tensor = 0, elements = 0;
   for (const StepOp& op : ops) per_tensor += 1, elements += op.elements;
+  const int temporaries = adamw ? 2 : lion ? 1 : 0;
   const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
   for (std::int64_t g = 0; g < groups; ++g) {
     const std::int64_t n = share(st.numel, groups, g), t = share(tensors, groups, g);
     std::optional<BufferId> temp;
-    if (adamw) temp = b.alloc(st.name + " denom", Bytes{2 * ceil_div(n, t) * eb}, MemCategory::Other, s);
+    if (temporaries > 0)
+      temp = b.alloc(st.name + (adamw ? " denom" : " update"), Bytes{temporaries * ceil_div(n, t) * eb}, MemCategory::Other, s);
     b.launch(s, memory_kernels(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
                                static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max())),
                                KernelClass::Optimizer));
