@@ -239,6 +239,18 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
   return out;
 }
 
+std::string to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::AdamW: return "adamw";
+    case Optimizer::SGD: return "sgd";
+    case Optimizer::None: return "none";
+    case Optimizer::Muon: return "muon";
+    case Optimizer::Adafactor: return "adafactor";
+    case Optimizer::Lion: return "lion";
+  }
+  return "adamw";
+}
+
 std::string to_string(OptimizerImpl i) {
   return i == OptimizerImpl::Fused ? "fused" : i == OptimizerImpl::Foreach ? "foreach" : "for_loop";
 }
@@ -248,12 +260,9 @@ static TrainingConfig parse_training(ObjectReader t) {
   out.grad_accum = t.declared_int("grad_accum");
   out.no_sync = t.declared_boolean("no_sync");
   std::string opt = t.declared_choice("optimizer");
-  out.optimizer = opt == "sgd"         ? Optimizer::SGD
-                  : opt == "none"      ? Optimizer::None
-                  : opt == "muon"      ? Optimizer::Muon
-                  : opt == "adafactor" ? Optimizer::Adafactor
-                  : opt == "lion"      ? Optimizer::Lion
-                                       : Optimizer::AdamW;
+  // A declared choice: adam (priced as adamw) or one of the names.
+  for (Optimizer o : {Optimizer::SGD, Optimizer::None, Optimizer::Muon, Optimizer::Adafactor, Optimizer::Lion})
+    if (opt == to_string(o)) out.optimizer = o;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
     const std::string i = t.declared_choice("optimizer_impl");

@@ -38,6 +38,8 @@ enum class Optimizer { AdamW, SGD, None, Muon, Adafactor, Lion };
 // torch.optim.Adafactor in 2.5 (pytorch/pytorch#129905, torch/optim/_adafactor.py).
 inline constexpr Release kTorchMuonSince{2, 9};
 inline constexpr Release kTorchAdafactorSince{2, 5};
+// The name the config and the reports use ("adamw", "muon", ...).
+std::string to_string(Optimizer o);
 
 // torch.optim's three code paths for one update over the parameter tensors (adamw.py):
 //  fused     fused=True: one multi-tensor kernel series (_fused_adamw_), as DeepSpeed's and apex's

@@ -464,10 +464,6 @@ bool muon_matrix(const Layer& l, const Param& p) {
   return l.kind == LayerKind::Block && is_matrix(p);
 }
 
-Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p) {
-  if (opt != Optimizer::Muon) return opt;
-  return muon_matrix(l, p) ? Optimizer::Muon : Optimizer::AdamW;
-}
 
 void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
   constexpr std::int64_t kBf16 = 2;
@@ -544,12 +540,7 @@ nlohmann::json effective_training(const Experiment& e) {
   nlohmann::json out = nlohmann::json::object();
   out["grad_accum"] = t.grad_accum;
   if (!zero) out["no_sync"] = t.no_sync;
-  out["optimizer"] = t.optimizer == Optimizer::SGD         ? "sgd"
-                     : t.optimizer == Optimizer::None      ? "none"
-                     : t.optimizer == Optimizer::Muon      ? "muon"
-                     : t.optimizer == Optimizer::Adafactor ? "adafactor"
-                     : t.optimizer == Optimizer::Lion      ? "lion"
-                                                           : "adamw";
+  out["optimizer"] = to_string(t.optimizer);
   if (t.optimizer != Optimizer::None) {
     // Adafactor's is its for-loop (the only path modelled); Muon's is AdamW's, for what Muon leaves.
     out["optimizer_impl"] = to_string(zero                                ? deepspeed_optimizer_impl(e)
@@ -602,6 +593,15 @@ void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& 
   if (both.count <= 0) return;
   b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), Bytes{both.count / 2}, s);
   b.alloc_lazy_optimizer_state(concat({"exp_avg_sq ", name}), Bytes{both.count / 2}, s);
+}
+
+void alloc_param_optimizer_state(ProgramBuilder& b, Optimizer opt, const Layer& l, const Param& p, Dtype dtype, StreamId s) {
+  if (opt == Optimizer::Adafactor) {
+    b.alloc_lazy_optimizer_state(concat({"adafactor state ", p.name}), adafactor_state_bytes(p, dtype), s);
+    return;
+  }
+  if (opt == Optimizer::Muon && !muon_matrix(l, p)) opt = Optimizer::AdamW;
+  alloc_optimizer_state(b, opt, p.name, p.numel, dtype, s);
 }
 
 }  // namespace stepsim

@@ -236,8 +236,6 @@ AdafactorTensor adafactor_tensor(const Param& p);
 // documentation says ("Other parameters, such as bias, and embedding, should be optimized by a
 // standard method such as AdamW").
 bool muon_matrix(const Layer& l, const Param& p);
-// The optimizer that steps `p` of `l` under `opt` (AdamW for what Muon leaves).
-Optimizer param_optimizer(Optimizer opt, const Layer& l, const Param& p);
 // The code path of a PyTorch training loop's optimizer (FSDP, DDP): training.optimizer_impl, else
 // the workload implementation's loop: llm_foundry's Composer DecoupledAdamW is a for-loop
 // (composer/optim/decoupled_weight_decay.py `adamw`, v0.14-v0.17); Megatron's apex FusedAdam is
@@ -288,6 +286,9 @@ void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& 
 // Adafactor's state of one parameter: row_var and col_var (rows + cols elements) for a matrix,
 // variance (numel) for a vector, created at the first step() (_adafactor.py _init_group).
 Bytes adafactor_state_bytes(const Param& p, Dtype dtype);
+// The state of `p` of `l` whole (DDP's replicas), under `opt`: Muon's for the blocks' matrices
+// and AdamW's for the rest; Adafactor's by the parameter's shape; else alloc_optimizer_state.
+void alloc_param_optimizer_state(ProgramBuilder& b, Optimizer opt, const Layer& l, const Param& p, Dtype dtype, StreamId s);
 
 // The forward pass of a model whose parameters are all resident (DDP, ZeRO-1/2): per layer,
 // allocate its saved activations and launch its forward ops on `s`. Returns the activation

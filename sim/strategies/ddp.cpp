@@ -80,12 +80,7 @@ class ReducerWriter {
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     for (const Layer& l : w_.layers)
-      for (const Param* p : l.params()) {
-        if (e_.training.optimizer == Optimizer::Adafactor)
-          b_.alloc_lazy_optimizer_state("adafactor state " + p->name, adafactor_state_bytes(*p, c_.param_dtype), dflt_);
-        else
-          alloc_optimizer_state(b_, param_optimizer(e_.training.optimizer, l, *p), p->name, p->numel, c_.param_dtype, dflt_);
-      }
+      for (const Param* p : l.params()) alloc_param_optimizer_state(b_, e_.training.optimizer, l, *p, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
   }
 

@@ -20,7 +20,7 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
   // matmul and norm, DeepSpeed's partitions are flat. Only DDP's replicas are whole matrices.
   const Optimizer opt = e.training.optimizer;
   if ((opt == Optimizer::Muon || opt == Optimizer::Adafactor) && fw != "ddp") {
-    const std::string name = opt == Optimizer::Muon ? "muon" : "adafactor";
+    const std::string name = to_string(opt);
     throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json(name),
                       "adamw, sgd or none with " + fw + " (" + name + " needs each parameter whole, as a 2-D matrix: " +
                           not_modelled(name + " on sharded parameters") + ")");
