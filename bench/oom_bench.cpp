@@ -72,7 +72,7 @@ void run_case(const Case& c, int reps) {
   Run fit;
   std::size_t fitting_instructions = p.instructions.size();
   if (c.fitting_overrides.empty()) {
-    e.cluster.profile.memory_capacity = Bytes{e.cluster.profile.memory_capacity.count * 16};
+    e.cluster.profile.edit().memory_capacity = Bytes{e.cluster.profile->memory_capacity.count * 16};
     fit = measure(engine_fitting, e, p, reps);
     fitting_how = "the same program, 16x the capacity";
   } else {

@@ -79,10 +79,10 @@ int simulate(const Args& args) {
   if (vm.count("seed") && !vm["seed"].defaulted() && !vm.count("samples"))
     throw InputError("simulate: --seed applies to --samples only");
   Experiment e = load_experiment(exp_file, sets);
-  if (samples > 0 && !e.cluster.profile.rank_variation.enabled())
+  if (samples > 0 && !e.cluster.profile->rank_variation.enabled())
     throw InputError(fmt::format("simulate: --samples {}: the profile {} declares no rank_variation, so every sample would be the "
                                  "expected step (fit it with stepsim fit --trace of several ranks; docs/scale.md)",
-                                 samples, e.cluster.profile.name));
+                                 samples, e.cluster.profile->name));
   SimulationResult r = run_experiment(e);
   const nlohmann::json sampled = samples > 0 ? sample_steps(e, r, samples, seed) : nlohmann::json();
   // Every output is written in full to its temporary file before any is renamed into place.

@@ -224,7 +224,7 @@ std::map<std::string, std::string> case_facets(const Experiment& e) {
           {"seq_len", std::to_string(w.seq_len)},
           {"micro_batch", std::to_string(w.micro_batch)},
           {"grad_accum", std::to_string(e.training.grad_accum)},
-          {"profile", e.cluster.profile.name}};
+          {"profile", e.cluster.profile->name}};
 }
 
 // A case calibrated on its own traces: the profile refitted from them (fit --trace), and the
@@ -392,7 +392,7 @@ Report run_cases(const Suite& suite, bool fit_split_only, const std::function<vo
                                         experiment_path);
     CaseInfo info{c.name, c.source, c.description, c.provenance, c.assumptions, {}, {}, {}, {}, {}};
     if (!c.calibration_traces.empty()) calibrate_from_traces(c, e, measurements, info);
-    if (adjust) adjust(e.cluster.profile);
+    if (adjust) adjust(e.cluster.profile.edit());
     SimulationResult sim = run_experiment(e);
     std::map<Metric, double> predicted = metric_values(sim.metrics);
     predicted[Metric::Kernels] = static_cast<double>(

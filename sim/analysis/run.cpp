@@ -15,7 +15,7 @@ Program build_step_program(const Experiment& e) {
   } catch (const ProgramTooLarge& ex) {
     throw InputError(e.file + ": " + ex.what());
   }
-  const HostProfile& h = e.cluster.profile.host;
+  const HostProfile& h = e.cluster.profile->host;
   if (h.step_start.ns > 0) {
     auto forward = std::find_if(p.instructions.begin(), p.instructions.end(), [](const Instruction& ins) {
       const auto* m = std::get_if<Mark>(&ins);

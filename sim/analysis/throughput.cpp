@@ -33,9 +33,9 @@ Throughput throughput(const Experiment& e, Time step_time) {
   t.tokens_per_s = t.tokens_per_step / s;
   t.tokens_per_s_per_gpu = t.tokens_per_s / world;
   t.samples_per_s = t.tokens_per_s / static_cast<double>(w.seq_len);
-  auto peak = e.cluster.profile.compute.peak.find(w.dtype);
+  auto peak = e.cluster.profile->compute.peak.find(w.dtype);
   const double model = model_flops_per_token(w);
-  if (model <= 0 || peak == e.cluster.profile.compute.peak.end() || peak->second.flops_per_s <= 0) return t;
+  if (model <= 0 || peak == e.cluster.profile->compute.peak.end() || peak->second.flops_per_s <= 0) return t;
   double hardware = model;
   if (w.checkpointing() == Checkpointing::Full) {
     hardware += model / 3;

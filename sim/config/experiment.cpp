@@ -221,7 +221,7 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
     if (profiles) {
       // The same object read from the same file (a sweep's points) is parsed once.
       const std::string key = c.sources().file_for(c.path_of("profile")) + '\n' + c.raw("profile").dump();
-      out.profile = *profiles->inline_profile(key, [&] { return parse_profile(p); });
+      out.profile = profiles->inline_profile(key, [&] { return parse_profile(p); });
     } else {
       out.profile = parse_profile(p);
     }
@@ -233,7 +233,7 @@ static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
     std::error_code ec;  // a name the OS rejects (too long, ...) is not found either
     if (!fs::exists(path, ec)) c.fail("profile", "an existing hardware profile file " + not_found_where(name, named_in));
     out.profile_path = name;
-    out.profile = profiles ? *profiles->load(path) : load_profile(path);
+    out.profile = profiles ? profiles->load(path) : load_shared_profile(path);
   }
   c.finish();
   return out;

@@ -23,7 +23,7 @@ namespace stepsim {
 
 struct ClusterConfig {
   std::string profile_path;
-  HardwareProfile profile;
+  SharedProfile profile;
   int nodes = 1;
   int gpus_per_node = 8;
   int world_size() const { return nodes * gpus_per_node; }

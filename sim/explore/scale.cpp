@@ -126,7 +126,7 @@ ScaleResult run_scale(const ScaleRequest& q) {
   r.framework = base.strategy->framework();
   r.model = base.workload->name;
   r.parameters = static_cast<double>(base.workload->numel());
-  r.profile = base.cluster.profile.name;
+  r.profile = base.cluster.profile->name;
   r.gpus_per_node = base.cluster.gpus_per_node;
   r.micro_batch = base.workload->micro_batch;
   r.seq_len = base.workload->seq_len;

@@ -408,7 +408,7 @@ SweepSummary empty_sweep_summary(const SweepSpec& spec) {
   // (its points report their own errors).
   try {
     const Experiment base = experiment_from_json(spec.base, spec.base_sources, spec.profiles.get());
-    summary.set_noise_pct(noise_floor(base.cluster.profile.name, base.strategy->framework()).pct);
+    summary.set_noise_pct(noise_floor(base.cluster.profile->name, base.strategy->framework()).pct);
   } catch (const InputError&) {
   }
   return summary;

@@ -248,8 +248,8 @@ TuneResult tune(const nlohmann::json& doc, const SourceMap& sources, const TuneO
   TuneResult res;
   Experiment base = experiment_from_json(doc, sources);
   res.framework = base.strategy->framework();
-  res.noise = noise_floor(base.cluster.profile.name, res.framework);
-  res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile.memory_capacity;
+  res.noise = noise_floor(base.cluster.profile->name, res.framework);
+  res.memory_cap = opts.memory_cap.count > 0 ? opts.memory_cap : base.cluster.profile->memory_capacity;
   res.knobs = tune_knobs(doc, sources);
   const auto& knobs = res.knobs;
   res.objective.objective = opts.objective.value_or(Objective::StepTime);

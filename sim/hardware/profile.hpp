@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -401,10 +402,43 @@ struct HardwareProfile {
   bool operator==(const HardwareProfile&) const = default;
 };
 
+// A profile held by an experiment: shared, not copied, by the experiments that read the same
+// file (the process keeps what it read, load_shared_profile; a copy of a profile is ~700 heap
+// allocations, its sources and provenance, 40 % of a simulate call's). Reads as a const pointer
+// or, converted, as a `const HardwareProfile&`; edit() gives a copy of its own to change.
+class SharedProfile {
+ public:
+  SharedProfile() : SharedProfile(HardwareProfile{}) {}
+  SharedProfile(HardwareProfile p)  // NOLINT: a profile where one is expected
+      : p_(std::make_shared<HardwareProfile>(std::move(p))), own_(true) {}
+  SharedProfile(std::shared_ptr<const HardwareProfile> p) : p_(std::move(p)) {}  // NOLINT: as above
+
+  const HardwareProfile& operator*() const { return *p_; }
+  const HardwareProfile* operator->() const { return p_.get(); }
+  operator const HardwareProfile&() const { return *p_; }  // NOLINT: reads as the profile
+
+  // The profile to change: this holder's own copy, made unless it already has one that no
+  // other holder shares.
+  HardwareProfile& edit() {
+    if (!own_ || p_.use_count() != 1) {
+      p_ = std::make_shared<HardwareProfile>(*p_);
+      own_ = true;
+    }
+    return const_cast<HardwareProfile&>(*p_);  // made non-const above: own_
+  }
+
+ private:
+  std::shared_ptr<const HardwareProfile> p_;
+  bool own_ = false;  // p_ was made here as a (non-const) HardwareProfile
+};
+
 class ObjectReader;
 // Parses a profile object; errors name `file` and the JSON path.
 HardwareProfile parse_profile(ObjectReader& reader);
+// The profile in `file` (its includes merged), parsed or from the disk cache; a process keeps
+// the last eight it read and returns one again while its files are unchanged (profile_io.cpp).
 HardwareProfile load_profile(const std::filesystem::path& file);
+std::shared_ptr<const HardwareProfile> load_shared_profile(const std::filesystem::path& file);
 nlohmann::json profile_to_json(const HardwareProfile& p);
 
 // Where a prediction's GEMM rates come from, for the result JSON and the text reports: the

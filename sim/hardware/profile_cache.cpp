@@ -11,7 +11,7 @@ std::shared_ptr<const HardwareProfile> ProfileCache::load(const std::filesystem:
     if (it != by_path_.end() && it->second.mtime == mtime) return it->second.profile;
   }
   // Parse outside the lock; two threads may parse the same file once each, harmlessly.
-  auto profile = std::make_shared<const HardwareProfile>(load_profile(file));
+  auto profile = load_shared_profile(file);
   std::lock_guard<std::mutex> lock(mutex_);
   by_path_[key] = Entry{mtime, profile};
   return profile;

@@ -413,7 +413,7 @@ std::optional<HardwareProfile> decode_profile(std::string_view bytes) {
 // Entry: magic, format version, layout fingerprint, build identity, the files (FileRecord each), the payload
 // (its size, then the encoded profile), and last the hash of everything before it: a change
 // to any byte is a miss, not a profile read from a damaged entry.
-std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs::path& file) {
+std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs::path& file, std::vector<fs::path>* read_from) {
   const auto entry = read_regular_file(entry_path(dir, file));
   if (!entry || entry->size() < sizeof(std::uint64_t)) return std::nullopt;
   const std::string_view body = std::string_view(*entry).substr(0, entry->size() - sizeof(std::uint64_t));
@@ -454,6 +454,7 @@ std::optional<HardwareProfile> read_cached_profile(const fs::path& dir, const fs
     auto p = decode_profile(payload);
     if (!p) return std::nullopt;
     for (const auto& f : read) note_input_file(f);  // as read_json_file does when it parses them
+    if (read_from) read_from->insert(read_from->end(), read.begin(), read.end());
     return p;
   } catch (const Corrupt&) {
     return std::nullopt;

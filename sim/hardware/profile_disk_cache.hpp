@@ -37,7 +37,9 @@ std::optional<HardwareProfile> decode_profile(std::string_view bytes);
 
 // The profile in `file` from the cache entry in `dir`, if the entry matches the files (and
 // notes each file as an input, as parsing would); nothing otherwise.
-std::optional<HardwareProfile> read_cached_profile(const std::filesystem::path& dir, const std::filesystem::path& file);
+// With `read`, the files it was read from (the profile, then its includes) are appended.
+std::optional<HardwareProfile> read_cached_profile(const std::filesystem::path& dir, const std::filesystem::path& file,
+                                                   std::vector<std::filesystem::path>* read = nullptr);
 // Writes the entry for `p`, parsed from `file` with `sources` (its includes). Best effort:
 // returns false, and leaves no partial entry, when the folder cannot be written or a file
 // changed while it was parsed.

@@ -254,15 +254,22 @@ void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
 }
 
 BufferId ProgramBuilder::alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s) {
+  return alloc_named(text(name), bytes, cat, s);
+}
+
+BufferId ProgramBuilder::alloc_named(Text stored, Bytes bytes, MemCategory cat, StreamId s) {
   BufferId b{program_.buffer_count++};
-  const Text stored = text(name);
   program_.buffer_names.push_back(stored);
   add(Alloc{b, bytes, cat, s, stored});
   return b;
 }
 
 BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string_view name, Bytes bytes, StreamId s) {
-  BufferId b = alloc(name, bytes, MemCategory::OptimizerState, s);
+  return alloc_lazy_optimizer_state({name}, bytes, s);
+}
+
+BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::initializer_list<std::string_view> name, Bytes bytes, StreamId s) {
+  BufferId b = alloc_named(text(name), bytes, MemCategory::OptimizerState, s);
   std::get<Alloc>(program_.instructions.back()).lazy = true;
   return b;
 }

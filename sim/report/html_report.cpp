@@ -196,7 +196,7 @@ void write_simulation_heading(std::ostream& out, const Experiment& e, const Expl
   html_page_head(out, title);
   out << "<h1>" << html_escape(title) << "</h1>\n<div class=\"sub\">"
       << html_escape(fmt::format("{} | {} | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}", e.strategy->framework(), e.workload->name,
-                                 e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.profile.name, e.workload->micro_batch, e.workload->seq_len,
+                                 e.cluster.nodes, e.cluster.gpus_per_node, e.cluster.profile->name, e.workload->micro_batch, e.workload->seq_len,
                                  e.training.grad_accum))
       << "<br>strategy: <code>" << html_escape(e.strategy->effective_config().dump()) << "</code>";
   if (e.workload->options) out << "<br>workload: <code>" << html_escape(effective_workload(*e.workload).dump()) << "</code>";

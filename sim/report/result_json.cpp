@@ -55,7 +55,7 @@ nlohmann::json result_without_ops(const Experiment& e, const SimulationResult& r
                          {"micro_batch", w.micro_batch},
                          {"seq_len", w.seq_len},
                          {"grad_accum", e.training.grad_accum},
-                         {"hardware_profile", e.cluster.profile.name},
+                         {"hardware_profile", e.cluster.profile->name},
                          {"instructions", r.program.instructions.size()}};
   if (r.metrics.overlap.step_time.ns > 0) {
     // sim/analysis/throughput.hpp defines these (llm-foundry's MFU convention).
@@ -78,7 +78,7 @@ nlohmann::json result_without_ops(const Experiment& e, const SimulationResult& r
           {"metrics", metrics_to_json(r.metrics)},
           {"classes", breakdown_to_json(class_breakdown(r.timeline, r.metrics.overlap.comm_time, r.metrics.overlap.idle))}};
   if (e.workload->options) out["workload"] = effective_workload(*e.workload);  // toy workloads have none
-  const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
+  const GemmRateSource g = gemm_rate_source(e.cluster.profile->compute);
   out["gemm_rates"] = {{"table", g.table}, {"in_training_factor", g.in_training_factor}, {"peak_scale", g.peak_scale},
                        {"corrected_to_training", g.corrected}, {"source", g.text}};
   // Communicators priced outside the group sizes the profile's collective model was fitted on

@@ -21,12 +21,12 @@ void write_run_description(std::ostream& out, const Experiment& e) {
   out << fmt::format("stepsim simulate: {}\n", e.file);
   out << fmt::format("  {} | {} ({:.2f} B params) | {} x {} GPUs ({}) | micro-batch {} x seq {} | grad_accum {}\n",
                      e.strategy->framework(), w.name, static_cast<double>(w.numel()) / 1e9, e.cluster.nodes,
-                     e.cluster.gpus_per_node, e.cluster.profile.name, w.micro_batch, w.seq_len, e.training.grad_accum);
+                     e.cluster.gpus_per_node, e.cluster.profile->name, w.micro_batch, w.seq_len, e.training.grad_accum);
   out << fmt::format("  strategy: {}\n", e.strategy->effective_config().dump());
   if (w.options) out << fmt::format("  workload: {}\n", effective_workload(w).dump());
   out << fmt::format("  training: {}\n", effective_training(e).dump());
   // An uncorrected microbenchmark GEMM table predicts GEMMs faster than a step runs them: say so.
-  const GemmRateSource g = gemm_rate_source(e.cluster.profile.compute);
+  const GemmRateSource g = gemm_rate_source(e.cluster.profile->compute);
   if (!g.corrected) out << fmt::format("  note: GEMM rates: {}\n", g.text);
   out << "\n";
 }

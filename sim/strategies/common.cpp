@@ -291,7 +291,7 @@ void seed_loss_gradient(ProgramBuilder& b, StreamId s, Dtype loss_dtype) {
 
 void enter_backward(ProgramBuilder& b, const Experiment& e, int micro) {
   b.mark(fmt::format("backward {}", micro), Phase::Backward);
-  const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
+  const Time per_node = e.cluster.profile->host.autograd_engine_per_node;
   const std::int64_t nodes = e.workload->autograd_nodes();
   if (per_node.ns > 0 && nodes > 0)
     b.host_work(per_node * nodes, fmt::format("autograd engine: compute_dependencies over {} graph nodes", nodes));
@@ -585,19 +585,19 @@ Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s) {
   if (opt == Optimizer::Muon || opt == Optimizer::Lion) {
-    b.alloc_lazy_optimizer_state(concat({opt == Optimizer::Muon ? "momentum_buffer " : "exp_avg ", name}),
+    b.alloc_lazy_optimizer_state({opt == Optimizer::Muon ? "momentum_buffer " : "exp_avg ", name},
                                  optimizer_state_bytes(opt, numel, dtype), s);
     return;
   }
   const Bytes both = optimizer_state_bytes(opt, numel, dtype);  // AdamW's two moments, or none
   if (both.count <= 0) return;
-  b.alloc_lazy_optimizer_state(concat({"exp_avg ", name}), Bytes{both.count / 2}, s);
-  b.alloc_lazy_optimizer_state(concat({"exp_avg_sq ", name}), Bytes{both.count / 2}, s);
+  b.alloc_lazy_optimizer_state({"exp_avg ", name}, Bytes{both.count / 2}, s);
+  b.alloc_lazy_optimizer_state({"exp_avg_sq ", name}, Bytes{both.count / 2}, s);
 }
 
 void alloc_param_optimizer_state(ProgramBuilder& b, Optimizer opt, const Layer& l, const Param& p, Dtype dtype, StreamId s) {
   if (opt == Optimizer::Adafactor) {
-    b.alloc_lazy_optimizer_state(concat({"adafactor state ", p.name}), adafactor_state_bytes(p, dtype), s);
+    b.alloc_lazy_optimizer_state({"adafactor state ", p.name}, adafactor_state_bytes(p, dtype), s);
     return;
   }
   if (opt == Optimizer::Muon && !muon_matrix(l, p)) opt = Optimizer::AdamW;

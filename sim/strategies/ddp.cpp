@@ -1,6 +1,8 @@
 // PyTorch DistributedDataParallel, steady state (iteration >= 2, rebuilt buckets), following
 // framework-semantics.md section 3 (D3.x) and script S8.3.
-#include <map>
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -36,20 +38,32 @@ struct DdpConfig {
 };
 
 struct Bucket {
-  std::vector<const Param*> params;
+  std::size_t params = 0;  // gradients it holds
   Bytes bytes;
+};
+
+// The buckets and which one each parameter's gradient goes to: one array of (parameter, bucket)
+// sorted by address, not a tree node per parameter or a vector per bucket (Llama-3-8B's
+// tensors are most larger than the 25 MiB cap, so nearly every one is a bucket of its own:
+// 580 of the DDP example's 4,200 allocations a call).
+struct Buckets {
+  std::vector<Bucket> buckets;
+  std::vector<std::pair<const Param*, std::size_t>> bucket_of;
+
+  std::size_t of(const Param* p) const {
+    auto it = std::lower_bound(bucket_of.begin(), bucket_of.end(), p, [](const auto& e, const Param* q) { return e.first < q; });
+    if (it == bucket_of.end() || it->first != p) throw std::logic_error("ddp: a gradient outside every bucket");
+    return it->second;
+  }
 };
 
 // Writes one step the way reducer.cpp runs it: one method per Reducer function, under its
 // name, in the order autograd calls them.
 class ReducerWriter {
  public:
-  ReducerWriter(const DdpConfig& c, const Experiment& e, std::vector<Bucket> buckets)
-      : c_(c), e_(e), w_(*e.workload), param_bytes_(dtype_bytes(c.param_dtype)), buckets_(std::move(buckets)),
-        pending_(buckets_.size()) {
-    for (std::size_t i = 0; i < buckets_.size(); ++i)
-      for (const Param* p : buckets_[i].params) bucket_of_[p] = i;
-  }
+  ReducerWriter(const DdpConfig& c, const Experiment& e, Buckets buckets)
+      : c_(c), e_(e), w_(*e.workload), param_bytes_(dtype_bytes(c.param_dtype)), assignment_(std::move(buckets)),
+        buckets_(assignment_.buckets), pending_(buckets_.size()) {}
 
   Program write() {
     b_.reserve(ddp_instruction_estimate(e_));
@@ -111,20 +125,22 @@ class ReducerWriter {
 
   // autograd_hook -> mark_variable_ready.
   void autograd_hook(const Param* p) {
-    const std::size_t bi = bucket_of_.at(p);
+    const std::size_t bi = assignment_.of(p);
     mark_variable_ready_dense(p, bi);
-    if (++pending_[bi] == buckets_[bi].params.size()) mark_bucket_ready();
+    if (++pending_[bi] == buckets_[bi].params) mark_bucket_ready();
   }
 
   // D3.6: bucket_view = grad * (1/W), one kernel on the current stream.
   void mark_variable_ready_dense(const Param* p, std::size_t bi) {
     const Bytes grad{p->numel * param_bytes_};
-    b_.launch(dflt_, elementwise(fmt::format("grad->bucket {}", p->name), grad * 2, fmt::format("bucket {}", bi)));
+    KernelWork w;
+    w.memory_bytes = grad * 2;
+    b_.launch(dflt_, Kernel{b_.text({"grad->bucket ", p->name}), KernelClass::Elementwise, w, b_.text(fmt::format("bucket {}", bi))});
   }
 
   // D3.7: buckets launch strictly in order; a ready bucket waits for every earlier one.
   void mark_bucket_ready() {
-    while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == buckets_[next_bucket_].params.size())
+    while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == buckets_[next_bucket_].params)
       all_reduce_bucket(next_bucket_++);
   }
 
@@ -186,8 +202,8 @@ class ReducerWriter {
   const Experiment& e_;
   const Workload& w_;
   const std::int64_t param_bytes_;  // bytes per element of the parameters (and buckets)
-  const std::vector<Bucket> buckets_;
-  std::map<const Param*, std::size_t> bucket_of_;
+  const Buckets assignment_;
+  const std::vector<Bucket>& buckets_;
   ProgramBuilder b_;
   StreamId dflt_{0}, nccl_{0};
   KeptOutput kept_output_;
@@ -213,24 +229,27 @@ class Ddp final : public Strategy {
   // D3.3 + D3.5: walk gradients in ready order (reverse layer order, reverse parameter order
   // inside a layer), append to the open bucket, close it once its size reaches the current
   // limit (the crossing tensor stays in); limits are [first_bucket, cap, cap, ...].
-  std::vector<Bucket> assign_buckets(const Workload& w) const {
-    std::vector<Bucket> buckets;
+  Buckets assign_buckets(const Workload& w) const {
+    Buckets out;
+    out.bucket_of.reserve(static_cast<std::size_t>(w.param_count()));
     Bucket open;
     Bytes limit = c_.first_bucket;
     for (auto l = w.layers.rbegin(); l != w.layers.rend(); ++l) {
       auto ps = l->params();
       for (auto p = ps.rbegin(); p != ps.rend(); ++p) {
-        open.params.push_back(*p);
+        out.bucket_of.emplace_back(*p, out.buckets.size());
+        ++open.params;
         open.bytes += Bytes{(*p)->numel * dtype_bytes(c_.param_dtype)};
         if (open.bytes >= limit) {
-          buckets.push_back(std::move(open));
+          out.buckets.push_back(open);
           open = Bucket{};
           limit = c_.bucket_cap;
         }
       }
     }
-    if (!open.params.empty()) buckets.push_back(std::move(open));
-    return buckets;
+    if (open.params > 0) out.buckets.push_back(open);
+    std::sort(out.bucket_of.begin(), out.bucket_of.end());
+    return out;
   }
 
   Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(*e.workload)).write(); }

@@ -112,7 +112,7 @@ class Zero12Builder {
     b_.mark(fmt::format("forward {}", micro), Phase::Forward);
     std::vector<SavedActivations> acts = replicated_forward(b_, w_, dflt_, micro, &kept_output_);
 
-    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
+    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile->host.monitor_write);
     enter_backward(b_, e_, micro);
     loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     // Z4.3: stage 2 reduces in the hooks every micro-batch; stage 1 only with overlap_comm and

@@ -302,7 +302,7 @@ class Zero3Builder {
   // Backward in reverse layer order: fetch for backward, the module's backward, the grad hooks
   // of its params, release. A checkpointed layer fetches all its modules before recomputing.
   void backward(int micro, std::vector<SavedActivations>& acts) {
-    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile.host.monitor_write);
+    engine_backward_prologue(b_, c_, w_, dflt_, micro, e_.training.grad_accum, e_.cluster.profile->host.monitor_write);
     enter_backward(b_, e_, micro);
     loss_scale_backward(b_, w_, dflt_, e_.training.grad_accum);
     accumulate_ = micro > 0;

@@ -49,8 +49,8 @@ int Layer::backward_kernels() const {
   return n;
 }
 
-std::vector<const Param*> Layer::params() const {
-  std::vector<const Param*> out;
+Layer::ParamList Layer::params() const {
+  ParamList out;
   for (const auto& m : modules)
     for (const auto& p : m.params) out.push_back(&p);
   return out;

@@ -95,8 +95,8 @@ TEST_CASE("The training loop's measured host time wraps the step: before the for
           "[metrics][host]") {
   Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-fsdp2-8xh100.json");
   const SimulationResult plain = run_experiment(e);
-  e.cluster.profile.host.step_start = Time::from_us(400);
-  e.cluster.profile.host.step_end = Time::from_us(3000);
+  e.cluster.profile.edit().host.step_start = Time::from_us(400);
+  e.cluster.profile.edit().host.step_end = Time::from_us(3000);
   const Program p = build_step_program(e);
   const SimulationResult wrapped = run_experiment(e);
   // The program: one HostWork right after the forward mark, and at the end a synchronize per
@@ -122,7 +122,7 @@ TEST_CASE("The training loop's measured host time wraps the step: before the for
   CHECK(extra >= Time::from_us(3000));
   CHECK(extra <= Time::from_us(3400));
   // Without them the program is the strategy's own.
-  e.cluster.profile.host.step_start = e.cluster.profile.host.step_end = Time::zero();
+  e.cluster.profile.edit().host.step_start = e.cluster.profile.edit().host.step_end = Time::zero();
   CHECK(build_step_program(e).instructions.size() == e.strategy->build(e).instructions.size());
 }
 

@@ -51,7 +51,7 @@ TEST_CASE("DDP persistent memory: fp32 params + buckets + Adam = 16 bytes/param;
   SimulationResult r = run_experiment(e);
   // Plus PyTorch's two cuBLAS workspaces (the forward's and the backward's handle), taken from
   // the caching allocator at their first GEMM and kept (docs/memory.md).
-  const Bytes workspaces{2 * e.cluster.profile.outside_allocator.cublas_workspace.count};
+  const Bytes workspaces{2 * e.cluster.profile->outside_allocator.cublas_workspace.count};
   CHECK(r.metrics.persistent_memory == Bytes{16 * e.workload->numel()} + workspaces);
   // During backward the .grad tensors exist too: peak >= 20 bytes/param.
   CHECK(r.metrics.peak_memory >= Bytes{20 * e.workload->numel()});
@@ -88,14 +88,15 @@ TEST_CASE("More bandwidth is never slower (DDP)", "[ddp][property]") {
   // Double every bandwidth of the intra-node model, whichever form it takes (fitted alpha-beta
   // ranges or ring busbw). DDP's last bucket is exposed, so the step must get strictly shorter.
   Experiment fast = e;
-  if (auto* ab = std::get_if<AlphaBetaModel>(&fast.cluster.profile.intra_node)) {
+  HardwareProfile& hw = fast.cluster.profile.edit();
+  if (auto* ab = std::get_if<AlphaBetaModel>(&hw.intra_node)) {
     for (auto& [kind, ranges] : ab->ranges)
       for (auto& r : ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
     for (auto& r : ab->default_ranges) r.beta = Bandwidth{r.beta.bytes_per_s * 2};
-  } else if (auto* ring = std::get_if<RingModel>(&fast.cluster.profile.intra_node)) {
+  } else if (auto* ring = std::get_if<RingModel>(&hw.intra_node)) {
     ring->busbw = Bandwidth{ring->busbw.bytes_per_s * 2};
   }
-  if (auto& t = fast.cluster.profile.topology) {  // the topology model's NVLink level (one node)
+  if (auto& t = hw.topology) {  // the topology model's NVLink level (one node)
     t->nvlink_busbw = Bandwidth{t->nvlink_busbw.bytes_per_s * 2};
     t->nvls_bw = Bandwidth{t->nvls_bw.bytes_per_s * 2};
   }

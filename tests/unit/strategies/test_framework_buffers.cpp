@@ -762,7 +762,7 @@ TEST_CASE("Each backward first walks the autograd graph: host time per node, bef
   // ahead of the first backward launch (and of FSDP's pre-backward hooks), once per micro-batch.
   for (const auto& [fw, e] : opt13_every_framework(2)) {
     INFO(fw);
-    const Time per_node = e.cluster.profile.host.autograd_engine_per_node;
+    const Time per_node = e.cluster.profile->host.autograd_engine_per_node;
     REQUIRE(per_node.ns > 0);
     const Program p = e.strategy->build(e);
     int starts = 0;

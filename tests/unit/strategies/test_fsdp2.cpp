@@ -104,7 +104,7 @@ TEST_CASE("FSDP2 persistent memory of llama2-7b at N = 8 is 16 Psi / N (table M5
   // After zero_grad(set_to_none=True) the step ends holding shards + Adam states: 12 Psi / N,
   // plus PyTorch's two cuBLAS workspaces (the forward's and the backward's handle), taken from
   // the caching allocator at their first GEMM and kept (docs/memory.md).
-  CHECK(r.metrics.persistent_memory.count == 12 * psi / 8 + 2 * e.cluster.profile.outside_allocator.cublas_workspace.count);
+  CHECK(r.metrics.persistent_memory.count == 12 * psi / 8 + 2 * e.cluster.profile->outside_allocator.cublas_workspace.count);
   CHECK(r.metrics.peak_memory.count > 13476831232);
 }
 
@@ -346,9 +346,9 @@ TEST_CASE("FSDP2 peak memory does not depend on GPU timing", "[fsdp2][memory]") 
   SimulationResult base = run_experiment(e);
   // Twice the compute: peak FLOP rates, GEMM table rates and HBM bandwidth all doubled.
   Experiment fast = e;
-  for (auto& [dt, rate] : fast.cluster.profile.compute.peak) rate.flops_per_s *= 2;
-  for (auto& g : fast.cluster.profile.compute.gemm_table) g.rate.flops_per_s *= 2;
-  fast.cluster.profile.compute.hbm.bytes_per_s *= 2;
+  for (auto& [dt, rate] : fast.cluster.profile.edit().compute.peak) rate.flops_per_s *= 2;
+  for (auto& g : fast.cluster.profile.edit().compute.gemm_table) g.rate.flops_per_s *= 2;
+  fast.cluster.profile.edit().compute.hbm.bytes_per_s *= 2;
   SimulationResult quick = run_experiment(fast);
   CHECK(quick.metrics.overlap.compute_time < base.metrics.overlap.compute_time);
   CHECK(quick.metrics.overlap.step_time < base.metrics.overlap.step_time);

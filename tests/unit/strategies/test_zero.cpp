@@ -123,7 +123,7 @@ constexpr std::int64_t kGradsInPartition = 850'427'904;
 
 // PyTorch's cuBLAS workspaces: one per handle that runs GEMMs on the compute stream, the
 // forward's and the backward's, taken from the caching allocator and kept (docs/memory.md).
-std::int64_t workspaces(const Experiment& e) { return 2 * e.cluster.profile.outside_allocator.cublas_workspace.count; }
+std::int64_t workspaces(const Experiment& e) { return 2 * e.cluster.profile->outside_allocator.cublas_workspace.count; }
 
 }  // namespace
 
@@ -534,7 +534,7 @@ TEST_CASE("DeepSpeed's monitor: rank 0 reads the loss back and writes it before 
   };
   auto scan = [](Experiment e) {
     e.training.grad_accum = 2;
-    e.cluster.profile.host.monitor_write = Time::from_us(700);
+    e.cluster.profile.edit().host.monitor_write = Time::from_us(700);
     const Program p = e.strategy->build(e);
     Seen s;
     int backward_marks = 0;
