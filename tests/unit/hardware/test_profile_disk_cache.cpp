@@ -188,3 +188,41 @@ TEST_CASE("each build keeps its own entry of a profile, and at most four builds'
   CHECK(read_cached_profile(cache, file));
   CHECK(read_cached_profile(cache, other));
 }
+
+TEST_CASE("the process keeps a profile while its files are unchanged, and reads it again after an edit of it or an include") {
+  test::TempDir dir("profile-memo");
+  fs::copy_file(kRoot + "/configs/hardware/a100-sxm-8x.json", dir / "a100-sxm-8x.json");
+  fs::copy_file(kRoot + "/configs/hardware/a100-sxm4-40gb-8x.json", dir / "a100-sxm4-40gb-8x.json");
+  const fs::path file = dir / "a100-sxm4-40gb-8x.json";
+  const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(file, hour_ago);
+  fs::last_write_time(dir / "a100-sxm-8x.json", hour_ago);
+  SourceMap s;
+  const HardwareProfile parsed = parse_file(file, s);
+
+  const auto first = load_shared_profile(file);
+  CHECK(*first == parsed);
+  CHECK(load_shared_profile(file).get() == first.get());  // kept: the same object, not read again
+  CHECK(load_profile(file) == parsed);
+
+  SECTION("an edit of the included profile that keeps its size is read") {
+    std::string inc = slurp(dir / "a100-sxm-8x.json");
+    const auto at = inc.find("\"launch_overhead_us\": 10.0");  // not overridden by the 40GB profile
+    REQUIRE(at != std::string::npos);
+    inc[at + 22] = '2';  // 20.0
+    test::write_text(dir / "a100-sxm-8x.json", inc);
+    fs::last_write_time(dir / "a100-sxm-8x.json", hour_ago + std::chrono::seconds(1));
+    const auto again = load_shared_profile(file);
+    CHECK(again.get() != first.get());
+    CHECK(again->host.launch_overhead == Time::from_us(20));
+  }
+  SECTION("a profile written within the last two seconds is read at every call (an edit in the same clock tick would not show)") {
+    std::string text = slurp(file);
+    const auto at = text.find("\"name\"");
+    REQUIRE(at != std::string::npos);
+    test::write_text(file, text);  // its modification time: now
+    const auto fresh = load_shared_profile(file);
+    CHECK(*fresh == parsed);
+    CHECK(load_shared_profile(file).get() != fresh.get());
+  }
+}
