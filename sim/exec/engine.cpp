@@ -245,8 +245,9 @@ struct OpDrift {
 
 class Engine {
  public:
-  Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator, const RankOptions& ranks)
-      : p_(p), hw_(hw), checker_(p), kernel_times_(hw.compute), allocator_config_(allocator), allocator_(allocator),
+  Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator, const RankOptions& ranks,
+         GemmTimeMemo* gemm_times = nullptr)
+      : p_(p), hw_(hw), checker_(p), kernel_times_(hw.compute, gemm_times), allocator_config_(allocator), allocator_(allocator),
         variation_(hw.rank_variation.enabled()), rank_options_(ranks), rng_(ranks.seed) {
     streams_.resize(p.streams.size());
     stream_dirty_.resize(p.streams.size());
@@ -1244,6 +1245,11 @@ class Engine {
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator,
                           const RankOptions& ranks) {
   return Engine(program, hw, allocator, ranks).run();
+}
+
+Timeline simulate_program(const Program& program, const SharedProfile& hw, const AllocatorConfig& allocator,
+                          const RankOptions& ranks) {
+  return Engine(program, *hw, allocator, ranks, hw.gemm_time_memo()).run();
 }
 
 double expected_max_of_normals(int n) {

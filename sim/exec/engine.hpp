@@ -45,6 +45,10 @@ double expected_max_of_normals(int n);
 // run on each instruction as the host reaches it) and DeadlockError (rule 7).
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {},
                           const RankOptions& ranks = {});
+// The same with an experiment's profile, whose GEMM times are kept across simulations when it
+// has a memo (SharedProfile::gemm_time_memo): the same timeline.
+Timeline simulate_program(const Program& program, const SharedProfile& hw, const AllocatorConfig& allocator = {},
+                          const RankOptions& ranks = {});
 
 // One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").
 std::string describe(const Program& program, std::size_t instruction);

@@ -234,9 +234,47 @@ Time KernelTimeCache::gemm(const GemmShape& g) {
       if (o.used) slot(o.shape) = o;
     s = &slot(g);
   }
-  *s = Slot{g, gemm_time(c_, g), true};
+  std::optional<Time> kept = shared_ ? shared_->find(g) : std::nullopt;
+  if (!kept) {
+    kept = gemm_time(c_, g);
+    if (shared_) shared_->add(g, *kept);
+  }
+  *s = Slot{g, *kept, true};
   ++used_;
   return s->time;
+}
+
+std::optional<Time> GemmTimeMemo::find(const GemmShape& g) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [shape, t] : shapes_)
+    if (shape == g) return t;
+  return std::nullopt;
+}
+
+void GemmTimeMemo::add(const GemmShape& g, Time t) {
+  std::lock_guard lock(mutex_);
+  if (shapes_.size() >= kCapacity) return;
+  for (const auto& e : shapes_)
+    if (e.first == g) return;  // another thread priced it meanwhile (the same time)
+  shapes_.emplace_back(g, t);
+}
+
+// One memo per living profile object: keyed by its address, an entry whose profile has died is
+// dropped before its address can name another (the weak reference says so).
+std::shared_ptr<GemmTimeMemo> gemm_time_memo_of(const std::shared_ptr<const HardwareProfile>& p) {
+  if (!p) return nullptr;
+  struct Entry {
+    std::weak_ptr<const HardwareProfile> profile;
+    std::shared_ptr<GemmTimeMemo> memo;
+  };
+  static std::mutex mutex;
+  static std::vector<Entry> entries;
+  std::lock_guard lock(mutex);
+  std::erase_if(entries, [](const Entry& e) { return e.profile.expired(); });
+  for (const auto& e : entries)
+    if (e.profile.lock() == p) return e.memo;
+  entries.push_back(Entry{p, std::make_shared<GemmTimeMemo>()});
+  return entries.back().memo;
 }
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {

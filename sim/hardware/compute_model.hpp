@@ -6,6 +6,8 @@
 // attention at the power-limited clock their tensor-core activity sustains (ClockProfile);
 // fixed times as given. Host cost of a launch by how the framework dispatches it.
 
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "sim/hardware/profile.hpp"
@@ -34,15 +36,30 @@ Time launch_host_time(const HostProfile& h, const Kernel& k);
 // kernel_time with GEMM times memoized per shape. The measured-table lookup scans every table
 // entry (a fitted H100 profile holds ~1,100), while a step repeats a few dozen shapes
 // thousands of times; one cache per simulation keeps the engine at microseconds per kernel.
+// GEMM times of one profile kept across simulations (SharedProfile::gemm_time_memo), for the
+// sweep points and the calls of a loop that price the same shapes on the same profile.
+// Thread-safe: a sweep's threads share it. At most kCapacity shapes; past that, none is added.
+class GemmTimeMemo {
+ public:
+  std::optional<Time> find(const GemmShape& g) const;
+  void add(const GemmShape& g, Time t);
+
+ private:
+  static constexpr std::size_t kCapacity = 4096;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<GemmShape, Time>> shapes_;  // in the order first priced; few dozen a workload
+};
+
 class KernelTimeCache {
  public:
-  explicit KernelTimeCache(const ComputeProfile& c) : c_(c), slots_(64) {}
+  explicit KernelTimeCache(const ComputeProfile& c, GemmTimeMemo* shared = nullptr) : c_(c), shared_(shared), slots_(64) {}
   Time kernel_time(const Kernel& k);
 
  private:
   Time work_time(const KernelWork& w, KernelClass cls, int kernels);
   Time gemm(const GemmShape& g);
   const ComputeProfile& c_;
+  GemmTimeMemo* shared_;  // the profile's memo across simulations, if it has one
   // Open addressing with linear probing, at most half full: a lookup is a hash and one or two
   // compares, where std::unordered_map chased a node per lookup (10^5 per deep step).
   struct Slot {

@@ -402,6 +402,11 @@ struct HardwareProfile {
   bool operator==(const HardwareProfile&) const = default;
 };
 
+class GemmTimeMemo;
+// The GEMM-time memo of `p`, a profile that is never changed (one a cache made const): one per
+// object while it lives, shared by every experiment that holds it (compute_model.cpp).
+std::shared_ptr<GemmTimeMemo> gemm_time_memo_of(const std::shared_ptr<const HardwareProfile>& p);
+
 // A profile held by an experiment: shared, not copied, by the experiments that read the same
 // file (the process keeps what it read, load_shared_profile; a copy of a profile is ~700 heap
 // allocations, its sources and provenance, 40 % of a simulate call's). Reads as a const pointer
@@ -411,7 +416,10 @@ class SharedProfile {
   SharedProfile() : SharedProfile(HardwareProfile{}) {}
   SharedProfile(HardwareProfile p)  // NOLINT: a profile where one is expected
       : p_(std::make_shared<HardwareProfile>(std::move(p))), own_(true) {}
-  SharedProfile(std::shared_ptr<const HardwareProfile> p) : p_(std::move(p)) {}  // NOLINT: as above
+  // `p` must be a profile no one changes (the process's and a sweep's caches hold theirs const):
+  // its GEMM times are then kept across simulations (gemm_time_memo).
+  SharedProfile(std::shared_ptr<const HardwareProfile> p)  // NOLINT: as above
+      : p_(std::move(p)), memo_(gemm_time_memo_of(p_)) {}
 
   const HardwareProfile& operator*() const { return *p_; }
   const HardwareProfile* operator->() const { return p_.get(); }
@@ -424,11 +432,18 @@ class SharedProfile {
       p_ = std::make_shared<HardwareProfile>(*p_);
       own_ = true;
     }
+    memo_.reset();  // its GEMM times may change
     return const_cast<HardwareProfile&>(*p_);  // made non-const above: own_
   }
 
+  // The GEMM times simulations of this profile keep for each other (issue 49: each priced its
+  // few dozen shapes again, scanning the measured table, ~7 % of a sweep point); none for a
+  // profile this holder made or edits.
+  GemmTimeMemo* gemm_time_memo() const { return memo_.get(); }
+
  private:
   std::shared_ptr<const HardwareProfile> p_;
+  std::shared_ptr<GemmTimeMemo> memo_;
   bool own_ = false;  // p_ was made here as a (non-const) HardwareProfile
 };
 

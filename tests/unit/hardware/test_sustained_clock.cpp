@@ -8,6 +8,10 @@
 #include "sim/core/json_reader.hpp"
 #include "sim/hardware/compute_model.hpp"
 #include "sim/hardware/profile.hpp"
+#include "sim/analysis/metrics.hpp"
+#include "sim/analysis/run.hpp"
+#include "sim/exec/engine.hpp"
+#include "sim/strategies/load_experiment.hpp"
 
 using namespace stepsim;
 
@@ -90,4 +94,28 @@ TEST_CASE("compute.clock is read, written back, and a full-load clock above boos
   CHECK_THROWS_WITH(parse(doc), Catch::Contains("/compute/clock/full_load_MHz") && Catch::Contains("at most boost_MHz"));
   doc["compute"]["clock"].erase("full_load_MHz");
   CHECK_THROWS_WITH(parse(doc), Catch::Contains("/compute/clock") && Catch::Contains("\"full_load_MHz\""));
+}
+
+// SharedProfile::gemm_time_memo: the GEMM times a profile that no one changes keeps across
+// simulations (issue 49) are its own; a profile edited gets none, and prices its GEMMs again.
+TEST_CASE("experiments of one profile file share its GEMM times; an edited profile is priced afresh", "[hardware][gemm]") {
+  const std::string file = std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/llama3-8b-ddp-8xh100.json";
+  Experiment a = load_experiment(file);
+  Experiment b = load_experiment(file);
+  REQUIRE(a.cluster.profile.gemm_time_memo() != nullptr);
+  CHECK(a.cluster.profile.gemm_time_memo() == b.cluster.profile.gemm_time_memo());
+  const Time kept = run_experiment(a).metrics.overlap.step_time;
+  CHECK(run_experiment(b).metrics.overlap.step_time == kept);  // from the memo a filled
+  // The same program on a plain copy of the profile (no memo) gives the same step.
+  const HardwareProfile copy = *a.cluster.profile;
+  CHECK(compute_metrics(simulate_program(build_step_program(a), copy, a.training.allocator)).overlap.step_time == kept);
+
+  for (auto& [dtype, rate] : b.cluster.profile.edit().compute.peak) rate.flops_per_s *= 2;
+  CHECK(b.cluster.profile.gemm_time_memo() == nullptr);
+  const Time faster = run_experiment(b).metrics.overlap.step_time;
+  CHECK(faster < kept);
+  HardwareProfile doubled = *a.cluster.profile;
+  for (auto& [dtype, rate] : doubled.compute.peak) rate.flops_per_s *= 2;
+  CHECK(compute_metrics(simulate_program(build_step_program(b), doubled, b.training.allocator)).overlap.step_time == faster);
+  CHECK(run_experiment(a).metrics.overlap.step_time == kept);  // a's memo untouched by b's edit
 }
