@@ -48,6 +48,12 @@ class ProgramBuilder {
   // Text stored in the program's pool, for a Kernel's names: text({"fwd ", layer, " ", op}).
   Text text(std::string_view s) { return program_.text->add(s); }
   Text text(std::initializer_list<std::string_view> parts) { return program_.text->add(std::span<const std::string_view>(parts.begin(), parts.size())); }
+  // A unit's name, stored once for each run of kernels of the same unit (a layer's ops are
+  // launched one after another): each kernel stored its layer's name again.
+  Text unit_text(std::string_view unit) {
+    if (unit != last_unit_) last_unit_ = text(unit);
+    return last_unit_;
+  }
 
   void launch(StreamId s, Kernel k);
   void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool
@@ -89,6 +95,7 @@ class ProgramBuilder {
   void check_room() const;
   BufferId alloc_named(Text stored, Bytes bytes, MemCategory cat, StreamId s);  // `stored` in the pool
   Program program_;
+  Text last_unit_;  // unit_text's
 };
 
 }  // namespace stepsim

@@ -45,7 +45,7 @@ Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& o
   k.name = single_op(l) || first_op(l, op, forward) ? b.text({pass, l.name}) : b.text({pass, m.name, " ", op.name});
   k.cls = op.cls;
   k.work = op.work;
-  k.unit = b.text(l.name);
+  k.unit = b.unit_text(l.name);
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
   if (op.continues_previous && k.dispatch != HostDispatch::Launch) k.dispatch = HostDispatch::Continue;
@@ -207,7 +207,7 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
     k.name = b.text({"recompute ", l.name, " ", op.name});
     k.cls = op.cls;
     k.work = op.work;
-    k.unit = b.text(l.name);
+    k.unit = b.unit_text(l.name);
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
     k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch
