@@ -73,7 +73,7 @@ class ProgramBuilder {
   // example's 4,200 allocations a call).
   BufferId alloc_lazy_optimizer_state(std::initializer_list<std::string_view> name, Bytes bytes, StreamId s);
   void free(BufferId b);                                 // stream-ordered: effective at issue
-  void free_after(BufferId b, std::vector<StreamId> record_streams);  // record_stream'ed free
+  void free_after(BufferId b, RecordStreams record_streams);  // record_stream'ed free
   void host_work(Time t, std::string name);
   void mark(std::string name, std::optional<Phase> phase = std::nullopt);
 

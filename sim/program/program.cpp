@@ -276,8 +276,8 @@ BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::initializer_list<std::s
 
 void ProgramBuilder::free(BufferId b) { add(Free{b, {}}); }
 
-void ProgramBuilder::free_after(BufferId b, std::vector<StreamId> record_streams) {
-  add(Free{b, std::move(record_streams)});
+void ProgramBuilder::free_after(BufferId b, RecordStreams record_streams) {
+  add(Free{b, record_streams});
 }
 
 void ProgramBuilder::host_work(Time t, std::string name) {
