@@ -33,9 +33,6 @@ Time kernel_time(const ComputeProfile& c, const Kernel& k);
 // CPU time the host spends issuing `k` (HostProfile, by k.dispatch and k.kernels).
 Time launch_host_time(const HostProfile& h, const Kernel& k);
 
-// kernel_time with GEMM times memoized per shape. The measured-table lookup scans every table
-// entry (a fitted H100 profile holds ~1,100), while a step repeats a few dozen shapes
-// thousands of times; one cache per simulation keeps the engine at microseconds per kernel.
 // GEMM times of one profile kept across simulations (SharedProfile::gemm_time_memo), for the
 // sweep points and the calls of a loop that price the same shapes on the same profile.
 // Thread-safe: a sweep's threads share it. At most kCapacity shapes; past that, none is added.
@@ -50,6 +47,9 @@ class GemmTimeMemo {
   std::vector<std::pair<GemmShape, Time>> shapes_;  // in the order first priced; few dozen a workload
 };
 
+// kernel_time with GEMM times memoized per shape. The measured-table lookup scans every table
+// entry (a fitted H100 profile holds ~1,100), while a step repeats a few dozen shapes
+// thousands of times; one cache per simulation keeps the engine at microseconds per kernel.
 class KernelTimeCache {
  public:
   explicit KernelTimeCache(const ComputeProfile& c, GemmTimeMemo* shared = nullptr) : c_(c), shared_(shared), slots_(64) {}

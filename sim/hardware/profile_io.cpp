@@ -616,7 +616,6 @@ HardwareProfile read_profile(const std::filesystem::path& file, std::vector<std:
   std::optional<std::string> text;
   if (cache) {
     if (auto p = read_cached_profile(*cache, file, &read)) return std::move(*p);
-    read.clear();
     text = read_regular_file(file);  // what the entry will be checked against
   }
   SourceMap sources;

@@ -66,11 +66,9 @@ class ProgramBuilder {
   void host_sync(EventId e, std::string reason);
   void host_sync_stream(StreamId s, std::string reason);
   BufferId alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s);
-  // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step.
-  BufferId alloc_lazy_optimizer_state(std::string_view name, Bytes bytes, StreamId s);
-  // The same, named by the concatenation of `name`, written straight into the pool (a step
-  // names the state of each of its parameters: one heap string each was 582 of the DDP
-  // example's 4,200 allocations a call).
+  // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step, named by the
+  // concatenation of `name` ({"exp_avg ", param}), written straight into the pool (a heap string
+  // per parameter's state was 582 of the DDP example's 4,200 allocations a call).
   BufferId alloc_lazy_optimizer_state(std::initializer_list<std::string_view> name, Bytes bytes, StreamId s);
   void free(BufferId b);                                 // stream-ordered: effective at issue
   void free_after(BufferId b, RecordStreams record_streams);  // record_stream'ed free

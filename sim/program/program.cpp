@@ -264,10 +264,6 @@ BufferId ProgramBuilder::alloc_named(Text stored, Bytes bytes, MemCategory cat, 
   return b;
 }
 
-BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::string_view name, Bytes bytes, StreamId s) {
-  return alloc_lazy_optimizer_state({name}, bytes, s);
-}
-
 BufferId ProgramBuilder::alloc_lazy_optimizer_state(std::initializer_list<std::string_view> name, Bytes bytes, StreamId s) {
   BufferId b = alloc_named(text(name), bytes, MemCategory::OptimizerState, s);
   std::get<Alloc>(program_.instructions.back()).lazy = true;

@@ -44,7 +44,7 @@ struct Bucket {
 
 // The buckets and which one each parameter's gradient goes to: one array of (parameter, bucket)
 // sorted by address, not a tree node per parameter or a vector per bucket (Llama-3-8B's
-// tensors are most larger than the 25 MiB cap, so nearly every one is a bucket of its own:
+// tensors are mostly larger than the 25 MiB cap, so nearly every one is a bucket of its own:
 // 580 of the DDP example's 4,200 allocations a call).
 struct Buckets {
   std::vector<Bucket> buckets;

@@ -583,7 +583,7 @@ TEST_CASE("Optimizer state torch.optim creates at the first step() lands in the 
   auto run = [](bool lazy) {
     ProgramBuilder b;
     b.mark("setup", Phase::Setup);
-    if (lazy) b.alloc_lazy_optimizer_state("exp_avg w", Bytes{60 * MiB}, StreamId{0});
+    if (lazy) b.alloc_lazy_optimizer_state({"exp_avg w"}, Bytes{60 * MiB}, StreamId{0});
     else b.alloc("exp_avg w", Bytes{60 * MiB}, MemCategory::OptimizerState, StreamId{0});
     b.mark("forward", Phase::Forward);
     auto act = b.alloc("activation", Bytes{100 * MiB}, MemCategory::Activations, StreamId{0});
