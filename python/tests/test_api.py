@@ -1,5 +1,6 @@
 """stepsim's Python API against the CLI: the same library calls must give the same answers."""
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -273,3 +274,27 @@ def test_simulate_keeps_the_last_simulation_until_the_next_call_and_none_too_lar
     monkeypatch.setattr(_api, "_KEEP_AT_MOST_INSTRUCTIONS", second._sim.instructions - 1)
     stepsim.simulate(DDP)
     assert _api._last_simulation is None  # above the cap: nothing kept
+
+
+def test_an_edited_profile_is_seen_by_the_next_call(cli, tmp_path):
+    """The process keeps the profiles it read (docs/commands.md): an edit of the profile or of a
+    file it includes is read by the next call, as in a notebook that tunes a profile between calls."""
+    for name in ("h100-sxm-8x.json", "h100-sxm-96gb.json"):
+        (tmp_path / name).write_text((ROOT / "configs/hardware" / name).read_text())
+    exp = json.loads((ROOT / DDP).read_text())
+    exp["cluster"]["profile"] = str(tmp_path / "h100-sxm-96gb.json")
+    (tmp_path / "exp.json").write_text(json.dumps(exp))
+    an_hour_ago = time.time() - 3600
+    for name in ("h100-sxm-8x.json", "h100-sxm-96gb.json"):
+        os.utime(tmp_path / name, (an_hour_ago, an_hour_ago))
+    before = stepsim.simulate(exp).metrics["step_time_ns"]
+    assert stepsim.simulate(exp).metrics["step_time_ns"] == before  # the kept profile: the same step
+
+    # The included profile's GEMM efficiency factor in training, halved: every GEMM runs slower.
+    base = json.loads((tmp_path / "h100-sxm-8x.json").read_text())
+    base["compute"]["gemm_in_training_factor"] /= 2
+    (tmp_path / "h100-sxm-8x.json").write_text(json.dumps(base))
+    os.utime(tmp_path / "h100-sxm-8x.json", (an_hour_ago + 1, an_hour_ago + 1))
+    after = stepsim.simulate(exp).metrics["step_time_ns"]
+    assert after > before
+    assert after == cli.json("simulate", str(tmp_path / "exp.json"), "--json")["metrics"]["step_time_ns"]
