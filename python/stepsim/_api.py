@@ -123,7 +123,7 @@ class Result:
     def __init__(self, sim: "_core.Simulation") -> None:
         self._sim = sim
         self.file: str = sim.file
-        self.metrics: Dict[str, Any] = json.loads(sim.metrics_json())
+        self.metrics: Dict[str, Any] = sim.metrics()  # as json.loads(sim.metrics_json()) gives it
 
     @cached_property
     def json(self) -> Dict[str, Any]:

@@ -298,3 +298,23 @@ def test_an_edited_profile_is_seen_by_the_next_call(cli, tmp_path):
     after = stepsim.simulate(exp).metrics["step_time_ns"]
     assert after > before
     assert after == cli.json("simulate", str(tmp_path / "exp.json"), "--json")["metrics"]["step_time_ns"]
+
+
+def _same_json(a, b):
+    """Equal values of the same Python types, dicts in the same key order (1 == 1.0 would pass ==)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def test_metrics_are_what_json_loads_makes_of_the_metrics_json():
+    """Result.metrics comes straight from the C++ metrics, not through JSON text: the same dict."""
+    from stepsim import _core
+    for exp in (DDP, FSDP2, "configs/examples/opt-1.3b-zero3-8xa800.json"):
+        sim = _core.simulate(exp, "", [])
+        assert _same_json(sim.metrics(), json.loads(sim.metrics_json())), exp
+        assert _same_json(stepsim.simulate(exp).metrics, json.loads(sim.metrics_json())), exp
