@@ -66,9 +66,12 @@ class ProgramBuilder {
   void host_sync(EventId e, std::string reason);
   void host_sync_stream(StreamId s, std::string reason);
   BufferId alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s);
-  // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step, named by the
-  // concatenation of `name` ({"exp_avg ", param}), written straight into the pool (a heap string
-  // per parameter's state was 582 of the DDP example's 4,200 allocations a call).
+  // Named by the concatenation of `name` ({"activations ", module, " ", op}), written straight
+  // into the pool: a step allocates per op, and a heap string per name was one allocation each.
+  BufferId alloc(std::initializer_list<std::string_view> name, Bytes bytes, MemCategory cat, StreamId s);
+  // Alloc::lazy: optimizer state torch.optim creates at the first optimizer step, named as alloc's
+  // ({"exp_avg ", param}: a heap string per parameter's state was 582 of the DDP example's 4,200
+  // allocations a call).
   BufferId alloc_lazy_optimizer_state(std::initializer_list<std::string_view> name, Bytes bytes, StreamId s);
   void free(BufferId b);                                 // stream-ordered: effective at issue
   void free_after(BufferId b, RecordStreams record_streams);  // record_stream'ed free

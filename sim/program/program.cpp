@@ -257,6 +257,10 @@ BufferId ProgramBuilder::alloc(std::string_view name, Bytes bytes, MemCategory c
   return alloc_named(text(name), bytes, cat, s);
 }
 
+BufferId ProgramBuilder::alloc(std::initializer_list<std::string_view> name, Bytes bytes, MemCategory cat, StreamId s) {
+  return alloc_named(text(name), bytes, cat, s);
+}
+
 BufferId ProgramBuilder::alloc_named(Text stored, Bytes bytes, MemCategory cat, StreamId s) {
   BufferId b{program_.buffer_count++};
   program_.buffer_names.push_back(stored);

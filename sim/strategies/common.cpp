@@ -95,7 +95,7 @@ static void alloc_own_saved(ProgramBuilder& b, StreamId s, const Layer& l, const
                             SavedActivations* saved) {
   if (saved && op.own_saved_tensor && op.saved.count > 0)
     saved->add_op_tensor(static_cast<std::size_t>(&m - l.modules.data()),
-                         b.alloc(concat({"activations ", m.name, " ", op.name}), op.saved, MemCategory::Activations, s));
+                         b.alloc({"activations ", m.name, " ", op.name}, op.saved, MemCategory::Activations, s));
 }
 
 SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s) {
@@ -110,7 +110,7 @@ SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, Stre
 
 void ForwardTemporaries::before(ProgramBuilder& b, StreamId s, const Module& m, const Op& op) {
   if (op.transient.count > 0)
-    live_.push_back({b.alloc(concat({"temporary ", m.name, " ", op.name}), op.transient, MemCategory::Activations, s),
+    live_.push_back({b.alloc({"temporary ", m.name, " ", op.name}, op.transient, MemCategory::Activations, s),
                      op.transient_consumers + 1});
 }
 
@@ -147,7 +147,7 @@ void BackwardTemporaries::before(ProgramBuilder& b, StreamId s, const Module& m,
     if (consumed_) b.free(*consumed_);
     consumed_ = produced_;
   }
-  produced_ = b.alloc(concat({"gradient ", m.name, " ", op.name}), out, MemCategory::Activations, s);
+  produced_ = b.alloc({"gradient ", m.name, " ", op.name}, out, MemCategory::Activations, s);
 }
 
 void BackwardTemporaries::after(ProgramBuilder& b) {
@@ -437,17 +437,17 @@ void launch_adafactor_step(ProgramBuilder& b, StreamId s, const AdafactorStep& s
       op("square_ (columns)", KernelClass::Elementwise, 2 * n);
       op("div_ (columns)", KernelClass::Elementwise, 2 * n);
       op("lerp_ (col_var)", KernelClass::Optimizer, 3 * n);
-      estimate = b.alloc(concat({st.name, " var_estimate"}), Bytes{numel * eb}, MemCategory::Other, s);
+      estimate = b.alloc({st.name, " var_estimate"}, Bytes{numel * eb}, MemCategory::Other, s);
       op("row_var @ col_var (outer product)", KernelClass::Elementwise, m + n + numel);
       op("row_var.mean", KernelClass::Reduction, m + 1);
       op("clamp_ (row_var.mean)", KernelClass::Elementwise, 2);
       op("div_ (var_estimate)", KernelClass::Elementwise, 2 * numel + 1);
     } else {
-      const BufferId squared = b.alloc(concat({st.name, " grad * grad"}), Bytes{numel * eb}, MemCategory::Other, s);
+      const BufferId squared = b.alloc({st.name, " grad * grad"}, Bytes{numel * eb}, MemCategory::Other, s);
       op("grad * grad", KernelClass::Elementwise, 2 * numel);
       op("lerp_ (variance)", KernelClass::Optimizer, 3 * numel);
       b.free(squared);
-      estimate = b.alloc(concat({st.name, " var_estimate"}), Bytes{numel * eb}, MemCategory::Other, s);
+      estimate = b.alloc({st.name, " var_estimate"}, Bytes{numel * eb}, MemCategory::Other, s);
       op("clone (variance)", KernelClass::Copy, 2 * numel);
     }
     op("clamp_ (var_estimate)", KernelClass::Elementwise, 2 * numel);
@@ -482,19 +482,19 @@ void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
   for (const MuonMatrix& p : st.matrices) {
     const std::int64_t m = std::min(p.rows, p.cols), n = std::max(p.rows, p.cols), mn = m * n;
     op("lerp_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
-    const BufferId update = b.alloc(concat({st.name, " update"}), Bytes{mn * eb}, MemCategory::Other, s);
+    const BufferId update = b.alloc({st.name, " update"}, Bytes{mn * eb}, MemCategory::Other, s);
     op("lerp (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
     // .bfloat16() of a bf16 update is the update itself: no copy.
     const std::optional<BufferId> x =
         st.dtype == Dtype::BF16 ? std::nullopt
-                                : std::optional(b.alloc(concat({st.name, " X (bf16)"}), Bytes{mn * kBf16}, MemCategory::Other, s));
+                                : std::optional(b.alloc({st.name, " X (bf16)"}, Bytes{mn * kBf16}, MemCategory::Other, s));
     if (x) op("bfloat16", KernelClass::Copy, mn * (eb + kBf16));
     op("norm", KernelClass::Reduction, mn * kBf16);
     op("clamp", KernelClass::Elementwise, 2 * kBf16);
     op("div_", KernelClass::Elementwise, 2 * mn * kBf16);
     for (int i = 0; i < kMuonNsSteps; ++i) {
       // A and B (m x m), the old and new X, a * X and B @ X (m x n): 2 m^2 + 3 m n bf16 elements.
-      const BufferId temps = b.alloc(concat({st.name, " Newton-Schulz temporaries"}), Bytes{(2 * m * m + 3 * mn) * kBf16},
+      const BufferId temps = b.alloc({st.name, " Newton-Schulz temporaries"}, Bytes{(2 * m * m + 3 * mn) * kBf16},
                                      MemCategory::Other, s);
       mm("Newton-Schulz X @ X.T", m, m, n);
       op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
