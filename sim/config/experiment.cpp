@@ -247,6 +247,7 @@ std::string to_string(Optimizer o) {
     case Optimizer::Muon: return "muon";
     case Optimizer::Adafactor: return "adafactor";
     case Optimizer::Lion: return "lion";
+    case Optimizer::AdamW8bit: return "adamw8bit";
   }
   return "adamw";
 }
@@ -261,7 +262,7 @@ static TrainingConfig parse_training(ObjectReader t) {
   out.no_sync = t.declared_boolean("no_sync");
   std::string opt = t.declared_choice("optimizer");
   // A declared choice: adam (priced as adamw) or one of the names.
-  for (Optimizer o : {Optimizer::SGD, Optimizer::None, Optimizer::Muon, Optimizer::Adafactor, Optimizer::Lion})
+  for (Optimizer o : {Optimizer::SGD, Optimizer::None, Optimizer::Muon, Optimizer::Adafactor, Optimizer::Lion, Optimizer::AdamW8bit})
     if (opt == to_string(o)) out.optimizer = o;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
@@ -402,6 +403,13 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     throw_input_error(sources.file_for("/training/optimizer_impl"), "/training/optimizer_impl", Json("foreach"),
                       "for_loop or fused with lion (Composer's DecoupledLionW loops over the parameters, DeepSpeed's "
                       "FusedLion is fused; " + not_modelled("a foreach Lion") + ")");
+  // bitsandbytes' 8-bit optimizers have one code path: a Python loop over the parameters, one
+  // kernel each (bitsandbytes/optim/optimizer.py, Optimizer8bit.step).
+  if (e.training.optimizer == Optimizer::AdamW8bit && e.training.optimizer_impl && *e.training.optimizer_impl != OptimizerImpl::ForLoop)
+    throw_input_error(sources.file_for("/training/optimizer_impl"), "/training/optimizer_impl",
+                      Json(to_string(*e.training.optimizer_impl)),
+                      "for_loop with adamw8bit (bitsandbytes' AdamW8bit steps parameter after parameter, one kernel each; "
+                      "it has no fused or foreach path)");
   if (e.training.optimizer == Optimizer::Adafactor) {
     if (e.training.torch() < kTorchAdafactorSince)
       throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("adafactor"),

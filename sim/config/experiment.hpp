@@ -33,7 +33,8 @@ struct ClusterConfig {
 // over the other parameters, as Muon's documentation prescribes (sim/strategies/common.hpp
 // launch_muon_step). Adafactor: torch.optim.Adafactor over every parameter (launch_adafactor_step).
 // Lion: Composer's DecoupledLionW (for-loop) or DeepSpeed's FusedLion (fused), launch_optimizer_step.
-enum class Optimizer { AdamW, SGD, None, Muon, Adafactor, Lion };
+// AdamW8bit: bitsandbytes' bnb.optim.AdamW8bit, blockwise 8-bit moments (launch_adamw8bit_step).
+enum class Optimizer { AdamW, SGD, None, Muon, Adafactor, Lion, AdamW8bit };
 // torch.optim.Muon first shipped in PyTorch 2.9 (pytorch/pytorch#160213, torch/optim/_muon.py),
 // torch.optim.Adafactor in 2.5 (pytorch/pytorch#129905, torch/optim/_adafactor.py).
 inline constexpr Release kTorchMuonSince{2, 9};

@@ -220,12 +220,13 @@ const ConfigObject& training() {
            .since = kStepsim},
           {.name = "no_sync", .types = kBoolean, .default_value = Json(true),
            .doc = "Accumulate without gradient sync (the DDP/FSDP no_sync context) until the last micro-batch.", .since = "unknown"},
-          {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "muon", "adafactor", "lion", "none"},
+          {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "muon", "adafactor", "lion", "adamw8bit", "none"},
            .default_value = Json("adamw"),
            .doc = "The optimizer step (adam is priced as adamw; muon: torch.optim.Muon over the blocks' 2-D weights and AdamW "
                   "over the rest, DDP and PyTorch >= 2.9 only; adafactor: torch.optim.Adafactor's for-loop, DDP and PyTorch "
-                  ">= 2.5 only; lion: Composer's DecoupledLionW (for_loop) or DeepSpeed's FusedLion (fused): "
-                  "docs/configuration.md).",
+                  ">= 2.5 only; lion: Composer's DecoupledLionW (for_loop) or DeepSpeed's FusedLion (fused); adamw8bit: "
+                  "bitsandbytes' AdamW8bit (blockwise 8-bit moments, a kernel and a torch.cuda.synchronize() per parameter), "
+                  "DDP only: docs/configuration.md).",
            .since = kStepsim},
           dtype_key("master_dtype", "fp32", "The dtype of the parameters the optimizer updates (fp32 master weights)."),
           {.name = "optimizer_impl", .types = kString, .choices = {"fused", "foreach", "for_loop"},

@@ -351,6 +351,11 @@ KernelSpec memory_kernels(std::string name, Bytes bytes, int kernels, KernelClas
 // Part i of `total` cut into `parts` near-equal parts (the first total % parts one larger).
 std::int64_t share(std::int64_t total, std::int64_t parts, std::int64_t i) { return total / parts + (i < total % parts); }
 
+// bitsandbytes' AdamW8bit: two uint8 moments and their float32 absmax per block, or two float32
+// moments below min_8bit_size, whatever the parameter's dtype.
+bool bnb_8bit(std::int64_t numel) { return numel >= kBnbMin8bitSize; }
+std::int64_t bnb_blocks(std::int64_t numel) { return ceil_div(numel, kBnbBlockSize); }
+
 }  // namespace
 
 void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& st) {
@@ -404,6 +409,19 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 
 // A weight of more than one row and column (Param::dim0 rows): a 2-D tensor.
 static bool is_matrix(const Param& p) { return p.dim0 > 1 && p.dim0 < p.numel && p.numel % p.dim0 == 0; }
+
+void launch_adamw8bit_step(ProgramBuilder& b, StreamId s, const Adamw8bitStep& st) {
+  const std::int64_t eb = dtype_bytes(st.dtype);
+  for (const std::int64_t n : st.tensors) {
+    // Read g, p, state1, state2 (and the absmax of each, 8-bit); write p, state1, state2 (and
+    // the new absmax). The quantization maps sit in shared memory, read once per CUDA block.
+    const bool q = bnb_8bit(n);
+    const std::int64_t bytes = q ? n * (3 * eb + 4) + 4 * 4 * bnb_blocks(n) : n * (3 * eb + 4 * 4);
+    b.launch(s, elementwise(concat({st.name, q ? " kOptimizerStatic8bit2StateBlockwise" : " kOptimizer32bit2State"}), Bytes{bytes},
+                            "step", KernelClass::Optimizer));
+    b.host_sync_stream(s, concat({st.name, ": sync_gpu(p), torch.cuda.synchronize() after each parameter"}));
+  }
+}
 
 AdafactorTensor adafactor_tensor(const Param& p) {
   if (is_matrix(p)) return {p.dim0, p.numel / p.dim0};
@@ -542,10 +560,10 @@ nlohmann::json effective_training(const Experiment& e) {
   if (!zero) out["no_sync"] = t.no_sync;
   out["optimizer"] = to_string(t.optimizer);
   if (t.optimizer != Optimizer::None) {
-    // Adafactor's is its for-loop (the only path modelled); Muon's is AdamW's, for what Muon leaves.
-    out["optimizer_impl"] = to_string(zero                                ? deepspeed_optimizer_impl(e)
-                                      : t.optimizer == Optimizer::Adafactor ? OptimizerImpl::ForLoop
-                                                                            : loop_optimizer_impl(e));
+    // Adafactor's is its for-loop (the only path modelled), AdamW8bit's bitsandbytes' loop (its
+    // only path); Muon's is AdamW's, for what Muon leaves.
+    const bool loop_only = t.optimizer == Optimizer::Adafactor || t.optimizer == Optimizer::AdamW8bit;
+    out["optimizer_impl"] = to_string(zero ? deepspeed_optimizer_impl(e) : loop_only ? OptimizerImpl::ForLoop : loop_optimizer_impl(e));
     out["master_dtype"] = to_string(t.master_dtype);
   }
   if (!zero) {
@@ -578,6 +596,7 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
 
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype) {
   if (opt == Optimizer::AdamW) return Bytes{2 * numel * dtype_bytes(dtype)};
+  if (opt == Optimizer::AdamW8bit) return Bytes{bnb_8bit(numel) ? 2 * numel + 2 * 4 * bnb_blocks(numel) : 2 * 4 * numel};
   if (opt == Optimizer::Muon || opt == Optimizer::Lion) return Bytes{numel * dtype_bytes(dtype)};
   return Bytes{0};
 }
@@ -587,6 +606,18 @@ void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& 
   if (opt == Optimizer::Muon || opt == Optimizer::Lion) {
     b.alloc_lazy_optimizer_state({opt == Optimizer::Muon ? "momentum_buffer " : "exp_avg ", name},
                                  optimizer_state_bytes(opt, numel, dtype), s);
+    return;
+  }
+  if (opt == Optimizer::AdamW8bit) {  // Optimizer2State.init_state, in its order
+    if (bnb_8bit(numel)) {
+      b.alloc_lazy_optimizer_state({"state1 (uint8) ", name}, Bytes{numel}, s);
+      b.alloc_lazy_optimizer_state({"state2 (uint8) ", name}, Bytes{numel}, s);
+      b.alloc_lazy_optimizer_state({"absmax1 ", name}, Bytes{4 * bnb_blocks(numel)}, s);
+      b.alloc_lazy_optimizer_state({"absmax2 ", name}, Bytes{4 * bnb_blocks(numel)}, s);
+    } else {
+      b.alloc_lazy_optimizer_state({"state1 (fp32) ", name}, Bytes{4 * numel}, s);
+      b.alloc_lazy_optimizer_state({"state2 (fp32) ", name}, Bytes{4 * numel}, s);
+    }
     return;
   }
   const Bytes both = optimizer_state_bytes(opt, numel, dtype);  // AdamW's two moments, or none

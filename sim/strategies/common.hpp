@@ -231,6 +231,29 @@ void launch_adafactor_step(ProgramBuilder& b, StreamId s, const AdafactorStep& s
 // A parameter as torch.optim.Adafactor sees it: a matrix when it has more than one row and column.
 AdafactorTensor adafactor_tensor(const Param& p);
 
+// bitsandbytes' AdamW8bit (bnb.optim.AdamW8bit; bitsandbytes/optim/optimizer.py, Optimizer8bit.step
+// and Optimizer2State, since 0.44 with 256-element blocks, bitsandbytes#1365), parameter after
+// parameter from Python:
+//   init_state (the first step): a tensor of at least min_8bit_size (4,096) elements keeps its two
+//     moments as uint8 (state1, state2: zeros_like) and a float32 absmax per 256-element block
+//     for each (absmax1, absmax2); a smaller one keeps them as float32; the dynamic quantization
+//     maps (256 floats, signed and unsigned) go to the GPU once
+//   update_step: one kernel, kOptimizerStatic8bit2StateBlockwise (or kOptimizer32bit2State for a
+//     float32 state), reading the gradient, the parameter (both the parameter's dtype T), both
+//     moments and their absmax, writing the parameter, the moments and the absmax
+//   sync_gpu(p): torch.cuda.synchronize() after every parameter (since 0.39.1, bitsandbytes 41a9c70)
+struct Adamw8bitStep {
+  std::vector<std::int64_t> tensors;  // elements of each parameter, in step order
+  Dtype dtype = Dtype::FP32;          // the parameters' and gradients'
+  std::string name = "optimizer.step adamw8bit";
+};
+inline constexpr std::int64_t kBnbMin8bitSize = 4096;   // Optimizer2State's min_8bit_size default
+inline constexpr std::int64_t kBnbBlockSize = 256;      // Optimizer2State.init_state's blocksize
+inline constexpr std::int64_t kBnbQuantileMapBytes = 256 * 4;  // create_dynamic_map(): 256 floats
+// What launch_adamw8bit_step writes per tensor: its kernel and the host's wait.
+inline constexpr std::size_t kAdamw8bitInstructionsPerTensor = 2;
+void launch_adamw8bit_step(ProgramBuilder& b, StreamId s, const Adamw8bitStep& step);
+
 // Whether training.optimizer muon gives `p` of `l` to Muon: a 2-D weight of a transformer block.
 // The embeddings, the output head, norms and biases go to AdamW, as torch.optim.Muon's
 // documentation says ("Other parameters, such as bias, and embedding, should be optimized by a
@@ -274,13 +297,16 @@ bool loop_clips_grad_norm(const Experiment& e);
 nlohmann::json effective_training(const Experiment& e);
 
 // Optimizer state bytes for `numel` parameters in `dtype` (AdamW: two states; Muon: its momentum
-// buffer; SGD without momentum: none). Adafactor's depend on the shape: adafactor_state_bytes.
+// buffer; SGD without momentum: none; AdamW8bit, one tensor of `numel`: its uint8 moments and
+// their absmax, or float32 moments below min_8bit_size). Adafactor's depend on the shape:
+// adafactor_state_bytes.
 Bytes optimizer_state_bytes(Optimizer opt, std::int64_t numel, Dtype dtype);
 
 // torch.optim's state for one tensor the optimizer steps (`name`, `numel` elements of `dtype`):
 // AdamW's exp_avg and exp_avg_sq, each a zeros_like created at the first step() (adamw.py
 // _init_group), as two lazy allocations (Alloc::lazy); Muon's momentum_buffer (_muon.py
-// _init_group, zeros_like(p.grad)), one; nothing for SGD.
+// _init_group, zeros_like(p.grad)), one; nothing for SGD; AdamW8bit's state1, state2 and (8-bit)
+// absmax1, absmax2 of one tensor (Adamw8bitStep).
 void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& name, std::int64_t numel, Dtype dtype,
                            StreamId s);
 // Adafactor's state of one parameter: row_var and col_var (rows + cols elements) for a matrix,

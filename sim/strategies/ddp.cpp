@@ -18,8 +18,8 @@ namespace {
 // (instruction_estimate, common.hpp): collectives, events, allocations.
 constexpr std::size_t kDdpOwnPerLayer = 30;
 
-// Its instructions, and Muon's per matrix of the blocks (launch_muon_step) or Adafactor's per
-// parameter (launch_adafactor_step) when they step them.
+// Its instructions, and Muon's per matrix of the blocks (launch_muon_step), Adafactor's or
+// AdamW8bit's per parameter (launch_adafactor_step, launch_adamw8bit_step) when they step them.
 std::size_t ddp_instruction_estimate(const Experiment& e) {
   std::size_t n = instruction_estimate(e, kDdpOwnPerLayer);
   if (e.training.optimizer == Optimizer::Muon)
@@ -27,6 +27,8 @@ std::size_t ddp_instruction_estimate(const Experiment& e) {
       for (const Param* p : l.params()) n += muon_matrix(l, *p) ? kMuonInstructionsPerMatrix : 0;
   if (e.training.optimizer == Optimizer::Adafactor)
     n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
+  if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each
+    n += static_cast<std::size_t>(e.workload->param_count()) * (kAdamw8bitInstructionsPerTensor + 2);
   return n;
 }
 
@@ -93,6 +95,14 @@ class ReducerWriter {
     b_.alloc("parameters", Bytes{w_.numel() * param_bytes_}, MemCategory::Parameters, dflt_);
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
+    // AdamW8bit: the quantization maps, moved to the GPU at the first 8-bit parameter's init_state.
+    if (e_.training.optimizer == Optimizer::AdamW8bit && w_.numel() > 0 &&
+        std::ranges::any_of(w_.layers, [](const Layer& l) {
+          return std::ranges::any_of(l.params(), [](const Param* p) { return p->numel >= kBnbMin8bitSize; });
+        })) {
+      b_.alloc_lazy_optimizer_state({"bnb qmap dynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
+      b_.alloc_lazy_optimizer_state({"bnb qmap udynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
+    }
     for (const Layer& l : w_.layers)
       for (const Param* p : l.params()) alloc_param_optimizer_state(b_, e_.training.optimizer, l, *p, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);
@@ -191,6 +201,11 @@ class ReducerWriter {
       for (const Layer& l : w_.layers)
         for (const Param* p : l.params()) step.tensors.push_back(adafactor_tensor(*p));
       launch_adafactor_step(b_, dflt_, step);
+    } else if (e_.training.optimizer == Optimizer::AdamW8bit) {
+      Adamw8bitStep step{.dtype = c_.param_dtype};
+      for (const Layer& l : w_.layers)
+        for (const Param* p : l.params()) step.tensors.push_back(p->numel);
+      launch_adamw8bit_step(b_, dflt_, step);
     } else {
       launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = w_.numel(),
                                         .tensors = tensors, .dtype = c_.param_dtype});

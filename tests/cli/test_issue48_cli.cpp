@@ -142,4 +142,6 @@ TEST_CASE("Each input stepsim does not model is refused with an error naming the
   const std::string ddp = kSrc + "/configs/examples/llama3-8b-ddp-8xh100.json";
   expect_input_error("simulate " + ddp + " --set training.optimizer=adafactor --set training.optimizer_impl=foreach",
                      {"/training/optimizer_impl", table});
+  // bitsandbytes' AdamW8bit over sharded parameters.
+  expect_input_error("simulate " + fsdp2 + " --set training.optimizer=adamw8bit", {"/training/optimizer", table});
 }

@@ -31,7 +31,7 @@ std::vector<std::string> shipped_configs() {
 }  // namespace
 
 TEST_CASE("A strategy's program fits the instructions it reserves, on every shipped example, with and without "
-          "checkpointing and accumulation, and with Muon and Adafactor",
+          "checkpointing and accumulation, and with Muon, Adafactor and AdamW8bit",
           "[strategies][program]") {
   const std::vector<std::string> files = shipped_configs();
   REQUIRE(files.size() >= 28);  // 8 model examples, 9 seed cases, 8 validation cases, 3 benches
@@ -39,13 +39,16 @@ TEST_CASE("A strategy's program fits the instructions it reserves, on every ship
   for (const std::string& f : files) {
     const int before = programs;
     for (const char* grad_accum : {"1", "4"}) {
-      // "": as the file has it; else checkpointing, or Muon or Adafactor (DDP only)
-      for (const char* variant : {"", "none", "full", "op_sac", "muon", "adafactor"}) {
+      // "": as the file has it; else checkpointing, or Muon, Adafactor or AdamW8bit (DDP only)
+      for (const char* variant : {"", "none", "full", "op_sac", "muon", "adafactor", "adamw8bit"}) {
         std::vector<std::string> overrides = {std::string("training.grad_accum=") + grad_accum};
         if (std::string(variant) == "muon") {
           overrides.push_back("training.optimizer=\"muon\"");
         } else if (std::string(variant) == "adafactor") {
           overrides.push_back("training.optimizer=\"adafactor\"");
+          overrides.push_back("training.optimizer_impl=\"for_loop\"");
+        } else if (std::string(variant) == "adamw8bit") {
+          overrides.push_back("training.optimizer=\"adamw8bit\"");
           overrides.push_back("training.optimizer_impl=\"for_loop\"");
         } else if (*variant) {
           overrides.push_back(std::string("workload.activation_checkpointing=") + variant);
@@ -59,13 +62,14 @@ TEST_CASE("A strategy's program fits the instructions it reserves, on every ship
             return load_experiment(f, overrides);
           } catch (const InputError& err) {
             // Refused only where the knob does not exist: a seed case's toy workload takes no
-            // checkpointing (and no op_sac), Muon and Adafactor are DDP's only, and a DeepSpeed
+            // checkpointing (and no op_sac), Muon, Adafactor and AdamW8bit are DDP's only, and a DeepSpeed
             // config fixes the accumulation.
             const std::string what = err.what();
             INFO(what);
             REQUIRE((what.find("/workload/activation_checkpointing: ") != std::string::npos ||
                      what.find("/training/optimizer: \"muon\": expected adamw, sgd or none with ") != std::string::npos ||
                      what.find("/training/optimizer: \"adafactor\": expected adamw, sgd or none with ") != std::string::npos ||
+                     what.find("/training/optimizer: \"adamw8bit\": expected adamw, sgd, lion or none with ") != std::string::npos ||
                      what.find("/training/grad_accum: 4: expected the value of") != std::string::npos));
             return Experiment{};
           }
