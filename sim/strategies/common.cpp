@@ -351,9 +351,6 @@ KernelSpec memory_kernels(std::string name, Bytes bytes, int kernels, KernelClas
 // Part i of `total` cut into `parts` near-equal parts (the first total % parts one larger).
 std::int64_t share(std::int64_t total, std::int64_t parts, std::int64_t i) { return total / parts + (i < total % parts); }
 
-// bitsandbytes' AdamW8bit: two uint8 moments and their float32 absmax per block, or two float32
-// moments below min_8bit_size, whatever the parameter's dtype.
-bool bnb_8bit(std::int64_t numel) { return numel >= kBnbMin8bitSize; }
 std::int64_t bnb_blocks(std::int64_t numel) { return ceil_div(numel, kBnbBlockSize); }
 
 }  // namespace

@@ -250,6 +250,8 @@ struct Adamw8bitStep {
 inline constexpr std::int64_t kBnbMin8bitSize = 4096;   // Optimizer2State's min_8bit_size default
 inline constexpr std::int64_t kBnbBlockSize = 256;      // Optimizer2State.init_state's blocksize
 inline constexpr std::int64_t kBnbQuantileMapBytes = 256 * 4;  // create_dynamic_map(): 256 floats
+// Whether AdamW8bit keeps a tensor's moments as uint8 (else float32, whatever its dtype).
+inline bool bnb_8bit(std::int64_t numel) { return numel >= kBnbMin8bitSize; }
 // What launch_adamw8bit_step writes per tensor: its kernel and the host's wait.
 inline constexpr std::size_t kAdamw8bitInstructionsPerTensor = 2;
 void launch_adamw8bit_step(ProgramBuilder& b, StreamId s, const Adamw8bitStep& step);

@@ -27,8 +27,8 @@ std::size_t ddp_instruction_estimate(const Experiment& e) {
       for (const Param* p : l.params()) n += muon_matrix(l, *p) ? kMuonInstructionsPerMatrix : 0;
   if (e.training.optimizer == Optimizer::Adafactor)
     n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
-  if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each
-    n += static_cast<std::size_t>(e.workload->param_count()) * (kAdamw8bitInstructionsPerTensor + 2);
+  if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each, and the two maps
+    n += static_cast<std::size_t>(e.workload->param_count()) * (kAdamw8bitInstructionsPerTensor + 2) + 2;
   return n;
 }
 
@@ -96,9 +96,8 @@ class ReducerWriter {
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     // AdamW8bit: the quantization maps, moved to the GPU at the first 8-bit parameter's init_state.
-    if (e_.training.optimizer == Optimizer::AdamW8bit && w_.numel() > 0 &&
-        std::ranges::any_of(w_.layers, [](const Layer& l) {
-          return std::ranges::any_of(l.params(), [](const Param* p) { return p->numel >= kBnbMin8bitSize; });
+    if (e_.training.optimizer == Optimizer::AdamW8bit && std::ranges::any_of(w_.layers, [](const Layer& l) {
+          return std::ranges::any_of(l.params(), [](const Param* p) { return bnb_8bit(p->numel); });
         })) {
       b_.alloc_lazy_optimizer_state({"bnb qmap dynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
       b_.alloc_lazy_optimizer_state({"bnb qmap udynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
