@@ -752,14 +752,16 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
   op.end = end;
   op.correlation = ev.correlation.set() ? ev.correlation.as_int() : -1;
   op.bytes = ev.bytes.set() ? ev.bytes.as_int() : 0;
-  op.phase = std::string(ev.phase);
+  if (!ev.phase.empty()) op.phase = intern(ev.phase);
   op.ctas = ev_.grid_ctas;
   if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
   if (kind == GpuOp::Kind::Kernel) {
     op.collective = eq(ev.stepsim_op, "collective") || is_comm_kernel_name(out_.name_of(op));
     if (op.collective) {
-      fill_comm_from_args(ev, op.comm);
-      if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) op.comm.bytes = ev.bytes.as_int();
+      CommParams& comm = bounded(out_.comms, "collective kernels and calls").emplace_back();
+      fill_comm_from_args(ev, comm);
+      if (eq(ev.stepsim_op, "collective") && ev.bytes.set()) comm.bytes = ev.bytes.as_int();
+      op.comm = static_cast<int>(out_.comms.size() - 1);
     }
   }
   bounded(out_.gpu_ops, "GPU ops").push_back(std::move(op));
@@ -789,20 +791,24 @@ void Reader::add_cpu_span(Time start, Time end) {
                                    events_path_, out_.event_count - 1, std::string(n.substr(0, 80))));
   } else if (eq(n, "record_param_comms") || starts_with(n, "nccl:")) {
     span.kind = CpuSpan::Kind::CommOp;
-    fill_comm_from_args(ev, span.comm);
-    if (!eq(n, "record_param_comms") && span.comm.kind == TraceCollective::Unknown)
-      span.comm.kind = collective_from_op_name(std::string(n.substr(5)));
-    if (span.comm.in_elems < 0 && !ev_.input_dims.empty() && !ev_.input_types.empty())
-      comm_elems_from_inputs(ev_.input_dims, ev_.input_types, span.comm);
-    span.comm_has_params = span.comm.in_elems >= 0 || span.comm.kind != TraceCollective::Unknown;
+    CommParams& comm = bounded(out_.comms, "collective kernels and calls").emplace_back();
+    span.comm = static_cast<int>(out_.comms.size() - 1);
+    fill_comm_from_args(ev, comm);
+    if (!eq(n, "record_param_comms") && comm.kind == TraceCollective::Unknown)
+      comm.kind = collective_from_op_name(std::string(n.substr(5)));
+    if (comm.in_elems < 0 && !ev_.input_dims.empty() && !ev_.input_types.empty())
+      comm_elems_from_inputs(ev_.input_dims, ev_.input_types, comm);
+    span.comm_has_params = comm.in_elems >= 0 || comm.kind != TraceCollective::Unknown;
   } else if (starts_with(n, "Optimizer.step#")) {
     span.kind = CpuSpan::Kind::Optimizer;
   } else if (starts_with(n, "autograd::engine::evaluate_function")) {
     span.kind = CpuSpan::Kind::Backward;
   } else if (const bool gemm = is_gemm_name(n); (gemm || is_attention_name(n)) && !ev_.input_dims.empty()) {
     span.kind = gemm ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
-    span.input_dims = ev_.input_dims;
-    if (!ev_.input_types.empty()) span.input_type = std::string(ev_.input_types.front());
+    OpInputs& inputs = bounded(out_.inputs, "GEMM and attention op spans").emplace_back();
+    span.inputs = static_cast<int>(out_.inputs.size() - 1);
+    inputs.dims = ev_.input_dims;
+    if (!ev_.input_types.empty()) inputs.type = std::string(ev_.input_types.front());
   } else {
     // A memory-bound op whose shapes give its traffic is kept apart (48 bytes); others dropped.
     if (auto traffic = memory_op_traffic(n, ev_.input_dims, ev_.input_types); traffic && traffic->bytes > 0)
@@ -819,8 +825,8 @@ void Reader::finish_memory_event() {
   const EventFields::Scalars& ev = ev_.s;
   // Kineto: Device Type 1 is CUDA (c10::DeviceType); CPU allocations are type 0.
   if (ev.device_type.set() && ev.device_type.as_int() == 1 && ev.total_allocated.set() && ev.ts.set())
-    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()),
-                                    Bytes{ev.total_allocated.as_int()}, {},
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.device_id.as_int()), -1,
+                                    Bytes{ev.total_allocated.as_int()},
                                     Bytes{ev.total_reserved.set() ? ev.total_reserved.as_int() : 0}, true,
                                     ev.addr.set() ? ev.addr.as_int() : 0,
                                     ev.block_bytes.set() ? ev.block_bytes.as_int() : 0});
@@ -832,10 +838,15 @@ void Reader::finish_counter_event() {
   const EventFields::Scalars& ev = ev_.s;
   if (ev.ts.set() && ev.counter_any) {
     std::int64_t total = ev.counter_total.set() ? ev.counter_total.as_int() : ev.counter_sum;
-    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{total}, ev_.counter_args,
+    int categories = -1;
+    if (!ev_.counter_args.empty()) {
+      bounded(out_.categories, "counter samples").push_back(ev_.counter_args);
+      categories = static_cast<int>(out_.categories.size() - 1);
+    }
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), categories, Bytes{total},
                                     Bytes{ev.counter_reserved.set() ? ev.counter_reserved.as_int() : 0}, true});
   } else if (ev.ts.set() && ev.counter_reserved.set()) {
-    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), Bytes{}, {},
+    bounded(out_.memory, "memory samples").push_back(MemSample{ev.ts.as_us_time(), static_cast<int>(ev.pid.v), -1, Bytes{},
                                     Bytes{ev.counter_reserved.as_int()}, false});
   }
 }

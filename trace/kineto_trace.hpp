@@ -41,21 +41,25 @@ struct CommParams {
   std::int64_t bytes = -1;    // stepsim traces: S per the nccl-tests convention, already computed
 };
 
+// One per GPU kernel, memcpy and memset: 5,000 in each copy of the ZeRO-1 trace, 160,000 in a
+// 1 GB trace, so 88 bytes: what only collectives or stepsim traces carry (their parameters, the
+// phase's text) is held once in KinetoTrace (comm_of, phase_of), not in every op.
 struct GpuOp {
-  enum class Kind { Kernel, Memcpy, Memset };
+  enum class Kind : std::uint8_t { Kernel, Memcpy, Memset };
   Kind kind = Kind::Kernel;
-  int name = 0;               // index into KinetoTrace::names
+  bool collective = false;        // an NCCL kernel or args.stepsim_op == "collective"
+  int name = 0;                   // index into KinetoTrace::names
   int device = 0;
+  int comm = -1;                  // collectives: index into KinetoTrace::comms; -1 otherwise
+  int phase = -1;                 // args.phase (stepsim traces): index into KinetoTrace::names; -1: none
   std::int64_t stream = 0;
   Time start, end;
   std::int64_t correlation = -1;  // -1 = none (stepsim traces have none)
   std::int64_t bytes = 0;         // memcpy/memset payload
   std::int64_t ctas = 0;          // kernels: the CTAs of args.grid (0 = not recorded)
-  bool collective = false;        // an NCCL kernel or args.stepsim_op == "collective"
-  CommParams comm;                // what the kernel's own args say (collectives only)
-  std::string phase;              // args.phase (stepsim traces), "" otherwise
   std::optional<Time> issue;      // args.issue_ns (stepsim traces): when the host issued it
 };
+static_assert(sizeof(GpuOp) <= 88, "GpuOp grew: see its comment");
 
 // A CUDA runtime/driver call that has a correlation id (cudaLaunchKernel, cudaMemcpyAsync, ...).
 struct RuntimeCall {
@@ -74,7 +78,14 @@ struct HostOp {
   Time start, end;
 };
 
-// CPU spans the analysis needs.
+// What a GEMM or attention op recorded of its inputs (CpuSpan::inputs).
+struct OpInputs {
+  std::vector<std::vector<std::int64_t>> dims;  // the op's Input Dims
+  std::string type;                             // its first input's type
+};
+
+// CPU spans the analysis needs: 64 bytes; what only collective calls or GEMM and attention ops
+// carry is held once in KinetoTrace (comm_of, inputs_of).
 struct CpuSpan {
   // MonitorWrite: DeepSpeed's MonitorMaster.write_events, a python_function event
   // ("deepspeed/monitor/monitor.py(46): write_events"), kept when the trace has Python stacks.
@@ -85,12 +96,12 @@ struct CpuSpan {
   std::int64_t thread = 0;
   Time start, end;
   std::int64_t step_number = -1;  // Step: N of ProfilerStep#N
-  CommParams comm;                // CommOp: what record_param_comms / nccl:* says
+  int comm = -1;                  // CommOp: what record_param_comms / nccl:* says (KinetoTrace::comms)
   bool comm_has_params = false;   // CommOp: sizes or kind were recorded
-  std::vector<std::vector<std::int64_t>> input_dims;  // Gemm, Attention: the op's Input Dims
-  std::string input_type;         // Gemm, Attention: first input's type
+  int inputs = -1;                // Gemm, Attention: KinetoTrace::inputs
   int name = 0;                   // index into names
 };
+static_assert(sizeof(CpuSpan) <= 64, "CpuSpan grew: see its comment");
 
 // A memory-bound aten op whose recorded shapes give its traffic (memory_op_bytes), kept for
 // `fit --trace`'s class bandwidths: 40 bytes, the shapes themselves are not kept.
@@ -108,13 +119,15 @@ struct MemoryOpSpan {
 // Total Reserved: the caching allocator's segments, c10::reportMemoryUsageToProfiler) or a
 // stepsim memory counter track ("memory (bytes)", and "memory reserved (bytes)" whose samples
 // carry only `reserved`).
+// 56 bytes (10,000 in each copy of the ZeRO-1 trace): a counter track's series are held once in
+// KinetoTrace (categories_of).
 struct MemSample {
   Time time;
   int device = 0;
+  // Counter tracks: every series but "total" by name (a stepsim trace's categories), an index into
+  // KinetoTrace::categories; -1 for Kineto's "[memory]" events, which carry no categories.
+  int categories = -1;
   Bytes total;
-  // Counter tracks: every series but "total" by name (a stepsim trace's categories); empty for
-  // Kineto's "[memory]" events, which carry no categories.
-  std::vector<std::pair<std::string, Bytes>> by_category;
   Bytes reserved;            // 0 when the event does not carry it
   bool has_allocated = true; // false: a reserved-only sample (stepsim's reserved counter)
   // Kineto "[memory]" events: the block's address and size, negative for a free ("Addr",
@@ -122,6 +135,8 @@ struct MemSample {
   std::int64_t addr = 0;
   std::int64_t block_bytes = 0;
 };
+static_assert(sizeof(MemSample) <= 56, "MemSample grew: see its comment");
+using MemCategories = std::vector<std::pair<std::string, Bytes>>;
 
 struct DeviceInfo {
   int id = 0;
@@ -144,8 +159,11 @@ struct KinetoTrace {
   std::string stepsim_device;   // its "stepsim": {"device": ...}
   Bytes stepsim_capacity;       // its "stepsim": {"memory_capacity_bytes": ...}, 0 if absent
   std::vector<NonPytorchPart> stepsim_non_pytorch;  // its "stepsim": {"non_pytorch_breakdown": {name: bytes}}
-  std::vector<std::string> names;  // interned kernel / op names
+  std::vector<std::string> names;  // interned names: kernels, ops, runtime calls, stepsim phases
   std::vector<GpuOp> gpu_ops;
+  std::vector<CommParams> comms;   // what each collective kernel's args or call recorded (GpuOp::comm, CpuSpan::comm)
+  std::vector<OpInputs> inputs;    // GEMM and attention ops' inputs (CpuSpan::inputs)
+  std::vector<MemCategories> categories;  // counter samples' series (MemSample::categories)
   std::vector<RuntimeCall> runtime;
   std::vector<CpuSpan> cpu;
   std::vector<HostOp> host_ops;    // in file order; empty unless ReadOptions::host_ops
@@ -158,8 +176,31 @@ struct KinetoTrace {
   std::int64_t event_count = 0;  // every traceEvents entry seen
 
   const std::string& name_of(const GpuOp& op) const { return names[static_cast<std::size_t>(op.name)]; }
+  // What a collective kernel's own args say (nothing recorded for other ops).
+  const CommParams& comm_of(const GpuOp& op) const { return comm_at(op.comm); }
+  const CommParams& comm_of(const CpuSpan& span) const { return comm_at(span.comm); }
+  // A GEMM or attention span's inputs (none recorded for other spans).
+  const OpInputs& inputs_of(const CpuSpan& span) const {
+    static const OpInputs kNone;
+    return span.inputs < 0 ? kNone : inputs[static_cast<std::size_t>(span.inputs)];
+  }
+  // args.phase of a stepsim trace's op, "" when absent.
+  std::string_view phase_of(const GpuOp& op) const {
+    return op.phase < 0 ? std::string_view{} : std::string_view(names[static_cast<std::size_t>(op.phase)]);
+  }
+  // A counter sample's series by name (none for Kineto's "[memory]" events).
+  const MemCategories& categories_of(const MemSample& s) const {
+    static const MemCategories kNone;
+    return s.categories < 0 ? kNone : categories[static_cast<std::size_t>(s.categories)];
+  }
   // The device this rank computes on: the device of most GPU ops (0 if none).
   int main_device() const;
+
+ private:
+  const CommParams& comm_at(int i) const {
+    static const CommParams kNone;
+    return i < 0 ? kNone : comms[static_cast<std::size_t>(i)];
+  }
 };
 
 // The most records of one kind that one trace may hold (GPU ops, runtime calls, CPU spans,

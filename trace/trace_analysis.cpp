@@ -102,7 +102,7 @@ std::vector<StepOps> ops_per_step(const KinetoTrace& t, const TraceIndex& idx, i
       continue;
     }
     per_step[*s].ops.push_back(i);
-    per_step[*s].phase.push_back(op.phase.empty() ? idx.kineto_phase(*s, idx.anchor(op)) : phase_from_string(op.phase));
+    per_step[*s].phase.push_back(op.phase < 0 ? idx.kineto_phase(*s, idx.anchor(op)) : phase_from_string(std::string(t.phase_of(op))));
   }
   return per_step;
 }
@@ -165,10 +165,10 @@ std::string peak_phase(const KinetoTrace& t, const TraceIndex& idx, int dev, std
   std::string phase = "forward";
   std::optional<Time> last;
   for (const GpuOp& op : t.gpu_ops) {
-    if (op.device != dev || !op.issue || *op.issue > peak_time || op.phase.empty()) continue;
+    if (op.device != dev || !op.issue || *op.issue > peak_time || op.phase < 0) continue;
     if (!last || *op.issue >= *last) {
       last = op.issue;
-      phase = op.phase;
+      phase = t.phase_of(op);
     }
   }
   return phase;
@@ -193,7 +193,7 @@ void step_memory(const KinetoTrace& t, const TraceIndex& idx, int dev, std::size
   }
   if (peak) {
     m.peak_memory = peak->total;
-    for (const auto& [cat, b] : peak->by_category) m.peak_breakdown[cat] = b;
+    for (const auto& [cat, b] : t.categories_of(*peak)) m.peak_breakdown[cat] = b;
     m.peak_time = peak->time - span.start;
     m.peak_phase = peak_phase(t, idx, dev, step, peak->time);
     m.persistent_memory = last->total;

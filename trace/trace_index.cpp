@@ -94,7 +94,7 @@ CollectiveRecord TraceIndex::resolve_collective(std::size_t index) const {
   const std::string& name = t_.name_of(op);
   CollectiveRecord r;
   r.op = index;
-  CommParams p = op.comm;
+  CommParams p = t_.comm_of(op);
   bool from_kernel = p.in_elems >= 0 || p.bytes >= 0;
   r.source = from_kernel ? (t_.stepsim_trace ? "stepsim args" : "kernel args") : "";
   if (const RuntimeCall* launch = launch_of(op); launch && !from_kernel) {
@@ -102,17 +102,18 @@ CollectiveRecord TraceIndex::resolve_collective(std::size_t index) const {
     // Sizes from the innermost op that recorded them; the kind from the innermost that names it
     // (nccl:all_to_all launches SendRecv kernels: the op's kind wins over the kernel's).
     for (const CpuSpan* s : spans) {
-      if (s->comm.in_elems >= 0 && p.in_elems < 0) {
-        p.in_elems = s->comm.in_elems;
-        p.out_elems = s->comm.out_elems;
-        p.elem_bytes = s->comm.elem_bytes;
-        p.dtype = s->comm.dtype;
-        if (p.group_size == 0) p.group_size = s->comm.group_size;
-        if (p.group_name.empty()) p.group_name = s->comm.group_name;
+      const CommParams& c = t_.comm_of(*s);
+      if (c.in_elems >= 0 && p.in_elems < 0) {
+        p.in_elems = c.in_elems;
+        p.out_elems = c.out_elems;
+        p.elem_bytes = c.elem_bytes;
+        p.dtype = c.dtype;
+        if (p.group_size == 0) p.group_size = c.group_size;
+        if (p.group_name.empty()) p.group_name = c.group_name;
         r.source = t_.names[static_cast<std::size_t>(s->name)];
       }
-      if (p.kind == TraceCollective::Unknown && s->comm.kind != TraceCollective::Unknown) p.kind = s->comm.kind;
-      if (p.group_size == 0 && s->comm.group_size > 0) p.group_size = s->comm.group_size;
+      if (p.kind == TraceCollective::Unknown && c.kind != TraceCollective::Unknown) p.kind = c.kind;
+      if (p.group_size == 0 && c.group_size > 0) p.group_size = c.group_size;
     }
   }
   if (p.kind == TraceCollective::Unknown) p.kind = collective_from_kernel_name(name);

@@ -285,8 +285,9 @@ void add_gemms(const KinetoTrace& t, const KernelLaunches& launches, const Trace
   for (const CpuSpan& span : t.cpu) {
     if (span.kind != CpuSpan::Kind::Gemm) continue;
     GemmShape shape;
-    if (!gemm_shape(t.names[static_cast<std::size_t>(span.name)], span.input_dims, shape)) continue;
-    std::string dt = canonical_dtype(span.input_type);
+    const OpInputs& inputs = t.inputs_of(span);
+    if (!gemm_shape(t.names[static_cast<std::size_t>(span.name)], inputs.dims, shape)) continue;
+    std::string dt = canonical_dtype(inputs.type);
     if (dt == "bf16") shape.dtype = Dtype::BF16;
     else if (dt == "fp16") shape.dtype = Dtype::FP16;
     else if (dt == "fp32") shape.dtype = Dtype::FP32;
@@ -321,7 +322,7 @@ void add_attention(const KinetoTrace& t, const KernelLaunches& launches, const T
   std::stable_sort(spans.begin(), spans.end(), [](const CpuSpan* a, const CpuSpan* b) { return a->start < b->start; });
   for (const CpuSpan* span : spans) {
     const std::string& op = t.names[static_cast<std::size_t>(span->name)];
-    auto shape = attention_shape(op, span->input_dims, varlen_batch);
+    auto shape = attention_shape(op, t.inputs_of(*span).dims, varlen_batch);
     if (!shape) continue;
     const SpanKernels k = kernels_in(launches, *span);
     if (!counted(k, idx, o)) continue;

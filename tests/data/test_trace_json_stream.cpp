@@ -43,7 +43,7 @@ std::string first_difference(const KinetoTrace& a, const KinetoTrace& b) {
     const auto &x = a.gpu_ops[i], &y = b.gpu_ops[i];
     if (x.kind != y.kind || x.name != y.name || x.device != y.device || x.stream != y.stream || x.start != y.start ||
         x.end != y.end || x.correlation != y.correlation || x.bytes != y.bytes || x.collective != y.collective ||
-        !same_comm(x.comm, y.comm) || x.phase != y.phase)
+        !same_comm(a.comm_of(x), b.comm_of(y)) || a.phase_of(x) != b.phase_of(y))
       return "gpu op " + std::to_string(i);
   }
   if (a.runtime.size() != b.runtime.size()) return "runtime count";
@@ -56,14 +56,14 @@ std::string first_difference(const KinetoTrace& a, const KinetoTrace& b) {
   for (std::size_t i = 0; i < a.cpu.size(); ++i) {
     const auto &x = a.cpu[i], &y = b.cpu[i];
     if (x.kind != y.kind || x.thread != y.thread || x.start != y.start || x.end != y.end ||
-        x.step_number != y.step_number || !same_comm(x.comm, y.comm) || x.comm_has_params != y.comm_has_params ||
-        x.input_dims != y.input_dims || x.input_type != y.input_type || x.name != y.name)
+        x.step_number != y.step_number || !same_comm(a.comm_of(x), b.comm_of(y)) || x.comm_has_params != y.comm_has_params ||
+        a.inputs_of(x).dims != b.inputs_of(y).dims || a.inputs_of(x).type != b.inputs_of(y).type || x.name != y.name)
       return "cpu span " + std::to_string(i);
   }
   if (a.memory.size() != b.memory.size()) return "memory sample count";
   for (std::size_t i = 0; i < a.memory.size(); ++i) {
     const auto &x = a.memory[i], &y = b.memory[i];
-    if (x.time != y.time || x.device != y.device || x.total != y.total || x.by_category != y.by_category)
+    if (x.time != y.time || x.device != y.device || x.total != y.total || a.categories_of(x) != b.categories_of(y))
       return "memory sample " + std::to_string(i);
   }
   return "";
@@ -116,8 +116,8 @@ TEST_CASE("The streaming reader decodes escapes, unicode and every number form o
   // aten::add became aten::bmm by a later key: read again with its args, a GEMM [[4, 4], []].
   CHECK(t.cpu[1].kind == CpuSpan::Kind::Gemm);
   CHECK(t.names[static_cast<std::size_t>(t.cpu[1].name)] == "aten::bmm");
-  CHECK(t.cpu[1].input_dims == std::vector<std::vector<std::int64_t>>{{4, 4}, {}});
-  CHECK(t.cpu[1].input_type == "float");
+  CHECK(t.inputs_of(t.cpu[1]).dims == std::vector<std::vector<std::int64_t>>{{4, 4}, {}});
+  CHECK(t.inputs_of(t.cpu[1]).type == "float");
 
   // The launch's args precede its "ph": kept all the same.
   REQUIRE(t.runtime.size() == 1);
@@ -133,15 +133,15 @@ TEST_CASE("The streaming reader decodes escapes, unicode and every number form o
   CHECK(k.stream == -7);
   CHECK(k.correlation == 3);
   CHECK(k.collective);
-  CHECK(k.comm.group_size == 2);
-  CHECK(k.comm.elem_bytes == 4);
-  CHECK(k.comm.group_name == "pg\n1");
+  CHECK(t.comm_of(k).group_size == 2);
+  CHECK(t.comm_of(k).elem_bytes == 4);
+  CHECK(t.comm_of(k).group_name == "pg\n1");
 
   // The counter: ts 1.5 us; total from total_bytes; series xé = 1 and y = 2.5 rounded to 3.
   REQUIRE(t.memory.size() == 1);
   CHECK(t.memory[0].time == Time{1500});
   CHECK(t.memory[0].total == Bytes{9});
-  CHECK(t.memory[0].by_category ==
+  CHECK(t.categories_of(t.memory[0]) ==
         std::vector<std::pair<std::string, Bytes>>{{"x\xc3\xa9", Bytes{1}}, {"y", Bytes{3}}});
 }
 
