@@ -810,7 +810,7 @@ void Reader::add_cpu_span(Time start, Time end) {
     inputs.dims = ev_.input_dims;
     if (!ev_.input_types.empty()) inputs.type = std::string(ev_.input_types.front());
   } else {
-    // A memory-bound op whose shapes give its traffic is kept apart (48 bytes); others dropped.
+    // A memory-bound op whose shapes give its traffic is kept apart (56 bytes); others dropped.
     if (auto traffic = memory_op_traffic(n, ev_.input_dims, ev_.input_types); traffic && traffic->bytes > 0)
       bounded(out_.memory_ops, "memory-bound op spans").push_back(
           MemoryOpSpan{span.thread, start, end, traffic->bytes, traffic->elements, intern(n), traffic->casts, traffic->largest});

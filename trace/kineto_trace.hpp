@@ -104,7 +104,7 @@ struct CpuSpan {
 static_assert(sizeof(CpuSpan) <= 64, "CpuSpan grew: see its comment");
 
 // A memory-bound aten op whose recorded shapes give its traffic (memory_op_bytes), kept for
-// `fit --trace`'s class bandwidths: 40 bytes, the shapes themselves are not kept.
+// `fit --trace`'s class bandwidths: 56 bytes, the shapes themselves are not kept.
 struct MemoryOpSpan {
   std::int64_t thread = 0;
   Time start, end;
@@ -114,6 +114,7 @@ struct MemoryOpSpan {
   bool casts = false;         // mixed-dtype tensor inputs (memory_op_traffic)
   std::int64_t largest = 0;   // its largest tensor's bytes (memory_op_traffic)
 };
+static_assert(sizeof(MemoryOpSpan) <= 56, "MemoryOpSpan grew: see its comment");
 
 // A live-bytes sample: Kineto "[memory]" instant events (Total Allocated on a CUDA device, and
 // Total Reserved: the caching allocator's segments, c10::reportMemoryUsageToProfiler) or a
@@ -177,29 +178,25 @@ struct KinetoTrace {
 
   const std::string& name_of(const GpuOp& op) const { return names[static_cast<std::size_t>(op.name)]; }
   // What a collective kernel's own args say (nothing recorded for other ops).
-  const CommParams& comm_of(const GpuOp& op) const { return comm_at(op.comm); }
-  const CommParams& comm_of(const CpuSpan& span) const { return comm_at(span.comm); }
+  const CommParams& comm_of(const GpuOp& op) const { return entry(comms, op.comm); }
+  const CommParams& comm_of(const CpuSpan& span) const { return entry(comms, span.comm); }
   // A GEMM or attention span's inputs (none recorded for other spans).
-  const OpInputs& inputs_of(const CpuSpan& span) const {
-    static const OpInputs kNone;
-    return span.inputs < 0 ? kNone : inputs[static_cast<std::size_t>(span.inputs)];
-  }
+  const OpInputs& inputs_of(const CpuSpan& span) const { return entry(inputs, span.inputs); }
   // args.phase of a stepsim trace's op, "" when absent.
   std::string_view phase_of(const GpuOp& op) const {
     return op.phase < 0 ? std::string_view{} : std::string_view(names[static_cast<std::size_t>(op.phase)]);
   }
   // A counter sample's series by name (none for Kineto's "[memory]" events).
-  const MemCategories& categories_of(const MemSample& s) const {
-    static const MemCategories kNone;
-    return s.categories < 0 ? kNone : categories[static_cast<std::size_t>(s.categories)];
-  }
+  const MemCategories& categories_of(const MemSample& s) const { return entry(categories, s.categories); }
   // The device this rank computes on: the device of most GPU ops (0 if none).
   int main_device() const;
 
  private:
-  const CommParams& comm_at(int i) const {
-    static const CommParams kNone;
-    return i < 0 ? kNone : comms[static_cast<std::size_t>(i)];
+  // Entry i of a side table, or an empty one for -1 (nothing recorded).
+  template <class T>
+  static const T& entry(const std::vector<T>& table, int i) {
+    static const T kNone{};
+    return i < 0 ? kNone : table[static_cast<std::size_t>(i)];
   }
 };
 
