@@ -226,7 +226,7 @@ const ConfigObject& training() {
                   "over the rest, DDP and PyTorch >= 2.9 only; adafactor: torch.optim.Adafactor's for-loop, DDP and PyTorch "
                   ">= 2.5 only; lion: Composer's DecoupledLionW (for_loop) or DeepSpeed's FusedLion (fused); adamw8bit: "
                   "bitsandbytes' AdamW8bit (blockwise 8-bit moments, a kernel and a torch.cuda.synchronize() per parameter), "
-                  "DDP only: docs/configuration.md).",
+                  "DDP, and FSDP1 without use_orig_params: docs/configuration.md).",
            .since = kStepsim},
           dtype_key("master_dtype", "fp32", "The dtype of the parameters the optimizer updates (fp32 master weights)."),
           {.name = "optimizer_impl", .types = kString, .choices = {"fused", "foreach", "for_loop"},

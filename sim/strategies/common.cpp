@@ -407,6 +407,11 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
 // A weight of more than one row and column (Param::dim0 rows): a 2-D tensor.
 static bool is_matrix(const Param& p) { return p.dim0 > 1 && p.dim0 < p.numel && p.numel % p.dim0 == 0; }
 
+void alloc_adamw8bit_maps(ProgramBuilder& b, StreamId s) {
+  b.alloc_lazy_optimizer_state({"bnb qmap dynamic"}, Bytes{kBnbQuantileMapBytes}, s);
+  b.alloc_lazy_optimizer_state({"bnb qmap udynamic"}, Bytes{kBnbQuantileMapBytes}, s);
+}
+
 void launch_adamw8bit_step(ProgramBuilder& b, StreamId s, const Adamw8bitStep& st) {
   const std::int64_t eb = dtype_bytes(st.dtype);
   for (const std::int64_t n : st.tensors) {
@@ -606,6 +611,7 @@ void alloc_optimizer_state(ProgramBuilder& b, Optimizer opt, const std::string& 
     return;
   }
   if (opt == Optimizer::AdamW8bit) {  // Optimizer2State.init_state, in its order
+    if (numel <= 0) return;  // a unit without parameters: no tensor to step
     if (bnb_8bit(numel)) {
       b.alloc_lazy_optimizer_state({"state1 (uint8) ", name}, Bytes{numel}, s);
       b.alloc_lazy_optimizer_state({"state2 (uint8) ", name}, Bytes{numel}, s);

@@ -252,6 +252,9 @@ inline constexpr std::int64_t kBnbBlockSize = 256;      // Optimizer2State.init_
 inline constexpr std::int64_t kBnbQuantileMapBytes = 256 * 4;  // create_dynamic_map(): 256 floats
 // Whether AdamW8bit keeps a tensor's moments as uint8 (else float32, whatever its dtype).
 inline bool bnb_8bit(std::int64_t numel) { return numel >= kBnbMin8bitSize; }
+// The two quantization maps (create_dynamic_map, signed and unsigned), moved to the GPU once, at
+// the first 8-bit tensor's init_state: lazy allocations.
+void alloc_adamw8bit_maps(ProgramBuilder& b, StreamId s);
 // What launch_adamw8bit_step writes per tensor: its kernel and the host's wait.
 inline constexpr std::size_t kAdamw8bitInstructionsPerTensor = 2;
 void launch_adamw8bit_step(ProgramBuilder& b, StreamId s, const Adamw8bitStep& step);

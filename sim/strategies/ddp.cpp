@@ -98,10 +98,8 @@ class ReducerWriter {
     // AdamW8bit: the quantization maps, moved to the GPU at the first 8-bit parameter's init_state.
     if (e_.training.optimizer == Optimizer::AdamW8bit && std::ranges::any_of(w_.layers, [](const Layer& l) {
           return std::ranges::any_of(l.params(), [](const Param* p) { return bnb_8bit(p->numel); });
-        })) {
-      b_.alloc_lazy_optimizer_state({"bnb qmap dynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
-      b_.alloc_lazy_optimizer_state({"bnb qmap udynamic"}, Bytes{kBnbQuantileMapBytes}, dflt_);
-    }
+        }))
+      alloc_adamw8bit_maps(b_, dflt_);
     for (const Layer& l : w_.layers)
       for (const Param* p : l.params()) alloc_param_optimizer_state(b_, e_.training.optimizer, l, *p, c_.param_dtype, dflt_);
     kept_output_.setup(b_, w_, dflt_);

@@ -148,8 +148,16 @@ Program StepWriter::write() {
   if (loop_clips_grad_norm(e_))
     launch_clip_grad_norm(b_, dflt_, {.numel = local, .tensors = tensors, .dtype = orig_dtype_, .per_tensor = true, .comm = shard_pg_});
   b_.mark("optimizer", Phase::Optimizer);
-  launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = local,
-                                    .tensors = tensors, .dtype = orig_dtype_});
+  if (e_.training.optimizer == Optimizer::AdamW8bit) {
+    // bitsandbytes over the flat parameters: one per unit, this rank's shard of it.
+    Adamw8bitStep step{.dtype = orig_dtype_};
+    for (const auto& u : units_)
+      if (u.has_handle()) step.tensors.push_back(c_.sharded() ? u.shard_numel : u.flat_numel);
+    launch_adamw8bit_step(b_, dflt_, step);
+  } else {
+    launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = local,
+                                      .tensors = tensors, .dtype = orig_dtype_});
+  }
   return b_.take();
 }
 
@@ -180,7 +188,12 @@ void StepWriter::setup() {
   std::int64_t local = 0;
   for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
   b_.alloc("flat_param shards", bytes(local, orig_dtype_), MemCategory::Parameters, dflt_);
-  // Per flat parameter (one per unit): the state over this rank's shard of it.
+  // Per flat parameter (one per unit): the state over this rank's shard of it (AdamW8bit: and the
+  // quantization maps, moved to the GPU at the first 8-bit one's init_state).
+  if (e_.training.optimizer == Optimizer::AdamW8bit && std::ranges::any_of(units_, [&](const auto& u) {
+        return bnb_8bit(c_.sharded() ? u.shard_numel : u.flat_numel);
+      }))
+    alloc_adamw8bit_maps(b_, dflt_);
   for (const auto& u : units_)
     alloc_optimizer_state(b_, e_.training.optimizer, u.name, c_.sharded() ? u.shard_numel : u.flat_numel, orig_dtype_, dflt_);
   if (local > 0) {
@@ -537,6 +550,11 @@ std::unique_ptr<Strategy> parse_fsdp1(ObjectReader& r, const Experiment& e) {
     c.min_num_params = r.positive_integer("min_num_params");
   }
   c.use_orig_params = r.declared_boolean("use_orig_params");
+  // bitsandbytes then steps each original parameter's view into the shard, whose sizes this
+  // rank's layout of the flat parameter decides (its state is per view).
+  if (c.use_orig_params && e.training.optimizer == Optimizer::AdamW8bit)
+    r.fail("use_orig_params", "false with training.optimizer adamw8bit (bitsandbytes' state over each original parameter's "
+                              "view into the shard: " + not_modelled("adamw8bit with use_orig_params") + ")");
   if (r.has("mixed_precision")) {
     const Json& mp = r.raw("mixed_precision");
     if (mp.is_string() && mp.get<std::string>() == "none") {

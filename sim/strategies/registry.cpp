@@ -25,13 +25,13 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
                       "adamw, sgd or none with " + fw + " (" + name + " needs each parameter whole, as a 2-D matrix: " +
                           not_modelled(name + " on sharded parameters") + ")");
   }
-  // bitsandbytes' 8-bit step is written for whole tensors on one device: with DDP's replicas it
-  // is the step users run; over FSDP1's flat shards, FSDP2's DTensors (its custom ops have no
+  // bitsandbytes' 8-bit step takes each tensor as a plain CUDA tensor: DDP's replicas, FSDP1's
+  // flat parameters (this rank's shard of each); over FSDP2's DTensors (its custom ops have no
   // sharding rule) or DeepSpeed's partitions it is not modelled.
-  if (opt == Optimizer::AdamW8bit && fw != "ddp")
+  if (opt == Optimizer::AdamW8bit && fw != "ddp" && fw != "fsdp1")
     throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json("adamw8bit"),
-                      "adamw, sgd, lion or none with " + fw + " (bitsandbytes' AdamW8bit is modelled with ddp: " +
-                          not_modelled("adamw8bit over sharded parameters") + ")");
+                      "adamw, sgd, lion or none with " + fw + " (bitsandbytes' AdamW8bit is modelled with ddp and fsdp1: " +
+                          not_modelled("adamw8bit over DTensors or DeepSpeed's partitions") + ")");
   // From here the object's keys are the framework's (strategy_keys.cpp): an unknown key's
   // error lists all of them.
   r.declare(*strategy_keys::for_framework(fw));

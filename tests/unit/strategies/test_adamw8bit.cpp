@@ -1,5 +1,6 @@
 // training.optimizer adamw8bit: bitsandbytes' AdamW8bit (bitsandbytes/optim/optimizer.py,
-// Optimizer8bit.step and Optimizer2State) over every parameter, with DDP.
+// Optimizer8bit.step and Optimizer2State) over every parameter with DDP, over the flat
+// parameters with FSDP1.
 #include <string>
 #include <vector>
 
@@ -79,12 +80,55 @@ TEST_CASE("AdamW8bit's state: two bytes and two absmax floats per 256 elements o
   CHECK(p.instructions.size() <= bnb.strategy->instruction_estimate(bnb));
 }
 
-TEST_CASE("AdamW8bit runs with DDP and in bitsandbytes' own loop only", "[adamw8bit][config]") {
-  for (const char* fw : {"fsdp1", "fsdp2", "zero"}) {
+TEST_CASE("AdamW8bit over FSDP1's flat parameters: one kernel and one wait per unit, its state over this rank's shard",
+          "[adamw8bit][fsdp1][memory]") {
+  Experiment adamw = experiment("fsdp1", R"({"optimizer": "adamw"})");
+  Experiment bnb = experiment("fsdp1", R"({"optimizer": "adamw8bit"})");
+  const Program p = bnb.strategy->build(bnb);
+  CHECK(p.instructions.size() <= bnb.strategy->instruction_estimate(bnb));
+  // The tensors the step saw, from its kernels (3 x 4 B + 4 B per fp32 element, 16 B per block),
+  // and the uint8 moments the state holds: the same shards, in the same order.
+  std::vector<std::int64_t> stepped, moments;
+  std::int64_t maps = 0;
+  bool waits_after_each = true;
+  for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+    if (const auto* l = std::get_if<Launch>(&p.instructions[i]); l && l->kernel.name.view().ends_with("kOptimizerStatic8bit2StateBlockwise")) {
+      const std::int64_t bytes = l->kernel.work.memory_bytes.count;
+      std::int64_t n = bytes / 16;  // at most 16 B of absmax per 256 elements: n is within 1 % of it
+      while (n * 16 + 16 * ((n + 255) / 256) > bytes) --n;
+      REQUIRE(n * 16 + 16 * ((n + 255) / 256) == bytes);
+      stepped.push_back(n);
+      waits_after_each = waits_after_each && i + 1 < p.instructions.size() && std::holds_alternative<HostSync>(p.instructions[i + 1]);
+    }
+    if (const auto* a = std::get_if<Alloc>(&p.instructions[i])) {
+      if (a->name.view().starts_with("state1 (uint8) ")) moments.push_back(a->bytes.count);
+      if (a->name.view().starts_with("bnb qmap ")) maps += a->bytes.count;
+    }
+  }
+  CHECK(waits_after_each);
+  CHECK(stepped.size() == 33);  // 32 blocks and the root (wrap: block)
+  CHECK(stepped == moments);
+  CHECK(maps == 2 * kBnbQuantileMapBytes);
+  std::int64_t local = 0, state = maps;
+  for (const std::int64_t n : stepped) local += n, state += 2 * n + 8 * ((n + 255) / 256);
+  const SimulationResult ra = run_experiment(adamw), rb = run_experiment(bnb);
+  CHECK(ra.metrics.persistent_memory - rb.metrics.persistent_memory == Bytes{8 * local - state});
+}
+
+TEST_CASE("AdamW8bit runs with DDP and FSDP1's flat parameters, and in bitsandbytes' own loop only", "[adamw8bit][config]") {
+  for (const char* fw : {"fsdp2", "zero"}) {
     INFO(fw);
     CHECK_THROWS_WITH(experiment(fw, R"({"optimizer": "adamw8bit"})"),
                       Catch::Contains("/training/optimizer: \"adamw8bit\": expected adamw, sgd, lion or none with " + std::string(fw)));
   }
+  CHECK_NOTHROW(experiment("fsdp1", R"({"optimizer": "adamw8bit"})"));
+  nlohmann::json doc = {
+      {"workload", {{"preset", "llama2-7b"}, {"seq_len", 1024}, {"micro_batch", 1}}},
+      {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+      {"strategy", {{"framework", "fsdp1"}, {"use_orig_params", true}}},
+      {"training", {{"optimizer", "adamw8bit"}}}};
+  CHECK_THROWS_WITH(test::experiment_from_doc(doc),
+                    Catch::Contains("/strategy/use_orig_params: true: expected false with training.optimizer adamw8bit"));
   for (const char* impl : {"fused", "foreach"}) {
     INFO(impl);
     CHECK_THROWS_WITH(experiment("ddp", std::string(R"({"optimizer": "adamw8bit", "optimizer_impl": ")") + impl + "\"}"),
