@@ -73,6 +73,8 @@ class StepWriter {
 
   void setup();
   std::int64_t optimizer_tensors() const;
+  // This rank's elements of a unit's flat parameter: its shard, or the whole of it (NO_SHARD).
+  std::int64_t local_numel(const Fsdp1Unit& u) const { return c_.sharded() ? u.shard_numel : u.flat_numel; }
   void forward(int micro);
   void backward(int micro, bool sync);
   void unshard(std::size_t u, const char* pass);
@@ -140,7 +142,7 @@ Program StepWriter::write() {
     backward(micro, sync);
   }
   std::int64_t local = 0;  // parameters this rank's optimizer updates (fp32 shards)
-  for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
+  for (const auto& u : units_) local += local_numel(u);
   const std::int64_t tensors = optimizer_tensors();
   // The training loop's FSDP.clip_grad_norm_ (fully_sharded_data_parallel.py): a norm per
   // gradient, the sum of squares all-reduced over self.process_group only (hybrid: the node's
@@ -152,7 +154,7 @@ Program StepWriter::write() {
     // bitsandbytes over the flat parameters: one per unit, this rank's shard of it.
     Adamw8bitStep step{.dtype = orig_dtype_};
     for (const auto& u : units_)
-      if (u.has_handle()) step.tensors.push_back(c_.sharded() ? u.shard_numel : u.flat_numel);
+      if (u.has_handle()) step.tensors.push_back(local_numel(u));
     launch_adamw8bit_step(b_, dflt_, step);
   } else {
     launch_optimizer_step(b_, dflt_, {.optimizer = e_.training.optimizer, .impl = loop_optimizer_impl(e_), .numel = local,
@@ -186,16 +188,16 @@ std::int64_t StepWriter::optimizer_tensors() const {
 void StepWriter::setup() {
   b_.mark("setup", Phase::Setup);
   std::int64_t local = 0;
-  for (const auto& u : units_) local += c_.sharded() ? u.shard_numel : u.flat_numel;
+  for (const auto& u : units_) local += local_numel(u);
   b_.alloc("flat_param shards", bytes(local, orig_dtype_), MemCategory::Parameters, dflt_);
   // Per flat parameter (one per unit): the state over this rank's shard of it (AdamW8bit: and the
   // quantization maps, moved to the GPU at the first 8-bit one's init_state).
   if (e_.training.optimizer == Optimizer::AdamW8bit && std::ranges::any_of(units_, [&](const auto& u) {
-        return bnb_8bit(c_.sharded() ? u.shard_numel : u.flat_numel);
+        return bnb_8bit(local_numel(u));
       }))
     alloc_adamw8bit_maps(b_, dflt_);
   for (const auto& u : units_)
-    alloc_optimizer_state(b_, e_.training.optimizer, u.name, c_.sharded() ? u.shard_numel : u.flat_numel, orig_dtype_, dflt_);
+    alloc_optimizer_state(b_, e_.training.optimizer, u.name, local_numel(u), orig_dtype_, dflt_);
   if (local > 0) {
     BufferId prev = b_.alloc(".grad of the previous step", bytes(local, orig_dtype_), MemCategory::Gradients, dflt_);
     b_.free(prev);  // zero_grad(set_to_none=True)
@@ -213,7 +215,7 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   bool ran_pre_unshard = false;
   if (c_.mp_param && !h.mp_shard.has_value() && (!c_.sharded() || !h.unsharded)) {
     // _use_low_precision_shard on the pre-unshard stream: fp32 shard -> param dtype.
-    std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
+    std::int64_t n = local_numel(unit);
     h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, param_dtype_), MemCategory::CommBuffers, pre_unshard_);
     b_.launch(pre_unshard_, elementwise("cast param " + unit.name, bytes(n, orig_dtype_) + bytes(n, param_dtype_), unit.name));
     ran_pre_unshard = true;
@@ -387,7 +389,7 @@ void StepWriter::reduce_grad(std::size_t u) {
 void StepWriter::accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, Dtype dt, StreamId current) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
-  const std::int64_t n = c_.sharded() ? unit.shard_numel : unit.flat_numel;
+  const std::int64_t n = local_numel(unit);
   BufferId g = sharded_grad;
   if (dt != orig_dtype_) {
     g = b_.alloc("fp32 grad " + unit.name, bytes(n, orig_dtype_), MemCategory::Gradients, current);

@@ -5,7 +5,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "sim/analysis/run.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/common.hpp"
 #include "sim/strategies/load_experiment.hpp"
