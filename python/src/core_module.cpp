@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <stdexcept>
 #include <sstream>
 #include <string>
@@ -70,6 +71,31 @@ Simulation py_simulate(const std::string& source, const std::string& doc_text, c
   Simulation s{load_source(source, doc_text, overrides), {}, source, doc_text, overrides};
   s.result = run_experiment(s.experiment);
   return s;
+}
+
+// bench/python_simulate_bench.py's denominator: the C++ call stepsim.simulate makes (load the
+// experiment, run it, the metrics as JSON, which Result.metrics reads), `reps` times in this
+// process, so with its heap and malloc settings (an interpreter that imported pandas, or
+// stepsim.keep_freed_memory()). With `hold`, each call's simulation is freed only after the next
+// call has made its own, as `r = stepsim.simulate(exp)` holds the previous Result; without, at
+// once. The CPU time of each call in us (std::clock, the process's, as time.process_time).
+std::vector<double> time_simulate_in_cpp(const std::string& source, int reps, bool hold) {
+  nb::gil_scoped_release release;
+  std::vector<double> cpu_us;
+  std::size_t sink = 0;
+  Simulation held;
+  for (int i = 0; i < reps; ++i) {
+    const std::clock_t c0 = std::clock();
+    {
+      Simulation s{load_experiment(source), {}, source, {}, {}};
+      s.result = run_experiment(s.experiment);
+      sink += metrics_to_json(s.result.metrics).dump().size();
+      if (hold) held = std::move(s);
+    }  // without hold, freed here: within the call's time, as Python frees a dropped Result
+    cpu_us.push_back(1e6 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
+  }
+  if (sink == 0) throw std::logic_error("time_simulate_in_cpp: no metrics");
+  return cpu_us;
 }
 
 // The memory curve as columns: time, total and reserved bytes, and bytes per category.
@@ -294,6 +320,7 @@ NB_MODULE(_core, m) {
 
   m.def("simulate", &py_simulate, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"));
   m.def("keep_freed_memory", &keep_freed_memory);
+  m.def("time_simulate_in_cpp", &time_simulate_in_cpp, nb::arg("source"), nb::arg("reps"), nb::arg("hold"));
   m.def("sweep", &py_sweep, nb::arg("source"), nb::arg("doc_text"), nb::arg("jobs"), nb::arg("constraints"));
   m.def("tune", &py_tune, nb::arg("source"), nb::arg("doc_text"), nb::arg("overrides"), nb::arg("memory_cap"), nb::arg("objective"), nb::arg("jobs"),
         nb::arg("max_grid"));

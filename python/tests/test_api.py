@@ -276,6 +276,18 @@ def test_simulate_keeps_the_last_simulation_until_the_next_call_and_none_too_lar
     assert _api._last_simulation is None  # above the cap: nothing kept
 
 
+def test_the_benchs_cpp_call_times_each_call_and_reads_what_simulate_reads():
+    """bench/python_simulate_bench.py's denominator: the C++ call, timed per call, in this process;
+    a bad file is the same InputError as simulate's (so the bench cannot time a failing call)."""
+    from stepsim import _core
+
+    for hold in (True, False):
+        times = _core.time_simulate_in_cpp(str(ROOT / DDP), 3, hold)
+        assert len(times) == 3 and all(t > 0 for t in times)
+    with pytest.raises(stepsim.InputError):
+        _core.time_simulate_in_cpp("configs/examples/no-such-experiment.json", 1, True)
+
+
 def test_an_edited_profile_is_seen_by_the_next_call(cli, tmp_path):
     """The process keeps the profiles it read (docs/commands.md): an edit of the profile or of a
     file it includes is read by the next call, as in a notebook that tunes a profile between calls."""
