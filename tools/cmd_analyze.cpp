@@ -45,7 +45,7 @@ int analyze(const Args& args) {
   return_freed_memory();  // records in growing arrays, no simulation: give freed copies back
   // Host operators and Python frames (most of a trace's events) only for --idle: memory stays
   // flat in the trace's size without it (docs/limits.md).
-  const trace::ReadOptions read{.host_ops = vm.count("idle") > 0};
+  const trace::ReadOptions read{.host_ops = vm.count("idle") > 0, .fit_records = false};
   for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f, read));
   trace::JobAnalysis job = trace::analyze_job(traces, o);
   const bool json = vm.count("json") > 0;

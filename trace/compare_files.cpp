@@ -18,7 +18,7 @@ nlohmann::json read_side(const std::string& file, bool is_trace, const std::stri
   AnalyzeOptions o;
   if (!steps.empty()) parse_step_range(steps, o);
   std::vector<KinetoTrace> traces;
-  traces.push_back(read_kineto_trace(file, ReadOptions{.host_ops = false}));  // no idle attribution
+  traces.push_back(read_kineto_trace(file, ReadOptions{.host_ops = false, .fit_records = false}));  // no idle attribution
   return job_to_json(analyze_job(traces, o));
 }
 

@@ -803,6 +803,8 @@ void Reader::add_cpu_span(Time start, Time end) {
     span.kind = CpuSpan::Kind::Optimizer;
   } else if (starts_with(n, "autograd::engine::evaluate_function")) {
     span.kind = CpuSpan::Kind::Backward;
+  } else if (!options_.fit_records) {
+    return;  // a GEMM, attention or memory-bound op span: only fit --trace reads them
   } else if (const bool gemm = is_gemm_name(n); (gemm || is_attention_name(n)) && !ev_.input_dims.empty()) {
     span.kind = gemm ? CpuSpan::Kind::Gemm : CpuSpan::Kind::Attention;
     OpInputs& inputs = bounded(out_.inputs, "GEMM and attention op spans").emplace_back();

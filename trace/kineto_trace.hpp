@@ -211,6 +211,10 @@ struct ReadOptions {
   // Every CPU operator and Python frame (host_ops, python_ops): the idle attribution's (analyze
   // --idle, fit --trace). Most of a trace's events are these; analyze keeps them only for --idle.
   bool host_ops = true;
+  // The GEMM and attention op spans with their recorded inputs (CpuSpan::Kind::Gemm, Attention;
+  // KinetoTrace::inputs) and the memory-bound op spans (memory_ops): what fit --trace and init
+  // --from-trace price kernels from. analyze and compare never read them.
+  bool fit_records = true;
   std::size_t max_records = kMaxTraceRecords;  // per kind, and distinct names (tests lower it)
 };
 

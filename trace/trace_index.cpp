@@ -4,9 +4,13 @@
 
 namespace stepsim::trace {
 
+static_assert(kMaxTraceRecords <= UINT32_MAX, "TraceIndex::launch_ holds runtime indices in 32 bits");
+
 TraceIndex::TraceIndex(const KinetoTrace& t) : t_(t) {
-  launch_.reserve(t.runtime.size());
-  for (std::size_t i = 0; i < t.runtime.size(); ++i) launch_.emplace(t.runtime[i].correlation, i);
+  launch_.resize(t.runtime.size());  // the reader bounds records per kind far below 2^32
+  for (std::size_t i = 0; i < launch_.size(); ++i) launch_[i] = static_cast<std::uint32_t>(i);
+  std::stable_sort(launch_.begin(), launch_.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return t.runtime[a].correlation < t.runtime[b].correlation; });
 
   std::map<std::int64_t, const CpuSpan*> by_number;
   for (const auto& s : t.cpu) {
@@ -38,8 +42,9 @@ TraceIndex::TraceIndex(const KinetoTrace& t) : t_(t) {
 
 const RuntimeCall* TraceIndex::launch_of(const GpuOp& op) const {
   if (op.correlation < 0) return nullptr;
-  auto it = launch_.find(op.correlation);
-  return it == launch_.end() ? nullptr : &t_.runtime[it->second];
+  auto it = std::lower_bound(launch_.begin(), launch_.end(), op.correlation,
+                             [&](std::uint32_t i, std::int64_t c) { return t_.runtime[i].correlation < c; });
+  return it == launch_.end() || t_.runtime[*it].correlation != op.correlation ? nullptr : &t_.runtime[*it];
 }
 
 Time TraceIndex::anchor(const GpuOp& op) const {

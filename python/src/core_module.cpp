@@ -236,7 +236,7 @@ std::string py_analyze(const std::vector<std::string>& files, const std::string&
   trace::AnalyzeOptions o;
   if (!steps.empty()) trace::parse_step_range(steps, o);
   std::vector<trace::KinetoTrace> traces;
-  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f, trace::ReadOptions{.host_ops = false}));
+  for (const auto& f : files) traces.push_back(trace::read_kineto_trace(f, trace::ReadOptions{.host_ops = false, .fit_records = false}));
   return trace::job_to_json(trace::analyze_job(traces, o)).dump();
 }
 

@@ -7,6 +7,7 @@
 // kernel name. The script is reproduced in /work/notes/readme-analyze.md.
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <map>
 
 #include "trace/trace_analysis.hpp"
@@ -196,18 +197,29 @@ TEST_CASE("analyze reports the li-plus ZeRO traces' peak reserved (Kineto's Tota
   CHECK(metrics_to_json(z2.mean).at("peak_reserved_bytes").get<std::int64_t>() == 23'456'645'120LL);
 }
 
-TEST_CASE("analyze's result does not depend on keeping the host operators (kept for --idle only)", "[trace][data]") {
-  // The analysis reads no host operator or Python frame: dropping them (analyze without --idle)
-  // changes no number of its JSON, on a trace with Python stacks (zero1) and one without (HTA).
+TEST_CASE("analyze's result does not depend on keeping the host operators or fit's records", "[trace][data]") {
+  // The analysis reads no host operator or Python frame, no GEMM or attention op span and no
+  // memory-bound op span: dropping them (analyze without --idle; fit_records, which only fit
+  // --trace reads) changes no number of its JSON, on a trace with Python stacks and recorded
+  // shapes (zero1) and one without (HTA).
+  const auto fit_span = [](const CpuSpan& s) { return s.kind == CpuSpan::Kind::Gemm || s.kind == CpuSpan::Kind::Attention; };
   for (const std::string file : {kLi + "zero1__rank_0__n122-248-036_415351.1703670656319922979.pt.trace.json.gz",
                                  std::string("hta/nccl_parser_config__nccl_data.json.gz")}) {
     INFO(file);
     std::vector<KinetoTrace> with, without;
     with.push_back(read_kineto_trace(kTraces + file));
-    without.push_back(read_kineto_trace(kTraces + file, ReadOptions{.host_ops = false}));
+    without.push_back(read_kineto_trace(kTraces + file, ReadOptions{.host_ops = false, .fit_records = false}));
     CHECK_FALSE(with[0].host_ops.empty());
     CHECK(without[0].host_ops.empty());
     CHECK(without[0].python_ops.empty());
+    if (file.starts_with(kLi)) {  // recorded with shapes: GEMM spans and memory-bound ops kept by default
+      CHECK(std::any_of(with[0].cpu.begin(), with[0].cpu.end(), fit_span));
+      CHECK_FALSE(with[0].inputs.empty());
+      CHECK_FALSE(with[0].memory_ops.empty());
+    }
+    CHECK_FALSE(std::any_of(without[0].cpu.begin(), without[0].cpu.end(), fit_span));
+    CHECK(without[0].inputs.empty());
+    CHECK(without[0].memory_ops.empty());
     CHECK(job_to_json(analyze_job(without, AnalyzeOptions{})).dump() == job_to_json(analyze_job(with, AnalyzeOptions{})).dump());
   }
 }
