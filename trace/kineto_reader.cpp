@@ -219,8 +219,9 @@ bool is_deepspeed_monitor_write(std::string_view n) {
 }
 
 // Whether the record finish_event() makes of an event with these ph/cat/name can depend on its
-// "args" (conservatively true while one of them is not known yet). Must follow finish_event.
-bool args_may_matter(const EventFields::Scalars& e) {
+// "args" (conservatively true while one of them is not known yet). Must follow finish_event:
+// without `fit_records`, a GEMM's, attention's or memory-bound op's shapes make no record.
+bool args_may_matter(const EventFields::Scalars& e, bool fit_records) {
   if (!e.ph_seen) return true;
   if (eq(e.ph, "C")) return true;
   if (eq(e.ph, "i")) return !e.name_seen || eq(e.name, "[memory]");
@@ -232,8 +233,8 @@ bool args_may_matter(const EventFields::Scalars& e) {
     return true;
   if (eq(cat, "python_function") || eq(cat, "gpu_user_annotation") || eq(cat, "Trace")) return false;
   if (!e.name_seen) return true;
-  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") || is_gemm_name(e.name) ||
-         is_attention_name(e.name) || is_memory_bound_op_name(e.name);
+  return eq(e.name, "record_param_comms") || starts_with(e.name, "nccl:") ||
+         (fit_records && (is_gemm_name(e.name) || is_attention_name(e.name) || is_memory_bound_op_name(e.name)));
 }
 
 struct StringHash {
@@ -359,7 +360,7 @@ void Reader::event_elements() {
       }
       const char* start = s_.position();
       event(true);
-      if (ev_.s.args_skipped && args_may_matter(ev_.s)) {
+      if (ev_.s.args_skipped && args_may_matter(ev_.s, options_.fit_records)) {
         // A later duplicate key changed what the event is: read it again, args included.
         s_.seek(start);
         event(false);
@@ -402,7 +403,7 @@ void Reader::event(bool skip_args) {
         break;
       case EventKey::Args:
         if (c != '{') break;
-        if (skip_args && !args_may_matter(e)) {
+        if (skip_args && !args_may_matter(e, options_.fit_records)) {
           e.args_skipped = true;
           break;
         }

@@ -109,7 +109,8 @@ std::vector<StepOps> ops_per_step(const KinetoTrace& t, const TraceIndex& idx, i
 
 // Busy time of one step: kernel classes, overlap, idle and the phase split. Returns the
 // merged compute intervals (the exposed part of each collective is measured against them).
-std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, const StepOps& so, StepAnalysis& st) {
+std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, const StepOps& so, KernelClassOfName& class_of,
+                                      StepAnalysis& st) {
   std::vector<Interval> compute, comm, memops;
   Time win_start = span.start, win_end = span.end;
   Time fwd_end = span.start, bwd_end = span.start;
@@ -132,7 +133,7 @@ std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, 
     } else {
       compute.push_back(iv);
       ++st.kernels;
-      ClassRow& row = st.classes.rows[static_cast<std::size_t>(trace_kernel_class(t.name_of(op)))];
+      ClassRow& row = st.classes.rows[static_cast<std::size_t>(class_of(op))];
       row.kernels += 1;
       row.time += op.end - op.start;
     }
@@ -282,6 +283,7 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
                               "schedule (prof.step())");
 
   const std::vector<StepOps> per_step = ops_per_step(t, idx, dev, a);
+  KernelClassOfName class_of(t);
   for (std::size_t si = 0; si < idx.steps().size(); ++si) {
     const CpuSpan& span = *idx.steps()[si];
     if (o.first_step && span.step_number < *o.first_step) continue;
@@ -291,7 +293,7 @@ TraceAnalysis analyze_trace(const KinetoTrace& t, const AnalyzeOptions& o) {
     st.number = span.step_number;
     st.span_start = span.start;
     st.span_end = span.end;
-    const std::vector<Interval> compute_merged = step_busy_time(t, span, per_step[si], st);
+    const std::vector<Interval> compute_merged = step_busy_time(t, span, per_step[si], class_of, st);
     step_memory(t, idx, dev, si, span, capacity, st.metrics);
     step_collectives(t, idx, span, per_step[si], compute_merged, a.collectives);
     a.steps.push_back(std::move(st));

@@ -76,6 +76,24 @@ struct StepAnalysis {
 // multi_tensor_apply/adam -> optimizer; anything else -> compute.
 KernelClass trace_kernel_class(const std::string& kernel_name);
 
+// trace_kernel_class of a trace's GPU ops, each distinct name classified once: a trace repeats a
+// few hundred kernel names, and classifying one lower-cases it and searches it for some forty
+// substrings (a tenth of analyze's time before). Borrows `t`, which must outlive it.
+class KernelClassOfName {
+ public:
+  explicit KernelClassOfName(const KinetoTrace& t) : t_(t), cls_(t.names.size(), kUnknown) {}
+  KernelClass operator()(const GpuOp& op) {
+    std::uint8_t& c = cls_[static_cast<std::size_t>(op.name)];
+    if (c == kUnknown) c = static_cast<std::uint8_t>(trace_kernel_class(t_.name_of(op)));
+    return static_cast<KernelClass>(c);
+  }
+
+ private:
+  static constexpr std::uint8_t kUnknown = 0xff;
+  const KinetoTrace& t_;
+  std::vector<std::uint8_t> cls_;  // by KinetoTrace::names index
+};
+
 // A row of the collective table: one (kind, group, S) class.
 struct CollectiveRow {
   TraceCollective kind = TraceCollective::Unknown;

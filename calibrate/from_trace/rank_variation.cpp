@@ -30,8 +30,8 @@ std::vector<Kernel> compute_kernels(const KinetoTrace& t) {
   std::stable_sort(ops.begin(), ops.end(), [](const GpuOp* a, const GpuOp* b) { return a->start < b->start; });
   std::vector<Kernel> out;
   out.reserve(ops.size());
-  for (const GpuOp* op : ops)
-    out.push_back(Kernel{op->name, trace_kernel_class(t.name_of(*op)), static_cast<double>((op->end - op->start).ns) / 1e3});
+  KernelClassOfName class_of(t);
+  for (const GpuOp* op : ops) out.push_back(Kernel{op->name, class_of(*op), static_cast<double>((op->end - op->start).ns) / 1e3});
   return out;
 }
 

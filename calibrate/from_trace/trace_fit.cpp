@@ -391,6 +391,7 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
   }
   std::unordered_map<const MemoryOpSpan*, std::vector<const GpuOp*>> own;
   for (const auto& [k, span] : owner) own[span].push_back(k);
+  KernelClassOfName class_of(t);
   for (const auto& [span, kernels] : own) {
     if (kernels.size() != 1) continue;  // the op's bytes would be split among its kernels
     const GpuOp& kernel = *kernels.front();
@@ -398,7 +399,7 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     auto step = idx.step_of(kernel);
     if (!step || !selected(idx.steps()[*step]->step_number, o)) continue;
     if (dur < kMinMemoryKernel || beside_collective(colls, kernel)) continue;
-    const KernelClass cls = trace_kernel_class(t.name_of(kernel));
+    const KernelClass cls = class_of(kernel);
     if (!fitted_memory_class(cls)) continue;
     MemoryClassPoint& m = out[cls];
     m.cls = cls;
