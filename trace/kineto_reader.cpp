@@ -23,6 +23,7 @@
 
 #include "trace/json_stream.hpp"
 #include "trace/kineto_trace.hpp"
+#include "trace/read_ahead.hpp"
 #include "sim/core/data_dir.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/input_files.hpp"
@@ -910,8 +911,12 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& name, const ReadOptio
             kGzipBuffer);
     in.push(raw, kGzipBuffer);
     in.exceptions(std::ios::badbit);  // let gzip_error through istream::read
+    // Inflated on a second thread while the scanner reads what is ready (trace/read_ahead.hpp).
+    ReadAheadBuf ahead(in);
+    std::istream ahead_in(&ahead);
+    ahead_in.exceptions(std::ios::badbit);  // the gzip_error the thread caught, rethrown here
     try {
-      out = read_kineto_trace_stream(in, label, kDefaultChunk, options);
+      out = read_kineto_trace_stream(ahead_in, label, kDefaultChunk, options);
     } catch (const boost::iostreams::gzip_error& e) {
       throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
     } catch (const std::ios::failure& e) {

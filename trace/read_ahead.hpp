@@ -1,0 +1,48 @@
+#pragma once
+// An input stream read ahead on a thread of its own. A compressed trace's inflate and CRC were a
+// third of `analyze`'s time, run before each window of the JSON scanner; read ahead, they run
+// beside it on a second core (docs/analyze.md). The bytes come out in the source's order; an
+// exception the source throws (a gzip error) comes out of the read that reaches the point where
+// it was thrown, as it would without the thread.
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <istream>
+#include <mutex>
+#include <streambuf>
+#include <thread>
+#include <vector>
+
+namespace stepsim::trace {
+
+class ReadAheadBuf : public std::streambuf {
+ public:
+  // Reads `source` (which must outlive this, and which nothing else reads meanwhile) in blocks of
+  // `block_bytes`, at most `depth` blocks ahead of the reader.
+  explicit ReadAheadBuf(std::istream& source, std::size_t block_bytes = std::size_t{1} << 16, std::size_t depth = 16);
+  // Stops the thread after the block it is reading, whether or not everything was read.
+  ~ReadAheadBuf() override;
+  ReadAheadBuf(const ReadAheadBuf&) = delete;
+  ReadAheadBuf& operator=(const ReadAheadBuf&) = delete;
+
+ protected:
+  int_type underflow() override;
+
+ private:
+  void produce();
+
+  std::istream& source_;
+  const std::size_t block_bytes_, depth_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::vector<char>> full_;   // read, in order, not yet handed out
+  std::vector<std::vector<char>> spare_;  // handed out and given back, for reuse
+  std::vector<char> current_;             // the block the get area points into
+  bool done_ = false;                     // the source is exhausted (or failed: error_)
+  bool stop_ = false;                     // the reader is gone
+  std::exception_ptr error_;
+  std::thread thread_;  // declared last: started once the members above exist
+};
+
+}  // namespace stepsim::trace
