@@ -286,6 +286,8 @@ def test_the_benchs_cpp_call_times_each_call_and_reads_what_simulate_reads():
         assert len(times) == 3 and all(t > 0 for t in times)
     with pytest.raises(stepsim.InputError):
         _core.time_simulate_in_cpp("configs/examples/no-such-experiment.json", 1, True)
+    with pytest.raises(ValueError, match="reps 0: expected at least 1"):
+        _core.time_simulate_in_cpp(str(ROOT / DDP), 0, True)
 
 
 def test_an_edited_profile_is_seen_by_the_next_call(cli, tmp_path):
