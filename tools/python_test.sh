@@ -26,4 +26,15 @@ fi
 "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
   -Cbuild-dir="$BUILD_DIR/python/{wheel_tag}" .
 echo "python: wheel built and installed in $(( $(date +%s) - start )) s"
-STEPSIM_CLI="$PWD/$BUILD_DIR/tools/stepsim" "$VENV/bin/python" -m pytest -q python/tests
+# torch for model_from_module's tests, where PyTorch's CPU wheel index answers (about 200 MB;
+# PyPI's torch brings gigabytes of CUDA libraries, so it is not tried). Without it those tests
+# are skipped, and pytest's summary says why. STEPSIM_NO_TORCH=1 does not try.
+if [ "${STEPSIM_NO_TORCH:-0}" != 1 ] && ! "$VENV/bin/python" -c "import torch" 2> /dev/null; then
+  if "$VENV/bin/pip" install -q --disable-pip-version-check --timeout 20 --retries 1 \
+       --index-url https://download.pytorch.org/whl/cpu torch 2> "$BUILD_DIR/python/torch.log"; then
+    echo "python: torch (CPU wheel) installed for model_from_module's tests"
+  else
+    echo "python: torch's CPU wheel index not reachable ($BUILD_DIR/python/torch.log): model_from_module's tests skip"
+  fi
+fi
+STEPSIM_CLI="$PWD/$BUILD_DIR/tools/stepsim" "$VENV/bin/python" -m pytest -q -rs python/tests
