@@ -66,15 +66,19 @@ Experiment load_source(const std::string& source, const std::string& doc_text, c
   return load_experiment_from_json(parse_json_text(doc_text, source), source, overrides);
 }
 
-Simulation py_simulate(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides) {
-  nb::gil_scoped_release release;
+Simulation make_simulation(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides) {
   Simulation s{load_source(source, doc_text, overrides), {}, source, doc_text, overrides};
   s.result = run_experiment(s.experiment);
   return s;
 }
 
-// bench/python_simulate_bench.py's denominator: the C++ call stepsim.simulate makes (load the
-// experiment, run it, the metrics as JSON, which Result.metrics reads), `reps` times in this
+Simulation py_simulate(const std::string& source, const std::string& doc_text, const std::vector<std::string>& overrides) {
+  nb::gil_scoped_release release;
+  return make_simulation(source, doc_text, overrides);
+}
+
+// bench/python_simulate_bench.py's denominator: the C++ call stepsim.simulate makes
+// (make_simulation, and the metrics as JSON, which Result.metrics reads), `reps` times in this
 // process, so with its heap and malloc settings (an interpreter that imported pandas, or
 // stepsim.keep_freed_memory()). With `hold`, each call's simulation is freed only after the next
 // call has made its own, as `r = stepsim.simulate(exp)` holds the previous Result; without, at
@@ -88,8 +92,7 @@ std::vector<double> time_simulate_in_cpp(const std::string& source, int reps, bo
   for (int i = 0; i < reps; ++i) {
     const std::clock_t c0 = std::clock();
     {
-      Simulation s{load_experiment(source), {}, source, {}, {}};
-      s.result = run_experiment(s.experiment);
+      Simulation s = make_simulation(source, {}, {});
       sink += metrics_to_json(s.result.metrics).dump().size();
       if (hold) held = std::move(s);
     }  // without hold, freed here: within the call's time, as Python frees a dropped Result
