@@ -34,7 +34,7 @@ if [ "${STEPSIM_NO_TORCH:-0}" != 1 ] && ! "$VENV/bin/python" -c "import torch" 2
        --index-url https://download.pytorch.org/whl/cpu torch 2> "$BUILD_DIR/python/torch.log"; then
     echo "python: torch (CPU wheel) installed for model_from_module's tests"
   else
-    echo "python: torch's CPU wheel index not reachable ($BUILD_DIR/python/torch.log): model_from_module's tests skip"
+    echo "python: torch's CPU wheel not installed (why: $BUILD_DIR/python/torch.log): model_from_module's tests skip"
   fi
 fi
 STEPSIM_CLI="$PWD/$BUILD_DIR/tools/stepsim" "$VENV/bin/python" -m pytest -q -rs python/tests

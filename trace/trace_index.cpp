@@ -1,6 +1,7 @@
 #include "trace/trace_index.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 namespace stepsim::trace {
 
@@ -8,7 +9,7 @@ static_assert(kMaxTraceRecords <= UINT32_MAX, "TraceIndex::launch_ holds runtime
 
 TraceIndex::TraceIndex(const KinetoTrace& t) : t_(t) {
   launch_.resize(t.runtime.size());  // the reader bounds records per kind far below 2^32
-  for (std::size_t i = 0; i < launch_.size(); ++i) launch_[i] = static_cast<std::uint32_t>(i);
+  std::iota(launch_.begin(), launch_.end(), std::uint32_t{0});
   std::stable_sort(launch_.begin(), launch_.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return t.runtime[a].correlation < t.runtime[b].correlation; });
 
