@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -171,4 +172,22 @@ TEST_CASE("torchtitan PR #165's torch.compile cases carry the PR's own numbers",
     CHECK(found);
   }
   CHECK(compiled == 4);
+}
+
+// The shipped full_load_MHz values say they are `stepsim fit --suite`'s on the calibration split
+// (the profiles' sources, docs/workload-ops.md). A model change that moves the fit rows moves that
+// fit; this holds the shipped values to it, so the profiles never carry a stale fit (e2c10e4's two
+// had drifted 9 and 2 MHz by 79a1636). Refit with `stepsim fit --suite validation/suite.json --base
+// PROFILE` and copy full_load_MHz.
+TEST_CASE("validation suite: each shipped power-limited clock is fit --suite's value on the fit split", "[validate][data]") {
+  const validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
+  for (const char* file : {"h100-sxm-8x.json", "h100-sxm-96gb.json"}) {
+    INFO(file);
+    const HardwareProfile p = load_profile(kSrc + "/configs/hardware/" + file);
+    REQUIRE(p.compute.clock.boost_mhz > 0);
+    const validate::ClockFit f = validate::fit_clock(suite, p.name, p.compute.clock);
+    CHECK(f.rows >= 3);
+    CHECK(std::fabs(f.full_load_mhz - p.compute.clock.full_load_mhz) <= 2.0);
+    CHECK(std::fabs(f.median_error_before) < 0.5);
+  }
 }
