@@ -177,7 +177,7 @@ TEST_CASE("torchtitan PR #165's torch.compile cases carry the PR's own numbers",
 // The shipped full_load_MHz values say they are `stepsim fit --suite`'s on the calibration split
 // (the profiles' sources, docs/workload-ops.md). A model change that moves the fit rows moves that
 // fit; this holds the shipped values to it, so the profiles never carry a stale fit (e2c10e4's two
-// had drifted 9 and 2 MHz by 79a1636). Refit with `stepsim fit --suite validation/suite.json --base
+// had drifted 9 and 2 MHz when 79a1636 refitted them). Refit with `stepsim fit --suite validation/suite.json --base
 // PROFILE` and copy full_load_MHz.
 TEST_CASE("validation suite: each shipped power-limited clock is fit --suite's value on the fit split", "[validate][data]") {
   const validate::Suite suite = validate::load_suite(kSrc + "/validation/suite.json");
