@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/core/stats.hpp"
 #include "sim/report/html_report.hpp"
 #include "validate/validate.hpp"
 
@@ -78,7 +79,73 @@ void check_capacity(Report& r, const nlohmann::json& baseline, const std::string
   }
 }
 
+double round2(double v) { return std::round(v * 100) / 100; }
+
+nlohmann::json fidelity_json(const GpuPairFidelity& f) {
+  return {{"gpu_pairs", f.pairs},
+          {"gpus", {f.min_gpus, f.max_gpus}},
+          {"measured_pct_per_doubling", round2(f.measured_pct)},
+          {"predicted_pct_per_doubling", round2(f.predicted_pct)},
+          {"gap_points_per_doubling", round2(f.gap_points)}};
+}
+
+// The baseline's "scale" against the report's: the pair count exactly, each median within
+// kScaleSlackPoints (a gap grown in size is a regression; any other move, a stale baseline).
+void check_scale(Report& r, const nlohmann::json& baseline, const std::string& file) {
+  if (!baseline.contains("scale")) return;
+  const nlohmann::json& b = baseline["scale"];
+  const char* keys[] = {"measured_pct_per_doubling", "predicted_pct_per_doubling", "gap_points_per_doubling"};
+  bool ok = b.is_object() && b.contains("gpu_pairs") && b["gpu_pairs"].is_number_integer();
+  for (const char* k : keys) ok = ok && b.contains(k) && b[k].is_number();
+  if (!ok)
+    throw_input_error(file, "/scale", b, "{\"gpu_pairs\": N, \"measured_pct_per_doubling\", \"predicted_pct_per_doubling\", "
+                                         "\"gap_points_per_doubling\": numbers} (stepsim validate --write-baseline)");
+  const auto now = gpu_pair_fidelity(r);
+  const int pairs = now ? now->pairs : 0;
+  if (b["gpu_pairs"].get<int>() != pairs)
+    r.baseline.push_back({"scale: GPU-count pairs", b["gpu_pairs"].get<double>(), static_cast<double>(pairs), false});
+  if (!now) return;
+  const double current[] = {now->measured_pct, now->predicted_pct, now->gap_points};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const double base = b[keys[i]].get<double>(), cur = round2(current[i]);
+    if (std::fabs(cur - base) <= kScaleSlackPoints + 1e-9) continue;  // both rounded to 0.01
+    const bool worse = i == 2 && std::fabs(cur) > std::fabs(base);
+    r.baseline.push_back({std::string("scale: ") + keys[i], base, cur, worse});
+  }
+}
+
 }  // namespace
+
+std::optional<GpuPairFidelity> gpu_pair_fidelity(const Report& r) {
+  std::map<std::string, const CaseInfo*> cases;
+  for (const auto& c : r.cases) cases[c.name] = &c;
+  std::vector<double> measured, predicted, gap;
+  GpuPairFidelity f;
+  for (const auto& p : r.pairs) {
+    auto a = cases.find(p.first), b = cases.find(p.second);
+    if (a == cases.end() || b == cases.end()) continue;
+    const auto& fa = a->second->facets;
+    const auto& fb = b->second->facets;
+    bool only_gpus = fa.at("gpus") != fb.at("gpus");
+    for (const auto& [facet, value] : fa)
+      if (facet != "gpus" && facet != "nodes" && fb.at(facet) != value) only_gpus = false;
+    if (!only_gpus) continue;
+    const int g1 = std::stoi(fa.at("gpus")), g2 = std::stoi(fb.at("gpus"));
+    const double doublings = std::log2(static_cast<double>(g2) / g1);
+    auto per_doubling = [&](double change_pct) { return 100 * (std::pow(1 + change_pct / 100, 1 / doublings) - 1); };
+    measured.push_back(per_doubling(p.measured_change_pct));
+    predicted.push_back(per_doubling(p.predicted_change_pct));
+    gap.push_back(measured.back() - predicted.back());
+    f.min_gpus = f.pairs ? std::min({f.min_gpus, g1, g2}) : std::min(g1, g2);
+    f.max_gpus = std::max({f.max_gpus, g1, g2});
+    ++f.pairs;
+  }
+  if (f.pairs == 0) return std::nullopt;
+  f.measured_pct = median(measured);
+  f.predicted_pct = median(predicted);
+  f.gap_points = median(gap);
+  return f;
+}
 
 nlohmann::json baseline_json(const Report& r) {
   nlohmann::json j;
@@ -97,6 +164,7 @@ nlohmann::json baseline_json(const Report& r) {
                               {"p90_abs", round1(s.p90_abs)},
                               {"bias", round1(s.bias)}});
   j["pairs"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  if (auto f = gpu_pair_fidelity(r)) j["scale"] = fidelity_json(*f);
   j["capacity"] = capacity_json(r);
   return j;
 }
@@ -111,8 +179,9 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
         "\"stepsim.validation-baseline/1\"");
   // The keys baseline_json writes; any other is a typo the check would silently skip.
   for (auto it = baseline.begin(); it != baseline.end(); ++it)
-    if (it.key() != "schema" && it.key() != "note" && it.key() != "summaries" && it.key() != "pairs" && it.key() != "capacity")
-      bad("/" + it.key(), it.value(), "a baseline key: schema, note, summaries, pairs or capacity (unknown key)");
+    if (it.key() != "schema" && it.key() != "note" && it.key() != "summaries" && it.key() != "pairs" && it.key() != "scale" &&
+        it.key() != "capacity")
+      bad("/" + it.key(), it.value(), "a baseline key: schema, note, summaries, pairs, scale or capacity (unknown key)");
   if (!baseline.contains("summaries") || !baseline["summaries"].is_array())
     bad("/summaries", baseline.value("summaries", nlohmann::json()), "an array of summaries");
   std::map<std::tuple<std::string, std::string, Metric>, const Summary*> current;  // (split, source, metric)
@@ -159,6 +228,7 @@ void check_baseline(Report& r, const nlohmann::json& baseline, const std::string
     int now = pairs_right(r);
     if (now != base) r.baseline.push_back({"pairs with the right sign", static_cast<double>(base), static_cast<double>(now), now < base});
   }
+  check_scale(r, baseline, file);
 }
 
 nlohmann::json report_to_json(const Report& r) {
@@ -218,6 +288,7 @@ nlohmann::json report_to_json(const Report& r) {
     j["pairs"].push_back(pj);
   }
   j["pairs_summary"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
+  if (auto f = gpu_pair_fidelity(r)) j["scale"] = fidelity_json(*f);
   j["capacity"] = capacity_json(r);
   if (!r.groups.empty()) {
     j["groups"] = nlohmann::json::array();
@@ -306,6 +377,10 @@ std::string report_to_text(const Report& r) {
       o << fmt::format("  {:<{}} {:<{}} {:>+9.1f}% {:>+9.1f}% {:>6}\n", p.name, name_w, p.knob, knob_w,
                        p.predicted_change_pct, p.measured_change_pct,
                        p.sign_right ? (*p.sign_right ? "right" : "WRONG") : "-");
+    if (auto fid = gpu_pair_fidelity(r))
+      o << fmt::format("  the {} GPU-count pairs ({}-{} GPUs), per doubling of the GPUs: measured median {:+.2f} %, "
+                       "predicted {:+.2f} %;\n  measured - predicted, median over the pairs: {:+.2f} points\n",
+                       fid->pairs, fid->min_gpus, fid->max_gpus, fid->measured_pct, fid->predicted_pct, fid->gap_points);
   }
   if (!r.capacity.empty()) {
     o << "\n  capacity: every case ran on its GPUs, so it fit in their memory. Allocated peak (+ memory outside\n"

@@ -249,6 +249,22 @@ void check_facets(const std::vector<std::string>& facets);
 // are numbers), each per source then over all sources. Checks the names (check_facets).
 std::vector<GroupSummary> group_summaries(const Report& r, const std::vector<std::string>& facets, Metric metric);
 
+// How the model's weak-scaling curve compares with real runs: over the suite's GPU-count pairs
+// (the two cases differ in their GPU and node counts only: every other facet equal), each
+// change as a change per doubling of the GPUs, (1 + change)^(1 / log2(gpus2 / gpus1)) - 1, and
+// the medians. In the baseline ("scale": gated like the summaries, kScaleSlackPoints), printed
+// by `validate` under the pairs and by `stepsim scale` under its curve (docs/scale.md).
+struct GpuPairFidelity {
+  int pairs = 0;
+  int min_gpus = 0, max_gpus = 0;
+  double measured_pct = 0, predicted_pct = 0;  // medians of the pairs' per-doubling changes, percent
+  double gap_points = 0;                        // median of the pairs' measured - predicted, points
+};
+// Empty when the suite has no GPU-count pair.
+std::optional<GpuPairFidelity> gpu_pair_fidelity(const Report& r);
+// The baseline's per-doubling medians may move this much (points) before the gate reports them.
+inline constexpr double kScaleSlackPoints = 0.2;
+
 // The summary part of a report, as committed in validation/baseline.json.
 nlohmann::json baseline_json(const Report& r);
 // Compares `r`'s summaries with a baseline document; fills r.baseline. Throws InputError on a

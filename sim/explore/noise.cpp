@@ -50,6 +50,19 @@ std::pair<std::string, std::string> case_shape(const nlohmann::json& exp, const 
 
 }  // namespace
 
+std::optional<ScaleFidelity> scale_fidelity() {
+  const auto baseline = read_json(resolve_input_path("validation/suite.json").parent_path() / "baseline.json");
+  if (!baseline || !baseline->is_object() || !baseline->contains("scale")) return std::nullopt;
+  const nlohmann::json& s = (*baseline)["scale"];
+  const char* numbers[] = {"measured_pct_per_doubling", "predicted_pct_per_doubling", "gap_points_per_doubling"};
+  bool ok = s.is_object() && s.contains("gpu_pairs") && s["gpu_pairs"].is_number_integer() && s.contains("gpus") &&
+            s["gpus"].is_array() && s["gpus"].size() == 2 && s["gpus"][0].is_number_integer() && s["gpus"][1].is_number_integer();
+  for (const char* k : numbers) ok = ok && s.contains(k) && s[k].is_number();
+  if (!ok) return std::nullopt;  // `validate --baseline` refuses such a file, naming it
+  return ScaleFidelity{s["gpu_pairs"].get<int>(), s["gpus"][0].get<int>(), s["gpus"][1].get<int>(),
+                       s[numbers[0]].get<double>(), s[numbers[1]].get<double>(), s[numbers[2]].get<double>()};
+}
+
 NoiseFloor noise_floor(const std::string& profile, const std::string& framework) {
   NoiseFloor out;
   const std::string gpu = gpu_class(profile);

@@ -12,6 +12,7 @@
 // the suite's overall median. A profile without a GPU class (toy-ideal) or no suite found (neither in the working directory nor the data
 // directory): no noise is known and nothing is said.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct NoiseFloor {
 
 // `profile` the profile's name (or its file), `framework` the strategy's.
 NoiseFloor noise_floor(const std::string& profile, const std::string& framework);
+
+// How the suite's real runs scaled against the model's predictions of them: its GPU-count pairs
+// (the same run on more GPUs at the same per-GPU batch), each change per doubling of the GPUs,
+// as `stepsim validate` computes them (validate::gpu_pair_fidelity) and validation/baseline.json
+// holds them ("scale"). `stepsim scale` prints it under its curve. Empty when no suite or
+// baseline is found, or the baseline has no "scale".
+struct ScaleFidelity {
+  int pairs = 0, min_gpus = 0, max_gpus = 0;
+  double measured_pct = 0, predicted_pct = 0, gap_points = 0;  // medians, per doubling
+};
+std::optional<ScaleFidelity> scale_fidelity();
 
 // The GPU class of a profile name or path ("h100-sxm-8x", "configs/hardware/a800-sxm-8x.json"
 // -> "h", "a"): a letter followed by a digit; "" if none (toy-ideal).

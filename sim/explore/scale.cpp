@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
@@ -151,7 +152,19 @@ ScaleResult run_scale(const ScaleRequest& q) {
     p.extrapolations = collective_extrapolations(e->cluster.profile, s.program.comms);
     r.points.push_back(std::move(p));
   }
+  if (!gpu_class(r.profile).empty()) r.validation = scale_fidelity();
   return r;
+}
+
+// ScaleResult::validation as JSON: null without one.
+static nlohmann::json validation_json(const std::optional<ScaleFidelity>& v) {
+  if (!v) return nullptr;
+  return {{"source", "validation/baseline.json"},
+          {"gpu_pairs", v->pairs},
+          {"gpus", {v->min_gpus, v->max_gpus}},
+          {"measured_pct_per_doubling", v->measured_pct},
+          {"predicted_pct_per_doubling", v->predicted_pct},
+          {"gap_points_per_doubling", v->gap_points}};
 }
 
 nlohmann::json scale_to_json(const ScaleResult& r) {
@@ -181,7 +194,7 @@ nlohmann::json scale_to_json(const ScaleResult& r) {
   return {{"schema", kScaleSchema}, {"file", r.file},         {"framework", r.framework},
           {"model", r.model},        {"hardware_profile", r.profile}, {"gpus_per_node", r.gpus_per_node},
           {"micro_batch", r.micro_batch}, {"seq_len", r.seq_len}, {"grad_accum", r.grad_accum},
-          {"points", points}};
+          {"points", points}, {"validation", validation_json(r.validation)}};
 }
 
 namespace {
@@ -314,6 +327,16 @@ void write_scale_text(std::ostream& out, const ScaleResult& r) {
     noted = true;
     for (const auto& x : p.extrapolations) out << fmt::format("    {} GPUs: {}\n", p.gpus, x);
   }
+  if (r.validation) out << "\n  " << scale_fidelity_text(*r.validation, "\n  ") << "\n";
+}
+
+std::string scale_fidelity_text(const ScaleFidelity& v, const std::string& line_break) {
+  return fmt::format(
+      "validation (docs/scale.md): the suite's {} GPU-count pairs ({}-{} GPUs, the same per-GPU batch) grew by a{}"
+      "median {:+.2f} % per doubling of the GPUs in the real runs and {:+.2f} % in their predictions; expect a real{}"
+      "curve's efficiency to {} about {:.1f} points per doubling {} this one (median gap {:+.2f} points).",
+      v.pairs, v.min_gpus, v.max_gpus, line_break, v.measured_pct, v.predicted_pct, line_break,
+      v.gap_points >= 0 ? "fall" : "stay", std::fabs(v.gap_points), v.gap_points >= 0 ? "below" : "above", v.gap_points);
 }
 
 }  // namespace stepsim

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "sim/analysis/metrics.hpp"
 #include "sim/analysis/step_parts.hpp"
 #include "sim/analysis/throughput.hpp"
+#include "sim/explore/noise.hpp"
 
 namespace stepsim {
 
@@ -51,6 +53,9 @@ struct ScaleResult {
   std::int64_t micro_batch = 0, seq_len = 0, grad_accum = 0;
   double parameters = 0;
   std::vector<ScalePoint> points;
+  // How the suite's real runs scaled against their predictions (validation/baseline.json), for a
+  // profile of a real GPU class; empty for a toy profile or without the suite.
+  std::optional<ScaleFidelity> validation;
 
   // Tokens/s per GPU of point i over point 0's, in percent.
   double efficiency_pct(std::size_t i) const;
@@ -79,5 +84,7 @@ ScaleResult run_scale(const ScaleRequest& request);
 nlohmann::json scale_to_json(const ScaleResult& r);
 std::string scale_csv(const ScaleResult& r);
 void write_scale_text(std::ostream& out, const ScaleResult& r);
+// The validation note of the text and HTML outputs, its lines joined by `line_break`.
+std::string scale_fidelity_text(const ScaleFidelity& v, const std::string& line_break);
 
 }  // namespace stepsim

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "test_support.hpp"
@@ -115,6 +116,16 @@ TEST_CASE("scale writes the CSV, the JSON and the HTML plot, one row per GPU cou
   std::stringstream html;
   html << std::ifstream(dir / "s.html").rdbuf();
   CHECK_THAT(html.str(), Catch::Contains("<svg") && Catch::Contains("<polyline") && Catch::Contains("scaling efficiency"));
+  // How the suite's real runs scaled against their predictions: the committed baseline's, in all three.
+  const nlohmann::json baseline = nlohmann::json::parse(std::ifstream(kSrc + "/validation/baseline.json"));
+  REQUIRE(baseline.contains("scale"));
+  const auto& v = j["validation"];
+  CHECK(v["gpu_pairs"] == baseline["scale"]["gpu_pairs"]);
+  CHECK(v["gap_points_per_doubling"] == baseline["scale"]["gap_points_per_doubling"]);
+  const std::string pairs = fmt::format("the suite's {} GPU-count pairs", baseline["scale"]["gpu_pairs"].get<int>());
+  CHECK_THAT(out, Catch::Contains("validation (docs/scale.md): " + pairs));
+  CHECK_THAT(out, Catch::Contains(fmt::format("median gap {:+.2f} points", baseline["scale"]["gap_points_per_doubling"].get<double>())));
+  CHECK_THAT(html.str(), Catch::Contains("Against real runs") && Catch::Contains(pairs));
 }
 
 TEST_CASE("scale refuses bad GPU counts with one line naming the flag, the value and what was expected", "[cli][scale]") {

@@ -545,3 +545,67 @@ TEST_CASE("The validate page's +-10 % band is the frame clipped to 0.9 x <= y <=
   // The band in axis units: a square entirely within 10 % is the whole square.
   CHECK(validate::band_polygon(100, 105).size() == 4);
 }
+
+TEST_CASE("validate: GPU-count pairs give the per-doubling growth of real and predicted steps, and the baseline gates it",
+          "[validate][scale]") {
+  // Cases a (8 GPUs), b (32 GPUs, the same run otherwise), c (8 GPUs, another model).
+  validate::Report r;
+  auto info = [](const std::string& name, const std::string& gpus, const std::string& model) {
+    validate::CaseInfo c;
+    c.name = name;
+    for (const auto& f : validate::facet_names()) c.facets[f] = "x";
+    c.facets["gpus"] = gpus;
+    c.facets["nodes"] = std::to_string(std::stoi(gpus) / 8);
+    c.facets["model"] = model;
+    return c;
+  };
+  r.cases = {info("a", "8", "m"), info("b", "32", "m"), info("c", "8", "n"), info("d", "64", "m")};
+  auto pair = [](const std::string& first, const std::string& second, double predicted, double measured) {
+    validate::PairRow p;
+    p.name = first + " -> " + second;
+    p.first = first;
+    p.second = second;
+    p.predicted_change_pct = predicted;
+    p.measured_change_pct = measured;
+    return p;
+  };
+  // a -> b: two doublings, +4.04 % measured = +2 % per doubling; +0 % predicted. a -> c changes
+  // the model, not the GPU count: left out. b -> d: one doubling, +3 % measured, +1 % predicted.
+  r.pairs = {pair("a", "b", 0.0, 4.04), pair("a", "c", 5.0, 50.0), pair("b", "d", 1.0, 3.0)};
+  const auto f = validate::gpu_pair_fidelity(r);
+  REQUIRE(f);
+  CHECK(f->pairs == 2);
+  CHECK(f->min_gpus == 8);
+  CHECK(f->max_gpus == 64);
+  CHECK(f->measured_pct == Approx(2.5));   // median of 2 and 3
+  CHECK(f->predicted_pct == Approx(0.5));  // of 0 and 1
+  CHECK(f->gap_points == Approx(2.0));     // of 2 and 2
+  CHECK_THAT(validate::report_to_text(r), Catch::Contains("the 2 GPU-count pairs (8-64 GPUs), per doubling of the GPUs: "
+                                                          "measured median +2.50 %, predicted +0.50 %"));
+  // The baseline holds them; a move past kScaleSlackPoints is a finding (the gap grown: a regression).
+  nlohmann::json base = validate::baseline_json(r);
+  CHECK(base["scale"]["gpu_pairs"] == 2);
+  CHECK(base["scale"]["gap_points_per_doubling"] == 2.0);
+  validate::check_baseline(r, base, "base.json", 1.0);
+  CHECK(r.baseline.empty());
+  auto findings_against = [&](double gap) {
+    nlohmann::json b = base;
+    b["scale"]["gap_points_per_doubling"] = gap;
+    validate::Report again = r;
+    validate::check_baseline(again, b, "base.json", 1.0);
+    return again.baseline;
+  };
+  CHECK(findings_against(2.0 + validate::kScaleSlackPoints).empty());
+  auto grown = findings_against(1.5);
+  REQUIRE(grown.size() == 1);
+  CHECK(grown[0].regression);
+  auto shrunk = findings_against(2.5);
+  REQUIRE(shrunk.size() == 1);
+  CHECK_FALSE(shrunk[0].regression);
+  base["scale"]["gpu_pairs"] = "two";
+  CHECK_THROWS_WITH(validate::check_baseline(r, base, "base.json", 1.0), Catch::Contains("base.json") && Catch::Contains("/scale"));
+  // No GPU-count pair: no "scale" in the baseline.
+  r.pairs = {pair("a", "c", 5.0, 50.0)};
+  CHECK_FALSE(validate::gpu_pair_fidelity(r));
+  CHECK_FALSE(validate::baseline_json(r).contains("scale"));
+}
