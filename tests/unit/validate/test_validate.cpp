@@ -47,6 +47,29 @@ std::string write_suite(const std::string& dir_name, const std::vector<nlohmann:
 }
 
 int line_count(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+// The gate's findings on report `r` against `base` with the value at `at` replaced by `value`.
+std::vector<validate::BaselineFinding> findings_against(const validate::Report& r, nlohmann::json base,
+                                                        const nlohmann::json::json_pointer& at, const nlohmann::json& value) {
+  base[at] = value;
+  validate::Report again = r;
+  again.baseline.clear();
+  validate::check_baseline(again, base, "base.json", 1.0);
+  return again.baseline;
+}
+
+// The baseline's value at `at` replaced by `worse` is one regression; by `better`, one stale
+// baseline (a finding, not a regression).
+void check_gated_both_ways(const validate::Report& r, const nlohmann::json& base, const nlohmann::json::json_pointer& at,
+                           const nlohmann::json& worse, const nlohmann::json& better) {
+  INFO(at.to_string());
+  const auto regression = findings_against(r, base, at, worse);
+  REQUIRE(regression.size() == 1);
+  CHECK(regression[0].regression);
+  const auto stale = findings_against(r, base, at, better);
+  REQUIRE(stale.size() == 1);
+  CHECK_FALSE(stale[0].regression);
+}
 }  // namespace
 
 TEST_CASE("validate: a published step time is compared with the prediction as 100 * (predicted - measured) / measured",
@@ -199,19 +222,8 @@ TEST_CASE("validate counts the cases predicted over their GPUs' memory, and the 
   nlohmann::json base = validate::baseline_json(r);
   validate::check_baseline(r, base, "base.json", 1.0);
   CHECK(r.baseline.empty());
-  auto findings_against = [&](int baseline_allocated_over) {
-    base["capacity"].back()["allocated_over"] = baseline_allocated_over;
-    validate::Report again = r;
-    again.baseline.clear();
-    validate::check_baseline(again, base, "base.json", 1.0);
-    return again.baseline;
-  };
-  auto regression = findings_against(0);
-  REQUIRE(regression.size() == 1);
-  CHECK(regression[0].regression);
-  auto stale = findings_against(2);
-  REQUIRE(stale.size() == 1);
-  CHECK_FALSE(stale[0].regression);
+  const auto over = nlohmann::json::json_pointer("/capacity/" + std::to_string(base["capacity"].size() - 1) + "/allocated_over");
+  check_gated_both_ways(r, base, over, 0, 2);
   base["capacity"].back()["flushes"] = "one";
   CHECK_THROWS_AS(validate::check_baseline(r, base, "base.json", 1.0), InputError);
 }
@@ -588,20 +600,9 @@ TEST_CASE("validate: GPU-count pairs give the per-doubling growth of real and pr
   CHECK(base["scale"]["gap_points_per_doubling"] == 2.0);
   validate::check_baseline(r, base, "base.json", 1.0);
   CHECK(r.baseline.empty());
-  auto findings_against = [&](double gap) {
-    nlohmann::json b = base;
-    b["scale"]["gap_points_per_doubling"] = gap;
-    validate::Report again = r;
-    validate::check_baseline(again, b, "base.json", 1.0);
-    return again.baseline;
-  };
-  CHECK(findings_against(2.0 + validate::kScaleSlackPoints).empty());
-  auto grown = findings_against(1.5);
-  REQUIRE(grown.size() == 1);
-  CHECK(grown[0].regression);
-  auto shrunk = findings_against(2.5);
-  REQUIRE(shrunk.size() == 1);
-  CHECK_FALSE(shrunk[0].regression);
+  const auto gap = nlohmann::json::json_pointer("/scale/gap_points_per_doubling");
+  CHECK(findings_against(r, base, gap, 2.0 + validate::kScaleSlackPoints).empty());
+  check_gated_both_ways(r, base, gap, 1.5, 2.5);  // the gap has grown since 1.5; it was 2.5
   base["scale"]["gpu_pairs"] = "two";
   CHECK_THROWS_WITH(validate::check_baseline(r, base, "base.json", 1.0), Catch::Contains("base.json") && Catch::Contains("/scale"));
   // No GPU-count pair: no "scale" in the baseline.
