@@ -79,48 +79,37 @@ void check_capacity(Report& r, const nlohmann::json& baseline, const std::string
   }
 }
 
-double round2(double v) { return std::round(v * 100) / 100; }
-
-nlohmann::json fidelity_json(const GpuPairFidelity& f) {
-  return {{"gpu_pairs", f.pairs},
-          {"gpus", {f.min_gpus, f.max_gpus}},
-          {"measured_pct_per_doubling", round2(f.measured_pct)},
-          {"predicted_pct_per_doubling", round2(f.predicted_pct)},
-          {"gap_points_per_doubling", round2(f.gap_points)}};
-}
-
 // The baseline's "scale" against the report's: the pair count exactly, each median within
 // kScaleSlackPoints (a gap grown in size is a regression; any other move, a stale baseline).
 void check_scale(Report& r, const nlohmann::json& baseline, const std::string& file) {
   if (!baseline.contains("scale")) return;
-  const nlohmann::json& b = baseline["scale"];
-  const char* keys[] = {"measured_pct_per_doubling", "predicted_pct_per_doubling", "gap_points_per_doubling"};
-  bool ok = b.is_object() && b.contains("gpu_pairs") && b["gpu_pairs"].is_number_integer();
-  for (const char* k : keys) ok = ok && b.contains(k) && b[k].is_number();
-  if (!ok)
-    throw_input_error(file, "/scale", b, "{\"gpu_pairs\": N, \"measured_pct_per_doubling\", \"predicted_pct_per_doubling\", "
-                                         "\"gap_points_per_doubling\": numbers} (stepsim validate --write-baseline)");
+  const auto base = scale_fidelity_from_json(baseline["scale"]);
+  if (!base)
+    throw_input_error(file, "/scale", baseline["scale"],
+                      "{\"gpu_pairs\": N, \"gpus\": [lo, hi], \"measured_pct_per_doubling\", \"predicted_pct_per_doubling\", "
+                      "\"gap_points_per_doubling\": numbers} (stepsim validate --write-baseline)");
   const auto now = gpu_pair_fidelity(r);
   const int pairs = now ? now->pairs : 0;
-  if (b["gpu_pairs"].get<int>() != pairs)
-    r.baseline.push_back({"scale: GPU-count pairs", b["gpu_pairs"].get<double>(), static_cast<double>(pairs), false});
+  if (base->pairs != pairs) r.baseline.push_back({"scale: GPU-count pairs", static_cast<double>(base->pairs), static_cast<double>(pairs), false});
   if (!now) return;
-  const double current[] = {now->measured_pct, now->predicted_pct, now->gap_points};
-  for (std::size_t i = 0; i < 3; ++i) {
-    const double base = b[keys[i]].get<double>(), cur = round2(current[i]);
-    if (std::fabs(cur - base) <= kScaleSlackPoints + 1e-9) continue;  // both rounded to 0.01
-    const bool worse = i == 2 && std::fabs(cur) > std::fabs(base);
-    r.baseline.push_back({std::string("scale: ") + keys[i], base, cur, worse});
+  const auto cur = *scale_fidelity_from_json(scale_fidelity_json(*now));  // rounded as the baseline is
+  const std::tuple<const char*, double, double> medians[] = {{"measured_pct_per_doubling", base->measured_pct, cur.measured_pct},
+                                                             {"predicted_pct_per_doubling", base->predicted_pct, cur.predicted_pct},
+                                                             {"gap_points_per_doubling", base->gap_points, cur.gap_points}};
+  for (const auto& [key, b, c] : medians) {
+    if (std::fabs(c - b) <= kScaleSlackPoints + 1e-9) continue;  // both rounded to 0.01
+    const bool worse = std::string(key) == "gap_points_per_doubling" && std::fabs(c) > std::fabs(b);
+    r.baseline.push_back({std::string("scale: ") + key, b, c, worse});
   }
 }
 
 }  // namespace
 
-std::optional<GpuPairFidelity> gpu_pair_fidelity(const Report& r) {
+std::optional<ScaleFidelity> gpu_pair_fidelity(const Report& r) {
   std::map<std::string, const CaseInfo*> cases;
   for (const auto& c : r.cases) cases[c.name] = &c;
   std::vector<double> measured, predicted, gap;
-  GpuPairFidelity f;
+  ScaleFidelity f;
   for (const auto& p : r.pairs) {
     auto a = cases.find(p.first), b = cases.find(p.second);
     if (a == cases.end() || b == cases.end()) continue;
@@ -164,7 +153,7 @@ nlohmann::json baseline_json(const Report& r) {
                               {"p90_abs", round1(s.p90_abs)},
                               {"bias", round1(s.bias)}});
   j["pairs"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
-  if (auto f = gpu_pair_fidelity(r)) j["scale"] = fidelity_json(*f);
+  if (auto f = gpu_pair_fidelity(r)) j["scale"] = scale_fidelity_json(*f);
   j["capacity"] = capacity_json(r);
   return j;
 }
@@ -288,7 +277,7 @@ nlohmann::json report_to_json(const Report& r) {
     j["pairs"].push_back(pj);
   }
   j["pairs_summary"] = {{"counted", pairs_counted(r)}, {"sign_right", pairs_right(r)}};
-  if (auto f = gpu_pair_fidelity(r)) j["scale"] = fidelity_json(*f);
+  if (auto f = gpu_pair_fidelity(r)) j["scale"] = scale_fidelity_json(*f);
   j["capacity"] = capacity_json(r);
   if (!r.groups.empty()) {
     j["groups"] = nlohmann::json::array();

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/config/json_reader.hpp"
+#include "sim/explore/noise.hpp"
 #include "sim/hardware/profile.hpp"
 
 namespace stepsim::validate {
@@ -254,14 +255,8 @@ std::vector<GroupSummary> group_summaries(const Report& r, const std::vector<std
 // change as a change per doubling of the GPUs, (1 + change)^(1 / log2(gpus2 / gpus1)) - 1, and
 // the medians. In the baseline ("scale": gated like the summaries, kScaleSlackPoints), printed
 // by `validate` under the pairs and by `stepsim scale` under its curve (docs/scale.md).
-struct GpuPairFidelity {
-  int pairs = 0;
-  int min_gpus = 0, max_gpus = 0;
-  double measured_pct = 0, predicted_pct = 0;  // medians of the pairs' per-doubling changes, percent
-  double gap_points = 0;                        // median of the pairs' measured - predicted, points
-};
 // Empty when the suite has no GPU-count pair.
-std::optional<GpuPairFidelity> gpu_pair_fidelity(const Report& r);
+std::optional<ScaleFidelity> gpu_pair_fidelity(const Report& r);
 // The baseline's per-doubling medians may move this much (points) before the gate reports them.
 inline constexpr double kScaleSlackPoints = 0.2;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -50,17 +51,29 @@ std::pair<std::string, std::string> case_shape(const nlohmann::json& exp, const 
 
 }  // namespace
 
-std::optional<ScaleFidelity> scale_fidelity() {
-  const auto baseline = read_json(resolve_input_path("validation/suite.json").parent_path() / "baseline.json");
-  if (!baseline || !baseline->is_object() || !baseline->contains("scale")) return std::nullopt;
-  const nlohmann::json& s = (*baseline)["scale"];
+nlohmann::json scale_fidelity_json(const ScaleFidelity& f) {
+  auto round2 = [](double v) { return std::round(v * 100) / 100; };
+  return {{"gpu_pairs", f.pairs},
+          {"gpus", {f.min_gpus, f.max_gpus}},
+          {"measured_pct_per_doubling", round2(f.measured_pct)},
+          {"predicted_pct_per_doubling", round2(f.predicted_pct)},
+          {"gap_points_per_doubling", round2(f.gap_points)}};
+}
+
+std::optional<ScaleFidelity> scale_fidelity_from_json(const nlohmann::json& s) {
   const char* numbers[] = {"measured_pct_per_doubling", "predicted_pct_per_doubling", "gap_points_per_doubling"};
   bool ok = s.is_object() && s.contains("gpu_pairs") && s["gpu_pairs"].is_number_integer() && s.contains("gpus") &&
             s["gpus"].is_array() && s["gpus"].size() == 2 && s["gpus"][0].is_number_integer() && s["gpus"][1].is_number_integer();
   for (const char* k : numbers) ok = ok && s.contains(k) && s[k].is_number();
-  if (!ok) return std::nullopt;  // `validate --baseline` refuses such a file, naming it
+  if (!ok) return std::nullopt;
   return ScaleFidelity{s["gpu_pairs"].get<int>(), s["gpus"][0].get<int>(), s["gpus"][1].get<int>(),
                        s[numbers[0]].get<double>(), s[numbers[1]].get<double>(), s[numbers[2]].get<double>()};
+}
+
+std::optional<ScaleFidelity> scale_fidelity() {
+  const auto baseline = read_json(resolve_input_path("validation/suite.json").parent_path() / "baseline.json");
+  if (!baseline || !baseline->is_object() || !baseline->contains("scale")) return std::nullopt;
+  return scale_fidelity_from_json((*baseline)["scale"]);  // `validate --baseline` refuses a bad one, naming it
 }
 
 NoiseFloor noise_floor(const std::string& profile, const std::string& framework) {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace stepsim {
 
 struct NoiseFloor {
@@ -30,12 +32,19 @@ NoiseFloor noise_floor(const std::string& profile, const std::string& framework)
 // How the suite's real runs scaled against the model's predictions of them: its GPU-count pairs
 // (the same run on more GPUs at the same per-GPU batch), each change per doubling of the GPUs,
 // as `stepsim validate` computes them (validate::gpu_pair_fidelity) and validation/baseline.json
-// holds them ("scale"). `stepsim scale` prints it under its curve. Empty when no suite or
-// baseline is found, or the baseline has no "scale".
+// holds them ("scale"). `stepsim scale` prints it under its curve.
 struct ScaleFidelity {
-  int pairs = 0, min_gpus = 0, max_gpus = 0;
-  double measured_pct = 0, predicted_pct = 0, gap_points = 0;  // medians, per doubling
+  int pairs = 0, min_gpus = 0, max_gpus = 0;  // the GPU-count pairs and the GPU counts they span
+  double measured_pct = 0, predicted_pct = 0;  // medians of the pairs' per-doubling changes, percent
+  double gap_points = 0;                        // median of the pairs' measured - predicted, points
 };
+// As the baseline holds it: {"gpu_pairs", "gpus": [lo, hi], "measured_pct_per_doubling",
+// "predicted_pct_per_doubling", "gap_points_per_doubling"}, the medians rounded to 0.01.
+nlohmann::json scale_fidelity_json(const ScaleFidelity& f);
+// The reverse; empty unless `j` is such an object.
+std::optional<ScaleFidelity> scale_fidelity_from_json(const nlohmann::json& j);
+// The committed baseline's (validation/baseline.json beside the suite that resolve_input_path
+// finds); empty when no suite or baseline is found, or the baseline has no valid "scale".
 std::optional<ScaleFidelity> scale_fidelity();
 
 // The GPU class of a profile name or path ("h100-sxm-8x", "configs/hardware/a800-sxm-8x.json"

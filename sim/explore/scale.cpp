@@ -156,15 +156,12 @@ ScaleResult run_scale(const ScaleRequest& q) {
   return r;
 }
 
-// ScaleResult::validation as JSON: null without one.
+// ScaleResult::validation as JSON, with where it comes from: null without one.
 static nlohmann::json validation_json(const std::optional<ScaleFidelity>& v) {
   if (!v) return nullptr;
-  return {{"source", "validation/baseline.json"},
-          {"gpu_pairs", v->pairs},
-          {"gpus", {v->min_gpus, v->max_gpus}},
-          {"measured_pct_per_doubling", v->measured_pct},
-          {"predicted_pct_per_doubling", v->predicted_pct},
-          {"gap_points_per_doubling", v->gap_points}};
+  nlohmann::json j = scale_fidelity_json(*v);
+  j["source"] = "validation/baseline.json";
+  return j;
 }
 
 nlohmann::json scale_to_json(const ScaleResult& r) {
