@@ -1,6 +1,8 @@
 """stepsim's Python API against the CLI: the same library calls must give the same answers."""
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -337,8 +339,6 @@ def test_metrics_are_what_json_loads_makes_of_the_metrics_json():
 def test_no_leak_report_at_exit(tmp_path):
     # A Result held in __main__ while a lambda of __main__ sits in gc.callbacks outlives the
     # extension's teardown at exit; nanobind reported it as leaked instances, types and functions.
-    import subprocess
-    import sys
     script = tmp_path / "hold.py"
     script.write_text(
         "import gc, stepsim\n"

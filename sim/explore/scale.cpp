@@ -156,13 +156,17 @@ ScaleResult run_scale(const ScaleRequest& q) {
   return r;
 }
 
+namespace {
+
 // ScaleResult::validation as JSON, with where it comes from: null without one.
-static nlohmann::json validation_json(const std::optional<ScaleFidelity>& v) {
+nlohmann::json validation_json(const std::optional<ScaleFidelity>& v) {
   if (!v) return nullptr;
   nlohmann::json j = scale_fidelity_json(*v);
   j["source"] = "validation/baseline.json";
   return j;
 }
+
+}  // namespace
 
 nlohmann::json scale_to_json(const ScaleResult& r) {
   nlohmann::json points = nlohmann::json::array();
