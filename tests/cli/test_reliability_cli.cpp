@@ -311,7 +311,10 @@ TEST_CASE("init --from-trace fits a trace whose Broadcast kernels all read 0 us 
 std::string long_sweep(const fs::path& dir) {
   nlohmann::json g = {{"base", {{"include", kC1}}}};
   nlohmann::json v = nlohmann::json::array();
-  for (int i = 0; i < 20000; ++i) v.push_back(1000 * (i + 1));
+  // 240,000 points (a shard 120,000): a whole shard takes ~5 s on one core, over 3x the 1.5 s
+  // the interruptions wait (20,000 values, 1.65 s a shard, finished before the signal on an idle
+  // machine).
+  for (int i = 0; i < 60000; ++i) v.push_back(1000 * (i + 1));
   g["axes"]["training.grad_accum"] = {1, 2, 3, 4};
   g["axes"]["strategy.bucket_cap_bytes"] = v;
   return write_text(dir / "g.json", g.dump());
