@@ -30,9 +30,10 @@ static Checkpointing parse_ckpt(ObjectReader& r) {
 // The implementation knobs over the preset's (or family's) defaults.
 static void parse_options(ObjectReader& w, WorkloadOptions& o) {
   if (w.has("implementation")) {
-    std::string i = w.choice("implementation", {"hf", "torchtitan", "llm_foundry", "megatron"});
+    std::string i = w.declared_choice("implementation");  // experiment_keys.cpp lists them
     o.impl = i == "hf" ? Implementation::Hf : i == "torchtitan" ? Implementation::Torchtitan
-           : i == "llm_foundry" ? Implementation::LlmFoundry : Implementation::Megatron;
+           : i == "llm_foundry" ? Implementation::LlmFoundry : i == "megatron" ? Implementation::Megatron
+           : Implementation::ModdedNanogpt;
   }
   if (w.has("attention")) {
     const auto& names = attention_names();
@@ -141,6 +142,23 @@ static void check_transformer_sizes(ObjectReader& w, const ModelDims& d, std::in
   }
 }
 
+// modded-nanogpt's GPT is modelled as its records run it (transformer.cpp, namespace nanogpt): its
+// implementation and family only together, the whole model compiled, nothing checkpointed.
+static void check_nanogpt(ObjectReader& w, const ModelDims& dims, const WorkloadOptions& o) {
+  const bool family = dims.family == "nanogpt", impl = o.impl == Implementation::ModdedNanogpt;
+  if (family && !impl)
+    w.fail("implementation", "modded_nanogpt for the family nanogpt (the only code of that model stepsim models)");
+  if (impl && !family)
+    w.fail("implementation", fmt::format("one of hf, torchtitan, llm_foundry, megatron for the family {} (modded_nanogpt "
+                                         "is the family nanogpt's)", dims.family));
+  if (!impl) return;
+  if (!o.compile) w.fail("compile", "true with modded_nanogpt (its records compile the whole model; eager is not modelled)");
+  if (o.checkpointing != Checkpointing::None)
+    w.fail("activation_checkpointing", "none with modded_nanogpt (its records checkpoint nothing; not modelled)");
+  if (o.attention == Attention::Eager)
+    w.fail("attention", "a fused attention kernel with modded_nanogpt (it calls F.scaled_dot_product_attention)");
+}
+
 // `torch_version`: the run's PyTorch (training.torch_version), for the implementation defaults
 // that depend on it.
 static Workload parse_workload(ObjectReader w, std::optional<Release> torch_version) {
@@ -197,6 +215,7 @@ static Workload parse_workload(ObjectReader w, std::optional<Release> torch_vers
   opts.checkpointing = ckpt;
   opts.torch_version = torch_version;
   parse_options(w, opts);
+  check_nanogpt(w, dims, opts);
   // A config.json model in an HF training loop (the Trainer, or a script's own loop over an HF
   // model) is the transformers model, unless the experiment names another implementation. The
   // DeepSpeed translation says the same for a config.json model under ZeRO (foreign_configs.cpp).
@@ -256,6 +275,10 @@ std::string to_string(OptimizerImpl i) {
   return i == OptimizerImpl::Fused ? "fused" : i == OptimizerImpl::Foreach ? "foreach" : "for_loop";
 }
 
+std::string to_string(MuonImpl i) {
+  return i == MuonImpl::Torch ? "torch" : i == MuonImpl::ModdedNanogpt ? "modded_nanogpt" : "modded_nanogpt_distributed";
+}
+
 static TrainingConfig parse_training(ObjectReader t) {
   TrainingConfig out;
   out.grad_accum = t.declared_int("grad_accum");
@@ -268,6 +291,11 @@ static TrainingConfig parse_training(ObjectReader t) {
   if (t.has("optimizer_impl")) {
     const std::string i = t.declared_choice("optimizer_impl");
     out.optimizer_impl = i == "fused" ? OptimizerImpl::Fused : i == "foreach" ? OptimizerImpl::Foreach : OptimizerImpl::ForLoop;
+  }
+  if (t.has("muon_impl")) {
+    const std::string i = t.declared_choice("muon_impl");
+    if (out.optimizer != Optimizer::Muon) t.fail("muon_impl", "no muon_impl unless the optimizer is muon");
+    out.muon_impl = i == "torch" ? MuonImpl::Torch : i == "modded_nanogpt" ? MuonImpl::ModdedNanogpt : MuonImpl::ModdedNanogptDistributed;
   }
   if (t.has("clip_grad_norm"))
     out.clip_grad_norm = t.raw("clip_grad_norm").is_null() ? std::optional<double>() : std::optional<double>(t.positive("clip_grad_norm"));
@@ -393,7 +421,7 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
                                        e.cluster.nodes, e.cluster.gpus_per_node));
   }
   e.strategy = read_strategy(s, e);
-  if (e.training.optimizer == Optimizer::Muon && e.training.torch() < kTorchMuonSince)
+  if (e.training.optimizer == Optimizer::Muon && e.training.muon_impl == MuonImpl::Torch && e.training.torch() < kTorchMuonSince)
     throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
                       fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",
                                   e.training.torch().text()));

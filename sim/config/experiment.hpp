@@ -52,6 +52,16 @@ std::string to_string(Optimizer o);
 enum class OptimizerImpl { Fused, Foreach, ForLoop };
 std::string to_string(OptimizerImpl i);
 
+// Which Muon (training.muon_impl; sim/strategies/common.hpp launch_muon_step and
+// launch_modded_muon_step):
+//  torch                       torch.optim.Muon (PyTorch 2.9 and later)
+//  modded_nanogpt              KellerJordan/modded-nanogpt's Muon of 2024-10-14: every rank
+//                              orthogonalizes every matrix, Newton-Schulz under torch.compile
+//  modded_nanogpt_distributed  its Muon from 2024-10-17: rank r orthogonalizes the matrices
+//                              i % world == r, then one bf16 all_reduce of every update
+enum class MuonImpl { Torch, ModdedNanogpt, ModdedNanogptDistributed };
+std::string to_string(MuonImpl i);
+
 struct TrainingConfig {
   int grad_accum = 1;          // micro-batches per optimizer step
   bool no_sync = true;         // accumulate without gradient sync (DDP/FSDP no_sync context)
@@ -59,6 +69,7 @@ struct TrainingConfig {
   Dtype master_dtype = Dtype::FP32;  // parameters the optimizer updates (fp32 master weights)
   // Unset: the framework's or training loop's (sim/strategies/common.hpp step_optimizer_impl).
   std::optional<OptimizerImpl> optimizer_impl;
+  MuonImpl muon_impl = MuonImpl::Torch;  // with optimizer muon
   // clip_grad_norm_(max_norm) before the step: unset = the training loop's default (torchtitan
   // clips at 1.0, the others do not); declared null = no clipping; a number = its max norm.
   std::optional<std::optional<double>> clip_grad_norm;

@@ -74,9 +74,12 @@ const ConfigObject& workload() {
         preset,
         {.name = "model", .types = kObject, .objects = {"workload.model", "workload.model.hf"},
          .doc = "Dimensions, or {\"hf_config\": FILE} (a Hugging Face config.json).", .since = kStepsim},
-        {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron"},
-         .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron)",
-         .doc = "Whose model code launches the ops.", .since = kStepsim},
+        {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron", "modded_nanogpt"},
+         .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron, "
+                         "nanogpt-124m: modded_nanogpt)",
+         .doc = "Whose model code launches the ops (modded_nanogpt: the family nanogpt only, and the only implementation of "
+                "that family; compiled whole, without activation checkpointing).",
+         .since = kStepsim},
         {.name = "attention", .types = kString, .choices = attention_names(),
          .default_text = "the implementation's (torchtitan: sdpa_flash, llm_foundry: flash_triton, hf: eager, megatron: flash)",
          .doc = "The attention kernel: flash (flash_attn's FlashAttention-2), sdpa_flash (PyTorch sdpa's), flash_triton, flash3 "
@@ -87,17 +90,18 @@ const ConfigObject& workload() {
          .doc = "Dropout probability in [0, 1).", .since = kStepsim},
         {.name = "attention_dropout", .types = kNumber, .min = 0, .max = 1, .default_text = "the implementation's",
          .doc = "Attention-probability dropout in [0, 1).", .since = kStepsim},
-        {.name = "compile", .types = kBoolean, .default_value = Json(false), .doc = "torch.compile fusion of the elementwise ops.",
-         .since = "PyTorch 2.0"},
+        {.name = "compile", .types = kBoolean, .default_text = "false (modded_nanogpt: true)",
+         .doc = "torch.compile fusion of the elementwise ops.", .since = "PyTorch 2.0"},
         {.name = "training_loop", .types = kString, .choices = training_loop_names(),
          .default_text = "hf_trainer for a DeepSpeed config with \"auto\" values, else the implementation's (hf: hf_script, "
-                         "llm_foundry: composer, torchtitan: torchtitan, megatron: megatron)",
+                         "llm_foundry: composer, torchtitan: torchtitan, megatron: megatron, modded_nanogpt: modded_nanogpt)",
          .doc = "The training loop around the model: hf_trainer (transformers' Trainer, whose compute_loss returns only the "
                 "loss), hf_script (DeepSpeed-Chat, the *_no_trainer examples: `outputs = model(**batch)`), composer, "
-                "torchtitan, megatron. Decides loop_keeps_output's default (docs/memory.md).",
+                "torchtitan, megatron, modded_nanogpt (`_, loss = model(x, y, return_logits=False)`). Decides "
+                "loop_keeps_output's default (docs/memory.md).",
          .since = kStepsim},
         {.name = "loop_keeps_output", .types = kBoolean,
-         .default_text = "the training loop's (hf_script, composer: true; hf_trainer, torchtitan, megatron: false)",
+         .default_text = "the training loop's (hf_script, composer: true; hf_trainer, torchtitan, megatron, modded_nanogpt: false)",
          .doc = "The training loop keeps the model's output (the logits) until the next forward replaces it "
                 "(`outputs = model(**batch)`; docs/memory.md).",
          .since = kStepsim},
@@ -125,8 +129,10 @@ const ConfigObject& model() {
       "A transformer by its dimensions.",
       {
           {.name = "name", .types = kString, .default_value = Json("custom"), .doc = "The model's name in reports.", .since = kStepsim},
-          {.name = "family", .types = kString, .choices = {"llama", "gpt", "opt", "mpt"}, .default_value = Json("llama"),
-           .doc = "The architecture family (norms, activation, positions).", .since = kStepsim},
+          {.name = "family", .types = kString, .choices = {"llama", "gpt", "opt", "mpt", "nanogpt"}, .default_value = Json("llama"),
+           .doc = "The architecture family (norms, activation, positions; nanogpt: modded-nanogpt's GPT of 2024-10, "
+                  "docs/workload-ops.md).",
+           .since = kStepsim},
           {.name = "hidden", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .doc = "Hidden size (required).", .since = kStepsim},
           {.name = "layers", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxLayers), .doc = "Transformer blocks (required).", .since = kStepsim},
           {.name = "heads", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .doc = "Attention heads, a divisor of hidden (required).",
@@ -234,6 +240,13 @@ const ConfigObject& training() {
                            "Composer's DecoupledAdamW; megatron: fused; hf, torchtitan: foreach)",
            .doc = "torch.optim's code path: fused=True, foreach=True (PyTorch's default on CUDA), foreach=False.",
            .since = "PyTorch 2.0"},
+          {.name = "muon_impl", .types = kString, .choices = {"torch", "modded_nanogpt", "modded_nanogpt_distributed"},
+           .default_value = Json("torch"),
+           .doc = "With optimizer muon, whose Muon: torch (torch.optim.Muon, PyTorch >= 2.9), modded_nanogpt "
+                  "(KellerJordan/modded-nanogpt's of 2024-10-14: every rank orthogonalizes every block matrix, Newton-Schulz "
+                  "compiled), modded_nanogpt_distributed (its of 2024-10-17: each rank a share of the matrices, then a bf16 "
+                  "all_reduce of all updates); docs/workload-ops.md.",
+           .since = kStepsim},
           {.name = "clip_grad_norm", .types = kNumber | kNull, .min = 0, .min_exclusive = true,
            .default_text = "the implementation's loop (torchtitan: 1.0; the others: null)",
            .doc = "clip_grad_norm_(max_norm) before each step; null: no clipping. No effect under ZeRO: DeepSpeed computes the "

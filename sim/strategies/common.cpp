@@ -533,6 +533,73 @@ void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
   }
 }
 
+void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep& st) {
+  constexpr std::int64_t kBf16 = 2;
+  const std::int64_t eb = dtype_bytes(st.dtype);
+  const auto op = [&](std::string what, KernelClass cls, std::int64_t bytes) {
+    b.launch(s, elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls));
+  };
+  const auto mm = [&](std::string what, std::int64_t m, std::int64_t n, std::int64_t k) {
+    KernelSpec g{concat({st.name, " ", what}), KernelClass::Gemm, {}, "step"};
+    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
+    b.launch(s, g);
+  };
+  std::int64_t total = 0;
+  for (const MuonMatrix& p : st.matrices) total += p.rows * p.cols;
+  std::optional<BufferId> flat;
+  if (st.world > 1) {
+    flat = b.alloc({st.name, " updates_flat"}, Bytes{total * kBf16}, MemCategory::Other, s);
+    op("zeros (updates_flat)", KernelClass::Elementwise, total * kBf16);
+  }
+  for (std::size_t i = 0; i < st.matrices.size(); ++i) {
+    if (st.world > 1 && static_cast<int>(i % static_cast<std::size_t>(st.world)) != st.rank) continue;
+    const MuonMatrix& p = st.matrices[i];
+    const std::int64_t m = std::min(p.rows, p.cols), n = std::max(p.rows, p.cols), mn = m * n;
+    op("mul_ (momentum_buffer)", KernelClass::Optimizer, 2 * mn * eb);
+    op("add_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
+    const BufferId update = b.alloc({st.name, " g"}, Bytes{mn * eb}, MemCategory::Other, s);
+    op("add (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
+    // zeropower_via_newtonschulz5 under torch.compile: X = G.bfloat16() / (X.norm() + eps) as a
+    // reduction over G and one pointwise kernel; per iteration cuBLAS's A = X @ X.T (m,m,n) and
+    // B = A @ X (m,n,m), `c * A` (pointwise), (c A) @ B (m,n,m), and a * X + b * B + (c A) @ B
+    // (pointwise).
+    const BufferId x = b.alloc({st.name, " X (bf16)"}, Bytes{mn * kBf16}, MemCategory::Other, s);
+    op("Newton-Schulz norm", KernelClass::Reduction, mn * eb);
+    op("Newton-Schulz X = G.bfloat16() / norm", KernelClass::Elementwise, mn * (eb + kBf16));
+    for (int it = 0; it < kMuonNsSteps; ++it) {
+      const BufferId temps = b.alloc({st.name, " Newton-Schulz temporaries"}, Bytes{(2 * m * m + 3 * mn) * kBf16},
+                                     MemCategory::Other, s);
+      mm("Newton-Schulz A = X @ X.T", m, m, n);
+      mm("Newton-Schulz B = A @ X", m, n, m);
+      op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      mm("Newton-Schulz (c * A) @ B", m, n, m);
+      op("Newton-Schulz X = a * X + b * B + c A B", KernelClass::Elementwise, 4 * mn * kBf16);
+      b.free(temps);
+    }
+    if (flat) {
+      op("mul_ (scale)", KernelClass::Elementwise, 2 * mn * kBf16);
+      op("copy_ (updates_flat)", KernelClass::Copy, 2 * mn * kBf16);
+    } else {
+      op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
+    }
+    b.free(x);
+    b.free(update);
+  }
+  if (!flat) return;
+  // dist.all_reduce(updates_flat) on the default process group: NCCL's stream waits for the
+  // current one, and the current one for the collective (a synchronous call).
+  b.wait_stream(st.nccl, s);
+  b.collective(st.comm, st.nccl, CollectiveKind::AllReduce, Bytes{total * kBf16}, Dtype::BF16,
+               concat({st.name, " all_reduce (updates_flat)"}), "step");
+  b.wait_stream(s, st.nccl);
+  for (const MuonMatrix& p : st.matrices) {
+    const std::int64_t mn = p.rows * p.cols;
+    op("type_as (update)", KernelClass::Elementwise, mn * (kBf16 + eb));
+    op("add_ (param)", KernelClass::Optimizer, 3 * mn * eb);
+  }
+  b.free(*flat);
+}
+
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (e.training.optimizer_impl) return *e.training.optimizer_impl;
   // Lion's loop is Composer's for-loop, whatever the implementation's AdamW would run.
@@ -540,7 +607,8 @@ OptimizerImpl loop_optimizer_impl(const Experiment& e) {
   if (!e.workload->options) return OptimizerImpl::Fused;
   switch (e.workload->options->impl) {
     case Implementation::LlmFoundry: return OptimizerImpl::ForLoop;
-    case Implementation::Megatron: return OptimizerImpl::Fused;
+    case Implementation::Megatron:
+    case Implementation::ModdedNanogpt: return OptimizerImpl::Fused;  // its AdamW over lm_head: fused=True
     case Implementation::Hf:
     case Implementation::Torchtitan: return OptimizerImpl::Foreach;
   }
@@ -561,6 +629,7 @@ nlohmann::json effective_training(const Experiment& e) {
   out["grad_accum"] = t.grad_accum;
   if (!zero) out["no_sync"] = t.no_sync;
   out["optimizer"] = to_string(t.optimizer);
+  if (t.optimizer == Optimizer::Muon) out["muon_impl"] = to_string(t.muon_impl);
   if (t.optimizer != Optimizer::None) {
     // Adafactor's is its for-loop (the only path modelled), AdamW8bit's bitsandbytes' loop (its
     // only path); Muon's is AdamW's, for what Muon leaves.

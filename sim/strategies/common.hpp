@@ -200,6 +200,31 @@ inline constexpr int kMuonNsSteps = 5;
 // a free in each, 2 launches and 2 frees after.
 inline constexpr std::size_t kMuonInstructionsPerMatrix = 6 + 2 + kMuonNsSteps * 10 + 2 + 2;
 void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& step);
+// KellerJordan/modded-nanogpt's Muon (training.muon_impl; records/track_1_short/2024-10-14_ModernArch
+// train_gpt2.py and 2024-10-17_DistributedMuon), a Python loop over the blocks' matrices in
+// parameter order, momentum 0.95, nesterov, 5 steps of its compiled zeropower_via_newtonschulz5:
+//   buf.mul_(momentum).add_(g); g = g.add(buf, alpha=momentum)              fp32, a new g
+//   X = G.bfloat16(); X /= (X.norm() + eps); X = X.T when rows > cols
+//   5 x { A = X @ X.T; B = A @ X; X = a * X + b * B + c * A @ B }          GEMMs (m,m,n), (m,n,m),
+//                                                                           (m,n,m) in bf16
+//   2024-10-14 (world 1 here): p.data.add_(g, alpha=-lr * scale)
+//   2024-10-17 (world > 1): updates_flat = zeros(total, bf16); rank r takes the matrices
+//     i % world == r: g *= scale; updates_flat[...] = g.flatten(); then
+//     dist.all_reduce(updates_flat); per matrix .type_as(p) and p.data.add_(g, alpha=-lr)
+// The rank simulated is `rank`: with 6 matrices a block and 8 ranks every rank gets the same
+// shapes (3 square, 3 not, per 4 blocks).
+struct ModdedMuonStep {
+  std::vector<MuonMatrix> matrices;  // in parameter order
+  Dtype dtype = Dtype::FP32;
+  int world = 1, rank = 0;           // world 1: every matrix on this rank, no all_reduce
+  CommId comm{0};
+  StreamId nccl{0};
+  std::string name = "optimizer.step muon";
+};
+// What launch_modded_muon_step writes per matrix at most, and once.
+inline constexpr std::size_t kModdedMuonInstructionsPerMatrix = 3 + 2 + 2 + kMuonNsSteps * 7 + 2 + 2 + 2;
+inline constexpr std::size_t kModdedMuonInstructions = 6;
+void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep& step);
 // torch.optim.Adafactor's step (PyTorch 2.5, torch/optim/_adafactor.py: _single_tensor_adafactor,
 // its default: "Adafactor will default to the slower single tensor for-loop implementation unless
 // this flag is explicitly True"), tensor after tensor, each aten op one launch from Python's loop:

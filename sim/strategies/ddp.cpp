@@ -24,7 +24,9 @@ std::size_t ddp_instruction_estimate(const Experiment& e) {
   std::size_t n = instruction_estimate(e, kDdpOwnPerLayer);
   if (e.training.optimizer == Optimizer::Muon)
     for (const Layer& l : e.workload->layers)
-      for (const Param* p : l.params()) n += muon_matrix(l, *p) ? kMuonInstructionsPerMatrix : 0;
+      for (const Param* p : l.params())
+        n += muon_matrix(l, *p) ? (e.training.muon_impl == MuonImpl::Torch ? kMuonInstructionsPerMatrix : kModdedMuonInstructionsPerMatrix) : 0;
+  if (e.training.optimizer == Optimizer::Muon) n += kModdedMuonInstructions;
   if (e.training.optimizer == Optimizer::Adafactor)
     n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
   if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each, and the two maps
@@ -192,7 +194,14 @@ class ReducerWriter {
         }
       launch_optimizer_step(b_, dflt_, {.optimizer = Optimizer::AdamW, .impl = loop_optimizer_impl(e_), .numel = rest,
                                         .tensors = rest_tensors, .dtype = c_.param_dtype});
-      launch_muon_step(b_, dflt_, muon);
+      if (e_.training.muon_impl == MuonImpl::Torch) {
+        launch_muon_step(b_, dflt_, muon);
+      } else {
+        const bool distributed = e_.training.muon_impl == MuonImpl::ModdedNanogptDistributed;
+        launch_modded_muon_step(b_, dflt_, {.matrices = std::move(muon.matrices), .dtype = c_.param_dtype,
+                                            .world = distributed ? e_.cluster.world_size() : 1, .rank = 0,
+                                            .comm = process_group_, .nccl = nccl_});
+      }
     } else if (e_.training.optimizer == Optimizer::Adafactor) {
       AdafactorStep step{.dtype = c_.param_dtype};
       for (const Layer& l : w_.layers)

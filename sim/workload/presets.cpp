@@ -48,6 +48,10 @@ static const std::map<std::string, ModelDims>& presets() {
       {"mpt-13b", {"mpt", 5120, 40, 40, 40, 20480, 50368, 0, true}},
       {"mpt-30b", {"mpt", 7168, 48, 56, 56, 28672, 50368, 0, true}},
       {"mpt-70b", {"mpt", 8192, 80, 64, 64, 32768, 50368, 0, true}},
+      // modded-nanogpt's GPT-2 small of October 2024 (records/track_1_short/2024-10-14_ModernArch
+      // train_gpt2.py: GPTConfig(vocab_size=50304, n_layer=12, n_head=6, n_embd=768), MLP 4 x
+      // n_embd, lm_head tied to wte): 123,568,128 parameters.
+      {"nanogpt-124m", {"nanogpt", 768, 12, 6, 6, 3072, 50304, 0, true}},
   };
   return table;
 }

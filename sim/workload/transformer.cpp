@@ -108,6 +108,7 @@ std::string to_string(Implementation i) {
     case Implementation::Torchtitan: return "torchtitan";
     case Implementation::LlmFoundry: return "llm_foundry";
     case Implementation::Megatron: return "megatron";
+    case Implementation::ModdedNanogpt: return "modded_nanogpt";
   }
   return "hf";
 }
@@ -128,7 +129,7 @@ const std::vector<std::string>& attention_names() {
 }
 
 const std::vector<std::string>& training_loop_names() {
-  static const std::vector<std::string> names{"hf_trainer", "hf_script", "composer", "torchtitan", "megatron"};
+  static const std::vector<std::string> names{"hf_trainer", "hf_script", "composer", "torchtitan", "megatron", "modded_nanogpt"};
   return names;
 }
 
@@ -140,6 +141,7 @@ TrainingLoop default_training_loop(Implementation i) {
     case Implementation::Torchtitan: return TrainingLoop::Torchtitan;
     case Implementation::LlmFoundry: return TrainingLoop::Composer;
     case Implementation::Megatron: return TrainingLoop::Megatron;
+    case Implementation::ModdedNanogpt: return TrainingLoop::ModdedNanogpt;
   }
   return TrainingLoop::HfScript;
 }
@@ -167,6 +169,13 @@ WorkloadOptions default_options(const std::string& family) {
     // lists every run of the tables, never passes --attn_impl.
     o.impl = Implementation::LlmFoundry;
     o.attention = Attention::FlashTriton;
+  } else if (family == "nanogpt") {
+    // modded-nanogpt (2024-10): `model = torch.compile(model)`, F.scaled_dot_product_attention(
+    // is_causal=True): sdpa's flash backend, cuDNN where the release defaults to it (2.5.0), which
+    // a run states; no dropout.
+    o.impl = Implementation::ModdedNanogpt;
+    o.attention = Attention::SdpaFlash;
+    o.compile = true;
   } else {
     // torchtitan Llama: F.scaled_dot_product_attention(is_causal=True) -> sdpa's flash backend on
     // sm80+; no dropout.
@@ -807,6 +816,7 @@ std::int64_t block_autograd_nodes(const ModelDims& md, const Dims& d, const Work
     case Implementation::Megatron: return 30;
     case Implementation::LlmFoundry: return 27 + dropouts;
     case Implementation::Torchtitan: return 72 + (gqa ? 8 : 0) + dropouts;
+    case Implementation::ModdedNanogpt: return 1;  // always compiled (nanogpt_layers)
     case Implementation::Hf: break;
   }
   if (md.family == "llama") return 72 + (gqa ? 8 : 0) + dropouts;
@@ -1245,6 +1255,159 @@ Layer head_layer(Workload& w, const ModelDims& md, const Dims& d, const Workload
   return head;
 }
 
+// ---- modded-nanogpt (family nanogpt, implementation modded_nanogpt) -------------------------
+//
+// KellerJordan/modded-nanogpt's GPT as its October 2024 records run it
+// (records/track_1_short/2024-10-14_ModernArch/train_gpt2.py; 2024-10-17_DistributedMuon and
+// 2024-10-18_PyTorch25 keep the model): token embedding, blocks of
+// `x = x + attn(F.rms_norm(x))` and `x = x + mlp(F.rms_norm(x))`, a final F.rms_norm, the lm_head
+// tied to the embedding, `logits.float()` and F.cross_entropy inside forward. No biases, no norm
+// weights; attention: c_q, c_k, c_v (separate), rotary and F.rms_norm of q and k over the head
+// (QK-norm), sdpa(is_causal=True), `y.transpose(1, 2).contiguous()`, c_proj; MLP: c_fc,
+// `F.relu(x).square()`, c_proj. The parameters stay fp32 (`model.cuda()`) under
+// `torch.amp.autocast(dtype=bfloat16)`: the embedding's output and with it the residual stream are
+// fp32, every linear casts its input and its weight to bf16 and writes bf16.
+//
+// `model = torch.compile(model)` compiles the whole forward, loss included, as one graph, so the
+// ops below are Inductor's kernels, not aten's: each run of pointwise and reduction work between
+// two GEMMs or the attention kernel is one generated kernel (mm runs as cuBLAS, not a template:
+// max_autotune is off). Assumed where the records' logs do not say (no trace of these runs is
+// public): AOTAutograd's min-cut partitioner saves the fp32 residual stream and the GEMM inputs'
+// sources and recomputes the pointwise work between them in backward (one kernel before the
+// weight gradients that need it); the residual add and the next norm are separate kernels (one
+// read of the stream counted twice, about 1 % of the step's memory traffic); the cross entropy
+// reads the bf16 logits once per pass (its row of 50,304 logits, 100 KB, re-read from L2).
+namespace nanogpt {
+
+constexpr std::int64_t kF32 = 4;
+
+// A linear without bias under autocast: the weight's bf16 copy (a kernel; saved for the input
+// gradient), the GEMM, and in backward the input and weight gradients, the latter cast to the
+// fp32 parameter's dtype (AccumulateGrad's .grad).
+Module linear(const std::string& name, std::int64_t in, std::int64_t out, const Dims& d, std::int64_t saved_input) {
+  Module m = stepsim::linear(name, in, out, false, d, saved_input);
+  const std::int64_t p = in * out;
+  m.forward.insert(m.forward.begin(), mem("weight.to_bf16", KernelClass::Elementwise, p * kF32, p * d.e, p * d.e));
+  m.backward.push_back(param_grad(mem("wgrad.to_fp32", KernelClass::Elementwise, p * d.e, p * kF32)));
+  return m;
+}
+
+Module ops(std::string name, std::vector<Op> forward, std::vector<Op> backward) {
+  return Module{std::move(name), {}, std::move(forward), std::move(backward)};
+}
+
+Layer block(int index, const Dims& d, const WorkloadOptions& o) {
+  const std::int64_t n = d.T * d.h, In = d.T * d.I, e = d.e, rows = d.T;
+  const std::string p = fmt::format("block.{}", index);
+  Layer l;
+  l.name = p;
+  l.kind = LayerKind::Block;
+  // F.rms_norm of the fp32 stream, cast to bf16 for the projections; saved: the stream and the
+  // inverse RMS. Backward: the norm's gradient meets the three projections' (summed) and the
+  // stream's; then the normalised input is recomputed for the weight gradients.
+  l.modules.push_back(ops(p + ".attn_norm", {mem("rms_norm", KernelClass::Norm, n * kF32, n * e + rows * kF32, n * kF32 + rows * kF32)},
+                          {mem("rms_norm.bwd", KernelClass::Norm, 3 * n * e + 2 * n * kF32 + rows * kF32, n * kF32)}));
+  Module q = linear(p + ".attn.c_q", d.h, d.h, d, 0);
+  Module k = linear(p + ".attn.c_k", d.h, d.h, d, 0);
+  Module v = linear(p + ".attn.c_v", d.h, d.h, d, 0);
+  // Backward reaches c_v first (reverse order): the normalised input is recomputed there.
+  v.backward.insert(v.backward.begin() + 1, mem("rms_norm.recompute", KernelClass::Elementwise, n * kF32 + rows * kF32, n * e));
+  l.modules.push_back(std::move(q));
+  l.modules.push_back(std::move(k));
+  l.modules.push_back(std::move(v));
+  // Rotary and the QK-norm of q and k: one kernel reading q and k (saved) and writing the
+  // attention's inputs, recomputed in backward before the attention's; then one kernel for
+  // their gradients.
+  const std::int64_t qk = 2 * n;
+  l.modules.push_back(ops(p + ".attn.rotary_qk_norm", {mem("rotary_qk_norm", KernelClass::Elementwise, qk * e, qk * e, qk * e)},
+                          {mem("rotary_qk_norm.bwd", KernelClass::Reduction, 2 * qk * e, qk * e)}));
+  // The attention keeps v, its output and the log-sum-exp; the output's transposed copy (c_proj's
+  // input) is recomputed for c_proj's weight gradient.
+  Module core = fused_attention(p + ".attn.core", d, o.attention, d.h, 3, o.flash_attn());
+  core.forward.front().saved = Bytes{2 * n * e + d.b * d.H * d.s * 4};
+  core.forward.push_back(mem("out.transpose_contiguous", KernelClass::Elementwise, n * e, n * e));
+  core.backward.insert(core.backward.begin(), {mem("out.grad_transpose", KernelClass::Elementwise, n * e, n * e),
+                                               mem("rotary_qk_norm.recompute", KernelClass::Elementwise, qk * e, qk * e)});
+  l.modules.push_back(std::move(core));
+  Module proj = linear(p + ".attn.c_proj", d.h, d.h, d, 0);
+  proj.backward.insert(proj.backward.begin() + 1, mem("out.transpose_recompute", KernelClass::Elementwise, n * e, n * e));
+  proj.forward.push_back(mem("residual_add", KernelClass::Elementwise, n * (kF32 + e), n * kF32));
+  l.modules.push_back(std::move(proj));
+  l.modules.push_back(ops(p + ".mlp_norm", {mem("rms_norm", KernelClass::Norm, n * kF32, n * e + rows * kF32, n * kF32 + rows * kF32)},
+                          {mem("rms_norm.bwd", KernelClass::Norm, n * e + 2 * n * kF32 + rows * kF32, n * kF32)}));
+  Module fc = linear(p + ".mlp.c_fc", d.h, d.I, d, 0);
+  fc.backward.insert(fc.backward.begin() + 1, mem("rms_norm.recompute", KernelClass::Elementwise, n * kF32 + rows * kF32, n * e));
+  l.modules.push_back(std::move(fc));
+  // relu(x).square(): saves its input; backward recomputes the output for c_proj's weight
+  // gradient, then the activation's gradient.
+  l.modules.push_back(ops(p + ".mlp.relu_square", {mem("relu_square", KernelClass::Elementwise, In * e, In * e, In * e)},
+                          {mem("relu_square.bwd", KernelClass::Elementwise, 2 * In * e, In * e)}));
+  Module down = linear(p + ".mlp.c_proj", d.I, d.h, d, 0);
+  down.backward.insert(down.backward.begin() + 1, mem("relu_square.recompute", KernelClass::Elementwise, In * e, In * e));
+  down.forward.push_back(mem("residual_add", KernelClass::Elementwise, n * (kF32 + e), n * kF32));
+  l.modules.push_back(std::move(down));
+  return l;
+}
+
+// wte(idx): fp32 rows (the embedding is outside autocast's list). Backward under Inductor: the
+// fp32 gradient zero-filled and the rows scatter-added (the tied lm_head's gradient is added to
+// it in the head).
+Layer embedding(const ModelDims& md, const Dims& d) {
+  const std::int64_t n = d.T * d.h, table = md.vocab * d.h;
+  Layer embed;
+  embed.name = "embed";
+  embed.kind = LayerKind::Embedding;
+  Module wte;
+  wte.name = "embed.wte";
+  wte.params.push_back(Param{"embed.wte.weight", table, md.vocab});
+  wte.forward.push_back(mem("embedding", KernelClass::Embedding, d.T * 8 + n * kF32, n * kF32));
+  wte.backward.push_back(param_grad(mem("embedding.bwd.zero", KernelClass::Elementwise, 0, table * kF32)));
+  wte.backward.push_back(param_grad(mem("embedding.bwd.scatter_add", KernelClass::Embedding, n * kF32 + d.T * 8, n * kF32)));
+  embed.modules.push_back(std::move(wte));
+  embed.saved_activations = Bytes{saved_of(embed)};
+  return embed;
+}
+
+Layer final_norm(const Dims& d) {
+  const std::int64_t n = d.T * d.h;
+  Layer fnorm;
+  fnorm.name = "norm";
+  fnorm.kind = LayerKind::Norm;
+  fnorm.modules.push_back(ops("norm", {mem("rms_norm", KernelClass::Norm, n * kF32, n * d.e + d.T * kF32, n * kF32 + d.T * kF32)},
+                              {mem("rms_norm.bwd", KernelClass::Norm, n * d.e + n * kF32 + d.T * kF32, n * kF32)}));
+  fnorm.saved_activations = Bytes{saved_of(fnorm)};
+  return fnorm;
+}
+
+// lm_head (the embedding's weight, tied) and `F.cross_entropy(logits.float(), targets)` as
+// Inductor compiles them: the bf16 logits, saved; one reduction kernel for the log-sum-exp and
+// the target's logit per row, one for the mean; backward one kernel writing the bf16 logits'
+// gradient (softmax minus the one-hot, the fp32 upcast and its cast back fused), the GEMMs, the
+// input recomputed for the weight gradient, and the tied weight's gradient added to the
+// embedding's.
+Layer head(Workload& w, const ModelDims& md, const Dims& d) {
+  const std::int64_t T = d.T, TV = T * d.V, e = d.e, table = md.vocab * d.h;
+  Layer out;
+  out.name = "head";
+  out.kind = LayerKind::Head;
+  Module lm = linear("head.lm_head", d.h, d.V, d, TV * e);  // saves the logits (the loss's input)
+  lm.params.clear();
+  lm.backward.insert(lm.backward.begin() + 1, mem("rms_norm.recompute", KernelClass::Elementwise, T * d.h * kF32 + T * kF32, T * d.h * e));
+  lm.backward.push_back(param_grad(mem("tied_weight.grad_add", KernelClass::Elementwise, 2 * table * kF32, table * kF32)));
+  Module loss = ops("head.loss",
+                    {mem("cross_entropy", KernelClass::Reduction, TV * e + T * 8, T * 2 * kF32, T * kF32),
+                     mem("loss.mean", KernelClass::Reduction, T * kF32, kF32)},
+                    {mem("cross_entropy.bwd", KernelClass::Elementwise, TV * e + T * (8 + kF32), TV * e)});
+  out.recompute_activations = Bytes{TV * e};  // the logits' gradient
+  out.modules.push_back(std::move(lm));
+  out.modules.push_back(std::move(loss));
+  out.saved_activations = Bytes{saved_of(out)};
+  w.loss_dtype = Dtype::FP32;
+  return out;
+}
+
+}  // namespace nanogpt
+
 }  // namespace
 
 Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
@@ -1269,10 +1432,19 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.options = o;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
-  w.layers.push_back(embedding_layer(md, d, o));
-  add_blocks(w, md, d, o);
-  w.layers.push_back(final_norm_layer(md, d, o));
-  w.layers.push_back(head_layer(w, md, d, o));
+  if (o.impl == Implementation::ModdedNanogpt) {
+    w.layers.push_back(nanogpt::embedding(md, d));
+    for (int i = 0; i < md.layers; ++i) w.layers.push_back(nanogpt::block(i, d, o));
+    w.layers.push_back(nanogpt::final_norm(d));
+    w.layers.push_back(nanogpt::head(w, md, d));
+    // One compiled graph: its backward is one CompiledFunctionBackward node.
+    for (auto& l : w.layers) l.autograd_nodes = l.kind == LayerKind::Head ? 1 : 0;
+  } else {
+    w.layers.push_back(embedding_layer(md, d, o));
+    add_blocks(w, md, d, o);
+    w.layers.push_back(final_norm_layer(md, d, o));
+    w.layers.push_back(head_layer(w, md, d, o));
+  }
   const HostDispatch fwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Eager;
   const HostDispatch bwd_dispatch = o.compile ? HostDispatch::Launch : HostDispatch::Autograd;
   for (auto& l : w.layers) {

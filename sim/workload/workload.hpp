@@ -131,7 +131,9 @@ std::string to_string(Checkpointing c);
 //  torchtitan torchtitan models/llama/model.py (RMSNorm in fp32, complex rotary, sdpa)
 //  llm_foundry llm-foundry MPT (fused Wqkv, low-precision LayerNorm, triton flash attention)
 //  megatron   Megatron-LM GPT (apex fused LayerNorm, fused bias-gelu and bias-dropout-add, flash)
-enum class Implementation { Hf, Torchtitan, LlmFoundry, Megatron };
+//  modded_nanogpt  KellerJordan/modded-nanogpt's GPT of October 2024 (family nanogpt): fp32
+//             parameters under bf16 autocast, the whole model and its loss one torch.compile graph
+enum class Implementation { Hf, Torchtitan, LlmFoundry, Megatron, ModdedNanogpt };
 std::string to_string(Implementation i);
 
 // flash: FlashAttention-2's fused CUDA kernels (the flash_attn 2.x package), causal work halved;
@@ -165,12 +167,13 @@ const std::vector<std::string>& attention_names();
 //  torchtitan      train.py: `del pred` before `loss.backward()` since torchtitan #391
 //                  (e29b6b4d4, 2024-06); earlier runs state loop_keeps_output true
 //  megatron        Megatron-LM's forward_step returns the loss only
-enum class TrainingLoop { HfTrainer, HfScript, Composer, Torchtitan, Megatron };
+//  modded_nanogpt  modded-nanogpt's train_gpt2.py: `_, loss = model(x, y, return_logits=False)`
+enum class TrainingLoop { HfTrainer, HfScript, Composer, Torchtitan, Megatron, ModdedNanogpt };
 std::string to_string(TrainingLoop l);
 // Every `training_loop` value, in enum order.
 const std::vector<std::string>& training_loop_names();
 // The loop an implementation's runs use unless the config implies another: hf -> hf_script,
-// llm_foundry -> composer, torchtitan -> torchtitan, megatron -> megatron. A DeepSpeed config
+// llm_foundry -> composer, torchtitan -> torchtitan, megatron -> megatron, modded_nanogpt -> its own. A DeepSpeed config
 // with "auto" values implies hf_trainer (the HF Trainer resolves them; foreign_configs.cpp).
 TrainingLoop default_training_loop(Implementation i);
 // Whether the loop keeps the model's output through backward (hf_script, composer).
