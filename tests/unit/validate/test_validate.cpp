@@ -435,7 +435,7 @@ TEST_CASE("fit --suite fits a profile's power-limited clock on the fit split's s
                      {"provenance", {{"repository", "example/repo"}, {"commit", "abc123"}, {"path", "README.md"}}}};
     return c;
   };
-  // The prediction with the shipped clock (1,507 MHz at full load, 700 W).
+  // The prediction with the shipped clock (1,510 MHz at full load, 700 W).
   validate::Report once = validate::run_suite(validate::load_suite(write_suite("clock-once", {mpt_case("a", 1.0)})));
   const double predicted_s = once.rows.at(0).predicted / 1e9;
   // Three cases "a", "b", "c": the rule makes one of them fit. It measures 5 % slower than the
