@@ -157,7 +157,11 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
     const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
-    Time moved = memcpy ? transfer_time(w.memory_bytes, c.memcpy) : memory_time(c, w.memory_bytes, cls);
+    const bool inductor_reduction = w.generated && (cls == KernelClass::Reduction || cls == KernelClass::Norm) &&
+                                    c.inductor_reduction.bytes_per_s > 0 && c.model_memory_kernels;
+    Time moved = memcpy               ? transfer_time(w.memory_bytes, c.memcpy)
+                 : inductor_reduction ? transfer_time(w.memory_bytes, c.inductor_reduction)
+                                      : memory_time(c, w.memory_bytes, cls);
     if (!memcpy && streams_past_l2(c, w, kernels)) moved = std::max(moved, transfer_time(w.memory_bytes, c.dram_stream));
     if (cls == KernelClass::ElementwiseStrided && w.elements > 0) moved = std::max(moved, strided_element_time(c, w));
     t += std::max(moved, floor);

@@ -234,6 +234,11 @@ struct ComputeProfile {
   // ("memory_bandwidth_GBps": {"elementwise": ..., "reduction": ...}); a class not listed runs
   // at hbm * memory_efficiency.
   std::map<KernelClass, Bandwidth> class_bandwidth;
+  // Achieved bandwidth of the reductions torch.compile generates (Inductor's Triton
+  // triton_per_* / triton_red_* kernels: fused norms, their backward, softmax and loss
+  // reductions), which price a Norm or Reduction kernel marked KernelWork::generated
+  // ("memory_bandwidth_GBps": {"inductor_reduction": ...}). 0: the class's rate, as aten's kernels.
+  Bandwidth inductor_reduction;
   // Time per element of TensorIterator's non-vectorized path (ElementwiseStrided): each thread
   // computes every operand's offset per element and, with mixed dtypes, casts it, so a kernel
   // with a narrow (bool) output takes as long per element as one with 2-byte operands. Such a

@@ -24,7 +24,7 @@ namespace {
 
 // Bump when the encoding changes. The layout fingerprint below changes by itself when a
 // profile struct gains or loses a member on this platform.
-constexpr std::uint32_t kFormatVersion = 3;
+constexpr std::uint32_t kFormatVersion = 4;
 constexpr char kMagic[8] = {'S', 'T', 'P', 'R', 'O', 'F', 'C', '\n'};
 
 // The sizes of the structs encoded member by member (the others are copied whole, see
@@ -235,6 +235,7 @@ void fields(S& c, F&& f) {
   f(c.kernel_gap);
   f(c.gemm_table);
   f(c.class_bandwidth);
+  f(c.inductor_reduction);
   f(c.strided_element_ns);
   f(c.strided_cast_element_ns);
   f(c.l2_bytes);

@@ -360,6 +360,7 @@ static ComputeProfile parse_compute(ObjectReader c) {
     ObjectReader bw = c.object("memory_bandwidth_GBps", profile_keys::memory_bandwidth());
     for (const char* k : {"elementwise", "elementwise_strided", "reduction", "norm", "copy", "embedding", "optimizer"})
       if (bw.has(k)) out.class_bandwidth[parse_kernel_class(k)] = Bandwidth::from_gbps(read_number(bw, k));
+    if (bw.has("inductor_reduction")) out.inductor_reduction = Bandwidth::from_gbps(read_number(bw, "inductor_reduction"));
     bw.finish();
   }
   out.strided_element_ns = read_number(c, "elementwise_strided_ns_per_element");
@@ -727,6 +728,7 @@ Json profile_to_json(const HardwareProfile& p) {
   }
   Json class_bw = Json::object();
   for (const auto& [k, bw] : p.compute.class_bandwidth) class_bw[to_string(k)] = bw.gbps();
+  if (p.compute.inductor_reduction.bytes_per_s > 0) class_bw["inductor_reduction"] = p.compute.inductor_reduction.gbps();
   Json attention = Json::object();
   for (int i = 0; i < kAttentionKernelCount; ++i)
     if (const auto& r = p.compute.attention_rates[static_cast<std::size_t>(i)])

@@ -212,6 +212,12 @@ const ConfigObject& memory_bandwidth() {
       key.default_text = "hbm_bandwidth_GBps x memory_efficiency";
       m.keys.push_back(key);
     }
+    ConfigKey inductor = positive("inductor_reduction",
+                                  "Achieved bandwidth of the reductions torch.compile generates (Inductor's Triton kernels: fused "
+                                  "norms and their backward, softmax and loss reductions), which run faster than aten's and apex's "
+                                  "(GB/s; docs/workload-ops.md).");
+    inductor.default_text = "the norm and reduction classes' rates";
+    m.keys.push_back(inductor);
     return m;
   }();
   return o;

@@ -131,6 +131,7 @@ bool is_memory_bound(KernelClass c) {
 }
 
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
+  generated = empty() ? o.generated : generated && o.generated;  // generated only if every part is
   gemms.append(o.gemms);
   memory_bytes += o.memory_bytes;
   elements += o.elements;

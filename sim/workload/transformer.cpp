@@ -243,7 +243,8 @@ Op continued(Op o) {
 }
 
 // torch.compile (inductor): every maximal run of memory-bound ops between two GEMM/attention
-// kernels becomes one generated kernel. Assumed: the fused kernel reads what the run reads from
+// kernels becomes one generated kernel (KernelWork::generated: its reductions run at Inductor's
+// rate where the profile has one). Assumed: the fused kernel reads what the run reads from
 // outside (sum of reads minus the intermediates the run itself wrote, never less than the
 // largest single read) and writes the run's last output plus every intermediate autograd saves.
 // What autograd saves is AOTAutograd's min-cut partitioner's choice
@@ -282,6 +283,7 @@ std::vector<Op> fuse_memory_bound(const std::vector<Op>& ops) {
     Op f = mem("fused(" + name + ")", ops[i].cls == last.cls ? last.cls : KernelClass::Elementwise, fused_read,
                fused_written, saved, 1);
     f.param_grad = param_grads_only;
+    f.work.generated = true;
     out.push_back(f);
     i = j;
   }
@@ -1437,8 +1439,14 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     for (int i = 0; i < md.layers; ++i) w.layers.push_back(nanogpt::block(i, d, o));
     w.layers.push_back(nanogpt::final_norm(d));
     w.layers.push_back(nanogpt::head(w, md, d));
-    // One compiled graph: its backward is one CompiledFunctionBackward node.
-    for (auto& l : w.layers) l.autograd_nodes = l.kind == LayerKind::Head ? 1 : 0;
+    // One compiled graph: its backward is one CompiledFunctionBackward node; every memory-bound
+    // kernel is Inductor's.
+    for (auto& l : w.layers) {
+      l.autograd_nodes = l.kind == LayerKind::Head ? 1 : 0;
+      for (auto& m : l.modules)
+        for (auto* ops : {&m.forward, &m.backward})
+          for (Op& op : *ops) op.work.generated = is_memory_bound(op.cls);
+    }
   } else {
     w.layers.push_back(embedding_layer(md, d, o));
     add_blocks(w, md, d, o);
