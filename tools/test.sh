@@ -47,8 +47,8 @@ if [ "${STEPSIM_HARDENING:-1}" != 0 ]; then
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" -DSTEPSIM_SANITIZE=ON -DSTEPSIM_FUZZ=ON -DSTEPSIM_CUDA=OFF >/dev/null
   cmake --build "$SAN" -j "$(nproc)" --target stepsim stepsim_tests fuzzers
   (cd "$SAN" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest --output-on-failure -j "$(nproc)" -E '^(docs_checker|folder_deps|inductor_bandwidth|install|bench_bad_args_.*)$')
-  # Left out above: the three Python-only tests (nothing to sanitize), the install (a copy of the
+     ctest --output-on-failure -j "$(nproc)" -E '^(docs_checker|folder_deps|install|bench_bad_args_.*)$')
+  # Left out above: the two Python-only tests (nothing to sanitize), the install (a copy of the
   # same binaries) and the bench binaries'
   # bad-argument checks (the bench binaries are not built here; the normal build runs them).
   tools/fuzz.sh "${STEPSIM_FUZZ_SECONDS:-30}" "$SAN"

@@ -183,12 +183,20 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims) {
   return n;
 }
 
-bool is_memory_bound_op_name(std::string_view name) { return memory_bound_base(aten_base(name).first); }
+bool is_inductor_reduction_name(std::string_view name) {
+  return name.starts_with("triton_per_") || name.starts_with("triton_red_");
+}
+bool is_inductor_kernel_name(std::string_view name) { return name.starts_with("triton_poi_") || is_inductor_reduction_name(name); }
+
+bool is_memory_bound_op_name(std::string_view name) {
+  return memory_bound_base(aten_base(name).first) || is_inductor_kernel_name(name);
+}
 
 std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std::vector<std::vector<std::int64_t>>& dims,
                                                const std::vector<std::string_view>& types) {
   const auto [base, inplace] = aten_base(name);
-  if (!memory_bound_base(base) || dims.size() != types.size()) return std::nullopt;
+  const bool inductor = is_inductor_kernel_name(name);
+  if ((!inductor && !memory_bound_base(base)) || dims.size() != types.size()) return std::nullopt;
   struct Input {
     std::int64_t numel;
     int elem;
@@ -214,6 +222,15 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
   }
   if (t.empty() || t.size() > 64) return std::nullopt;
   auto bytes = [](const Input& x) { return x.numel * x.elem; };  // < 2^60: numel < 2^57, elem <= 8
+  if (inductor) {  // its arguments, each read or written once
+    MemoryTraffic out;
+    for (const auto& x : t) {
+      out.bytes += bytes(x);  // <= 64 x 2^60: no overflow
+      out.elements = std::max(out.elements, x.numel);
+      out.largest = std::max(out.largest, bytes(x));
+    }
+    return out;
+  }
   // Its largest tensor: an input's (or out= destination's) bytes, or the output's (the elements it
   // writes at the widest input dtype), never more than the bytes it moves.
   std::int64_t largest = 0, widest = 0;

@@ -263,6 +263,12 @@ std::optional<std::int64_t> dims_numel(const std::vector<std::int64_t>& dims);
 // elementwise arithmetic and comparisons (and their in-place forms), copy_, fill_/zero_,
 // dropout, softmax and its backward, sums and norms, LayerNorm forward.
 bool is_memory_bound_op_name(std::string_view name);
+// The launch of a kernel torch.compile generated: Inductor names the cpu_op after its Triton
+// kernel, triton_poi_* (pointwise), triton_per_* (persistent reduction) or triton_red_* (looped
+// reduction), and records the kernel's tensor arguments, inputs and outputs, as its Input Dims.
+// memory_op_traffic counts each argument read or written once.
+bool is_inductor_kernel_name(std::string_view name);
+bool is_inductor_reduction_name(std::string_view name);  // triton_per_* or triton_red_*
 // The bytes such an op reads plus writes, from Kineto's record_shapes args; nullopt when they
 // do not say (no tensor input, an unknown dtype, dims and types of different lengths):
 //  - reads: every tensor input (a 0-dim tensor is one element; "Scalar" inputs are none) but an

@@ -379,7 +379,7 @@ bool fitted_memory_class(KernelClass c) {
 }
 
 void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const TraceIndex& idx, const AnalyzeOptions& o,
-                    const std::vector<std::pair<Time, Time>>& colls, MemoryByClass& out) {
+                    const std::vector<std::pair<Time, Time>>& colls, MemoryByClass& out, TraceFitData& d) {
   // Each kernel belongs to the innermost op with known traffic whose span holds its launch: a
   // nested op's kernel (the mul inside _softmax_backward_data) is the nested op's.
   std::unordered_map<const GpuOp*, const MemoryOpSpan*> owner;
@@ -399,6 +399,11 @@ void add_memory_ops(const KinetoTrace& t, const KernelLaunches& launches, const 
     auto step = idx.step_of(kernel);
     if (!step || !selected(idx.steps()[*step]->step_number, o)) continue;
     if (dur < kMinMemoryKernel || beside_collective(colls, kernel)) continue;
+    if (const std::string& name = t.names[static_cast<std::size_t>(span->name)]; is_inductor_kernel_name(name)) {
+      (is_inductor_reduction_name(name) ? d.inductor_reductions : d.inductor_pointwise)
+          .push_back(MemoryKernel{span->bytes, dur, span->largest});
+      continue;
+    }
     const KernelClass cls = class_of(kernel);
     if (!fitted_memory_class(cls)) continue;
     MemoryClassPoint& m = out[cls];
@@ -604,7 +609,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
     const KernelLaunches launches = kernel_launches(t);
     add_gemms(t, launches, idx, o, colls, by_shape, by_shape_overlapped);
     add_attention(t, launches, idx, o, attention);
-    add_memory_ops(t, launches, idx, o, colls, memory);
+    add_memory_ops(t, launches, idx, o, colls, memory, d);
     add_collective_sms(t, dev, collective_ctas, d);
   }
   if (!collective_ctas.empty()) {
@@ -898,6 +903,48 @@ std::vector<std::string> against_base_summary(const nlohmann::json& trace_comput
 // The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
 // compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
 // the fused attention kernels' rates.
+// compute.memory_bandwidth_GBps.inductor_reduction: the median achieved bandwidth of the
+// reductions torch.compile generated (their arguments' bytes over their time), over those with at
+// least 64 MiB of arguments (bandwidth-bound; smaller ones measure launch and tail) and at most
+// the base's HBM bandwidth (above it an argument is broadcast or read in part, so its bytes are
+// not what moved). At least 8 such kernels, else the base's stays.
+// The median rate of Inductor's kernels by that rule, and how many it kept; nullopt under 8.
+std::pair<std::optional<double>, std::size_t> inductor_median_gbps(const std::vector<trace::MemoryKernel>& kernels,
+                                                                   const ComputeProfile& base) {
+  constexpr std::int64_t kMinBytes = std::int64_t{64} << 20;
+  std::vector<double> rates;
+  for (const trace::MemoryKernel& k : kernels) {
+    const double gbps = static_cast<double>(k.bytes) / k.time.seconds() / 1e9;
+    if (k.bytes >= kMinBytes && (base.hbm.bytes_per_s <= 0 || gbps * 1e9 <= base.hbm.bytes_per_s)) rates.push_back(gbps);
+  }
+  if (rates.size() < 8) return {std::nullopt, rates.size()};
+  std::sort(rates.begin(), rates.end());
+  const std::size_t n = rates.size();
+  return {n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2, n};
+}
+
+void apply_inductor_reductions(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p, nlohmann::json& j) {
+  if (!d.inductor_pointwise.empty()) {
+    const auto [median, n] = inductor_median_gbps(d.inductor_pointwise, base);
+    nlohmann::json& out = j["inductor_pointwise_GBps"];
+    out["kernels"] = n;
+    out["used"] = "no: a reading only (the elementwise class prices Inductor's pointwise kernels)";
+    if (median) out["GBps"] = std::round(*median * 10) / 10;
+  }
+  if (d.inductor_reductions.empty()) return;
+  const auto [median, n] = inductor_median_gbps(d.inductor_reductions, base);
+  nlohmann::json& out = j["memory_bandwidth_GBps"]["inductor_reduction"];
+  out["kernels"] = n;
+  out["of"] = "Inductor's reductions (triton_per_*, triton_red_*) with at least 64 MiB of arguments, at most the HBM's bandwidth; the median";
+  if (!median) {
+    out["kept"] = "the base profile's: fewer than 8 such kernels";
+    return;
+  }
+  if (base.inductor_reduction.bytes_per_s > 0) out["base_GBps"] = std::round(base.inductor_reduction.gbps() * 10) / 10;
+  p.compute.inductor_reduction = Bandwidth::from_gbps(*median);
+  out["GBps"] = std::round(*median * 10) / 10;
+}
+
 void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p,
                          nlohmann::json& provenance) {
   nlohmann::json j;
@@ -1020,6 +1067,7 @@ void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& bas
     p.compute.class_bandwidth[m.cls] = rate;
     out["GBps"] = std::round(rate.gbps() * 10) / 10;
   }
+  apply_inductor_reductions(d, base, p, j);
   std::size_t skipped = 0;
   for (const auto& c : d.collectives) skipped += c.host_synchronised;
   j["host_synchronised_collectives_left_out"] = skipped;

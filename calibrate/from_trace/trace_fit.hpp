@@ -151,6 +151,11 @@ struct TraceFitData {
   std::vector<GemmPoint> gemms;                   // sorted by shape
   std::vector<AttentionPoint> attention;          // sorted by kernel, direction, shape
   std::vector<MemoryClassPoint> memory_classes;   // elementwise, strided, reduction, norm: those measured
+  // The reductions torch.compile generated (is_inductor_reduction_name), their arguments' bytes
+  // and time each: apply_trace_compute's compute.memory_bandwidth_GBps.inductor_reduction.
+  // Inductor's kernels count in no class above.
+  std::vector<MemoryKernel> inductor_reductions;
+  std::vector<MemoryKernel> inductor_pointwise;  // triton_poi_*: reported, not fitted (elementwise prices them)
   HostDispatchFit host;
   // Contention: median over GEMM shapes seen at least 3 times both alone and beside an NCCL
   // kernel of (median overlapped / median alone) - 1; 0 with no such shape.
