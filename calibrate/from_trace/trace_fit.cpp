@@ -809,7 +809,11 @@ namespace {
 // boost rate's fraction of peak, the full-load clock of the power law f = full_load x u^(-1/3)
 // is f x u^(1/3) (docs/workload-ops.md, "Sustained clocks under the power limit"). Summarised
 // by the calls' time-weighted clock and the median full-load clock over shapes; null without a
-// clock block, or for a base whose table is in-training already.
+// clock block, or for a base whose table is in-training already. A shape the base prices under
+// kMinClockGemm at boost is left out: its time is launch and tail, not the clock (a trace's
+// [1 x 12] x [12 x 1] GEMMs ran at 10^-5 of their boost rate).
+constexpr Time kMinClockGemm = Time::from_ns(20000);
+
 nlohmann::json implied_clock(const TraceFitData& d, const ComputeProfile& base) {
   if (!base.clock.active() || (base.gemm_table_rates == GemmRates::InTraining && !base.gemm_table.empty()))
     return nlohmann::json();
@@ -822,7 +826,7 @@ nlohmann::json implied_clock(const TraceFitData& d, const ComputeProfile& base) 
     const auto peak = base.peak.find(g.shape.dtype);
     if (peak == base.peak.end() || peak->second.flops_per_s <= 0 || g.rate.flops_per_s <= 0) continue;
     const Time priced = gemm_time(at_boost, g.shape);
-    if (priced.ns <= 0) continue;
+    if (priced < kMinClockGemm) continue;
     const double boost_rate = g.shape.flops().count / priced.seconds();
     const double u = std::min(1.0, boost_rate / peak->second.flops_per_s);
     const double f = base.clock.boost_mhz * g.rate.flops_per_s / boost_rate;
