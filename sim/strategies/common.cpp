@@ -485,49 +485,61 @@ bool muon_matrix(const Layer& l, const Param& p) {
 }
 
 
+namespace {
+
+// A Muon step's launches on `s`, each named "<step name> <what>": one aten op called from the
+// optimizer's Python loop is a launch of one kernel, with the host cost of a launch
+// (host.launch_overhead_us) as the for-loop AdamW's ops; host.eager_op_overhead_us is measured on
+// forward ops, whose module calls and hooks the loop does not run.
+struct MuonLaunches {
+  ProgramBuilder& b;
+  StreamId s;
+  std::string_view name;
+  void op(std::string_view what, KernelClass cls, std::int64_t bytes) const {
+    b.launch(s, elementwise(concat({name, " ", what}), Bytes{bytes}, "step", cls));
+  }
+  void mm(std::string_view what, std::int64_t m, std::int64_t n, std::int64_t k) const {  // a bf16 GEMM
+    KernelSpec g{concat({name, " ", what}), KernelClass::Gemm, {}, "step"};
+    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
+    b.launch(s, g);
+  }
+};
+
+}  // namespace
+
 void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
   constexpr std::int64_t kBf16 = 2;
   const std::int64_t eb = dtype_bytes(st.dtype);
-  // One aten op called from the optimizer's Python loop: a launch of one kernel, with the host
-  // cost of a launch (host.launch_overhead_us) as the for-loop AdamW's ops; host.eager_op_overhead_us
-  // is measured on forward ops, whose module calls and hooks the loop does not run.
-  const auto op = [&](std::string what, KernelClass cls, std::int64_t bytes) {
-    b.launch(s, elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls));
-  };
-  const auto mm = [&](std::string what, std::int64_t m, std::int64_t n, std::int64_t k) {
-    KernelSpec g{concat({st.name, " ", what}), KernelClass::Gemm, {}, "step"};
-    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
-    b.launch(s, g);
-  };
+  const MuonLaunches step{b, s, st.name};
   for (const MuonMatrix& p : st.matrices) {
     const std::int64_t m = std::min(p.rows, p.cols), n = std::max(p.rows, p.cols), mn = m * n;
-    op("lerp_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
+    step.op("lerp_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
     const BufferId update = b.alloc({st.name, " update"}, Bytes{mn * eb}, MemCategory::Other, s);
-    op("lerp (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
+    step.op("lerp (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
     // .bfloat16() of a bf16 update is the update itself: no copy.
     const std::optional<BufferId> x =
         st.dtype == Dtype::BF16 ? std::nullopt
                                 : std::optional(b.alloc({st.name, " X (bf16)"}, Bytes{mn * kBf16}, MemCategory::Other, s));
-    if (x) op("bfloat16", KernelClass::Copy, mn * (eb + kBf16));
-    op("norm", KernelClass::Reduction, mn * kBf16);
-    op("clamp", KernelClass::Elementwise, 2 * kBf16);
-    op("div_", KernelClass::Elementwise, 2 * mn * kBf16);
+    if (x) step.op("bfloat16", KernelClass::Copy, mn * (eb + kBf16));
+    step.op("norm", KernelClass::Reduction, mn * kBf16);
+    step.op("clamp", KernelClass::Elementwise, 2 * kBf16);
+    step.op("div_", KernelClass::Elementwise, 2 * mn * kBf16);
     for (int i = 0; i < kMuonNsSteps; ++i) {
       // A and B (m x m), the old and new X, a * X and B @ X (m x n): 2 m^2 + 3 m n bf16 elements.
       const BufferId temps = b.alloc({st.name, " Newton-Schulz temporaries"}, Bytes{(2 * m * m + 3 * mn) * kBf16},
                                      MemCategory::Other, s);
-      mm("Newton-Schulz X @ X.T", m, m, n);
-      op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
-      mm("Newton-Schulz (c * A) @ A", m, m, m);
-      op("Newton-Schulz b * A", KernelClass::Elementwise, 2 * m * m * kBf16);
-      op("Newton-Schulz add (B)", KernelClass::Elementwise, 3 * m * m * kBf16);
-      op("Newton-Schulz a * X", KernelClass::Elementwise, 2 * mn * kBf16);
-      mm("Newton-Schulz B @ X", m, n, m);
-      op("Newton-Schulz add (X)", KernelClass::Elementwise, 3 * mn * kBf16);
+      step.mm("Newton-Schulz X @ X.T", m, m, n);
+      step.op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      step.mm("Newton-Schulz (c * A) @ A", m, m, m);
+      step.op("Newton-Schulz b * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      step.op("Newton-Schulz add (B)", KernelClass::Elementwise, 3 * m * m * kBf16);
+      step.op("Newton-Schulz a * X", KernelClass::Elementwise, 2 * mn * kBf16);
+      step.mm("Newton-Schulz B @ X", m, n, m);
+      step.op("Newton-Schulz add (X)", KernelClass::Elementwise, 3 * mn * kBf16);
       b.free(temps);
     }
-    op("mul_ (weight decay)", KernelClass::Optimizer, 2 * mn * eb);
-    op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
+    step.op("mul_ (weight decay)", KernelClass::Optimizer, 2 * mn * eb);
+    step.op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
     if (x) b.free(*x);
     b.free(update);
   }
@@ -536,51 +548,44 @@ void launch_muon_step(ProgramBuilder& b, StreamId s, const MuonStep& st) {
 void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep& st) {
   constexpr std::int64_t kBf16 = 2;
   const std::int64_t eb = dtype_bytes(st.dtype);
-  const auto op = [&](std::string what, KernelClass cls, std::int64_t bytes) {
-    b.launch(s, elementwise(concat({st.name, " ", what}), Bytes{bytes}, "step", cls));
-  };
-  const auto mm = [&](std::string what, std::int64_t m, std::int64_t n, std::int64_t k) {
-    KernelSpec g{concat({st.name, " ", what}), KernelClass::Gemm, {}, "step"};
-    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
-    b.launch(s, g);
-  };
+  const MuonLaunches step{b, s, st.name};
   std::int64_t total = 0;
   for (const MuonMatrix& p : st.matrices) total += p.rows * p.cols;
   std::optional<BufferId> flat;
   if (st.world > 1) {
     flat = b.alloc({st.name, " updates_flat"}, Bytes{total * kBf16}, MemCategory::Other, s);
-    op("zeros (updates_flat)", KernelClass::Elementwise, total * kBf16);
+    step.op("zeros (updates_flat)", KernelClass::Elementwise, total * kBf16);
   }
   for (std::size_t i = 0; i < st.matrices.size(); ++i) {
     if (st.world > 1 && static_cast<int>(i % static_cast<std::size_t>(st.world)) != st.rank) continue;
     const MuonMatrix& p = st.matrices[i];
     const std::int64_t m = std::min(p.rows, p.cols), n = std::max(p.rows, p.cols), mn = m * n;
-    op("mul_ (momentum_buffer)", KernelClass::Optimizer, 2 * mn * eb);
-    op("add_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
+    step.op("mul_ (momentum_buffer)", KernelClass::Optimizer, 2 * mn * eb);
+    step.op("add_ (momentum_buffer)", KernelClass::Optimizer, 3 * mn * eb);
     const BufferId update = b.alloc({st.name, " g"}, Bytes{mn * eb}, MemCategory::Other, s);
-    op("add (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
+    step.op("add (nesterov)", KernelClass::Optimizer, 3 * mn * eb);
     // zeropower_via_newtonschulz5 under torch.compile: X = G.bfloat16() / (X.norm() + eps) as a
     // reduction over G and one pointwise kernel; per iteration cuBLAS's A = X @ X.T (m,m,n) and
     // B = A @ X (m,n,m), `c * A` (pointwise), (c A) @ B (m,n,m), and a * X + b * B + (c A) @ B
     // (pointwise).
     const BufferId x = b.alloc({st.name, " X (bf16)"}, Bytes{mn * kBf16}, MemCategory::Other, s);
-    op("Newton-Schulz norm", KernelClass::Reduction, mn * eb);
-    op("Newton-Schulz X = G.bfloat16() / norm", KernelClass::Elementwise, mn * (eb + kBf16));
+    step.op("Newton-Schulz norm", KernelClass::Reduction, mn * eb);
+    step.op("Newton-Schulz X = G.bfloat16() / norm", KernelClass::Elementwise, mn * (eb + kBf16));
     for (int it = 0; it < kMuonNsSteps; ++it) {
       const BufferId temps = b.alloc({st.name, " Newton-Schulz temporaries"}, Bytes{(2 * m * m + 3 * mn) * kBf16},
                                      MemCategory::Other, s);
-      mm("Newton-Schulz A = X @ X.T", m, m, n);
-      mm("Newton-Schulz B = A @ X", m, n, m);
-      op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
-      mm("Newton-Schulz (c * A) @ B", m, n, m);
-      op("Newton-Schulz X = a * X + b * B + c A B", KernelClass::Elementwise, 4 * mn * kBf16);
+      step.mm("Newton-Schulz A = X @ X.T", m, m, n);
+      step.mm("Newton-Schulz B = A @ X", m, n, m);
+      step.op("Newton-Schulz c * A", KernelClass::Elementwise, 2 * m * m * kBf16);
+      step.mm("Newton-Schulz (c * A) @ B", m, n, m);
+      step.op("Newton-Schulz X = a * X + b * B + c A B", KernelClass::Elementwise, 4 * mn * kBf16);
       b.free(temps);
     }
     if (flat) {
-      op("mul_ (scale)", KernelClass::Elementwise, 2 * mn * kBf16);
-      op("copy_ (updates_flat)", KernelClass::Copy, 2 * mn * kBf16);
+      step.op("mul_ (scale)", KernelClass::Elementwise, 2 * mn * kBf16);
+      step.op("copy_ (updates_flat)", KernelClass::Copy, 2 * mn * kBf16);
     } else {
-      op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
+      step.op("add_ (param)", KernelClass::Optimizer, mn * (2 * eb + kBf16));
     }
     b.free(x);
     b.free(update);
@@ -594,8 +599,8 @@ void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep
   b.wait_stream(s, st.nccl);
   for (const MuonMatrix& p : st.matrices) {
     const std::int64_t mn = p.rows * p.cols;
-    op("type_as (update)", KernelClass::Elementwise, mn * (kBf16 + eb));
-    op("add_ (param)", KernelClass::Optimizer, 3 * mn * eb);
+    step.op("type_as (update)", KernelClass::Elementwise, mn * (kBf16 + eb));
+    step.op("add_ (param)", KernelClass::Optimizer, 3 * mn * eb);
   }
   b.free(*flat);
 }
