@@ -84,9 +84,10 @@ NoiseFloor noise_floor(const std::string& profile, const std::string& framework)
   const auto suite = read_json(suite_path);
   const auto baseline = read_json(suite_path.parent_path() / "baseline.json");
   if (!suite || !baseline || !suite->contains("case_files") || !baseline->contains("summaries")) return out;
-  std::map<std::string, double> error;  // source -> step-time median |error|, %
+  std::map<std::string, double> error;  // source -> step-time median |error| of its test rows, %
   for (const auto& s : (*baseline)["summaries"])
-    if (s.is_object() && s.value("metric", "") == "step_time" && s.contains("median_abs") && s["median_abs"].is_number())
+    if (s.is_object() && s.value("metric", "") == "step_time" && s.value("split", "test") == "test" && s.contains("median_abs") &&
+        s["median_abs"].is_number())
       error[s.value("source", "")] = s["median_abs"].get<double>();
   std::map<std::string, int> score;
   for (const auto& f : (*suite)["case_files"]) {

@@ -8,7 +8,8 @@
 // h = Hopper H100/H800/H200, b = Blackwell), plus
 // 1 when one of them uses the run's framework (ddp, fsdp1, fsdp2, zero). The sources with the
 // highest score are the closest; the noise is the largest of their step-time median |error| in
-// validation/baseline.json (the committed summary of `stepsim validate`). No source scores:
+// validation/baseline.json (the committed summary of `stepsim validate`), over their test rows:
+// the rows the accuracy claims rest on, not the calibration split `fit --suite` reads. No source scores:
 // the suite's overall median. A profile without a GPU class (toy-ideal) or no suite found (neither in the working directory nor the data
 // directory): no noise is known and nothing is said.
 
