@@ -225,7 +225,8 @@ std::optional<MemoryTraffic> memory_op_traffic(std::string_view name, const std:
   if (inductor) {  // its arguments, each read or written once
     MemoryTraffic out;
     for (const auto& x : t) {
-      out.bytes += bytes(x);  // <= 64 x 2^60: no overflow
+      // 64 arguments of 2^60 bytes would overflow: a sum past 2^61 says nothing, as below.
+      if (__builtin_add_overflow(out.bytes, bytes(x), &out.bytes) || out.bytes > (std::int64_t{1} << 61)) return std::nullopt;
       out.elements = std::max(out.elements, x.numel);
       out.largest = std::max(out.largest, bytes(x));
     }

@@ -34,6 +34,9 @@ TEST_CASE("Inductor's launches name their Triton kernel; their traffic is their 
   REQUIRE(t);
   CHECK(t->bytes == 2 * 32768 * 768 * 2 + 32768 * 4);
   CHECK(t->largest == 32768 * 768 * 2);
+  // Shapes no real tensor has (a fuzzed trace): 64 arguments of 2^57 fp64 elements say nothing.
+  const std::vector<std::vector<std::int64_t>> huge(64, std::vector<std::int64_t>{std::int64_t{1} << 57});
+  CHECK_FALSE(trace::memory_op_traffic("triton_poi_fused_add_0", huge, std::vector<std::string_view>(64, "double")));
 }
 
 TEST_CASE("fit --trace on modded-nanogpt's H100 trace measures Inductor's reductions, kept out of aten's classes, and "
