@@ -818,7 +818,7 @@ std::int64_t block_autograd_nodes(const ModelDims& md, const Dims& d, const Work
     case Implementation::Megatron: return 30;
     case Implementation::LlmFoundry: return 27 + dropouts;
     case Implementation::Torchtitan: return 72 + (gqa ? 8 : 0) + dropouts;
-    case Implementation::ModdedNanogpt: return 1;  // always compiled (nanogpt_layers)
+    case Implementation::ModdedNanogpt: return 1;  // always compiled (namespace nanogpt below)
     case Implementation::Hf: break;
   }
   if (md.family == "llama") return 72 + (gqa ? 8 : 0) + dropouts;
