@@ -634,10 +634,7 @@ TraceFitData extract_fit_data(const std::vector<KinetoTrace>& traces, const Anal
   if (!monitor_writes.empty()) d.host.monitor_write = median_of(monitor_writes);
   d.host.backward_calls = engine_ns_per_node.size();
   if (!engine_ns_per_node.empty()) {
-    std::sort(engine_ns_per_node.begin(), engine_ns_per_node.end());
-    const std::size_t n = engine_ns_per_node.size();
-    const double median = n % 2 ? engine_ns_per_node[n / 2] : (engine_ns_per_node[n / 2 - 1] + engine_ns_per_node[n / 2]) / 2;
-    d.host.autograd_engine_per_node = Time{static_cast<std::int64_t>(std::llround(median))};
+    d.host.autograd_engine_per_node = Time{static_cast<std::int64_t>(std::llround(median(engine_ns_per_node)))};
   }
   return d;
 }
@@ -922,9 +919,7 @@ std::pair<std::optional<double>, std::size_t> inductor_median_gbps(const std::ve
     if (k.bytes >= kMinBytes && (base.hbm.bytes_per_s <= 0 || gbps * 1e9 <= base.hbm.bytes_per_s)) rates.push_back(gbps);
   }
   if (rates.size() < 8) return {std::nullopt, rates.size()};
-  std::sort(rates.begin(), rates.end());
-  const std::size_t n = rates.size();
-  return {n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2, n};
+  return {median(rates), rates.size()};
 }
 
 void apply_inductor_reductions(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p, nlohmann::json& j) {

@@ -1298,17 +1298,25 @@ Module ops(std::string name, std::vector<Op> forward, std::vector<Op> backward) 
   return Module{std::move(name), {}, std::move(forward), std::move(backward)};
 }
 
+// F.rms_norm of the fp32 stream, cast to bf16 for the GEMM after it; saved: the stream and the
+// inverse RMS. Backward: one kernel reading the `grads` bf16 gradients that meet at its output
+// (the consumers' input gradients, summed), the stream and its gradient, and writing the
+// stream's gradient.
+Module rms_norm(std::string name, const Dims& d, int grads) {
+  const std::int64_t n = d.T * d.h, rows = d.T;
+  return ops(std::move(name), {mem("rms_norm", KernelClass::Norm, n * kF32, n * d.e + rows * kF32, n * kF32 + rows * kF32)},
+             {mem("rms_norm.bwd", KernelClass::Norm, grads * n * d.e + 2 * n * kF32 + rows * kF32, n * kF32)});
+}
+
 Layer block(int index, const Dims& d, const WorkloadOptions& o) {
   const std::int64_t n = d.T * d.h, In = d.T * d.I, e = d.e, rows = d.T;
   const std::string p = fmt::format("block.{}", index);
   Layer l;
   l.name = p;
   l.kind = LayerKind::Block;
-  // F.rms_norm of the fp32 stream, cast to bf16 for the projections; saved: the stream and the
-  // inverse RMS. Backward: the norm's gradient meets the three projections' (summed) and the
-  // stream's; then the normalised input is recomputed for the weight gradients.
-  l.modules.push_back(ops(p + ".attn_norm", {mem("rms_norm", KernelClass::Norm, n * kF32, n * e + rows * kF32, n * kF32 + rows * kF32)},
-                          {mem("rms_norm.bwd", KernelClass::Norm, 3 * n * e + 2 * n * kF32 + rows * kF32, n * kF32)}));
+  // The three projections' input gradients meet at the norm; its normalised output is recomputed
+  // for their weight gradients.
+  l.modules.push_back(rms_norm(p + ".attn_norm", d, 3));
   Module q = linear(p + ".attn.c_q", d.h, d.h, d, 0);
   Module k = linear(p + ".attn.c_k", d.h, d.h, d, 0);
   Module v = linear(p + ".attn.c_v", d.h, d.h, d, 0);
@@ -1335,8 +1343,7 @@ Layer block(int index, const Dims& d, const WorkloadOptions& o) {
   proj.backward.insert(proj.backward.begin() + 1, mem("out.transpose_recompute", KernelClass::Elementwise, n * e, n * e));
   proj.forward.push_back(mem("residual_add", KernelClass::Elementwise, n * (kF32 + e), n * kF32));
   l.modules.push_back(std::move(proj));
-  l.modules.push_back(ops(p + ".mlp_norm", {mem("rms_norm", KernelClass::Norm, n * kF32, n * e + rows * kF32, n * kF32 + rows * kF32)},
-                          {mem("rms_norm.bwd", KernelClass::Norm, n * e + 2 * n * kF32 + rows * kF32, n * kF32)}));
+  l.modules.push_back(rms_norm(p + ".mlp_norm", d, 1));
   Module fc = linear(p + ".mlp.c_fc", d.h, d.I, d, 0);
   fc.backward.insert(fc.backward.begin() + 1, mem("rms_norm.recompute", KernelClass::Elementwise, n * kF32 + rows * kF32, n * e));
   l.modules.push_back(std::move(fc));
