@@ -32,7 +32,8 @@ its block is marked `<!-- skip: REASON -->`.
 
 In the expected output a line `...` matches any number of lines; everything else must match
 line by line (trailing blanks ignored). `--update` rewrites the output blocks from what the
-commands print now (lines up to the first `...` are kept as an excerpt when the block has one).
+commands print now; a block with `...` lines keeps its excerpts (refresh_excerpt): as many head
+lines as it shows, and each later part from the line it starts with to the next blank line.
 A fenced block tagged `python` is a notebook cell: with `--python PY`, the file's python blocks
 run in order in one PY process from the repository root (state carries from cell to cell), and
 the block after each, as above, is what it prints; without `--python` they are not run (the
@@ -158,6 +159,40 @@ def numbers_close(expected, actual, tol):
         if abs(fx - fy) > tol * max(abs(fx), abs(fy)) + 1e-12:
             return False
     return True
+
+
+def refresh_excerpt(documented, actual):
+    """A documented excerpt (parts between `...` lines) rebuilt from what the command prints now:
+    the head keeps its line count; each later part restarts at the printed line equal to its
+    first line (searched after the previous part) and runs to the next blank line, or keeps its
+    length when it holds blank lines itself. None when a part's first line is no longer printed."""
+    parts, cur = [], []
+    for line in documented:
+        if line.rstrip() == "...":
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(line)
+    parts.append(cur)
+    out = actual[:len(parts[0])]
+    pos = len(out)
+    for part in parts[1:]:
+        out.append("...")
+        if not part:
+            continue
+        anchor = part[0].rstrip()
+        start = next((i for i in range(pos, len(actual)) if actual[i].rstrip() == anchor), None)
+        if start is None:
+            return None
+        if any(not l.strip() for l in part):
+            end = min(start + len(part), len(actual))
+        else:
+            end = start
+            while end < len(actual) and actual[end].strip():
+                end += 1
+        out.extend(actual[start:end])
+        pos = end
+    return out
 
 
 def matches(expected, actual, tol):
@@ -332,15 +367,13 @@ def check_file_in(path, build, update, private, python=None):
         act_lines = actual.rstrip("\n").split("\n")
         if matches(nbody, act_lines, tol):
             continue
-        if update and nbody and nbody[0] == "...":
-            # An excerpt from the middle of the output: which lines it shows is the author's
-            # choice, not the updater's. Report it instead of replacing it with the output's head.
-            failures += 1
-            print(f"{where}: the block (line {nstart + 1}) starts with '...': update it by hand")
-            continue
         if update:
-            keep = nbody[:nbody.index("...")] if "..." in nbody else None
-            new = act_lines if keep is None else act_lines[:max(len(keep), 1)] + ["..."]
+            # Which lines an excerpt shows is the author's choice: kept, with what they print now.
+            new = refresh_excerpt(nbody, act_lines) if "..." in (l.rstrip() for l in nbody) else act_lines
+            if new is None:
+                failures += 1
+                print(f"{where}: the block (line {nstart + 1}) shows a line the command no longer prints: update it by hand")
+                continue
             edits.append((nstart + 1, nend, new))
             print(f"{where}: updated")
             continue

@@ -48,6 +48,31 @@ class CheckDocs(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn("output differs from the documented block", out)
 
+    def test_update_keeps_an_excerpt_and_refreshes_it(self):
+        # An excerpt: the head line, then the "by class" table (stale numbers, a row short), then
+        # the rest elided. --update keeps which lines it shows, with what the command prints now.
+        stale = (f"{FENCE}sh\nstepsim simulate configs/examples/seed/c1-ddp-buckets.json\n{FENCE}\n\n{FENCE}text\n"
+                 "stepsim simulate: configs/examples/seed/c1-ddp-buckets.json\n...\n"
+                 "  by class                   time ms   % step   kernels\n"
+                 "  compute                     51.000    89.3%        20\n...\n"
+                 f"{FENCE}\n")
+        with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False) as f:
+            f.write(stale)
+        try:
+            run = lambda *o: subprocess.run([sys.executable, "tools/check_docs.py", "--build", BUILD, *o, f.name],
+                                            capture_output=True, text=True, timeout=120)
+            self.assertEqual(run().returncode, 1)
+            p = run("--update")
+            self.assertIn("updated", p.stdout + p.stderr)
+            with open(f.name) as g:
+                updated = g.read()
+            self.assertEqual(run().returncode, 0, updated)
+            self.assertIn("stepsim simulate: configs/examples/seed/c1-ddp-buckets.json\n...\n  by class", updated)
+            self.assertIn("  compute                     50.000    89.3%        20\n", updated)
+            self.assertIn("  kernels per step                                   36\n...\n", updated)
+        finally:
+            os.remove(f.name)
+
     def test_blocks_of_one_file_share_tmp(self):
         # The second block reads what the first wrote under /tmp/ (the file's private directory).
         text = (f"{FENCE}sh\nstepsim schema --out /tmp/schema.json\n{FENCE}\n\n{FENCE}text\nwrote /tmp/schema.json\n{FENCE}\n\n"
