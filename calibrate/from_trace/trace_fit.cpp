@@ -901,9 +901,8 @@ std::vector<std::string> against_base_summary(const nlohmann::json& trace_comput
   return out;
 }
 
-// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
-// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
-// the fused attention kernels' rates.
+namespace {
+
 // compute.memory_bandwidth_GBps.inductor_reduction: the median achieved bandwidth of the
 // reductions torch.compile generated (their arguments' bytes over their time), over those with at
 // least 64 MiB of arguments (bandwidth-bound; smaller ones measure launch and tail) and at most
@@ -924,25 +923,31 @@ std::pair<std::optional<double>, std::size_t> inductor_median_gbps(const std::ve
 
 void apply_inductor_reductions(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p, nlohmann::json& j) {
   if (!d.inductor_pointwise.empty()) {
-    const auto [median, n] = inductor_median_gbps(d.inductor_pointwise, base);
+    const auto [gbps, n] = inductor_median_gbps(d.inductor_pointwise, base);
     nlohmann::json& out = j["inductor_pointwise_GBps"];
     out["kernels"] = n;
     out["used"] = "no: a reading only (the elementwise class prices Inductor's pointwise kernels)";
-    if (median) out["GBps"] = std::round(*median * 10) / 10;
+    if (gbps) out["GBps"] = std::round(*gbps * 10) / 10;
   }
   if (d.inductor_reductions.empty()) return;
-  const auto [median, n] = inductor_median_gbps(d.inductor_reductions, base);
+  const auto [gbps, n] = inductor_median_gbps(d.inductor_reductions, base);
   nlohmann::json& out = j["memory_bandwidth_GBps"]["inductor_reduction"];
   out["kernels"] = n;
   out["of"] = "Inductor's reductions (triton_per_*, triton_red_*) with at least 64 MiB of arguments, at most the HBM's bandwidth; the median";
-  if (!median) {
+  if (!gbps) {
     out["kept"] = "the base profile's: fewer than 8 such kernels";
     return;
   }
   if (base.inductor_reduction.bytes_per_s > 0) out["base_GBps"] = std::round(base.inductor_reduction.gbps() * 10) / 10;
-  p.compute.inductor_reduction = Bandwidth::from_gbps(*median);
-  out["GBps"] = std::round(*median * 10) / 10;
+  p.compute.inductor_reduction = Bandwidth::from_gbps(*gbps);
+  out["GBps"] = std::round(*gbps * 10) / 10;
 }
+
+}  // namespace
+
+// The compute/host side of a trace fit: eager dispatch costs from the launch spacing, the
+// compute slowdown beside NCCL kernels; the GEMM table from a trace is an in-training table;
+// the fused attention kernels' rates; the reductions torch.compile generated.
 
 void apply_trace_compute(const trace::TraceFitData& d, const ComputeProfile& base, HardwareProfile& p,
                          nlohmann::json& provenance) {

@@ -275,9 +275,12 @@ std::string to_string(OptimizerImpl i) {
   return i == OptimizerImpl::Fused ? "fused" : i == OptimizerImpl::Foreach ? "foreach" : "for_loop";
 }
 
-std::string to_string(MuonImpl i) {
-  return i == MuonImpl::Torch ? "torch" : i == MuonImpl::ModdedNanogpt ? "modded_nanogpt" : "modded_nanogpt_distributed";
+const std::vector<std::string>& muon_impl_names() {
+  static const std::vector<std::string> names{"torch", "modded_nanogpt", "modded_nanogpt_distributed"};
+  return names;
 }
+
+std::string to_string(MuonImpl i) { return muon_impl_names()[static_cast<std::size_t>(i)]; }
 
 static TrainingConfig parse_training(ObjectReader t) {
   TrainingConfig out;
@@ -293,9 +296,10 @@ static TrainingConfig parse_training(ObjectReader t) {
     out.optimizer_impl = i == "fused" ? OptimizerImpl::Fused : i == "foreach" ? OptimizerImpl::Foreach : OptimizerImpl::ForLoop;
   }
   if (t.has("muon_impl")) {
-    const std::string i = t.declared_choice("muon_impl");
+    const auto& names = muon_impl_names();
+    const std::string i = t.declared_choice("muon_impl");  // one of muon_impl_names() (experiment_keys.cpp)
     if (out.optimizer != Optimizer::Muon) t.fail("muon_impl", "no muon_impl unless the optimizer is muon");
-    out.muon_impl = i == "torch" ? MuonImpl::Torch : i == "modded_nanogpt" ? MuonImpl::ModdedNanogpt : MuonImpl::ModdedNanogptDistributed;
+    out.muon_impl = static_cast<MuonImpl>(std::find(names.begin(), names.end(), i) - names.begin());
   }
   if (t.has("clip_grad_norm"))
     out.clip_grad_norm = t.raw("clip_grad_norm").is_null() ? std::optional<double>() : std::optional<double>(t.positive("clip_grad_norm"));

@@ -60,6 +60,8 @@ std::string to_string(OptimizerImpl i);
 //  modded_nanogpt_distributed  its Muon from 2024-10-17: rank r orthogonalizes the matrices
 //                              i % world == r, then one bf16 all_reduce of every update
 enum class MuonImpl { Torch, ModdedNanogpt, ModdedNanogptDistributed };
+// Every `muon_impl` value, in enum order (the key table's choices, the parser's and to_string's).
+const std::vector<std::string>& muon_impl_names();
 std::string to_string(MuonImpl i);
 
 struct TrainingConfig {

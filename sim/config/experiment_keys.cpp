@@ -1,5 +1,6 @@
 #include "sim/config/experiment_keys.hpp"
 
+#include "sim/config/experiment.hpp"
 #include "sim/workload/workload.hpp"
 
 namespace stepsim {
@@ -240,7 +241,7 @@ const ConfigObject& training() {
                            "Composer's DecoupledAdamW; megatron: fused; hf, torchtitan: foreach)",
            .doc = "torch.optim's code path: fused=True, foreach=True (PyTorch's default on CUDA), foreach=False.",
            .since = "PyTorch 2.0"},
-          {.name = "muon_impl", .types = kString, .choices = {"torch", "modded_nanogpt", "modded_nanogpt_distributed"},
+          {.name = "muon_impl", .types = kString, .choices = muon_impl_names(),
            .default_value = Json("torch"),
            .doc = "With optimizer muon, whose Muon: torch (torch.optim.Muon, PyTorch >= 2.9), modded_nanogpt "
                   "(KellerJordan/modded-nanogpt's of 2024-10-14: every rank orthogonalizes every block matrix, Newton-Schulz "

@@ -157,8 +157,8 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
     // A DtoD memcpy (a Copy of 0 CUDA kernels) at the profile's memcpy rate when it has one.
     const bool memcpy = is_memcpy(cls, kernels) && c.memcpy.bytes_per_s > 0;
-    const bool inductor_reduction = w.generated && (cls == KernelClass::Reduction || cls == KernelClass::Norm) &&
-                                    c.inductor_reduction.bytes_per_s > 0 && c.model_memory_kernels;
+    const bool inductor_reduction =
+        w.generated && (cls == KernelClass::Reduction || cls == KernelClass::Norm) && c.inductor_reduction.bytes_per_s > 0;
     Time moved = memcpy               ? transfer_time(w.memory_bytes, c.memcpy)
                  : inductor_reduction ? transfer_time(w.memory_bytes, c.inductor_reduction)
                                       : memory_time(c, w.memory_bytes, cls);

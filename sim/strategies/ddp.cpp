@@ -22,11 +22,12 @@ constexpr std::size_t kDdpOwnPerLayer = 30;
 // AdamW8bit's per parameter (launch_adafactor_step, launch_adamw8bit_step) when they step them.
 std::size_t ddp_instruction_estimate(const Experiment& e) {
   std::size_t n = instruction_estimate(e, kDdpOwnPerLayer);
-  if (e.training.optimizer == Optimizer::Muon)
+  if (e.training.optimizer == Optimizer::Muon) {
+    const bool torch = e.training.muon_impl == MuonImpl::Torch;
     for (const Layer& l : e.workload->layers)
-      for (const Param* p : l.params())
-        n += muon_matrix(l, *p) ? (e.training.muon_impl == MuonImpl::Torch ? kMuonInstructionsPerMatrix : kModdedMuonInstructionsPerMatrix) : 0;
-  if (e.training.optimizer == Optimizer::Muon) n += kModdedMuonInstructions;
+      for (const Param* p : l.params()) n += muon_matrix(l, *p) ? (torch ? kMuonInstructionsPerMatrix : kModdedMuonInstructionsPerMatrix) : 0;
+    if (!torch) n += kModdedMuonInstructions;
+  }
   if (e.training.optimizer == Optimizer::Adafactor)
     n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
   if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each, and the two maps
