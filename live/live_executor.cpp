@@ -356,7 +356,7 @@ struct LiveExecutor::Impl {
         ++timed;
       }
       host_end = since(t0);
-      m.host.push_back(HostInterval{st.kind, static_cast<std::uint32_t>(li.instruction), host_labels[li.instruction], h0, host_end});
+      m.host.push_back(HostInterval{st.kind, HostInterval::Label::Text, static_cast<std::uint32_t>(li.instruction), host_labels[li.instruction], h0, host_end});
     }
     for (std::size_t s = 0; s < streams.size(); ++s) stream_end[s].record(streams[s].get());
     for (auto& e : stream_end) e.synchronize();

@@ -46,7 +46,7 @@ CriticalStep step_of(const Timeline& t, std::size_t v) {
     const auto& h = t.host[v - nops];
     s.kind = h.kind == HostInterval::Kind::Blocked ? CriticalStep::Kind::Blocked : CriticalStep::Kind::Host;
     s.index = v - nops;
-    s.name = h.name;
+    s.name = host_label(t, h);
     s.where = "host";
     s.start = h.start;
     s.end = h.end;

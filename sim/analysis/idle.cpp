@@ -104,7 +104,7 @@ std::vector<HostFrame> host_frames(const Timeline& t, Time from, Time to) {
     if (h.end <= from || h.start >= to) continue;
     const Time inside = std::min(h.end, to) - std::max(h.start, from);
     covered += inside;
-    add_frame_time(out, frame_name(h.name.view()), inside);
+    add_frame_time(out, frame_name(host_label(t, h)), inside);
   }
   if (to - from > covered) add_frame_time(out, kNoHostFrame, to - from - covered);
   return out;
@@ -127,7 +127,8 @@ IdleAttribution attribute_idle(const Timeline& t, Time short_gap) {
     if (it != blocked.begin()) {
       const HostInterval& h = **std::prev(it);
       if (h.end >= dry && h.end <= op.issue) {
-        std::string_view n = h.name.view();
+        const std::string label = host_label(t, h);
+        std::string_view n = label;
         if (n.starts_with(kBlockedPrefix)) n.remove_prefix(kBlockedPrefix.size());
         return IdleAccumulator::Cause{op.phase, true, fold_unit_number(n)};
       }

@@ -259,6 +259,7 @@ class Engine {
     records_.resize(p.event_count);
     event_has_source_.assign(p.event_count, 0);
     buffers_.resize(p.buffer_count);
+    timeline_.program_text = p.text;
     timeline_.streams = p.streams;
     timeline_.comms = p.comms;
     timeline_.capacity = hw.memory_capacity;
@@ -361,11 +362,7 @@ class Engine {
       if (!retrying_) checker_.check(i);  // validate()'s checks, as the host reaches it (once)
       retrying_ = false;
       if (cost.ns > 0) {
-        HostInterval::Kind kind = std::holds_alternative<HostWork>(p_.instructions[i]) ? HostInterval::Kind::Work
-                                                                                         : HostInterval::Kind::Issue;
-        last_label_ = host_label(i);
-        labeled_ = i;
-        push_host(HostInterval{kind, static_cast<std::uint32_t>(i), last_label_, now_ - cost, now_});
+        push_host(issue_interval(i, now_ - cost, now_));
         if (variation_) host_drift_.b += square(hw_.rank_variation.host_cv * static_cast<double>(cost.ns));
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
@@ -397,19 +394,35 @@ class Engine {
     timeline_.host_why.push_back(why);
   }
 
-  Text host_label(std::size_t i) {
-    TextPool& text = *timeline_.text;
-    return std::visit(Overloaded{
-                          [&](const Launch& l) { return text.add("launch ", l.kernel.name); },
-                          [&](const Collective& c) { return text.add("issue ", c.name); },
-                          [&](const HostWork& w) { return text.add(w.name); },
-                          [&](const auto&) {
-                            LabelParts parts;
-                            describe_to(parts, p_, i);
-                            return text.add(parts.parts());
-                          },
-                      },
-                      p_.instructions[i]);
+  // The host's interval of instruction i, with the operands host_label() words its label from
+  // (nothing is formatted here: timeline.hpp, HostInterval).
+  HostInterval issue_interval(std::size_t i, Time start, Time end) const {
+    using L = HostInterval::Label;
+    HostInterval h{HostInterval::Kind::Issue, L::Text, static_cast<std::uint32_t>(i), Text{}, start, end};
+    auto both = [](std::uint32_t event, std::uint32_t stream) {
+      return static_cast<std::int64_t>(std::uint64_t{event} << 32 | stream);
+    };
+    std::visit(Overloaded{
+                   [&](const Launch& l) { h.label = L::Launch, h.name = l.kernel.name; },
+                   [&](const Collective& c) { h.label = L::Collective, h.name = c.name; },
+                   // HostWork, HostSync and Mark hold std::strings (a few a step): copied into the pool.
+                   [&](const HostWork& w) { h.kind = HostInterval::Kind::Work, h.name = timeline_.text->add(w.name); },
+                   [&](const Record& r) { h.label = L::Record, h.arg = both(r.event.index(), r.stream.index()); },
+                   [&](const Wait& w) { h.label = L::Wait, h.arg = both(w.event.index(), w.stream.index()); },
+                   [&](const HostSync& s) {
+                     h.name = timeline_.text->add(s.reason);
+                     if (const auto* e = std::get_if<EventId>(&s.target)) h.label = L::HostSyncEvent, h.arg = e->index();
+                     else h.label = L::HostSyncStream, h.arg = std::get<StreamId>(s.target).index();
+                   },
+                   [&](const Alloc& a) { h.label = L::Alloc, h.name = a.name, h.arg = a.bytes.count; },
+                   [&](const Free& f) {
+                     if (f.buffer.index() < p_.buffer_names.size()) h.label = L::Free, h.name = p_.buffer_names[f.buffer.index()];
+                     else h.label = L::FreeUnnamed, h.arg = f.buffer.index();
+                   },
+                   [&](const Mark& m) { h.label = L::Mark, h.name = timeline_.text->add(m.name); },
+               },
+               p_.instructions[i]);
+    return h;
   }
 
   // Returns false if the host blocks.
@@ -623,22 +636,16 @@ class Engine {
   }
 
   // The timeline's record of a Kernel/Collective op, made as it is issued (its start, end and
-  // start cause are filled in as it runs).
-  TimelineOp& add_timeline_op(const Op& op, std::string_view name, std::string_view unit) {
+  // start cause are filled in as it runs). Its names are the program's (Timeline::program_text).
+  TimelineOp& add_timeline_op(const Op& op, Text name, Text unit) {
     TimelineOp& t = timeline_.ops.emplace_back();
     t.stream = op.stream;
     t.phase = phase_;
     t.issue = op.issue;
     t.instruction = op.instruction;
     t.solo_duration = op.solo;
-    // The host label of the instruction ("launch <name>", "issue <name>", host_label) already
-    // holds the name.
-    assert(labeled_ != op.instruction || last_label_.ends_with(name));
-    if (labeled_ == op.instruction) t.name = last_label_.drop_prefix(last_label_.size() - name.size());
-    else t.name = timeline_.text->add(name);
-    // Consecutive ops mostly belong to the same unit: its name is stored once per run of them.
-    if (last_unit_ != unit) last_unit_ = timeline_.text->add(unit);
-    t.unit = last_unit_;
+    t.name = name;
+    t.unit = unit;
     timeline_.op_why.emplace_back();
     if (variation_) timeline_.rank_wait.emplace_back();
     return t;
@@ -864,7 +871,8 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      HostInterval blocked{HostInterval::Kind::Blocked, static_cast<std::uint32_t>(pc_), blocked_label(pc_), blocked_since_, now_};
+      HostInterval blocked{HostInterval::Kind::Blocked, HostInterval::Label::Text, static_cast<std::uint32_t>(pc_), blocked_label(pc_),
+                           blocked_since_, now_};
       // Released by this op, or by the op behind it when it is a Record or Wait.
       StartRecord why;
       if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
@@ -1234,9 +1242,6 @@ class Engine {
   std::vector<double> comm_expected_max_;  // per communicator: E[max of its ranks' normals], -1 until needed
   Drift host_drift_;
   Timeline timeline_;
-  Text last_unit_;  // the unit name last stored (add_timeline_op)
-  Text last_label_;  // the host label last stored, of instruction labeled_
-  std::size_t labeled_ = SIZE_MAX;
   Time ops_end_;    // the latest end of any op
 };
 

@@ -89,13 +89,24 @@ struct TimelineOp {
 
 // The host thread: what it was doing from start to end (an instruction's CPU cost, HostWork,
 // or blocked in a HostSync).
-// One per host instruction with a CPU cost: 40 bytes.
+// One per host instruction with a CPU cost: 48 bytes. Its label ("launch fwd block.3", "Free
+// 'grads block.2'") is host_label(timeline, interval). The simulator stores the instruction's
+// operands (`label`, `name`, `arg`) and formats nothing: a deep step has 10^5 intervals and a
+// report shows a few, where formatting each as it ran was a tenth of the engine's time and a
+// fifth of a 4,096-layer step's (bench/pending_free_bench); measured timelines store the text.
 struct HostInterval {
   enum class Kind : std::uint8_t { Issue, Work, Blocked };
+  // What `name` and `arg` hold: Text, the whole label; else the operands of that instruction
+  // kind (Launch, Collective: the kernel's / collective's name; Record, Wait: arg = event << 32 |
+  // stream; HostSyncEvent / HostSyncStream: arg = the event / stream, name = the reason; Alloc:
+  // name, arg = bytes; Free: name = the buffer's, FreeUnnamed: arg = the buffer; Mark: name).
+  enum class Label : std::uint8_t { Text, Launch, Collective, Record, Wait, HostSyncEvent, HostSyncStream, Alloc, Free, FreeUnnamed, Mark };
   Kind kind = Kind::Issue;
+  Label label = Label::Text;
   std::uint32_t instruction = 0;  // index into Program::instructions (at most kMaxProgramInstructions)
-  Text name;  // held by Timeline::text
+  Text name;  // held by Timeline::text or Timeline::program_text
   Time start, end;
+  std::int64_t arg = 0;
 };
 
 // Live bytes after a change at `time`, per category and total, and what the caching
@@ -107,7 +118,7 @@ struct MemorySample {
   Bytes reserved;                  // 0 when not known (measured timelines)
 };
 
-static_assert(sizeof(TimelineOp) <= 104 && sizeof(HostInterval) <= 40, "timeline records grew: see their comments");
+static_assert(sizeof(TimelineOp) <= 104 && sizeof(HostInterval) <= 48, "timeline records grew: see their comments");
 
 struct PhaseMark {
   std::string name;
@@ -118,6 +129,9 @@ struct Timeline {
   // The names of ops and host intervals (TimelineOp::name, unit, HostInterval::name) live here;
   // copies of the timeline share it. A name stored in this timeline comes from this pool.
   std::shared_ptr<TextPool> text = std::make_shared<TextPool>();
+  // A simulated timeline's names that come from its program (kernels, collectives, units,
+  // buffers: Program::text), kept alive with it rather than copied into `text`.
+  std::shared_ptr<const TextPool> program_text;
   std::vector<StreamDecl> streams;
   std::vector<CommDecl> comms;
   std::vector<TimelineOp> ops;          // in issue order
@@ -146,5 +160,9 @@ struct Timeline {
   // wait with a recorded source op, communicator predecessor, host sync); 0 when measured.
   std::size_t dependencies = 0;
 };
+
+// What the host was doing in `h` ("launch fwd block.3", "Alloc 'activations block.3' 4096 B",
+// "blocked: ..."), as the simulator's describe() words it.
+std::string host_label(const Timeline& t, const HostInterval& h);
 
 }  // namespace stepsim

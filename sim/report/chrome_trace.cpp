@@ -188,7 +188,7 @@ void write_chrome_trace(std::ostream& out, const Timeline& t, const std::string&
   for (const auto& h : t.host) {
     const char* cat = h.kind == HostInterval::Kind::Blocked ? "host_sync" : "cpu_op";
     event(out, first, fmt::format(R"({{"ph": "X", "pid": 0, "tid": 0, "cat": "{}", "name": {}, "ts": {}, "dur": {}}})", cat,
-                                  json(h.name).dump(), us(h.start), us(h.end - h.start)));
+                                  json(host_label(t, h)).dump(), us(h.start), us(h.end - h.start)));
   }
   for (const auto& op : t.ops) {
     const json args = kernel_args(t, op);

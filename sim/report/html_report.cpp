@@ -117,7 +117,7 @@ std::string timeline_svg(const Timeline& t, const Explanation* x) {
     double x0 = X(hi.start), w = std::max(0.6, static_cast<double>((hi.end - hi.start).ns) * sx);
     const char* fill = hi.kind == HostInterval::Kind::Blocked ? "#d3d3d3" : hi.kind == HostInterval::Kind::Work ? "#edc948" : "#bab0ac";
     o += fmt::format("<rect x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\"{}><title>{} [{} - {} ms]</title></rect>", x0, top + 4,
-                     w, lane - 8, fill, crit_host.count(h) ? " stroke=\"#000\" stroke-width=\"1.5\"" : "", html_escape(hi.name), ms(hi.start),
+                     w, lane - 8, fill, crit_host.count(h) ? " stroke=\"#000\" stroke-width=\"1.5\"" : "", html_escape(host_label(t, hi)), ms(hi.start),
                      ms(hi.end));
   }
   o += "\n";

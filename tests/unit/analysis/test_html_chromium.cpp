@@ -163,7 +163,7 @@ std::string ms3(Time t) {
 std::string op_title(const TimelineOp& op) {
   return op.name + (op.unit.empty() ? "" : " (" + op.unit + ")") + " [" + ms3(op.start) + " - " + ms3(op.end) + " ms]";
 }
-std::string host_title(const HostInterval& h) { return h.name + " [" + ms3(h.start) + " - " + ms3(h.end) + " ms]"; }
+std::string host_title(const Timeline& t, const HostInterval& h) { return host_label(t, h) + " [" + ms3(h.start) + " - " + ms3(h.end) + " ms]"; }
 
 // "#4e79a7" as getComputedStyle reports it: "rgb(78, 121, 167)".
 std::string css_rgb(const std::string& hex) {
@@ -242,7 +242,7 @@ void check_explain_page(const SimulationPage& p, const json& probe) {
   std::vector<std::size_t> want_lane;
   std::vector<Time> want_start;
   for (const auto& h : t.host) {
-    want_titles.push_back(host_title(h));
+    want_titles.push_back(host_title(t, h));
     want_lane.push_back(0);
     want_start.push_back(h.start);
   }
@@ -285,7 +285,7 @@ void check_explain_page(const SimulationPage& p, const json& probe) {
     if ((*r)["stroke"] == "#000") outlined.insert((*r)["title"].get<std::string>());
   for (const auto& s : p.x.path)
     on_path.insert(s.kind == CriticalStep::Kind::Kernel || s.kind == CriticalStep::Kind::Collective ? op_title(t.ops[s.index])
-                                                                                                      : host_title(t.host[s.index]));
+                                                                                                      : host_title(t, t.host[s.index]));
   CHECK_FALSE(on_path.empty());
   CHECK(outlined == on_path);
 

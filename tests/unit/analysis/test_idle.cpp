@@ -41,16 +41,16 @@ TEST_CASE("A simulated gap after a blocked host sync is sync, named by its reaso
   t.ops.push_back(op(t, "C", 280, 290, 400, Phase::Backward));
   t.ops.push_back(op(t, "mark", 420, 450, 450, Phase::Backward, TimelineOp::Kind::Marker));
   t.ops.push_back(op(t, "fwd block.7.mlp", 495, 500, 600, Phase::Forward));
-  HostInterval blocked{HostInterval::Kind::Blocked, 0, t.text->add("blocked: ", "x.item()"), Time::from_us(210), Time::from_us(260)};
+  HostInterval blocked{HostInterval::Kind::Blocked, HostInterval::Label::Text, 0, t.text->add("blocked: ", "x.item()"), Time::from_us(210), Time::from_us(260)};
   // The host in the head: the training loop's own work [0, 60], the issue of A [60, 80], an
   // allocation and a free [80, 90] (one frame: their labels name each buffer); in the tail: the
   // loop's work after the step [650, 950].
-  t.host.push_back(HostInterval{HostInterval::Kind::Work, 0, t.text->add("training loop before the step"), Time::from_us(0), Time::from_us(60)});
-  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 1, t.text->add("fwd block.3.attn"), Time::from_us(60), Time::from_us(80)});
-  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 2, t.text->add("Alloc 'activations block.3' 4096 B"), Time::from_us(80), Time::from_us(85)});
-  t.host.push_back(HostInterval{HostInterval::Kind::Issue, 3, t.text->add("Free 'activations block.2'"), Time::from_us(85), Time::from_us(90)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Work, HostInterval::Label::Text, 0, t.text->add("training loop before the step"), Time::from_us(0), Time::from_us(60)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, HostInterval::Label::Text, 1, t.text->add("fwd block.3.attn"), Time::from_us(60), Time::from_us(80)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, HostInterval::Label::Text, 2, t.text->add("Alloc 'activations block.3' 4096 B"), Time::from_us(80), Time::from_us(85)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Issue, HostInterval::Label::Text, 3, t.text->add("Free 'activations block.2'"), Time::from_us(85), Time::from_us(90)});
   t.host.push_back(blocked);
-  t.host.push_back(HostInterval{HostInterval::Kind::Work, 9, t.text->add("training loop after the step"), Time::from_us(650), Time::from_us(950)});
+  t.host.push_back(HostInterval{HostInterval::Kind::Work, HostInterval::Label::Text, 9, t.text->add("training loop after the step"), Time::from_us(650), Time::from_us(950)});
 
   const IdleAttribution r = attribute_idle(t);
   INFO(idle_to_text(r, 10));

@@ -152,7 +152,7 @@ void check_example(const std::string& file) {
   // it names ends.
   for (std::size_t h = 0; h < t.host.size(); ++h) {
     const HostInterval& hi = t.host[h];
-    INFO("host interval " << h << " '" << hi.name << "'");
+    INFO("host interval " << h << " '" << host_label(t, hi) << "'");
     if (hi.kind == HostInterval::Kind::Blocked) {
       REQUIRE(t.host_why.at(h).cause() == StartCause::HostSync);
       REQUIRE(t.host_why.at(h).op());

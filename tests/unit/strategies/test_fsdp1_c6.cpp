@@ -83,7 +83,7 @@ TEST_CASE("C6: the rate limiter blocks the host, and only when it is on", "[fsdp
   auto blocked = [](const SimulationResult& r) {
     int n = 0;
     for (const auto& h : r.timeline.host)
-      n += h.kind == HostInterval::Kind::Blocked && h.end > h.start && h.name.view().find("launch queue full") == std::string_view::npos;
+      n += h.kind == HostInterval::Kind::Blocked && h.end > h.start && host_label(r.timeline, h).find("launch queue full") == std::string::npos;
     return n;
   };
   CHECK(blocked(run_variant("backward_pre", true)) > 0);
