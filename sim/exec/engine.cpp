@@ -132,7 +132,6 @@ struct Op {
   // the Kernel/Collective or host interval behind them.
   StartRecord why;
   std::uint32_t instruction = 0;     // Program instructions are bounded by kMaxProgramInstructions
-  std::uint32_t version = 0;         // of its latest finish event in the heap
   // Pending record_stream frees waiting on this op: a list threaded through waiters_ (first
   // and last entry index, -1 when none), in issue order.
   std::int32_t waiters_head = -1, waiters_tail = -1;
@@ -142,13 +141,18 @@ struct Op {
 };
 static_assert(sizeof(Op) <= 88, "keep Op small: it is the engine's hot array");
 
-// A running Kernel/Collective: the work it has left at its current rate.
+// A running Kernel/Collective: the work it has left at its current rate, and when it finishes
+// at that rate. Its finish is an event ordered with the heap's by (time, seq), but kept here: a
+// few ops run at once, and each rate change pushed a fresh event into the heap and left a stale
+// one behind to be popped and dropped (heap traffic was 7 % of the engine's instructions).
 struct Running {
   std::size_t op = 0;
   double remaining = 0;  // solo-rate nanoseconds of work left
   double rate = 0;
   Time last_update;
   double hbm_share = 0;  // collectives: the fraction of HBM bandwidth their data path takes at solo rate
+  Time finish;
+  std::uint64_t seq = 0;
 };
 
 // A record_stream'ed free waits for the last op of each recorded stream (as issued before the
@@ -216,14 +220,13 @@ class EventRecords {
   std::vector<std::size_t> more_;
 };
 
+// The host's next step, or a collective's slowest rank arriving (ops' finishes are in Running).
 // 24 bytes: the heap moves these on every push and pop.
 struct HeapEvent {
   static constexpr std::uint32_t kHost = UINT32_MAX;  // `op` of the host's next step
-  static constexpr std::uint32_t kArrival = UINT32_MAX;  // `version` of a collective's slowest rank arriving
   Time time;
   std::uint64_t seq = 0;
-  std::uint32_t op = 0;  // index into the engine's ops (bounded by kMaxProgramInstructions), or kHost
-  std::uint32_t version = 0;
+  std::uint32_t op = 0;  // the arriving collective's index into the engine's ops (bounded by kMaxProgramInstructions), or kHost
   bool host() const { return op == kHost; }
   bool operator>(const HeapEvent& o) const { return time > o.time || (time == o.time && seq > o.seq); }
 };
@@ -306,18 +309,20 @@ class Engine {
   Timeline run() {
     sample_memory(Time::zero());
     if (!p_.instructions.empty()) schedule_host(host_cost(0));
-    while (!heap_.empty()) {
-      HeapEvent ev = heap_.top();
-      heap_.pop();
-      now_ = ev.time;
-      if (ev.host()) {
-        run_host();
-      } else if (ev.version == HeapEvent::kArrival) {
-        stream_dirty_.insert(ops_[ev.op].stream.index());  // the slowest rank arrived
+    while (true) {
+      const Running* finishing = first_finishing();
+      if (finishing && (heap_.empty() || finishing->finish < heap_.top().time ||
+                        (finishing->finish == heap_.top().time && finishing->seq < heap_.top().seq))) {
+        now_ = finishing->finish;
+        complete(finishing->op);
+      } else if (!heap_.empty()) {
+        HeapEvent ev = heap_.top();
+        heap_.pop();
+        now_ = ev.time;
+        if (ev.host()) run_host();
+        else stream_dirty_.insert(ops_[ev.op].stream.index());  // the slowest rank arrived
       } else {
-        const Op& op = ops_[ev.op];
-        if (op.done || op.version != ev.version) continue;
-        complete(ev.op);
+        break;
       }
       pump();
     }
@@ -347,10 +352,24 @@ class Engine {
                       p_.instructions[i]);
   }
 
+  // The running op that finishes first (the earliest finish, then the earliest seq), if any.
+  const Running* first_finishing() const {
+    const Running* first = nullptr;
+    for (const Running& r : running_)
+      if (!first || r.finish < first->finish || (r.finish == first->finish && r.seq < first->seq)) first = &r;
+    return first;
+  }
+
+  // True if an event (an op's finish, the heap's) is due at or before t.
+  bool due_by(Time t) const {
+    if (!heap_.empty() && heap_.top().time <= t) return true;
+    return std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.finish <= t; });
+  }
+
   // The host's next instruction, whose CPU cost is `cost`, is due `cost` from now.
   void schedule_host(Time cost) {
     next_cost_ = cost;
-    heap_.push(HeapEvent{now_ + cost, seq_++, HeapEvent::kHost, 0});
+    heap_.push(HeapEvent{now_ + cost, seq_++, HeapEvent::kHost});
   }
 
   // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
@@ -374,7 +393,7 @@ class Engine {
           // Nothing else happens before the host's next instruction: run it now instead of
           // through the heap (the order is the same: an event due at that very instant, which
           // the heap would put first, falls back to the heap).
-          if (!heap_.empty() && heap_.top().time <= now_ + cost) {
+          if (due_by(now_ + cost)) {
             schedule_host(cost);
             return;
           }
@@ -817,16 +836,16 @@ class Engine {
                                  : c.models_resources() && memory_bound_kernels > 0 ? std::max(c.comm_slowdown, memory_bound_slowdown)
                                                                                     : c.comm_slowdown;
     for (Running& r : running_) {
-      Op& op = ops_[r.op];
+      const Op& op = ops_[r.op];
       double rate;
       if (op.type == OpType::Kernel) rate = 1.0 / kernels / (1.0 + (op.sm_bound ? sm_bound_slowdown : memory_bound_slowdown));
       else rate = 1.0 / colls[op.link_class] / (1.0 + comm_slowdown);
       if (rate == r.rate) continue;
       advance(r, now_);
       r.rate = rate;
-      ++op.version;
       double left = r.remaining / rate;
-      heap_.push(HeapEvent{now_ + Time{ceil_ns(left - 1e-6)}, seq_++, static_cast<std::uint32_t>(r.op), op.version});
+      r.finish = now_ + Time{ceil_ns(left - 1e-6)};
+      r.seq = seq_++;
     }
   }
 
@@ -959,7 +978,7 @@ class Engine {
     if (wait <= 0) return true;
     d.hold = 1;
     d.hold_until = now_ + Time{wait};
-    heap_.push(HeapEvent{d.hold_until, seq_++, static_cast<std::uint32_t>(idx), HeapEvent::kArrival});
+    heap_.push(HeapEvent{d.hold_until, seq_++, static_cast<std::uint32_t>(idx)});
     return false;
   }
 
