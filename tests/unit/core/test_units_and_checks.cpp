@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <vector>
+#include <random>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -69,6 +72,22 @@ TEST_CASE("A duration beyond 2^62 ns or not a number is an input error, not a wr
   // 1e15 B at 1e-3 GB/s = 1e9 s = 1e18 ns: still representable.
   CHECK(transfer_time(Bytes{1'000'000'000'000'000}, Bandwidth::from_gbps(1e-3)).ns == 1'000'000'000'000'000'000LL);
   CHECK_THROWS_AS(transfer_time(Bytes{1'000'000'000'000'000}, Bandwidth::from_gbps(1e-6)), InputError);
+}
+
+// round_ns rounds inline: it must round every duration as std::llround did (halves away from
+// zero), or every predicted time could move by a nanosecond.
+TEST_CASE("round_ns rounds as std::llround, halves away from zero", "[core][units]") {
+  std::vector<double> xs{0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                         0.5000000000000001, 4503599627370495.5, -4503599627370495.5, 4503599627370496.0,
+                         9007199254740993.0, 1e15 + 0.5, 4611686018427387904.0, -4611686018427387904.0};
+  std::mt19937_64 rng(49);
+  std::uniform_real_distribution<double> exponent(-3, 18.6);
+  std::uniform_int_distribution<int> sign(0, 1);
+  for (int i = 0; i < 200000; ++i) xs.push_back((sign(rng) ? -1 : 1) * std::pow(10.0, exponent(rng)));
+  for (int i = 0; i < 20000; ++i) xs.push_back(static_cast<double>(static_cast<std::int64_t>(rng() >> 20)) + 0.5);
+  std::size_t wrong = 0;
+  for (double x : xs) wrong += round_ns(x) != std::llround(x);
+  CHECK(wrong == 0);
 }
 
 // Catches: a dtype name that stops parsing, a to_string that no longer round-trips, a wrong
