@@ -124,11 +124,19 @@ Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
   return std::max({math, memory_time(c, moved, KernelClass::Gemm), c.min_kernel_time});
 }
 
+// The achieved bandwidth of a memory-bound class (memory_time's).
+static Bandwidth class_bandwidth(const ComputeProfile& c, KernelClass cls) {
+  auto it = c.class_bandwidth.find(cls);
+  return it != c.class_bandwidth.end() ? it->second : Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency};
+}
+
+ClassBandwidths::ClassBandwidths(const ComputeProfile& c) {
+  for (int k = 0; k < kKernelClassCount; ++k) by_class[static_cast<std::size_t>(k)] = class_bandwidth(c, static_cast<KernelClass>(k));
+}
+
 Time memory_time(const ComputeProfile& c, Bytes bytes, KernelClass cls) {
   if (!c.model_memory_kernels || bytes.count <= 0) return Time::zero();
-  auto it = c.class_bandwidth.find(cls);
-  if (it != c.class_bandwidth.end()) return transfer_time(bytes, it->second);
-  return transfer_time(bytes, Bandwidth{c.hbm.bytes_per_s * c.memory_efficiency});
+  return transfer_time(bytes, class_bandwidth(c, cls));
 }
 
 // A non-vectorized kernel's elements at the profile's time per element; those it computes
@@ -151,7 +159,8 @@ static bool streams_past_l2(const ComputeProfile& c, const KernelWork& w, int ke
 
 // The non-GEMM part of a kernel's time. Attention kernels' bytes are part of their FLOP-priced
 // time; only GEMM-free memory-bound work is priced by bytes.
-static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels) {
+static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass cls, int kernels,
+                       const ClassBandwidths* bandwidths = nullptr) {
   Time t = w.fixed;
   if (w.memory_bytes.count > 0 && c.model_memory_kernels && cls != KernelClass::Attention) {
     Time floor{c.min_kernel_time.ns * std::max(1, kernels)};
@@ -161,6 +170,7 @@ static Time other_time(const ComputeProfile& c, const KernelWork& w, KernelClass
         w.generated && (cls == KernelClass::Reduction || cls == KernelClass::Norm) && c.inductor_reduction.bytes_per_s > 0;
     Time moved = memcpy               ? transfer_time(w.memory_bytes, c.memcpy)
                  : inductor_reduction ? transfer_time(w.memory_bytes, c.inductor_reduction)
+                 : bandwidths         ? transfer_time(w.memory_bytes, bandwidths->by_class[static_cast<std::size_t>(cls)])
                                       : memory_time(c, w.memory_bytes, cls);
     if (!memcpy && streams_past_l2(c, w, kernels)) moved = std::max(moved, transfer_time(w.memory_bytes, c.dram_stream));
     if (cls == KernelClass::ElementwiseStrided && w.elements > 0) moved = std::max(moved, strided_element_time(c, w));
@@ -212,7 +222,7 @@ Time launch_host_time(const HostProfile& h, const Kernel& k) {
 }
 
 Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernels) {
-  Time t = other_time(c_, w, cls, kernels);
+  Time t = other_time(c_, w, cls, kernels, &bandwidths_);
   for (const auto& g : w.gemms) t += gemm(g);
   return t;
 }

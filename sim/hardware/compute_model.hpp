@@ -6,6 +6,7 @@
 // attention at the power-limited clock their tensor-core activity sustains (ClockProfile);
 // fixed times as given. Host cost of a launch by how the framework dispatches it.
 
+#include <array>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -47,18 +48,27 @@ class GemmTimeMemo {
   std::vector<std::pair<GemmShape, Time>> shapes_;  // in the order first priced; few dozen a workload
 };
 
+// Each kernel class's achieved bandwidth (memory_time's), looked up once per simulation rather
+// than in the profile's map per kernel.
+struct ClassBandwidths {
+  explicit ClassBandwidths(const ComputeProfile& c);
+  std::array<Bandwidth, kKernelClassCount> by_class{};
+};
+
 // kernel_time with GEMM times memoized per shape. The measured-table lookup scans every table
 // entry (a fitted H100 profile holds ~1,100), while a step repeats a few dozen shapes
 // thousands of times; one cache per simulation keeps the engine at microseconds per kernel.
 class KernelTimeCache {
  public:
-  explicit KernelTimeCache(const ComputeProfile& c, GemmTimeMemo* shared = nullptr) : c_(c), shared_(shared), slots_(64) {}
+  explicit KernelTimeCache(const ComputeProfile& c, GemmTimeMemo* shared = nullptr)
+      : c_(c), bandwidths_(c), shared_(shared), slots_(64) {}
   Time kernel_time(const Kernel& k);
 
  private:
   Time work_time(const KernelWork& w, KernelClass cls, int kernels);
   Time gemm(const GemmShape& g);
   const ComputeProfile& c_;
+  ClassBandwidths bandwidths_;
   GemmTimeMemo* shared_;  // the profile's memo across simulations, if it has one
   // Open addressing with linear probing, at most half full: a lookup is a hash and one or two
   // compares, where std::unordered_map chased a node per lookup (10^5 per deep step).
