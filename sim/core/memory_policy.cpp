@@ -2,8 +2,13 @@
 
 #include <cstdlib>  // defines __GLIBC__ on glibc
 
+#include <cstdint>
+
 #if defined(__GLIBC__)
 #include <malloc.h>
+#endif
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 namespace stepsim {
@@ -20,6 +25,18 @@ void return_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 128 << 10);  // glibc's default, held fixed
   mallopt(M_TRIM_THRESHOLD, 128 << 10);
+#endif
+}
+
+void advise_huge_pages(const void* p, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = 2 << 20;
+  if (p == nullptr || bytes < 2 * kHuge) return;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice only: an error changes nothing
+#else
+  (void)p, (void)bytes;
 #endif
 }
 

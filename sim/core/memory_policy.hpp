@@ -7,6 +7,8 @@
 // repetition) faults all of those pages in again depended on the order of unrelated frees:
 // 11,000 page faults and ~20 ms per 4,096-layer run in one build, none in the next.
 
+#include <cstddef>
+
 namespace stepsim {
 
 // Keep freed memory for reuse within the process (glibc: blocks up to 32 MiB, the largest
@@ -20,5 +22,11 @@ void keep_freed_memory();
 // returned to the kernel when freed, and free heap above 128 KiB is trimmed. Analyze of a 1 GB
 // trace peaked at 205 MB resident with keep_freed_memory(), 131 MB with this (docs/limits.md).
 void return_freed_memory();
+
+// Asks the kernel to back [p, p + bytes) with transparent huge pages where it can (Linux with
+// THP in `madvise` or `always` mode; its 2 MiB-aligned part only): for the simulator's largest
+// arrays, which a deep step writes once each (tens of MB), so that they fault in 2 MiB at a
+// time instead of 4 KiB. A no-op elsewhere and for less than 4 MiB.
+void advise_huge_pages(const void* p, std::size_t bytes);
 
 }  // namespace stepsim

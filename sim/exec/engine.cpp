@@ -21,6 +21,7 @@
 #include <random>
 
 #include "sim/core/format.hpp"
+#include "sim/core/memory_policy.hpp"
 #include "sim/core/overloaded.hpp"
 
 #include "sim/core/error.hpp"
@@ -304,6 +305,9 @@ class Engine {
       drift_.reserve(n);
       comm_expected_max_.assign(p.comms.size(), -1.0);
     }
+    auto huge = [](const auto& v) { advise_huge_pages(v.data(), v.capacity() * sizeof(*v.data())); };
+    huge(ops_), huge(timeline_.ops), huge(timeline_.host), huge(timeline_.memory), huge(alloc_log_), huge(drift_);
+    huge(timeline_.op_why), huge(timeline_.host_why), huge(records_), huge(buffers_);
   }
 
   Timeline run() {
