@@ -413,6 +413,7 @@ class Engine {
   void push_host(HostInterval h, StartRecord why = {}) {
     if (h.kind != HostInterval::Kind::Blocked && !timeline_.host.empty() && timeline_.host.back().end == h.start)
       why = StartRecord{StartCause::HostOrder, HostIndex{timeline_.host.size() - 1}};
+    host_end_ = std::max(host_end_, h.end);
     timeline_.host.push_back(std::move(h));
     timeline_.host_why.push_back(why);
   }
@@ -539,6 +540,7 @@ class Engine {
     if (b.live) throw std::logic_error(fmt::format("instruction {}: buffer {} allocated twice", i, a.buffer));
     b = BufferState{a.bytes, a.category, true};
     live_[static_cast<std::size_t>(a.category)] += a.bytes;
+    live_total_ += a.bytes;
     const bool deferred = a.lazy && allocator_config_.enabled;  // met at the first optimizer phase
     if (deferred) lazy_.push_back(i);
     else allocator_.malloc(a.buffer, a.bytes, a.stream);
@@ -563,6 +565,7 @@ class Engine {
     workspaces_.push_back(key);
     allocator_.malloc(BufferId{static_cast<std::uint32_t>(p_.buffer_count + workspaces_.size() - 1)}, ws, s);
     live_[static_cast<std::size_t>(MemCategory::Other)] += ws;
+    live_total_ += ws;
     sample_memory(now_);
   }
 
@@ -1031,6 +1034,7 @@ class Engine {
   void release(BufferId id) {
     auto& b = buffers_[id.index()];
     live_[static_cast<std::size_t>(b.category)] -= b.bytes;
+    live_total_ -= b.bytes;
     b.live = false;
     const std::size_t issued_at = b.free_pending ? b.free_log_pos : alloc_log_.size();
     b.free_pending = false;
@@ -1144,7 +1148,7 @@ class Engine {
     MemorySample s;
     s.time = t;
     s.by_category = live_;
-    for (const auto& b : live_) s.total += b;
+    s.total = live_total_;
     s.reserved = allocator_.reserved();
     timeline_.memory.push_back(std::move(s));
   }
@@ -1196,8 +1200,7 @@ class Engine {
   }
 
   void finish_timeline() {
-    Time end = std::max(host_done_at_, ops_end_);
-    for (const auto& h : timeline_.host) end = std::max(end, h.end);
+    const Time end = std::max({host_done_at_, ops_end_, host_end_});
     timeline_.start = Time::zero();
     timeline_.end = end;
     timeline_.dependencies = dependencies_ + (timeline_.host.empty() ? 0 : timeline_.host.size() - 1);
@@ -1251,6 +1254,7 @@ class Engine {
   std::vector<std::size_t> lazy_;  // Alloc::lazy instructions the allocator has not met yet
   std::vector<std::pair<std::size_t, std::size_t>> workspaces_;  // (stream, handle) with a cuBLAS workspace
   std::array<Bytes, kMemCategoryCount> live_{};
+  Bytes live_total_;  // the sum of live_
   std::size_t pc_ = 0;
   Phase phase_ = Phase::Setup;
   std::optional<std::size_t> blocked_on_;
@@ -1266,6 +1270,7 @@ class Engine {
   Drift host_drift_;
   Timeline timeline_;
   Time ops_end_;    // the latest end of any op
+  Time host_end_;   // the latest end of any host interval
 };
 
 }  // namespace
