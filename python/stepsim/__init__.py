@@ -50,9 +50,9 @@ def keep_freed_memory() -> None:
     the call, for the Llama-3-8B DDP example whose result is dropped at each call, before
     ``simulate`` kept its last simulation until the next call: docs/python.md). ``simulate``
     needs this no longer; other calls in a loop may. This sets glibc's thresholds for the whole
-    process as the CLI sets its own (sim/core/memory_policy.hpp): blocks up to 32 MiB from the
-    heap, up to 1 GiB of free heap kept. Nothing else in the process is told: its freed memory
-    stays resident too, which is why stepsim never does it unasked.
+    process as the CLI sets its own (sim/core/memory_policy.hpp): every block from the heap,
+    none from a mapping of its own, up to 1 GiB of free heap kept. Nothing else in the process
+    is told: its freed memory stays resident too, which is why stepsim never does it unasked.
     ``STEPSIM_KEEP_FREED_MEMORY=1`` in the environment does it at import. A no-op on other C
     libraries.
     """

@@ -214,7 +214,7 @@ def test_scale_equals_the_clis_csv_and_json(cli, tmp_path):
         stepsim.scale(DDP, gpus=[8, 12])
 
 
-# What the process keeps of 16 MiB it wrote and freed (resident pages, /proc/self/statm), in a
+# What the process keeps of 16 MiB (or MIB) it wrote and freed (resident pages, /proc/self/statm), in a
 # fresh interpreter: with glibc's defaults the block is a mapping of its own and goes back to the
 # kernel; after keep_freed_memory() (or STEPSIM_KEEP_FREED_MEMORY=1) it comes from the heap and
 # stays for the next allocation. Catches an opt-in that does nothing, and a default that
@@ -225,7 +225,7 @@ if os.environ.get("CALL") == "1":
     stepsim.keep_freed_memory()
 page = os.sysconf("SC_PAGE_SIZE")
 rss = lambda: int(open("/proc/self/statm").read().split()[1]) * page
-block = b"x" * (16 << 20)
+block = b"x" * (int(os.environ.get("MIB", "16")) << 20)
 before = rss()
 del block
 print(before - rss())
@@ -248,6 +248,10 @@ def test_keep_freed_memory_is_opt_in_and_keeps_freed_blocks():
     assert released() >= 15 * mib  # glibc's default: returned
     assert released(CALL="1") < mib  # kept
     assert released(STEPSIM_KEEP_FREED_MEMORY="1") < mib
+    # Above glibc's largest mmap threshold (32 MiB) too: a 4,096-layer step's arrays are that large,
+    # and the kernel zeroed them again at every simulation when they were mapped afresh.
+    assert released(MIB="64") >= 63 * mib
+    assert released(CALL="1", MIB="64") < mib
 
 
 def test_pandas_is_imported_by_the_first_dataframe_not_by_import_stepsim():

@@ -11,8 +11,8 @@
 
 namespace stepsim {
 
-// Keep freed memory for reuse within the process (glibc: blocks up to 32 MiB, the largest
-// mmap threshold it accepts, come from the heap, and up to 1 GiB of free heap is kept). The CLI
+// Keep freed memory for reuse within the process (glibc: every block comes from the heap, none
+// from a mapping of its own, and up to 1 GiB of free heap is kept). The CLI
 // calls it first thing; the benches too, so that they measure what the CLI does. A no-op on
 // other C libraries.
 void keep_freed_memory();
