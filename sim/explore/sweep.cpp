@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.hpp"
+#include "sim/exec/engine.hpp"
 #include "sim/hardware/collective_model.hpp"
 #include "sim/strategies/load_experiment.hpp"
 #include "sim/strategies/strategy.hpp"
@@ -234,6 +235,57 @@ std::optional<double> metric_value(const SweepRow& r, const std::string& name) {
   return std::nullopt;
 }
 
+std::shared_ptr<const Program> ProgramCache::find(const std::string& key, const HostProfile& host) const {
+  std::lock_guard lock(mutex_);
+  for (const Entry& e : entries_)
+    if (e.key == key && e.host == host) {
+      e.last_use = ++uses_;
+      ++hits_;
+      return e.program;
+    }
+  return nullptr;
+}
+
+void ProgramCache::add(const std::string& key, const HostProfile& host, std::shared_ptr<const Program> program) {
+  const std::size_t size = program->instructions.size();
+  std::lock_guard lock(mutex_);
+  if (size > max_instructions_) return;
+  for (const Entry& e : entries_)
+    if (e.key == key && e.host == host) return;  // another thread built it meanwhile (the same program)
+  while (held_ + size > max_instructions_ && !entries_.empty()) {
+    auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                   [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; });
+    held_ -= oldest->program->instructions.size();
+    entries_.erase(oldest);
+  }
+  entries_.push_back(Entry{key, host, std::move(program), ++uses_});
+  held_ += size;
+}
+
+std::uint64_t ProgramCache::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+namespace {
+
+// What ProgramCache matches a point's program by, besides the profile's host section: the
+// experiment document without cluster.profile (which is moved out and back, not copied: an
+// inline profile is ~130 KB). JSON objects are ordered maps, so equal documents dump equal.
+std::string program_key(nlohmann::json& doc) {
+  auto cluster = doc.find("cluster");
+  if (cluster == doc.end() || !cluster->is_object()) return doc.dump();
+  auto profile = cluster->find("profile");
+  if (profile == cluster->end()) return doc.dump();
+  nlohmann::json held = std::move(*profile);
+  cluster->erase(profile);
+  std::string key = doc.dump();
+  (*cluster)["profile"] = std::move(held);
+  return key;
+}
+
+}  // namespace
+
 SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
   SweepRow row;
   row.index = index;
@@ -247,13 +299,19 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
   try {
     nlohmann::json doc = spec.base;
     for (auto& [path, value] : pt) set_config_path(doc, path, value);
+    const std::string key = spec.programs ? program_key(doc) : std::string();
     Experiment e = experiment_from_json(std::move(doc), spec.base_sources, spec.profiles.get(), "", spec.workloads.get());
     row.framework = e.strategy->framework();
     row.world_size = e.cluster.world_size();
-    SimulationResult r = run_experiment(e);
-    row.metrics = r.metrics;
-    row.extrapolations = collective_extrapolations(e.cluster.profile, r.program.comms);
-    row.throughput = throughput(e, r.metrics.overlap.step_time);
+    // run_experiment, with the program of an earlier point whose build read the same inputs.
+    std::shared_ptr<const Program> program = spec.programs ? spec.programs->find(key, e.cluster.profile->host) : nullptr;
+    if (!program) {
+      program = std::make_shared<const Program>(build_step_program(e));
+      if (spec.programs) spec.programs->add(key, e.cluster.profile->host, program);
+    }
+    row.metrics = compute_metrics(simulate_program(*program, e.cluster.profile, e.training.allocator));
+    row.extrapolations = collective_extrapolations(e.cluster.profile, program->comms);
+    row.throughput = throughput(e, row.metrics.overlap.step_time);
     row.status = "ok";
   } catch (const InputError& ex) {
     row.status = "invalid";

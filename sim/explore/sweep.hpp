@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -49,6 +50,38 @@ struct SweepConstraint {
   double value = 0;
 };
 
+// Step programs a sweep has built, for its points that differ only in what the build does not
+// read: the hardware profile apart from its host section (the strategies read
+// host.autograd_engine_per_node and host.monitor_write, build_step_program host.step_start and
+// step_end; the cluster's shape is in the document). A sweep over profiles (a GPU type, a NIC's
+// bandwidth in an inline profile) then prices one program at every point, as the engine prices
+// kernels and collectives itself (issue 49). A program is found by the point's experiment
+// document without cluster.profile and by the profile's host section; a strategy that comes to
+// read more of the profile must add it to the match (sweep.cpp, run_sweep_point). Holds at most
+// `max_instructions` instructions in all (a Llama-3-8B FSDP1 step is ~5,000, ~1.5 MB), the
+// least recently used dropped; a larger program is not kept. Thread-safe.
+class ProgramCache {
+ public:
+  static constexpr std::size_t kMaxInstructions = 200'000;
+  explicit ProgramCache(std::size_t max_instructions = kMaxInstructions) : max_instructions_(max_instructions) {}
+  std::shared_ptr<const Program> find(const std::string& key, const HostProfile& host) const;
+  void add(const std::string& key, const HostProfile& host, std::shared_ptr<const Program> program);
+  std::uint64_t hits() const;
+
+ private:
+  struct Entry {
+    std::string key;
+    HostProfile host;
+    std::shared_ptr<const Program> program;
+    mutable std::uint64_t last_use = 0;
+  };
+  std::size_t max_instructions_;
+  mutable std::mutex mutex_;
+  mutable std::uint64_t uses_ = 0, hits_ = 0;
+  std::vector<Entry> entries_;
+  std::size_t held_ = 0;  // instructions of the programs in entries_
+};
+
 struct SweepSpec {
   std::string file;
   std::string name;
@@ -67,6 +100,9 @@ struct SweepSpec {
   // changes the workload through more values than that rebuilds every point's, as before.
   static constexpr std::size_t kSweepWorkloads = 32;
   std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(kSweepWorkloads);
+  // Programs shared by points that differ only in the profile, likewise (ProgramCache); null:
+  // every point builds its own.
+  std::shared_ptr<ProgramCache> programs = std::make_shared<ProgramCache>();
 
   std::uint64_t size() const;
   // Point i as path -> value (only the varied paths).

@@ -238,3 +238,41 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   cached.workloads = std::make_shared<WorkloadCache>(1);
   CHECK(run_csv(cached, two) == expected);
 }
+
+TEST_CASE("a sweep over profiles shares each program among the points whose build read the same inputs", "[sweep]") {
+  // Four profiles on two nodes: the H100's, the H200's (the same host section), the H100's with a
+  // slower NIC (the same program, priced differently) and with a training loop that takes 500 us
+  // after the step (host.step_end: build_step_program reads it, so its own program); times
+  // reshard_after_forward, which changes the program. The programs built: 2 x 2; the rest found.
+  const std::string h100 = kRoot + "/configs/hardware/h100-sxm-8x.json";
+  const std::string text = R"({"name": "profiles", "base": {"include": ")" + kRoot +
+                           R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"cluster.nodes": [2],
+      "cluster.profile": [")" + h100 + R"(", ")" + kRoot + R"(/configs/hardware/h200-sxm-8x.json",
+        {"include": ")" + h100 + R"(", "name": "slow-nic", "collectives": {"topology": {"network": {"nic_GBps": 12.5}}}},
+        {"include": ")" + h100 + R"(", "name": "slow-loop", "host": {"step_end_us": 500}}],
+      "strategy.reshard_after_forward": [true, false]}})";
+  static const test::TempDir dir("sweeps-programs");
+  const fs::path f = dir / "sweep.json";
+  std::ofstream(f) << text;
+  SweepSpec cached = load_sweep(f);
+  SweepSpec fresh = load_sweep(f);
+  fresh.programs = nullptr;
+  SweepOptions one, two;
+  one.jobs = 1;
+  two.jobs = 2;
+  const std::string expected = run_csv(fresh, one);
+  const auto rows = parse_csv(expected);
+  REQUIRE(rows.size() == 8);
+  for (const auto& r : rows) REQUIRE(r.at("status") == "ok");
+  // Each profile prices the program its own way (the slower NIC's step is longer).
+  CHECK(rows[0].at("step_time_ms") != rows[4].at("step_time_ms"));
+  CHECK(rows[0].at("step_time_ms") != rows[2].at("step_time_ms"));
+  CHECK(run_csv(cached, one) == expected);
+  CHECK(cached.programs->hits() == 4);
+  cached.programs = std::make_shared<ProgramCache>();
+  CHECK(run_csv(cached, two) == expected);
+  // A cache too small for one program keeps none, and agrees.
+  cached.programs = std::make_shared<ProgramCache>(10);
+  CHECK(run_csv(cached, one) == expected);
+  CHECK(cached.programs->hits() == 0);
+}
