@@ -18,7 +18,10 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string framework() const = 0;   // "ddp", "fsdp1", ...
-  // Builds one steady-state training step (all micro-batches and the optimizer step).
+  // Builds one steady-state training step (all micro-batches and the optimizer step). Of the
+  // hardware profile it reads the host section only (e.cluster.profile->host): the engine prices
+  // everything else, and a sweep shares one program among points that differ in the rest of the
+  // profile (ProgramCache, sim/explore/sweep.hpp), so a build that reads more must say so there.
   virtual Program build(const Experiment& e) const = 0;
   // At least as many instructions as build(e) writes (instruction_estimate, common.hpp): what
   // build reserves, so that the program's array is never regrown (tests/unit/strategies/
