@@ -216,13 +216,29 @@ nlohmann::json brief_json(const std::vector<std::string>& cols, const SweepPoint
           {"constraints_ok", p.constraints_ok}};
 }
 
+// An axis value as the text summary shows it: as the CSV writes it, unless longer than 48
+// characters (an inline profile, its includes resolved, is ~130 KB on one line): then, for a JSON
+// object with a "name", {"name":...,...}; else its first characters and "...".
+std::string shown_value(const std::string& v) {
+  constexpr std::size_t kMax = 48;
+  if (v.size() <= kMax) return v;
+  if (v.front() == '{') {
+    const auto j = nlohmann::json::parse(v, nullptr, false);
+    if (j.is_object())
+      if (auto n = j.find("name"); n != j.end() && n->is_string()) return fmt::format("{{\"name\":{},...}}", n->dump());
+  }
+  std::size_t cut = kMax - 3;
+  while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return v.substr(0, cut) + "...";
+}
+
 // "4: 1.203 s, 2: 1.190 s, ..." best first; past 5 values, the best `shown`, how many were left
 // out, and the worst: an axis of thousands of values stays one short line.
 std::string value_means(const AxisEffect& e, Objective o, std::size_t shown = 3) {
   auto ranked = e.ranked(o);
   auto one = [&](const std::pair<std::string, AxisValueStats>& v) {
     const double m = v.second.mean(o);  // the unit is on the range column
-    return fmt::format("{}: {}", v.first, o == Objective::StepTime ? format_time(Time{static_cast<std::int64_t>(m * 1e6 + 0.5)})
+    return fmt::format("{}: {}", shown_value(v.first), o == Objective::StepTime ? format_time(Time{static_cast<std::int64_t>(m * 1e6 + 0.5)})
                                           : o == Objective::TokensPerS ? fmt::format("{:.0f}", m)
                                                                        : fmt::format("{:.1f}%", m));
   };
@@ -272,7 +288,7 @@ void SweepSummary::write_text(std::ostream& out) const {
   auto describe = [&](const SweepPointBrief& p) {
     std::string s;
     for (std::size_t i = 0; i < columns_.size() && i < p.values.size(); ++i)
-      s += fmt::format("{}{}={}", s.empty() ? "" : " ", columns_[i], p.values[i]);
+      s += fmt::format("{}{}={}", s.empty() ? "" : " ", columns_[i], shown_value(p.values[i]));
     return s;
   };
   const std::string head = fmt::format("  {:<7} {:>12} {:>12} {:>6} {:>11}  {}\n", "#", "step", "tokens/s", "MFU", "reserved", "configuration");

@@ -267,8 +267,16 @@ TEST_CASE("a sweep over profiles shares each program among the points whose buil
   // Each profile prices the program its own way (the slower NIC's step is longer).
   CHECK(rows[0].at("step_time_ms") != rows[4].at("step_time_ms"));
   CHECK(rows[0].at("step_time_ms") != rows[2].at("step_time_ms"));
-  CHECK(run_csv(cached, one) == expected);
+  SweepSummary summary = empty_sweep_summary(cached);
+  CHECK(run_csv(cached, one, &summary) == expected);
   CHECK(cached.programs->hits() == 4);
+  // The text summary names an inline profile by its "name", where the CSV holds the whole
+  // object (its includes resolved: ~130 KB a row).
+  std::ostringstream shown;
+  summary.write_text(shown);
+  CHECK_THAT(shown.str(), Catch::Contains(R"({"name":"slow-nic",...})"));
+  std::istringstream lines(shown.str());
+  for (std::string line; std::getline(lines, line);) CHECK(line.size() < 400);
   cached.programs = std::make_shared<ProgramCache>();
   CHECK(run_csv(cached, two) == expected);
   // A cache too small for one program keeps none, and agrees.
