@@ -267,6 +267,16 @@ std::uint64_t ProgramCache::hits() const {
   return hits_;
 }
 
+std::size_t ProgramCache::held_instructions() const {
+  std::lock_guard lock(mutex_);
+  return held_;
+}
+
+bool SweepSpec::varies_profile() const {
+  return std::any_of(columns.begin(), columns.end(),
+                     [](const std::string& c) { return c == "cluster.profile" || c.starts_with("cluster.profile."); });
+}
+
 namespace {
 
 // What ProgramCache matches a point's program by, besides the profile's host section: the
@@ -299,15 +309,16 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
   try {
     nlohmann::json doc = spec.base;
     for (auto& [path, value] : pt) set_config_path(doc, path, value);
-    const std::string key = spec.programs ? program_key(doc) : std::string();
+    ProgramCache* const programs = spec.programs && spec.varies_profile() ? spec.programs.get() : nullptr;
+    const std::string key = programs ? program_key(doc) : std::string();
     Experiment e = experiment_from_json(std::move(doc), spec.base_sources, spec.profiles.get(), "", spec.workloads.get());
     row.framework = e.strategy->framework();
     row.world_size = e.cluster.world_size();
     // run_experiment, with the program of an earlier point whose build read the same inputs.
-    std::shared_ptr<const Program> program = spec.programs ? spec.programs->find(key, e.cluster.profile->host) : nullptr;
+    std::shared_ptr<const Program> program = programs ? programs->find(key, e.cluster.profile->host) : nullptr;
     if (!program) {
       program = std::make_shared<const Program>(build_step_program(e));
-      if (spec.programs) spec.programs->add(key, e.cluster.profile->host, program);
+      if (programs) programs->add(key, e.cluster.profile->host, program);
     }
     row.metrics = compute_metrics(simulate_program(*program, e.cluster.profile, e.training.allocator));
     row.extrapolations = collective_extrapolations(e.cluster.profile, program->comms);

@@ -67,6 +67,7 @@ class ProgramCache {
   std::shared_ptr<const Program> find(const std::string& key, const HostProfile& host) const;
   void add(const std::string& key, const HostProfile& host, std::shared_ptr<const Program> program);
   std::uint64_t hits() const;
+  std::size_t held_instructions() const;
 
  private:
   struct Entry {
@@ -100,11 +101,14 @@ struct SweepSpec {
   // changes the workload through more values than that rebuilds every point's, as before.
   static constexpr std::size_t kSweepWorkloads = 32;
   std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(kSweepWorkloads);
-  // Programs shared by points that differ only in the profile, likewise (ProgramCache); null:
-  // every point builds its own.
+  // Programs shared by points that differ only in the profile, likewise (ProgramCache), used
+  // when a column is the profile or inside it (no two points of another sweep can share one:
+  // each differs in some other value); null: every point builds its own.
   std::shared_ptr<ProgramCache> programs = std::make_shared<ProgramCache>();
 
   std::uint64_t size() const;
+  // A column is cluster.profile or a path inside it.
+  bool varies_profile() const;
   // Point i as path -> value (only the varied paths).
   std::vector<std::pair<std::string, nlohmann::json>> point(std::uint64_t i) const;
 };

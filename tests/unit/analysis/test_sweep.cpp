@@ -232,6 +232,8 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   CHECK(parse_csv(expected).size() == 16);
   CHECK(expected.find(",ok,") != std::string::npos);
   CHECK(run_csv(cached, one) == expected);
+  // No column is the profile, so no two points can share a program: none is kept.
+  CHECK(cached.programs->held_instructions() == 0);
   cached.workloads = std::make_shared<WorkloadCache>(SweepSpec::kSweepWorkloads);
   CHECK(run_csv(cached, two) == expected);
   // A cache smaller than the distinct workloads (4) shares the first one, builds the others, and agrees.
@@ -270,6 +272,7 @@ TEST_CASE("a sweep over profiles shares each program among the points whose buil
   SweepSummary summary = empty_sweep_summary(cached);
   CHECK(run_csv(cached, one, &summary) == expected);
   CHECK(cached.programs->hits() == 4);
+  CHECK(cached.programs->held_instructions() > 0);
   // The text summary names an inline profile by its "name", where the CSV holds the whole
   // object (its includes resolved: ~130 KB a row).
   std::ostringstream shown;
