@@ -92,6 +92,11 @@ class TextPool {
     return Text{std::string_view(at, n)};
   }
   std::size_t bytes() const { return used_; }
+  // Keeps `other` alive as long as this pool: its Texts may then be stored where this pool's are
+  // (a program's kernels named by their workload's pool, Layer::text).
+  void keep(std::shared_ptr<const TextPool> other) {
+    if (other && other.get() != this && std::find(kept_.begin(), kept_.end(), other) == kept_.end()) kept_.push_back(std::move(other));
+  }
 
  private:
   // n > 0 bytes of fresh storage.
@@ -111,6 +116,7 @@ class TextPool {
   }
   static constexpr std::size_t kBlock = 64 * 1024;
   std::vector<std::unique_ptr<char[]>> blocks_;
+  std::vector<std::shared_ptr<const TextPool>> kept_;
   char* next_ = nullptr;
   std::size_t left_ = 0;
   std::size_t used_ = 0;

@@ -54,6 +54,12 @@ class ProgramBuilder {
     if (unit != last_unit_) last_unit_ = text(unit);
     return last_unit_;
   }
+  // Texts of `pool` (a workload's launch names, Layer::text) may be stored in the program as
+  // they are: the program's pool keeps `pool` alive.
+  void borrow(const std::shared_ptr<const TextPool>& pool) {
+    if (pool.get() != borrowed_) keep(pool);
+  }
+  TextPool& text_pool() { return *program_.text; }
 
   void launch(StreamId s, Kernel k);
   void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool
@@ -95,8 +101,10 @@ class ProgramBuilder {
   }
   void check_room() const;
   BufferId alloc_named(Text stored, Bytes bytes, MemCategory cat, StreamId s);  // `stored` in the pool
+  void keep(const std::shared_ptr<const TextPool>& pool);  // borrow()'s first time
   Program program_;
   Text last_unit_;  // unit_text's
+  const TextPool* borrowed_ = nullptr;  // the pool borrow() kept last
 };
 
 }  // namespace stepsim

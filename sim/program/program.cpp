@@ -200,6 +200,11 @@ std::string to_string(AttentionKernel k) {
 
 ProgramBuilder::ProgramBuilder() { program_.streams.push_back(StreamDecl{"default", 0}); }
 
+void ProgramBuilder::keep(const std::shared_ptr<const TextPool>& pool) {
+  program_.text->keep(pool);
+  borrowed_ = pool.get();
+}
+
 StreamId ProgramBuilder::stream(const std::string& name, int priority) {
   program_.streams.push_back(StreamDecl{name, priority});
   return StreamId{program_.streams.size() - 1};

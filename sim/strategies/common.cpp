@@ -11,24 +11,6 @@
 
 namespace stepsim {
 
-static bool single_op(const Layer& l) {
-  return l.modules.size() == 1 && l.modules.front().forward.size() <= 1 && l.modules.front().backward.size() <= 1;
-}
-
-// The first op of a layer's forward (backward) carries the layer's name alone ("fwd block.3"),
-// so the start of a layer's pass is found by name as before op-level layers; the others name
-// their module and op ("fwd block.3.attn.q_proj linear").
-static bool first_op(const Layer& l, const Op& op, bool forward) {
-  if (forward) {
-    for (const auto& m : l.modules)
-      if (!m.forward.empty()) return &m.forward.front() == &op;
-  } else {
-    for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
-      if (!it->backward.empty()) return &it->backward.front() == &op;
-  }
-  return false;
-}
-
 std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   std::size_t per_micro_batch = 64;  // setup, the optimizer step and the marks
   for (const Layer& l : e.workload->layers) {
@@ -39,13 +21,23 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   return per_micro_batch * static_cast<std::size_t>(std::max(1, e.training.grad_accum));
 }
 
+// The launch's name and unit as the workload named them (name_launches), else formed now.
+static inline void name_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass, Kernel& k) {
+  if (!op.launch_name.empty() && l.text) {
+    b.borrow(l.text);
+    k.name = op.launch_name;
+    k.unit = l.unit;
+  } else {
+    k.name = form_launch_name(b.text_pool(), l, m, op, pass);
+    k.unit = b.unit_text(l.name);
+  }
+}
+
 Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward) {
   Kernel k;
-  const std::string_view pass = forward ? "fwd " : "bwd ";
-  k.name = single_op(l) || first_op(l, op, forward) ? b.text({pass, l.name}) : b.text({pass, m.name, " ", op.name});
+  name_launch(b, l, m, op, forward ? LaunchPass::Forward : LaunchPass::Backward, k);
   k.cls = op.cls;
   k.work = op.work;
-  k.unit = b.unit_text(l.name);
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
   if (op.continues_previous && k.dispatch != HostDispatch::Launch) k.dispatch = HostDispatch::Continue;
@@ -204,10 +196,10 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
   for (const auto& op : l.recompute) {
     sync_if_needed(b, s, op);
     Kernel k;
-    k.name = b.text({"recompute ", l.name, " ", op.name});
+    static const Module none;  // a recomputed op is named by its layer
+    name_launch(b, l, none, op, LaunchPass::Recompute, k);
     k.cls = op.cls;
     k.work = op.work;
-    k.unit = b.unit_text(l.name);
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
     k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch

@@ -1467,6 +1467,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     l.backward_dispatch = bwd_dispatch;
     saved_tensors_per_op(l);
   }
+  name_launches(w);
   return w;
 }
 
@@ -1497,6 +1498,7 @@ Workload build_toy(const std::vector<ToyLayerSpec>& specs, Dtype dtype) {
     l.backward_dispatch = HostDispatch::Launch;
     w.layers.push_back(l);
   }
+  name_launches(w);
   return w;
 }
 

@@ -8,6 +8,7 @@
 // module's direct parameters.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,10 @@ struct Op {
   // embedding's gradient): the strategy allocates that (.grad, buckets); every other backward op
   // writes an activation gradient (BackwardTemporaries, sim/strategies/common.hpp).
   bool param_grad = false;
+  // The name of its launch, made once with the workload (name_launches, in the layer's `text`):
+  // "fwd block.3", "fwd block.3.attn q_proj", "bwd ...", "recompute block.3 q_proj". Empty in a
+  // workload built by hand; the strategies then form it as they launch (op_kernel).
+  Text launch_name;
 };
 
 struct Module {
@@ -97,6 +102,11 @@ struct Layer {
   // no kernel included (block_autograd_nodes and the other layers' counts in transformer.cpp; 0 for
   // toy layers).
   std::int64_t autograd_nodes = 0;
+  // The pool of its ops' launch names and of `unit` (its name), shared by the workload's layers:
+  // a sweep or a loop of calls builds many programs of one cached workload, and forming every
+  // kernel's name at every build was a fifth of the build (name_launches).
+  std::shared_ptr<const TextPool> text;
+  Text unit;
 
   std::int64_t numel() const;
   KernelWork forward() const;   // sum over the forward ops
@@ -301,5 +311,20 @@ struct ToyLayerSpec {
   Bytes activations;
 };
 Workload build_toy(const std::vector<ToyLayerSpec>& layers, Dtype dtype);
+
+// Which of a layer's op lists a launch comes from: Module::forward, Module::backward,
+// Layer::recompute.
+enum class LaunchPass { Forward, Backward, Recompute };
+
+// The name of op's launch, stored in `pool`: the first op of a layer's forward (backward), or the
+// one op of a one-op layer, carries the layer's name alone ("fwd block.3"), so the start of a
+// layer's pass is found by name; the others name their module and op ("fwd block.3.attn q_proj");
+// a recomputed op its layer and op ("recompute block.3 q_proj"). `m` is unused for Recompute.
+Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op& op, LaunchPass pass);
+
+// Names every op's launch (Op::launch_name) and every layer's unit once, in one pool the layers
+// share (Layer::text), as form_launch_name does. The builders above call it last; a workload
+// changed after it must call it again.
+void name_launches(Workload& w);
 
 }  // namespace stepsim

@@ -1,0 +1,109 @@
+// A workload names its launches once (name_launches): the names are the ones the strategies
+// form at each launch (form_launch_name), and a program keeps its workload's names alive.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/strategies/strategy.hpp"
+#include "sim/workload/workload.hpp"
+#include "tests/test_support.hpp"
+
+using namespace stepsim;
+using stepsim::test::experiment_from_doc;
+using stepsim::test::llama2_7b_on_8_h100;
+
+namespace {
+
+// The workload as a hand-built one would be: no launch names, so the strategies form them.
+Workload without_names(Workload w) {
+  for (Layer& l : w.layers) {
+    l.text.reset();
+    l.unit = Text{};
+    for (Module& m : l.modules) {
+      for (Op& op : m.forward) op.launch_name = Text{};
+      for (Op& op : m.backward) op.launch_name = Text{};
+    }
+    for (Op& op : l.recompute) op.launch_name = Text{};
+  }
+  return w;
+}
+
+struct LaunchNames {
+  std::vector<std::string> names, units;
+};
+
+LaunchNames launch_names(const Program& p) {
+  LaunchNames out;
+  for (const Instruction& in : p.instructions)
+    if (const auto* l = std::get_if<Launch>(&in)) {
+      out.names.push_back(l->kernel.name.str());
+      out.units.push_back(l->kernel.unit.str());
+    }
+  return out;
+}
+
+Experiment with_workload(Experiment e, Workload w) {
+  e.workload = std::make_shared<const Workload>(std::move(w));
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("a workload's launch names are the names formed at each launch", "[workload][names]") {
+  const std::vector<nlohmann::json> strategies = {
+      {{"framework", "fsdp1"}}, {{"framework", "fsdp2"}},
+      {{"framework", "ddp"}},   {{"framework", "zero"}, {"stage", 3}},
+      {{"framework", "zero"}, {"stage", 2}}};
+  for (const auto* checkpointing : {"full", "selective", "none"})
+    for (const auto& strategy : strategies) {
+      INFO(strategy.dump() << ", activation checkpointing " << checkpointing);
+      nlohmann::json doc = {
+          {"workload", {{"preset", "llama2-7b"}, {"seq_len", 1024}, {"micro_batch", 1}, {"activation_checkpointing", checkpointing}}},
+          {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+          {"strategy", strategy},
+          {"training", {{"grad_accum", 2}}}};
+      const Experiment e = experiment_from_doc(doc);
+      const Layer& block = e.workload->layers[1];
+      REQUIRE(block.text);
+      REQUIRE(block.unit == block.name);
+      REQUIRE_FALSE(block.modules.front().forward.front().launch_name.empty());
+
+      const LaunchNames named = launch_names(e.strategy->build(e));
+      const LaunchNames formed = launch_names(e.strategy->build(with_workload(e, without_names(*e.workload))));
+      REQUIRE(named.names.size() > 100);
+      CHECK(named.names == formed.names);
+      CHECK(named.units == formed.units);
+      if (std::string(checkpointing) == "full")
+        CHECK(std::count_if(named.names.begin(), named.names.end(), [](const std::string& n) { return n.starts_with("recompute block.0 "); }) > 0);
+    }
+}
+
+TEST_CASE("a toy workload's launches keep their names", "[workload][names]") {
+  Workload w = build_toy(std::vector<ToyLayerSpec>(3, ToyLayerSpec{Time{1000}, Time{2000}, 10, Bytes{}}), Dtype::BF16);
+  REQUIRE(w.layers[2].modules.front().forward.front().launch_name == "fwd layer.2");
+  REQUIRE(w.layers[2].modules.front().backward.front().launch_name == "bwd layer.2");
+  REQUIRE(w.layers[2].unit == "layer.2");
+}
+
+TEST_CASE("a program keeps its workload's names alive", "[workload][names]") {
+  const Experiment base = llama2_7b_on_8_h100("fsdp2", "{}");
+  // A pool of its own, held by nothing but this workload (the process's workload cache holds
+  // the experiment's).
+  Workload w = *base.workload;
+  name_launches(w);
+  std::weak_ptr<const TextPool> pool = w.layers[1].text;
+  Program p;
+  LaunchNames before;
+  {
+    const Experiment e = with_workload(base, std::move(w));
+    p = e.strategy->build(e);
+    before = launch_names(p);
+  }
+  CHECK_FALSE(pool.expired());  // the program holds it
+  CHECK(launch_names(p).names == before.names);
+  CHECK(std::count(before.names.begin(), before.names.end(), "fwd block.1") == 1);
+  p = Program{};
+  CHECK(pool.expired());
+}
