@@ -33,7 +33,7 @@ nlohmann::json sample_steps(const Experiment& e, const SimulationResult& r, std:
   steps.reserve(static_cast<std::size_t>(samples));
   for (std::int64_t i = 0; i < samples; ++i) {
     const Timeline t = simulate_program(r.program, e.cluster.profile, e.training.allocator,
-                                        RankOptions{true, seed + static_cast<std::uint64_t>(i)});
+                                        RankOptions{true, seed + static_cast<std::uint64_t>(i)}, TimelineDetail::Metrics);
     steps.push_back(compute_metrics(t).overlap.step_time.ns);
   }
   std::sort(steps.begin(), steps.end());

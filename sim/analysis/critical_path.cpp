@@ -249,7 +249,7 @@ HardwareProfile with_double_link_bandwidth(const HardwareProfile& profile) {
 std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
   const Program base = build_step_program(e);
   auto run = [&](const std::string& what, HardwareProfile hw, Program prog) {
-    Time step = compute_metrics(simulate_program(prog, hw)).overlap.step_time;
+    Time step = compute_metrics(simulate_program(prog, hw, {}, {}, TimelineDetail::Metrics)).overlap.step_time;
     return Sensitivity{what, step, step.ns > 0 ? static_cast<double>(baseline.ns) / static_cast<double>(step.ns) : 1.0};
   };
   std::vector<Sensitivity> out;

@@ -250,9 +250,9 @@ struct OpDrift {
 class Engine {
  public:
   Engine(const Program& p, const HardwareProfile& hw, const AllocatorConfig& allocator, const RankOptions& ranks,
-         GemmTimeMemo* gemm_times = nullptr)
+         TimelineDetail detail, GemmTimeMemo* gemm_times = nullptr)
       : p_(p), hw_(hw), checker_(p), kernel_times_(hw.compute, gemm_times), allocator_config_(allocator), allocator_(allocator),
-        variation_(hw.rank_variation.enabled()), rank_options_(ranks), rng_(ranks.seed) {
+        variation_(hw.rank_variation.enabled()), explain_(detail == TimelineDetail::Full), rank_options_(ranks), rng_(ranks.seed) {
     streams_.resize(p.streams.size());
     stream_dirty_.resize(p.streams.size());
     stream_last_op_.assign(p.streams.size(), -1);
@@ -297,9 +297,11 @@ class Engine {
     const std::size_t n = p.instructions.size();
     ops_.reserve(n);
     timeline_.ops.reserve(n);
-    timeline_.op_why.reserve(n);
-    timeline_.host.reserve(n);
-    timeline_.host_why.reserve(n);
+    if (explain_) {
+      timeline_.op_why.reserve(n);
+      timeline_.host.reserve(n);
+      timeline_.host_why.reserve(n);
+    }
     timeline_.memory.reserve(n + 1);
     alloc_log_.reserve(n);
     if (variation_) {
@@ -386,7 +388,8 @@ class Engine {
       if (!retrying_) checker_.check(i);  // validate()'s checks, as the host reaches it (once)
       retrying_ = false;
       if (cost.ns > 0) {
-        push_host(issue_interval(i, now_ - cost, now_));
+        if (explain_) push_host(issue_interval(i, now_ - cost, now_));
+        else host_end_ = std::max(host_end_, now_);
         if (variation_) host_drift_.b += square(hw_.rank_variation.host_cv * static_cast<double>(cost.ns));
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
@@ -560,8 +563,7 @@ class Engine {
   void cublas_workspace(StreamId s) {
     const Bytes ws = hw_.outside_allocator.cublas_workspace;
     if (ws.count == 0) return;
-    // A flag per (stream, handle), looked at on every GEMM launch (a search of the held pairs was
-    // 4 % of a 4,096-layer step's engine instructions).
+    // A flag per (stream, handle), looked at on every GEMM launch.
     const std::size_t key = 2 * s.index() + (phase_ == Phase::Backward ? 1 : 0);
     if (workspace_held_[key]) return;
     workspace_held_[key] = 1;
@@ -674,7 +676,7 @@ class Engine {
     t.solo_duration = op.solo;
     t.name = name;
     t.unit = unit;
-    timeline_.op_why.emplace_back();
+    if (explain_) timeline_.op_why.emplace_back();
     if (variation_) timeline_.rank_wait.emplace_back();
     return t;
   }
@@ -735,7 +737,7 @@ class Engine {
           if (!can_start(op, idx)) break;
           if (variation_ && !arrived(op, idx)) break;  // a collective waiting for the slowest rank
           op.started = true;
-          if (!variation_ || op.type != OpType::Collective) op.why = start_cause(op);  // else as it arrived
+          if (explain_ && (!variation_ || op.type != OpType::Collective)) op.why = start_cause(op);  // else as it arrived
           op.start = now_;
           progress = true;
           if (op.type == OpType::Record || op.type == OpType::Wait || op.solo.ns == 0) {
@@ -868,7 +870,7 @@ class Engine {
       const auto t = static_cast<std::size_t>(op.timeline_index);
       timeline_.ops[t].start = op.start;
       timeline_.ops[t].end = now_;
-      timeline_.op_why[t] = op.why;
+      if (explain_) timeline_.op_why[t] = op.why;
       if (variation_) {
         // The NCCL kernel of the rank that arrived first spans its wait, as in a real trace.
         const OpDrift& d = drift_[idx];
@@ -899,14 +901,18 @@ class Engine {
       if (--pf.outstanding == 0) release(pf.buffer);
     }
     if (blocked_on_ && *blocked_on_ == idx) {
-      HostInterval blocked{HostInterval::Kind::Blocked, HostInterval::Label::Text, static_cast<std::uint32_t>(pc_), blocked_label(pc_),
-                           blocked_since_, now_};
-      // Released by this op, or by the op behind it when it is a Record or Wait.
-      StartRecord why;
-      if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
-      else if (op.why.cause() == StartCause::Stream || op.why.cause() == StartCause::Event) why = StartRecord{StartCause::HostSync, *op.why.op()};
-      dependencies_ += blocked_has_source_ ? 1 : 0;
-      push_host(std::move(blocked), why);
+      if (explain_) {
+        HostInterval blocked{HostInterval::Kind::Blocked, HostInterval::Label::Text, static_cast<std::uint32_t>(pc_), blocked_label(pc_),
+                             blocked_since_, now_};
+        // Released by this op, or by the op behind it when it is a Record or Wait.
+        StartRecord why;
+        if (op.timeline_index >= 0) why = StartRecord{StartCause::HostSync, op_index(op.timeline_index)};
+        else if (op.why.cause() == StartCause::Stream || op.why.cause() == StartCause::Event) why = StartRecord{StartCause::HostSync, *op.why.op()};
+        dependencies_ += blocked_has_source_ ? 1 : 0;
+        push_host(std::move(blocked), why);
+      } else {
+        host_end_ = std::max(host_end_, now_);
+      }
       if (variation_) host_drift_ = drift_[idx].end;  // the host resumes where that op left this rank
       blocked_on_.reset();
       if (blocked_retry_) {
@@ -966,7 +972,7 @@ class Engine {
     d.start = binding_drift(op, idx);
     d.hold = 2;
     if (op.type != OpType::Collective) return true;
-    op.why = start_cause(op);
+    if (explain_) op.why = start_cause(op);
     d.arrival = now_;
     const int n = p_.comms[op.comm.index()].ranks;
     const double sigma = std::sqrt(variance(d.start));
@@ -1266,6 +1272,7 @@ class Engine {
   Time blocked_since_;
   Time host_done_at_;
   bool variation_ = false;  // the profile's rank_variation is set
+  bool explain_ = true;     // TimelineDetail::Full: the host's intervals and every start's cause
   RankOptions rank_options_;
   std::mt19937_64 rng_;
   std::vector<OpDrift> drift_;  // parallel to ops_ when variation_
@@ -1279,13 +1286,13 @@ class Engine {
 }  // namespace
 
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator,
-                          const RankOptions& ranks) {
-  return Engine(program, hw, allocator, ranks).run();
+                          const RankOptions& ranks, TimelineDetail detail) {
+  return Engine(program, hw, allocator, ranks, detail).run();
 }
 
 Timeline simulate_program(const Program& program, const SharedProfile& hw, const AllocatorConfig& allocator,
-                          const RankOptions& ranks) {
-  return Engine(program, *hw, allocator, ranks, hw.gemm_time_memo()).run();
+                          const RankOptions& ranks, TimelineDetail detail) {
+  return Engine(program, *hw, allocator, ranks, detail, hw.gemm_time_memo()).run();
 }
 
 double expected_max_of_normals(int n) {

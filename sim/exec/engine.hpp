@@ -38,17 +38,24 @@ struct RankOptions {
   std::uint64_t seed = 0;
 };
 
+// What the timeline holds. `Full`: everything the reports read. `Metrics`: what compute_metrics
+// reads (the ops, the memory samples, the slowest-rank waits), without the host's intervals and
+// without why each op and host interval started when it did (Timeline::host, host_why, op_why:
+// explain's critical path, the trace, the HTML report). The simulation is the same, so are the
+// metrics; a sweep point, a --samples draw or a sensitivity run skips a tenth of the engine's work.
+enum class TimelineDetail { Full, Metrics };
+
 // E[max of n independent standard normal draws] (0 for n <= 1): 1.42 for 8, 2.47 for 128.
 double expected_max_of_normals(int n);
 
 // Throws std::logic_error on a malformed Program (validate()'s checks, sim/program/validate.hpp,
 // run on each instruction as the host reaches it) and DeadlockError (rule 7).
 Timeline simulate_program(const Program& program, const HardwareProfile& hw, const AllocatorConfig& allocator = {},
-                          const RankOptions& ranks = {});
+                          const RankOptions& ranks = {}, TimelineDetail detail = TimelineDetail::Full);
 // The same with an experiment's profile, whose GEMM times are kept across simulations when it
 // has a memo (SharedProfile::gemm_time_memo): the same timeline.
 Timeline simulate_program(const Program& program, const SharedProfile& hw, const AllocatorConfig& allocator = {},
-                          const RankOptions& ranks = {});
+                          const RankOptions& ranks = {}, TimelineDetail detail = TimelineDetail::Full);
 
 // One-line description of an instruction, for errors and reports ("Wait stream 2 on event 7").
 std::string describe(const Program& program, std::size_t instruction);

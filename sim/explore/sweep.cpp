@@ -320,7 +320,7 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
       program = std::make_shared<const Program>(build_step_program(e));
       if (programs) programs->add(key, e.cluster.profile->host, program);
     }
-    row.metrics = compute_metrics(simulate_program(*program, e.cluster.profile, e.training.allocator));
+    row.metrics = compute_metrics(simulate_program(*program, e.cluster.profile, e.training.allocator, {}, TimelineDetail::Metrics));
     row.extrapolations = collective_extrapolations(e.cluster.profile, program->comms);
     row.throughput = throughput(e, row.metrics.overlap.step_time);
     row.status = "ok";
