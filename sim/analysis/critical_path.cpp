@@ -262,7 +262,10 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
     hw.compute.min_kernel_time = Time{hw.compute.min_kernel_time.ns / 2};
     Program prog = base;
     for (auto& ins : prog.instructions)
-      if (auto* l = std::get_if<Launch>(&ins)) l->kernel.work.fixed = Time{l->kernel.work.fixed.ns / 2};
+      if (auto* l = std::get_if<Launch>(&ins)) {
+        l->kernel.work.fixed = Time{l->kernel.work.fixed.ns / 2};
+        l->kernel.work_id = 0;  // its work changed (Kernel::work_id)
+      }
     out.push_back(run("2x compute", hw, std::move(prog)));
   }
   {  // Zero host overhead: per-instruction CPU costs and HostWork become free.

@@ -77,6 +77,7 @@ struct Flops {
   double count = 0;
   friend Flops operator+(Flops a, Flops b) { return Flops{a.count + b.count}; }
   Flops& operator+=(Flops o) { count += o.count; return *this; }
+  constexpr bool operator==(const Flops&) const = default;
 };
 
 // Bytes per second. GB/s here means 1e9 B/s (nccl-tests convention).

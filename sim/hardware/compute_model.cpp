@@ -292,7 +292,13 @@ std::shared_ptr<GemmTimeMemo> gemm_time_memo_of(const std::shared_ptr<const Hard
 }
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {
-  return work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * std::max(k.kernels, 1)};
+  if (k.work_id > 0 && k.work_id < by_work_.size() && by_work_[k.work_id].ns >= 0) return by_work_[k.work_id];
+  const Time t = work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * std::max(k.kernels, 1)};
+  if (k.work_id > 0) {
+    if (k.work_id >= by_work_.size()) by_work_.resize(std::max<std::size_t>(k.work_id + 1, 2 * by_work_.size()), Time{-1});
+    by_work_[k.work_id] = t;
+  }
+  return t;
 }
 
 }  // namespace stepsim

@@ -80,6 +80,7 @@ class KernelTimeCache {
   Slot& slot(const GemmShape& g);
   std::vector<Slot> slots_;  // a power of two
   std::size_t used_ = 0;
+  std::vector<Time> by_work_;  // by Kernel::work_id: its time, or -1 until priced
 };
 
 }  // namespace stepsim

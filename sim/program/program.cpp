@@ -229,7 +229,7 @@ void ProgramBuilder::launch(StreamId s, Kernel k) {
 }
 
 void ProgramBuilder::launch(StreamId s, const KernelSpec& k) {
-  add(Launch{s, Kernel{text(k.name), k.cls, k.work, text(k.unit), k.kernels, k.dispatch}});
+  add(Launch{s, Kernel{text(k.name), k.cls, k.work, text(k.unit), k.kernels, k.dispatch, k.work_id}});
 }
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,

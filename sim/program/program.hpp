@@ -89,6 +89,7 @@ struct AttentionWork {
   std::int64_t head_dim = 0;
   // The flash_attn package's release (Flash only: its kernel widths changed, attention_kernel_head_dim).
   Release flash_attn = kDefaultFlashAttnRelease;
+  bool operator==(const AttentionWork&) const = default;
 };
 
 // The head dimension a kernel computes with for a model's `head_dim`: the kernels are compiled
@@ -201,6 +202,7 @@ struct KernelWork {
   // Sums the parts; merged attention work keeps the first kernel, direction and sequence
   // (a layer's kernels, merged into one, share them).
   KernelWork& operator+=(const KernelWork& o);
+  bool operator==(const KernelWork&) const = default;
   bool empty() const {
     return gemms.empty() && memory_bytes.count == 0 && attention.flops.count == 0 && fixed.ns == 0;
   }
@@ -235,7 +237,7 @@ bool is_memory_bound(KernelClass c);
 // engine's C++ thread in backward; Continue: a further kernel of the aten call that launched
 // the previous one, of another class (an out-of-place masked_fill's clone, then its fill): the
 // host pays only its launch.
-enum class HostDispatch { Launch, Eager, Autograd, Continue };
+enum class HostDispatch : std::uint8_t { Launch, Eager, Autograd, Continue };
 
 // A device-to-device cudaMemcpyAsync: a Copy that stands for no CUDA kernel (memcpy_dtod). Priced
 // at the profile's memcpy rate, and neither compute nor communication in the metrics, as a
@@ -256,6 +258,11 @@ struct BasicKernel {
   // embedding backward launches several); the GPU time is the sum, the count is reported.
   int kernels = 1;
   HostDispatch dispatch = HostDispatch::Launch;
+  // The kernel's (class, kernels, work) as its workload numbered it (Op::work_id, number_works):
+  // two kernels of one program with the same id cost the same, so the engine prices each id
+  // once. 0: not numbered (priced on its own). Whoever changes a numbered kernel's class,
+  // kernels or work sets it to 0.
+  std::uint16_t work_id = 0;
 };
 using Kernel = BasicKernel<Text>;
 using KernelSpec = BasicKernel<std::string>;

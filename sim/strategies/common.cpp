@@ -38,6 +38,7 @@ Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& o
   name_launch(b, l, m, op, forward ? LaunchPass::Forward : LaunchPass::Backward, k);
   k.cls = op.cls;
   k.work = op.work;
+  k.work_id = op.work_id;
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
   if (op.continues_previous && k.dispatch != HostDispatch::Launch) k.dispatch = HostDispatch::Continue;
@@ -200,6 +201,7 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
     name_launch(b, l, none, op, LaunchPass::Recompute, k);
     k.cls = op.cls;
     k.work = op.work;
+    k.work_id = op.work_id;
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
     k.dispatch = l.forward_dispatch == HostDispatch::Launch ? HostDispatch::Launch

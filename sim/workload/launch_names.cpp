@@ -1,5 +1,8 @@
 // The names of a workload's launches (form_launch_name, name_launches in workload.hpp).
+#include <cstdint>
+#include <limits>
 #include <memory>
+#include <unordered_map>
 
 #include "sim/workload/workload.hpp"
 
@@ -35,7 +38,50 @@ Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op&
   return single_op(l) || first_op(l, op, forward) ? add({prefix, l.name}) : add({prefix, m.name, " ", op.name});
 }
 
+namespace {
+
+// What a kernel's price depends on besides the profile (KernelTimeCache::kernel_time).
+struct WorkKey {
+  const Op* op;
+  bool operator==(const WorkKey& o) const {
+    return op->cls == o.op->cls && op->kernels == o.op->kernels && op->work == o.op->work;
+  }
+};
+
+struct WorkKeyHash {
+  std::size_t operator()(const WorkKey& k) const {
+    const KernelWork& w = k.op->work;
+    std::uint64_t h = static_cast<std::uint64_t>(k.op->cls) * 0x9E3779B97F4A7C15ull ^ static_cast<std::uint64_t>(k.op->kernels);
+    auto mix = [&](std::uint64_t v) { h = (h ^ v) * 0x9E3779B97F4A7C15ull; };
+    for (const GemmShape& g : w.gemms) mix(static_cast<std::uint64_t>(g.m ^ (g.n << 20) ^ (g.k << 40) ^ g.batch));
+    mix(static_cast<std::uint64_t>(w.memory_bytes.count));
+    mix(static_cast<std::uint64_t>(w.attention.seq ^ w.attention.head_dim));
+    mix(static_cast<std::uint64_t>(w.fixed.ns ^ w.elements ^ w.tensor.count));
+    return static_cast<std::size_t>(h);
+  }
+};
+
+// Op::work_id for every op of w: equal (cls, kernels, work), equal id.
+void number_works(Workload& w) {
+  std::unordered_map<WorkKey, std::uint16_t, WorkKeyHash> ids;
+  auto number = [&](Op& op) {
+    auto [it, added] = ids.try_emplace(WorkKey{&op}, 0);
+    if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
+    op.work_id = it->second;
+  };
+  for (Layer& l : w.layers) {
+    for (Module& m : l.modules) {
+      for (Op& op : m.forward) number(op);
+      for (Op& op : m.backward) number(op);
+    }
+    for (Op& op : l.recompute) number(op);
+  }
+}
+
+}  // namespace
+
 void name_launches(Workload& w) {
+  number_works(w);
   auto pool = std::make_shared<TextPool>();
   for (Layer& l : w.layers) {
     l.unit = pool->add(l.name);

@@ -71,6 +71,9 @@ struct Op {
   // "fwd block.3", "fwd block.3.attn q_proj", "bwd ...", "recompute block.3 q_proj". Empty in a
   // workload built by hand; the strategies then form it as they launch (op_kernel).
   Text launch_name;
+  // Its (cls, kernels, work) numbered among the workload's (name_launches): the ops of a model's
+  // blocks repeat a few dozen works, which the engine then prices once each (Kernel::work_id).
+  std::uint16_t work_id = 0;
 };
 
 struct Module {
@@ -323,8 +326,9 @@ enum class LaunchPass { Forward, Backward, Recompute };
 Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op& op, LaunchPass pass);
 
 // Names every op's launch (Op::launch_name) and every layer's unit once, in one pool the layers
-// share (Layer::text), as form_launch_name does. The builders above call it last; a workload
-// changed after it must call it again.
+// share (Layer::text), as form_launch_name does, and numbers each distinct (cls, kernels, work)
+// of the workload's ops from 1 (Op::work_id; past 65,535 distinct ones, 0: priced one by one).
+// The builders above call it last; a workload changed after it must call it again.
 void name_launches(Workload& w);
 
 }  // namespace stepsim

@@ -107,3 +107,37 @@ TEST_CASE("a program keeps its workload's names alive", "[workload][names]") {
   p = Program{};
   CHECK(pool.expired());
 }
+
+TEST_CASE("a workload numbers its ops' works: equal id, equal (class, kernels, work)", "[workload][names]") {
+  for (const auto* checkpointing : {"full", "none"}) {
+    INFO("activation checkpointing " << checkpointing);
+    const Experiment e = experiment_from_doc(
+        {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 1024}, {"micro_batch", 1}, {"activation_checkpointing", checkpointing}}},
+         {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+         {"strategy", {{"framework", "fsdp2"}}}});
+    std::vector<const Op*> ops;
+    for (const Layer& l : e.workload->layers) {
+      for (const Module& m : l.modules) {
+        for (const Op& op : m.forward) ops.push_back(&op);
+        for (const Op& op : m.backward) ops.push_back(&op);
+      }
+      for (const Op& op : l.recompute) ops.push_back(&op);
+    }
+    std::size_t shared = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      REQUIRE(ops[i]->work_id > 0);
+      for (std::size_t j = i + 1; j < ops.size(); ++j) {
+        const bool same = ops[i]->cls == ops[j]->cls && ops[i]->kernels == ops[j]->kernels && ops[i]->work == ops[j]->work;
+        if ((ops[i]->work_id == ops[j]->work_id) != same) FAIL("ops " << ops[i]->name << " and " << ops[j]->name);
+        shared += same ? 1 : 0;
+      }
+    }
+    CHECK(shared > ops.size());  // the blocks repeat their works
+    // The program's kernels carry them.
+    const Program p = e.strategy->build(e);
+    std::size_t numbered = 0;
+    for (const Instruction& in : p.instructions)
+      if (const auto* l = std::get_if<Launch>(&in)) numbered += l->kernel.work_id > 0 ? 1 : 0;
+    CHECK(numbered > ops.size() / 2);
+  }
+}
