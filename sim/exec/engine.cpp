@@ -370,7 +370,9 @@ class Engine {
   // True if an event (an op's finish, the heap's) is due at or before t.
   bool due_by(Time t) const {
     if (!heap_.empty() && heap_.top().time <= t) return true;
-    return std::any_of(running_.begin(), running_.end(), [&](const Running& r) { return r.finish <= t; });
+    for (const Running& r : running_)
+      if (r.finish <= t) return true;
+    return false;
   }
 
   // The host's next instruction, whose CPU cost is `cost`, is due `cost` from now.
@@ -889,11 +891,12 @@ class Engine {
     if (op.type == OpType::Record || op.type == OpType::Collective) stream_dirty_.insert_all();
     else stream_dirty_.insert(op.stream.index());
     if (op.type == OpType::Collective) ++comm_next_[op.comm.index()];
-    auto it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.op == idx; });
-    if (it != running_.end()) {
-      running_.erase(it);
-      rates_dirty_ = true;
-    }
+    for (auto it = running_.begin(); it != running_.end(); ++it)
+      if (it->op == idx) {
+        running_.erase(it);
+        rates_dirty_ = true;
+        break;
+      }
     // Deferred (record_stream) frees whose last outstanding op this was, in the order they
     // were issued (a free becomes ready exactly at the completion of its last op).
     for (std::int32_t w = op.waiters_head; w >= 0; w = waiters_[static_cast<std::size_t>(w)].next) {
