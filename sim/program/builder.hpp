@@ -65,6 +65,9 @@ class ProgramBuilder {
   void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool
   void collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
                   std::string_view name, std::string_view unit = {});
+  // Named by the concatenation of `name` ({"AG ", unit, " ", pass}), written straight into the pool.
+  void collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
+                  std::initializer_list<std::string_view> name, std::string_view unit = {});
   EventId record(StreamId s);                 // new event recorded on s
   void record(EventId e, StreamId s);
   void wait(StreamId s, EventId e);

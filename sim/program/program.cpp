@@ -237,6 +237,11 @@ void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes
   add(Collective{c, s, kind, bytes, dtype, text(name), text(unit)});
 }
 
+void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
+                                std::initializer_list<std::string_view> name, std::string_view unit) {
+  add(Collective{c, s, kind, bytes, dtype, text(name), text(unit)});
+}
+
 EventId ProgramBuilder::record(StreamId s) {
   EventId e = new_event();
   record(e, s);

@@ -97,7 +97,7 @@ SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, Stre
     for (const auto& op : m.forward)
       if (op.own_saved_tensor) block -= op.saved.count;
   SavedActivations saved;
-  if (block > 0) saved.add_block(b.alloc("activations " + l.name, Bytes{block}, MemCategory::Activations, s));
+  if (block > 0) saved.add_block(b.alloc({"activations ", l.name}, Bytes{block}, MemCategory::Activations, s));
   return saved;
 }
 
@@ -270,6 +270,15 @@ KernelSpec elementwise(std::string name, Bytes bytes, std::string unit, KernelCl
   KernelWork w;
   w.memory_bytes = bytes;
   return KernelSpec{std::move(name), cls, w, std::move(unit)};
+}
+
+Kernel elementwise(ProgramBuilder& b, std::initializer_list<std::string_view> name, Bytes bytes, std::string_view unit, KernelClass cls) {
+  Kernel k;
+  k.name = b.text(name);
+  k.cls = cls;
+  k.work.memory_bytes = bytes;
+  k.unit = b.unit_text(unit);
+  return k;
 }
 
 KernelSpec scalar_kernel(std::string name, std::int64_t bytes, KernelClass cls, HostDispatch dispatch) {

@@ -132,6 +132,10 @@ KernelSpec memcpy_dtod(std::string name, Bytes bytes, std::string unit = {});
 void free_collective_tensor(ProgramBuilder& b, bool records_streams, BufferId id, StreamId stream);
 // A memory-bound kernel moving `bytes` (read + write).
 KernelSpec elementwise(std::string name, Bytes bytes, std::string unit = {}, KernelClass cls = KernelClass::Elementwise);
+// The same named by the concatenation of `name` ({"cast param ", unit}), written straight into
+// b's pool: a build launches a few per unit, and a temporary string each was a heap allocation.
+Kernel elementwise(ProgramBuilder& b, std::initializer_list<std::string_view> name, Bytes bytes, std::string_view unit = {},
+                   KernelClass cls = KernelClass::Elementwise);
 // One kernel over a 0-d tensor moving `bytes`, launched by `dispatch`. A dtype conversion runs
 // TensorIterator's non-vectorized path (ElementwiseStrided: unrolled_elementwise_kernel with
 // direct_copy_kernel_cuda in the li-plus trace), priced for its one element.

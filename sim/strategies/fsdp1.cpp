@@ -216,8 +216,8 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   if (c_.mp_param && !h.mp_shard.has_value() && (!c_.sharded() || !h.unsharded)) {
     // _use_low_precision_shard on the pre-unshard stream: fp32 shard -> param dtype.
     std::int64_t n = local_numel(unit);
-    h.mp_shard = b_.alloc("mp_shard " + unit.name, bytes(n, param_dtype_), MemCategory::CommBuffers, pre_unshard_);
-    b_.launch(pre_unshard_, elementwise("cast param " + unit.name, bytes(n, orig_dtype_) + bytes(n, param_dtype_), unit.name));
+    h.mp_shard = b_.alloc({"mp_shard ", unit.name}, bytes(n, param_dtype_), MemCategory::CommBuffers, pre_unshard_);
+    b_.launch(pre_unshard_, elementwise(b_, {"cast param ", unit.name}, bytes(n, orig_dtype_) + bytes(n, param_dtype_), unit.name));
     ran_pre_unshard = true;
   }
   if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
@@ -228,8 +228,8 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
   }
   if (c_.sharded() && !h.unsharded) {
     Bytes full = bytes(unit.padded_numel, param_dtype_);
-    h.full = b_.alloc("full_param " + unit.name, full, MemCategory::UnshardedParameters, unshard_);
-    b_.collective(shard_pg_, unshard_, CollectiveKind::AllGather, full, param_dtype_, fmt::format("AG {} {}", unit.name, pass),
+    h.full = b_.alloc({"full_param ", unit.name}, full, MemCategory::UnshardedParameters, unshard_);
+    b_.collective(shard_pg_, unshard_, CollectiveKind::AllGather, full, param_dtype_, {"AG ", unit.name, " ", pass},
                   unit.name);
     h.unsharded = true;
   }
@@ -315,11 +315,11 @@ void StepWriter::flat_grad_ready(std::size_t u, const std::vector<BufferId>& vie
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
   Bytes flat = bytes(unit.flat_numel, param_dtype_);
-  BufferId g = b_.alloc("flat grad " + unit.name, flat, MemCategory::Gradients, dflt_);
-  b_.launch(dflt_, elementwise("concat grad " + unit.name, flat * 2, unit.name, KernelClass::Copy));
+  BufferId g = b_.alloc({"flat grad ", unit.name}, flat, MemCategory::Gradients, dflt_);
+  b_.launch(dflt_, elementwise(b_, {"concat grad ", unit.name}, flat * 2, unit.name, KernelClass::Copy));
   for (BufferId v : view_grads) b_.free(v);
   if (h.grad.has_value()) {
-    b_.launch(dflt_, elementwise("accumulate grad " + unit.name, flat * 3, unit.name));
+    b_.launch(dflt_, elementwise(b_, {"accumulate grad ", unit.name}, flat * 3, unit.name));
     b_.free(g);
   } else {
     h.grad = g;
@@ -348,20 +348,20 @@ void StepWriter::reduce_grad(std::size_t u) {
   h.grad = std::nullopt;  // flat_param.grad = None
   std::optional<BufferId> cast;
   if (reduce_dtype_ != param_dtype_) {  // flat_param.grad.to(reduce_dtype)
-    cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
-    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
+    cast = b_.alloc({"reduce-dtype grad ", n}, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise(b_, {"cast grad ", n}, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
   }
   std::optional<BufferId> pad;
   if (unit.padded_numel > unit.flat_numel) {  // F.pad copy (never with use_orig_params)
-    pad = b_.alloc("padded grad " + n, bytes(unit.padded_numel, reduce_dtype_), MemCategory::CommBuffers, post_backward_);
-    b_.launch(post_backward_, elementwise("pad grad " + n, bytes(unit.flat_numel + unit.padded_numel, reduce_dtype_), n,
+    pad = b_.alloc({"padded grad ", n}, bytes(unit.padded_numel, reduce_dtype_), MemCategory::CommBuffers, post_backward_);
+    b_.launch(post_backward_, elementwise(b_, {"pad grad ", n}, bytes(unit.flat_numel + unit.padded_numel, reduce_dtype_), n,
                                           KernelClass::Copy));
   }
   // new_sharded_grad; it becomes _saved_grad_shard directly when no fp32 cast follows.
-  BufferId out = b_.alloc("sharded grad " + n, bytes(unit.shard_numel, reduce_dtype_),
+  BufferId out = b_.alloc({"sharded grad ", n}, bytes(unit.shard_numel, reduce_dtype_),
                           reduce_dtype_ == orig_dtype_ ? MemCategory::Gradients : MemCategory::CommBuffers, post_backward_);
-  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, bytes(unit.padded_numel, reduce_dtype_) * 2, n));
-  b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, reduce_dtype_), reduce_dtype_, "RS " + n, n);
+  if (predivide_ > 1) b_.launch(post_backward_, elementwise(b_, {"prediv ", n}, bytes(unit.padded_numel, reduce_dtype_) * 2, n));
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::ReduceScatter, bytes(unit.padded_numel, reduce_dtype_), reduce_dtype_, {"RS ", n}, n);
   // Stream-ordered frees on the stream that allocated them (record_stream on the allocation
   // stream is a no-op in the caching allocator); before PyTorch 2.2 c10d recorded its NCCL
   // stream on the synchronous reduce_scatter_tensor's input (pytorch#111431), which waits for
@@ -373,11 +373,11 @@ void StepWriter::reduce_grad(std::size_t u) {
   if (c_.hybrid()) {
     b_.wait_stream(all_reduce_, post_backward_);
     b_.collective(replicate_pg_.value(), all_reduce_, CollectiveKind::AllReduce, bytes(unit.shard_numel, reduce_dtype_), reduce_dtype_,
-                  fmt::format("AR {} replicate", n), n);
-    if (postdivide) b_.launch(all_reduce_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
+                  {"AR ", n, " replicate"}, n);
+    if (postdivide) b_.launch(all_reduce_, elementwise(b_, {"postdiv ", n}, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
     accumulate_sharded_grad(u, out, reduce_dtype_, all_reduce_);
   } else {
-    if (postdivide) b_.launch(post_backward_, elementwise("postdiv " + n, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
+    if (postdivide) b_.launch(post_backward_, elementwise(b_, {"postdiv ", n}, bytes(unit.shard_numel, reduce_dtype_) * 2, n));
     accumulate_sharded_grad(u, out, reduce_dtype_, post_backward_);
   }
   // record_stream(autograd_computed_grad, post_backward_stream): reusable once the reduction
@@ -392,15 +392,15 @@ void StepWriter::accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, D
   const std::int64_t n = local_numel(unit);
   BufferId g = sharded_grad;
   if (dt != orig_dtype_) {
-    g = b_.alloc("fp32 grad " + unit.name, bytes(n, orig_dtype_), MemCategory::Gradients, current);
-    b_.launch(current, elementwise("cast grad fp32 " + unit.name, bytes(n, dt) + bytes(n, orig_dtype_), unit.name));
+    g = b_.alloc({"fp32 grad ", unit.name}, bytes(n, orig_dtype_), MemCategory::Gradients, current);
+    b_.launch(current, elementwise(b_, {"cast grad fp32 ", unit.name}, bytes(n, dt) + bytes(n, orig_dtype_), unit.name));
     // The low-precision grad was allocated on the post-backward stream and recorded on
     // `current` (the all-reduce stream for HSDP).
     if (current == post_backward_) b_.free(sharded_grad);
     else b_.free_after(sharded_grad, {current});
   }
   if (h.saved_grad_shard.has_value()) {  // _saved_grad_shard += sharded_grad
-    b_.launch(current, elementwise("accumulate grad shard " + unit.name, bytes(n, orig_dtype_) * 3, unit.name));
+    b_.launch(current, elementwise(b_, {"accumulate grad shard ", unit.name}, bytes(n, orig_dtype_) * 3, unit.name));
     if (current == post_backward_) b_.free(g);
     else b_.free_after(g, {current});
   } else {
@@ -416,25 +416,25 @@ void StepWriter::reduce_grad_no_shard(std::size_t u) {
   BufferId g = h.grad.value();
   h.grad = std::nullopt;
   if (reduce_dtype_ != param_dtype_) {
-    BufferId cast = b_.alloc("reduce-dtype grad " + n, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
-    b_.launch(post_backward_, elementwise("cast grad " + n, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
+    BufferId cast = b_.alloc({"reduce-dtype grad ", n}, bytes(unit.flat_numel, reduce_dtype_), MemCategory::Gradients, post_backward_);
+    b_.launch(post_backward_, elementwise(b_, {"cast grad ", n}, bytes(unit.flat_numel, param_dtype_) + bytes(unit.flat_numel, reduce_dtype_), n));
     b_.free_after(g, {post_backward_});
     g = cast;
   }
   const Bytes buf = bytes(unit.flat_numel, reduce_dtype_);
-  if (predivide_ > 1) b_.launch(post_backward_, elementwise("prediv " + n, buf * 2, n));
-  b_.collective(shard_pg_, post_backward_, CollectiveKind::AllReduce, buf, reduce_dtype_, "AR " + n, n);
-  if (world_ > predivide_) b_.launch(post_backward_, elementwise("postdiv " + n, buf * 2, n));
+  if (predivide_ > 1) b_.launch(post_backward_, elementwise(b_, {"prediv ", n}, buf * 2, n));
+  b_.collective(shard_pg_, post_backward_, CollectiveKind::AllReduce, buf, reduce_dtype_, {"AR ", n}, n);
+  if (world_ > predivide_) b_.launch(post_backward_, elementwise(b_, {"postdiv ", n}, buf * 2, n));
   if (reduce_dtype_ == param_dtype_) {
     // The autograd gradient itself was reduced: it was allocated on the compute stream.
     if (reduce_dtype_ != orig_dtype_) {
-      BufferId g32 = b_.alloc("fp32 grad " + n, bytes(unit.flat_numel, orig_dtype_), MemCategory::Gradients, post_backward_);
-      b_.launch(post_backward_, elementwise("cast grad fp32 " + n, buf + bytes(unit.flat_numel, orig_dtype_), n));
+      BufferId g32 = b_.alloc({"fp32 grad ", n}, bytes(unit.flat_numel, orig_dtype_), MemCategory::Gradients, post_backward_);
+      b_.launch(post_backward_, elementwise(b_, {"cast grad fp32 ", n}, buf + bytes(unit.flat_numel, orig_dtype_), n));
       b_.free_after(g, {post_backward_});
       g = g32;
     }
     if (h.saved_grad_shard.has_value()) {
-      b_.launch(post_backward_, elementwise("accumulate grad " + n, bytes(unit.flat_numel, orig_dtype_) * 3, n));
+      b_.launch(post_backward_, elementwise(b_, {"accumulate grad ", n}, bytes(unit.flat_numel, orig_dtype_) * 3, n));
       b_.free_after(g, {post_backward_});
     } else {
       h.saved_grad_shard = g;
@@ -483,7 +483,7 @@ void StepWriter::backward(int micro, bool sync) {
     if (u != 0) pre_backward(u);
     layer_backward(b_, l, micro, dflt_, acts_[li]);
     if (l.numel() > 0)
-      view_grads[u].push_back(b_.alloc("grads " + l.name, bytes(l.numel(), param_dtype_), MemCategory::Gradients, dflt_));
+      view_grads[u].push_back(b_.alloc({"grads ", l.name}, bytes(l.numel(), param_dtype_), MemCategory::Gradients, dflt_));
     // The post-backward hook fires once the unit's whole flat gradient exists: for the root
     // holding the embedding, at the very end of backward (F1.19).
     if (--layers_left[u] == 0 && handle(u)) {
