@@ -32,10 +32,10 @@ Program build_step_program(const Experiment& e) {
   return p;
 }
 
-SimulationResult run_experiment(const Experiment& e) {
+SimulationResult run_experiment(const Experiment& e, TimelineDetail detail) {
   SimulationResult r;
   r.program = build_step_program(e);
-  r.timeline = simulate_program(r.program, e.cluster.profile, e.training.allocator);
+  r.timeline = simulate_program(r.program, e.cluster.profile, e.training.allocator, {}, detail);
   r.metrics = compute_metrics(r.timeline);
   return r;
 }

@@ -3,6 +3,7 @@
 
 #include "sim/analysis/metrics.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/exec/engine.hpp"
 #include "sim/exec/timeline.hpp"
 #include "sim/program/program.hpp"
 
@@ -19,7 +20,9 @@ struct SimulationResult {
 // end a synchronize of every stream followed by a HostWork.
 Program build_step_program(const Experiment& e);
 
-SimulationResult run_experiment(const Experiment& e);
+// Builds and simulates e's step. `detail`: Metrics where only the metrics and the ops are read
+// (scale's points), Full for every report.
+SimulationResult run_experiment(const Experiment& e, TimelineDetail detail = TimelineDetail::Full);
 
 // Per-op exposed time: the part of each collective's interval that no compute kernel covers
 // (indexed like timeline.ops; 0 for kernels).

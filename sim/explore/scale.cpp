@@ -141,7 +141,8 @@ ScaleResult run_scale(const ScaleRequest& q) {
     } catch (const InputError& x) {
       throw InputError(fmt::format("scale: at {} GPUs (cluster.nodes={}): {}", n * r.gpus_per_node, n, x.what()));
     }
-    const SimulationResult s = run_experiment(*e);
+    // Its parts and algorithms read the ops only (no host intervals, no start causes).
+    const SimulationResult s = run_experiment(*e, TimelineDetail::Metrics);
     ScalePoint p;
     p.nodes = n;
     p.gpus = e->cluster.world_size();
