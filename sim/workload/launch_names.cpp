@@ -1,8 +1,10 @@
-// The names of a workload's launches (form_launch_name, name_launches in workload.hpp).
+// The names and work numbers of a workload's launches (form_launch_name, name_launches in
+// workload.hpp).
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "sim/workload/workload.hpp"
 
@@ -10,42 +12,47 @@ namespace stepsim {
 
 namespace {
 
-bool single_op(const Layer& l) {
-  return l.modules.size() == 1 && l.modules.front().forward.size() <= 1 && l.modules.front().backward.size() <= 1;
+// Which of a layer's launches carry the layer's name alone: the first op of its forward and of
+// its backward (which runs the modules in reverse), or every op of a one-op layer.
+struct LayerFirsts {
+  bool single = false;
+  const Op* forward = nullptr;
+  const Op* backward = nullptr;
+};
+
+LayerFirsts layer_firsts(const Layer& l) {
+  LayerFirsts f;
+  f.single = l.modules.size() == 1 && l.modules.front().forward.size() <= 1 && l.modules.front().backward.size() <= 1;
+  for (const auto& m : l.modules)
+    if (!m.forward.empty()) {
+      f.forward = &m.forward.front();
+      break;
+    }
+  for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
+    if (!it->backward.empty()) {
+      f.backward = &it->backward.front();
+      break;
+    }
+  return f;
 }
 
-// The first op of a layer's forward (its backward runs the modules in reverse).
-bool first_op(const Layer& l, const Op& op, bool forward) {
-  if (forward) {
-    for (const auto& m : l.modules)
-      if (!m.forward.empty()) return &m.forward.front() == &op;
-  } else {
-    for (auto it = l.modules.rbegin(); it != l.modules.rend(); ++it)
-      if (!it->backward.empty()) return &it->backward.front() == &op;
-  }
-  return false;
-}
-
-}  // namespace
-
-Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op& op, LaunchPass pass) {
+Text launch_name(TextPool& pool, const Layer& l, const LayerFirsts& firsts, const Module& m, const Op& op, LaunchPass pass) {
   auto add = [&](std::initializer_list<std::string_view> parts) {
     return pool.add(std::span<const std::string_view>(parts.begin(), parts.size()));
   };
   if (pass == LaunchPass::Recompute) return add({"recompute ", l.name, " ", op.name});
   const bool forward = pass == LaunchPass::Forward;
   const std::string_view prefix = forward ? "fwd " : "bwd ";
-  return single_op(l) || first_op(l, op, forward) ? add({prefix, l.name}) : add({prefix, m.name, " ", op.name});
+  const bool first = &op == (forward ? firsts.forward : firsts.backward);
+  return firsts.single || first ? add({prefix, l.name}) : add({prefix, m.name, " ", op.name});
 }
 
-namespace {
-
 // What a kernel's price depends on besides the profile (KernelTimeCache::kernel_time).
+bool same_work(const Op& a, const Op& b) { return a.cls == b.cls && a.kernels == b.kernels && a.work == b.work; }
+
 struct WorkKey {
   const Op* op;
-  bool operator==(const WorkKey& o) const {
-    return op->cls == o.op->cls && op->kernels == o.op->kernels && op->work == o.op->work;
-  }
+  bool operator==(const WorkKey& o) const { return same_work(*op, *o.op); }
 };
 
 struct WorkKeyHash {
@@ -61,7 +68,25 @@ struct WorkKeyHash {
   }
 };
 
-// Op::work_id for every op of w: equal (cls, kernels, work), equal id.
+// The ops of a layer in numbering order (its modules' forward and backward ops, then its recompute).
+template <class F>
+void for_each_op(Layer& l, F&& f) {
+  for (Module& m : l.modules) {
+    for (Op& op : m.forward) f(op);
+    for (Op& op : m.backward) f(op);
+  }
+  for (Op& op : l.recompute) f(op);
+}
+
+std::size_t op_count(const Layer& l) {
+  std::size_t n = l.recompute.size();
+  for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
+  return n;
+}
+
+// Op::work_id for every op of w: equal (cls, kernels, work), equal id. A model's blocks repeat
+// one another, so an op is first compared with the op at its place in the layer before (when
+// that layer has as many ops); only a new work goes through the table.
 void number_works(Workload& w) {
   std::unordered_map<WorkKey, std::uint16_t, WorkKeyHash> ids;
   auto number = [&](Op& op) {
@@ -69,28 +94,38 @@ void number_works(Workload& w) {
     if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
     op.work_id = it->second;
   };
+  std::vector<const Op*> previous, current;
   for (Layer& l : w.layers) {
-    for (Module& m : l.modules) {
-      for (Op& op : m.forward) number(op);
-      for (Op& op : m.backward) number(op);
-    }
-    for (Op& op : l.recompute) number(op);
+    const bool aligned = previous.size() == op_count(l);
+    current.clear();
+    for_each_op(l, [&](Op& op) {
+      const std::size_t k = current.size();
+      if (aligned && previous[k]->work_id > 0 && same_work(*previous[k], op)) op.work_id = previous[k]->work_id;
+      else number(op);
+      current.push_back(&op);
+    });
+    std::swap(previous, current);
   }
 }
 
 }  // namespace
 
+Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op& op, LaunchPass pass) {
+  return launch_name(pool, l, layer_firsts(l), m, op, pass);
+}
+
 void name_launches(Workload& w) {
   number_works(w);
   auto pool = std::make_shared<TextPool>();
   for (Layer& l : w.layers) {
+    const LayerFirsts firsts = layer_firsts(l);
     l.unit = pool->add(l.name);
     for (Module& m : l.modules) {
-      for (Op& op : m.forward) op.launch_name = form_launch_name(*pool, l, m, op, LaunchPass::Forward);
-      for (Op& op : m.backward) op.launch_name = form_launch_name(*pool, l, m, op, LaunchPass::Backward);
+      for (Op& op : m.forward) op.launch_name = launch_name(*pool, l, firsts, m, op, LaunchPass::Forward);
+      for (Op& op : m.backward) op.launch_name = launch_name(*pool, l, firsts, m, op, LaunchPass::Backward);
     }
     const Module none;
-    for (Op& op : l.recompute) op.launch_name = form_launch_name(*pool, l, none, op, LaunchPass::Recompute);
+    for (Op& op : l.recompute) op.launch_name = launch_name(*pool, l, firsts, none, op, LaunchPass::Recompute);
   }
   for (Layer& l : w.layers) l.text = pool;
 }
