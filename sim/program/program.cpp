@@ -234,7 +234,7 @@ void ProgramBuilder::launch(StreamId s, const KernelSpec& k) {
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
                                 std::string_view name, std::string_view unit) {
-  add(Collective{c, s, kind, bytes, dtype, text(name), text(unit)});
+  collective(c, s, kind, bytes, dtype, {name}, unit);
 }
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,

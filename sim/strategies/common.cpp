@@ -22,7 +22,7 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
 }
 
 // The launch's name and unit as the workload named them (name_launches), else formed now.
-static inline void name_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass, Kernel& k) {
+static void name_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass, Kernel& k) {
   if (!op.launch_name.empty() && l.text) {
     b.borrow(l.text);
     k.name = op.launch_name;
