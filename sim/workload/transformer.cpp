@@ -1079,12 +1079,35 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
   return embed;
 }
 
+// Block `index` from the first block: the blocks differ only in the prefix of their layer's,
+// modules', parameters' and ops' names, "block.{index}" (BlockBuilder's `p`). Building each
+// block was most of a workload's build, which a sweep over sequence lengths or micro-batches
+// pays at every point past its cached workloads, and a process once.
+Layer renamed_block(const Layer& first, int index) {
+  Layer l = first;
+  const std::string& from = first.name;
+  const std::string to = fmt::format("block.{}", index);
+  auto rename = [&](std::string& s) {
+    if (s.starts_with(from) && (s.size() == from.size() || s[from.size()] == '.')) s.replace(0, from.size(), to);
+  };
+  rename(l.name);
+  for (Module& m : l.modules) {
+    rename(m.name);
+    for (Param& p : m.params) rename(p.name);
+    for (auto* ops : {&m.forward, &m.backward})
+      for (Op& op : *ops) rename(op.name);
+  }
+  for (Op& op : l.recompute) rename(op.name);
+  return l;
+}
+
 // The transformer blocks, each with its checkpointing policy applied; `o` resolved (its
 // checkpoint_early_stop set: build_transformer).
 void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
   BlockBuild bb{md, d, o};
+  const Layer first = block(0, bb);
   for (int i = 0; i < md.layers; ++i) {
-    Layer l = block(i, bb);
+    Layer l = i == 0 ? first : renamed_block(first, i);
     Checkpointing c = o.checkpointing;
     if (c == Checkpointing::EveryK)  // the k-th, 2k-th, ... block counted from 1 (Checkpointing)
       c = ((i + 1) % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
