@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <span>
@@ -79,6 +80,7 @@ class TextPool {
     if (!b.empty()) std::memcpy(at + a.size(), b.data(), b.size());
     return Text{std::string_view(at, n)};
   }
+  Text add(std::initializer_list<std::string_view> parts) { return add(std::span<const std::string_view>(parts.begin(), parts.size())); }
   // The concatenation of `parts`, copied straight into the pool.
   Text add(std::span<const std::string_view> parts) {
     std::size_t n = 0;

@@ -391,7 +391,6 @@ class Engine {
       retrying_ = false;
       if (cost.ns > 0) {
         if (explain_) push_host(issue_interval(i, now_ - cost, now_));
-        else host_end_ = std::max(host_end_, now_);
         if (variation_) host_drift_.b += square(hw_.rank_variation.host_cv * static_cast<double>(cost.ns));
       }
       if (!execute(i)) return;  // blocked in a HostSync; resumed by completion
@@ -419,7 +418,6 @@ class Engine {
   void push_host(HostInterval h, StartRecord why = {}) {
     if (h.kind != HostInterval::Kind::Blocked && !timeline_.host.empty() && timeline_.host.back().end == h.start)
       why = StartRecord{StartCause::HostOrder, HostIndex{timeline_.host.size() - 1}};
-    host_end_ = std::max(host_end_, h.end);
     timeline_.host.push_back(std::move(h));
     timeline_.host_why.push_back(why);
   }
@@ -913,8 +911,6 @@ class Engine {
         else if (op.why.cause() == StartCause::Stream || op.why.cause() == StartCause::Event) why = StartRecord{StartCause::HostSync, *op.why.op()};
         dependencies_ += blocked_has_source_ ? 1 : 0;
         push_host(std::move(blocked), why);
-      } else {
-        host_end_ = std::max(host_end_, now_);
       }
       if (variation_) host_drift_ = drift_[idx].end;  // the host resumes where that op left this rank
       blocked_on_.reset();
@@ -1211,7 +1207,8 @@ class Engine {
   }
 
   void finish_timeline() {
-    const Time end = std::max({host_done_at_, ops_end_, host_end_});
+    // Every host interval ends by the host's last instruction (host_done_at_).
+    const Time end = std::max(host_done_at_, ops_end_);
     timeline_.start = Time::zero();
     timeline_.end = end;
     timeline_.dependencies = dependencies_ + (timeline_.host.empty() ? 0 : timeline_.host.size() - 1);
@@ -1283,7 +1280,6 @@ class Engine {
   Drift host_drift_;
   Timeline timeline_;
   Time ops_end_;    // the latest end of any op
-  Time host_end_;   // the latest end of any host interval
 };
 
 }  // namespace

@@ -47,7 +47,7 @@ class ProgramBuilder {
 
   // Text stored in the program's pool, for a Kernel's names: text({"fwd ", layer, " ", op}).
   Text text(std::string_view s) { return program_.text->add(s); }
-  Text text(std::initializer_list<std::string_view> parts) { return program_.text->add(std::span<const std::string_view>(parts.begin(), parts.size())); }
+  Text text(std::initializer_list<std::string_view> parts) { return program_.text->add(parts); }
   // A unit's name, stored once for each run of kernels of the same unit (a layer's ops are
   // launched one after another): each kernel stored its layer's name again.
   Text unit_text(std::string_view unit) {

@@ -37,14 +37,11 @@ LayerFirsts layer_firsts(const Layer& l) {
 }
 
 Text launch_name(TextPool& pool, const Layer& l, const LayerFirsts& firsts, const Module& m, const Op& op, LaunchPass pass) {
-  auto add = [&](std::initializer_list<std::string_view> parts) {
-    return pool.add(std::span<const std::string_view>(parts.begin(), parts.size()));
-  };
-  if (pass == LaunchPass::Recompute) return add({"recompute ", l.name, " ", op.name});
+  if (pass == LaunchPass::Recompute) return pool.add({"recompute ", l.name, " ", op.name});
   const bool forward = pass == LaunchPass::Forward;
   const std::string_view prefix = forward ? "fwd " : "bwd ";
   const bool first = &op == (forward ? firsts.forward : firsts.backward);
-  return firsts.single || first ? add({prefix, l.name}) : add({prefix, m.name, " ", op.name});
+  return firsts.single || first ? pool.add({prefix, l.name}) : pool.add({prefix, m.name, " ", op.name});
 }
 
 // What a kernel's price depends on besides the profile (KernelTimeCache::kernel_time).
