@@ -1200,10 +1200,7 @@ class Engine {
   // A communicator of one rank has no peer to connect: no buffers.
   static std::size_t communicators_used(const Program& p, const HardwareProfile& hw) {
     if (hw.outside_allocator.nccl_per_communicator.count == 0 && hw.outside_allocator.nccl_channels == 0) return 0;
-    std::vector<char> used(p.comms.size(), 0);
-    for (const auto& in : p.instructions)
-      if (const auto* c = std::get_if<Collective>(&in)) used[c->comm.index()] = p.comms[c->comm.index()].ranks > 1;
-    return static_cast<std::size_t>(std::count(used.begin(), used.end(), 1));
+    return static_cast<std::size_t>(std::count_if(p.comms.begin(), p.comms.end(), [](const CommDecl& c) { return c.collectives > 0 && c.ranks > 1; }));
   }
 
   void finish_timeline() {

@@ -239,6 +239,7 @@ void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
                                 std::initializer_list<std::string_view> name, std::string_view unit) {
+  if (c.index() < program_.comms.size()) ++program_.comms[c.index()].collectives;  // else the checker refuses it
   add(Collective{c, s, kind, bytes, dtype, text(name), text(unit)});
 }
 

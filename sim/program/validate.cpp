@@ -12,6 +12,12 @@ void ProgramChecker::undeclared(const char* what, std::size_t index) const {
   throw std::logic_error(fmt::format("instruction {}: {} {} was not declared", i_, what, index));
 }
 
+void ProgramChecker::uncounted(CommId c) const {
+  throw std::logic_error(fmt::format("instruction {}: a collective on communicator {} ('{}'), which counts no collectives "
+                                     "(CommDecl::collectives; ProgramBuilder::collective counts them)",
+                                     i_, c, p_.comms[c.index()].name));
+}
+
 void ProgramChecker::empty_gemm(const Launch& l, const GemmShape& g) const {
   throw std::logic_error(fmt::format("instruction {}: kernel '{}' has an empty GEMM {}x{}x{}", i_, l.kernel.name, g.m, g.n, g.k));
 }

@@ -42,6 +42,7 @@ class ProgramChecker {
     return b.index();
   }
   [[noreturn]] void undeclared(const char* what, std::size_t index) const;
+  [[noreturn]] void uncounted(CommId c) const;
   [[noreturn]] void empty_gemm(const Launch& l, const GemmShape& g) const;
   std::string buffer_name(BufferId b) const;
   void check(const Launch& l) {
@@ -52,6 +53,7 @@ class ProgramChecker {
   void check(const Collective& c) {
     stream(c.stream);
     comm(c.comm);
+    if (p_.comms[c.comm.index()].collectives == 0) [[unlikely]] uncounted(c.comm);
   }
   void check(const Record& r) {
     stream(r.stream);

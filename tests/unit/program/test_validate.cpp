@@ -152,3 +152,28 @@ TEST_CASE("GemmList: one GEMM inline, more on the heap, contiguous; a move leave
   w += v;
   CHECK((w.gemms.size() == 2 && w.gemms[1] == b));
 }
+
+TEST_CASE("a communicator counts the collectives issued on it, and a collective on one that counts none is refused", "[program]") {
+  ProgramBuilder b;
+  const CommId dp = b.comm("dp", 8, 1);
+  b.comm("idle", 8, 1);
+  b.collective(dp, StreamId{0}, CollectiveKind::AllGather, Bytes{64}, Dtype::BF16, "AG");
+  b.collective(dp, StreamId{0}, CollectiveKind::ReduceScatter, Bytes{64}, Dtype::BF16, "RS");
+  const Program p = b.take();
+  CHECK(p.comms[0].collectives == 2);
+  CHECK(p.comms[1].collectives == 0);
+  CHECK(refusal(p).empty());
+
+  // Built by hand without the count: the engine, which counts NCCL's communicators from it,
+  // would miss this one's buffers.
+  Program h = one_stream();
+  h.comms = {CommDecl{"dp", 8, 1}};
+  h.instructions.push_back(Collective{CommId{0}, StreamId{0}, CollectiveKind::AllReduce, Bytes{64}, Dtype::BF16, "AR", ""});
+  const std::string expected =
+      "instruction 0: a collective on communicator 0 ('dp'), which counts no collectives (CommDecl::collectives; "
+      "ProgramBuilder::collective counts them)";
+  CHECK(refusal(h) == expected);
+  CHECK_THROWS_WITH(simulate_program(h, HardwareProfile{}), expected);
+  h.comms[0].collectives = 1;
+  CHECK(refusal(h).empty());
+}
