@@ -68,7 +68,7 @@ class Lowerer {
   void lower_instruction(const Launch& l, LoweredInstruction& li) {
     li.timed = true;
     li.stream = l.stream;
-    const KernelWork& w = l.kernel.work;
+    const KernelWork& w = *l.kernel.work;
     for (const GemmShape& g : w.gemms) li.calls.push_back(gemm_call(l.stream, g, false));
     if (w.attention.flops.count > 0) {
       // Attention GEMMs run in the dtype of the kernel's GEMMs (bf16 when there are none), over the

@@ -50,8 +50,6 @@ inline KernelSpec fixed_kernel(const std::string& name, Time t) {
   return k;
 }
 
-// A kernel as the cost model prices it (the model reads no name).
-inline Kernel unnamed(const KernelSpec& k) { return Kernel{{}, k.cls, k.work, {}, k.kernels, k.dispatch}; }
 
 // An experiment from an in-memory document (relative paths resolve from the working directory).
 inline Experiment experiment_from_doc(const nlohmann::json& doc) {

@@ -261,9 +261,12 @@ std::vector<Sensitivity> sensitivities(const Experiment& e, Time baseline) {
     for (auto& gm : hw.compute.gemm_table) gm.rate.flops_per_s *= 2;
     hw.compute.min_kernel_time = Time{hw.compute.min_kernel_time.ns / 2};
     Program prog = base;
+    prog.works = std::make_shared<WorkPool>();  // the halved works; base's stay as they are
     for (auto& ins : prog.instructions)
       if (auto* l = std::get_if<Launch>(&ins)) {
-        l->kernel.work.fixed = Time{l->kernel.work.fixed.ns / 2};
+        KernelWork w = *l->kernel.work;
+        w.fixed = Time{w.fixed.ns / 2};
+        l->kernel.work = prog.works->add(w);
         l->kernel.work_id = 0;  // its work changed (Kernel::work_id)
       }
     out.push_back(run("2x compute", hw, std::move(prog)));

@@ -381,25 +381,12 @@ class Engine {
     heap_.push(HeapEvent{now_ + cost, seq_++, HeapEvent::kHost});
   }
 
-  // The host reads the program in order, an instruction of up to five cache lines at a time,
-  // from an array far larger than the cache at thousands of layers (115 MB at 4,096), and its
-  // first read of each missed: asking for the instruction a few ahead, every line of it, took
-  // 11 % off a 4,096-layer step (pending_free_bench; the lines of one instruction are not
-  // fetched together by the hardware prefetcher, which a prefetch of one line showed).
-  static constexpr std::size_t kPrefetchAhead = 8;
-  static void prefetch(const Instruction& in) {
-    const char* p = reinterpret_cast<const char*>(&in);
-    for (std::size_t at = 0; at < sizeof(Instruction); at += 64) __builtin_prefetch(p + at);
-    __builtin_prefetch(p + sizeof(Instruction) - 1);
-  }
-
   // Executes instructions from pc_ at now_ (the current one's CPU cost already elapsed), until
   // one has a CPU cost (scheduled for later), blocks on a HostSync, or the program ends.
   void run_host() {
     Time cost = next_cost_;  // already elapsed
     while (pc_ < p_.instructions.size()) {
       std::size_t i = pc_;
-      if (i + kPrefetchAhead < p_.instructions.size()) prefetch(p_.instructions[i + kPrefetchAhead]);
       if (!retrying_) checker_.check(i);  // validate()'s checks, as the host reaches it (once)
       retrying_ = false;
       if (cost.ns > 0) {

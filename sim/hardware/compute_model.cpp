@@ -207,8 +207,8 @@ double attention_efficiency(const ComputeProfile& c, const AttentionWork& a) {
 static KernelClass bytes_class(KernelClass cls) { return cls == KernelClass::Compute ? KernelClass::Elementwise : cls; }
 
 Time kernel_time(const ComputeProfile& c, const Kernel& k) {
-  Time t = other_time(c, k.work, bytes_class(k.cls), k.kernels);
-  for (const auto& g : k.work.gemms) t += gemm_time(c, g);
+  Time t = other_time(c, *k.work, bytes_class(k.cls), k.kernels);
+  for (const auto& g : k.work->gemms) t += gemm_time(c, g);
   return t + Time{c.kernel_gap.ns * std::max(k.kernels, 1)};  // a memcpy (0 kernels) is a queued op too
 }
 
@@ -293,7 +293,7 @@ std::shared_ptr<GemmTimeMemo> gemm_time_memo_of(const std::shared_ptr<const Hard
 
 Time KernelTimeCache::kernel_time(const Kernel& k) {
   if (k.work_id > 0 && k.work_id < by_work_.size() && by_work_[k.work_id].ns >= 0) return by_work_[k.work_id];
-  const Time t = work_time(k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * std::max(k.kernels, 1)};
+  const Time t = work_time(*k.work, bytes_class(k.cls), k.kernels) + Time{c_.kernel_gap.ns * std::max(k.kernels, 1)};
   if (k.work_id > 0) {
     if (k.work_id >= by_work_.size()) by_work_.resize(std::max<std::size_t>(k.work_id + 1, 2 * by_work_.size()), Time{-1});
     by_work_[k.work_id] = t;

@@ -31,8 +31,10 @@ double attention_efficiency(const ComputeProfile& c, const AttentionWork& a);
 // A launch of `k`: its work priced by k.cls, each of its k.kernels CUDA kernels at least
 // min_kernel_time.
 Time kernel_time(const ComputeProfile& c, const Kernel& k);
+inline Time kernel_time(const ComputeProfile& c, const KernelSpec& k) { return kernel_time(c, unnamed_kernel(k)); }
 // CPU time the host spends issuing `k` (HostProfile, by k.dispatch and k.kernels).
 Time launch_host_time(const HostProfile& h, const Kernel& k);
+inline Time launch_host_time(const HostProfile& h, const KernelSpec& k) { return launch_host_time(h, unnamed_kernel(k)); }
 
 // GEMM times of one profile kept across simulations (SharedProfile::gemm_time_memo), for the
 // sweep points and the calls of a loop that price the same shapes on the same profile.
@@ -63,6 +65,7 @@ class KernelTimeCache {
   explicit KernelTimeCache(const ComputeProfile& c, GemmTimeMemo* shared = nullptr)
       : c_(c), bandwidths_(c), shared_(shared), slots_(64) {}
   Time kernel_time(const Kernel& k);
+  Time kernel_time(const KernelSpec& k) { return kernel_time(unnamed_kernel(k)); }
 
  private:
   Time work_time(const KernelWork& w, KernelClass cls, int kernels);

@@ -61,8 +61,15 @@ class ProgramBuilder {
   }
   TextPool& text_pool() { return *program_.text; }
 
-  void launch(StreamId s, Kernel k);
-  void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool
+  void launch(StreamId s, Kernel k);  // its work in the program's works (work()) or outliving the program
+  void launch(StreamId s, const KernelSpec& k);  // its names stored in the pool, its work in the works
+  // `w` stored in the program's works (Kernel::work).
+  const KernelWork* work(const KernelWork& w) { return program_.works->add(w); }
+  // Work number `id` of the workload whose launch names are in `names` (Layer::text), stored
+  // once per program (WorkPool::add_numbered).
+  const KernelWork* work(const TextPool* names, std::uint16_t id, const KernelWork& w) {
+    return program_.works->add_numbered(names, id, w);
+  }
   void collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
                   std::string_view name, std::string_view unit = {});
   // Named by the concatenation of `name` ({"AG ", unit, " ", pass}), written straight into the pool.
@@ -95,7 +102,7 @@ class ProgramBuilder {
   Program take() { return std::move(program_); }
 
  private:
-  // Constructs the instruction in place in the program (a Launch is 300 bytes; passing it
+  // Constructs the instruction in place in the program (an instruction is 72 bytes; passing it
   // through a temporary variant moved it twice more).
   template <class T>
   void add(T&& instruction) {

@@ -130,6 +130,25 @@ bool is_memory_bound(KernelClass c) {
   }
 }
 
+const KernelWork kNoWork{};
+
+const KernelWork* WorkPool::add(const KernelWork& w) {
+  if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<KernelWork[]>(kChunk));
+  KernelWork& slot = chunks_.back()[size_ % kChunk];
+  slot = w;
+  ++size_;
+  return &slot;
+}
+
+const KernelWork* WorkPool::add_numbered(const void* workload, std::uint16_t id, const KernelWork& w) {
+  if (id == 0 || workload == nullptr) return add(w);
+  if (numbered_from_ == nullptr) numbered_from_ = workload;
+  if (workload != numbered_from_) return add(w);  // a second workload's numbers are its own
+  if (id >= numbered_.size()) numbered_.resize(std::max<std::size_t>(id + 1, 2 * numbered_.size()), nullptr);
+  if (numbered_[id] == nullptr) numbered_[id] = add(w);
+  return numbered_[id];
+}
+
 KernelWork& KernelWork::operator+=(const KernelWork& o) {
   generated = empty() ? o.generated : generated && o.generated;  // generated only if every part is
   gemms.append(o.gemms);
@@ -229,7 +248,7 @@ void ProgramBuilder::launch(StreamId s, Kernel k) {
 }
 
 void ProgramBuilder::launch(StreamId s, const KernelSpec& k) {
-  add(Launch{s, Kernel{text(k.name), k.cls, k.work, text(k.unit), k.kernels, k.dispatch, k.work_id}});
+  add(Launch{s, Kernel{text(k.name), k.cls, k.dispatch, k.work_id, k.kernels, program_.works->add(k.work), text(k.unit)}});
 }
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,

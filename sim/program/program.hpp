@@ -244,16 +244,13 @@ enum class HostDispatch : std::uint8_t { Launch, Eager, Autograd, Continue };
 // trace's Memcpy ops are.
 inline bool is_memcpy(KernelClass cls, int kernels) { return kernels == 0 && cls == KernelClass::Copy; }
 
-// A kernel launch. In a Program its names are Text in the program's pool (Program::text): a step
-// launches 10^3-10^5 kernels, and a heap string per name was half of a sweep point's
-// allocations (issue 49). The strategies' helpers describe a kernel with its names as strings
-// (KernelSpec); ProgramBuilder::launch stores them in the pool.
-template <class Name>
-struct BasicKernel {
-  Name name;   // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
+// A kernel as the strategies' helpers describe it: its names as strings and its work by value.
+// ProgramBuilder::launch stores it in the program as a Kernel.
+struct KernelSpec {
+  std::string name;  // "fwd block.3", "bwd block.3", "copy-out block.3", "adamw"
   KernelClass cls = KernelClass::Compute;
   KernelWork work;
-  Name unit;   // the FSDP unit / bucket / module it belongs to, "" if none
+  std::string unit;  // the FSDP unit / bucket / module it belongs to, "" if none
   // CUDA kernels this launch stands for (an aten op such as layer_norm backward or the
   // embedding backward launches several); the GPU time is the sum, the count is reported.
   int kernels = 1;
@@ -264,8 +261,54 @@ struct BasicKernel {
   // kernels or work sets it to 0.
   std::uint16_t work_id = 0;
 };
-using Kernel = BasicKernel<Text>;
-using KernelSpec = BasicKernel<std::string>;
+
+// The work of a kernel that does none (a default Kernel's).
+extern const KernelWork kNoWork;
+
+// A kernel launch as a Program holds it: KernelSpec's fields, with the names as Text in the
+// program's pool (Program::text) and the work as a pointer into the program's works
+// (Program::works), where each numbered work is stored once. A step launches 10^3-10^5 kernels:
+// a heap string per name was half of a sweep point's allocations, and the work by value made an
+// instruction 232 bytes where it is 72 now, most of the memory the engine and the builder move
+// (issue 49).
+struct Kernel {
+  Text name;
+  KernelClass cls = KernelClass::Compute;
+  HostDispatch dispatch = HostDispatch::Launch;
+  std::uint16_t work_id = 0;  // KernelSpec::work_id
+  int kernels = 1;
+  const KernelWork* work = &kNoWork;  // never null; owned by the program's WorkPool (or the caller's)
+  Text unit;
+};
+
+// The Kernel a program would hold for `k`, its work `k`'s own (valid while `k` is) and no names:
+// what the cost model reads (tests and tools price a KernelSpec so).
+inline Kernel unnamed_kernel(const KernelSpec& k) {
+  return Kernel{.cls = k.cls, .dispatch = k.dispatch, .work_id = k.work_id, .kernels = k.kernels, .work = &k.work};
+}
+inline Kernel unnamed_kernel(KernelSpec&&) = delete;  // its work would be gone
+
+// A program's kernel works, at addresses that stay put (Kernel::work points here). Shared by the
+// copies of a program, as its TextPool is; a copy that changes works puts them in a pool of its
+// own. Not thread-safe (filled by the one thread that builds the program).
+class WorkPool {
+ public:
+  WorkPool() = default;
+  WorkPool(const WorkPool&) = delete;
+  WorkPool& operator=(const WorkPool&) = delete;
+  const KernelWork* add(const KernelWork& w);
+  // Work number `id` (Op::work_id, not 0) of the workload whose layers share `workload`'s names
+  // (Layer::text): stored at its first launch, shared by the later ones.
+  const KernelWork* add_numbered(const void* workload, std::uint16_t id, const KernelWork& w);
+  std::size_t size() const { return size_; }
+
+ private:
+  static constexpr std::size_t kChunk = 64;
+  std::vector<std::unique_ptr<KernelWork[]>> chunks_;
+  std::size_t size_ = 0;
+  const void* numbered_from_ = nullptr;  // the one workload add_numbered shares works of
+  std::vector<const KernelWork*> numbered_;  // by work id
+};
 
 struct Launch {
   StreamId stream{0};
@@ -370,6 +413,8 @@ struct Program {
   std::vector<Text> buffer_names;  // index = BufferId
   // Where the names of kernels, collectives and buffers are stored; copies of a program share it.
   std::shared_ptr<TextPool> text = std::make_shared<TextPool>();
+  // Where its kernels' works are stored (Kernel::work); copies of a program share it.
+  std::shared_ptr<WorkPool> works = std::make_shared<WorkPool>();
 };
 
 }  // namespace stepsim

@@ -47,7 +47,7 @@ class ProgramChecker {
   std::string buffer_name(BufferId b) const;
   void check(const Launch& l) {
     stream(l.stream);
-    for (const GemmShape& g : l.kernel.work.gemms)
+    for (const GemmShape& g : l.kernel.work->gemms)
       if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) [[unlikely]] empty_gemm(l, g);
   }
   void check(const Collective& c) {

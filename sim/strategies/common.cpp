@@ -37,7 +37,7 @@ Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& o
   Kernel k;
   name_launch(b, l, m, op, forward ? LaunchPass::Forward : LaunchPass::Backward, k);
   k.cls = op.cls;
-  k.work = op.work;
+  k.work = b.work(l.text.get(), op.work_id, op.work);
   k.work_id = op.work_id;
   k.kernels = op.kernels;
   k.dispatch = forward ? l.forward_dispatch : l.backward_dispatch;
@@ -200,7 +200,7 @@ void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
     static const Module none;  // a recomputed op is named by its layer
     name_launch(b, l, none, op, LaunchPass::Recompute, k);
     k.cls = op.cls;
-    k.work = op.work;
+    k.work = b.work(l.text.get(), op.work_id, op.work);
     k.work_id = op.work_id;
     k.kernels = op.kernels;
     // Recomputation runs the forward modules again from the autograd engine's thread.
@@ -276,7 +276,9 @@ Kernel elementwise(ProgramBuilder& b, std::initializer_list<std::string_view> na
   Kernel k;
   k.name = b.text(name);
   k.cls = cls;
-  k.work.memory_bytes = bytes;
+  KernelWork w;
+  w.memory_bytes = bytes;
+  k.work = b.work(w);
   k.unit = b.unit_text(unit);
   return k;
 }

@@ -145,7 +145,8 @@ class ReducerWriter {
     const Bytes grad{p->numel * param_bytes_};
     KernelWork w;
     w.memory_bytes = grad * 2;
-    b_.launch(dflt_, Kernel{b_.text({"grad->bucket ", p->name}), KernelClass::Elementwise, w, b_.text(fmt::format("bucket {}", bi))});
+    b_.launch(dflt_, Kernel{.name = b_.text({"grad->bucket ", p->name}), .cls = KernelClass::Elementwise, .work = b_.work(w),
+                            .unit = b_.text(fmt::format("bucket {}", bi))});
   }
 
   // D3.7: buckets launch strictly in order; a ready bucket waits for every earlier one.

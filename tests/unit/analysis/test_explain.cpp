@@ -87,10 +87,10 @@ TEST_CASE("explain follows a host sync: the blocked host interval is released by
   b.mark("fwd", Phase::Forward);
   KernelWork w;
   w.fixed = Time::from_ms(2);
-  b.launch(b.default_stream(), Kernel{"fwd A", KernelClass::Compute, w, ""});
+  b.launch(b.default_stream(), KernelSpec{"fwd A", KernelClass::Compute, w, ""});
   EventId ev = b.record(b.default_stream());
   b.host_sync(ev, "item() in the loss");
-  b.launch(b.default_stream(), Kernel{"fwd B", KernelClass::Compute, w, ""});
+  b.launch(b.default_stream(), KernelSpec{"fwd B", KernelClass::Compute, w, ""});
   Program p = b.take();
   HardwareProfile hw;
   hw.host.launch_overhead = Time::from_us(10);

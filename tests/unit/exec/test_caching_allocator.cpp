@@ -535,7 +535,7 @@ TEST_CASE("A stream's GEMMs take PyTorch's cuBLAS workspace from the caching all
           "[allocator][engine]") {
   HardwareProfile hw = stepsim::test::ideal_profile();
   hw.outside_allocator.cublas_workspace = Bytes{32 * MiB};
-  Kernel gemm;
+  KernelSpec gemm;
   gemm.name = "mm";
   gemm.cls = KernelClass::Gemm;
   gemm.work.fixed = Time::from_ms(1);

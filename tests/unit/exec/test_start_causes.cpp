@@ -196,11 +196,11 @@ TEST_CASE("A kernel behind a Wait names the op the matching Record followed, as 
   KernelWork five, one;
   five.fixed = Time::from_ms(5);
   one.fixed = Time::from_ms(1);
-  b.launch(b.default_stream(), Kernel{"a", KernelClass::Compute, five, ""});
+  b.launch(b.default_stream(), KernelSpec{"a", KernelClass::Compute, five, ""});
   auto ev = b.record(b.default_stream());
-  b.launch(side, Kernel{"b", KernelClass::Compute, one, ""});
+  b.launch(side, KernelSpec{"b", KernelClass::Compute, one, ""});
   b.wait(side, ev);
-  b.launch(side, Kernel{"c", KernelClass::Compute, one, ""});
+  b.launch(side, KernelSpec{"c", KernelClass::Compute, one, ""});
   Program p = b.take();
   Timeline t = simulate_program(p, HardwareProfile{});
   REQUIRE(t.ops.size() == 3);

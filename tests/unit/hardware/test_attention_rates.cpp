@@ -60,7 +60,7 @@ TEST_CASE("Each attention kernel uses its own rate; a kernel without one falls b
   CHECK(attention_kernel_head_dim(AttentionKernel::SdpaCudnn, 112) == 112);  // generated for the graph's width
 
   // The kernel's time: 1e12 causal FLOPs at 0.4 of 1,000 TFLOP/s = 2.5 ms.
-  Kernel k{"attention.bwd", KernelClass::Attention, KernelWork{}, ""};
+  KernelSpec k{"attention.bwd", KernelClass::Attention, KernelWork{}, ""};
   k.work.attention = work(AttentionKernel::Flash, true, 2048);
   CHECK(kernel_time(c, k).ms() == Approx(2.5));
   KernelTimeCache cache(c);
@@ -128,7 +128,7 @@ TEST_CASE("A GEMM of a known layout takes its own layout's entry; of unknown lay
   CHECK(gemm_time(m, nn) == gemm_time(m, any));
   // The cache keeps layouts apart.
   KernelTimeCache cache(c);
-  Kernel k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
+  KernelSpec k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
   k.work.gemms = {tn};
   CHECK(cache.kernel_time(k) == gemm_time(c, tn));
   k.work.gemms = {nn};
@@ -162,7 +162,7 @@ TEST_CASE("KernelTimeCache prices every GEMM shape as gemm_time does, past its f
   // twice: the second answer comes from the cache and must be the first.
   for (int pass = 0; pass < 2; ++pass) {
     for (std::int64_t i = 1; i <= 300; ++i) {
-      Kernel k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
+      KernelSpec k{"gemm", KernelClass::Gemm, KernelWork{}, ""};
       const GemmShape g{64 * i, 4096, 64 * (301 - i), i % 3 + 1, i % 2 ? Dtype::BF16 : Dtype::FP32};
       k.work.gemms = {g, GemmShape{4096, 4096, 4096}};
       INFO("pass " << pass << ", shape " << i);
@@ -313,7 +313,7 @@ TEST_CASE("An attention kernel computes at the head width it is compiled for", "
   // MPT-30B's 64 heads of 112 run the 128-wide kernel: as long as 64 heads of 128 would.
   ComputeProfile c = base();
   const auto time = [&](AttentionKernel k, std::int64_t head_dim) {
-    Kernel kernel{"attention", KernelClass::Attention, KernelWork{}, ""};
+    KernelSpec kernel{"attention", KernelClass::Attention, KernelWork{}, ""};
     kernel.work.attention = AttentionWork{fused_attention_flops(1, 8192, 64 * head_dim, false, true), k, false, 8192, head_dim};
     return kernel_time(c, kernel).ms();
   };
@@ -321,7 +321,7 @@ TEST_CASE("An attention kernel computes at the head width it is compiled for", "
   CHECK(time(AttentionKernel::Flash, 112) == Approx(time(AttentionKernel::Flash, 128)));
   CHECK(time(AttentionKernel::Flash3, 112) == Approx(time(AttentionKernel::Flash3, 128) * 112 / 128));
   // Without a head dimension the FLOPs are taken as given.
-  Kernel unknown{"attention", KernelClass::Attention, KernelWork{}, ""};
+  KernelSpec unknown{"attention", KernelClass::Attention, KernelWork{}, ""};
   unknown.work.attention = AttentionWork{Flops{1e12}, AttentionKernel::FlashTriton, false, 8192};
   CHECK(attention_executed_flops(unknown.work.attention).count == 1e12);
 }

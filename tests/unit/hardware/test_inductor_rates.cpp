@@ -11,8 +11,8 @@ using namespace stepsim;
 
 namespace {
 
-Kernel memory_kernel(KernelClass cls, bool generated) {
-  Kernel k;
+KernelSpec memory_kernel(KernelClass cls, bool generated) {
+  KernelSpec k;
   k.cls = cls;
   k.kernels = 1;
   k.work.memory_bytes = Bytes{1'000'000'000};  // 1 GB: 1 ms at 1,000 GB/s

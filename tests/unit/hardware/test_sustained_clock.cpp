@@ -46,11 +46,11 @@ TEST_CASE("A power-limited clock lowers a kernel's clock by u^(-1/3) from its fu
 TEST_CASE("GEMMs and fused attention run at the sustained clock; memory-bound kernels do not", "[hardware][clock]") {
   ComputeProfile c = base();
   const Time gemm_boost = gemm_time(c, big());
-  Kernel attn;
+  KernelSpec attn;
   attn.cls = KernelClass::Attention;
   attn.work.attention = AttentionWork{Flops{1e12}, AttentionKernel::Flash, false, 4096, 128};
   const Time attn_boost = kernel_time(c, attn);
-  Kernel ew;
+  KernelSpec ew;
   ew.cls = KernelClass::Elementwise;
   ew.work.memory_bytes = Bytes{1 << 30};
   const Time ew_boost = kernel_time(c, ew);

@@ -152,11 +152,11 @@ TEST_CASE("an elementwise kernel of N bytes read+write becomes one device copy o
   int copies = 0;
   for (std::size_t i = 0; i < b.p.instructions.size(); ++i) {
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
-    if (!x || x->kernel.work.memory_bytes.count == 0) continue;
+    if (!x || x->kernel.work->memory_bytes.count == 0) continue;
     REQUIRE(l.instructions[i].calls.size() == 1);
     const auto* c = std::get_if<calls::MemoryCopy>(&l.instructions[i].calls[0]);
     REQUIRE(c);
-    CHECK(c->bytes.count * c->repeats == x->kernel.work.memory_bytes.count / 2);
+    CHECK(c->bytes.count * c->repeats == x->kernel.work->memory_bytes.count / 2);
     ++copies;
   }
   // grad->bucket per layer (10 layers: 2 * 3e6 B -> 3e6 B copies) and bucket->grad per bucket
@@ -174,7 +174,7 @@ TEST_CASE("the Llama-3-8B example lowers its GEMMs shape for shape, planned once
   for (std::size_t i = 0; i < b.p.instructions.size(); ++i) {
     const auto* x = std::get_if<Launch>(&b.p.instructions[i]);
     if (!x) continue;
-    const KernelWork& w = x->kernel.work;
+    const KernelWork& w = *x->kernel.work;
     std::vector<const calls::Gemm*> gemms, attention;
     for (const auto& call : l.instructions[i].calls)
       if (const auto* c = std::get_if<calls::Gemm>(&call)) (c->from_attention ? attention : gemms).push_back(c);
@@ -211,7 +211,7 @@ TEST_CASE("the optimizer's huge memory traffic is copied in chunks no larger tha
     found = true;
     const auto* c = std::get_if<calls::MemoryCopy>(&l.instructions[i].calls.at(0));
     REQUIRE(c);
-    std::int64_t half = x->kernel.work.memory_bytes.count / 2;
+    std::int64_t half = x->kernel.work->memory_bytes.count / 2;
     CHECK(c->bytes <= Bytes::from_mib(256));
     // Equal chunks cover half the traffic, rounding up by less than one byte per chunk.
     CHECK(c->bytes.count * c->repeats >= half);
@@ -263,7 +263,7 @@ TEST_CASE("a record_stream free waits for the allocation stream and every record
   StreamId dflt = b.default_stream();
   StreamId side = b.stream("unshard");
   BufferId buf = b.alloc("full_param", Bytes{4096}, MemCategory::UnshardedParameters, side);
-  b.launch(dflt, Kernel{"fwd", KernelClass::Compute, KernelWork{{}, Bytes{}, AttentionWork{}, Time::from_ms(1)}, ""});
+  b.launch(dflt, KernelSpec{"fwd", KernelClass::Compute, KernelWork{{}, Bytes{}, AttentionWork{}, Time::from_ms(1)}, ""});
   b.free_after(buf, {dflt});
   BufferId plain = b.alloc("tmp", Bytes{128}, MemCategory::Other, side);
   b.free(plain);

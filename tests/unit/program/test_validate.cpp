@@ -12,6 +12,8 @@ using namespace stepsim;
 
 namespace {
 
+const KernelWork empty_gemm{{GemmShape{8, 0, 8}}, {}, {}, {}};
+
 // The exception text of validate(p), "" when it accepts p.
 std::string refusal(const Program& p) {
   try {
@@ -35,7 +37,7 @@ TEST_CASE("validate accepts what the builder builds", "[program]") {
   auto side = b.stream("side");
   auto pg = b.comm("pg", 2, 1);
   auto buf = b.alloc("x", Bytes{64}, MemCategory::Other, side);
-  b.launch(side, Kernel{"k", KernelClass::Gemm, KernelWork{{GemmShape{8, 8, 8}}, {}, {}, {}}});
+  b.launch(side, KernelSpec{"k", KernelClass::Gemm, KernelWork{{GemmShape{8, 8, 8}}, {}, {}, {}}});
   b.collective(pg, side, CollectiveKind::AllReduce, Bytes{64}, Dtype::BF16, "AR");
   b.wait_stream(b.default_stream(), side);
   b.host_sync_stream(side, "sync");
@@ -95,7 +97,7 @@ TEST_CASE("validate follows each buffer's life in program order", "[program]") {
   CHECK(refusal(f) == "instruction 2: free of buffer 'grad' that is not live");
 
   Program k = one_stream();
-  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}}}});
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{.name = "mm", .cls = KernelClass::Gemm, .work = &empty_gemm}});
   CHECK(refusal(k) == "instruction 0: kernel 'mm' has an empty GEMM 8x0x8");
 }
 
@@ -114,7 +116,7 @@ TEST_CASE("the simulator and the live lowering both refuse what validate refuses
   // (an undeclared communicator, which it counts for NCCL's buffers), come out the same.
   Program k = one_stream();
   k.instructions.push_back(Mark{"step", Phase::Forward});
-  k.instructions.push_back(Launch{StreamId{0}, Kernel{"mm", KernelClass::Gemm, KernelWork{{GemmShape{8, 0, 8}}, {}, {}, {}}}});
+  k.instructions.push_back(Launch{StreamId{0}, Kernel{.name = "mm", .cls = KernelClass::Gemm, .work = &empty_gemm}});
   CHECK(refusal(k) == "instruction 1: kernel 'mm' has an empty GEMM 8x0x8");
   CHECK_THROWS_WITH(simulate_program(k, HardwareProfile{}), refusal(k));
   Program c = one_stream();

@@ -36,11 +36,11 @@ TEST_CASE("AdamW8bit's step: one kernel per parameter, each followed by torch.cu
   CHECK(blockwise.cls == KernelClass::Optimizer);
   // g, p (read), p (written): 3 x 2 B; state1, state2 read and written: 4 x 1 B; absmax1 and
   // absmax2 read and written: 4 x 4 B per block.
-  CHECK(blockwise.work.memory_bytes == Bytes{8192 * (3 * 2 + 4) + 32 * 16});
+  CHECK(blockwise.work->memory_bytes == Bytes{8192 * (3 * 2 + 4) + 32 * 16});
   CHECK(std::holds_alternative<HostSync>(p.instructions[1]));
   const auto& fp32 = std::get<Launch>(p.instructions[2]).kernel;
   CHECK(fp32.name.view().ends_with("kOptimizer32bit2State"));
-  CHECK(fp32.work.memory_bytes == Bytes{4095 * (3 * 2 + 4 * 4)});
+  CHECK(fp32.work->memory_bytes == Bytes{4095 * (3 * 2 + 4 * 4)});
   CHECK(std::holds_alternative<HostSync>(p.instructions[3]));
 }
 
@@ -88,7 +88,7 @@ TEST_CASE("AdamW8bit over FSDP1's flat parameters: one kernel and one wait per u
   bool waits_after_each = true;
   for (std::size_t i = 0; i < p.instructions.size(); ++i) {
     if (const auto* l = std::get_if<Launch>(&p.instructions[i]); l && l->kernel.name.view().ends_with("kOptimizerStatic8bit2StateBlockwise")) {
-      const std::int64_t bytes = l->kernel.work.memory_bytes.count;
+      const std::int64_t bytes = l->kernel.work->memory_bytes.count;
       std::int64_t n = bytes / 16;  // at most 16 B of absmax per 256 elements: n is within 1 % of it
       while (n * 16 + 16 * ((n + 255) / 256) > bytes) --n;
       REQUIRE(n * 16 + 16 * ((n + 255) / 256) == bytes);

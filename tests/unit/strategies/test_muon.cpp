@@ -39,7 +39,7 @@ TEST_CASE("Muon: the blocks' matrices take Muon's step (5 Newton-Schulz iteratio
     if (starts_with(name, "optimizer.step muon ")) {
       ++muon_launches;
       CHECK(l->kernel.kernels == 1);  // each an aten op of one kernel from Python's loop
-      for (const GemmShape& g : l->kernel.work.gemms) {
+      for (const GemmShape& g : l->kernel.work->gemms) {
         CHECK(g.dtype == Dtype::BF16);
         ++gemms[std::string(name.substr(std::string_view("optimizer.step muon ").size()))][{g.m, g.n, g.k}];
       }

@@ -50,7 +50,7 @@ Step run_step(const OptimizerStep& st) {
 
 Bytes moved(const Step& s) {
   Bytes b;
-  for (const Launch& l : s.launches) b += l.kernel.work.memory_bytes;
+  for (const Launch& l : s.launches) b += l.kernel.work->memory_bytes;
   return b;
 }
 
@@ -167,11 +167,11 @@ TEST_CASE("clip_grad_norm_: FSDP1 norms and multiplies per gradient and all-redu
     if (const auto* l = std::get_if<Launch>(&ins)) {
       if (l->kernel.name == "clip_grad_norm_: vector_norm per gradient") {
         ++seen;
-        CHECK(l->kernel.work.memory_bytes.count == 4 * local);
+        CHECK(l->kernel.work->memory_bytes.count == 4 * local);
       }
       if (l->kernel.name == "clip_grad_norm_: mul_ per gradient") {
         ++seen;
-        CHECK(l->kernel.work.memory_bytes.count == 8 * local);
+        CHECK(l->kernel.work->memory_bytes.count == 8 * local);
       }
     }
   CHECK(seen == 2);

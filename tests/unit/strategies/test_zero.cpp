@@ -589,7 +589,7 @@ TEST_CASE("The reduced bucket is copied back grad by grad as DtoD memcpys: every
         CHECK(l->kernel.kernels == 0);  // a memcpy, not a kernel
         CHECK(l->kernel.cls == KernelClass::Copy);
         ++n;
-        bytes += l->kernel.work.memory_bytes.count;
+        bytes += l->kernel.work->memory_bytes.count;
       }
     return std::make_pair(n, bytes);
   };
@@ -629,7 +629,7 @@ TEST_CASE("unscale_and_clip_grads multiplies every fp32 gradient partition, at a
     for (const auto& ins : r.program.instructions)
       if (const auto* l = std::get_if<Launch>(&ins)) {
         if (l->kernel.name.starts_with("unscale_and_clip_grads: mul_")) {
-          mul_bytes += l->kernel.work.memory_bytes.count;
+          mul_bytes += l->kernel.work->memory_bytes.count;
           ++muls;
         }
         if (l->kernel.name.starts_with("optimizer.step")) {

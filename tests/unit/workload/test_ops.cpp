@@ -323,7 +323,7 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   c.hbm = Bandwidth::from_gbps(2000);
   c.memory_efficiency = 0.5;
   c.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(800);
-  Kernel k;
+  KernelSpec k;
   k.cls = KernelClass::ElementwiseStrided;
   k.work.memory_bytes = Bytes{800'000'000};
   // 800 MB at 800 GB/s = 1 ms; a class without an entry runs at 2000 * 0.5 = 1000 GB/s: 0.8 ms.
@@ -346,11 +346,11 @@ TEST_CASE("Memory-bound kernels are priced at their class's achieved bandwidth",
   c.class_bandwidth[KernelClass::Copy] = Bandwidth::from_gbps(797);
   c.memcpy = Bandwidth::from_gbps(1594);
   c.min_kernel_time = Time{};
-  Kernel m = test::unnamed(memcpy_dtod("copy back w", Bytes{1'594'000'000}));
+  KernelSpec m = (memcpy_dtod("copy back w", Bytes{1'594'000'000}));
   CHECK(m.kernels == 0);
   CHECK(kernel_time(c, m) == Time::from_ms(1) + Time::from_ns(2100));
   CHECK(KernelTimeCache(c).kernel_time(m) == kernel_time(c, m));
-  Kernel cat = test::unnamed(elementwise("flatten", Bytes{1'594'000'000}, "", KernelClass::Copy));
+  KernelSpec cat = (elementwise("flatten", Bytes{1'594'000'000}, "", KernelClass::Copy));
   CHECK(kernel_time(c, cat) == Time::from_ms(2) + Time::from_ns(2100));
   c.memcpy = Bandwidth{};
   CHECK(kernel_time(c, m) == Time::from_ms(2) + Time::from_ns(2100));
@@ -366,7 +366,7 @@ TEST_CASE("A memory-bound kernel over tensors larger than the L2 runs at most at
   c.class_bandwidth[KernelClass::Reduction] = Bandwidth::from_gbps(950);
   c.kernel_gap = Time{};
   c.min_kernel_time = Time{};
-  Kernel add;
+  KernelSpec add;
   add.cls = KernelClass::Elementwise;
   add.work.memory_bytes = Bytes{3'800'000'000};  // 3.8 GB: 2 ms at 1,900 GB/s
   add.work.tensor = Bytes{100 << 20};            // 100 MiB tensors
@@ -377,18 +377,18 @@ TEST_CASE("A memory-bound kernel over tensors larger than the L2 runs at most at
   CHECK(kernel_time(c, add) == Time::from_us(2500));  // 3.8 GB at 1,520 GB/s
   CHECK(KernelTimeCache(c).kernel_time(add) == Time::from_us(2500));
   // 32 MiB tensors stay in the L2: the class rate.
-  Kernel small = add;
+  KernelSpec small = add;
   small.work.tensor = Bytes{32 << 20};
   CHECK(kernel_time(c, small) == Time::from_ms(2));
   // Without a tensor size, half a kernel's bytes stand for it: 3.8 GB over one kernel streams,
   // 76 MB over one stays.
-  Kernel unknown = add;
+  KernelSpec unknown = add;
   unknown.work.tensor = Bytes{};
   CHECK(kernel_time(c, unknown) == Time::from_us(2500));
   unknown.work.memory_bytes = Bytes{76'000'000};
   CHECK(kernel_time(c, unknown) == Time::from_us(40));
   // A class slower than the streaming rate keeps its own.
-  Kernel softmax = add;
+  KernelSpec softmax = add;
   softmax.cls = KernelClass::Reduction;
   softmax.work.memory_bytes = Bytes{1'900'000'000};
   CHECK(kernel_time(c, softmax) == Time::from_ms(2));
@@ -408,7 +408,7 @@ TEST_CASE("A non-vectorized elementwise kernel takes the longer of its bytes and
   c.hbm = Bandwidth::from_gbps(2000);
   c.class_bandwidth[KernelClass::ElementwiseStrided] = Bandwidth::from_gbps(1000);
   c.class_bandwidth[KernelClass::Elementwise] = Bandwidth::from_gbps(1000);
-  Kernel eq;
+  KernelSpec eq;
   eq.cls = KernelClass::ElementwiseStrided;
   eq.work.memory_bytes = Bytes{300'000'000};  // 1e8 bf16 read, 1e8 bool written: 0.3 ms by bytes
   eq.work.elements = 100'000'000;
@@ -418,16 +418,16 @@ TEST_CASE("A non-vectorized elementwise kernel takes the longer of its bytes and
   CHECK(kernel_time(c, eq) == Time::from_us(500));
   CHECK(KernelTimeCache(c).kernel_time(eq) == Time::from_us(500));
   // An fp32 op of the same elements (1.2 GB) is bound by its bytes: 1.2 ms.
-  Kernel add32 = eq;
+  KernelSpec add32 = eq;
   add32.work.memory_bytes = Bytes{1'200'000'000};
   CHECK(kernel_time(c, add32) == Time::from_us(1200));
   // Other classes and kernels without elements are priced by bytes alone.
-  Kernel vec = eq;
+  KernelSpec vec = eq;
   vec.cls = KernelClass::Elementwise;
   CHECK(kernel_time(c, vec) == Time::from_us(300));
   // Elements computed through a dtype cast take the casting time, or the plain one without it:
   // 0.4e8 at 0.008 plus 0.6e8 at 0.005 = 0.62 ms.
-  Kernel cast = eq;
+  KernelSpec cast = eq;
   cast.work.cast_elements = 40'000'000;
   CHECK(kernel_time(c, cast) == Time::from_us(500));
   c.strided_cast_element_ns = 0.008;
@@ -453,7 +453,7 @@ TEST_CASE("The host pays eager dispatch per forward op and autograd dispatch per
   h.eager_op_overhead = Time::from_us(62);
   h.autograd_op_overhead = Time::from_us(35);
   h.kernel_launch_overhead = Time::from_us(6);
-  Kernel k;
+  KernelSpec k;
   k.dispatch = HostDispatch::Eager;
   CHECK(launch_host_time(h, k) == Time::from_us(62));
   k.dispatch = HostDispatch::Autograd;
