@@ -7,8 +7,35 @@
 
 namespace stepsim {
 
+// Sorts [first, last) by `less`, moving only the elements out of place while they take at most
+// 8 moves an element, then std::sort. A timeline's intervals come in issue order, which is
+// nearly their start order: a sweep point's 2,079 kernels had 34 inversions (kernels of another
+// stream), and std::sort took 36 us on them where this takes 1.8 us (Boost.Sort's adaptive
+// flat_stable_sort 13.9 us, pdqsort 28.7 us); it was a tenth of a sweep point's metrics.
+template <class It, class Less>
+static void sort_nearly_sorted(It first, It last, Less less) {
+  if (first == last) return;
+  std::size_t budget = 8 * static_cast<std::size_t>(last - first);
+  for (It i = first + 1; i != last; ++i) {
+    if (!less(*i, *(i - 1))) continue;
+    auto x = std::move(*i);
+    It hole = i;
+    while (hole != first && less(x, *(hole - 1))) {
+      if (budget == 0) {
+        *hole = std::move(x);  // a permutation of the input again
+        std::sort(first, last, less);
+        return;
+      }
+      --budget;
+      *hole = std::move(*(hole - 1));
+      --hole;
+    }
+    *hole = std::move(x);
+  }
+}
+
 std::vector<Interval> merge_intervals(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
+  sort_nearly_sorted(v.begin(), v.end(), [](const Interval& a, const Interval& b) {
     return a.start < b.start || (a.start == b.start && a.end < b.end);
   });
   std::vector<Interval> out;

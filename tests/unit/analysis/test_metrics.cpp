@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "sim/analysis/metrics.hpp"
 #include "sim/analysis/run.hpp"
 #include "sim/strategies/load_experiment.hpp"
@@ -47,6 +51,45 @@ TEST_CASE("Interval union merges overlapping and touching intervals", "[metrics]
   auto merged = merge_intervals({{Time{5}, Time{10}}, {Time{0}, Time{3}}, {Time{3}, Time{4}}, {Time{8}, Time{12}}});
   REQUIRE(merged.size() == 2);
   CHECK(total_length(merged) == Time{4 + 7});
+}
+
+TEST_CASE("Interval union is the same however far from sorted the intervals come", "[metrics]") {
+  // The reference: every interval sorted by (start, end), then merged.
+  auto reference = [](std::vector<Interval> v) {
+    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start || (a.start == b.start && a.end < b.end); });
+    std::vector<Interval> out;
+    for (const auto& iv : v) {
+      if (iv.end <= iv.start) continue;
+      if (!out.empty() && iv.start <= out.back().end) out.back().end = std::max(out.back().end, iv.end);
+      else out.push_back(iv);
+    }
+    return out;
+  };
+  auto same = [](const std::vector<Interval>& a, const std::vector<Interval>& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](const Interval& x, const Interval& y) {
+             return x.start == y.start && x.end == y.end;
+           });
+  };
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const std::size_t n = 1 + rng() % 3000;
+    std::vector<Interval> v;
+    std::int64_t t = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      t += static_cast<std::int64_t>(rng() % 50);
+      v.push_back({Time{t}, Time{t + static_cast<std::int64_t>(rng() % 40)}});
+    }
+    // Nearly sorted (a few moved far, as another stream's kernels are), reversed (past the
+    // insertion sort's budget: std::sort), or shuffled.
+    switch (round % 3) {
+      case 0:
+        for (std::size_t k = 0; k < n / 50 + 1; ++k) std::swap(v[rng() % n], v[rng() % n]);
+        break;
+      case 1: std::reverse(v.begin(), v.end()); break;
+      default: std::shuffle(v.begin(), v.end(), rng);
+    }
+    CHECK(same(merge_intervals(v), reference(v)));
+  }
 }
 
 TEST_CASE("Metrics survive a JSON round trip", "[metrics]") {
