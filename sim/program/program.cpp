@@ -140,7 +140,7 @@ const KernelWork* WorkPool::add(const KernelWork& w) {
   return &slot;
 }
 
-const KernelWork* WorkPool::add_numbered(const void* workload, std::uint16_t id, const KernelWork& w) {
+const KernelWork* WorkPool::store_numbered(const void* workload, std::uint16_t id, const KernelWork& w) {
   if (id == 0 || workload == nullptr) return add(w);
   if (numbered_from_ == nullptr) numbered_from_ = workload;
   if (workload != numbered_from_) return add(w);  // a second workload's numbers are its own

@@ -298,11 +298,17 @@ class WorkPool {
   WorkPool& operator=(const WorkPool&) = delete;
   const KernelWork* add(const KernelWork& w);
   // Work number `id` (Op::work_id, not 0) of the workload whose layers share `workload`'s names
-  // (Layer::text): stored at its first launch, shared by the later ones.
-  const KernelWork* add_numbered(const void* workload, std::uint16_t id, const KernelWork& w);
+  // (Layer::text): stored at its first launch, shared by the later ones (found inline: a step
+  // launches thousands of kernels of a few dozen works).
+  const KernelWork* add_numbered(const void* workload, std::uint16_t id, const KernelWork& w) {
+    if (id != 0 && workload != nullptr && workload == numbered_from_ && id < numbered_.size() && numbered_[id] != nullptr)
+      return numbered_[id];
+    return store_numbered(workload, id, w);
+  }
   std::size_t size() const { return size_; }
 
  private:
+  const KernelWork* store_numbered(const void* workload, std::uint16_t id, const KernelWork& w);
   static constexpr std::size_t kChunk = 64;
   std::vector<std::unique_ptr<KernelWork[]>> chunks_;
   std::size_t size_ = 0;
