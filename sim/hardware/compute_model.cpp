@@ -228,11 +228,17 @@ Time KernelTimeCache::work_time(const KernelWork& w, KernelClass cls, int kernel
 }
 
 // The slot holding g, or the empty one where it belongs.
-KernelTimeCache::Slot& KernelTimeCache::slot(const GemmShape& g) {
-  // Fibonacci hashing of the fields: GEMM sizes are multiples of 64, so their low bits are zero.
+// Fibonacci hashing of the fields: GEMM sizes are multiples of 64, so their low bits are zero
+// (the high half of the result is the one to use).
+static std::uint64_t hash_of(const GemmShape& g) {
   std::uint64_t h = static_cast<std::uint64_t>(g.m);
   for (std::int64_t v : {g.n, g.k, g.batch, static_cast<std::int64_t>(g.dtype), static_cast<std::int64_t>(g.layout)})
     h = (h ^ static_cast<std::uint64_t>(v)) * 0x9E3779B97F4A7C15ull;
+  return h;
+}
+
+KernelTimeCache::Slot& KernelTimeCache::slot(const GemmShape& g) {
+  const std::uint64_t h = hash_of(g);
   const std::size_t mask = slots_.size() - 1;
   for (std::size_t i = static_cast<std::size_t>(h >> 32) & mask;; i = (i + 1) & mask)
     if (!slots_[i].used || slots_[i].shape == g) return slots_[i];
@@ -258,19 +264,19 @@ Time KernelTimeCache::gemm(const GemmShape& g) {
   return s->time;
 }
 
+std::size_t GemmTimeMemo::Hash::operator()(const GemmShape& g) const { return static_cast<std::size_t>(hash_of(g) >> 32); }
+
 std::optional<Time> GemmTimeMemo::find(const GemmShape& g) const {
   std::lock_guard lock(mutex_);
-  for (const auto& [shape, t] : shapes_)
-    if (shape == g) return t;
-  return std::nullopt;
+  const auto it = shapes_.find(g);
+  if (it == shapes_.end()) return std::nullopt;
+  return it->second;
 }
 
 void GemmTimeMemo::add(const GemmShape& g, Time t) {
   std::lock_guard lock(mutex_);
   if (shapes_.size() >= kCapacity) return;
-  for (const auto& e : shapes_)
-    if (e.first == g) return;  // another thread priced it meanwhile (the same time)
-  shapes_.emplace_back(g, t);
+  shapes_.emplace(g, t);  // another thread may have priced it meanwhile (the same time): kept
 }
 
 // One memo per living profile object: keyed by its address, an entry whose profile has died is
