@@ -54,15 +54,20 @@ TEST_CASE("Interval union merges overlapping and touching intervals", "[metrics]
 }
 
 TEST_CASE("Interval union is the same however far from sorted the intervals come", "[metrics]") {
-  // The reference: every interval sorted by (start, end), then merged.
-  auto reference = [](std::vector<Interval> v) {
-    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start || (a.start == b.start && a.end < b.end); });
+  // The reference, by another road: the covered instants marked one by one, then read off as
+  // runs (the intervals are short and their ends small).
+  auto reference = [](const std::vector<Interval>& v) {
+    std::vector<char> covered;
+    for (const auto& iv : v)
+      for (std::int64_t t = iv.start.ns; t < iv.end.ns; ++t) {
+        if (static_cast<std::size_t>(t) >= covered.size()) covered.resize(static_cast<std::size_t>(t) + 1, 0);
+        covered[static_cast<std::size_t>(t)] = 1;
+      }
     std::vector<Interval> out;
-    for (const auto& iv : v) {
-      if (iv.end <= iv.start) continue;
-      if (!out.empty() && iv.start <= out.back().end) out.back().end = std::max(out.back().end, iv.end);
-      else out.push_back(iv);
-    }
+    for (std::size_t t = 0; t < covered.size(); ++t)
+      if (covered[t] && (t == 0 || !covered[t - 1])) out.push_back({Time{static_cast<std::int64_t>(t)}, Time{}});
+      else if (!covered[t] && t > 0 && covered[t - 1]) out.back().end = Time{static_cast<std::int64_t>(t)};
+    if (!covered.empty() && covered.back()) out.back().end = Time{static_cast<std::int64_t>(covered.size())};
     return out;
   };
   auto same = [](const std::vector<Interval>& a, const std::vector<Interval>& b) {
