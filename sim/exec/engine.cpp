@@ -1200,7 +1200,8 @@ class Engine {
   // A communicator of one rank has no peer to connect: no buffers.
   static std::size_t communicators_used(const Program& p, const HardwareProfile& hw) {
     if (hw.outside_allocator.nccl_per_communicator.count == 0 && hw.outside_allocator.nccl_channels == 0) return 0;
-    return static_cast<std::size_t>(std::count_if(p.comms.begin(), p.comms.end(), [](const CommDecl& c) { return c.collectives > 0 && c.ranks > 1; }));
+    const auto connects = [](const CommDecl& c) { return c.collectives > 0 && c.ranks > 1; };
+    return static_cast<std::size_t>(std::count_if(p.comms.begin(), p.comms.end(), connects));
   }
 
   void finish_timeline() {

@@ -248,7 +248,7 @@ void ProgramBuilder::launch(StreamId s, Kernel k) {
 }
 
 void ProgramBuilder::launch(StreamId s, const KernelSpec& k) {
-  add(Launch{s, Kernel{text(k.name), k.cls, k.dispatch, k.work_id, k.kernels, program_.works->add(k.work), text(k.unit)}});
+  add(Launch{s, Kernel{text(k.name), k.cls, k.dispatch, k.work_id, k.kernels, work(k.work), text(k.unit)}});
 }
 
 void ProgramBuilder::collective(CommId c, StreamId s, CollectiveKind kind, Bytes bytes, Dtype dtype,
