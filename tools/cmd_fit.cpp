@@ -321,7 +321,7 @@ HardwareProfile fit_measured_profile(const FitArgs& a, const Measurements& m, co
     calib::replaced_in_provenance(report.provenance, "trace_compute");
   }
   if (m.ranks) {
-    fitted.rank_variation = m.ranks->variation;
+    fitted.rank_variation = m.ranks->with_base(base.rank_variation);
     report.provenance["rank_variation"] = m.ranks->to_json();
   }
   if (a.keep_sources) fitted.sources = base.sources;

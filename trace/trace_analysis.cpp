@@ -40,13 +40,6 @@ void parse_step_range(const std::string& text, AnalyzeOptions& out) {
 
 namespace {
 
-Phase phase_from_string(const std::string& s) {
-  if (s == "forward") return Phase::Forward;
-  if (s == "backward") return Phase::Backward;
-  if (s == "optimizer") return Phase::Optimizer;
-  return Phase::Setup;
-}
-
 // Busy-time metrics of one step (see the header for the rules).
 struct StepOps {
   std::vector<std::size_t> ops;  // indices into gpu_ops
@@ -102,7 +95,7 @@ std::vector<StepOps> ops_per_step(const KinetoTrace& t, const TraceIndex& idx, i
       continue;
     }
     per_step[*s].ops.push_back(i);
-    per_step[*s].phase.push_back(op.phase < 0 ? idx.kineto_phase(*s, idx.anchor(op)) : phase_from_string(std::string(t.phase_of(op))));
+    per_step[*s].phase.push_back(idx.phase_of(*s, op));
   }
   return per_step;
 }

@@ -70,6 +70,15 @@ Phase TraceIndex::kineto_phase(std::size_t step, Time anchor) const {
   return Phase::Optimizer;
 }
 
+Phase TraceIndex::phase_of(std::size_t step, const GpuOp& op) const {
+  if (op.phase < 0) return kineto_phase(step, anchor(op));
+  const std::string_view p = t_.phase_of(op);
+  if (p == "forward") return Phase::Forward;
+  if (p == "backward") return Phase::Backward;
+  if (p == "optimizer") return Phase::Optimizer;
+  return Phase::Setup;
+}
+
 std::vector<const CpuSpan*> TraceIndex::enclosing(CpuSpan::Kind kind, std::int64_t thread, Time t) const {
   std::vector<const CpuSpan*> out;
   auto it = spans_.find({static_cast<int>(kind), thread});

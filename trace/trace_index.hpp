@@ -29,6 +29,8 @@ class TraceIndex {
   std::optional<std::size_t> step_at(Time t) const;
   // Phase of an op launched at `anchor` in step `step` from the CPU markers (see header rules).
   Phase kineto_phase(std::size_t step, Time anchor) const;
+  // Phase of an op of step `step`: its args.phase (stepsim traces), else kineto_phase.
+  Phase phase_of(std::size_t step, const GpuOp& op) const;
   // Spans of `kind` on `thread` containing `t`, innermost (latest start) first.
   std::vector<const CpuSpan*> enclosing(CpuSpan::Kind kind, std::int64_t thread, Time t) const;
   // Samples of `device` with start <= time <= end, in time order.
