@@ -348,6 +348,65 @@ Metrics mean_metrics(const std::vector<Metrics>& v) {
   return m;
 }
 
+namespace {
+
+// The median; of an even count, the mean of the two middle values.
+Time median_time(std::vector<Time> v) {
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2) return *mid;
+  const Time below = *std::max_element(v.begin(), mid);
+  return below + Time{(*mid - below).ns / 2};
+}
+
+bool same_collective(const CollectiveRecord& a, const CollectiveRecord& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.bytes == b.bytes;
+}
+
+// RankWaitRow of one step, from each rank's collectives of that step (ranks in job order); none
+// where the ranks did not run the same collectives.
+std::optional<RankWaitRow> rank_wait(std::int64_t step, const std::vector<std::vector<const CollectiveRecord*>>& per_rank) {
+  const auto& first = per_rank.front();
+  if (first.empty()) return std::nullopt;
+  for (const auto& c : per_rank)
+    if (c.size() != first.size() || !std::equal(c.begin(), c.end(), first.begin(), [](auto* x, auto* y) { return same_collective(*x, *y); }))
+      return std::nullopt;
+  const std::size_t n = first.size();
+  std::vector<Time> offset;
+  for (const auto& c : per_rank) {
+    std::vector<Time> d;
+    for (std::size_t i = 0; i < n; ++i) d.push_back((c[i]->start + c[i]->duration) - (first[i]->start + first[i]->duration));
+    offset.push_back(median_time(std::move(d)));
+  }
+  RankWaitRow row;
+  row.step = step;
+  row.collectives = n;
+  std::vector<Time> end_spread;
+  for (std::size_t i = 0; i < n; ++i) {
+    Time latest = Time{-Time::infinite().ns}, sum{}, end_min = Time::infinite(), end_max = latest;
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      const Time arrival = per_rank[r][i]->start - offset[r];
+      latest = std::max(latest, arrival);
+      sum += arrival - first[i]->start;  // relative, so the sum of a few hundred epochs cannot overflow
+      end_min = std::min(end_min, arrival + per_rank[r][i]->duration);
+      end_max = std::max(end_max, arrival + per_rank[r][i]->duration);
+    }
+    const Time wait = (latest - first[i]->start) - Time{sum.ns / static_cast<std::int64_t>(per_rank.size())};
+    row.wait += wait;
+    if (wait > row.largest_wait) {
+      row.largest_wait = wait;
+      row.largest_index = i;
+      row.largest_kind = first[i]->kind;
+      row.largest_bytes = first[i]->bytes;
+    }
+    end_spread.push_back(end_max - end_min);
+  }
+  row.end_spread = median_time(std::move(end_spread));
+  return row;
+}
+
+}  // namespace
+
 JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o) {
   JobAnalysis job;
   for (const auto& t : traces) {
@@ -387,6 +446,16 @@ JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOpt
       job.stragglers.push_back(row);
     }
   }
+  if (job.ranks.size() > 1)
+    for (const auto& row : job.stragglers) {  // the steps present in every trace
+      std::vector<std::vector<const CollectiveRecord*>> per_rank;
+      for (const auto& r : job.ranks) {
+        auto& c = per_rank.emplace_back();
+        for (const auto& rec : r.collectives)
+          if (rec.step == row.step) c.push_back(&rec);
+      }
+      if (auto w = rank_wait(row.step, per_rank)) job.rank_waits.push_back(*w);
+    }
   // The job mean weighs every step of every rank alike (a single trace: that trace's mean).
   std::vector<Metrics> every;
   for (const auto& r : job.ranks)

@@ -134,11 +134,29 @@ struct StragglerRow {
   int least_exposed_rank = -1;     // the rank that waited least on communication
 };
 
+// The wait for the slowest rank at one step's collectives, measured across the traced ranks:
+// what `simulate` reports as the slowest-rank wait (metrics.rank_wait_ns), the latest arrival
+// minus the mean arrival at each collective, summed. A step counts where every rank ran the same
+// collectives (kind, dtype, S) in the same order. Each rank's clock is aligned on the step's
+// collectives' ends (the median of its kernel ends minus the first rank's): the ranks of one
+// collective finish it together, while their host clocks may differ by more than the waits.
+struct RankWaitRow {
+  std::int64_t step = 0;
+  std::size_t collectives = 0;  // matched on every rank
+  Time wait;                    // summed over them: latest arrival - mean arrival
+  Time largest_wait;            // the largest one's
+  std::size_t largest_index = 0;  // its place among the step's collectives
+  TraceCollective largest_kind = TraceCollective::Unknown;
+  Bytes largest_bytes{-1};
+  Time end_spread;              // median over the collectives of (latest - earliest aligned end)
+};
+
 struct JobAnalysis {
   std::vector<TraceAnalysis> ranks;                     // sorted by rank
   std::vector<std::pair<std::int64_t, Metrics>> steps;  // per step number, mean over ranks
   Metrics mean;
   std::vector<StragglerRow> stragglers;                 // steps present in every trace
+  std::vector<RankWaitRow> rank_waits;                  // steps whose collectives match on every trace
 };
 
 JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOptions& o);

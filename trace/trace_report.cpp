@@ -166,6 +166,17 @@ nlohmann::json job_to_json(const JobAnalysis& job) {
                     {"most_compute_rank", s.slowest_compute_rank},
                     {"least_exposed_comm_rank", s.least_exposed_rank}});
     out["stragglers"] = st;
+    nlohmann::json waits = nlohmann::json::array();
+    for (const auto& w : job.rank_waits)
+      waits.push_back({{"step", w.step},
+                       {"collectives", w.collectives},
+                       {"wait_ns", w.wait.ns},
+                       {"largest_wait_ns", w.largest_wait.ns},
+                       {"largest_index", w.largest_index},
+                       {"largest_kind", to_string(w.largest_kind)},
+                       {"largest_bytes", w.largest_bytes.count},
+                       {"end_spread_ns", w.end_spread.ns}});
+    out["rank_waits"] = waits;
   }
   return out;
 }
@@ -188,6 +199,20 @@ std::string job_to_text(const JobAnalysis& job) {
                          ms(s.max_step), ms(s.max_step - s.min_step), ms(s.compute_spread),
                          fmt::format("rank {}", s.slowest_compute_rank), fmt::format("rank {}", s.least_exposed_rank));
     out += "  (the rank with the most compute and the least exposed communication is the one the others wait for)\n";
+    out += "\nslowest-rank wait at the collectives (steps whose collectives match on every trace)\n";
+    if (job.rank_waits.empty()) out += "  none: no step's collectives match on every trace (different groups or a different count)\n";
+    else {
+      out += fmt::format("  {:>6} {:>12} {:>10} {:>16}  {:<32} {:>16}\n", "step", "collectives", "wait ms", "largest wait ms",
+                         "at", "ends aligned us");
+      for (const auto& w : job.rank_waits)
+        out += fmt::format("  {:>6} {:>12} {:>10} {:>16}  {:<32} {:>16.1f}\n", w.step, w.collectives, ms(w.wait),
+                           ms(w.largest_wait),
+                           fmt::format("#{} {} {}", w.largest_index + 1, to_string(w.largest_kind), human_bytes(w.largest_bytes)),
+                           w.end_spread.us());
+      out += "  (wait: the latest arrival minus the mean arrival at each collective, summed over the step, as simulate's\n"
+             "  slowest-rank wait; each rank's clock aligned on the collectives' ends, which the ranks reach together:\n"
+             "  'ends aligned' is the median spread of the ends left after that)\n";
+    }
   }
   return out;
 }

@@ -123,6 +123,8 @@ TEST_CASE("analyze of the 8 Megatron ranks gives a per-rank table and the stragg
     CHECK(kernel_name_counts(t, job.ranks[static_cast<std::size_t>(r)]) == (r < 4 ? stage0 : stage1));
   }
   REQUIRE(job.stragglers.size() == 1);
+  // The two pipeline stages' collectives differ: no wait is measured where they cannot be matched.
+  CHECK(job.rank_waits.empty());
   // Spread: max 623475000 (rank 6) - min 620894000 (rank 2) = 2581000 ns.
   CHECK(job.stragglers[0].step == 9);
   CHECK((job.stragglers[0].max_step - job.stragglers[0].min_step).ns == 2581000);
@@ -222,4 +224,45 @@ TEST_CASE("analyze's result does not depend on keeping the host operators or fit
     CHECK(without[0].memory_ops.empty());
     CHECK(job_to_json(analyze_job(without, AnalyzeOptions{})).dump() == job_to_json(analyze_job(with, AnalyzeOptions{})).dump());
   }
+}
+
+// Catches: the wait for the slowest rank measured from ranks whose clocks are not aligned, from
+// collectives matched across ranks that did not run the same ones, or not at all.
+// Expected values from an independent Python scan of the eight traces (json + gzip): per
+// ProfilerStep, the NCCL kernels whose launch (cuda_runtime or cuda_driver call of the same
+// correlation) starts inside the span, in start order; a step is matched where every rank has the
+// same kernel names; each rank's clock offset is the median over the step's collectives of its
+// kernel end minus rank 0's; per collective, the latest aligned start minus the mean aligned
+// start, summed over the step. Step 10's ranks ran 28 to 36 collectives: not matched.
+TEST_CASE("analyze of the eight modded-nanogpt H100 ranks measures the wait for the slowest rank at each collective",
+          "[trace][data]") {
+  std::vector<KinetoTrace> traces;
+  for (int r = 0; r < 8; ++r) {
+    const std::string ids[8] = {"e049e", "6bd4b", "cec8d", "d9142", "fd335", "c01bc", "220ff", "8ad3d"};
+    traces.push_back(read_kineto_trace(kTraces + "modded-nanogpt/2025-12-11_NorMuonOptimsAndFixes__rank" + std::to_string(r) + "-" +
+                                       ids[r] + "-chrome-trace.json.gz"));
+  }
+  JobAnalysis job = analyze_job(traces, AnalyzeOptions{});
+  REQUIRE(job.rank_waits.size() == 3);
+  struct Want {
+    std::int64_t step;
+    std::size_t collectives;
+    double wait_ms, largest_ms, end_spread_us;
+  };
+  const Want want[3] = {{11, 20, 11.279, 4.417, 19.3}, {12, 8, 10.089, 4.667, 38.0}, {13, 20, 7.184, 4.193, 13.2}};
+  for (int i = 0; i < 3; ++i) {
+    const RankWaitRow& w = job.rank_waits[static_cast<std::size_t>(i)];
+    INFO("step " << w.step);
+    CHECK(w.step == want[i].step);
+    CHECK(w.collectives == want[i].collectives);
+    CHECK(w.wait.ms() == Approx(want[i].wait_ms).margin(0.002));
+    CHECK(w.largest_wait.ms() == Approx(want[i].largest_ms).margin(0.002));
+    CHECK(w.largest_index == 0);  // the first reduce-scatter of the backward
+    CHECK(w.largest_kind == TraceCollective::ReduceScatter);
+    CHECK(w.end_spread.us() == Approx(want[i].end_spread_us).margin(0.2));
+  }
+  const auto j = job_to_json(job);
+  REQUIRE(j.at("rank_waits").size() == 3);
+  CHECK(j.at("rank_waits")[0].at("wait_ns").get<std::int64_t>() == job.rank_waits[0].wait.ns);
+  CHECK(job_to_text(job).find("slowest-rank wait at the collectives") != std::string::npos);
 }
