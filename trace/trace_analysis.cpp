@@ -141,9 +141,13 @@ std::vector<Interval> step_busy_time(const KinetoTrace& t, const CpuSpan& span, 
   m.overlap.idle = std::max(Time{}, m.overlap.step_time - busy);
   st.classes.communication().time = m.overlap.comm_time;
   st.classes.idle().time = m.overlap.idle;
-  // Phases partition the span (as compute_metrics does for the simulator's timeline).
-  fwd_end = std::min(fwd_end, span.end);
-  bwd_end = std::min(std::max(bwd_end, fwd_end), span.end);
+  // Phases partition the span (as compute_metrics does for the simulator's timeline). Their ends
+  // are GPU times; where the GPU ran the step's kernels behind the host (past the span's end, by
+  // `lag`), the ends are taken back by that lag, so a host far ahead (compiled code, CUDA graphs)
+  // does not make the whole span forward.
+  const Time lag = std::max(Time{}, win_end - span.end);
+  fwd_end = std::clamp(fwd_end - lag, span.start, span.end);
+  bwd_end = std::clamp(bwd_end - lag, fwd_end, span.end);
   m.forward = fwd_end - span.start;
   m.backward = bwd_end - fwd_end;
   m.optimizer = span.end - bwd_end;

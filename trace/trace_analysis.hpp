@@ -14,7 +14,8 @@
 //    step_time = the span's duration and idle = max(0, step_time - |compute U comm|).
 //  - Phases: args.phase when the trace has it (stepsim); otherwise an op launched before the
 //    step's first autograd::engine::evaluate_function is forward, before its first
-//    Optimizer.step# is backward, later optimizer. Phase ends are clamped to the span.
+//    Optimizer.step# is backward, later optimizer. Phase ends (GPU times) are taken back by the
+//    step's lag (its last kernel's end past the span's end, if any), then clamped to the span.
 //  - Peak memory: the highest "[memory]" Total Allocated (CUDA, the rank's device) or stepsim
 //    counter sample inside the span; 0 when the trace has none. Its phase is the host's at the
 //    sample (the CPU-marker rule above at the sample's time; a stepsim trace: the phase of the

@@ -144,6 +144,34 @@ TEST_CASE("A step's metrics follow DESIGN.md 5 with kernels attributed by their 
   CHECK(a.table[0].busbw_gbps == Approx(2048.0 / 150e-6 / 1e9 * 1.5));
 }
 
+// Catches: a host far ahead of its GPU (compiled code, CUDA graphs: the normal state of an
+// efficient step) reported as a step of forward only, its phase ends clamped to the span.
+// ProfilerStep#1 = [0, 1000] us; the backward starts at 200 and the optimizer at 800 on the host;
+// the GPU runs each kernel 500 us after the host reached it: forward [600, 700], backward
+// [700, 1300], optimizer [1300, 1500]. The step's kernels end 500 us past the span, so the phase
+// ends are taken back by 500: forward 200, backward 600, optimizer 200 (the old clamp gave
+// 700 / 300 / 0).
+TEST_CASE("Phase ends of a GPU running behind the host are taken back by its lag", "[trace]") {
+  const char* text = R"J({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100, "dur": 2, "args": {"correlation": 1}},
+  {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1, "tid": 1, "ts": 200, "dur": 500},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 300, "dur": 2, "args": {"correlation": 2}},
+  {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#AdamW.step", "pid": 1, "tid": 1, "ts": 800, "dur": 100},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 850, "dur": 2, "args": {"correlation": 3}},
+  {"ph": "X", "cat": "kernel", "name": "fwd", "pid": 0, "tid": 7, "ts": 600, "dur": 100, "args": {"device": 0, "stream": 7, "correlation": 1}},
+  {"ph": "X", "cat": "kernel", "name": "bwd", "pid": 0, "tid": 7, "ts": 700, "dur": 600, "args": {"device": 0, "stream": 7, "correlation": 2}},
+  {"ph": "X", "cat": "kernel", "name": "opt", "pid": 0, "tid": 7, "ts": 1300, "dur": 200, "args": {"device": 0, "stream": 7, "correlation": 3}}
+  ]})J";
+  const TraceAnalysis a = analyze_trace(read_kineto_trace_text(text, "lagging"), AnalyzeOptions{});
+  REQUIRE(a.steps.size() == 1);
+  const Metrics& m = a.steps[0].metrics;
+  CHECK(m.forward == Time::from_us(200));
+  CHECK(m.backward == Time::from_us(600));
+  CHECK(m.optimizer == Time::from_us(200));
+  CHECK(a.steps[0].kernels_end == Time::from_us(1500));
+}
+
 TEST_CASE("Collective sizes come from the kernel's own args when PyTorch records them", "[trace]") {
   // PyTorch 2.1+ copies record_param_comms' fields onto the NCCL kernel. All-gather's S is the
   // gathered output: Out msg nelems 4096 x 4 B = 16384 B on a group of 2.
