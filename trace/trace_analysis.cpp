@@ -465,6 +465,16 @@ JobAnalysis analyze_job(const std::vector<KinetoTrace>& traces, const AnalyzeOpt
   for (const auto& r : job.ranks)
     for (const auto& s : r.steps) every.push_back(s.metrics);
   if (!every.empty()) job.mean = mean_metrics(every);
+  // The measured wait for the slowest rank goes into the job's metrics as simulate reports it
+  // (metrics.rank_wait), so compare can set it beside a prediction: per step where measured, and
+  // for the job the mean over those steps.
+  Time waits;
+  for (const auto& w : job.rank_waits) {
+    waits += w.wait;
+    for (auto& [n, m] : job.steps)
+      if (n == w.step) m.rank_wait = w.wait;
+  }
+  if (!job.rank_waits.empty()) job.mean.rank_wait = Time{waits.ns / static_cast<std::int64_t>(job.rank_waits.size())};
   return job;
 }
 

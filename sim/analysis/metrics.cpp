@@ -241,6 +241,7 @@ Metrics metrics_from_json(const nlohmann::json& j) {
   m.overlap.exposed_comm = Time{need("exposed_comm_ns").get<std::int64_t>()};
   m.overlap.overlap_pct = need("overlap_pct").get<double>();
   m.overlap.idle = Time{need("idle_ns").get<std::int64_t>()};
+  m.rank_wait = Time{j.value("rank_wait_ns", std::int64_t{0})};
   const auto& ph = need("phases");
   m.forward = Time{ph.value("forward_ns", std::int64_t{0})};
   m.backward = Time{ph.value("backward_ns", std::int64_t{0})};

@@ -312,6 +312,10 @@ void add_overlap_rows(CompareReport& r, const Metrics& a, const Metrics& b) {
   add_row(r, "metric", "exposed comm", "ns", ns(a.overlap.exposed_comm), ns(b.overlap.exposed_comm));
   add_row(r, "metric", "overlap", "%", a.overlap.overlap_pct, b.overlap.overlap_pct);
   add_row(r, "metric", "idle", "ns", ns(a.overlap.idle), ns(b.overlap.idle));
+  // Where both sides have it: a simulation with rank variation, or analyze of several ranks
+  // (one rank's trace cannot measure it, and its 0 is not a measurement).
+  if (a.rank_wait.ns > 0 && b.rank_wait.ns > 0)
+    add_row(r, "metric", "slowest-rank wait", "ns", ns(a.rank_wait), ns(b.rank_wait));
 }
 
 // Throughput (sim/analysis/throughput.hpp): a document without tokens per step (analyze

@@ -261,7 +261,11 @@ TEST_CASE("analyze of the eight modded-nanogpt H100 ranks measures the wait for 
     CHECK(w.largest_kind == TraceCollective::ReduceScatter);
     CHECK(w.end_spread.us() == Approx(want[i].end_spread_us).margin(0.2));
   }
+  // The job's metrics carry it as simulate's do: per measured step, and their mean.
+  CHECK(job.mean.rank_wait.ns == (job.rank_waits[0].wait.ns + job.rank_waits[1].wait.ns + job.rank_waits[2].wait.ns) / 3);
+  for (const auto& [n, m] : job.steps) CHECK(m.rank_wait.ns == (n == 10 ? 0 : job.rank_waits[static_cast<std::size_t>(n - 11)].wait.ns));
   const auto j = job_to_json(job);
+  CHECK(j.at("mean").at("metrics").at("rank_wait_ns").get<std::int64_t>() == job.mean.rank_wait.ns);
   REQUIRE(j.at("rank_waits").size() == 3);
   CHECK(j.at("rank_waits")[0].at("wait_ns").get<std::int64_t>() == job.rank_waits[0].wait.ns);
   CHECK(job_to_text(job).find("slowest-rank wait at the collectives") != std::string::npos);

@@ -277,3 +277,21 @@ TEST_CASE("Against analyze --json, kernel classes and collective kinds are its p
   CHECK_THROWS_WITH(compare_results(pred, "p", measured, "m", CompareOptions{}),
                     Catch::Contains("m: /traces/0/steps/1/classes/gemm/time_ns: -1: expected a number >= 0"));
 }
+
+// Catches: the slowest-rank wait lost on the way through JSON, or set beside the 0 of a side that
+// cannot measure it (one rank's trace) as if it were a measurement.
+TEST_CASE("the slowest-rank wait is compared where both sides have it", "[compare]") {
+  auto pred = result("simulate", 104, 1000);
+  auto meas = result("live", 100, 1000);
+  pred["metrics"]["rank_wait_ns"] = 3'000'000;
+  // One side without it: no row.
+  for (const auto& x : compare_results(pred, "p", meas, "m", CompareOptions{}).rows) CHECK(x.name != "slowest-rank wait");
+  // Both: the prediction against the measurement, 3 ms against 2 ms.
+  meas["metrics"]["rank_wait_ns"] = 2'000'000;
+  const CompareReport r = compare_results(pred, "p", meas, "m", CompareOptions{});
+  const CompareRow& w = row(r, "metric", "slowest-rank wait");
+  CHECK(w.reference == Approx(2e6));
+  CHECK(w.subject == Approx(3e6));
+  REQUIRE(w.rel_error_pct);
+  CHECK(*w.rel_error_pct == Approx(50.0));
+}
