@@ -697,7 +697,9 @@ class Engine {
       stream_has_op_[su] = 1;
     }
     streams_[su].push_back(idx);
-    stream_dirty_.insert(su);
+    // Only a new front can start now: behind another op it waits for that op's end, which marks
+    // the stream again (complete()), and a blocked front stays blocked by what is pushed behind.
+    if (streams_[su].size() == 1) stream_dirty_.insert(su);
     stream_last_op_[su] = static_cast<long>(idx);
   }
 
