@@ -10,6 +10,7 @@
 
 #include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
+#include "sim/core/stats.hpp"
 #include "sim/hardware/collective_model.hpp"
 
 namespace stepsim::trace {
@@ -354,13 +355,12 @@ Metrics mean_metrics(const std::vector<Metrics>& v) {
 
 namespace {
 
-// The median; of an even count, the mean of the two middle values.
-Time median_time(std::vector<Time> v) {
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2) return *mid;
-  const Time below = *std::max_element(v.begin(), mid);
-  return below + Time{(*mid - below).ns / 2};
+// stepsim::median (sim/core/stats.hpp) of times, to the nanosecond.
+Time median_time(const std::vector<Time>& v) {
+  std::vector<double> ns;
+  ns.reserve(v.size());
+  for (Time t : v) ns.push_back(static_cast<double>(t.ns));
+  return Time{std::llround(median(std::move(ns)))};
 }
 
 bool same_collective(const CollectiveRecord& a, const CollectiveRecord& b) {

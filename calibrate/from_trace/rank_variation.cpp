@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/stats.hpp"
 #include "trace/trace_analysis.hpp"
 #include "trace/trace_index.hpp"
 
@@ -80,14 +81,6 @@ Alike alike(const KinetoTrace& ta, const RankKernels& a, const KinetoTrace& tb, 
     ++out.steps;
   }
   return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2) return *mid;
-  return (*mid + *std::max_element(v.begin(), mid)) / 2;
 }
 
 double robust_sd(const std::vector<double>& v) {
