@@ -100,10 +100,11 @@ def test_a_sweep_releases_the_gil():
     def run():
         in_call.set()
         t0 = time.perf_counter()
-        # 64 points: long enough to tell on a fast machine (16 points took 44 ms once the engine
-        # got faster, under the 50 ms below).
+        # 192 points: long enough to tell on a fast machine (16 points took 44 ms once the engine
+        # got faster, and 64 points 43 ms after it got faster again, under the 50 ms below).
         stepsim.sweep(DDP, {"cluster.nodes": [1, 2, 4, 8, 16, 32, 64, 128],
-                            "strategy.bucket_cap_mb": [1, 2, 5, 10, 25, 50, 100, 200]}, jobs=1)
+                            "strategy.bucket_cap_mb": [1, 2, 5, 10, 25, 50, 100, 200],
+                            "training.grad_accum": [1, 2, 4]}, jobs=1)
         span["call"] = time.perf_counter() - t0
         done.set()
 
