@@ -322,26 +322,61 @@ static TrainingConfig parse_training(ObjectReader t) {
   return out;
 }
 
-std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) const {
+namespace {
+
+// The entry of `m` used longest ago.
+template <typename Map>
+typename Map::iterator least_recent(Map& m) {
+  return std::min_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; });
+}
+
+}  // namespace
+
+std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = by_key_.find(key); it != by_key_.end()) {
+      ++hits_;
+      it->second.last_use = ++uses_;
+      return it->second.workload;
+    }
+    if (!parent_) {
+      ++misses_;
+      return nullptr;
+    }
+    // A thread's own cache, full, frees the workload it holds before the caller builds another:
+    // the build then reuses the memory just freed, still in the core's caches (held until the
+    // new one was added, it made a sweep whose every point builds its own 7 % slower).
+    if (by_key_.size() >= capacity_ && !by_key_.empty()) by_key_.erase(least_recent(by_key_));
+  }
+  auto found = parent_->find(key);
   std::lock_guard lock(mutex_);
-  auto it = by_key_.find(key);
-  if (it == by_key_.end()) return nullptr;
-  it->second.last_use = ++uses_;
-  return it->second.workload;
+  ++(found ? hits_ : misses_);
+  return found;
+}
+
+std::uint64_t WorkloadCache::hits() const {
+  std::lock_guard lock(mutex_);
+  return hits_;
+}
+
+std::uint64_t WorkloadCache::misses() const {
+  std::lock_guard lock(mutex_);
+  return misses_;
 }
 
 // KeepFirst: full, it keeps what it holds and takes nothing more. A sweep whose innermost axis
 // cycles through more workloads than the capacity (sweep_bench: 625 sequence lengths) would
 // otherwise evict each one before its next use and pay a copy per point for nothing; this way
-// the first `capacity` workloads are shared and the others cost what they did without a cache.
+// the first `capacity` workloads are shared and the others cost what they did without a cache
+// (or, grouped by the runner, are shared by the points of a worker's run: the parent above).
 void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> w) {
+  if (parent_) parent_->add(key, w);
   std::lock_guard lock(mutex_);
   if (by_key_.contains(key)) return;  // two threads built it: keep the first
   if (by_key_.size() >= capacity_) {
     if (when_full_ == WhenFull::KeepFirst || by_key_.empty()) return;
-    by_key_.erase(std::min_element(by_key_.begin(), by_key_.end(), [](const auto& a, const auto& b) {
-      return a.second.last_use < b.second.last_use;
-    }));
+    by_key_.erase(least_recent(by_key_));
   }
   by_key_.emplace(key, Entry{std::move(w), ++uses_});
 }

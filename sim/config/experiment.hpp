@@ -128,16 +128,29 @@ class WorkloadCache {
  public:
   // What a full cache does with a new workload: keep what it holds (a sweep, above), or make
   // room by dropping the one used longest ago (the process's cache, below, whose calls come one
-  // after another from a user's loop: the workload of the current loop is the one to keep).
+  // after another from a user's loop: the workload of the current loop is the one to keep; and
+  // a sweep worker's own, below).
   enum class WhenFull { KeepFirst, DropLeastRecent };
-  explicit WorkloadCache(std::size_t capacity = 1024, WhenFull when_full = WhenFull::KeepFirst)
-      : capacity_(capacity), when_full_(when_full) {}
-  std::shared_ptr<const Workload> find(const std::string& key) const;
+  // With a `parent`, a cache of one thread's own in front of a shared one: what it does not hold
+  // it looks for in the parent, and what is built it offers the parent and keeps itself. A sweep
+  // worker keeps the workloads it built last so (sweep_run.cpp: the runner evaluates the points
+  // that build one workload one after another), and frees them itself: freed by another thread,
+  // a workload's ten thousand heap blocks went back to the arena of the thread that allocated
+  // them, a third more CPU time in a sweep whose every point builds its own.
+  explicit WorkloadCache(std::size_t capacity = 1024, WhenFull when_full = WhenFull::KeepFirst, WorkloadCache* parent = nullptr)
+      : capacity_(capacity), when_full_(when_full), parent_(parent) {}
+  // Not const: a thread's own cache (with a parent) that misses makes room for what the caller
+  // builds.
+  std::shared_ptr<const Workload> find(const std::string& key);
   void add(const std::string& key, std::shared_ptr<const Workload> w);
+  // Finds that found a workload here, and that did not (nor in the parent: the caller then
+  // built one).
+  std::uint64_t hits() const;
+  std::uint64_t misses() const;
   // Whether a workload whose model is read from a file (hf_config) may be kept: its key is its
   // JSON object, which names the file but not its content. A sweep reads it once per run; the
   // process's cache does not keep it, so an edited config.json is read again at the next call.
-  bool keeps_file_models() const { return when_full_ == WhenFull::KeepFirst; }
+  bool keeps_file_models() const { return parent_ ? parent_->keeps_file_models() : when_full_ == WhenFull::KeepFirst; }
 
  private:
   struct Entry {
@@ -146,8 +159,9 @@ class WorkloadCache {
   };
   std::size_t capacity_;
   WhenFull when_full_;
+  WorkloadCache* parent_;
   mutable std::mutex mutex_;
-  mutable std::uint64_t uses_ = 0;
+  mutable std::uint64_t uses_ = 0, hits_ = 0, misses_ = 0;
   std::unordered_map<std::string, Entry> by_key_;
 };
 

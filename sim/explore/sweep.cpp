@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -277,6 +278,26 @@ bool SweepSpec::varies_profile() const {
                      [](const std::string& c) { return c == "cluster.profile" || c.starts_with("cluster.profile."); });
 }
 
+bool SweepSpec::may_change_workload(const std::string& column) {
+  // The column is one of these paths, lies inside one, or holds one (a whole "training").
+  for (const std::string_view p : {"workload", "training.torch_version", "strategy.deepspeed_config"}) {
+    const std::string_view c = column;
+    const auto inside = [](std::string_view a, std::string_view b) { return a.starts_with(b) && (a.size() == b.size() || a[b.size()] == '.'); };
+    if (inside(c, p) || inside(p, c)) return true;
+  }
+  return false;
+}
+
+std::string SweepSpec::workload_group(std::uint64_t i) const {
+  std::string group;
+  for (const auto& [path, value] : point(i))
+    if (may_change_workload(path)) {
+      group += value.dump();
+      group += '\n';
+    }
+  return group;
+}
+
 namespace {
 
 // What ProgramCache matches a point's program by, besides the profile's host section: the
@@ -296,7 +317,7 @@ std::string program_key(nlohmann::json& doc) {
 
 }  // namespace
 
-SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
+SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index, WorkloadCache* workloads) {
   SweepRow row;
   row.index = index;
   row.points = spec.size();
@@ -311,7 +332,7 @@ SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index) {
     for (auto& [path, value] : pt) set_config_path(doc, path, value);
     ProgramCache* const programs = spec.programs && spec.varies_profile() ? spec.programs.get() : nullptr;
     const std::string key = programs ? program_key(doc) : std::string();
-    Experiment e = experiment_from_json(std::move(doc), spec.base_sources, spec.profiles.get(), "", spec.workloads.get());
+    Experiment e = experiment_from_json(std::move(doc), spec.base_sources, spec.profiles.get(), "", workloads);
     row.framework = e.strategy->framework();
     row.world_size = e.cluster.world_size();
     // run_experiment, with the program of an earlier point whose build read the same inputs.

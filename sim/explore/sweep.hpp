@@ -13,7 +13,8 @@
 // LAST axis varying fastest.
 // Invariants: row i of every output is point i; a point that fails validation (InputError)
 // or simulation is a row with status "invalid"/"error" and an error message, never fatal;
-// the runner keeps only the summary (best-k, Pareto candidates, per-axis means), not rows.
+// the runner keeps the summary (best-k, Pareto candidates, per-axis means) and at most a block
+// of rows evaluated ahead of their turn (kEvaluationBlock), never all of them.
 
 #include <cstdint>
 #include <filesystem>
@@ -97,9 +98,15 @@ struct SweepSpec {
   // Profile files parsed once for all points (shared by copies of the spec and by threads).
   std::shared_ptr<ProfileCache> profiles = std::make_shared<ProfileCache>();
   // Workloads built once per distinct workload object, likewise (WorkloadCache). At most
-  // kSweepWorkloads are kept (a Llama-3-8B op list is ~0.5 MB): a sweep whose innermost axis
-  // changes the workload through more values than that rebuilds every point's, as before.
+  // kSweepWorkloads are kept (a Llama-3-8B op list is ~0.5 MB), the first ones; besides them each
+  // worker keeps the one it built last (kWorkerWorkloads), and the runner evaluates a block's
+  // points that build the same workload one after another (sweep_run.cpp), so a sweep whose
+  // innermost axis changes the workload through more values than that builds each about once
+  // per block and worker, not once per point.
   static constexpr std::size_t kSweepWorkloads = 32;
+  static constexpr std::size_t kWorkerWorkloads = 1;
+  // The points a runner evaluates out of order and holds rows of (a block; sweep_run.cpp).
+  static constexpr std::uint64_t kEvaluationBlock = 8192;
   std::shared_ptr<WorkloadCache> workloads = std::make_shared<WorkloadCache>(kSweepWorkloads);
   // Programs shared by points that differ only in the profile, likewise (ProgramCache), used
   // when a column is the profile or inside it (no two points of another sweep can share one:
@@ -109,6 +116,13 @@ struct SweepSpec {
   std::uint64_t size() const;
   // A column is cluster.profile or a path inside it.
   bool varies_profile() const;
+  // A column that can change the point's workload (its op list: WorkloadCache's key is the
+  // workload object and training.torch_version; a DeepSpeed config sets workload keys).
+  static bool may_change_workload(const std::string& column);
+  // Point i's values in the columns that may change its workload, as one string: points whose
+  // groups differ may build the same workload, points whose groups are equal build the same
+  // one. "" when no column may change it.
+  std::string workload_group(std::uint64_t i) const;
   // Point i as path -> value (only the varied paths).
   std::vector<std::pair<std::string, nlohmann::json>> point(std::uint64_t i) const;
 };
@@ -142,8 +156,9 @@ struct SweepRow {
 // The numeric value of a metric column / alias for constraints and the summary.
 std::optional<double> metric_value(const SweepRow& r, const std::string& name);
 
-// Runs one point (never throws for bad input: the row says why).
-SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index);
+// Runs one point (never throws for bad input: the row says why). Its workload is looked for in
+// `workloads` (a worker's own cache in front of spec.workloads; null: built anew).
+SweepRow run_sweep_point(const SweepSpec& spec, std::uint64_t index, WorkloadCache* workloads);
 
 // The CSV header and one row (RFC 4180 quoting). Every metric has a column.
 // One CSV field: quoted (quotes doubled, line breaks as blanks) when it holds a comma, quote or

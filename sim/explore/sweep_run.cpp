@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -346,42 +347,124 @@ class Progress {
   int last_ = -1;
 };
 
-// The shard's points one after another on the calling thread.
+// The order the shard's points (k-th point: shard + k * shards) are evaluated in. Rows are
+// emitted in point order whatever it is; it is chosen so that points which build the same
+// workload run one after another: the points are taken in blocks of kEvaluationBlock, and a
+// block's points are grouped by their values in the columns that may change the workload
+// (SweepSpec::workload_group), groups in the order of their first point, points in order
+// within a group. A sweep whose innermost axis is the sequence length (sweep_bench: 625 of
+// them, 16 node counts outside) then builds each workload once per block where it built one
+// at every point (each worker keeps the one it built last: worker_workloads); one whose workload
+// columns are outermost, or that has none, is evaluated in point order.
+class EvaluationOrder {
+ public:
+  EvaluationOrder(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count)
+      : spec_(spec), shard_(shard), shards_(shards), count_(count),
+        grouped_(std::any_of(spec.columns.begin(), spec.columns.end(), SweepSpec::may_change_workload)) {}
+  static constexpr std::uint64_t kBlock = SweepSpec::kEvaluationBlock;
+  // Whether any point may be evaluated before one that precedes it.
+  bool grouped() const { return grouped_; }
+  // The point evaluated p-th (p < count). Thread-safe; a block's order is made when a point of
+  // it is first asked for, and only the last two blocks' are kept (callers ask for points of at
+  // most the current block and the next: run_points_in_parallel's room condition).
+  std::uint64_t at(std::uint64_t p) {
+    if (!grouped_) return p;
+    const std::uint64_t b = p / kBlock;
+    std::lock_guard lock(mu_);
+    auto it = blocks_.find(b);
+    if (it == blocks_.end()) {
+      it = blocks_.emplace(b, order_of_block(b)).first;
+      while (blocks_.begin()->first + 1 < b) blocks_.erase(blocks_.begin());
+    }
+    return it->second[p - b * kBlock];
+  }
+
+ private:
+  std::vector<std::uint64_t> order_of_block(std::uint64_t b) const {
+    const std::uint64_t first = b * kBlock, n = std::min(kBlock, count_ - first);
+    std::unordered_map<std::string, std::uint32_t> group_of;
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> keyed;
+    keyed.reserve(n);
+    for (std::uint64_t k = first; k < first + n; ++k) {
+      const auto g = group_of.emplace(spec_.workload_group(shard_ + k * shards_), static_cast<std::uint32_t>(group_of.size()));
+      keyed.emplace_back(g.first->second, k);
+    }
+    std::sort(keyed.begin(), keyed.end());
+    std::vector<std::uint64_t> order;
+    order.reserve(n);
+    for (const auto& [group, k] : keyed) order.push_back(k);
+    return order;
+  }
+
+  const SweepSpec& spec_;
+  std::uint64_t shard_, shards_, count_;
+  bool grouped_;
+  std::mutex mu_;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> blocks_;
+};
+
+// A worker's own workloads, in front of the sweep's (WorkloadCache's parent); none when the
+// sweep keeps none.
+std::optional<WorkloadCache> worker_workloads(const SweepSpec& spec) {
+  if (!spec.workloads) return std::nullopt;
+  return std::optional<WorkloadCache>(std::in_place, SweepSpec::kWorkerWorkloads, WorkloadCache::WhenFull::DropLeastRecent,
+                                      spec.workloads.get());
+}
+
+// The shard's points on the calling thread, in evaluation order, rows emitted in point order.
 void run_points_in_order(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count,
                          const std::function<void(const SweepRow&)>& emit, Progress& progress) {
-  for (std::uint64_t k = 0; k < count; ++k) {
-    emit(run_sweep_point(spec, shard + k * shards));
-    progress.update(k + 1);
+  EvaluationOrder order(spec, shard, shards, count);
+  auto workloads = worker_workloads(spec);
+  std::map<std::uint64_t, SweepRow> buffer;
+  std::uint64_t written = 0;
+  for (std::uint64_t p = 0; p < count; ++p) {
+    const std::uint64_t k = order.at(p);
+    buffer.emplace(k, run_sweep_point(spec, shard + k * shards, workloads ? &*workloads : nullptr));
+    for (auto it = buffer.begin(); it != buffer.end() && it->first == written; it = buffer.erase(it)) {
+      emit(it->second);
+      progress.update(++written);
+    }
   }
 }
 
-// The shard's points on `jobs` worker threads. Workers claim point numbers in order; the
-// calling thread emits rows in order. A worker does not run further than `window` points ahead
-// of the writer, so the reorder buffer (and memory) stays bounded however large the sweep is.
+// The shard's points on `jobs` worker threads. Workers claim points in evaluation order; the
+// calling thread emits rows in point order. A worker does not run further ahead of the writer
+// than `window` points, or than the end of the block the writer is in, so the reorder buffer
+// (and memory) stays bounded however large the sweep is.
 void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count, int jobs,
                             const std::function<void(const SweepRow&)>& emit, Progress& progress) {
   const std::uint64_t window = static_cast<std::uint64_t>(jobs) * 16;
+  EvaluationOrder order(spec, shard, shards, count);
   std::atomic<std::uint64_t> next{0};
   std::mutex mu;
   std::condition_variable ready, room;
   std::map<std::uint64_t, SweepRow> buffer;
   std::uint64_t written = 0;
   bool stop = false;
+  // Evaluating the p-th point cannot hold the writer: every point up to the one it waits for
+  // (the written-th, in the writer's block) may run.
+  const auto may_run = [&](std::uint64_t p) {
+    return p < written + window || (order.grouped() && p / EvaluationOrder::kBlock == written / EvaluationOrder::kBlock);
+  };
   std::vector<std::thread> workers;
   for (int j = 0; j < jobs; ++j) {
     workers.emplace_back([&] {
+      auto workloads = worker_workloads(spec);
       for (;;) {
-        std::uint64_t k = next.fetch_add(1);
-        if (k >= count) return;
+        const std::uint64_t p = next.fetch_add(1);
+        if (p >= count) return;
         {
           std::unique_lock lock(mu);
-          room.wait(lock, [&] { return stop || k < written + window; });
+          room.wait(lock, [&] { return stop || may_run(p); });
           if (stop) return;
         }
-        SweepRow row = run_sweep_point(spec, shard + k * shards);
+        const std::uint64_t k = order.at(p);
+        SweepRow row = run_sweep_point(spec, shard + k * shards, workloads ? &*workloads : nullptr);
         std::lock_guard lock(mu);
         buffer.emplace(k, std::move(row));
-        ready.notify_one();
+        // Only the row the writer waits for wakes it: out of order, most rows do not.
+        if (k == written) ready.notify_one();
       }
     });
   }

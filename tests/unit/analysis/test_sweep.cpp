@@ -214,8 +214,7 @@ TEST_CASE("The sweep table marks a best point within the noise of the first as a
 
 TEST_CASE("a sweep whose points share workloads gives the rows it gives when every workload is built anew", "[sweep]") {
   // Llama-3-8B points that repeat each workload (seq_len x torch_version: the key) across
-  // nodes and reshard_after_forward; a cache of capacity 0 keeps nothing, so every point
-  // builds its own op list.
+  // nodes and reshard_after_forward; without a cache every point builds its own op list.
   const std::string text = R"({"name": "workloads", "base": {"include": ")" + kRoot +
                            R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"workload.seq_len": [512, 1024],
       "cluster.nodes": [1, 2], "strategy.reshard_after_forward": [true, false], "training.torch_version": ["2.4", "2.9"]}})";
@@ -224,7 +223,7 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   std::ofstream(f) << text;
   SweepSpec cached = load_sweep(f);
   SweepSpec fresh = load_sweep(f);
-  fresh.workloads = std::make_shared<WorkloadCache>(0);
+  fresh.workloads = nullptr;
   SweepOptions one, two;
   one.jobs = 1;
   two.jobs = 2;
@@ -239,6 +238,47 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   // A cache smaller than the distinct workloads (4) shares the first one, builds the others, and agrees.
   cached.workloads = std::make_shared<WorkloadCache>(1);
   CHECK(run_csv(cached, two) == expected);
+}
+
+TEST_CASE("a sweep evaluates the points that build one workload together and writes its rows in point order", "[sweep]") {
+  // The workload's columns innermost: 2 node counts x 2 reshard settings outside 3 sequence
+  // lengths x 2 PyTorch releases, 6 workloads each met at 4 points spread over the sweep. A
+  // sweep cache that keeps none builds each once all the same: the runner evaluates a
+  // workload's points one after another, and the worker keeps the one it built last. Rows come
+  // in point order, the same as every point building its own workload, with any number of
+  // workers.
+  const std::string text = R"({"name": "grouped", "base": {"include": ")" + kRoot +
+                           R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"workload.seq_len": [512, 768, 1024],
+      "cluster.nodes": [1, 2], "strategy.reshard_after_forward": [true, false], "training.torch_version": ["2.4", "2.9"]}})";
+  static const test::TempDir dir("sweeps-grouped");
+  const fs::path f = dir / "sweep.json";
+  std::ofstream(f) << text;
+  SweepSpec spec = load_sweep(f);
+  REQUIRE(spec.columns.back() == "workload.seq_len");
+  CHECK_FALSE(SweepSpec::may_change_workload("cluster.nodes"));
+  CHECK_FALSE(SweepSpec::may_change_workload("workloads"));
+  CHECK(SweepSpec::may_change_workload("workload.model.layers"));
+  CHECK(SweepSpec::may_change_workload("training"));
+  CHECK(SweepSpec::may_change_workload("strategy"));
+  CHECK(spec.workload_group(0) == spec.workload_group(6));  // nodes 1 and 2, the same workload
+  CHECK(spec.workload_group(0) != spec.workload_group(1));
+  SweepSpec fresh = load_sweep(f);
+  fresh.workloads = nullptr;
+  SweepOptions one, two;
+  one.jobs = 1;
+  two.jobs = 2;
+  const std::string expected = run_csv(fresh, one);
+  const auto rows = parse_csv(expected);
+  REQUIRE(rows.size() == 24);
+  for (std::size_t i = 0; i < rows.size(); ++i) CHECK(rows[i].at("index") == std::to_string(i));
+  // The sweep's cache counts a miss for each workload built (its workers' own found the rest).
+  spec.workloads = std::make_shared<WorkloadCache>(0);
+  CHECK(run_csv(spec, one) == expected);
+  CHECK(spec.workloads->misses() == 6);
+  // Two workers share a workload's run of points: each builds it at most once.
+  spec.workloads = std::make_shared<WorkloadCache>(0);
+  CHECK(run_csv(spec, two) == expected);
+  CHECK(spec.workloads->misses() <= 12);
 }
 
 TEST_CASE("a sweep over profiles shares each program among the points whose build read the same inputs", "[sweep]") {
