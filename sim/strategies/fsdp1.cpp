@@ -65,6 +65,19 @@ class StepWriter {
 
   Program write();
   std::size_t free_events_left() const { return free_events_.size(); }
+  // The events the rate limiter's queue would hold after this step had it started with `stale`
+  // (F1.9). The queue's pushes (a reshard that frees) and pops (an unshard finding it full) come
+  // where the hooks run, whatever it holds: only which pops wait, and what the program says, depend
+  // on how many stale events it started with. So the step written once tells where the queue ends
+  // from any start.
+  std::size_t free_events_after(std::size_t stale) const {
+    std::size_t n = stale;
+    for (const bool push : queue_ops_) {
+      if (push) ++n;
+      else if (n >= kMaxInflightAllGathers) --n;
+    }
+    return n;
+  }
 
  private:
   bool handle(std::size_t u) const { return units_[u].has_handle(); }
@@ -100,6 +113,7 @@ class StepWriter {
   static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   std::vector<std::size_t> next_pre_forward_, prev_post_forward_;  // per unit, kNone at the ends
   std::deque<std::optional<EventId>> free_events_;  // _FreeEventQueue (F1.9); none: a free event of the previous step, long complete
+  std::vector<bool> queue_ops_;  // the queue's pushes (true) and pop checks (false), in order (free_events_after)
   std::vector<SavedActivations> acts_;             // saved activations per layer of the current micro-batch
   Dtype orig_dtype_ = Dtype::FP32;    // the sharded flat parameter's dtype (master weights)
   Dtype param_dtype_ = Dtype::FP32;   // MixedPrecision.param_dtype: the unsharded forward/backward dtype
@@ -221,6 +235,7 @@ void StepWriter::unshard(std::size_t u, const char* pass) {
     ran_pre_unshard = true;
   }
   if (ran_pre_unshard) b_.wait_stream(unshard_, pre_unshard_);
+  if (c_.limit_all_gathers) queue_ops_.push_back(false);
   if (c_.limit_all_gathers && free_events_.size() >= kMaxInflightAllGathers) {
     std::optional<EventId> ev = free_events_.front();
     free_events_.pop_front();
@@ -255,7 +270,10 @@ void StepWriter::reshard(std::size_t u, bool free) {
     h.full = std::nullopt;
     h.unsharded = false;
   }
-  if (c_.limit_all_gathers && free) free_events_.push_back(b_.record(dflt_));
+  if (c_.limit_all_gathers && free) {
+    free_events_.push_back(b_.record(dflt_));
+    queue_ops_.push_back(true);
+  }
   // post_reshard: NO_SHARD with param mixed precision frees its low-precision copy.
   if (!c_.sharded() && h.mp_shard.has_value()) {
     b_.free_after(*h.mp_shard, {dflt_});
@@ -507,16 +525,26 @@ class Fsdp1 final : public Strategy {
     const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);
     std::vector<Fsdp1Unit> units = make_fsdp1_units(*e.workload, c_, shard, e.training.master_dtype);
     // Steady state of the rate limiter: the free events left by the previous step are complete,
-    // so the first pops of this step do not block. Iterate to the fixed point of the queue length,
-    // four times at most: the step written from the fixed point (or from the fourth count) is the
-    // program. None is written twice: writing a step is most of a sweep point's build.
+    // so the first pops of this step do not block. Iterate to the fixed point of the queue length
+    // from an empty queue, four times at most: the step written from the fixed point (or from the
+    // fourth count) is the program. The iteration needs the step written once, from any start
+    // (free_events_after); it is written from the fixed point the last step built on this thread
+    // came to, and again only where this one's is another. A sweep's points share theirs (3 for
+    // the suite's FSDP1 runs but two, 4 for the examples), and writing a step is most of a point's
+    // build: the iteration wrote every limited step twice.
+    thread_local std::size_t last_fixed_point = kMaxInflightAllGathers;
+    const std::size_t guess = c_.limit_all_gathers ? last_fixed_point : 0;
+    StepWriter writer(c_, e, units, guess);
+    Program p = writer.write();
     std::size_t stale = 0;
-    for (int i = 0;; ++i) {
-      StepWriter writer(c_, e, units, stale);
-      Program p = writer.write();
-      if (i == 4 || writer.free_events_left() == stale) return p;
-      stale = writer.free_events_left();
+    for (int i = 0; i < 4; ++i) {
+      const std::size_t left = writer.free_events_after(stale);
+      if (left == stale) break;
+      stale = left;
     }
+    if (c_.limit_all_gathers) last_fixed_point = stale;
+    if (stale == guess) return p;
+    return StepWriter(c_, e, std::move(units), stale).write();
   }
 
  private:

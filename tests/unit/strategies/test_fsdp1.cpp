@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "sim/analysis/run.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/core/error.hpp"
+#include "sim/exec/engine.hpp"
 #include "sim/strategies/fsdp1_units.hpp"
 #include "sim/strategies/strategy.hpp"
 #include "test_support.hpp"
@@ -326,4 +328,33 @@ TEST_CASE("activation checkpointing re-runs the forward in backward and lowers t
   CHECK(b.metrics.backward > a.metrics.backward);
   CHECK(b.metrics.peak_breakdown["activations"] < a.metrics.peak_breakdown["activations"]);
   CHECK(traffic(a.timeline) == traffic(b.timeline));  // no extra communication (section 10)
+}
+
+TEST_CASE("FSDP1's program does not depend on the steps built before it on the thread", "[fsdp1]") {
+  // The rate limiter's steady state is found from the fixed point the last step built on the
+  // thread came to (Fsdp1::build): the toy's and the small Llama's differ (the Llama's root unit
+  // reshards after the last pop). Each program, built after the other, is the one a thread that
+  // built nothing before writes.
+  const auto text_of = [](const Experiment& e) {
+    const Program p = build_step_program(e);
+    std::string out;
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) out += describe(p, i) + "\n";
+    return out;
+  };
+  const Experiment toy = load(toy_doc(fsdp1()));
+  const Experiment llama = load(small_llama_doc(fsdp1()));
+  std::string toy_fresh, llama_fresh;
+  std::thread([&] { toy_fresh = text_of(toy); }).join();
+  std::thread([&] { llama_fresh = text_of(llama); }).join();
+  CHECK(toy_fresh.find("rate_limiter") != std::string::npos);
+  CHECK(llama_fresh.find("rate_limiter") != std::string::npos);
+  // Each after the other (written twice) and after itself (written once).
+  std::thread([&] {
+    for (int i = 0; i < 2; ++i) {
+      CHECK(text_of(llama) == llama_fresh);
+      CHECK(text_of(llama) == llama_fresh);
+      CHECK(text_of(toy) == toy_fresh);
+      CHECK(text_of(toy) == toy_fresh);
+    }
+  }).join();
 }
