@@ -27,6 +27,20 @@ SweepSpec c1_sweep(const std::string& axes_json, const std::string& extra = "") 
   return load_sweep(f);
 }
 
+// A sweep file of `text` in a directory of this process's named `name` (removed at exit).
+fs::path sweep_file(const std::string& name, const std::string& text) {
+  static std::map<std::string, test::TempDir> dirs;
+  const fs::path f = dirs.try_emplace(name, name).first->second / "sweep.json";
+  std::ofstream(f) << text;
+  return f;
+}
+
+SweepOptions with_jobs(int jobs) {
+  SweepOptions o;
+  o.jobs = jobs;
+  return o;
+}
+
 std::string run_csv(const SweepSpec& spec, SweepOptions o, SweepSummary* summary = nullptr) {
   std::ostringstream out;
   out << sweep_csv_header(spec) << "\n";
@@ -218,15 +232,11 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   const std::string text = R"({"name": "workloads", "base": {"include": ")" + kRoot +
                            R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"workload.seq_len": [512, 1024],
       "cluster.nodes": [1, 2], "strategy.reshard_after_forward": [true, false], "training.torch_version": ["2.4", "2.9"]}})";
-  static const test::TempDir dir("sweeps-workloads");
-  const fs::path f = dir / "sweep.json";
-  std::ofstream(f) << text;
+  const fs::path f = sweep_file("sweeps-workloads", text);
   SweepSpec cached = load_sweep(f);
   SweepSpec fresh = load_sweep(f);
   fresh.workloads = nullptr;
-  SweepOptions one, two;
-  one.jobs = 1;
-  two.jobs = 2;
+  const SweepOptions one = with_jobs(1), two = with_jobs(2);
   const std::string expected = run_csv(fresh, one);
   CHECK(parse_csv(expected).size() == 16);
   CHECK(expected.find(",ok,") != std::string::npos);
@@ -250,9 +260,7 @@ TEST_CASE("a sweep evaluates the points that build one workload together and wri
   const std::string text = R"({"name": "grouped", "base": {"include": ")" + kRoot +
                            R"(/configs/examples/llama3-8b-fsdp2-8xh100.json"}, "axes": {"workload.seq_len": [512, 768, 1024],
       "cluster.nodes": [1, 2], "strategy.reshard_after_forward": [true, false], "training.torch_version": ["2.4", "2.9"]}})";
-  static const test::TempDir dir("sweeps-grouped");
-  const fs::path f = dir / "sweep.json";
-  std::ofstream(f) << text;
+  const fs::path f = sweep_file("sweeps-grouped", text);
   SweepSpec spec = load_sweep(f);
   REQUIRE(spec.columns.back() == "workload.seq_len");
   CHECK_FALSE(SweepSpec::may_change_workload("cluster.nodes"));
@@ -264,9 +272,7 @@ TEST_CASE("a sweep evaluates the points that build one workload together and wri
   CHECK(spec.workload_group(0) != spec.workload_group(1));
   SweepSpec fresh = load_sweep(f);
   fresh.workloads = nullptr;
-  SweepOptions one, two;
-  one.jobs = 1;
-  two.jobs = 2;
+  const SweepOptions one = with_jobs(1), two = with_jobs(2);
   const std::string expected = run_csv(fresh, one);
   const auto rows = parse_csv(expected);
   REQUIRE(rows.size() == 24);
@@ -293,15 +299,11 @@ TEST_CASE("a sweep over profiles shares each program among the points whose buil
         {"include": ")" + h100 + R"(", "name": "slow-nic", "collectives": {"topology": {"network": {"nic_GBps": 12.5}}}},
         {"include": ")" + h100 + R"(", "name": "slow-loop", "host": {"step_end_us": 500}}],
       "strategy.reshard_after_forward": [true, false]}})";
-  static const test::TempDir dir("sweeps-programs");
-  const fs::path f = dir / "sweep.json";
-  std::ofstream(f) << text;
+  const fs::path f = sweep_file("sweeps-programs", text);
   SweepSpec cached = load_sweep(f);
   SweepSpec fresh = load_sweep(f);
   fresh.programs = nullptr;
-  SweepOptions one, two;
-  one.jobs = 1;
-  two.jobs = 2;
+  const SweepOptions one = with_jobs(1), two = with_jobs(2);
   const std::string expected = run_csv(fresh, one);
   const auto rows = parse_csv(expected);
   REQUIRE(rows.size() == 8);
