@@ -64,7 +64,6 @@ class StepWriter {
   }
 
   Program write();
-  std::size_t free_events_left() const { return free_events_.size(); }
   // The events the rate limiter's queue would hold after this step had it started with `stale`
   // (F1.9). The queue's pushes (a reshard that frees) and pops (an unshard finding it full) come
   // where the hooks run, whatever it holds: only which pops wait, and what the program says, depend
