@@ -279,12 +279,13 @@ bool SweepSpec::varies_profile() const {
 }
 
 bool SweepSpec::may_change_workload(const std::string& column) {
+  // Path `a` is `b` or lies inside it.
+  const auto inside = [](std::string_view a, std::string_view b) {
+    return a.starts_with(b) && (a.size() == b.size() || a[b.size()] == '.');
+  };
   // The column is one of these paths, lies inside one, or holds one (a whole "training").
-  for (const std::string_view p : {"workload", "training.torch_version", "strategy.deepspeed_config"}) {
-    const std::string_view c = column;
-    const auto inside = [](std::string_view a, std::string_view b) { return a.starts_with(b) && (a.size() == b.size() || a[b.size()] == '.'); };
-    if (inside(c, p) || inside(p, c)) return true;
-  }
+  for (const std::string_view p : {"workload", "training.torch_version", "strategy.deepspeed_config"})
+    if (inside(column, p) || inside(p, column)) return true;
   return false;
 }
 
