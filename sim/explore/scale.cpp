@@ -222,12 +222,15 @@ std::string scale_csv(const ScaleResult& r) {
                        ms(s.optimizer), ms(s.idle), ms(s.rank_wait));
     for (const auto& l : labels) {
       auto it = s.exposed.find(l);
-      out += "," + ms(it == s.exposed.end() ? Time::zero() : it->second);
+      out += ',';
+      out += ms(it == s.exposed.end() ? Time::zero() : it->second);
     }
-    out += "," + ms(p.metrics.rank_wait);
+    out += ',';
+    out += ms(p.metrics.rank_wait);
     for (const auto& l : labels) {
       auto it = p.algorithms.find(l);
-      out += "," + csv_field(it == p.algorithms.end() ? "" : it->second);
+      out += ',';
+      out += csv_field(it == p.algorithms.end() ? "" : it->second);
     }
     std::string notes;
     for (const auto& x : p.extrapolations) notes += (notes.empty() ? "" : "; ") + x;

@@ -111,7 +111,7 @@ void write_memory_lines(std::ostream& out, const Metrics& m) {
     out << fmt::format("    {:<24}{:>12}   {}\n", p.name, format_bytes(p.bytes), p.detail);
   if (m.capacity.count) {
     const Bytes h = m.headroom();
-    out << fmt::format("  headroom {}{}\n", h.count < 0 ? "-" + format_bytes(Bytes{-h.count}) : format_bytes(h),
+    out << fmt::format("  headroom {}{}{}\n", h.count < 0 ? "-" : "", format_bytes(Bytes{h.count < 0 ? -h.count : h.count}),
                        " (capacity - peak reserved - outside PyTorch)");
   }
 }
