@@ -27,7 +27,14 @@ static double log2_dim(std::int64_t v) {
   const auto u = static_cast<std::uint64_t>(std::max<std::int64_t>(1, v));
   return (u & (u - 1)) == 0 ? static_cast<double>(std::bit_width(u) - 1) : std::log2(static_cast<double>(u));
 }
-static double table_efficiency(const ComputeProfile& c, const GemmShape& g, double peak) {
+GemmTable::GemmTable(const ComputeProfile& c) {
+  entries_.reserve(c.gemm_table.size());
+  for (const auto& e : c.gemm_table)
+    entries_.push_back(Entry{log2_dim(e.shape.m * e.shape.batch), log2_dim(e.shape.n), log2_dim(e.shape.k), e.rate.flops_per_s,
+                             e.shape.dtype, e.shape.layout});
+}
+
+double GemmTable::nearest(const GemmShape& g, double peak) const {
   struct Near { double dist; double eff; };
   std::array<Near, 4> best;
   best.fill(Near{1e300, 0});
@@ -35,18 +42,21 @@ static double table_efficiency(const ComputeProfile& c, const GemmShape& g, doub
   bool any = false;
   double exact_sum = 0;  // several exact entries (of layouts the query does not pick): their mean
   int exact = 0;
-  for (const auto& e : c.gemm_table) {
-    if (e.shape.dtype != g.dtype) continue;
+  for (const Entry& e : entries_) {
+    if (e.dtype != g.dtype) continue;
     any = true;
-    double dm = log2_dim(e.shape.m * e.shape.batch) - lm;
-    double dn = log2_dim(e.shape.n) - ln;
-    double dk = log2_dim(e.shape.k) - lk;
+    double dm = e.lm - lm;
+    double dn = e.ln - ln;
+    double dk = e.lk - lk;
     double d = dm * dm + dn * dn + dk * dk;
-    if (g.layout != GemmLayout::Any && e.shape.layout != GemmLayout::Any && e.shape.layout != g.layout) d += kOtherLayout;
-    double eff = e.rate.flops_per_s / peak;
+    if (g.layout != GemmLayout::Any && e.layout != GemmLayout::Any && e.layout != g.layout) d += kOtherLayout;
+    // `best` stays sorted by distance: an entry no nearer than the fourth changes nothing (most
+    // entries, in a table of hundreds).
+    if (d != 0 && d >= best.back().dist) continue;
+    double eff = e.flops_per_s / peak;
     if (d == 0) {
       // Its own layout, or an entry of unknown layout (a microbenchmark): exact, as soon as seen.
-      if (e.shape.layout == g.layout || e.shape.layout == GemmLayout::Any) return eff;
+      if (e.layout == g.layout || e.layout == GemmLayout::Any) return eff;
       exact_sum += eff;
       ++exact;
       continue;
@@ -88,14 +98,14 @@ double gemm_table_part_peak_tflops(const ComputeProfile& c, Dtype d) { return pe
 // fp16 and bf16 GEMMs run on the same tensor-core path at the same rate wherever a part's
 // datasheet gives both the same peak (A100, H100, B200): a table measured in one answers for the
 // other when it has no entry of the GEMM's own dtype.
-static double table_efficiency_or_twin(const ComputeProfile& c, const GemmShape& g, double peak) {
-  const double eff = table_efficiency(c, g, peak);
+double GemmTable::efficiency(const ComputeProfile& c, const GemmShape& g, double peak) const {
+  const double eff = nearest(g, peak);
   if (eff > 0 || (g.dtype != Dtype::BF16 && g.dtype != Dtype::FP16)) return eff;
   GemmShape twin = g;
   twin.dtype = g.dtype == Dtype::BF16 ? Dtype::FP16 : Dtype::BF16;
   auto own = c.peak.find(g.dtype), other = c.peak.find(twin.dtype);
   if (own == c.peak.end() || other == c.peak.end() || own->second.flops_per_s != other->second.flops_per_s) return eff;
-  return table_efficiency(c, twin, peak);
+  return nearest(twin, peak);
 }
 
 double ClockProfile::factor(double u) const {
@@ -113,9 +123,11 @@ static double gemm_clock_factor(const ComputeProfile& c, double eff) {
 // and of moving A, B and C once at the memory-bound rate. Batched small-k GEMMs (eager
 // attention's QK^T and PV: [b*H, s, d] x [b*H, d, s]) land on the memory side even where the
 // table, measured on large shapes, would put them at its compute rate.
-Time gemm_time(const ComputeProfile& c, const GemmShape& g) {
+Time gemm_time(const ComputeProfile& c, const GemmShape& g) { return gemm_time(c, g, GemmTable(c)); }
+
+Time gemm_time(const ComputeProfile& c, const GemmShape& g, const GemmTable& table) {
   FlopRate peak = peak_for(c, g.dtype);
-  double eff = table_efficiency_or_twin(c, g, peak.flops_per_s);
+  double eff = table.efficiency(c, g, peak.flops_per_s);
   Flops work = g.flops();
   Bytes moved{(g.m * g.k + g.k * g.n + g.m * g.n) * g.batch * dtype_bytes(g.dtype)};
   Time math = eff > 0 ? compute_time(work, FlopRate{peak.flops_per_s * eff * table_scale(c) * c.gemm_in_training_factor *
@@ -208,7 +220,10 @@ static KernelClass bytes_class(KernelClass cls) { return cls == KernelClass::Com
 
 Time kernel_time(const ComputeProfile& c, const Kernel& k) {
   Time t = other_time(c, *k.work, bytes_class(k.cls), k.kernels);
-  for (const auto& g : k.work->gemms) t += gemm_time(c, g);
+  if (!k.work->gemms.empty()) {
+    const GemmTable table(c);
+    for (const auto& g : k.work->gemms) t += gemm_time(c, g, table);
+  }
   return t + Time{c.kernel_gap.ns * std::max(k.kernels, 1)};  // a memcpy (0 kernels) is a queued op too
 }
 
@@ -256,7 +271,11 @@ Time KernelTimeCache::gemm(const GemmShape& g) {
   }
   std::optional<Time> kept = shared_ ? shared_->find(g) : std::nullopt;
   if (!kept) {
-    kept = gemm_time(c_, g);
+    if (!table_) {
+      table_ = shared_ ? shared_->table_for(c_) : nullptr;
+      if (!table_) table_ = &own_.emplace(c_);
+    }
+    kept = gemm_time(c_, g, *table_);
     if (shared_) shared_->add(g, *kept);
   }
   *s = Slot{g, *kept, true};
@@ -275,7 +294,10 @@ std::optional<Time> GemmTimeMemo::find(const GemmShape& g) const {
 
 void GemmTimeMemo::add(const GemmShape& g, Time t) {
   std::lock_guard lock(mutex_);
-  if (shapes_.size() >= kCapacity) return;
+  // Full: start again. A sweep over sequence lengths meets its shapes a workload at a time (15 a
+  // Llama workload), so the shapes worth keeping are the last ones; a memo that stopped adding
+  // when full priced every later workload's shapes at each of its points.
+  if (shapes_.size() >= kCapacity) shapes_.clear();
   shapes_.emplace(g, t);  // another thread may have priced it meanwhile (the same time): kept
 }
 
@@ -293,7 +315,7 @@ std::shared_ptr<GemmTimeMemo> gemm_time_memo_of(const std::shared_ptr<const Hard
   std::erase_if(entries, [](const Entry& e) { return e.profile.expired(); });
   for (const auto& e : entries)
     if (e.profile.lock() == p) return e.memo;
-  entries.push_back(Entry{p, std::make_shared<GemmTimeMemo>()});
+  entries.push_back(Entry{p, std::make_shared<GemmTimeMemo>(p->compute)});
   return entries.back().memo;
 }
 

@@ -17,7 +17,30 @@
 
 namespace stepsim {
 
+// The measured GEMM table as a lookup reads it: each entry's log2 coordinates (of m x batch, n
+// and k), dtype, layout and rate, worked out once per profile. A lookup is a scan of the whole
+// table (~760 entries on H100), and working out three log2 per entry per lookup was most of it.
+class GemmTable {
+ public:
+  explicit GemmTable(const ComputeProfile& c);
+  // The efficiency (fraction of `peak`) the table gives shape g, or < 0 when it has no entry of
+  // g's dtype; an fp16 GEMM reads bf16 entries (and the reverse) where the part's peaks agree.
+  double efficiency(const ComputeProfile& c, const GemmShape& g, double peak) const;
+
+ private:
+  struct Entry {
+    double lm, ln, lk;
+    double flops_per_s;
+    Dtype dtype;
+    GemmLayout layout;
+  };
+  double nearest(const GemmShape& g, double peak) const;
+  std::vector<Entry> entries_;
+};
+
 Time gemm_time(const ComputeProfile& c, const GemmShape& g);
+// The same with c's table already worked out (`table` is GemmTable(c)).
+Time gemm_time(const ComputeProfile& c, const GemmShape& g, const GemmTable& table);
 // The dense peak of `d` on the part gemm_table was measured on: peak_tflops, scaled back by
 // gemm_table_peak_bf16_tflops / peak_tflops.bf16 when the table is another part's.
 double gemm_table_part_peak_tflops(const ComputeProfile& c, Dtype d);
@@ -39,19 +62,24 @@ inline Time launch_host_time(const HostProfile& h, const KernelSpec& k) { return
 
 // GEMM times of one profile kept across simulations (SharedProfile::gemm_time_memo), for the
 // sweep points and the calls of a loop that price the same shapes on the same profile.
-// Thread-safe: a sweep's threads share it. At most kCapacity shapes; past that, none is added.
+// Thread-safe: a sweep's threads share it. At most kCapacity shapes: when full it starts again.
 // Hashed: a sweep over sequence lengths fills it (a few dozen shapes a workload), and a scan of
 // the full memo on each new shape was 3 % of a 10,000-point sweep's time.
 class GemmTimeMemo {
  public:
+  explicit GemmTimeMemo(const ComputeProfile& c) : compute_(&c), table_(c) {}
   std::optional<Time> find(const GemmShape& g) const;
   void add(const GemmShape& g, Time t);
+  // The profile's table, for the simulations of the profile the memo was made for (`c`).
+  const GemmTable* table_for(const ComputeProfile& c) const { return &c == compute_ ? &table_ : nullptr; }
 
  private:
   struct Hash {
     std::size_t operator()(const GemmShape& g) const;
   };
   static constexpr std::size_t kCapacity = 4096;
+  const ComputeProfile* compute_;
+  GemmTable table_;
   mutable std::mutex mutex_;
   std::unordered_map<GemmShape, Time, Hash> shapes_;
 };
@@ -79,6 +107,8 @@ class KernelTimeCache {
   const ComputeProfile& c_;
   ClassBandwidths bandwidths_;
   GemmTimeMemo* shared_;  // the profile's memo across simulations, if it has one
+  const GemmTable* table_ = nullptr;  // the memo's, or own_ once a GEMM was priced
+  std::optional<GemmTable> own_;
   // Open addressing with linear probing, at most half full: a lookup is a hash and one or two
   // compares, where std::unordered_map chased a node per lookup (10^5 per deep step).
   struct Slot {
