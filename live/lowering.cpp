@@ -113,8 +113,8 @@ class Lowerer {
 
   void lower_instruction(const HostSync& h, LoweredInstruction& li) {
     li.calls.push_back(std::visit(Overloaded{
-                                      [&](EventId e) -> GpuCall { return calls::EventSynchronize{e, h.reason}; },
-                                      [&](StreamId s) -> GpuCall { return calls::StreamSynchronize{s, h.reason}; },
+                                      [&](EventId e) -> GpuCall { return calls::EventSynchronize{e, h.reason.str()}; },
+                                      [&](StreamId s) -> GpuCall { return calls::StreamSynchronize{s, h.reason.str()}; },
                                   },
                                   h.target));
   }

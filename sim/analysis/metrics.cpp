@@ -39,6 +39,7 @@ std::vector<Interval> merge_intervals(std::vector<Interval> v) {
     return a.start < b.start || (a.start == b.start && a.end < b.end);
   });
   std::vector<Interval> out;
+  out.reserve(v.size());
   for (const auto& iv : v) {
     if (iv.end <= iv.start) continue;
     if (!out.empty() && iv.start <= out.back().end) out.back().end = std::max(out.back().end, iv.end);
@@ -131,6 +132,7 @@ static void phase_times(const Timeline& t, Metrics& m) {
 Metrics compute_metrics(const Timeline& t) {
   Metrics m;
   std::vector<Interval> compute, comm;
+  compute.reserve(t.ops.size());
   for (const auto& op : t.ops) {
     if (op.kind == TimelineOp::Kind::Marker) continue;
     // A memcpy is neither compute nor communication, as `analyze` (and HTA) count a trace's
@@ -152,12 +154,13 @@ Metrics compute_metrics(const Timeline& t) {
       m.peak_breakdown[to_string(static_cast<MemCategory>(c))] = peak->by_category[c];
     m.peak_time = peak->time - t.start;
     // The host program's phase at the peak: ops are in issue order.
-    m.peak_phase = "forward";
+    const TimelineOp* at_peak = nullptr;
     for (const auto& op : t.ops) {
       if (op.kind == TimelineOp::Kind::Marker) continue;
       if (op.issue > peak->time) break;
-      m.peak_phase = to_string(op.phase);
+      at_peak = &op;
     }
+    m.peak_phase = at_peak ? to_string(at_peak->phase) : "forward";
     m.persistent_memory = t.memory.back().total;
   }
   for (const auto& s : t.memory) m.peak_reserved = std::max(m.peak_reserved, s.reserved);

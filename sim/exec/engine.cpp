@@ -306,8 +306,11 @@ class Engine {
     alloc_log_.reserve(n);
     if (variation_) {
       drift_.reserve(n);
+      timeline_.rank_wait.reserve(n);
       comm_expected_max_.assign(p.comms.size(), -1.0);
     }
+    // The builder counted each communicator's collectives (CommDecl::collectives).
+    for (std::size_t c = 0; c < p.comms.size(); ++c) comm_queue_[c].reserve(p.comms[c].collectives);
     auto huge = [](const auto& v) { advise_huge_pages(v.data(), v.capacity() * sizeof(*v.data())); };
     huge(ops_), huge(timeline_.ops), huge(timeline_.host), huge(timeline_.memory), huge(alloc_log_), huge(drift_);
     huge(timeline_.op_why), huge(timeline_.host_why), huge(records_), huge(buffers_);
@@ -433,12 +436,12 @@ class Engine {
     std::visit(Overloaded{
                    [&](const Launch& l) { h.label = L::Launch, h.name = l.kernel.name; },
                    [&](const Collective& c) { h.label = L::Collective, h.name = c.name; },
-                   // HostWork, HostSync and Mark hold std::strings (a few a step): copied into the pool.
+                   // HostWork and Mark hold std::strings (a few a step): copied into the pool.
                    [&](const HostWork& w) { h.kind = HostInterval::Kind::Work, h.name = timeline_.text->add(w.name); },
                    [&](const Record& r) { h.label = L::Record, h.arg = both(r.event.index(), r.stream.index()); },
                    [&](const Wait& w) { h.label = L::Wait, h.arg = both(w.event.index(), w.stream.index()); },
                    [&](const HostSync& s) {
-                     h.name = timeline_.text->add(s.reason);
+                     h.name = s.reason;
                      if (const auto* e = std::get_if<EventId>(&s.target)) h.label = L::HostSyncEvent, h.arg = e->index();
                      else h.label = L::HostSyncStream, h.arg = std::get<StreamId>(s.target).index();
                    },

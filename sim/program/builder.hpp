@@ -79,8 +79,9 @@ class ProgramBuilder {
   void record(EventId e, StreamId s);
   void wait(StreamId s, EventId e);
   void wait_stream(StreamId waiter, StreamId producer);  // torch: waiter.wait_stream(producer)
-  void host_sync(EventId e, std::string reason);
-  void host_sync_stream(StreamId s, std::string reason);
+  // `reason` (the framework call that blocks) is written into the pool, as names are.
+  void host_sync(EventId e, std::string_view reason);
+  void host_sync_stream(StreamId s, std::string_view reason);
   BufferId alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s);
   // Named by the concatenation of `name` ({"activations ", module, " ", op}), written straight
   // into the pool: a step allocates per op, and a heap string per name was one allocation each.

@@ -276,13 +276,9 @@ void ProgramBuilder::wait_stream(StreamId waiter, StreamId producer) {
   wait(waiter, record(producer));
 }
 
-void ProgramBuilder::host_sync(EventId e, std::string reason) {
-  add(HostSync{e, std::move(reason)});
-}
+void ProgramBuilder::host_sync(EventId e, std::string_view reason) { add(HostSync{e, text(reason)}); }
 
-void ProgramBuilder::host_sync_stream(StreamId s, std::string reason) {
-  add(HostSync{s, std::move(reason)});
-}
+void ProgramBuilder::host_sync_stream(StreamId s, std::string_view reason) { add(HostSync{s, text(reason)}); }
 
 BufferId ProgramBuilder::alloc(std::string_view name, Bytes bytes, MemCategory cat, StreamId s) {
   return alloc_named(text(name), bytes, cat, s);

@@ -340,7 +340,7 @@ struct Wait { StreamId stream{0}; EventId event{0}; };
 // queued so far on a stream. `reason` names the framework call (for reports).
 struct HostSync {
   std::variant<EventId, StreamId> target{EventId{0}};  // cudaEventSynchronize / cudaStreamSynchronize
-  std::string reason;
+  Text reason;  // the framework call that blocks: in the program's pool, or a literal
 };
 
 struct Alloc {

@@ -70,10 +70,12 @@ static void sync_if_needed(ProgramBuilder& b, StreamId s, const Op& op) {
 }
 
 void SavedActivations::free_module(ProgramBuilder& b, std::size_t module) {
-  std::erase_if(per_op_, [&](const auto& t) {
-    if (t.first == module) b.free(t.second);
-    return t.first == module;
-  });
+  per_op_.erase(std::remove_if(per_op_.begin(), per_op_.end(),
+                               [&](const auto& t) {
+                                 if (t.first == module) b.free(t.second);
+                                 return t.first == module;
+                               }),
+                per_op_.end());
 }
 
 void SavedActivations::free_all(ProgramBuilder& b) {
@@ -241,20 +243,19 @@ std::vector<SavedActivations> replicated_forward(ProgramBuilder& b, const Worklo
   return acts;
 }
 
-std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s) {
-  std::vector<BufferId> ids;
-  const std::string name = "recomputed " + l.name;
+BufferIds alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s) {
+  BufferIds ids;
   if (!l.backward_transients.empty()) {
-    for (Bytes t : l.backward_transients) ids.push_back(b.alloc(name, t, MemCategory::Activations, s));
+    for (Bytes t : l.backward_transients) ids.push_back(b.alloc({"recomputed ", l.name}, t, MemCategory::Activations, s));
   } else if (l.recompute_activations.count > 0) {
-    ids.push_back(b.alloc(name, l.recompute_activations, MemCategory::Activations, s));
+    ids.push_back(b.alloc({"recomputed ", l.name}, l.recompute_activations, MemCategory::Activations, s));
   }
   return ids;
 }
 
 void layer_backward(ProgramBuilder& b, const Layer& l, int micro, StreamId s, SavedActivations& saved,
                     const std::function<void()>& before_launch) {
-  const std::vector<BufferId> transients = alloc_backward_transients(b, l, s);
+  const BufferIds transients = alloc_backward_transients(b, l, s);
   if (before_launch) before_launch();
   launch_backward(b, s, l, micro, &saved);
   for (BufferId t : transients) b.free(t);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "sim/config/experiment.hpp"
 #include "sim/core/checked.hpp"
 #include "sim/program/builder.hpp"
@@ -64,9 +66,12 @@ class SavedActivations {
   void free_all(ProgramBuilder& b);
 
  private:
-  std::vector<BufferId> block_;
-  std::vector<std::pair<std::size_t, BufferId>> per_op_;  // (module index in the layer, tensor)
+  // Inline: a layer holds a block and a few op tensors, and a step has a layer's worth per layer.
+  boost::container::small_vector<BufferId, 2> block_;
+  boost::container::small_vector<std::pair<std::size_t, BufferId>, 4> per_op_;  // (module index in the layer, tensor)
 };
+// A layer's backward transients (alloc_backward_transients): a few, inline.
+using BufferIds = boost::container::small_vector<BufferId, 4>;
 // Allocates `l`'s block of saved activations: Layer::saved_activations less the ops' own tensors.
 SavedActivations alloc_saved_activations(ProgramBuilder& b, const Layer& l, StreamId s);
 
@@ -358,7 +363,7 @@ std::vector<SavedActivations> replicated_forward(ProgramBuilder& b, const Worklo
 
 // The transients of `l`'s backward (recomputed activations, the head's loss gradients), allocated
 // on `s` as the tensors Layer::backward_transients lists, else as one buffer.
-std::vector<BufferId> alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s);
+BufferIds alloc_backward_transients(ProgramBuilder& b, const Layer& l, StreamId s);
 
 // One layer's backward on `s`: the recomputed activations of a checkpointed layer (and the
 // head's loss-gradient transients) are allocated first, `before_launch` runs (a strategy's own

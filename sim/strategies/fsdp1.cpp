@@ -37,8 +37,9 @@ struct HandleState {
 
 class StepWriter {
  public:
-  StepWriter(const Fsdp1Config& c, const Experiment& e, std::vector<Fsdp1Unit> units, std::size_t stale_events)
-      : c_(c), e_(e), w_(*e.workload), units_(std::move(units)), h_(units_.size()) {
+  // `units` outlive the writer (Fsdp1::build writes the step from them once or twice).
+  StepWriter(const Fsdp1Config& c, const Experiment& e, const std::vector<Fsdp1Unit>& units, std::size_t stale_events)
+      : c_(c), e_(e), w_(*e.workload), units_(units), h_(units_.size()) {
     free_events_.assign(stale_events, std::nullopt);
     orig_dtype_ = e.training.master_dtype;
     param_dtype_ = c.param_dtype(orig_dtype_);
@@ -105,7 +106,7 @@ class StepWriter {
   const Fsdp1Config& c_;
   const Experiment& e_;
   const Workload& w_;
-  std::vector<Fsdp1Unit> units_;
+  const std::vector<Fsdp1Unit>& units_;
   std::vector<HandleState> h_;
   std::vector<std::size_t> unit_of_layer_;
   std::vector<std::size_t> pre_forward_order_, post_forward_order_;
@@ -522,7 +523,7 @@ class Fsdp1 final : public Strategy {
 
   Program build(const Experiment& e) const override {
     const int shard = c_.shard_size(e.cluster.world_size(), e.cluster.gpus_per_node);
-    std::vector<Fsdp1Unit> units = make_fsdp1_units(*e.workload, c_, shard, e.training.master_dtype);
+    const std::vector<Fsdp1Unit> units = make_fsdp1_units(*e.workload, c_, shard, e.training.master_dtype);
     // Steady state of the rate limiter: the free events left by the previous step are complete,
     // so the first pops of this step do not block. Iterate to the fixed point of the queue length
     // from an empty queue, four times at most: the step written from the fixed point (or from the
@@ -543,7 +544,7 @@ class Fsdp1 final : public Strategy {
     }
     if (c_.limit_all_gathers) last_fixed_point = stale;
     if (stale == guess) return p;
-    return StepWriter(c_, e, std::move(units), stale).write();
+    return StepWriter(c_, e, units, stale).write();
   }
 
  private:

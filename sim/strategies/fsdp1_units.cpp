@@ -71,10 +71,13 @@ std::int64_t fsdp1_flat_numel(const std::vector<std::int64_t>& param_numels, boo
 }
 
 std::vector<Fsdp1Unit> make_fsdp1_units(const Workload& w, const Fsdp1Config& c, int shard_size, Dtype master) {
+  // Sized up front: a sweep builds these at every point.
   std::vector<Fsdp1Unit> units(1);
+  units.reserve(w.layers.size() + 1);
   units[0].name = "root";
   units[0].root = true;
   std::vector<std::vector<std::int64_t>> numels(1);
+  numels.reserve(w.layers.size() + 1);
   for (std::size_t li = 0; li < w.layers.size(); ++li) {
     const Layer& l = w.layers[li];
     bool wrapped = false;
@@ -87,14 +90,15 @@ std::vector<Fsdp1Unit> make_fsdp1_units(const Workload& w, const Fsdp1Config& c,
     if (wrapped) {
       units.push_back(Fsdp1Unit{});
       units.back().name = l.name;
-      numels.emplace_back();
+      numels.emplace_back().reserve(static_cast<std::size_t>(l.param_count()));
       u = units.size() - 1;
     }
     units[u].layers.push_back(li);
-    for (const Param* p : l.params()) {
-      units[u].numel += p->numel;
-      numels[u].push_back(p->numel);
-    }
+    for (const Module& m : l.modules)
+      for (const Param& p : m.params) {
+        units[u].numel += p.numel;
+        numels[u].push_back(p.numel);
+      }
   }
   for (std::size_t u = 0; u < units.size(); ++u) {
     Fsdp1Unit& unit = units[u];

@@ -315,7 +315,7 @@ class Zero3Builder {
       // transients (recomputed activations, the head's loss gradients) as layer_backward's.
       if (rec)
         for (std::size_t k = 0; k < l.modules.size(); ++k) fetch_sub_module(false);
-      const std::vector<BufferId> transients = alloc_backward_transients(b_, l, dflt_);
+      const BufferIds transients = alloc_backward_transients(b_, l, dflt_);
       if (rec) launch_recompute(b_, dflt_, l);
       const int first_step = step_id_ - (rec ? static_cast<int>(l.modules.size()) : 0);
       BackwardTemporaries grads;  // as launch_backward's
