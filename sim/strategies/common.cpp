@@ -354,6 +354,14 @@ KernelSpec memory_kernels(std::string name, Bytes bytes, int kernels, KernelClas
   return k;
 }
 
+// The same, named by the concatenation of `name` written straight into the program's pool (an
+// optimizer step's names were a heap string each, at every sweep point).
+Kernel memory_kernels(ProgramBuilder& b, std::initializer_list<std::string_view> name, Bytes bytes, int kernels, KernelClass cls) {
+  Kernel k = elementwise(b, name, bytes, "", cls);
+  k.kernels = kernels;
+  return k;
+}
+
 // Part i of `total` cut into `parts` near-equal parts (the first total % parts one larger).
 std::int64_t share(std::int64_t total, std::int64_t parts, std::int64_t i) { return total / parts + (i < total % parts); }
 
@@ -383,9 +391,9 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
       if (adamw && i == kSqrtOp) {
         const std::int64_t groups = std::min(tensors, kMaxLoopGroups);
         for (std::int64_t g = 0; g < groups; ++g)
-          temps.push_back(b.alloc(st.name + " exp_avg_sq_sqrt", Bytes{share(st.numel, groups, g) * eb}, MemCategory::Other, s));
+          temps.push_back(b.alloc({st.name, " exp_avg_sq_sqrt"}, Bytes{share(st.numel, groups, g) * eb}, MemCategory::Other, s));
       }
-      b.launch(s, memory_kernels(fmt::format("{} _foreach_{}", st.name, ops[i].name), Bytes{ops[i].elements * st.numel * eb},
+      b.launch(s, memory_kernels(b, {st.name, " _foreach_", ops[i].name}, Bytes{ops[i].elements * st.numel * eb},
                                  multi_tensor_launches(ops[i].depth, tensors, st.numel), KernelClass::Optimizer));
     }
     for (BufferId t : temps) b.free(t);
@@ -402,8 +410,11 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
     const std::int64_t n = share(st.numel, groups, g), t = share(tensors, groups, g);
     std::optional<BufferId> temp;
     if (temporaries > 0)
-      temp = b.alloc(st.name + (adamw ? " denom" : " update"), Bytes{temporaries * ceil_div(n, t) * eb}, MemCategory::Other, s);
-    b.launch(s, memory_kernels(fmt::format("{} for-loop ({} tensors)", st.name, t), Bytes{elements * n * eb},
+      temp = b.alloc({st.name, adamw ? " denom" : " update"}, Bytes{temporaries * ceil_div(n, t) * eb}, MemCategory::Other, s);
+    fmt::memory_buffer tensors_text;  // inline storage: no heap string
+    fmt::format_to(std::back_inserter(tensors_text), "{}", t);
+    b.launch(s, memory_kernels(b, {st.name, " for-loop (", std::string_view(tensors_text.data(), tensors_text.size()), " tensors)"},
+                               Bytes{elements * n * eb},
                                static_cast<int>(std::min<std::int64_t>(per_tensor * t, std::numeric_limits<int>::max())),
                                KernelClass::Optimizer));
     if (temp) b.free(*temp);

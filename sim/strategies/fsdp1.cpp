@@ -100,7 +100,7 @@ class StepWriter {
   void reduce_grad(std::size_t u);
   void reduce_grad_no_shard(std::size_t u);
   void accumulate_sharded_grad(std::size_t u, BufferId sharded_grad, Dtype dt, StreamId current);
-  void flat_grad_ready(std::size_t u, const std::vector<BufferId>& view_grads);
+  void flat_grad_ready(std::size_t u, const BufferIds& view_grads);
   void final_callback(bool sync);
 
   const Fsdp1Config& c_;
@@ -329,7 +329,7 @@ void StepWriter::pre_backward(std::size_t u) {
 // The flat gradient: autograd holds every parameter view's gradient until the unit's last one
 // exists, then SplitWithSizesBackward concatenates them (the "2x buffer" of M5.2). Inside
 // no_sync the new flat gradient is accumulated into the existing .grad.
-void StepWriter::flat_grad_ready(std::size_t u, const std::vector<BufferId>& view_grads) {
+void StepWriter::flat_grad_ready(std::size_t u, const BufferIds& view_grads) {
   const Fsdp1Unit& unit = units_[u];
   HandleState& h = h_[u];
   Bytes flat = bytes(unit.flat_numel, param_dtype_);
@@ -492,7 +492,7 @@ void StepWriter::backward(int micro, bool sync) {
   enter_backward(b_, e_, micro);
   // The root's pre-backward hook fires first (the loss is the root's output).
   pre_backward(0);
-  std::vector<std::vector<BufferId>> view_grads(units_.size());
+  std::vector<BufferIds> view_grads(units_.size());  // inline: a unit holds a layer or a few
   std::vector<std::size_t> layers_left(units_.size());
   for (std::size_t u = 0; u < units_.size(); ++u) layers_left[u] = units_[u].layers.size();
   for (std::size_t li = w_.layers.size(); li-- > 0;) {

@@ -55,29 +55,42 @@ nlohmann::json Fsdp1Config::to_json(Dtype master) const {
   return j;
 }
 
-std::int64_t fsdp1_flat_numel(const std::vector<std::int64_t>& param_numels, bool use_orig_params, int shard_size,
-                              Dtype master) {
-  std::int64_t total = 0;
-  // _get_aligned_numel: ALIGNMENT (16 bytes) // itemsize of the flat parameter's dtype; 0
-  // (no alignment) without use_orig_params.
-  const std::int64_t aligned = use_orig_params ? 16 / dtype_bytes(master) : 0;
-  for (std::int64_t n : param_numels) {
-    if (aligned > 0 && total % aligned != 0) total += aligned - total % aligned;
-    total += n;
-  }
-  // "Pad to be divisible by world size to avoid a copy for the post-backward reduce-scatter."
+namespace {
+
+// F1.2, a parameter at a time: _get_aligned_numel's ALIGNMENT (16 bytes) // itemsize of the flat
+// parameter's dtype; 0 (no alignment) without use_orig_params.
+std::int64_t alignment(bool use_orig_params, Dtype master) { return use_orig_params ? 16 / dtype_bytes(master) : 0; }
+
+// The flat parameter's numel after a parameter of n elements joins `total`.
+std::int64_t add_param(std::int64_t total, std::int64_t n, std::int64_t aligned) {
+  if (aligned > 0 && total % aligned != 0) total += aligned - total % aligned;
+  return total + n;
+}
+
+// "Pad to be divisible by world size to avoid a copy for the post-backward reduce-scatter."
+std::int64_t pad_for_shards(std::int64_t total, std::int64_t aligned, int shard_size) {
   if (aligned > 0 && total % shard_size != 0) total += shard_size - total % shard_size;
   return total;
 }
 
+}  // namespace
+
+std::int64_t fsdp1_flat_numel(const std::vector<std::int64_t>& param_numels, bool use_orig_params, int shard_size,
+                              Dtype master) {
+  const std::int64_t aligned = alignment(use_orig_params, master);
+  std::int64_t total = 0;
+  for (std::int64_t n : param_numels) total = add_param(total, n, aligned);
+  return pad_for_shards(total, aligned, shard_size);
+}
+
 std::vector<Fsdp1Unit> make_fsdp1_units(const Workload& w, const Fsdp1Config& c, int shard_size, Dtype master) {
-  // Sized up front: a sweep builds these at every point.
+  // Sized up front, the flat numels summed as the parameters come: a sweep builds these at every
+  // point.
+  const std::int64_t aligned = alignment(c.use_orig_params, master);
   std::vector<Fsdp1Unit> units(1);
   units.reserve(w.layers.size() + 1);
   units[0].name = "root";
   units[0].root = true;
-  std::vector<std::vector<std::int64_t>> numels(1);
-  numels.reserve(w.layers.size() + 1);
   for (std::size_t li = 0; li < w.layers.size(); ++li) {
     const Layer& l = w.layers[li];
     bool wrapped = false;
@@ -90,19 +103,17 @@ std::vector<Fsdp1Unit> make_fsdp1_units(const Workload& w, const Fsdp1Config& c,
     if (wrapped) {
       units.push_back(Fsdp1Unit{});
       units.back().name = l.name;
-      numels.emplace_back().reserve(static_cast<std::size_t>(l.param_count()));
       u = units.size() - 1;
     }
     units[u].layers.push_back(li);
     for (const Module& m : l.modules)
       for (const Param& p : m.params) {
         units[u].numel += p.numel;
-        numels[u].push_back(p.numel);
+        units[u].flat_numel = add_param(units[u].flat_numel, p.numel, aligned);
       }
   }
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    Fsdp1Unit& unit = units[u];
-    unit.flat_numel = fsdp1_flat_numel(numels[u], c.use_orig_params, shard_size, master);
+  for (Fsdp1Unit& unit : units) {
+    unit.flat_numel = pad_for_shards(unit.flat_numel, aligned, shard_size);
     // torch.chunk + _get_shard: every shard padded to ceil(N/W) elements.
     unit.shard_numel = ceil_div(unit.flat_numel, shard_size);
     unit.padded_numel = unit.shard_numel * shard_size;

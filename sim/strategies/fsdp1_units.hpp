@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
 #include <nlohmann/json.hpp>
 
 #include "sim/core/units.hpp"
@@ -57,7 +58,7 @@ struct Fsdp1Config {
 struct Fsdp1Unit {
   std::string name;                  // the layer name ("block.17"), or "root"
   bool root = false;
-  std::vector<std::size_t> layers;   // indices into Workload::layers, ascending
+  boost::container::small_vector<std::size_t, 1> layers;  // indices into Workload::layers, ascending (a block: one)
   std::int64_t numel = 0;            // sum of the original parameters' numels
   std::int64_t flat_numel = 0;       // flat parameter numel (with use_orig_params alignment padding)
   std::int64_t shard_numel = 0;      // ceil(flat_numel / N): every rank's padded shard

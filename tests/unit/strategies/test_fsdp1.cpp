@@ -120,7 +120,7 @@ TEST_CASE("wrap block makes one unit per block and leaves embedding, norm and he
   const Workload& w = *e.workload;
   auto units = make_fsdp1_units(w, Fsdp1Config{}, 8, Dtype::FP32);
   REQUIRE(units.size() == 4);
-  CHECK(units[0].layers == std::vector<std::size_t>{0, 4, 5});  // embed, norm, head
+  CHECK(std::vector<std::size_t>(units[0].layers.begin(), units[0].layers.end()) == std::vector<std::size_t>{0, 4, 5});  // embed, norm, head
   CHECK(units[2].name == "block.1");
   Fsdp1Config size;
   size.wrap = Fsdp1Wrap::Size;
