@@ -57,10 +57,11 @@ TEST_CASE("The streamed result places extra members (idle, samples) and the ops 
   const Experiment e = load_experiment(std::string(STEPSIM_SOURCE_DIR) + "/configs/examples/seed/c1-ddp-buckets.json");
   const SimulationResult r = run_experiment(e);
   // "idle" sorts before "ops", "step_time_samples" and "zzz" after it; a name with a quote and a
-  // non-ASCII character goes through nlohmann's escaping.
+  // non-ASCII character goes through nlohmann's escaping, as a value and as a key.
   nlohmann::json extra = {{"idle", idle_to_json(attribute_idle(r.timeline))},
                           {"step_time_samples", {{"samples", 3}, {"p50_ns", 12}}},
-                          {"zzz", "a \"quoted\" \xc3\xa9 name"}};
+                          {"zzz", "a \"quoted\" \xc3\xa9 name"},
+                          {"\xc3\xa9t\xc3\xa9 \"key\"", 1}};
   nlohmann::json dom = result_to_json(e, r);
   for (const auto& [k, v] : extra.items()) dom[k] = v;
   for (int indent : {0, 1, 2, 4}) {
