@@ -819,10 +819,11 @@ nlohmann::json implied_clock(const TraceFitData& d, const ComputeProfile& base) 
   at_boost.model_memory_kernels = false;  // the math alone: memory-bound shapes say nothing of the clock
   std::vector<double> full_load;
   double boost_time = 0, measured_time = 0;
+  const GemmTable table(at_boost);  // one scan's worth of log2 for all the shapes
   for (const auto& g : d.gemms) {
     const auto peak = base.peak.find(g.shape.dtype);
     if (peak == base.peak.end() || peak->second.flops_per_s <= 0 || g.rate.flops_per_s <= 0) continue;
-    const Time priced = gemm_time(at_boost, g.shape);
+    const Time priced = gemm_time(at_boost, g.shape, table);
     if (priced < kMinClockGemm) continue;
     const double boost_rate = g.shape.flops().count / priced.seconds();
     const double u = std::min(1.0, boost_rate / peak->second.flops_per_s);
@@ -846,11 +847,12 @@ nlohmann::json gemm_rates_against_base(const TraceFitData& d, const ComputeProfi
   std::vector<double> ratios;
   double measured_total = 0, base_total = 0;
   std::size_t calls = 0;
+  const GemmTable table(base);
   for (const auto& g : d.gemms) {
     // A dtype the base has no peak for (a bare profile, fp8 on a pre-Hopper part) it cannot price.
     const auto peak = base.peak.find(g.shape.dtype);
     if (peak == base.peak.end() || peak->second.flops_per_s <= 0 || g.rate.flops_per_s <= 0) continue;
-    const Time priced = gemm_time(base, g.shape);
+    const Time priced = gemm_time(base, g.shape, table);
     if (priced.ns <= 0) continue;
     const double measured_s = g.shape.flops().count / g.rate.flops_per_s;  // one call, solo
     ratios.push_back(priced.seconds() / measured_s);

@@ -347,17 +347,12 @@ constexpr StepOp kLionOps[] = {{"mul_ (weight decay)", 1, 2}, {"lerp (update)", 
 // the loop's ops over its share of them, so a step's program stays small whatever the model.
 constexpr std::int64_t kMaxLoopGroups = 64;
 
-// A memory-bound launch of `kernels` CUDA kernels.
-KernelSpec memory_kernels(std::string name, Bytes bytes, int kernels, KernelClass cls, std::string unit = {}) {
-  KernelSpec k = elementwise(std::move(name), bytes, std::move(unit), cls);
-  k.kernels = kernels;
-  return k;
-}
-
-// The same, named by the concatenation of `name` written straight into the program's pool (an
-// optimizer step's names were a heap string each, at every sweep point).
-Kernel memory_kernels(ProgramBuilder& b, std::initializer_list<std::string_view> name, Bytes bytes, int kernels, KernelClass cls) {
-  Kernel k = elementwise(b, name, bytes, "", cls);
+// A memory-bound launch of `kernels` CUDA kernels, named by the concatenation of `name` written
+// straight into the program's pool (an optimizer step's names were a heap string each, at every
+// sweep point).
+Kernel memory_kernels(ProgramBuilder& b, std::initializer_list<std::string_view> name, Bytes bytes, int kernels, KernelClass cls,
+                      std::string_view unit = {}) {
+  Kernel k = elementwise(b, name, bytes, unit, cls);
   k.kernels = kernels;
   return k;
 }
@@ -376,7 +371,7 @@ void launch_optimizer_step(ProgramBuilder& b, StreamId s, const OptimizerStep& s
   const std::int64_t tensors = std::max<std::int64_t>(1, st.tensors);
   if (st.impl == OptimizerImpl::Fused) {
     const int elements = adamw ? 7 : lion ? 5 : 3, depth = adamw ? 4 : lion ? 3 : 2;
-    b.launch(s, memory_kernels(st.name, Bytes{elements * st.numel * eb}, multi_tensor_launches(depth, tensors, st.numel),
+    b.launch(s, memory_kernels(b, {st.name}, Bytes{elements * st.numel * eb}, multi_tensor_launches(depth, tensors, st.numel),
                                KernelClass::Optimizer));
     return;
   }
@@ -678,12 +673,12 @@ void launch_clip_grad_norm(ProgramBuilder& b, StreamId s, const ClipGradNorm& c)
   // Per gradient (FSDP1's loop) or one multi-tensor series (_foreach_norm, _foreach_mul_).
   const int per_grad = c.per_tensor ? static_cast<int>(std::min<std::int64_t>(tensors, std::numeric_limits<int>::max()))
                                     : multi_tensor_launches(1, tensors, c.numel);
-  b.launch(s, memory_kernels(c.per_tensor ? "clip_grad_norm_: vector_norm per gradient" : "clip_grad_norm_: _foreach_norm",
+  b.launch(s, memory_kernels(b, {c.per_tensor ? "clip_grad_norm_: vector_norm per gradient" : "clip_grad_norm_: _foreach_norm"},
                              Bytes{c.numel * eb}, per_grad, KernelClass::Reduction, "step"));
-  b.launch(s, memory_kernels("clip_grad_norm_: stack, vector_norm", Bytes{tensors * 8}, 2, KernelClass::Reduction, "step"));
+  b.launch(s, memory_kernels(b, {"clip_grad_norm_: stack, vector_norm"}, Bytes{tensors * 8}, 2, KernelClass::Reduction, "step"));
   if (c.comm) b.collective(*c.comm, s, CollectiveKind::AllReduce, Bytes{4}, Dtype::FP32, "AR clip_grad_norm_ total_norm", "step");
-  b.launch(s, memory_kernels("clip_grad_norm_: pow, add, div, clamp", Bytes{32}, 4, KernelClass::Elementwise, "step"));
-  b.launch(s, memory_kernels(c.per_tensor ? "clip_grad_norm_: mul_ per gradient" : "clip_grad_norm_: _foreach_mul_",
+  b.launch(s, memory_kernels(b, {"clip_grad_norm_: pow, add, div, clamp"}, Bytes{32}, 4, KernelClass::Elementwise, "step"));
+  b.launch(s, memory_kernels(b, {c.per_tensor ? "clip_grad_norm_: mul_ per gradient" : "clip_grad_norm_: _foreach_mul_"},
                              Bytes{2 * c.numel * eb}, per_grad, KernelClass::Elementwise, "step"));
 }
 
