@@ -63,6 +63,14 @@ KernelClass trace_kernel_class(const std::string& raw) {
   if (has("cast_to_fp8") || has("cast_back")) return KernelClass::Elementwise;
   if (has("gemm") || has("cutlass") || has("xmma") || has("cublas") || has("s16816") || has("s1688") || has("splitk"))
     return KernelClass::Gemm;
+  // cuBLAS's Hopper kernels carry no GEMM word: nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT (bf16),
+  // nvjet_qqtst_* / nvjet_rqsss_* (FP8). In data/traces/modded-nanogpt (CUDA 12.6, H100) every one
+  // is launched by aten::mm, bmm, baddbmm or _scaled_mm.
+  if (n.rfind("nvjet_", 0) == 0) return KernelClass::Gemm;
+  // modded-nanogpt's Triton matmuls for Muon's orthogonalization (train_gpt.py, "Triton kernel for
+  // symmetric matrix multiplication"): XXT_kernel (A @ A.T), XTX_kernel (A.T @ A), ba_plus_cAA_kernel
+  // (beta A + alpha A @ A.T).
+  if (n == "xxt_kernel" || n == "xtx_kernel" || n == "ba_plus_caa_kernel") return KernelClass::Gemm;
   if (has("multi_tensor_apply") || has("adam") || has("sgd")) return KernelClass::Optimizer;
   if (has("layer_norm") || has("layernorm") || has("rms") || has("gammabeta") || has("cuapplylayernorm") ||
       has("cucomputegradinput") || has("cucomputepartgradgammabeta") || has("cucomputegradgammabeta"))

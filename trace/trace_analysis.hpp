@@ -69,7 +69,8 @@ struct StepAnalysis {
 };
 
 // The simulator's kernel class of a CUDA kernel, from its name: the PyTorch/library kernel
-// families each class stands for (program.hpp KernelClass): cuBLAS/CUTLASS -> gemm,
+// families each class stands for (program.hpp KernelClass): cuBLAS/CUTLASS (and cuBLAS's Hopper
+// nvjet kernels, modded-nanogpt's Triton matmuls) -> gemm,
 // flash/fmha -> attention, vectorized_elementwise/fused_dropout/nvfuser/triton -> elementwise,
 // elementwise_kernel/unrolled_elementwise (TensorIterator's non-vectorized path) ->
 // elementwise_strided, softmax/reduce/nll_loss -> reduction, layer_norm/apex LayerNorm/rms ->

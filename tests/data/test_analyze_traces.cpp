@@ -270,3 +270,26 @@ TEST_CASE("analyze of the eight modded-nanogpt H100 ranks measures the wait for 
   CHECK(j.at("rank_waits")[0].at("wait_ns").get<std::int64_t>() == job.rank_waits[0].wait.ns);
   CHECK(job_to_text(job).find("slowest-rank wait at the collectives") != std::string::npos);
 }
+
+// Catches: cuBLAS's Hopper GEMMs (nvjet_*, no GEMM word in the name) and modded-nanogpt's Triton
+// matmuls (XXT_kernel, ba_plus_cAA_kernel) counted as the compute class, which left a modern H100
+// trace's GEMM row nearly empty (0.3 ms of a 41 ms step) beside a prediction's. Expected values: a
+// Python scan of the trace (kernels named nvjet_*, XXT_kernel, ba_plus_cAA_kernel, or with a GEMM
+// word, attention kernels aside; a kernel belongs to the step its launch falls in, or its GPU start
+// where no launch is recorded): 1,006 kernels and 57.925 ms over the four steps.
+TEST_CASE("analyze counts an H100 trace's nvjet and Triton matmul kernels as GEMMs", "[trace][data]") {
+  const KinetoTrace t = read_kineto_trace(kTraces + "modded-nanogpt/2025-12-11_NorMuonOptimsAndFixes__rank0-e049e-chrome-trace.json.gz");
+  const TraceAnalysis a = analyze_trace(t, AnalyzeOptions{});
+  REQUIRE(a.steps.size() == 4);
+  std::int64_t gemm_kernels = 0, compute_kernels = 0;
+  Time gemm_time;
+  for (const StepAnalysis& s : a.steps) {
+    const ClassRow& gemm = s.classes.rows[static_cast<std::size_t>(KernelClass::Gemm)];
+    gemm_kernels += gemm.kernels;
+    gemm_time = gemm_time + gemm.time;
+    compute_kernels += s.classes.rows[static_cast<std::size_t>(KernelClass::Compute)].kernels;
+  }
+  CHECK(gemm_kernels == 1006);
+  CHECK(gemm_time.us() == Approx(57925.486).margin(0.01));
+  CHECK(compute_kernels == 0);
+}

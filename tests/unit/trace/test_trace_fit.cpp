@@ -124,6 +124,15 @@ TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class 
         KernelClass::Reduction);
   CHECK(trace_kernel_class("void at_cuda_detail::cub::DeviceScanKernel<at_cuda_detail::cub::DeviceScanPolicy<long>::Policy600>") ==
         KernelClass::Embedding);
+  // cuBLAS's Hopper kernels (the modded-nanogpt H100 traces' aten::mm, bmm, _scaled_mm) and
+  // modded-nanogpt's Triton matmuls: GEMMs, where they used to fall through to compute.
+  CHECK(trace_kernel_class("nvjet_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == KernelClass::Gemm);
+  CHECK(trace_kernel_class("nvjet_qqtst_192x192_128x4_1x2_h_bz_coopB_TNN") == KernelClass::Gemm);
+  CHECK(trace_kernel_class("XXT_kernel") == KernelClass::Gemm);
+  CHECK(trace_kernel_class("ba_plus_cAA_kernel") == KernelClass::Gemm);
+  // Only the names: a kernel that merely mentions them is not taken for one.
+  CHECK(trace_kernel_class("my_nvjet_helper") == KernelClass::Compute);
+  CHECK(trace_kernel_class("XXT_kernel_prep") == KernelClass::Compute);
 }
 
 TEST_CASE("fit --trace leaves the host-synchronised scalar all-reduce out and measures eager dispatch", "[trace][fit][data]") {
