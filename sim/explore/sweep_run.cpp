@@ -369,18 +369,40 @@ class EvaluationOrder {
   // most the current block and the next: run_points_in_parallel's room condition).
   std::uint64_t at(std::uint64_t p) {
     if (!grouped_) return p;
-    const std::uint64_t b = p / kBlock;
     std::lock_guard lock(mu_);
+    return block_of(p).order[p % kBlock];
+  }
+  // The end of the run of positions from p (< count) that build p's workload: the first later
+  // position of another group, of the next block, or p + max_run, whichever comes first (p + 1
+  // when the order is not grouped). Thread-safe, as at().
+  std::uint64_t run_end(std::uint64_t p, std::uint64_t max_run) {
+    if (!grouped_) return p + 1;
+    std::lock_guard lock(mu_);
+    const Block& b = block_of(p);
+    const std::uint64_t first = p - p % kBlock, end = std::min({first + b.order.size(), p + max_run, count_});
+    std::uint64_t q = p + 1;
+    while (q < end && b.group[q - first] == b.group[p - first]) ++q;
+    return q;
+  }
+
+ private:
+  struct Block {
+    std::vector<std::uint64_t> order;  // the points, by position in the block
+    std::vector<std::uint32_t> group;  // each position's workload group (equal groups are adjacent)
+  };
+
+  // Called with mu_ held.
+  const Block& block_of(std::uint64_t p) {
+    const std::uint64_t b = p / kBlock;
     auto it = blocks_.find(b);
     if (it == blocks_.end()) {
       it = blocks_.emplace(b, order_of_block(b)).first;
       while (blocks_.begin()->first + 1 < b) blocks_.erase(blocks_.begin());
     }
-    return it->second[p - b * kBlock];
+    return it->second;
   }
 
- private:
-  std::vector<std::uint64_t> order_of_block(std::uint64_t b) const {
+  Block order_of_block(std::uint64_t b) const {
     const std::uint64_t first = b * kBlock, n = std::min(kBlock, count_ - first);
     std::unordered_map<std::string, std::uint32_t> group_of;
     std::vector<std::pair<std::uint32_t, std::uint64_t>> keyed;
@@ -390,17 +412,21 @@ class EvaluationOrder {
       keyed.emplace_back(g.first->second, k);
     }
     std::sort(keyed.begin(), keyed.end());
-    std::vector<std::uint64_t> order;
-    order.reserve(n);
-    for (const auto& [group, k] : keyed) order.push_back(k);
-    return order;
+    Block out;
+    out.order.reserve(n);
+    out.group.reserve(n);
+    for (const auto& [group, k] : keyed) {
+      out.order.push_back(k);
+      out.group.push_back(group);
+    }
+    return out;
   }
 
   const SweepSpec& spec_;
   std::uint64_t shard_, shards_, count_;
   bool grouped_;
   std::mutex mu_;
-  std::map<std::uint64_t, std::vector<std::uint64_t>> blocks_;
+  std::map<std::uint64_t, Block> blocks_;
 };
 
 // A worker's own workloads, in front of the sweep's (WorkloadCache's parent); none when the
@@ -428,15 +454,17 @@ void run_points_in_order(const SweepSpec& spec, std::uint64_t shard, std::uint64
   }
 }
 
-// The shard's points on `jobs` worker threads. Workers claim points in evaluation order; the
-// calling thread emits rows in point order. A worker does not run further ahead of the writer
-// than `window` points, or than the end of the block the writer is in, so the reorder buffer
-// (and memory) stays bounded however large the sweep is.
+// The shard's points on `jobs` worker threads. Workers claim points in evaluation order, a run
+// of the points that build one workload at a time (at most kMaxRun): claimed a point at a time,
+// the workers took turns within each run, and each built every run's workload (the bench's 625
+// workloads built 1,250 times by two workers). The calling thread emits rows in point order. A
+// worker does not run further ahead of the writer than `window` points, or than the end of the
+// block the writer is in, so the reorder buffer (and memory) stays bounded however large the
+// sweep is.
 void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uint64_t shards, std::uint64_t count, int jobs,
                             const std::function<void(const SweepRow&)>& emit, Progress& progress) {
   const std::uint64_t window = static_cast<std::uint64_t>(jobs) * 16;
   EvaluationOrder order(spec, shard, shards, count);
-  std::atomic<std::uint64_t> next{0};
   std::mutex mu;
   std::condition_variable ready, room;
   std::map<std::uint64_t, SweepRow> buffer;
@@ -451,13 +479,23 @@ void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uin
   // them may run: a wake-up per row written cost two context switches per waiting worker, 10,000
   // a 10,000-point sweep, as the writer wrote out a block the workers had finished.
   std::vector<std::uint64_t> waiting;
+  // A run shorter than the sweep's groups keeps the workers together in one group (each builds
+  // its workload once), and bounds the tail a worker runs alone.
+  constexpr std::uint64_t kMaxRun = 32;
+  std::mutex claim;
+  std::uint64_t claimed = 0;  // positions before it are some worker's
   std::vector<std::thread> workers;
   for (int j = 0; j < jobs; ++j) {
     workers.emplace_back([&] {
       auto workloads = worker_workloads(spec);
+      std::uint64_t p = 0, end = 0;  // this worker's run
       for (;;) {
-        const std::uint64_t p = next.fetch_add(1);
-        if (p >= count) return;
+        if (p == end) {
+          std::lock_guard lock(claim);
+          if (claimed >= count) return;
+          p = claimed;
+          end = claimed = order.run_end(p, kMaxRun);
+        }
         {
           std::unique_lock lock(mu);
           if (!stop && !may_run(p)) {
@@ -467,7 +505,7 @@ void run_points_in_parallel(const SweepSpec& spec, std::uint64_t shard, std::uin
           }
           if (stop) return;
         }
-        const std::uint64_t k = order.at(p);
+        const std::uint64_t k = order.at(p++);
         SweepRow row = run_sweep_point(spec, shard + k * shards, workloads ? &*workloads : nullptr);
         std::lock_guard lock(mu);
         buffer.emplace(k, std::move(row));
