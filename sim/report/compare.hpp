@@ -60,6 +60,10 @@ struct CompareReport {
   std::vector<ConfigChange> config_changes;
   bool step_time_pass = true;
   bool memory_pass = true;
+  // False when the reference is a trace whose analysis found no memory events (recorded without
+  // profile_memory): its peak of 0 is no measurement, so there are no memory rows and no memory
+  // gate (memory_pass stays true).
+  bool memory_measured = true;
   bool pass() const { return step_time_pass && memory_pass; }
 };
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,33 @@ TEST_CASE("a zero reference gives no relative error unless both are zero", "[com
   CompareReport grew = compare_results(a, "a", result("simulate", 100, 10), "b", CompareOptions{});
   CHECK_FALSE(row(grew, "memory", "peak memory").rel_error_pct.has_value());
   CHECK_FALSE(grew.memory_pass);
+}
+
+// Catches: a profiler trace recorded without profile_memory (the modded-nanogpt H100 traces)
+// failing compare's memory gate, and exiting 3, on its analysed peak of 0 bytes.
+TEST_CASE("a trace without memory events has no memory rows and no memory gate", "[compare]") {
+  const nlohmann::json predicted = result("simulate", 100, 1000);
+  nlohmann::json analyzed{{"schema", "stepsim.analyze/1"}, {"mean", {{"metrics", result("live", 100, 0)["metrics"]}}},
+                          {"traces", {{{"device", "NVIDIA H100 80GB HBM3"}}}}};
+  analyzed["mean"]["metrics"]["peak_memory_breakdown"] = nlohmann::json::object();
+  const CompareReport r = compare_results(predicted, "pred.json", analyzed, "trace.json", CompareOptions{});
+  CHECK(r.reference_mode == "analyze");
+  CHECK_FALSE(r.memory_measured);
+  CHECK(r.memory_pass);
+  CHECK(r.pass());
+  for (const auto& x : r.rows) CHECK(x.section != "memory");
+  CHECK(compare_to_json(r).at("memory_measured") == false);
+  std::ostringstream text;
+  write_compare_table(text, r);
+  CHECK(text.str().find("peak memory not measured") != std::string::npos);
+  // A trace with memory events is gated as before; so is a live run, even at 0 bytes.
+  analyzed["mean"]["metrics"]["peak_memory_bytes"] = 2000;
+  const CompareReport with_memory = compare_results(predicted, "pred.json", analyzed, "trace.json", CompareOptions{});
+  CHECK(with_memory.memory_measured);
+  CHECK_FALSE(with_memory.memory_pass);
+  const CompareReport live = compare_results(predicted, "pred.json", result("live", 100, 0), "live.json", CompareOptions{});
+  CHECK(live.memory_measured);
+  CHECK_FALSE(live.memory_pass);
 }
 
 TEST_CASE("documents that are not stepsim results are input errors", "[compare]") {
