@@ -82,6 +82,13 @@ KernelClass trace_kernel_class(const std::string& raw) {
       has("segment") || has("compute_grad_weight") || has("sum_and_scatter") || has("krn_") || has("index_elementwise"))
     return KernelClass::Embedding;
   if (has("catarraybatchedcopy")) return KernelClass::Copy;
+  // Kernels of the deepseek-ai/profile-data H800 step named for what they do, without a library
+  // word: its MoE routing's top-k selections (aten's gatherTopK, topk_sum_and_topk_idx) select as
+  // reductions do; rotary embedding, SwiGLU and normal_'s random fill are pointwise passes;
+  // _copy_tensor_kernel copies.
+  if (has("topk")) return KernelClass::Reduction;
+  if (has("rotary") || has("swiglu") || has("distribution_elementwise")) return KernelClass::Elementwise;
+  if (has("_copy_tensor_kernel")) return KernelClass::Copy;
   if (has("vectorized_elementwise") || has("fused_dropout") || has("cudacodegen") || has("triton_") ||
       has("masked_scale"))
     return KernelClass::Elementwise;

@@ -130,6 +130,12 @@ TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class 
   CHECK(trace_kernel_class("nvjet_qqtst_192x192_128x4_1x2_h_bz_coopB_TNN") == KernelClass::Gemm);
   CHECK(trace_kernel_class("XXT_kernel") == KernelClass::Gemm);
   CHECK(trace_kernel_class("ba_plus_cAA_kernel") == KernelClass::Gemm);
+  // The H800 step's kernels named for their work (deepseek-ai/profile-data).
+  CHECK(trace_kernel_class("rotary_kernel") == KernelClass::Elementwise);
+  CHECK(trace_kernel_class("void cuda::swiglu_backward<__nv_bfloat16>(void const*, void const*, void*, int, int)") == KernelClass::Elementwise);
+  CHECK(trace_kernel_class("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(at::cuda::detail::TensorInfo<float, unsigned int>)") ==
+        KernelClass::Reduction);
+  CHECK(trace_kernel_class("_copy_tensor_kernel") == KernelClass::Copy);
   // Only the names: a kernel that merely mentions them is not taken for one.
   CHECK(trace_kernel_class("my_nvjet_helper") == KernelClass::Compute);
   CHECK(trace_kernel_class("XXT_kernel_prep") == KernelClass::Compute);
