@@ -157,7 +157,8 @@ struct Timeline {
   // real trace's NCCL kernel includes it (docs/scale.md); 0 for kernels.
   std::vector<Time> rank_wait;
   // Constraints the simulator checked (one per host order, issue, stream predecessor, event
-  // wait with a recorded source op, communicator predecessor, host sync); 0 when measured.
+  // wait with a recorded source op, communicator predecessor, host sync); 0 when measured, and
+  // in a simulation's TimelineDetail::Metrics timeline (explain's critical path alone reads it).
   std::size_t dependencies = 0;
 };
 
