@@ -21,21 +21,28 @@ std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer) {
   return per_micro_batch * static_cast<std::size_t>(std::max(1, e.training.grad_accum));
 }
 
-// The launch's name and unit as the workload named them (name_launches), else formed now.
-static void name_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass, Kernel& k) {
-  if (!op.launch_name.empty() && l.text) {
+// The launch's name and unit as the workload named them (`named`: name_launches'), else formed now.
+// The first branch inline (a launch of a built workload), the second out of line: GCC kept the
+// whole of it out of line once it took `named`, and a build paid a call at every launch.
+[[gnu::noinline]] static void form_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass, Kernel& k) {
+  k.name = form_launch_name(b.text_pool(), l, m, op, pass);
+  k.unit = b.unit_text(l.name);
+}
+
+[[gnu::always_inline]] static inline void name_launch(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, LaunchPass pass,
+                                                      Text named, Kernel& k) {
+  if (!named.empty() && l.text) {
     b.borrow(l.text);
-    k.name = op.launch_name;
+    k.name = named;
     k.unit = l.unit;
   } else {
-    k.name = form_launch_name(b.text_pool(), l, m, op, pass);
-    k.unit = b.unit_text(l.name);
+    form_launch(b, l, m, op, pass, k);
   }
 }
 
-Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward) {
+Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward, Text named) {
   Kernel k;
-  name_launch(b, l, m, op, forward ? LaunchPass::Forward : LaunchPass::Backward, k);
+  name_launch(b, l, m, op, forward ? LaunchPass::Forward : LaunchPass::Backward, named, k);
   k.cls = op.cls;
   k.work = b.work(l.text.get(), op.work_id, op.work);
   k.work_id = op.work_id;
@@ -160,27 +167,29 @@ void BackwardTemporaries::finish(ProgramBuilder& b) {
 // it, the output the loop keeps after it, then the temporaries it was the last to read (a
 // temporary read by this op outlives its output's allocation), then the previous output if the
 // model returns here. `launch_empty`: an op without work still launches (launch_forward).
-static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const Op& op,
+static void issue_forward_op(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const Op& op, Text named,
                              KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps, bool launch_empty) {
   sync_if_needed(b, s, op);
   alloc_own_saved(b, s, l, m, op, saved);
   if (temps) temps->before(b, s, m, op);
-  if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(b, l, m, op, true));
+  if (launch_empty || !op.work.empty()) b.launch(s, op_kernel(b, l, m, op, true, named));
   if (kept) kept->created(b, op, s);
   if (temps) temps->after(b);
   if (kept) kept->returned(b, op);
 }
 
-void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const OpList& ops, bool forward,
                 KeptOutput* kept, SavedActivations* saved, ForwardTemporaries* temps, BackwardTemporaries* grads) {
+  std::size_t at = l.first_launch(m, forward ? LaunchPass::Forward : LaunchPass::Backward);
   for (const auto& op : ops) {
+    const Text named = l.launch_name_at(at++);
     if (forward) {
-      issue_forward_op(b, s, l, m, op, kept, saved, temps, false);
+      issue_forward_op(b, s, l, m, op, named, kept, saved, temps, false);
       continue;
     }
     sync_if_needed(b, s, op);
     if (grads) grads->before(b, s, m, op);
-    if (!op.work.empty()) b.launch(s, op_kernel(b, l, m, op, false));
+    if (!op.work.empty()) b.launch(s, op_kernel(b, l, m, op, false, named));
     if (grads) grads->after(b);
   }
 }
@@ -190,17 +199,20 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
                     SavedActivations* saved) {
   (void)micro;
   ForwardTemporaries temps;
-  for (const auto& m : l.modules)
-    for (const auto& op : m.forward) issue_forward_op(b, s, l, m, op, kept, saved, &temps, true);
+  for (const auto& m : l.modules) {
+    std::size_t at = l.first_launch(m, LaunchPass::Forward);
+    for (const auto& op : m.forward) issue_forward_op(b, s, l, m, op, l.launch_name_at(at++), kept, saved, &temps, true);
+  }
   temps.finish(b);
 }
 
 void launch_recompute(ProgramBuilder& b, StreamId s, const Layer& l) {
+  static const Module none;  // a recomputed op is named by its layer
+  std::size_t at = l.first_launch(none, LaunchPass::Recompute);
   for (const auto& op : l.recompute) {
     sync_if_needed(b, s, op);
     Kernel k;
-    static const Module none;  // a recomputed op is named by its layer
-    name_launch(b, l, none, op, LaunchPass::Recompute, k);
+    name_launch(b, l, none, op, LaunchPass::Recompute, l.launch_name_at(at++), k);
     k.cls = op.cls;
     k.work = b.work(l.text.get(), op.work_id, op.work);
     k.work_id = op.work_id;
@@ -220,9 +232,10 @@ void launch_backward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, S
   BackwardTemporaries grads;
   for (std::size_t k = l.modules.size(); k-- > 0;) {
     const Module& m = l.modules[k];
+    std::size_t at = l.first_launch(m, LaunchPass::Backward);
     for (const auto& op : m.backward) {
       if (own_grads) grads.before(b, s, m, op);
-      b.launch(s, op_kernel(b, l, m, op, false));
+      b.launch(s, op_kernel(b, l, m, op, false, l.launch_name_at(at++)));
       grads.after(b);
     }
     if (saved) saved->free_module(b, k);

@@ -28,8 +28,9 @@ namespace stepsim {
 std::size_t instruction_estimate(const Experiment& e, std::size_t per_layer);
 
 // The Kernel of one op of `l` ("fwd block.3.attn.q_proj linear"); a layer of a single op keeps
-// the layer's name ("fwd layer.0", the toy workloads).
-Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward);
+// the layer's name ("fwd layer.0", the toy workloads). `named`: the name the workload made for it
+// (Layer::launch_name_at), else empty and the name is formed now.
+Kernel op_kernel(ProgramBuilder& b, const Layer& l, const Module& m, const Op& op, bool forward, Text named);
 
 // The model output the training loop keeps (Workload::kept_output, WorkloadOptions::
 // loop_keeps_output): allocated when the forward op that creates it runs, freed when the next
@@ -115,7 +116,7 @@ void launch_forward(ProgramBuilder& b, StreamId s, const Layer& l, int micro, Ke
 SavedActivations forward_layer(ProgramBuilder& b, StreamId s, const Layer& l, int micro, KeptOutput* kept = nullptr);
 // Launches the ops of `ops` (a module's forward or backward) on `s`; `saved` as launch_forward;
 // `temps`: the layer's forward temporaries, across its modules (the caller finishes it).
-void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const std::vector<Op>& ops, bool forward,
+void launch_ops(ProgramBuilder& b, StreamId s, const Layer& l, const Module& m, const OpList& ops, bool forward,
                 KeptOutput* kept = nullptr, SavedActivations* saved = nullptr, ForwardTemporaries* temps = nullptr,
                 BackwardTemporaries* grads = nullptr);
 // Launches the recompute ops of a checkpointed layer on `s`.

@@ -4,6 +4,8 @@
 #include <limits>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "sim/workload/workload.hpp"
@@ -65,43 +67,27 @@ struct WorkKeyHash {
   }
 };
 
-// The ops of a layer in numbering order (its modules' forward and backward ops, then its recompute).
-template <class F>
-void for_each_op(Layer& l, F&& f) {
-  for (Module& m : l.modules) {
-    for (Op& op : m.forward) f(op);
-    for (Op& op : m.backward) f(op);
-  }
-  for (Op& op : l.recompute) f(op);
-}
-
-std::size_t op_count(const Layer& l) {
-  std::size_t n = l.recompute.size();
-  for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
-  return n;
-}
-
-// Op::work_id for every op of w: equal (cls, kernels, work), equal id. A model's blocks repeat
-// one another, so an op is first compared with the op at its place in the layer before (when
-// that layer has as many ops); only a new work goes through the table.
+// Op::work_id for every op of w: equal (cls, kernels, work), equal id, numbered in the order the
+// works first appear (layers in order; a layer's modules' forward and backward ops, then its
+// recompute). A list the blocks share is numbered once: its ops' numbers are those of their
+// works, the same in every block that holds it.
 void number_works(Workload& w) {
   std::unordered_map<WorkKey, std::uint16_t, WorkKeyHash> ids;
-  auto number = [&](Op& op) {
-    auto [it, added] = ids.try_emplace(WorkKey{&op}, 0);
-    if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
-    op.work_id = it->second;
+  std::unordered_set<const Op*> numbered;  // the first op of every list numbered so far
+  auto number_list = [&](OpList& list) {
+    if (list.empty() || !numbered.insert(list.data()).second) return;
+    for (Op& op : list.every_holders()) {
+      auto [it, added] = ids.try_emplace(WorkKey{&op}, 0);
+      if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
+      op.work_id = it->second;
+    }
   };
-  std::vector<const Op*> previous, current;
   for (Layer& l : w.layers) {
-    const bool aligned = previous.size() == op_count(l);
-    current.clear();
-    for_each_op(l, [&](Op& op) {
-      const std::size_t k = current.size();
-      if (aligned && previous[k]->work_id > 0 && same_work(*previous[k], op)) op.work_id = previous[k]->work_id;
-      else number(op);
-      current.push_back(&op);
-    });
-    std::swap(previous, current);
+    for (Module& m : l.modules) {
+      number_list(m.forward);
+      number_list(m.backward);
+    }
+    number_list(l.recompute);
   }
 }
 
@@ -117,12 +103,17 @@ void name_launches(Workload& w) {
   for (Layer& l : w.layers) {
     const LayerFirsts firsts = layer_firsts(l);
     l.unit = pool->add(l.name);
+    std::size_t n = l.recompute.size();
+    for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
+    l.launch_names.clear();
+    l.launch_names.reserve(n);
     for (Module& m : l.modules) {
-      for (Op& op : m.forward) op.launch_name = launch_name(*pool, l, firsts, m, op, LaunchPass::Forward);
-      for (Op& op : m.backward) op.launch_name = launch_name(*pool, l, firsts, m, op, LaunchPass::Backward);
+      m.first_launch = static_cast<std::uint32_t>(l.launch_names.size());
+      for (const Op& op : std::as_const(m.forward)) l.launch_names.push_back(launch_name(*pool, l, firsts, m, op, LaunchPass::Forward));
+      for (const Op& op : std::as_const(m.backward)) l.launch_names.push_back(launch_name(*pool, l, firsts, m, op, LaunchPass::Backward));
     }
     const Module none;
-    for (Op& op : l.recompute) op.launch_name = launch_name(*pool, l, firsts, none, op, LaunchPass::Recompute);
+    for (const Op& op : std::as_const(l.recompute)) l.launch_names.push_back(launch_name(*pool, l, firsts, none, op, LaunchPass::Recompute));
   }
   for (Layer& l : w.layers) l.text = pool;
 }

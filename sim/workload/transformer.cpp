@@ -572,8 +572,8 @@ class BlockBuilder {
     l.modules.front().backward.push_back(grad_add(d, n));
     if (o.compile)
       for (auto& m : l.modules) {
-        m.forward = fuse_memory_bound(m.forward);
-        m.backward = fuse_memory_bound(m.backward);
+        m.forward = fuse_memory_bound(m.forward.vector());
+        m.backward = fuse_memory_bound(m.backward.vector());
       }
     return std::move(l);
   }
@@ -616,7 +616,7 @@ class BlockBuilder {
       if (llama) {
         Module rot;
         rot.name = p + ".attn.rotary";
-        rotary(rot.forward, rot.backward, d, titan, o.compile);
+        rotary(rot.forward.mut(), rot.backward.mut(), d, titan, o.compile);
         l.modules.push_back(std::move(rot));
       }
     }
@@ -681,7 +681,7 @@ class BlockBuilder {
       out.backward.insert(out.backward.begin(), mem("bias_dropout_add.bwd", KernelClass::Elementwise, n * e + n, n * e));
     } else {
       std::vector<Op> bfront;
-      dropout(out.forward, bfront, n, e, o.dropout);
+      dropout(out.forward.mut(), bfront, n, e, o.dropout);
       out.forward.push_back(residual_add(d));
       out.backward.insert(out.backward.begin(), bfront.begin(), bfront.end());
     }
@@ -755,7 +755,7 @@ class BlockBuilder {
       fc2.backward.insert(fc2.backward.begin(), mem("bias_dropout_add.bwd", KernelClass::Elementwise, n * e + n, n * e));
     } else {
       std::vector<Op> bfront;
-      dropout(fc2.forward, bfront, n, e, o.dropout);
+      dropout(fc2.forward.mut(), bfront, n, e, o.dropout);
       fc2.forward.push_back(residual_add(d));
       fc2.backward.insert(fc2.backward.begin(), bfront.begin(), bfront.end());
     }
@@ -843,7 +843,7 @@ std::int64_t saved_of(const std::vector<Op>& ops) {
 
 std::int64_t saved_of(const Layer& l) {
   std::int64_t s = 0;
-  for (const auto& m : l.modules) s += saved_of(m.forward);
+  for (const auto& m : l.modules) s += saved_of(m.forward.vector());
   return s;
 }
 
@@ -853,11 +853,15 @@ std::int64_t saved_of(const Layer& l) {
 // would hand the caching allocator a request no real step makes, and its free segments would
 // serve the next step differently (the li-plus ZeRO traces allocate 128, 64 and 16 MiB tensors
 // per block, never the block's sum). A checkpointed layer keeps its policy's block.
+// A list a block shares with the others (OpList) is changed, and so copied, only where an op is not
+// marked yet: add_blocks marks the blocks' lists before they are shared.
 void saved_tensors_per_op(Layer& l) {
   if (!l.recompute.empty() || l.saved_activations.count != saved_of(l)) return;
-  for (auto& m : l.modules)
-    for (auto& op : m.forward)
-      if (op.saved.count > 0) op.own_saved_tensor = true;
+  for (auto& m : l.modules) {
+    const OpList& ops = m.forward;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].saved.count > 0 && !ops[i].own_saved_tensor) m.forward[i].own_saved_tensor = true;
+  }
 }
 
 // Whether autograd packs a tensor when this forward op runs (what a saved-tensor hook sees):
@@ -1068,7 +1072,7 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
   if (positions > 0) embed.modules.push_back(position_embedding(md, d, positions));
   if (md.family == "gpt" && o.impl == Implementation::Hf && o.dropout > 0) {
     std::vector<Op> bfront;
-    dropout(embed.modules.back().forward, bfront, d.T * d.h, d.e, o.dropout);
+    dropout(embed.modules.back().forward.mut(), bfront, d.T * d.h, d.e, o.dropout);
     auto& bw = embed.modules.back().backward;
     bw.insert(bw.begin(), bfront.begin(), bfront.end());
   }
@@ -1087,17 +1091,23 @@ Layer renamed_block(const Layer& first, int index) {
   Layer l = first;
   const std::string& from = first.name;
   const std::string to = fmt::format("block.{}", index);
+  auto named = [&](const std::string& s) { return s.starts_with(from) && (s.size() == from.size() || s[from.size()] == '.'); };
   auto rename = [&](std::string& s) {
-    if (s.starts_with(from) && (s.size() == from.size() || s[from.size()] == '.')) s.replace(0, from.size(), to);
+    if (named(s)) s.replace(0, from.size(), to);
+  };
+  // An op list stays shared with the first block's (OpList) unless one of its ops names the block.
+  auto rename_ops = [&](OpList& ops) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (named(std::as_const(ops)[i].name)) rename(ops[i].name);
   };
   rename(l.name);
   for (Module& m : l.modules) {
     rename(m.name);
     for (Param& p : m.params) rename(p.name);
-    for (auto* ops : {&m.forward, &m.backward})
-      for (Op& op : *ops) rename(op.name);
+    rename_ops(m.forward);
+    rename_ops(m.backward);
   }
-  for (Op& op : l.recompute) rename(op.name);
+  rename_ops(l.recompute);
   return l;
 }
 
@@ -1106,14 +1116,26 @@ Layer renamed_block(const Layer& first, int index) {
 void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
   BlockBuild bb{md, d, o};
   const Layer first = block(0, bb);
-  for (int i = 0; i < md.layers; ++i) {
-    Layer l = i == 0 ? first : renamed_block(first, i);
-    Checkpointing c = o.checkpointing;
-    if (c == Checkpointing::EveryK)  // the k-th, 2k-th, ... block counted from 1 (Checkpointing)
-      c = ((i + 1) % std::max(1, o.checkpoint_every) == 0) ? Checkpointing::Full : Checkpointing::None;
+  // The first block under each policy a block may get (EveryK: full or none), which the other
+  // blocks copy and rename: their op lists are the first block's (OpList).
+  auto with_policy = [&](Checkpointing c) {
+    Layer l = first;
     checkpoint(l, c, d, o.checkpoint_early_stop.value_or(false));
+    saved_tensors_per_op(l);
     l.autograd_nodes = block_autograd_nodes(md, d, o);
-    w.layers.push_back(std::move(l));
+    return l;
+  };
+  const bool every_k = o.checkpointing == Checkpointing::EveryK;
+  const Layer checkpointed = with_policy(every_k ? Checkpointing::Full : o.checkpointing);
+  const Layer plain = every_k ? with_policy(Checkpointing::None) : Layer{};
+  w.layers.reserve(w.layers.size() + static_cast<std::size_t>(md.layers));
+  for (int i = 0; i < md.layers; ++i) {
+    // EveryK: the k-th, 2k-th, ... block counted from 1 (Checkpointing)
+    const bool full = !every_k || (i + 1) % std::max(1, o.checkpoint_every) == 0;
+    const Layer& from = full ? checkpointed : plain;
+    // Not `i == 0 ? from : renamed_block(...)`: that is a const prvalue, which push_back copies.
+    if (i == 0) w.layers.push_back(from);
+    else w.layers.push_back(renamed_block(from, i));
   }
 }
 

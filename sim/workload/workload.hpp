@@ -7,6 +7,7 @@
 // rest to the root; DDP buckets the parameters in gradient-ready order; ZeRO-3 fetches each
 // module's direct parameters.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -67,20 +68,95 @@ struct Op {
   // embedding's gradient): the strategy allocates that (.grad, buckets); every other backward op
   // writes an activation gradient (BackwardTemporaries, sim/strategies/common.hpp).
   bool param_grad = false;
-  // The name of its launch, made once with the workload (name_launches, in the layer's `text`):
-  // "fwd block.3", "fwd block.3.attn q_proj", "bwd ...", "recompute block.3 q_proj". Empty in a
-  // workload built by hand; the strategies then form it as they launch (op_kernel).
-  Text launch_name;
   // Its (cls, kernels, work) numbered among the workload's (name_launches): the ops of a model's
   // blocks repeat a few dozen works, which the engine then prices once each (Kernel::work_id).
   std::uint16_t work_id = 0;
 };
 
+// Which of a layer's op lists a launch comes from: Module::forward, Module::backward,
+// Layer::recompute.
+enum class LaunchPass { Forward, Backward, Recompute };
+
+// A list of ops that the copies of a layer share: a transformer's blocks are its first block
+// renamed, and their op lists (names relative to their module: "linear", "attn.mask_add") are
+// the same. A copy takes a reference; the first change through a non-const member (push_back,
+// insert, a non-const iterator or element) gives this holder a list of its own. Reading goes
+// through the const members, which never copy. Copying every block's lists was a third of a
+// transformer's build, and freeing them a sixth of a sweep point that builds its workload
+// (issue 49).
+class OpList {
+ public:
+  using value_type = Op;
+  using iterator = std::vector<Op>::iterator;
+  using const_iterator = std::vector<Op>::const_iterator;
+
+  OpList() = default;
+  OpList(std::initializer_list<Op> ops) : ops_(std::make_shared<std::vector<Op>>(ops)) {}
+  OpList(std::vector<Op> ops) : ops_(ops.empty() ? nullptr : std::make_shared<std::vector<Op>>(std::move(ops))) {}  // NOLINT
+
+  std::size_t size() const { return ops_ ? ops_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const_iterator begin() const { return ops_ ? ops_->cbegin() : const_iterator{}; }
+  const_iterator end() const { return ops_ ? ops_->cend() : const_iterator{}; }
+  const Op* data() const { return ops_ ? ops_->data() : nullptr; }
+  const Op& operator[](std::size_t i) const { return (*ops_)[i]; }
+  const Op& front() const { return ops_->front(); }
+  const Op& back() const { return ops_->back(); }
+  // The list read as a vector (for code that takes one); never copies.
+  const std::vector<Op>& vector() const { return ops_ ? *ops_ : empty_list(); }
+  operator const std::vector<Op>&() const { return vector(); }  // NOLINT: reads like the vector
+  // Whether two lists are the one list (name_launches numbers a shared list once).
+  bool shares(const OpList& o) const { return ops_ != nullptr && ops_ == o.ops_; }
+
+  // Changes: the list becomes this holder's own first.
+  std::vector<Op>& mut() {
+    if (!ops_) ops_ = std::make_shared<std::vector<Op>>();
+    else if (ops_.use_count() > 1) ops_ = std::make_shared<std::vector<Op>>(*ops_);
+    return *ops_;
+  }
+  // The ops of every holder, changed in place without making the list this holder's own: only
+  // for what is a function of each op alone and so the same in every holder (Op::work_id).
+  std::vector<Op>& every_holders() { return mut_shared(); }
+  iterator begin() { return mut().begin(); }
+  iterator end() { return mut().end(); }
+  Op& operator[](std::size_t i) { return mut()[i]; }
+  Op& front() { return mut().front(); }
+  Op& back() { return mut().back(); }
+  void push_back(Op op) { mut().push_back(std::move(op)); }
+  template <class It>
+  iterator insert(const_iterator at, It first, It last) {
+    const auto k = at - begin_of_const();
+    std::vector<Op>& v = mut();
+    return v.insert(v.begin() + k, first, last);
+  }
+  iterator insert(const_iterator at, std::initializer_list<Op> ops) { return insert(at, ops.begin(), ops.end()); }
+  iterator insert(const_iterator at, Op op) {
+    const auto k = at - begin_of_const();
+    std::vector<Op>& v = mut();
+    return v.insert(v.begin() + k, std::move(op));
+  }
+
+ private:
+  const_iterator begin_of_const() const { return begin(); }
+  std::vector<Op>& mut_shared() {
+    if (!ops_) ops_ = std::make_shared<std::vector<Op>>();
+    return *ops_;
+  }
+  static const std::vector<Op>& empty_list() {
+    static const std::vector<Op> none;
+    return none;
+  }
+  std::shared_ptr<std::vector<Op>> ops_;
+};
+
 struct Module {
   std::string name;             // "block.3.attn.q_proj"
   std::vector<Param> params;    // direct parameters
-  std::vector<Op> forward;      // in launch order
-  std::vector<Op> backward;     // in launch order (input grad, weight grad, bias grad, ...)
+  OpList forward;               // in launch order
+  OpList backward;              // in launch order (input grad, weight grad, bias grad, ...)
+  // Where its launches' names start in its layer's (Layer::launch_names): its forward ops', then
+  // its backward ops'.
+  std::uint32_t first_launch = 0;
   std::int64_t numel() const;
 };
 
@@ -92,7 +168,7 @@ struct Layer {
   LayerKind kind = LayerKind::Block;
   std::vector<Module> modules;
   Bytes saved_activations;      // held from this layer's forward to its backward
-  std::vector<Op> recompute;    // forward ops re-run at the start of backward (checkpointing)
+  OpList recompute;             // forward ops re-run at the start of backward (checkpointing)
   Bytes recompute_activations;  // transient during backward when recomputing
   // recompute_activations as the tensors the allocator meets (their sum), allocated in this order
   // as the layer's backward starts; empty: one allocation (the head's loss gradients are
@@ -110,6 +186,22 @@ struct Layer {
   // kernel's name at every build was a fifth of the build (name_launches).
   std::shared_ptr<const TextPool> text;
   Text unit;
+  // The names of its launches, made once with the workload (name_launches, in `text`), in the
+  // order of its modules' forward and backward ops (Module::first_launch), then its recompute:
+  // "fwd block.3", "fwd block.3.attn q_proj", "bwd ...", "recompute block.3 q_proj". Empty in a
+  // workload built by hand; the strategies then form them as they launch (op_kernel).
+  std::vector<Text> launch_names;
+  // Where the names of the launches of `m`'s `pass` list start in launch_names (`m` unused for
+  // Recompute): its i-th op is named launch_name_at(first_launch(m, pass) + i).
+  std::size_t first_launch(const Module& m, LaunchPass pass) const {
+    if (pass == LaunchPass::Forward) return m.first_launch;
+    if (pass == LaunchPass::Backward) return m.first_launch + m.forward.size();
+    return launch_names.size() - std::min(launch_names.size(), recompute.size());
+  }
+  // The i-th name, or an empty Text (a workload built by hand has none).
+  Text launch_name_at(std::size_t i) const { return i < launch_names.size() ? launch_names[i] : Text{}; }
+  // The name of `op` of `m`'s `pass` list, found by its address (empty for an op not of it).
+  Text launch_name(const Module& m, const Op& op, LaunchPass pass) const;
 
   std::int64_t numel() const;
   KernelWork forward() const;   // sum over the forward ops
@@ -315,20 +407,23 @@ struct ToyLayerSpec {
 };
 Workload build_toy(const std::vector<ToyLayerSpec>& layers, Dtype dtype);
 
-// Which of a layer's op lists a launch comes from: Module::forward, Module::backward,
-// Layer::recompute.
-enum class LaunchPass { Forward, Backward, Recompute };
-
 // The name of op's launch, stored in `pool`: the first op of a layer's forward (backward), or the
 // one op of a one-op layer, carries the layer's name alone ("fwd block.3"), so the start of a
 // layer's pass is found by name; the others name their module and op ("fwd block.3.attn q_proj");
 // a recomputed op its layer and op ("recompute block.3 q_proj"). `m` is unused for Recompute.
 Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op& op, LaunchPass pass);
 
-// Names every op's launch (Op::launch_name) and every layer's unit once, in one pool the layers
+// Names every op's launch (Layer::launch_names) and every layer's unit once, in one pool the layers
 // share (Layer::text), as form_launch_name does, and numbers each distinct (cls, kernels, work)
 // of the workload's ops from 1 (Op::work_id; past 65,535 distinct ones, 0: priced one by one).
 // The builders above call it last; a workload changed after it must call it again.
 void name_launches(Workload& w);
+
+inline Text Layer::launch_name(const Module& m, const Op& op, LaunchPass pass) const {
+  const OpList& list = pass == LaunchPass::Forward ? m.forward : pass == LaunchPass::Backward ? m.backward : recompute;
+  // An address outside the list wraps to a large index.
+  const std::size_t k = (reinterpret_cast<std::uintptr_t>(&op) - reinterpret_cast<std::uintptr_t>(list.data())) / sizeof(Op);
+  return k < list.size() ? launch_name_at(first_launch(m, pass) + k) : Text{};
+}
 
 }  // namespace stepsim

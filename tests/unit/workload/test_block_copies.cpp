@@ -1,5 +1,6 @@
 // A transformer's blocks are its first block renamed (renamed_block, transformer.cpp): every name
-// of block i carries "block.i" where the first carries "block.0", and nothing else differs.
+// of block i carries "block.i" where the first carries "block.0", nothing else differs, and the
+// op lists are the first block's own (shared, not copied).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -58,6 +59,16 @@ TEST_CASE("a transformer's blocks differ from the first in their names' prefix o
             CHECK(names[k].find("block.0") == std::string::npos);
           }
           if (ck != Checkpointing::EveryK) CHECK(blocks[i]->saved_activations == blocks[0]->saved_activations);
+          // Their op lists are the first block's under the same policy, not copies (OpList): the
+          // block k-1 before it when EveryK alternates (k = 2).
+          const Layer& like = *blocks[ck == Checkpointing::EveryK ? i % 2 : 0];
+          REQUIRE(blocks[i]->modules.size() == like.modules.size());
+          for (std::size_t k = 0; k < like.modules.size(); ++k) {
+            const Module& m = blocks[i]->modules[k];
+            CHECK((m.forward.empty() || m.forward.shares(like.modules[k].forward)));
+            CHECK((m.backward.empty() || m.backward.shares(like.modules[k].backward)));
+          }
+          CHECK((blocks[i]->recompute.empty() || blocks[i]->recompute.shares(like.recompute)));
         }
       }
 }

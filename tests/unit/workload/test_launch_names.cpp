@@ -21,11 +21,7 @@ Workload without_names(Workload w) {
   for (Layer& l : w.layers) {
     l.text.reset();
     l.unit = Text{};
-    for (Module& m : l.modules) {
-      for (Op& op : m.forward) op.launch_name = Text{};
-      for (Op& op : m.backward) op.launch_name = Text{};
-    }
-    for (Op& op : l.recompute) op.launch_name = Text{};
+    l.launch_names.clear();
   }
   return w;
 }
@@ -68,7 +64,7 @@ TEST_CASE("a workload's launch names are the names formed at each launch", "[wor
       const Layer& block = e.workload->layers[1];
       REQUIRE(block.text);
       REQUIRE(block.unit == block.name);
-      REQUIRE_FALSE(block.modules.front().forward.front().launch_name.empty());
+      REQUIRE_FALSE(block.launch_name(block.modules.front(), block.modules.front().forward.front(), LaunchPass::Forward).empty());
 
       const LaunchNames named = launch_names(e.strategy->build(e));
       const LaunchNames formed = launch_names(e.strategy->build(with_workload(e, without_names(*e.workload))));
@@ -82,8 +78,13 @@ TEST_CASE("a workload's launch names are the names formed at each launch", "[wor
 
 TEST_CASE("a toy workload's launches keep their names", "[workload][names]") {
   Workload w = build_toy(std::vector<ToyLayerSpec>(3, ToyLayerSpec{Time{1000}, Time{2000}, 10, Bytes{}}), Dtype::BF16);
-  REQUIRE(w.layers[2].modules.front().forward.front().launch_name == "fwd layer.2");
-  REQUIRE(w.layers[2].modules.front().backward.front().launch_name == "bwd layer.2");
+  const Layer& l = w.layers[2];
+  REQUIRE(l.launch_name(l.modules.front(), l.modules.front().forward.front(), LaunchPass::Forward) == "fwd layer.2");
+  REQUIRE(l.launch_name(l.modules.front(), l.modules.front().backward.front(), LaunchPass::Backward) == "bwd layer.2");
+  // An op that is not of the list named gets no name (a copy of it, another pass).
+  const Op copy = l.modules.front().forward.front();
+  CHECK(l.launch_name(l.modules.front(), copy, LaunchPass::Forward).empty());
+  CHECK(l.launch_name(l.modules.front(), l.modules.front().forward.front(), LaunchPass::Backward).empty());
   REQUIRE(w.layers[2].unit == "layer.2");
 }
 
