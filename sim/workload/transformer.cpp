@@ -1086,24 +1086,37 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
 // Block `index` from the first block: the blocks differ only in the prefix of their layer's,
 // modules', parameters' and ops' names, "block.{index}" (BlockBuilder's `p`). Building each
 // block was most of a workload's build, which a sweep over sequence lengths or micro-batches
-// pays at every point past its cached workloads, and a process once.
-Layer renamed_block(const Layer& first, int index) {
-  Layer l = first;
+// pays at every point past its cached workloads, and a process once. `shell` is `first` without
+// its modules (everything else of the layer is copied from it); the modules are made field by
+// field (Module), each name once at its new length: a copy renamed in place allocated every name
+// of a block past the ninth twice.
+Layer renamed_block(const Layer& first, const Layer& shell, int index) {
   const std::string& from = first.name;
   const std::string to = fmt::format("block.{}", index);
   auto named = [&](const std::string& s) { return s.starts_with(from) && (s.size() == from.size() || s[from.size()] == '.'); };
-  auto rename = [&](std::string& s) {
-    if (named(s)) s.replace(0, from.size(), to);
+  auto renamed = [&](const std::string& s) {
+    if (!named(s)) return s;
+    std::string r;
+    r.reserve(to.size() + s.size() - from.size());
+    r.append(to).append(s, from.size());
+    return r;
   };
   // An op list stays shared with the first block's (OpList) unless one of its ops names the block.
   auto rename_ops = [&](OpList& ops) {
     for (std::size_t i = 0; i < ops.size(); ++i)
-      if (named(std::as_const(ops)[i].name)) rename(ops[i].name);
+      if (named(std::as_const(ops)[i].name)) ops[i].name = renamed(std::as_const(ops)[i].name);
   };
-  rename(l.name);
-  for (Module& m : l.modules) {
-    rename(m.name);
-    for (Param& p : m.params) rename(p.name);
+  Layer l = shell;
+  l.name = renamed(first.name);
+  l.modules.reserve(first.modules.size());
+  for (const Module& fm : first.modules) {
+    Module& m = l.modules.emplace_back();
+    m.name = renamed(fm.name);
+    m.params.reserve(fm.params.size());
+    for (const Param& p : fm.params) m.params.push_back(Param{renamed(p.name), p.numel, p.dim0});
+    m.forward = fm.forward;
+    m.backward = fm.backward;
+    m.first_launch = fm.first_launch;
     rename_ops(m.forward);
     rename_ops(m.backward);
   }
@@ -1128,6 +1141,12 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
   const bool every_k = o.checkpointing == Checkpointing::EveryK;
   const Layer checkpointed = with_policy(every_k ? Checkpointing::Full : o.checkpointing);
   const Layer plain = every_k ? with_policy(Checkpointing::None) : Layer{};
+  auto shell_of = [](const Layer& l) {
+    Layer shell = l;
+    shell.modules.clear();
+    return shell;
+  };
+  const Layer checkpointed_shell = shell_of(checkpointed), plain_shell = shell_of(plain);
   w.layers.reserve(w.layers.size() + static_cast<std::size_t>(md.layers));
   for (int i = 0; i < md.layers; ++i) {
     // EveryK: the k-th, 2k-th, ... block counted from 1 (Checkpointing)
@@ -1135,7 +1154,7 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     const Layer& from = full ? checkpointed : plain;
     // Not `i == 0 ? from : renamed_block(...)`: that is a const prvalue, which push_back copies.
     if (i == 0) w.layers.push_back(from);
-    else w.layers.push_back(renamed_block(from, i));
+    else w.layers.push_back(renamed_block(from, full ? checkpointed_shell : plain_shell, i));
   }
 }
 

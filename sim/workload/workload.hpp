@@ -149,6 +149,8 @@ class OpList {
   std::shared_ptr<std::vector<Op>> ops_;
 };
 
+// renamed_block (transformer.cpp) copies a block's modules field by field: a field added here
+// is added there too.
 struct Module {
   std::string name;             // "block.3.attn.q_proj"
   std::vector<Param> params;    // direct parameters

@@ -67,8 +67,25 @@ TEST_CASE("a transformer's blocks differ from the first in their names' prefix o
             const Module& m = blocks[i]->modules[k];
             CHECK((m.forward.empty() || m.forward.shares(like.modules[k].forward)));
             CHECK((m.backward.empty() || m.backward.shares(like.modules[k].backward)));
+            // Everything but the names, as the first block has it (renamed_block copies the
+            // modules field by field).
+            CHECK(m.first_launch == like.modules[k].first_launch);
+            REQUIRE(m.params.size() == like.modules[k].params.size());
+            for (std::size_t j = 0; j < m.params.size(); ++j) {
+              CHECK(m.params[j].numel == like.modules[k].params[j].numel);
+              CHECK(m.params[j].dim0 == like.modules[k].params[j].dim0);
+            }
           }
           CHECK((blocks[i]->recompute.empty() || blocks[i]->recompute.shares(like.recompute)));
+          CHECK(blocks[i]->kind == like.kind);
+          CHECK(blocks[i]->saved_activations == like.saved_activations);
+          CHECK(blocks[i]->recompute_activations == like.recompute_activations);
+          CHECK(blocks[i]->backward_transients == like.backward_transients);
+          CHECK(blocks[i]->autograd_nodes == like.autograd_nodes);
+          CHECK(blocks[i]->forward_dispatch == like.forward_dispatch);
+          CHECK(blocks[i]->backward_dispatch == like.backward_dispatch);
+          CHECK(blocks[i]->launch_names.size() == like.launch_names.size());
+          CHECK(blocks[i]->text == like.text);
         }
       }
 }
