@@ -70,17 +70,35 @@ struct WorkKeyHash {
 // Op::work_id for every op of w: equal (cls, kernels, work), equal id, numbered in the order the
 // works first appear (layers in order; a layer's modules' forward and backward ops, then its
 // recompute). A list the blocks share is numbered once: its ops' numbers are those of their
-// works, the same in every block that holds it.
+// works, the same in every block that holds it. A list numbered before (by another workload
+// that shares it: a copy of this one) keeps its numbers when they are this workload's too, and
+// is otherwise made this holder's own before it is numbered, so no other workload's numbers
+// change under it.
 void number_works(Workload& w) {
   std::unordered_map<WorkKey, std::uint16_t, WorkKeyHash> ids;
   std::unordered_set<const Op*> numbered;  // the first op of every list numbered so far
+  auto id_of = [&](const Op& op) {
+    auto [it, added] = ids.try_emplace(WorkKey{&op}, 0);
+    if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
+    return it->second;
+  };
   auto number_list = [&](OpList& list) {
-    if (list.empty() || !numbered.insert(list.data()).second) return;
-    for (Op& op : list.every_holders()) {
-      auto [it, added] = ids.try_emplace(WorkKey{&op}, 0);
-      if (added) it->second = ids.size() <= std::numeric_limits<std::uint16_t>::max() ? static_cast<std::uint16_t>(ids.size()) : 0;
-      op.work_id = it->second;
+    if (list.empty() || numbered.contains(list.data())) return;
+    const OpList& read = list;
+    bool fresh = true, same = true;
+    for (const Op& op : read) {
+      fresh = fresh && op.work_id == 0;
+      same = same && op.work_id == id_of(op);
     }
+    if (same) {
+      numbered.insert(list.data());
+      return;
+    }
+    // Never numbered: every holder is a copy made before (this workload's blocks), so all take
+    // the numbers; numbered otherwise: this holder's own list.
+    std::vector<Op>& ops = fresh ? list.every_holders() : list.mut();
+    for (Op& op : ops) op.work_id = id_of(op);
+    numbered.insert(list.data());
   };
   for (Layer& l : w.layers) {
     for (Module& m : l.modules) {

@@ -142,3 +142,39 @@ TEST_CASE("a workload numbers its ops' works: equal id, equal (class, kernels, w
     CHECK(numbered > ops.size() / 2);
   }
 }
+
+TEST_CASE("numbering a changed copy of a workload leaves the original's numbers alone", "[workload][names]") {
+  const Experiment e = experiment_from_doc(
+      {{"workload", {{"preset", "llama2-7b"}, {"seq_len", 1024}, {"micro_batch", 1}}},
+       {"cluster", {{"profile", "configs/hardware/h100-sxm-8x.json"}, {"nodes", 1}, {"gpus_per_node", 8}}},
+       {"strategy", {{"framework", "fsdp2"}}}});
+  const Workload& original = *e.workload;
+  auto ids_of = [](const Workload& w) {
+    std::vector<std::uint16_t> ids;
+    for (const Layer& l : w.layers)
+      for (const Module& m : l.modules) {
+        for (const Op& op : m.forward) ids.push_back(op.work_id);
+        for (const Op& op : m.backward) ids.push_back(op.work_id);
+      }
+    return ids;
+  };
+  const std::vector<std::uint16_t> before = ids_of(original);
+  // The copy shares the original's op lists; without its embedding its works are met in another
+  // order, so its numbers differ.
+  Workload copy = original;
+  copy.layers.erase(copy.layers.begin());
+  name_launches(copy);
+  CHECK(ids_of(original) == before);
+  std::vector<const Op*> ops;
+  for (const Layer& l : copy.layers)
+    for (const Module& m : l.modules) {
+      for (const Op& op : m.forward) ops.push_back(&op);
+      for (const Op& op : m.backward) ops.push_back(&op);
+    }
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    for (std::size_t j = i + 1; j < ops.size(); ++j) {
+      const bool same = ops[i]->cls == ops[j]->cls && ops[i]->kernels == ops[j]->kernels && ops[i]->work == ops[j]->work;
+      if ((ops[i]->work_id == ops[j]->work_id) != same) FAIL("ops " << ops[i]->name << " and " << ops[j]->name);
+    }
+  CHECK(ids_of(copy) != std::vector<std::uint16_t>(before.begin() + static_cast<std::ptrdiff_t>(before.size() - ids_of(copy).size()), before.end()));
+}
