@@ -82,8 +82,8 @@ enum class LaunchPass { Forward, Backward, Recompute };
 // the same. A copy takes a reference; the first change through a non-const member (push_back,
 // insert, a non-const iterator or element) gives this holder a list of its own. Reading goes
 // through the const members, which never copy. Copying every block's lists was a third of a
-// transformer's build, and freeing them a sixth of a sweep point that builds its workload
-// (issue 49).
+// transformer's build, which a sweep over sequence lengths or micro-batches pays at nearly every
+// point (issue 49).
 class OpList {
  public:
   using value_type = Op;
@@ -105,7 +105,8 @@ class OpList {
   // The list read as a vector (for code that takes one); never copies.
   const std::vector<Op>& vector() const { return ops_ ? *ops_ : empty_list(); }
   operator const std::vector<Op>&() const { return vector(); }  // NOLINT: reads like the vector
-  // Whether two lists are the one list (name_launches numbers a shared list once).
+  // Whether two lists are the one list (tests/unit/workload/test_block_copies.cpp holds the
+  // blocks to it).
   bool shares(const OpList& o) const { return ops_ != nullptr && ops_ == o.ops_; }
 
   // Changes: the list becomes this holder's own first.
