@@ -161,7 +161,9 @@ static void check_nanogpt(ObjectReader& w, const ModelDims& dims, const Workload
 
 // `torch_version`: the run's PyTorch (training.torch_version), for the implementation defaults
 // that depend on it.
-static Workload parse_workload(ObjectReader w, std::optional<Release> torch_version) {
+// `recycled`: a workload no longer needed, which the build may take names from
+// (build_transformer).
+static Workload parse_workload(ObjectReader w, std::optional<Release> torch_version, Workload* recycled) {
   if (w.has("toy")) {
     Workload out = parse_toy(w);
     w.finish();
@@ -225,7 +227,7 @@ static Workload parse_workload(ObjectReader w, std::optional<Release> torch_vers
     opts.impl = Implementation::Hf;
   w.finish();
   check_transformer_sizes(w, dims, mb, seq);
-  return build_transformer(name, dims, mb, seq, dt, opts);
+  return build_transformer(name, dims, mb, seq, dt, opts, recycled);
 }
 
 static ClusterConfig parse_cluster(ObjectReader c, ProfileCache* profiles) {
@@ -340,14 +342,21 @@ std::shared_ptr<const Workload> WorkloadCache::find(const std::string& key) {
       it->second.last_use = ++uses_;
       return it->second.workload;
     }
+    // Full and dropping the least recent, it drops that one before the caller builds another,
+    // which may be built from it (take_recyclable). A thread's own cache so frees the workload it
+    // holds before the caller builds another: the build then reuses the memory just freed, still
+    // in the core's caches (held until the new one was added, it made a sweep whose every point
+    // builds its own 7 % slower).
+    if (when_full_ == WhenFull::DropLeastRecent && by_key_.size() >= capacity_ && !by_key_.empty()) {
+      auto lru = least_recent(by_key_);
+      recyclable_.reset();
+      if (lru->second.workload.use_count() == 1) recyclable_ = std::move(lru->second.workload);
+      by_key_.erase(lru);
+    }
     if (!parent_) {
       ++misses_;
       return nullptr;
     }
-    // A thread's own cache, full, frees the workload it holds before the caller builds another:
-    // the build then reuses the memory just freed, still in the core's caches (held until the
-    // new one was added, it made a sweep whose every point builds its own 7 % slower).
-    if (by_key_.size() >= capacity_ && !by_key_.empty()) by_key_.erase(least_recent(by_key_));
   }
   auto found = parent_->find(key);
   std::lock_guard lock(mutex_);
@@ -370,7 +379,12 @@ std::uint64_t WorkloadCache::misses() const {
 // otherwise evict each one before its next use and pay a copy per point for nothing; this way
 // the first `capacity` workloads are shared and the others cost what they did without a cache
 // (or, grouped by the runner, are shared by the points of a worker's run: the parent above).
-void WorkloadCache::add(const std::string& key, std::shared_ptr<const Workload> w) {
+std::shared_ptr<Workload> WorkloadCache::take_recyclable() {
+  std::lock_guard lock(mutex_);
+  return std::move(recyclable_);
+}
+
+void WorkloadCache::add(const std::string& key, std::shared_ptr<Workload> w) {
   if (parent_) parent_->add(key, w);
   std::lock_guard lock(mutex_);
   if (by_key_.contains(key)) return;  // two threads built it: keep the first
@@ -431,8 +445,10 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
     if (auto cached = cache ? cache->find(key) : nullptr) {
       e.workload = std::move(cached);
     } else {
-      e.workload = std::make_shared<const Workload>(parse_workload(std::move(w), e.training.torch_version));
-      if (cache) cache->add(key, e.workload);
+      const std::shared_ptr<Workload> recycled = cache ? cache->take_recyclable() : nullptr;
+      auto built = std::make_shared<Workload>(parse_workload(std::move(w), e.training.torch_version, recycled.get()));
+      if (cache) cache->add(key, built);
+      e.workload = std::move(built);
     }
   }
   e.cluster = parse_cluster(root.object("cluster", experiment_keys::cluster()), profiles);

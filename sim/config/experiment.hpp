@@ -142,7 +142,14 @@ class WorkloadCache {
   // Not const: a thread's own cache (with a parent) that misses makes room for what the caller
   // builds.
   std::shared_ptr<const Workload> find(const std::string& key);
-  void add(const std::string& key, std::shared_ptr<const Workload> w);
+  // `w` as read_experiment made it: a workload no one else holds any more may be handed to the
+  // build of another (take_recyclable), so the cache holds it as an object that can change.
+  void add(const std::string& key, std::shared_ptr<Workload> w);
+  // A workload a find that missed dropped to make room, which nothing else held: the caller may
+  // build the next one from it (build_transformer's `recycled`: its names are taken where they
+  // are the new workload's, a sixth of a sweep point that builds its workload, issue 49), then
+  // drops it. Null if none. Only a cache that drops what it holds when full has one.
+  std::shared_ptr<Workload> take_recyclable();
   // Finds that found a workload here, and that did not (nor in the parent: the caller then
   // built one).
   std::uint64_t hits() const;
@@ -154,7 +161,7 @@ class WorkloadCache {
 
  private:
   struct Entry {
-    std::shared_ptr<const Workload> workload;
+    std::shared_ptr<Workload> workload;
     std::uint64_t last_use = 0;
   };
   std::size_t capacity_;
@@ -163,6 +170,7 @@ class WorkloadCache {
   mutable std::mutex mutex_;
   std::uint64_t uses_ = 0, hits_ = 0, misses_ = 0;
   std::unordered_map<std::string, Entry> by_key_;
+  std::shared_ptr<Workload> recyclable_;
 };
 
 // The cache load_experiment and load_experiment_from_json share within a process (the Python

@@ -32,6 +32,14 @@ GemmTable::GemmTable(const ComputeProfile& c) {
   for (const auto& e : c.gemm_table)
     entries_.push_back(Entry{log2_dim(e.shape.m * e.shape.batch), log2_dim(e.shape.n), log2_dim(e.shape.k), e.rate.flops_per_s,
                              e.shape.dtype, e.shape.layout});
+  // Grouped by dtype, each dtype's entries in table order (a lookup walks its dtype's only: the
+  // H100 table is half tf32; ties between equally near entries go to the earlier one, as before).
+  std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.dtype < b.dtype; });
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    auto& r = by_dtype_[static_cast<std::size_t>(entries_[i].dtype)];
+    if (r.second == 0) r.first = static_cast<std::uint32_t>(i);
+    r.second = static_cast<std::uint32_t>(i + 1);
+  }
 }
 
 double GemmTable::nearest(const GemmShape& g, double peak) const {
@@ -39,12 +47,12 @@ double GemmTable::nearest(const GemmShape& g, double peak) const {
   std::array<Near, 4> best;
   best.fill(Near{1e300, 0});
   const double lm = log2_dim(g.m * g.batch), ln = log2_dim(g.n), lk = log2_dim(g.k);
-  bool any = false;
+  const auto [first, last] = by_dtype_[static_cast<std::size_t>(g.dtype)];
+  if (first == last) return -1;
   double exact_sum = 0;  // several exact entries (of layouts the query does not pick): their mean
   int exact = 0;
-  for (const Entry& e : entries_) {
-    if (e.dtype != g.dtype) continue;
-    any = true;
+  for (std::uint32_t i = first; i < last; ++i) {
+    const Entry& e = entries_[i];
     double dm = e.lm - lm;
     double dn = e.ln - ln;
     double dk = e.lk - lk;
@@ -68,7 +76,6 @@ double GemmTable::nearest(const GemmShape& g, double peak) const {
       }
     }
   }
-  if (!any) return -1;
   if (exact > 0) return exact_sum / exact;
   double wsum = 0, esum = 0;
   for (const auto& n : best) {

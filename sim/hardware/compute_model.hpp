@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sim/hardware/profile.hpp"
@@ -35,7 +36,9 @@ class GemmTable {
     GemmLayout layout;
   };
   double nearest(const GemmShape& g, double peak) const;
-  std::vector<Entry> entries_;
+  std::vector<Entry> entries_;  // grouped by dtype
+  // Each dtype's entries, [first, last) of entries_ (by Dtype's value; empty: none).
+  std::array<std::pair<std::uint32_t, std::uint32_t>, kDtypeCount> by_dtype_{};
 };
 
 Time gemm_time(const ComputeProfile& c, const GemmShape& g);

@@ -115,6 +115,29 @@ Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op&
   return launch_name(pool, l, layer_firsts(l), m, op, pass);
 }
 
+bool adopt_launch_names(Workload& w, Workload& old) {
+  if (old.layers.size() != w.layers.size()) return false;
+  for (std::size_t k = 0; k < w.layers.size(); ++k) {
+    const Layer &l = w.layers[k], &o = old.layers[k];
+    std::size_t n = l.recompute.size();
+    for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
+    if (o.launch_names.size() != n || !o.text || o.text != old.layers.front().text) return false;
+  }
+  number_works(w);
+  for (std::size_t k = 0; k < w.layers.size(); ++k) {
+    Layer &l = w.layers[k], &o = old.layers[k];
+    std::uint32_t at = 0;
+    for (Module& m : l.modules) {
+      m.first_launch = at;
+      at += static_cast<std::uint32_t>(m.forward.size() + m.backward.size());
+    }
+    l.launch_names = std::move(o.launch_names);
+    l.unit = o.unit;
+    l.text = o.text;
+  }
+  return true;
+}
+
 void name_launches(Workload& w) {
   number_works(w);
   auto pool = std::make_shared<TextPool>();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <string_view>
 
 #include "sim/workload/workload.hpp"
@@ -1083,6 +1084,17 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
   return embed;
 }
 
+// Whether `name` names block `to` ("block.3") as `first_name` names block `from` ("block.0"): the
+// names of a block differ from the first block's in that prefix only.
+bool names_block(std::string_view name, std::string_view from) {
+  return name.starts_with(from) && (name.size() == from.size() || name[from.size()] == '.');
+}
+bool renamed_name(std::string_view name, std::string_view first_name, std::string_view from, std::string_view to) {
+  if (!names_block(first_name, from)) return name == first_name;
+  return name.size() == to.size() + first_name.size() - from.size() && name.starts_with(to) &&
+         name.substr(to.size()) == first_name.substr(from.size());
+}
+
 // Block `index` from the first block: the blocks differ only in the prefix of their layer's,
 // modules', parameters' and ops' names, "block.{index}" (BlockBuilder's `p`). Building each
 // block was most of a workload's build, which a sweep over sequence lengths or micro-batches
@@ -1093,9 +1105,8 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
 Layer renamed_block(const Layer& first, const Layer& shell, int index) {
   const std::string& from = first.name;
   const std::string to = fmt::format("block.{}", index);
-  auto named = [&](const std::string& s) { return s.starts_with(from) && (s.size() == from.size() || s[from.size()] == '.'); };
   auto renamed = [&](const std::string& s) {
-    if (!named(s)) return s;
+    if (!names_block(s, from)) return s;
     std::string r;
     r.reserve(to.size() + s.size() - from.size());
     r.append(to).append(s, from.size());
@@ -1104,7 +1115,7 @@ Layer renamed_block(const Layer& first, const Layer& shell, int index) {
   // An op list stays shared with the first block's (OpList) unless one of its ops names the block.
   auto rename_ops = [&](OpList& ops) {
     for (std::size_t i = 0; i < ops.size(); ++i)
-      if (named(std::as_const(ops)[i].name)) ops[i].name = renamed(std::as_const(ops)[i].name);
+      if (names_block(std::as_const(ops)[i].name, from)) ops[i].name = renamed(std::as_const(ops)[i].name);
   };
   Layer l = shell;
   l.name = renamed(first.name);
@@ -1124,9 +1135,108 @@ Layer renamed_block(const Layer& first, const Layer& shell, int index) {
   return l;
 }
 
+// A workload built before, whose names this build takes where they are the ones it would form
+// (build_transformer's `recycled`). A sweep over sequence lengths or micro-batches builds a
+// workload at nearly every point, and its names (a block's layer, module and parameter names, a
+// heap string each, and every launch's name) were most of the build and of freeing the workload
+// after, though they are the same at every point (issue 49).
+struct Recycling {
+  Workload* old = nullptr;
+  // Whether every layer so far has the launch names `old`'s layer at its index has: the names
+  // form_launch_name reads are the same (the layer's, its modules', their ops'), and so are the
+  // lengths of the op lists.
+  bool launch_names_same = true;
+  // The op lists last compared at each place of a block (a module's forward, its backward, the
+  // recompute list): the blocks of both workloads share their lists, so a place compares the same
+  // two lists block after block.
+  struct Compared {
+    const Op* a = nullptr;
+    const Op* b = nullptr;
+    bool same = false;
+  };
+  std::vector<Compared> compared;
+
+  // Whether the ops of `a` and `b` have the same names; `place` indexes `compared` (none: -1).
+  bool same_op_names(const OpList& a, const OpList& b, std::ptrdiff_t place = -1) {
+    if (a.size() != b.size()) return false;
+    if (a.empty()) return true;
+    Compared* c = nullptr;
+    if (place >= 0) {
+      if (compared.size() <= static_cast<std::size_t>(place)) compared.resize(static_cast<std::size_t>(place) + 1);
+      c = &compared[static_cast<std::size_t>(place)];
+      if (c->a == a.data() && c->b == b.data()) return c->same;
+    }
+    bool same = true;
+    for (std::size_t i = 0; i < a.size() && same; ++i) same = a[i].name == b[i].name;
+    if (c) *c = Compared{a.data(), b.data(), same};
+    return same;
+  }
+  // Whether `l` names its launches as `was` did (both built before name_launches ran on `l`).
+  bool same_launch_inputs(const Layer& l, const Layer& was) {
+    if (l.name != was.name || l.modules.size() != was.modules.size() || !same_op_names(l.recompute, was.recompute)) return false;
+    for (std::size_t k = 0; k < l.modules.size(); ++k) {
+      const Module &m = l.modules[k], &w = was.modules[k];
+      if (m.name != w.name || !same_op_names(m.forward, w.forward) || !same_op_names(m.backward, w.backward)) return false;
+    }
+    return true;
+  }
+};
+
+// renamed_block(first, shell, index) made from `old`, a block of a workload built before: its
+// names (the layer's, its modules', their parameters') are moved in where they are the ones
+// renamed_block forms, checked name by name, and none is formed; nullopt where one differs (a
+// workload of another model). Everything else comes from `first` and `shell` as in
+// renamed_block. Notes in `r` whether the block's launch names are `old`'s.
+std::optional<Layer> recycled_block(Layer& old, const Layer& first, const Layer& shell, int index, Recycling& r) {
+  const std::string& from = first.name;
+  const std::string to = fmt::format("block.{}", index);
+  if (old.kind != LayerKind::Block || old.modules.size() != first.modules.size() || !renamed_name(old.name, from, from, to)) return std::nullopt;
+  for (std::size_t k = 0; k < first.modules.size(); ++k) {
+    const Module &fm = first.modules[k], &om = old.modules[k];
+    if (om.params.size() != fm.params.size() || !renamed_name(om.name, fm.name, from, to)) return std::nullopt;
+    for (std::size_t j = 0; j < fm.params.size(); ++j)
+      if (!renamed_name(om.params[j].name, fm.params[j].name, from, to)) return std::nullopt;
+  }
+  // Its launch names, read before its op lists are replaced (its names are the renamed ones).
+  const auto modules = static_cast<std::ptrdiff_t>(first.modules.size());
+  bool same = r.same_op_names(shell.recompute, old.recompute, 2 * modules);
+  for (std::ptrdiff_t k = 0; k < modules && same; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    same = r.same_op_names(first.modules[i].forward, old.modules[i].forward, 2 * k) &&
+           r.same_op_names(first.modules[i].backward, old.modules[i].backward, 2 * k + 1);
+  }
+  r.launch_names_same = r.launch_names_same && same;
+  Layer l = shell;
+  l.name = std::move(old.name);
+  l.modules = std::move(old.modules);
+  for (std::size_t k = 0; k < first.modules.size(); ++k) {
+    const Module& fm = first.modules[k];
+    Module& m = l.modules[k];
+    for (std::size_t j = 0; j < fm.params.size(); ++j) {
+      m.params[j].numel = fm.params[j].numel;
+      m.params[j].dim0 = fm.params[j].dim0;
+    }
+    m.forward = fm.forward;
+    m.backward = fm.backward;
+    m.first_launch = fm.first_launch;
+  }
+  return l;
+}
+
+// Whether an op of `l`'s lists names the block (renamed_block then gives the block lists of its
+// own, which recycled_block does not).
+bool ops_name_block(const Layer& l) {
+  auto names = [&](const OpList& ops) {
+    return std::any_of(ops.begin(), ops.end(), [&](const Op& op) { return names_block(op.name, l.name); });
+  };
+  if (names(l.recompute)) return true;
+  return std::any_of(l.modules.begin(), l.modules.end(), [&](const Module& m) { return names(m.forward) || names(m.backward); });
+}
+
 // The transformer blocks, each with its checkpointing policy applied; `o` resolved (its
-// checkpoint_early_stop set: build_transformer).
-void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o) {
+// checkpoint_early_stop set: build_transformer). With `r`, the blocks past the first take the
+// names of `r.old`'s blocks at their index where those are theirs (recycled_block).
+void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadOptions& o, Recycling* r) {
   BlockBuild bb{md, d, o};
   const Layer first = block(0, bb);
   // The first block under each policy a block may get (EveryK: full or none), which the other
@@ -1147,14 +1257,21 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     return shell;
   };
   const Layer checkpointed_shell = shell_of(checkpointed), plain_shell = shell_of(plain);
+  if (r && (ops_name_block(checkpointed) || (every_k && ops_name_block(plain)))) r = nullptr;
   w.layers.reserve(w.layers.size() + static_cast<std::size_t>(md.layers));
   for (int i = 0; i < md.layers; ++i) {
     // EveryK: the k-th, 2k-th, ... block counted from 1 (Checkpointing)
     const bool full = !every_k || (i + 1) % std::max(1, o.checkpoint_every) == 0;
     const Layer& from = full ? checkpointed : plain;
+    const Layer& shell = full ? checkpointed_shell : plain_shell;
+    const std::size_t at = w.layers.size();
+    std::optional<Layer> recycled;
+    if (i > 0 && r && at < r->old->layers.size()) recycled = recycled_block(r->old->layers[at], from, shell, i, *r);
+    if (r && i > 0 && !recycled) r->launch_names_same = false;
     // Not `i == 0 ? from : renamed_block(...)`: that is a const prvalue, which push_back copies.
     if (i == 0) w.layers.push_back(from);
-    else w.layers.push_back(renamed_block(from, full ? checkpointed_shell : plain_shell, i));
+    else if (recycled) w.layers.push_back(std::move(*recycled));
+    else w.layers.push_back(renamed_block(from, shell, i));
   }
 }
 
@@ -1491,7 +1608,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
 }
 
 Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
-                           const WorkloadOptions& given) {
+                           const WorkloadOptions& given, Workload* recycled) {
   // The options as they apply, resolved once: what the layers are built from and what reports show.
   WorkloadOptions o = given;
   o.loop = given.training_loop();
@@ -1505,7 +1622,10 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.options = o;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
+  std::optional<Recycling> recycling;
+  if (recycled) recycling.emplace(Recycling{recycled});
   if (o.impl == Implementation::ModdedNanogpt) {
+    recycling.reset();
     w.layers.push_back(nanogpt::embedding(md, d));
     for (int i = 0; i < md.layers; ++i) w.layers.push_back(nanogpt::block(i, d, o));
     w.layers.push_back(nanogpt::final_norm(d));
@@ -1520,7 +1640,7 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     }
   } else {
     w.layers.push_back(embedding_layer(md, d, o));
-    add_blocks(w, md, d, o);
+    add_blocks(w, md, d, o, recycling ? &*recycling : nullptr);
     w.layers.push_back(final_norm_layer(md, d, o));
     w.layers.push_back(head_layer(w, md, d, o));
   }
@@ -1531,7 +1651,16 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
     l.backward_dispatch = bwd_dispatch;
     saved_tensors_per_op(l);
   }
-  name_launches(w);
+  // The recycled workload's launch names where every layer's are the ones name_launches would
+  // form: the blocks past the first were compared as they were made; the others are compared here.
+  bool adopt = recycling && recycling->launch_names_same && recycling->old->layers.size() == w.layers.size();
+  bool first_block = true;
+  for (std::size_t k = 0; k < w.layers.size() && adopt; ++k) {
+    const bool made_here = w.layers[k].kind != LayerKind::Block || first_block;
+    if (w.layers[k].kind == LayerKind::Block) first_block = false;
+    if (made_here) adopt = recycling->same_launch_inputs(w.layers[k], recycling->old->layers[k]);
+  }
+  if (!adopt || !adopt_launch_names(w, *recycling->old)) name_launches(w);
   return w;
 }
 

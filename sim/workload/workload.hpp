@@ -26,6 +26,7 @@ struct Param {
   std::string name;
   std::int64_t numel = 0;
   std::int64_t dim0 = 0;  // rows (FSDP2 shards dim 0 and pads it to a multiple of the group)
+  bool operator==(const Param&) const = default;
 };
 
 // One aten-level op as the framework launches it: one Launch in the host program, `kernels` CUDA
@@ -71,6 +72,7 @@ struct Op {
   // Its (cls, kernels, work) numbered among the workload's (name_launches): the ops of a model's
   // blocks repeat a few dozen works, which the engine then prices once each (Kernel::work_id).
   std::uint16_t work_id = 0;
+  bool operator==(const Op&) const = default;
 };
 
 // Which of a layer's op lists a launch comes from: Module::forward, Module::backward,
@@ -312,6 +314,7 @@ struct WorkloadOptions {
   std::optional<bool> checkpoint_early_stop;
   std::optional<Release> torch_version;  // the run's PyTorch (TrainingConfig::torch_version)
   Release torch() const { return torch_version.value_or(kDefaultTorchRelease); }
+  bool operator==(const WorkloadOptions&) const = default;
 };
 
 // The first PyTorch whose non-reentrant checkpointing stops early (checkpoint_stops_early).
@@ -394,8 +397,15 @@ std::vector<std::string> preset_names();
 // The preset's default implementation options (see default_options); gpt3-* are Megatron-style.
 WorkloadOptions preset_options(const std::string& name);
 
+// With `recycled` (a workload built before by this function, which the caller no longer needs),
+// the build takes its names where they are the ones it would form, checked name by name, instead
+// of forming them: a block's layer, module and parameter names and every launch's name, which do
+// not change with the sequence length, micro-batch, dtype or most options, and were most of a
+// build and of freeing a workload (a sweep over sequence lengths builds one at nearly every
+// point: issue 49). The result is the workload built without it; `recycled` is left in a valid
+// but unspecified state, to be dropped.
 Workload build_transformer(const std::string& name, const ModelDims& dims, std::int64_t micro_batch,
-                           std::int64_t seq_len, Dtype dtype, const WorkloadOptions& options);
+                           std::int64_t seq_len, Dtype dtype, const WorkloadOptions& options, Workload* recycled = nullptr);
 // The family's default options with `ckpt`.
 Workload build_transformer(const std::string& name, const ModelDims& dims, std::int64_t micro_batch,
                            std::int64_t seq_len, Dtype dtype, Checkpointing ckpt);
@@ -421,6 +431,12 @@ Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op&
 // of the workload's ops from 1 (Op::work_id; past 65,535 distinct ones, 0: priced one by one).
 // The builders above call it last; a workload changed after it must call it again.
 void name_launches(Workload& w);
+// name_launches with the names of `old`, a workload whose launches the caller found to be named as
+// this one's would be (build_transformer's `recycled`: the names form_launch_name reads and the
+// lengths of the op lists are the same, layer by layer): each layer takes the names of `old`'s
+// layer at its index, with its pool; the works are numbered afresh. False, and nothing taken,
+// where `old` does not hold one name per launch in one pool.
+bool adopt_launch_names(Workload& w, Workload& old);
 
 inline Text Layer::launch_name(const Module& m, const Op& op, LaunchPass pass) const {
   const OpList& list = pass == LaunchPass::Forward ? m.forward : pass == LaunchPass::Backward ? m.backward : recompute;

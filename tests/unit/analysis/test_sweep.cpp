@@ -10,6 +10,7 @@
 
 #include "sim/explore/sweep.hpp"
 #include "sim/config/json_reader.hpp"
+#include "sim/strategies/load_experiment.hpp"
 #include "test_support.hpp"
 
 using namespace stepsim;
@@ -267,6 +268,38 @@ TEST_CASE("a sweep whose points share workloads gives the rows it gives when eve
   // A cache smaller than the distinct workloads (4) shares the first one, builds the others, and agrees.
   cached.workloads = std::make_shared<WorkloadCache>(1);
   CHECK(run_csv(cached, two) == expected);
+}
+
+TEST_CASE("a cache that drops a workload no one holds any more hands it to the next build, which takes its names", "[sweep]") {
+  // A sweep worker's own cache (one workload, the least recent dropped) in front of the sweep's.
+  WorkloadCache sweep_cache(0);
+  WorkloadCache worker(1, WorkloadCache::WhenFull::DropLeastRecent, &sweep_cache);
+  SourceMap src;
+  src.root_file = "(test)";
+  auto doc = [&](int seq) {
+    nlohmann::json d = nlohmann::json::parse(std::ifstream(kRoot + "/configs/examples/llama3-8b-fsdp2-8xh100.json"));
+    d["workload"]["seq_len"] = seq;
+    return d;
+  };
+  auto pool_of = [](const Experiment& e) { return e.workload->layers.front().text.get(); };
+  const TextPool* first_pool = nullptr;
+  {
+    const Experiment e = experiment_from_json(doc(1024), src, nullptr, "", &worker);
+    first_pool = pool_of(e);
+  }
+  // The first workload is dropped at the next miss and, held by no one, taken by that build.
+  const Experiment second = experiment_from_json(doc(2048), src, nullptr, "", &worker);
+  CHECK(pool_of(second) == first_pool);
+  CHECK(worker.take_recyclable() == nullptr);  // taken
+  // A workload still held (by `second`) is dropped from the cache but not handed on.
+  const Experiment third = experiment_from_json(doc(512), src, nullptr, "", &worker);
+  CHECK(pool_of(third) != pool_of(second));
+  CHECK(third.workload->seq_len == 512);
+  // A cache that keeps what it holds never drops one.
+  WorkloadCache keeps(1);
+  { const Experiment e = experiment_from_json(doc(1024), src, nullptr, "", &keeps); }
+  const Experiment again = experiment_from_json(doc(2048), src, nullptr, "", &keeps);
+  CHECK(keeps.take_recyclable() == nullptr);
 }
 
 TEST_CASE("a sweep evaluates the points that build one workload together and writes its rows in point order", "[sweep]") {
