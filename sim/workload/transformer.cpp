@@ -1084,11 +1084,12 @@ Layer embedding_layer(const ModelDims& md, const Dims& d, const WorkloadOptions&
   return embed;
 }
 
-// Whether `name` names block `to` ("block.3") as `first_name` names block `from` ("block.0"): the
-// names of a block differ from the first block's in that prefix only.
+// Whether `name` is block `from`'s ("block.0") or one of its parts' ("block.0.attn.q_proj").
 bool names_block(std::string_view name, std::string_view from) {
   return name.starts_with(from) && (name.size() == from.size() || name[from.size()] == '.');
 }
+// Whether `name` names block `to` ("block.3") as `first_name` names block `from` ("block.0"): the
+// names of a block differ from the first block's in that prefix only (renamed_block).
 bool renamed_name(std::string_view name, std::string_view first_name, std::string_view from, std::string_view to) {
   if (!names_block(first_name, from)) return name == first_name;
   return name.size() == to.size() + first_name.size() - from.size() && name.starts_with(to) &&
@@ -1257,7 +1258,10 @@ void add_blocks(Workload& w, const ModelDims& md, const Dims& d, const WorkloadO
     return shell;
   };
   const Layer checkpointed_shell = shell_of(checkpointed), plain_shell = shell_of(plain);
-  if (r && (ops_name_block(checkpointed) || (every_k && ops_name_block(plain)))) r = nullptr;
+  if (r && (ops_name_block(checkpointed) || (every_k && ops_name_block(plain)))) {
+    r->launch_names_same = false;
+    r = nullptr;
+  }
   w.layers.reserve(w.layers.size() + static_cast<std::size_t>(md.layers));
   for (int i = 0; i < md.layers; ++i) {
     // EveryK: the k-th, 2k-th, ... block counted from 1 (Checkpointing)
