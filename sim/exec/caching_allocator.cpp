@@ -25,17 +25,14 @@ std::int64_t CachingAllocator::allocation_size(std::int64_t size) {
 }
 
 void CachingAllocator::insert_free(int b) {
-  const Block& k = blocks_[static_cast<std::size_t>(b)];
-  segments_[static_cast<std::size_t>(k.segment)].pool->insert(FreeKey{k.size, k.segment, k.offset, b});
+  Block& k = blocks_[static_cast<std::size_t>(b)];
+  k.where = segments_[static_cast<std::size_t>(k.segment)].pool->insert({k.size, k.segment, k.offset, b}).first;
   note_releasable(b);
 }
 
 void CachingAllocator::erase_free(int b) {
   const Block& k = blocks_[static_cast<std::size_t>(b)];
-  FreeSet& fs = *segments_[static_cast<std::size_t>(k.segment)].pool;
-  const auto it = fs.find(FreeKey{k.size, k.segment, k.offset, b});
-  if (it == fs.end() || it->block != b) throw std::logic_error(fmt::format("allocator: free block {} is not in its free set", b));
-  fs.erase(it);
+  segments_[static_cast<std::size_t>(k.segment)].pool->erase(k.where);
   forget_releasable(b);
 }
 
@@ -184,21 +181,23 @@ bool CachingAllocator::release_available_cached_blocks(StreamId stream, std::int
   const std::int64_t key = std::max(size, mss);
   FreeSet& fs = pool(stream, false);
   auto expandable = [&](const FreeKey& k) { return segments_[static_cast<std::size_t>(k.segment)].expandable; };
-  const auto at = fs.lower_bound(FreeKey::at_least(key));
-  if (at != fs.end() && !expandable(*at)) {
-    release_segment(at->block);
+  auto it = fs.lower_bound(FreeKey::at_least(key));
+  if (it != fs.end() && !expandable(*it)) {
+    release_segment(it->block);
     return true;
   }
-  // Down from the largest block below the key; releasing one takes it out of the set, which
-  // moves only the blocks above it.
+  if (it == fs.begin()) return false;
   std::int64_t released = 0;
-  for (auto i = at - fs.begin() - 1; i >= 0 && released < key; --i) {
-    const FreeKey cur = fs.begin()[i];
-    if (cur.size < mss) break;
-    if (!expandable(cur)) {
-      released += cur.size;
-      release_segment(cur.block);
+  --it;
+  while (released < key && it->size >= mss) {
+    const auto cur = it;
+    const bool first = cur == fs.begin();
+    if (!first) --it;
+    if (!expandable(*cur)) {
+      released += cur->size;
+      release_segment(cur->block);
     }
+    if (first) break;
   }
   return released >= key;
 }

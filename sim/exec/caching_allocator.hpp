@@ -45,10 +45,9 @@
 #include <memory>
 #include <optional>
 #include <limits>
+#include <set>
 #include <tuple>
 #include <vector>
-
-#include <boost/container/flat_set.hpp>
 
 #include "sim/core/units.hpp"
 #include "sim/exec/allocator_config.hpp"
@@ -105,6 +104,51 @@ class CachingAllocator {
   static std::int64_t allocation_size(std::int64_t size);
 
  private:
+  // The free sets' tree nodes, kept for reuse: the model inserts and erases a free block on
+  // nearly every malloc and free, and a recycled node costs a fraction of operator new.
+  class NodeRecycler {
+   public:
+    NodeRecycler() = default;
+    NodeRecycler(const NodeRecycler&) = delete;
+    NodeRecycler& operator=(const NodeRecycler&) = delete;
+    ~NodeRecycler() {
+      for (void* p : free_) ::operator delete(p);
+    }
+    void* get(std::size_t bytes) {
+      if (bytes != bytes_) release_all(bytes);
+      if (free_.empty()) return ::operator new(bytes);
+      void* p = free_.back();
+      free_.pop_back();
+      return p;
+    }
+    void put(void* p, std::size_t bytes) {
+      if (bytes == bytes_) free_.push_back(p);
+      else ::operator delete(p);
+    }
+
+   private:
+    void release_all(std::size_t bytes) {
+      for (void* p : free_) ::operator delete(p);
+      free_.clear();
+      bytes_ = bytes;
+    }
+    std::size_t bytes_ = 0;
+    std::vector<void*> free_;
+  };
+  template <class T>
+  struct RecyclingAllocator {
+    using value_type = T;
+    explicit RecyclingAllocator(NodeRecycler* r) : nodes(r) {}
+    template <class U>
+    RecyclingAllocator(const RecyclingAllocator<U>& o) : nodes(o.nodes) {}  // NOLINT: rebinding
+    T* allocate(std::size_t n) { return n == 1 ? static_cast<T*>(nodes->get(sizeof(T))) : std::allocator<T>{}.allocate(n); }
+    void deallocate(T* p, std::size_t n) {
+      if (n == 1) nodes->put(p, sizeof(T));
+      else std::allocator<T>{}.deallocate(p, n);
+    }
+    friend bool operator==(const RecyclingAllocator& a, const RecyclingAllocator& b) { return a.nodes == b.nodes; }
+    NodeRecycler* nodes;
+  };
   // Free blocks of one (stream, pool), ordered by (size, segment, offset): best fit, then the
   // oldest segment, as BlockComparatorSize orders by (stream, size, ptr).
   struct FreeKey {
@@ -120,16 +164,15 @@ class CachingAllocator {
       return offset < o.offset;  // (segment, offset) names one block: the block id never decides
     }
   };
-  // A sorted array: a pool holds a dozen free blocks on average (65 at most in the sweep bench's
-  // FSDP1 steps), where a binary search and a short move beat a tree's nodes (the free sets were
-  // a tenth of a sweep point's time, issue 49). A free block's key does not change while it is
-  // in its set (a merge or a split takes it out first), so it is found again by its key.
-  using FreeSet = boost::container::flat_set<FreeKey>;
+  using FreeSet = std::set<FreeKey, std::less<>, RecyclingAllocator<FreeKey>>;
   struct Block {
     int segment = -1;
     std::int64_t offset = 0, size = 0;
     int prev = -1, next = -1;  // neighbours in the segment (block indices)
     bool allocated = false;
+    // While free: its entry in its pool's free set, so that taking it out (a merge, an
+    // expandable tail growing) needs no search of the set.
+    FreeSet::iterator where;
   };
   struct Segment {
     StreamId stream{0};
@@ -146,7 +189,7 @@ class CachingAllocator {
   FreeSet& pool(StreamId stream, bool small) {
     const std::size_t i = 2 * stream.index() + (small ? 1 : 0);
     if (i >= pools_.size()) pools_.resize(i + 1);
-    if (!pools_[i]) pools_[i] = std::make_unique<FreeSet>();
+    if (!pools_[i]) pools_[i] = std::make_unique<FreeSet>(RecyclingAllocator<FreeKey>(&nodes_));
     return *pools_[i];
   }
   void insert_free(int b);
@@ -174,6 +217,7 @@ class CachingAllocator {
   std::vector<Block> blocks_;
   std::vector<int> dead_;  // slots of blocks_ merged away (or freed, with the model off), for reuse
   std::vector<Segment> segments_;
+  NodeRecycler nodes_;  // declared before pools_, whose nodes it outlives
   std::vector<std::unique_ptr<FreeSet>> pools_;  // by 2 * stream + small (a handful of streams)
   std::map<std::pair<StreamId, bool>, int> expandable_;  // (stream, pool) -> segment
   std::vector<int> live_;                            // buffer id -> block, -1 when not live
