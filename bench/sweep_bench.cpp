@@ -3,6 +3,8 @@
 //                                      (falls back to DDP, and says so, when fsdp1 is not built)
 //   sweep_bench sweep N [jobs]        an N-point sweep of Llama-3-8B on 8-128 GPUs, rows streamed to
 //                                      a temporary CSV; prints wall time and max RSS
+//   sweep_bench build N [jobs]        the same on 32 GPUs over N sequence lengths: every point
+//                                      builds its workload (the 1,000,000-point sweep's points do)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -66,9 +68,11 @@ int engine(int reps) {
   return 0;
 }
 
-int sweep(std::uint64_t n, int jobs) {
+int sweep(std::uint64_t n, int jobs, bool every_point_builds) {
   // Llama-3-8B on 1..16 nodes of 8 GPUs; the other axis (sequence length) fills the point
-  // count: every point is a distinct configuration that is built and simulated.
+  // count: every point is a distinct configuration that is built and simulated. Past 16 x 8,192
+  // points a block of the runner's (SweepSpec::kEvaluationBlock) holds one node count's sequence
+  // lengths, each a workload of its own; `every_point_builds` has every point so (4 nodes).
   SweepSpec spec;
   spec.file = "(bench)";
   spec.base_sources.root_file = "(bench)";
@@ -80,8 +84,9 @@ int sweep(std::uint64_t n, int jobs) {
   }
   spec.base = experiment_doc("llama3-8b", fw, 1);
   SweepAxis nodes{"cluster.nodes", {}}, seq{"workload.seq_len", {}};
-  for (int k = 1; k <= 16; ++k) nodes.values.push_back(k);
-  for (std::uint64_t k = 0; k < (n + 15) / 16; ++k) seq.values.push_back(1024 + 8 * k);
+  const int node_counts = every_point_builds ? 1 : 16;
+  for (int k = 1; k <= node_counts; ++k) nodes.values.push_back(every_point_builds ? 4 : k);
+  for (std::uint64_t k = 0; k < (n + node_counts - 1) / node_counts; ++k) seq.values.push_back(1024 + 8 * k);
   spec.axes = {nodes, seq};
   spec.columns = {"cluster.nodes", "workload.seq_len"};
   spec.constraints.push_back(parse_constraint("peak_memory_gib <= 80", "bench"));
@@ -93,8 +98,9 @@ int sweep(std::uint64_t n, int jobs) {
   auto t0 = std::chrono::steady_clock::now();
   SweepSummary s = run_sweep(spec, o, [&](const SweepRow& r) { csv << sweep_csv_row(r) << "\n"; });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("sweep of %llu points (llama3-8b %s, 8-128 GPUs), %d jobs: %.2f s (%.0f points/s), %llu ok; max RSS %ld MiB\n",
-              static_cast<unsigned long long>(s.total()), fw.c_str(), jobs, secs, static_cast<double>(s.total()) / secs,
+  std::printf("sweep of %llu points (llama3-8b %s, %s), %d jobs: %.2f s (%.0f points/s), %llu ok; max RSS %ld MiB\n",
+              static_cast<unsigned long long>(s.total()), fw.c_str(),
+              every_point_builds ? "32 GPUs, a sequence length a point" : "8-128 GPUs", jobs, secs, static_cast<double>(s.total()) / secs,
               static_cast<unsigned long long>(s.ok()), max_rss_kib() / 1024);
   return 0;
 }
@@ -103,17 +109,17 @@ int sweep(std::uint64_t n, int jobs) {
 
 int main(int argc, char** argv) {
   stepsim::keep_freed_memory();  // as the CLI does
-  const stepsim::bench::Args args{"sweep_bench", "sweep_bench engine [reps] | sweep N [jobs]"};
+  const stepsim::bench::Args args{"sweep_bench", "sweep_bench engine [reps] | sweep N [jobs] | build N [jobs]"};
   std::string mode = argc > 1 ? argv[1] : "engine";
   if (mode == "engine") {
     if (argc > 3) args.fail("too many arguments");
     return args.run([&] { return engine(argc > 2 ? args.count("reps", argv[2], 1'000'000) : 50); });
   }
-  if (mode == "sweep") {
+  if (mode == "sweep" || mode == "build") {
     if (argc > 4) args.fail("too many arguments");
     const int points = argc > 2 ? args.count("N", argv[2], 100'000'000) : 10000;
     const int jobs = argc > 3 ? args.count("jobs", argv[3], 1024) : 2;
-    return args.run([&] { return sweep(static_cast<std::size_t>(points), jobs); });
+    return args.run([&] { return sweep(static_cast<std::size_t>(points), jobs, mode == "build"); });
   }
-  args.fail("'" + mode + "': expected engine or sweep");
+  args.fail("'" + mode + "': expected engine, sweep or build");
 }
