@@ -147,7 +147,7 @@ class WorkloadCache {
   void add(const std::string& key, std::shared_ptr<Workload> w);
   // A workload a find that missed dropped to make room, which nothing else held: the caller may
   // build the next one from it (build_transformer's `recycled`: its names are taken where they
-  // are the new workload's, a sixth of a sweep point that builds its workload, issue 49), then
+  // are the new workload's: an eighth of a sweep point that builds its workload, issue 49), then
   // drops it. Null if none. Only a cache that drops what it holds when full has one.
   std::shared_ptr<Workload> take_recyclable();
   // Finds that found a workload here, and that did not (nor in the parent: the caller then
