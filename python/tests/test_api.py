@@ -25,6 +25,14 @@ def test_simulate_gives_the_clis_step_time(cli):
     assert r.json == expected
 
 
+def test_a_loop_over_sequence_lengths_past_the_workload_cache_is_the_clis(cli):
+    # The process keeps eight workloads; each build past them takes the names of the one it drops
+    # (build_transformer's `recycled`). Every result, the ops' names included, is a fresh CLI's.
+    for seq in [1024, 1536, 2048, 2560, 3072, 3584, 4096, 4608, 5120, 5632, 1024, 6144]:
+        r = stepsim.simulate(FSDP2, {"workload.seq_len": seq})
+        assert r.json == cli.json("simulate", FSDP2, "--set", f"workload.seq_len={seq}", "--json"), seq
+
+
 def test_a_dict_simulates_as_its_file():
     doc = json.loads((ROOT / DDP).read_text())
     assert stepsim.simulate(doc).metrics == stepsim.simulate(DDP).metrics
