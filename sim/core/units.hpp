@@ -113,7 +113,7 @@ inline Bandwidth achieved_bandwidth(Bytes bytes, Time t) {
 
 // Element types as the frameworks name them.
 enum class Dtype : std::uint8_t { FP32, TF32, BF16, FP16, FP8 };
-inline constexpr std::size_t kDtypeCount = 5;  // the Dtype values
+inline constexpr std::size_t kDtypeCount = static_cast<std::size_t>(Dtype::FP8) + 1;  // the Dtype values
 
 constexpr std::int64_t dtype_bytes(Dtype d) {
   switch (d) {

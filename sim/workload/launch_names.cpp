@@ -115,13 +115,22 @@ Text form_launch_name(TextPool& pool, const Layer& l, const Module& m, const Op&
   return launch_name(pool, l, layer_firsts(l), m, op, pass);
 }
 
+namespace {
+
+// The launches of `l`: its modules' forward and backward ops and its recompute.
+std::size_t launch_count(const Layer& l) {
+  std::size_t n = l.recompute.size();
+  for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
+  return n;
+}
+
+}  // namespace
+
 bool adopt_launch_names(Workload& w, Workload& old) {
   if (old.layers.size() != w.layers.size()) return false;
   for (std::size_t k = 0; k < w.layers.size(); ++k) {
-    const Layer &l = w.layers[k], &o = old.layers[k];
-    std::size_t n = l.recompute.size();
-    for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
-    if (o.launch_names.size() != n || !o.text || o.text != old.layers.front().text) return false;
+    const Layer& o = old.layers[k];
+    if (o.launch_names.size() != launch_count(w.layers[k]) || !o.text || o.text != old.layers.front().text) return false;
   }
   number_works(w);
   for (std::size_t k = 0; k < w.layers.size(); ++k) {
@@ -144,10 +153,8 @@ void name_launches(Workload& w) {
   for (Layer& l : w.layers) {
     const LayerFirsts firsts = layer_firsts(l);
     l.unit = pool->add(l.name);
-    std::size_t n = l.recompute.size();
-    for (const Module& m : l.modules) n += m.forward.size() + m.backward.size();
     l.launch_names.clear();
-    l.launch_names.reserve(n);
+    l.launch_names.reserve(launch_count(l));
     for (Module& m : l.modules) {
       m.first_launch = static_cast<std::uint32_t>(l.launch_names.size());
       for (const Op& op : std::as_const(m.forward)) l.launch_names.push_back(launch_name(*pool, l, firsts, m, op, LaunchPass::Forward));

@@ -1626,10 +1626,10 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   w.options = o;
   w.hidden = md.hidden;
   const Dims d = dims_of(md, b, s, dt);
+  // modded-nanogpt's blocks are built one by one (nanogpt::block): nothing to take names into.
   std::optional<Recycling> recycling;
-  if (recycled) recycling.emplace(Recycling{recycled});
+  if (recycled && o.impl != Implementation::ModdedNanogpt) recycling.emplace(Recycling{recycled});
   if (o.impl == Implementation::ModdedNanogpt) {
-    recycling.reset();
     w.layers.push_back(nanogpt::embedding(md, d));
     for (int i = 0; i < md.layers; ++i) w.layers.push_back(nanogpt::block(i, d, o));
     w.layers.push_back(nanogpt::final_norm(d));
