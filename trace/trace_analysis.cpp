@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "trace/kineto_trace.hpp"
 #include "trace/trace_index.hpp"
 #include "sim/core/error.hpp"
 #include "sim/core/stats.hpp"
@@ -53,8 +54,15 @@ KernelClass trace_kernel_class(const std::string& raw) {
   std::string n = raw;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   auto has = [&](const char* x) { return n.find(x) != std::string::npos; };
+  // Inductor's generated kernels are named after every aten op they fuse, and the name says only
+  // what they read or write: in data/traces/modded-nanogpt the attention gate's backward is
+  // triton_per_fused__flash_attn_backward__unsafe_view_mul_sigmoid_..._sum_view_8 (51 us, beside
+  // FlashAttention-3's own kernels) and relu(x).square()'s backward
+  // triton_poi_fused__unsafe_view_mul_nll_loss_forward_pow_relu_threshold_backward_view_5. No
+  // generated kernel is an attention kernel, and a pointwise one (triton_poi_) reduces nothing.
+  const bool inductor = is_inductor_kernel_name(raw), pointwise = raw.starts_with("triton_poi_");
   // cuDNN's fused attention: cudnn_generated_fort_native_sdpa_* (sdpa's cuDNN backend).
-  if (has("flash") || has("fmha") || has("attention") || has("attn_") || has("sdpa")) return KernelClass::Attention;
+  if (!inductor && (has("flash") || has("fmha") || has("attention") || has("attn_") || has("sdpa"))) return KernelClass::Attention;
   // Layout kernels beside FP8 GEMMs (deepseek-ai/profile-data's H800 trace: a grouped GEMM
   // library's utils::transpose, batched_transpose, per_channel_cast_and_transpose): memory-bound
   // copies, not GEMMs, though a GEMM namespace names some of them.
@@ -76,7 +84,7 @@ KernelClass trace_kernel_class(const std::string& raw) {
       has("cucomputegradinput") || has("cucomputepartgradgammabeta") || has("cucomputegradgammabeta"))
     return KernelClass::Norm;
   // Scans (aten::cumsum: tensor_kernel_scan_innermost_dim / _outer_dim) are reduction-like passes.
-  if (has("softmax") || has("reduce_kernel") || has("nll_loss") || has("reduce") || has("tensor_kernel_scan"))
+  if (!pointwise && (has("softmax") || has("reduce_kernel") || has("nll_loss") || has("reduce") || has("tensor_kernel_scan")))
     return KernelClass::Reduction;
   if (has("indexselect") || has("index_select") || has("embedding") || has("indexing_backward") || has("cub::") ||
       has("segment") || has("compute_grad_weight") || has("sum_and_scatter") || has("krn_") || has("index_elementwise"))

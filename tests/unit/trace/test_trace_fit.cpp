@@ -138,6 +138,19 @@ TEST_CASE("Kernel names map to the simulator's kernel classes for the per-class 
   CHECK(trace_kernel_class("_copy_tensor_kernel") == KernelClass::Copy);
   // Only the names: a kernel that merely mentions them is not taken for one.
   CHECK(trace_kernel_class("my_nvjet_helper") == KernelClass::Compute);
+  // Inductor's kernels are named after the ops they fuse (data/traces/modded-nanogpt): the
+  // attention gate's backward is no attention kernel, relu's backward no reduction; a generated
+  // reduction still is one, and its norms norms.
+  CHECK(trace_kernel_class("triton_per_fused__flash_attn_backward__unsafe_view_mul_sigmoid_sigmoid_backward_sum_view_8") ==
+        KernelClass::Elementwise);
+  CHECK(trace_kernel_class("triton_poi_fused__unsafe_view_mul_nll_loss_forward_pow_relu_threshold_backward_view_5") ==
+        KernelClass::Elementwise);
+  CHECK(trace_kernel_class("triton_red_fused__log_softmax_div_mul_prepare_softmax_online_sigmoid_view_31") == KernelClass::Reduction);
+  CHECK(trace_kernel_class("triton_per_fused__fused_rms_norm__unsafe_view_add_12") == KernelClass::Norm);
+  CHECK(trace_kernel_class("triton_poi_fused_embedding_dense_backward_45") == KernelClass::Embedding);
+  // A kernel of attention's own, whatever else is in its name, still is one.
+  CHECK(trace_kernel_class("void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<cute::tuple<cute::C<64>>>>") ==
+        KernelClass::Attention);
   CHECK(trace_kernel_class("XXT_kernel_prep") == KernelClass::Compute);
 }
 
