@@ -19,6 +19,19 @@ double attention_forward_per_token(const Workload& w) {
 
 double model_flops_per_token(const Workload& w) {
   if (w.toy || w.hidden == 0) return 0;
+  if (w.options && w.options->window_blocks > 0) {
+    // modded-nanogpt 2025 (family nanogpt-2025): its attention reads a window of keys per query,
+    // not the sequence, and its embedding layer is four lookup tables (embed and three value
+    // embeddings, untied from the lm_head), no matmul: the parameters that multiply, and the
+    // attention as the model runs it (its forward ops' FLOPs, QK^T and PV over the window).
+    double matmul = static_cast<double>(w.numel()), attention = 0;
+    for (const auto& l : w.layers) {
+      if (l.kind == LayerKind::Embedding) matmul -= static_cast<double>(l.numel());
+      for (const auto& m : l.modules)
+        for (const auto& op : m.forward) attention += op.work.attention.flops.count;
+    }
+    return 6.0 * matmul + 3.0 * attention / static_cast<double>(w.tokens());
+  }
   return 6.0 * static_cast<double>(w.numel()) + 3.0 * attention_forward_per_token(w);
 }
 

@@ -66,6 +66,7 @@ static void parse_options(ObjectReader& w, WorkloadOptions& o) {
       w.fail("checkpoint_early_stop", fmt::format("false with training.torch_version {} (early stop came with PyTorch {})",
                                                   o.torch().text(), kCheckpointEarlyStopSince.text()));
   }
+  if (w.has("window_blocks")) o.window_blocks = static_cast<int>(w.declared_integer("window_blocks"));
   if (o.checkpointing == Checkpointing::EveryK)
     o.checkpoint_every = static_cast<int>(w.positive_integer("activation_checkpointing_every"));
   else if (w.has("activation_checkpointing_every"))
@@ -145,13 +146,30 @@ static void check_transformer_sizes(ObjectReader& w, const ModelDims& d, std::in
 // modded-nanogpt's GPT is modelled as its records run it (transformer.cpp, namespace nanogpt): its
 // implementation and family only together, the whole model compiled, nothing checkpointed.
 static void check_nanogpt(ObjectReader& w, const ModelDims& dims, const WorkloadOptions& o) {
-  const bool family = dims.family == "nanogpt", impl = o.impl == Implementation::ModdedNanogpt;
+  const bool of_2025 = dims.family == "nanogpt-2025";
+  const bool family = dims.family == "nanogpt" || of_2025, impl = o.impl == Implementation::ModdedNanogpt;
   if (family && !impl)
-    w.fail("implementation", "modded_nanogpt for the family nanogpt (the only code of that model stepsim models)");
+    w.fail("implementation", fmt::format("modded_nanogpt for the family {} (the only code of that model stepsim models)", dims.family));
   if (impl && !family)
     w.fail("implementation", fmt::format("one of hf, torchtitan, llm_foundry, megatron for the family {} (modded_nanogpt "
-                                         "is the family nanogpt's)", dims.family));
+                                         "is the families nanogpt's and nanogpt-2025's)", dims.family));
+  if (w.has("window_blocks") && !of_2025)
+    w.fail("window_blocks", fmt::format("no window_blocks for the family {} (the sliding windows of the family nanogpt-2025)", dims.family));
   if (!impl) return;
+  if (of_2025) {
+    // The record's layer pattern (which blocks attend, which windows are long, where the value
+    // embeddings and skips go) is written for its 12 blocks, and FlashAttention-3 is its kernel.
+    const char* model = w.has("preset") ? "preset" : "model";
+    if (dims.layers != 12)
+      w.fail(model, fmt::format("12 layers for the family nanogpt-2025, not {} (its layer pattern is the record's, written for "
+                                "12 blocks)", dims.layers));
+    if (dims.hidden != dims.heads * 128)
+      w.fail(model, fmt::format("a hidden size of heads x 128 for the family nanogpt-2025, not {} (its heads are 128 wide)", dims.hidden));
+    if (o.attention != Attention::Flash3)
+      w.fail("attention", "flash3 with the family nanogpt-2025 (its attention is FlashAttention-3's varlen kernel)");
+    if (o.window_blocks < 1 || o.window_blocks > 64)
+      w.fail("window_blocks", "a window of 1 to 64 blocks of 128 tokens (the record's schedule: 3, 7, 11, then 13)");
+  }
   if (!o.compile) w.fail("compile", "true with modded_nanogpt (its records compile the whole model; eager is not modelled)");
   if (o.checkpointing != Checkpointing::None)
     w.fail("activation_checkpointing", "none with modded_nanogpt (its records checkpoint nothing; not modelled)");
@@ -269,6 +287,7 @@ std::string to_string(Optimizer o) {
     case Optimizer::Adafactor: return "adafactor";
     case Optimizer::Lion: return "lion";
     case Optimizer::AdamW8bit: return "adamw8bit";
+    case Optimizer::NorMuon: return "normuon";
   }
   return "adamw";
 }
@@ -290,7 +309,8 @@ static TrainingConfig parse_training(ObjectReader t) {
   out.no_sync = t.declared_boolean("no_sync");
   std::string opt = t.declared_choice("optimizer");
   // A declared choice: adam (priced as adamw) or one of the names.
-  for (Optimizer o : {Optimizer::SGD, Optimizer::None, Optimizer::Muon, Optimizer::Adafactor, Optimizer::Lion, Optimizer::AdamW8bit})
+  for (Optimizer o : {Optimizer::SGD, Optimizer::None, Optimizer::Muon, Optimizer::Adafactor, Optimizer::Lion, Optimizer::AdamW8bit,
+                       Optimizer::NorMuon})
     if (opt == to_string(o)) out.optimizer = o;
   out.master_dtype = t.dtype("master_dtype", Dtype::FP32);
   if (t.has("optimizer_impl")) {
@@ -476,6 +496,15 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
                                        e.cluster.nodes, e.cluster.gpus_per_node));
   }
   e.strategy = read_strategy(s, e);
+  // NorMuon and DistAdam are the 2025 record's own, written for its model's parameters (their
+  // groups, shapes and labels); that model runs under no other optimizer stepsim models.
+  const bool of_2025 = e.workload && e.workload->options && e.workload->options->window_blocks > 0;
+  if ((e.training.optimizer == Optimizer::NorMuon) != of_2025)
+    throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json(to_string(e.training.optimizer)),
+                      of_2025 ? "normuon with the family nanogpt-2025 (its record's NorMuon and DistAdam, which reduce the gradients "
+                                "themselves)"
+                              : "an optimizer other than normuon (modded-nanogpt's NorMuon and DistAdam of 2025 are written for the "
+                                "family nanogpt-2025's parameters)");
   if (e.training.optimizer == Optimizer::Muon && e.training.muon_impl == MuonImpl::Torch && e.training.torch() < kTorchMuonSince)
     throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
                       fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",
@@ -523,6 +552,7 @@ Json effective_workload(const Workload& w) {
               {"activation_checkpointing", to_string(o.checkpointing)}};
   if (o.attention == Attention::Flash) out["flash_attn_version"] = o.flash_attn().text();
   if (o.checkpointing == Checkpointing::EveryK) out["activation_checkpointing_every"] = o.checkpoint_every;
+  if (o.window_blocks > 0) out["window_blocks"] = o.window_blocks;
   if (o.checkpointing != Checkpointing::None) out["checkpoint_early_stop"] = o.checkpoint_early_stop.value_or(false);
   return out;
 }

@@ -34,7 +34,9 @@ struct ClusterConfig {
 // launch_muon_step). Adafactor: torch.optim.Adafactor over every parameter (launch_adafactor_step).
 // Lion: Composer's DecoupledLionW (for-loop) or DeepSpeed's FusedLion (fused), launch_optimizer_step.
 // AdamW8bit: bitsandbytes' bnb.optim.AdamW8bit, blockwise 8-bit moments (launch_adamw8bit_step).
-enum class Optimizer { AdamW, SGD, None, Muon, Adafactor, Lion, AdamW8bit };
+// NorMuon: modded-nanogpt's optimizers of late 2025, NorMuon and DistAdam, which synchronize the
+// gradients themselves (launch_normuon_step; the family nanogpt-2025 under ddp only).
+enum class Optimizer { AdamW, SGD, None, Muon, Adafactor, Lion, AdamW8bit, NorMuon };
 // torch.optim.Muon first shipped in PyTorch 2.9 (pytorch/pytorch#160213, torch/optim/_muon.py),
 // torch.optim.Adafactor in 2.5 (pytorch/pytorch#129905, torch/optim/_adafactor.py).
 inline constexpr Release kTorchMuonSince{2, 9};

@@ -77,9 +77,9 @@ const ConfigObject& workload() {
          .doc = "Dimensions, or {\"hf_config\": FILE} (a Hugging Face config.json).", .since = kStepsim},
         {.name = "implementation", .types = kString, .choices = {"hf", "torchtitan", "llm_foundry", "megatron", "modded_nanogpt"},
          .default_text = "the preset's (llama*: torchtitan, opt-*/gpt2*: hf, mpt-*: llm_foundry, gpt3-*: megatron, "
-                         "nanogpt-124m: modded_nanogpt)",
-         .doc = "Whose model code launches the ops (modded_nanogpt: the family nanogpt only, and the only implementation of "
-                "that family; compiled whole, without activation checkpointing).",
+                         "nanogpt-124m, nanogpt-2025-10: modded_nanogpt)",
+         .doc = "Whose model code launches the ops (modded_nanogpt: the families nanogpt and nanogpt-2025 only, and their only "
+                "implementation; compiled whole, without activation checkpointing).",
          .since = kStepsim},
         {.name = "attention", .types = kString, .choices = attention_names(),
          .default_text = "the implementation's (torchtitan: sdpa_flash, llm_foundry: flash_triton, hf: eager, megatron: flash)",
@@ -115,6 +115,10 @@ const ConfigObject& workload() {
          .doc = "The flash_attn package of the run: `flash` runs the head widths its release compiles (224 gone from 2.6.2, "
                 "160 from 2.8.0; docs/workload-ops.md). A 2.x release.",
          .since = kStepsim},
+        {.name = "window_blocks", .types = kInteger, .min = 1, .max = 64, .default_text = "3 (the family nanogpt-2025 only)",
+         .doc = "The family nanogpt-2025's sliding attention windows at the step: its schedule's ws_long (get_ws: 3, 7, 11, then "
+                "13) in blocks of 128 tokens; the short windows are half of it, rounded down (docs/workload-ops.md).",
+         .since = kStepsim},
         {.name = "activation_checkpointing_every", .types = kInteger, .min = 1,
          .doc = "With \"every_k\": every k-th block is fully checkpointed (required then, refused otherwise).", .since = kStepsim},
     };
@@ -130,8 +134,9 @@ const ConfigObject& model() {
       "A transformer by its dimensions.",
       {
           {.name = "name", .types = kString, .default_value = Json("custom"), .doc = "The model's name in reports.", .since = kStepsim},
-          {.name = "family", .types = kString, .choices = {"llama", "gpt", "opt", "mpt", "nanogpt"}, .default_value = Json("llama"),
-           .doc = "The architecture family (norms, activation, positions; nanogpt: modded-nanogpt's GPT of 2024-10, "
+          {.name = "family", .types = kString, .choices = {"llama", "gpt", "opt", "mpt", "nanogpt", "nanogpt-2025"}, .default_value = Json("llama"),
+           .doc = "The architecture family (norms, activation, positions; nanogpt: modded-nanogpt's GPT of 2024-10, nanogpt-2025: "
+                  "its GPT of 2025-10, 12 layers only, "
                   "docs/workload-ops.md).",
            .since = kStepsim},
           {.name = "hidden", .types = kInteger, .min = 1, .max = static_cast<double>(kMaxHidden), .doc = "Hidden size (required).", .since = kStepsim},
@@ -227,13 +232,15 @@ const ConfigObject& training() {
            .since = kStepsim},
           {.name = "no_sync", .types = kBoolean, .default_value = Json(true),
            .doc = "Accumulate without gradient sync (the DDP/FSDP no_sync context) until the last micro-batch.", .since = "unknown"},
-          {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "muon", "adafactor", "lion", "adamw8bit", "none"},
+          {.name = "optimizer", .types = kString, .choices = {"adamw", "adam", "sgd", "muon", "adafactor", "lion", "adamw8bit", "normuon", "none"},
            .default_value = Json("adamw"),
            .doc = "The optimizer step (adam is priced as adamw; muon: torch.optim.Muon over the blocks' 2-D weights and AdamW "
                   "over the rest, DDP and PyTorch >= 2.9 only; adafactor: torch.optim.Adafactor's for-loop, DDP and PyTorch "
                   ">= 2.5 only; lion: Composer's DecoupledLionW (for_loop) or DeepSpeed's FusedLion (fused); adamw8bit: "
                   "bitsandbytes' AdamW8bit (blockwise 8-bit moments, a kernel and a torch.cuda.synchronize() per parameter), "
-                  "DDP, and FSDP1 without use_orig_params: docs/configuration.md).",
+                  "DDP, and FSDP1 without use_orig_params; normuon: modded-nanogpt's NorMuon and DistAdam of 2025, which "
+                  "reduce-scatter the gradients and all-gather the parameters themselves, an odd step of its record (both "
+                  "step), the family nanogpt-2025 under ddp only: docs/configuration.md).",
            .since = kStepsim},
           dtype_key("master_dtype", "fp32", "The dtype of the parameters the optimizer updates (fp32 master weights)."),
           {.name = "optimizer_impl", .types = kString, .choices = {"fused", "foreach", "for_loop"},

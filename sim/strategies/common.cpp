@@ -523,9 +523,9 @@ struct MuonLaunches {
   void op(std::string_view what, KernelClass cls, std::int64_t bytes) const {
     b.launch(s, elementwise(concat({name, " ", what}), Bytes{bytes}, "step", cls));
   }
-  void mm(std::string_view what, std::int64_t m, std::int64_t n, std::int64_t k) const {  // a bf16 GEMM
+  void mm(std::string_view what, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch = 1) const {  // a bf16 GEMM
     KernelSpec g{concat({name, " ", what}), KernelClass::Gemm, {}, "step"};
-    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .dtype = Dtype::BF16});
+    g.work.gemms.push_back(GemmShape{.m = m, .n = n, .k = k, .batch = batch, .dtype = Dtype::BF16});
     b.launch(s, g);
   }
 };
@@ -628,6 +628,110 @@ void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep
     step.op("add_ (param)", KernelClass::Optimizer, 3 * mn * eb);
   }
   b.free(*flat);
+}
+
+std::vector<NorMuonGroup> normuon_groups(std::int64_t smear_gates, std::int64_t attn_gates, std::int64_t gate_inputs,
+                                         std::int64_t heads, std::int64_t attn, std::int64_t mlp, std::int64_t hidden, int world) {
+  std::vector<NorMuonGroup> g;
+  const NorMuonGroup smear{smear_gates, 1, gate_inputs, false, Dtype::BF16}, gate{attn_gates, heads, gate_inputs, false, Dtype::BF16};
+  if (world == 8 && attn + mlp == 32) {
+    // generate_custom_param_groups: sizes [1, 10, 16, 16] over the parameters sorted smear_gate,
+    // attn_gate, attn, mlp; the third group holds the attn matrices and the first mlp ones.
+    g = {smear, gate, {16, hidden, 4 * hidden, attn > 0}, {16, hidden, 4 * hidden, false}};
+  } else {
+    g = {smear, gate, {attn, hidden, 4 * hidden, true}, {mlp, hidden, 4 * hidden, false}};
+  }
+  std::erase_if(g, [](const NorMuonGroup& x) { return x.params == 0; });
+  return g;
+}
+
+void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
+  constexpr std::int64_t kBf16 = 2;
+  const std::int64_t W = st.world;
+  // Every kernel below is an aten op's (vectorized_elementwise_kernel, reduce_kernel, a
+  // D2D copy), so it takes the class `analyze` gives those in the record's trace: no optimizer
+  // class (a fused or multi_tensor_apply kernel).
+  // DistAdam: every reduce-scatter launched, then per parameter its wait, Adam on its slice and
+  // the all-gather.
+  {
+    const MuonLaunches step{b, s, "optimizer.step dist_adam"};
+    std::vector<BufferId> slices;
+    for (std::size_t i = 0; i < st.adam_params.size(); ++i) {
+      const std::int64_t eb = dtype_bytes(st.adam_dtypes[i]), n = st.adam_params[i];
+      slices.push_back(b.alloc("optimizer.step dist_adam grad_slice", Bytes{(n + W - 1) / W * eb}, MemCategory::Other, s));
+      b.wait_stream(st.nccl, s);
+      b.collective(st.comm, st.nccl, CollectiveKind::ReduceScatter, Bytes{n * eb}, st.adam_dtypes[i], "RS dist_adam grad", "step");
+    }
+    for (std::size_t i = 0; i < st.adam_params.size(); ++i) {
+      const std::int64_t eb = dtype_bytes(st.adam_dtypes[i]), n = st.adam_params[i], slice = (n + W - 1) / W * eb;
+      b.wait_stream(s, st.nccl);
+      for (const char* what : {"mul_ (p)", "mul_ (exp_avg)", "add_ (exp_avg)", "mul_ (exp_avg_sq)", "addcmul_ (exp_avg_sq)",
+                               "sqrt (denom)", "add_ (denom)", "div (update)", "add_ (p)"})
+        step.op(what, KernelClass::Elementwise, 3 * slice);
+      b.wait_stream(st.nccl, s);
+      b.collective(st.comm, st.nccl, CollectiveKind::AllGather, Bytes{n * eb}, st.adam_dtypes[i], "AG dist_adam param", "step");
+      b.free(slices[i]);
+    }
+    b.wait_stream(s, st.nccl);
+  }
+  const MuonLaunches step{b, s, "optimizer.step normuon"};
+  std::vector<BufferId> stacked;
+  for (const NorMuonGroup& g : st.groups) {
+    const std::int64_t eb = dtype_bytes(g.dtype), chunk = (g.params + W - 1) / W, padded = chunk * W, mn = g.rows * g.cols;
+    stacked.push_back(b.alloc("optimizer.step normuon stacked_grads", Bytes{padded * mn * eb}, MemCategory::Other, s));
+    for (std::int64_t i = 0; i < g.params; ++i) step.op("copy_ (stacked_grads)", KernelClass::Copy, 2 * mn * eb);
+    if (g.params < padded) step.op("zero_ (padding)", KernelClass::Elementwise, (padded - g.params) * mn * eb);
+    b.wait_stream(st.nccl, s);
+    b.collective(st.comm, st.nccl, CollectiveKind::ReduceScatter, Bytes{padded * mn * eb}, g.dtype, "RS normuon stacked_grads", "step");
+  }
+  for (std::size_t gi = 0; gi < st.groups.size(); ++gi) {
+    const NorMuonGroup& g = st.groups[gi];
+    const std::int64_t eb = dtype_bytes(g.dtype), chunk = (g.params + W - 1) / W, mn = g.rows * g.cols, E = chunk * mn;
+    b.wait_stream(s, st.nccl);
+    step.op("lerp_ (momentum_buffer)", KernelClass::Elementwise, 3 * E * eb);
+    step.op("lerp_ (update)", KernelClass::Elementwise, 3 * E * eb);
+    // Polar Express over a batch of `batch` matrices m x n, m <= n (X.mT when rows > cols).
+    const std::int64_t batch = g.attn ? 4 * chunk : chunk, cols = g.attn ? g.cols / 4 : g.cols;
+    const std::int64_t m = std::min(g.rows, cols), n = std::max(g.rows, cols);
+    const BufferId x = b.alloc("optimizer.step normuon polar_express X A B C", Bytes{batch * (2 * m * n + 2 * m * m) * kBf16},
+                               MemCategory::Other, s);
+    step.op("bfloat16 (X)", KernelClass::Elementwise, E * (eb + kBf16));
+    step.op("norm (X)", KernelClass::Reduction, E * kBf16);
+    step.op("div (X)", KernelClass::Elementwise, 2 * E * kBf16);
+    step.op("contiguous (X)", KernelClass::Copy, 2 * E * kBf16);
+    for (int it = 0; it < kPolarExpressSteps; ++it) {
+      step.mm("XXT (A = X X^T)", m, m, n, batch);
+      step.mm("ba_plus_cAA (B = b A + c A A)", m, m, m, batch);
+      step.mm("baddbmm (C = a X + B X)", m, n, m, batch);
+    }
+    // NorMuon: norms, the row (or column) mean of squares, the second momentum, its rsqrt, the
+    // rescale; cautious weight decay: the mask, addcmul_ twice; the update into updated_params.
+    step.op("norm (v)", KernelClass::Reduction, E * kBf16);
+    step.op("square (v)", KernelClass::Elementwise, 2 * E * kBf16);
+    step.op("mean (v)", KernelClass::Reduction, E * kBf16);
+    for (const char* what : {"lerp_ (second_momentum_buffer)", "clamp_min", "rsqrt_"}) step.op(what, KernelClass::Elementwise, 3 * E / std::max<std::int64_t>(1, n) * kBf16);
+    step.op("mul_ (step_size)", KernelClass::Elementwise, 2 * E * kBf16);
+    step.op("norm (v_new)", KernelClass::Reduction, E * kBf16);
+    step.op("clamp_min_ (v_norm_new)", KernelClass::Elementwise, 8);
+    step.op("div (v_norm)", KernelClass::Elementwise, 8);
+    step.op("mul_ (v)", KernelClass::Elementwise, 2 * E * kBf16);
+    step.op("stack (param_chunk)", KernelClass::Copy, 2 * E * eb);
+    step.op("mul (v * p)", KernelClass::Elementwise, E * (kBf16 + eb + kBf16));
+    step.op("ge (mask)", KernelClass::Elementwise, E * (kBf16 + 1));
+    step.op("mul (eff_wd * mask)", KernelClass::Elementwise, E * (1 + eb));
+    step.op("addcmul_ (v)", KernelClass::Elementwise, E * (3 * kBf16 + eb));
+    step.op("addcmul_ (p)", KernelClass::Elementwise, E * (3 * eb + kBf16));
+    step.op("copy_ (updated_params)", KernelClass::Copy, 2 * E * eb);
+    b.free(x);
+    b.wait_stream(st.nccl, s);
+    b.collective(st.comm, st.nccl, CollectiveKind::AllGather, Bytes{chunk * W * mn * eb}, g.dtype, "AG normuon stacked_params", "step");
+  }
+  for (std::size_t gi = 0; gi < st.groups.size(); ++gi) {
+    const NorMuonGroup& g = st.groups[gi];
+    b.wait_stream(s, st.nccl);
+    for (std::int64_t i = 0; i < g.params; ++i) step.op("copy_ (param)", KernelClass::Copy, 2 * g.rows * g.cols * dtype_bytes(g.dtype));
+    b.free(stacked[gi]);
+  }
 }
 
 OptimizerImpl loop_optimizer_impl(const Experiment& e) {

@@ -235,6 +235,51 @@ struct ModdedMuonStep {
 inline constexpr std::size_t kModdedMuonInstructionsPerMatrix = 3 + 2 + 2 + kMuonNsSteps * 7 + 2 + 2 + 2;
 inline constexpr std::size_t kModdedMuonInstructions = 6;
 void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep& step);
+// modded-nanogpt's optimizers of late 2025 (training.optimizer normuon;
+// records/track_1_short/2025-10-31_AdamSyncGradientHook, the script in each log, l.411-740), which
+// also synchronize the gradients (the record wraps no DDP), on an odd step, where both step:
+//  DistAdam (embed, value embeddings, lm_head, scalars), first: per parameter
+//    dist.reduce_scatter_tensor(grad_slice, grad, AVG, async_op=True), then, waiting for each in
+//    turn, Adam on its slice (mul_, add_, mul_, addcmul_, sqrt, add_, div, mul_, add_: nine
+//    kernels) and an async all_gather_into_tensor of the slice into the parameter; it waits for
+//    them all;
+//  NorMuon (the blocks' matrices and the gates), in groups of one shape each (world 8: 1 smear
+//    gate, 10 attention gates, 16 attn/mlp and 16 mlp matrices; a group of n holds ceil(n /
+//    world) x world): the gradients stacked (a copy each, the padding zeroed), one async
+//    reduce_scatter_tensor per group; then per group, waiting for it, the rank's chunk: momentum
+//    (lerp_, lerp_), Polar Express (the norm, 5 x {XXT: A = X X^T, ba_plus_cAA: B = b A + c A A,
+//    baddbmm: C = a X + B X}; an attn chunk as 4 x its matrices of h x h), NorMuon's variance
+//    normalisation and cautious weight decay (about 18 small kernels), the parameters' update, an
+//    async all_gather_into_tensor of the updated chunk; then per group the wait and a copy back
+//    into each parameter.
+// The rank simulated is rank 0 (every rank's chunk has the same shapes but for the attn/mlp
+// group, whose ranks 0-4 take attn matrices).
+struct NorMuonGroup {
+  std::int64_t params = 0;    // in the group
+  std::int64_t rows = 0, cols = 0;
+  bool attn = false;          // qkvo_w: its chunk is reshaped to 4 x (rows, cols / 4)
+  Dtype dtype = Dtype::FP32;  // the blocks' matrices (nn.Parameter) fp32, the gates (CastedLinear) bf16
+};
+struct NorMuonStep {
+  std::vector<NorMuonGroup> groups;      // in launch order
+  std::vector<std::int64_t> adam_params; // DistAdam's parameters' elements, in its order
+  std::vector<Dtype> adam_dtypes;
+  int world = 1;
+  CommId comm{0};
+  StreamId nccl{0};
+};
+inline constexpr int kPolarExpressSteps = 5;
+// What launch_normuon_step writes per DistAdam parameter and per NorMuon group (and per
+// parameter of it) at most.
+inline constexpr std::size_t kDistAdamInstructionsPerParam = 2 + 2 + 9 + 2;
+inline constexpr std::size_t kNorMuonInstructionsPerGroup = 2 + 3 + 2 + 4 + kPolarExpressSteps * 3 + 20 + 4 + 3;
+inline constexpr std::size_t kNorMuonInstructionsPerParam = 2;
+void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& step);
+// The groups NorMuon forms of the record's matrices and gates (generate_custom_param_groups at
+// world 8, generate_standard_param_groups otherwise: one per label).
+std::vector<NorMuonGroup> normuon_groups(std::int64_t smear_gates, std::int64_t attn_gates, std::int64_t gate_inputs,
+                                         std::int64_t heads, std::int64_t attn, std::int64_t mlp, std::int64_t hidden, int world);
+
 // torch.optim.Adafactor's step (PyTorch 2.5, torch/optim/_adafactor.py: _single_tensor_adafactor,
 // its default: "Adafactor will default to the slower single tensor for-loop implementation unless
 // this flag is explicitly True"), tensor after tensor, each aten op one launch from Python's loop:

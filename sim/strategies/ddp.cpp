@@ -32,7 +32,43 @@ std::size_t ddp_instruction_estimate(const Experiment& e) {
     n += static_cast<std::size_t>(e.workload->param_count()) * kAdafactorInstructionsPerTensor;
   if (e.training.optimizer == Optimizer::AdamW8bit)  // and two more state allocations each, and the two maps
     n += static_cast<std::size_t>(e.workload->param_count()) * (kAdamw8bitInstructionsPerTensor + 2) + 2;
+  if (e.training.optimizer == Optimizer::NorMuon)  // at most four groups, every parameter in one of them
+    n += static_cast<std::size_t>(e.workload->param_count()) * (kDistAdamInstructionsPerParam + kNorMuonInstructionsPerParam + 2) +
+         4 * kNorMuonInstructionsPerGroup;
   return n;
+}
+
+// modded-nanogpt 2025's parameters as its optimizers take them (its script: hidden_matrix_params
+// and gate_params to NorMuon, scalar, head and embed params to DistAdam), by the names
+// transformer.cpp (namespace nanogpt2025) gives them.
+struct RecordParams {
+  NorMuonStep step;
+  std::vector<std::string> adam_names;
+};
+
+RecordParams record_params(const Workload& w, int world) {
+  RecordParams r;
+  std::int64_t smear = 0, gates = 0, attn = 0, mlp = 0, heads = 0;
+  for (const Layer& l : w.layers)
+    for (const Param* p : l.params()) {
+      if (p->name.ends_with("smear_gate.weight")) {
+        ++smear;
+      } else if (p->name.ends_with("attn_gate.weight")) {
+        ++gates;
+        heads = p->dim0;
+      } else if (p->name.ends_with("attn.qkvo_w")) {
+        ++attn;
+      } else if (p->name.ends_with("mlp.c_fc") || p->name.ends_with("mlp.c_proj")) {
+        ++mlp;
+      } else {
+        r.step.adam_params.push_back(p->numel);
+        r.step.adam_dtypes.push_back(p->name == "scalars" ? Dtype::FP32 : Dtype::BF16);
+        r.adam_names.push_back(p->name);
+      }
+    }
+  r.step.groups = normuon_groups(smear, gates, 12, heads, attn, mlp, w.hidden, world);
+  r.step.world = world;
+  return r;
 }
 
 struct DdpConfig {
@@ -96,6 +132,25 @@ class ReducerWriter {
   void setup() {
     b_.mark("setup", Phase::Setup);
     b_.alloc("parameters", Bytes{w_.numel() * param_bytes_}, MemCategory::Parameters, dflt_);
+    if (normuon()) {
+      // No reducer: DistAdam's moments (bf16, this rank's slice of each parameter) and NorMuon's
+      // momentum (its chunk of each group, fp32) and second momentum (a row or column of it).
+      const RecordParams r = record_params(w_, e_.cluster.world_size());
+      const std::int64_t W = e_.cluster.world_size();
+      for (std::size_t i = 0; i < r.adam_names.size(); ++i) {
+        const Bytes slice{r.step.adam_params[i] / W * 2};
+        b_.alloc_lazy_optimizer_state({"exp_avg ", r.adam_names[i]}, slice, dflt_);
+        b_.alloc_lazy_optimizer_state({"exp_avg_sq ", r.adam_names[i]}, slice, dflt_);
+      }
+      for (const NorMuonGroup& g : r.step.groups) {
+        const std::int64_t chunk = (g.params + W - 1) / W;
+        const std::int64_t eb = dtype_bytes(g.dtype);
+        b_.alloc_lazy_optimizer_state({"momentum_buffer normuon group"}, Bytes{chunk * g.rows * g.cols * eb}, dflt_);
+        b_.alloc_lazy_optimizer_state({"second_momentum_buffer normuon group"}, Bytes{chunk * std::max(g.rows, g.cols) * eb}, dflt_);
+      }
+      kept_output_.setup(b_, w_, dflt_);
+      return;
+    }
     for (std::size_t i = 0; i < buckets_.size(); ++i)
       b_.alloc(fmt::format("bucket {}", i), buckets_[i].bytes, MemCategory::CommBuffers, dflt_);
     // AdamW8bit: the quantization maps, moved to the GPU at the first 8-bit parameter's init_state.
@@ -121,11 +176,34 @@ class ReducerWriter {
       // with gradient_as_bucket_view it writes into the bucket view instead.
       if (micro == 0 && !c_.gradient_as_bucket_view)
         grads_.push_back(b_.alloc(".grad " + l.name, Bytes{l.numel() * param_bytes_}, MemCategory::Gradients, dflt_));
-      if (!sync) continue;  // no_sync: hooks return at once (D3.10)
+      if (!sync || normuon()) continue;  // no_sync: hooks return at once (D3.10); normuon: no DDP
       for (auto p = ps.rbegin(); p != ps.rend(); ++p) autograd_hook(*p);
     }
-    if (sync) finalize_backward();
+    if (sync && !normuon()) finalize_backward();
+    if (normuon() && micro == 0) accumulate_adam_grads();
   }
+
+  // The record zeroes DistAdam's gradients only after its odd steps (step_optimizers: an even
+  // step steps and zeroes NorMuon alone), so in an odd step every one of them is accumulated
+  // onto the even step's: AccumulateGrad's add, once the compiled backward has returned them all.
+  // The lm_head's gradient, written by the transposed FP8 GEMM, is added through TensorIterator's
+  // strided path (elementwise_kernel<128, 4>, 322 us against 77 us for an embedding's in the
+  // trace's ProfilerStep#13).
+  void accumulate_adam_grads() {
+    for (const Layer& l : w_.layers)
+      for (const Param* p : l.params()) {
+        const bool head = p->name == "lm_head.weight";
+        if (!head && l.kind != LayerKind::Embedding) continue;
+        if (p->name.ends_with("smear_gate.weight")) continue;  // NorMuon's: zeroed every step
+        const std::int64_t eb = p->name == "scalars" ? 4 : 2;
+        KernelSpec k = elementwise("AccumulateGrad add " + p->name, Bytes{3 * p->numel * eb}, l.name,
+                                   head ? KernelClass::ElementwiseStrided : KernelClass::Elementwise);
+        if (head) k.work.elements = p->numel;
+        b_.launch(dflt_, k);
+      }
+  }
+
+  bool normuon() const { return e_.training.optimizer == Optimizer::NorMuon; }
 
   // prepare_for_backward -> reset_bucket_counting: every bucket waits for all its gradients.
   void prepare_for_backward() {
@@ -204,6 +282,11 @@ class ReducerWriter {
                                             .world = distributed ? e_.cluster.world_size() : 1, .rank = 0,
                                             .comm = process_group_, .nccl = nccl_});
       }
+    } else if (normuon()) {
+      RecordParams r = record_params(w_, e_.cluster.world_size());
+      r.step.comm = process_group_;
+      r.step.nccl = nccl_;
+      launch_normuon_step(b_, dflt_, r.step);
     } else if (e_.training.optimizer == Optimizer::Adafactor) {
       AdafactorStep step{.dtype = c_.param_dtype};
       for (const Layer& l : w_.layers)
@@ -284,8 +367,12 @@ class Ddp final : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> parse_ddp(ObjectReader& r, const Experiment&) {
+std::unique_ptr<Strategy> parse_ddp(ObjectReader& r, const Experiment& e) {
   DdpConfig c;
+  // modded-nanogpt 2025 wraps no DDP: its optimizers reduce the gradients (launch_normuon_step).
+  if (e.training.optimizer == Optimizer::NorMuon)
+    for (const char* key : {"bucket_cap_mb", "bucket_cap_bytes", "first_bucket_bytes", "gradient_as_bucket_view"})
+      if (r.has(key)) r.fail(key, "no DDP bucket setting with the optimizer normuon (its record wraps no DDP: NorMuon and DistAdam reduce the gradients)");
   bool explicit_cap = false;
   if (r.has("bucket_cap_mb") && r.has("bucket_cap_bytes")) r.fail("bucket_cap_bytes", "either bucket_cap_mb or bucket_cap_bytes, not both");
   if (r.has("bucket_cap_mb")) {

@@ -19,7 +19,7 @@ std::unique_ptr<Strategy> parse_strategy(ObjectReader& r, const Experiment& e) {
   // columns: FSDP1's flat shards are 1-D, FSDP2's Shard(0) DTensors would redistribute in every
   // matmul and norm, DeepSpeed's partitions are flat. Only DDP's replicas are whole matrices.
   const Optimizer opt = e.training.optimizer;
-  if ((opt == Optimizer::Muon || opt == Optimizer::Adafactor) && fw != "ddp") {
+  if ((opt == Optimizer::Muon || opt == Optimizer::Adafactor || opt == Optimizer::NorMuon) && fw != "ddp") {
     const std::string name = to_string(opt);
     throw_input_error(r.sources().file_for("/training/optimizer"), "/training/optimizer", nlohmann::json(name),
                       "adamw, sgd or none with " + fw + " (" + name + " needs each parameter whole, as a 2-D matrix: " +

@@ -52,6 +52,11 @@ static const std::map<std::string, ModelDims>& presets() {
       // train_gpt2.py: GPTConfig(vocab_size=50304, n_layer=12, n_head=6, n_embd=768), MLP 4 x
       // n_embd, lm_head tied to wte): 123,568,128 parameters.
       {"nanogpt-124m", {"nanogpt", 768, 12, 6, 6, 3072, 50304, 0, true}},
+      // modded-nanogpt's GPT of late 2025 (records/track_1_short/2025-10-31_AdamSyncGradientHook:
+      // GPT(vocab_size=50257 -> 50304, num_layers=12, num_heads=6, head_dim=128, model_dim=768),
+      // MLP 4 x 768, an untied FP8 lm_head, three value embeddings; transformer.cpp, namespace
+      // nanogpt2025): 268,665,628 parameters.
+      {"nanogpt-2025-10", {"nanogpt-2025", 768, 12, 6, 6, 3072, 50304, 0, false}},
   };
   return table;
 }

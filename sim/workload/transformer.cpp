@@ -170,6 +170,14 @@ WorkloadOptions default_options(const std::string& family) {
     // lists every run of the tables, never passes --attn_impl.
     o.impl = Implementation::LlmFoundry;
     o.attention = Attention::FlashTriton;
+  } else if (family == "nanogpt-2025") {
+    // modded-nanogpt (2025-10): `torch.compile(model, dynamic=False, fullgraph=True)`,
+    // FlashAttention-3's flash_attn_varlen_func (kernels-community varunneal/flash-attention-3),
+    // the schedule's first windows (ws_long 3 blocks).
+    o.impl = Implementation::ModdedNanogpt;
+    o.attention = Attention::Flash3;
+    o.compile = true;
+    o.window_blocks = 3;
   } else if (family == "nanogpt") {
     // modded-nanogpt (2024-10): `model = torch.compile(model)`, F.scaled_dot_product_attention(
     // is_causal=True): sdpa's flash backend, cuDNN where the release defaults to it (2.5.0), which
@@ -1602,6 +1610,199 @@ Layer head(Workload& w, const ModelDims& md, const Dims& d) {
 
 }  // namespace nanogpt
 
+// ---- modded-nanogpt of 2025 (family nanogpt-2025, implementation modded_nanogpt) -------------
+//
+// KellerJordan/modded-nanogpt's GPT as its records of October-December 2025 run it
+// (records/track_1_short/2025-10-31_AdamSyncGradientHook: the script is in each log, l.742-1042;
+// the repository's trace data/traces/modded-nanogpt is of that record). One packed sequence per
+// rank (`assert B == 1`: micro_batch 1, seq_len the rank's tokens, 32,768 in the record) through:
+//  - embed and three value embeddings (nn.Embedding, bf16: `m.bfloat16()` for every Embedding and
+//    Linear), a smear gate (CastedLinear(12, 1): x[1:] += lambda sigmoid(gate(x[1:, :12])) x[:-1]),
+//    x = x0 = norm(x);
+//  - blocks 1 to 11 (block 0 has neither attention nor MLP and the loop skips it): x = lambdas[0] x
+//    + lambdas[1] x0 (plus a gated U-net skip in blocks 6-10), attention in every block but 0 and
+//    7, an MLP in every block but 0. Attention: one GEMM for q, k, v from qkvo_w (an fp32
+//    nn.Parameter of [h, 4h], cast to bf16 at each use), F.rms_norm of q and k, rotary, v mixed
+//    with a value embedding in blocks 1, 2, 9, 10, 11, FlashAttention-3's varlen kernel with a
+//    sliding window (window_size=(bm_size, 0): `long` in blocks 4 and 11, `short` elsewhere), a
+//    sigmoid gate per head (CastedLinear(12, heads)), the output projection. MLP: c_fc and c_proj
+//    fp32 [h, 4h] parameters, relu(x).square();
+//  - x -= backout_lambda * x_backout (block 8's output), norm, the lm_head in FP8
+//    (torch.ops.nanogpt.mm: x and W quantized to e4m3 and torch._scaled_mm; backward the
+//    gradient quantized to e5m2 and two _scaled_mm), 30 sigmoid(logits / 7.5), cross entropy
+//    (reduction "sum") in bf16.
+// `torch.compile(model, dynamic=False, fullgraph=True)`: one graph, every memory-bound run one
+// Inductor kernel. The kernels below are those of ProfilerStep#13 of the record's trace, in its
+// order, with what each reads and writes by the tensors its fused ops touch (its names:
+// triton_per_fused__fused_rms_norm__unsafe_view_add_mul_select_..., ...). The windows are the
+// schedule's at the step (workload.window_blocks: get_ws, `ws_long` blocks of 128 tokens, the
+// short window half of it, rounded down).
+namespace nanogpt2025 {
+
+constexpr std::int64_t kF32 = 4, kFp8 = 1, kGateInputs = 12, kBlockTokens = 128;
+
+bool has_attention(int i) { return i != 0 && i != 7; }
+bool has_value_embedding(int i) { return i == 1 || i == 2 || i == 9 || i == 10 || i == 11; }
+bool long_window(int i) { return i == 4 || i == 11; }
+bool has_skip(int i) { return i >= 6 && i < 11; }  // `if i >= n and i < 11` with n = 6
+
+// An fp32 [in, out] matrix used as `w.type_as(x)` (a cast kernel each forward) by a bf16 GEMM
+// (T, out, in); backward the input gradient, the weight gradient (cuBLASLt's split-K with an fp32
+// reduction) and its cast to the fp32 parameter's dtype.
+Module casted_linear(const std::string& name, const std::string& param, std::int64_t in, std::int64_t out, const Dims& d,
+                     std::int64_t saved_input, std::int64_t param_numel) {
+  Module m = stepsim::linear(name, in, out, false, d, saved_input);
+  m.params.clear();
+  if (!param.empty()) m.params.push_back(Param{param, param_numel, in});
+  const std::int64_t p = in * out;
+  m.forward.insert(m.forward.begin(), mem("weight.to_bf16", KernelClass::Elementwise, p * kF32, p * d.e));
+  m.backward.push_back(param_grad(mem("wgrad.to_fp32", KernelClass::Elementwise, p * d.e, p * kF32)));
+  return m;
+}
+
+// A CastedLinear(12, out) of bf16 weight over x[..., :12]: cuBLAS's small GEMM; backward its two
+// small GEMMs.
+Module gate(const std::string& name, std::int64_t out, const Dims& d) {
+  Module m;
+  m.name = name;
+  m.params.push_back(Param{name + ".weight", kGateInputs * out, out});
+  m.forward.push_back(gemm("gate", d.T, out, kGateInputs, 1, d.dt, Bytes{d.T * kGateInputs * d.e}));
+  m.backward.push_back(gemm("gate.dgrad", d.T, kGateInputs, out, 1, d.dt));
+  m.backward.push_back(param_grad(gemm("gate.wgrad", kGateInputs, out, d.T, 1, d.dt)));
+  return m;
+}
+
+// FlashAttention-3's varlen kernel over the packed sequence with window (w, 0): a tile of 128
+// queries reads the w + 128 keys its rows' windows span (the tiles at the window's edges masked,
+// computed whole; documents shorter than that, and each document's first keys, read fewer: not
+// counted), so it computes a non-causal attention over spans of w + 128 keys, at the rate the
+// causal kernel reaches at a mean of that many keys per query (a causal sequence twice as long).
+// The forward launches prepare_varlen_num_blocks first; backward preprocess (dot(dO, O)), the
+// main loop and the dq conversion.
+Module windowed_attention(const std::string& name, const Dims& d, std::int64_t window) {
+  Module m;
+  m.name = name;
+  const std::int64_t n = d.T * d.h, e = d.e, lse = d.H * d.T * kF32;
+  const std::int64_t span = std::min(window + kBlockTokens, d.T), spans = std::max<std::int64_t>(1, d.T / span);
+  Op f = mem("flash_attn_varlen", KernelClass::Attention, 3 * n * e, n * e + lse, 4 * n * e + lse, 2);
+  Op b = mem("flash_attn_varlen.bwd", KernelClass::Attention, 5 * n * e + lse, 3 * n * e + n * kF32, 0, 3);
+  f.work.attention = AttentionWork{fused_attention_flops(spans, span, d.h, false, false), AttentionKernel::Flash3, false, 2 * span, d.d};
+  b.work.attention = AttentionWork{fused_attention_flops(spans, span, d.h, true, false), AttentionKernel::Flash3, true, 2 * span, d.d};
+  m.forward.push_back(f);
+  m.backward.push_back(b);
+  return m;
+}
+
+Layer block(int i, const Dims& d, std::int64_t short_window, std::int64_t long_window_tokens) {
+  const std::int64_t n = d.T * d.h, In = d.T * d.I, e = d.e, rows = d.T;
+  const std::string p = fmt::format("blocks.{}", i);
+  Layer l;
+  l.name = p;
+  l.kind = LayerKind::Block;
+  // x = lambdas[0] x + lambdas[1] x0 (+ sigmoid(skip_weight) skip), the previous branch's
+  // residual add and norm(x): reads the stream, x0, the branch output (and the skip), writes the
+  // stream and its norm; backward one kernel back through them.
+  const std::int64_t in_reads = (3 + (has_skip(i) ? 1 : 0)) * n * e;
+  l.modules.push_back(nanogpt::ops(p + ".norm_in", {mem("lambdas_add_rms_norm", KernelClass::Norm, in_reads, 2 * n * e + rows * kF32, n * e + rows * kF32)},
+                                   {mem("lambdas_add_rms_norm.bwd", KernelClass::Norm, 3 * n * e + rows * kF32, (2 + (has_skip(i) ? 1 : 0)) * n * e)}));
+  const std::int64_t P = d.h * 4 * d.h;  // qkvo_w, c_fc, c_proj: [h, 4h] each
+  if (has_attention(i)) {
+    const std::string a = p + ".attn";
+    l.modules.push_back(casted_linear(a + ".qkv", a + ".qkvo_w", d.h, 3 * d.h, d, 0, P));
+    // F.rms_norm of q and k over the head, rotary: one kernel; backward with the norms' backward.
+    const std::int64_t qk = 2 * n;
+    l.modules.push_back(nanogpt::ops(a + ".qk_norm_rotary", {mem("qk_norm_rotary", KernelClass::Norm, qk * e, qk * e, qk * e)},
+                                     {mem("qk_norm_rotary.bwd", KernelClass::Norm, 2 * qk * e, qk * e)}));
+    // v = sa_lambdas[0] v (+ sa_lambdas[1] ve): backward the gradients of v and ve and the two
+    // lambdas' sums.
+    const std::int64_t ve = has_value_embedding(i) ? n : 0;
+    l.modules.push_back(nanogpt::ops(a + ".value_mix", {mem("value_mix", KernelClass::Elementwise, (n + ve) * e + (ve > 0 ? rows * 8 : 0), n * e)},
+                                     {mem("value_mix.bwd", KernelClass::Elementwise, (2 * n + ve) * e, (n + ve) * e)}));
+    l.modules.push_back(windowed_attention(a + ".flash_attn", d, long_window(i) ? long_window_tokens : short_window));
+    Module g = gate(a + ".attn_gate", d.H, d);
+    g.forward.push_back(mem("y_mul_sigmoid", KernelClass::Elementwise, n * e + rows * d.H * e, n * e, rows * d.H * e));
+    g.backward.insert(g.backward.begin(), mem("y_mul_sigmoid.bwd", KernelClass::Elementwise, 2 * n * e + rows * d.H * e, n * e + rows * d.H * e));
+    l.modules.push_back(std::move(g));
+    l.modules.push_back(casted_linear(a + ".o", "", d.h, d.h, d, n * e, 0));  // qkvo_w's fourth quarter
+    // the residual add and the MLP's norm: one kernel
+    l.modules.push_back(nanogpt::ops(p + ".norm_mlp", {mem("add_rms_norm", KernelClass::Norm, 2 * n * e, 2 * n * e + rows * kF32, n * e + rows * kF32)},
+                                     {mem("add_rms_norm.bwd", KernelClass::Norm, 3 * n * e + rows * kF32, n * e)}));
+  }
+  const std::string m = p + ".mlp";
+  l.modules.push_back(casted_linear(m + ".c_fc", m + ".c_fc", d.h, d.I, d, 0, P));
+  l.modules.push_back(nanogpt::ops(m + ".relu_square", {mem("relu_square", KernelClass::Elementwise, In * e, In * e, In * e)},
+                                   {mem("relu_square.bwd", KernelClass::Elementwise, 2 * In * e, In * e)}));
+  l.modules.push_back(casted_linear(m + ".c_proj", m + ".c_proj", d.I, d.h, d, In * e, P));
+  return l;
+}
+
+// embed (a generated kernel; the value embeddings' rows are read by the blocks' value_mix
+// kernels, into which Inductor fuses their lookups), the smear gate, x0 = norm(x). Backward per
+// table: Inductor's embedding_dense_backward as an fp32 zero fill, the scatter-add of the rows'
+// gradients and the cast to the bf16 parameter's gradient.
+Layer embedding(const ModelDims& md, const Dims& d) {
+  const std::int64_t n = d.T * d.h, table = md.vocab * d.h, e = d.e;
+  Layer embed;
+  embed.name = "embed";
+  embed.kind = LayerKind::Embedding;
+  Module tables;
+  tables.name = "embed.tables";
+  tables.params.push_back(Param{"embed.weight", table, md.vocab});
+  for (int k = 0; k < 3; ++k) tables.params.push_back(Param{fmt::format("value_embeds.{}.weight", k), table, md.vocab});
+  tables.forward.push_back(mem("embedding", KernelClass::Embedding, d.T * 8 + n * e, n * e));
+  for (int k = 0; k < 4; ++k) {
+    tables.backward.push_back(param_grad(mem("embedding_dense_backward.zero", KernelClass::Elementwise, 0, table * kF32)));
+    tables.backward.push_back(param_grad(mem("embedding_dense_backward.scatter_add", KernelClass::Embedding, n * e + d.T * 8, n * kF32)));
+    tables.backward.push_back(param_grad(mem("embedding_dense_backward.to_bf16", KernelClass::Elementwise, table * kF32, table * e)));
+  }
+  embed.modules.push_back(std::move(tables));
+  Module smear = gate("smear_gate", 1, d);
+  smear.params.push_back(Param{"scalars", 64, 64});  // 5 x 12 lambdas and weights, smear, backout, 2 pad
+  smear.forward.push_back(mem("smear_rms_norm", KernelClass::Norm, n * e + d.T * e, n * e + d.T * kF32, n * e + d.T * kF32));
+  smear.backward.insert(smear.backward.begin(), mem("smear_rms_norm.bwd", KernelClass::Norm, 3 * n * e, n * e));
+  embed.modules.push_back(std::move(smear));
+  embed.saved_activations = Bytes{saved_of(embed)};
+  return embed;
+}
+
+// x -= backout_lambda x_backout, norm; the FP8 lm_head (torch.ops.nanogpt.mm: x / x_s and W / w_s
+// cast to e4m3, `_scaled_mm` to bf16 logits; backward the logits' gradient cast to e5m2 with its
+// transposed copy, then grad_x = g W and grad_W = x^T g as `_scaled_mm`s); 30 sigmoid(logits /
+// 7.5) and cross entropy: one looped reduction writing what backward reads (the softcapped
+// logits), one backward kernel writing the logits' gradient.
+Layer head(Workload& w, const ModelDims& md, const Dims& d) {
+  const std::int64_t T = d.T, n = T * d.h, TV = T * d.V, e = d.e, table = md.vocab * d.h;
+  Layer out;
+  out.name = "head";
+  out.kind = LayerKind::Head;
+  Module lm;
+  lm.name = "lm_head";
+  lm.params.push_back(Param{"lm_head.weight", table, md.vocab});
+  lm.forward = {mem("backout_rms_norm", KernelClass::Norm, 3 * n * e, n * e + T * kF32, n * e + T * kF32),
+                mem("x.to_e4m3", KernelClass::Elementwise, n * e, n * kFp8, n * kFp8),
+                mem("w.to_e4m3", KernelClass::Elementwise, table * e, table * kFp8, table * kFp8),
+                gemm("scaled_mm", T, d.V, d.h, 1, Dtype::FP8, {}, GemmLayout::TN)};
+  lm.backward = {mem("grad.to_e5m2", KernelClass::Elementwise, TV * e, 2 * TV * kFp8),
+                 mem("w.t_e4m3", KernelClass::Elementwise, table * kFp8, table * kFp8),
+                 gemm("scaled_mm.dgrad", T, d.h, d.V, 1, Dtype::FP8, {}, GemmLayout::TN),
+                 mem("x.t_e4m3", KernelClass::Elementwise, n * kFp8, n * kFp8),
+                 param_grad(gemm("scaled_mm.wgrad", d.V, d.h, T, 1, Dtype::FP8, {}, GemmLayout::TN)),
+                 mem("grad_x.to_bf16", KernelClass::Elementwise, n * kF32, n * e),
+                 mem("backout_rms_norm.bwd", KernelClass::Norm, 3 * n * e, 2 * n * e)};
+  Module loss = nanogpt::ops("head.loss",
+                             {mem("softcap_cross_entropy", KernelClass::Reduction, TV * e + T * 8, TV * e + T * 2 * kF32, TV * e + T * kF32),
+                              mem("loss.sum", KernelClass::Reduction, T * kF32, kF32)},
+                             {mem("softcap_cross_entropy.bwd", KernelClass::Reduction, TV * e + T * (8 + kF32), TV * e)});
+  out.recompute_activations = Bytes{TV * e};  // the logits' gradient
+  out.modules.push_back(std::move(lm));
+  out.modules.push_back(std::move(loss));
+  out.saved_activations = Bytes{saved_of(out)};
+  w.loss_dtype = Dtype::BF16;
+  return out;
+}
+
+}  // namespace nanogpt2025
+
 }  // namespace
 
 Workload build_transformer(const std::string& name, const ModelDims& md, std::int64_t b, std::int64_t s, Dtype dt,
@@ -1629,11 +1830,19 @@ Workload build_transformer(const std::string& name, const ModelDims& md, std::in
   // modded-nanogpt's blocks are built one by one (nanogpt::block): nothing to take names into.
   std::optional<Recycling> recycling;
   if (recycled && o.impl != Implementation::ModdedNanogpt) recycling.emplace(Recycling{recycled});
-  if (o.impl == Implementation::ModdedNanogpt) {
+  if (o.impl == Implementation::ModdedNanogpt && md.family == "nanogpt-2025") {
+    const std::int64_t long_window = o.window_blocks * nanogpt2025::kBlockTokens;
+    const std::int64_t short_window = std::max<std::int64_t>(1, o.window_blocks / 2) * nanogpt2025::kBlockTokens;
+    w.layers.push_back(nanogpt2025::embedding(md, d));
+    for (int i = 1; i < md.layers; ++i) w.layers.push_back(nanogpt2025::block(i, d, short_window, long_window));
+    w.layers.push_back(nanogpt2025::head(w, md, d));
+  } else if (o.impl == Implementation::ModdedNanogpt) {
     w.layers.push_back(nanogpt::embedding(md, d));
     for (int i = 0; i < md.layers; ++i) w.layers.push_back(nanogpt::block(i, d, o));
     w.layers.push_back(nanogpt::final_norm(d));
     w.layers.push_back(nanogpt::head(w, md, d));
+  }
+  if (o.impl == Implementation::ModdedNanogpt) {
     // One compiled graph: its backward is one CompiledFunctionBackward node; every memory-bound
     // kernel is Inductor's.
     for (auto& l : w.layers) {

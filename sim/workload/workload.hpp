@@ -313,6 +313,9 @@ struct WorkloadOptions {
   // (checkpoint_stops_early). Unset: the implementation's, at torch_version.
   std::optional<bool> checkpoint_early_stop;
   std::optional<Release> torch_version;  // the run's PyTorch (TrainingConfig::torch_version)
+  // The family nanogpt-2025's sliding windows: its schedule's `ws_long` in blocks of 128 tokens
+  // (the short window is half of it, rounded down); 0 for every other family.
+  int window_blocks = 0;
   Release torch() const { return torch_version.value_or(kDefaultTorchRelease); }
   bool operator==(const WorkloadOptions&) const = default;
 };
