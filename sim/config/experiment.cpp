@@ -495,7 +495,6 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
       s.fail("world_size", fmt::format("the cluster's world size {} ({} nodes x {} GPUs)", e.cluster.world_size(),
                                        e.cluster.nodes, e.cluster.gpus_per_node));
   }
-  e.strategy = read_strategy(s, e);
   // NorMuon and DistAdam are the 2025 record's own, written for its model's parameters (their
   // groups, shapes and labels); that model runs under no other optimizer stepsim models.
   const bool of_2025 = e.workload && e.workload->options && e.workload->options->window_blocks > 0;
@@ -505,6 +504,7 @@ Experiment read_experiment(nlohmann::json doc, const SourceMap& sources, const S
                                 "themselves)"
                               : "an optimizer other than normuon (modded-nanogpt's NorMuon and DistAdam of 2025 are written for the "
                                 "family nanogpt-2025's parameters)");
+  e.strategy = read_strategy(s, e);
   if (e.training.optimizer == Optimizer::Muon && e.training.muon_impl == MuonImpl::Torch && e.training.torch() < kTorchMuonSince)
     throw_input_error(sources.file_for("/training/optimizer"), "/training/optimizer", Json("muon"),
                       fmt::format("adamw, sgd or none with PyTorch {} (torch.optim.Muon is in PyTorch 2.9 and later)",

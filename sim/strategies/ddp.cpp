@@ -48,7 +48,7 @@ struct RecordParams {
 
 RecordParams record_params(const Workload& w, int world) {
   RecordParams r;
-  std::int64_t smear = 0, gates = 0, attn = 0, mlp = 0, heads = 0;
+  std::int64_t smear = 0, gates = 0, attn = 0, mlp = 0, heads = 0, gate_inputs = 0;
   for (const Layer& l : w.layers)
     for (const Param* p : l.params()) {
       if (p->name.ends_with("smear_gate.weight")) {
@@ -56,6 +56,7 @@ RecordParams record_params(const Workload& w, int world) {
       } else if (p->name.ends_with("attn_gate.weight")) {
         ++gates;
         heads = p->dim0;
+        gate_inputs = p->numel / p->dim0;
       } else if (p->name.ends_with("attn.qkvo_w")) {
         ++attn;
       } else if (p->name.ends_with("mlp.c_fc") || p->name.ends_with("mlp.c_proj")) {
@@ -66,7 +67,7 @@ RecordParams record_params(const Workload& w, int world) {
         r.adam_names.push_back(p->name);
       }
     }
-  r.step.groups = normuon_groups(smear, gates, 12, heads, attn, mlp, w.hidden, world);
+  r.step.groups = normuon_groups(smear, gates, gate_inputs, heads, attn, mlp, w.hidden, world);
   r.step.world = world;
   return r;
 }
@@ -76,6 +77,8 @@ struct DdpConfig {
   Bytes first_bucket{1024 * 1024};      // D3.2: kDefaultFirstBucketBytes = 1 MiB
   bool gradient_as_bucket_view = false; // D3.6
   Dtype param_dtype = Dtype::FP32;      // model weights (autocast computes in the workload dtype)
+  // No reducer: the optimizers reduce the gradients themselves (training.optimizer normuon).
+  bool optimizer_syncs = false;
 };
 
 struct Bucket {
@@ -325,6 +328,8 @@ class Ddp final : public Strategy {
   std::string framework() const override { return "ddp"; }
 
   nlohmann::json effective_config() const override {
+    if (c_.optimizer_syncs)
+      return {{"framework", "ddp"}, {"gradient_sync", "the optimizers (normuon: no DDP reducer)"}, {"param_dtype", to_string(c_.param_dtype)}};
     return {{"framework", "ddp"},
             {"bucket_cap_bytes", c_.bucket_cap.count},
             {"first_bucket_bytes", c_.first_bucket.count},
@@ -388,6 +393,7 @@ std::unique_ptr<Strategy> parse_ddp(ObjectReader& r, const Experiment& e) {
   if (r.has("first_bucket_bytes")) c.first_bucket = Bytes{r.positive_integer("first_bucket_bytes")};
   c.gradient_as_bucket_view = r.declared_boolean("gradient_as_bucket_view");
   c.param_dtype = r.dtype("param_dtype", Dtype::FP32);
+  c.optimizer_syncs = e.training.optimizer == Optimizer::NorMuon;
   return std::make_unique<Ddp>(c);
 }
 
