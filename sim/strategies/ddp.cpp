@@ -328,8 +328,8 @@ class Ddp final : public Strategy {
   std::string framework() const override { return "ddp"; }
 
   nlohmann::json effective_config() const override {
-    if (c_.optimizer_syncs)
-      return {{"framework", "ddp"}, {"gradient_sync", "the optimizers (normuon: no DDP reducer)"}, {"param_dtype", to_string(c_.param_dtype)}};
+    // normuon: no reducer, so no bucket setting applies (parse_ddp refuses them).
+    if (c_.optimizer_syncs) return {{"framework", "ddp"}, {"param_dtype", to_string(c_.param_dtype)}};
     return {{"framework", "ddp"},
             {"bucket_cap_bytes", c_.bucket_cap.count},
             {"first_bucket_bytes", c_.first_bucket.count},
