@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "sim/core/error.hpp"
 #include "sim/hardware/profile.hpp"
 #include "sim/program/builder.hpp"
 #include "sim/strategies/load_experiment.hpp"
@@ -56,6 +57,16 @@ inline Experiment experiment_from_doc(const nlohmann::json& doc) {
   SourceMap sources;
   sources.root_file = "test.json";
   return experiment_from_json(doc, sources);
+}
+
+// The one-line error loading `doc` as an experiment gives, or "" when it loads.
+inline std::string experiment_error_of(const nlohmann::json& doc) {
+  try {
+    experiment_from_doc(doc);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Llama-2-7B (sequence 1024, micro-batch 1, full checkpointing) on one node of 8 H100s under

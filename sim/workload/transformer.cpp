@@ -1581,6 +1581,15 @@ Layer final_norm(const Dims& d) {
   return fnorm;
 }
 
+// The head's lm_head and loss modules; backward holds the logits' gradient (`logits_grad` bytes)
+// while it runs.
+void finish_head(Layer& out, Module lm, Module loss, std::int64_t logits_grad) {
+  out.recompute_activations = Bytes{logits_grad};
+  out.modules.push_back(std::move(lm));
+  out.modules.push_back(std::move(loss));
+  out.saved_activations = Bytes{saved_of(out)};
+}
+
 // lm_head (the embedding's weight, tied) and `F.cross_entropy(logits.float(), targets)` as
 // Inductor compiles them: the bf16 logits, saved; one reduction kernel for the log-sum-exp and
 // the target's logit per row, one for the mean; backward one kernel writing the bf16 logits'
@@ -1600,10 +1609,7 @@ Layer head(Workload& w, const ModelDims& md, const Dims& d) {
                     {mem("cross_entropy", KernelClass::Reduction, TV * e + T * 8, T * 2 * kF32, T * kF32),
                      mem("loss.mean", KernelClass::Reduction, T * kF32, kF32)},
                     {mem("cross_entropy.bwd", KernelClass::Elementwise, TV * e + T * (8 + kF32), TV * e)});
-  out.recompute_activations = Bytes{TV * e};  // the logits' gradient
-  out.modules.push_back(std::move(lm));
-  out.modules.push_back(std::move(loss));
-  out.saved_activations = Bytes{saved_of(out)};
+  finish_head(out, std::move(lm), std::move(loss), TV * e);
   w.loss_dtype = Dtype::FP32;
   return out;
 }
@@ -1793,10 +1799,7 @@ Layer head(Workload& w, const ModelDims& md, const Dims& d) {
                              {mem("softcap_cross_entropy", KernelClass::Reduction, TV * e + T * 8, TV * e + T * 2 * kF32, TV * e + T * kF32),
                               mem("loss.sum", KernelClass::Reduction, T * kF32, kF32)},
                              {mem("softcap_cross_entropy.bwd", KernelClass::Reduction, TV * e + T * (8 + kF32), TV * e)});
-  out.recompute_activations = Bytes{TV * e};  // the logits' gradient
-  out.modules.push_back(std::move(lm));
-  out.modules.push_back(std::move(loss));
-  out.saved_activations = Bytes{saved_of(out)};
+  nanogpt::finish_head(out, std::move(lm), std::move(loss), TV * e);
   w.loss_dtype = Dtype::BF16;
   return out;
 }

@@ -29,14 +29,7 @@ Json record(const Json& training = Json::object(), const Json& workload = Json::
   return doc;
 }
 
-std::string error_of(const Json& doc) {
-  try {
-    test::experiment_from_doc(doc);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const Json& doc) { return test::experiment_error_of(doc); }
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 

@@ -32,14 +32,7 @@ Json record(const Json& training = Json::object(), const Json& workload = Json::
   return doc;
 }
 
-std::string error_of(const Json& doc) {
-  try {
-    test::experiment_from_doc(doc);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string error_of(const Json& doc) { return test::experiment_error_of(doc); }
 
 const Module* module_of(const Layer& l, const std::string& suffix) {
   for (const Module& m : l.modules)
