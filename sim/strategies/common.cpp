@@ -661,15 +661,17 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
   {
     const MuonLaunches step{b, s, "optimizer.step dist_adam"};
     std::vector<BufferId> slices;
+    std::vector<EventId> reduced;  // each reduce-scatter's end: its future's wait()
     for (std::size_t i = 0; i < st.adam_params.size(); ++i) {
       const std::int64_t eb = dtype_bytes(st.adam_dtypes[i]), n = st.adam_params[i];
       slices.push_back(b.alloc("optimizer.step dist_adam grad_slice", Bytes{(n + W - 1) / W * eb}, MemCategory::Other, s));
       b.wait_stream(st.nccl, s);
       b.collective(st.comm, st.nccl, CollectiveKind::ReduceScatter, Bytes{n * eb}, st.adam_dtypes[i], "RS dist_adam grad", "step");
+      reduced.push_back(b.record(st.nccl));
     }
     for (std::size_t i = 0; i < st.adam_params.size(); ++i) {
       const std::int64_t eb = dtype_bytes(st.adam_dtypes[i]), n = st.adam_params[i], slice = (n + W - 1) / W * eb;
-      b.wait_stream(s, st.nccl);
+      b.wait(s, reduced[i]);
       for (const char* what : {"mul_ (p)", "mul_ (exp_avg)", "add_ (exp_avg)", "mul_ (exp_avg_sq)", "addcmul_ (exp_avg_sq)",
                                "sqrt (denom)", "add_ (denom)", "div (update)", "add_ (p)"})
         step.op(what, KernelClass::Elementwise, 3 * slice);
@@ -681,6 +683,7 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
   }
   const MuonLaunches step{b, s, "optimizer.step normuon"};
   std::vector<BufferId> stacked;
+  std::vector<EventId> reduced, gathered;
   for (const NorMuonGroup& g : st.groups) {
     const std::int64_t eb = dtype_bytes(g.dtype), chunk = (g.params + W - 1) / W, padded = chunk * W, mn = g.rows * g.cols;
     stacked.push_back(b.alloc("optimizer.step normuon stacked_grads", Bytes{padded * mn * eb}, MemCategory::Other, s));
@@ -688,11 +691,12 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
     if (g.params < padded) step.op("zero_ (padding)", KernelClass::Elementwise, (padded - g.params) * mn * eb);
     b.wait_stream(st.nccl, s);
     b.collective(st.comm, st.nccl, CollectiveKind::ReduceScatter, Bytes{padded * mn * eb}, g.dtype, "RS normuon stacked_grads", "step");
+    reduced.push_back(b.record(st.nccl));
   }
   for (std::size_t gi = 0; gi < st.groups.size(); ++gi) {
     const NorMuonGroup& g = st.groups[gi];
     const std::int64_t eb = dtype_bytes(g.dtype), chunk = (g.params + W - 1) / W, mn = g.rows * g.cols, E = chunk * mn;
-    b.wait_stream(s, st.nccl);
+    b.wait(s, reduced[gi]);
     step.op("lerp_ (momentum_buffer)", KernelClass::Elementwise, 3 * E * eb);
     step.op("lerp_ (update)", KernelClass::Elementwise, 3 * E * eb);
     // Polar Express over a batch of `batch` matrices m x n, m <= n (X.mT when rows > cols).
@@ -730,10 +734,11 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
     b.free(x);
     b.wait_stream(st.nccl, s);
     b.collective(st.comm, st.nccl, CollectiveKind::AllGather, Bytes{chunk * W * mn * eb}, g.dtype, "AG normuon stacked_params", "step");
+    gathered.push_back(b.record(st.nccl));
   }
   for (std::size_t gi = 0; gi < st.groups.size(); ++gi) {
     const NorMuonGroup& g = st.groups[gi];
-    b.wait_stream(s, st.nccl);
+    b.wait(s, gathered[gi]);
     for (std::int64_t i = 0; i < g.params; ++i) step.memcpy("copy_ (param)", 2 * g.rows * g.cols * dtype_bytes(g.dtype));
     b.free(stacked[gi]);
   }

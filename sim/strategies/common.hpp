@@ -252,6 +252,8 @@ void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep
 //    normalisation and cautious weight decay (about 18 small kernels), the parameters' update, an
 //    async all_gather_into_tensor of the updated chunk; then per group the wait and a copy back
 //    into each parameter.
+// Each wait is a future's: the current stream waits for that collective's end (an event), not for
+// everything queued on NCCL's stream, so a group's update runs while the next group reduces.
 // The rank simulated is rank 0 (every rank's chunk has the same shapes but for the attn/mlp
 // group, whose ranks 0-4 take attn matrices).
 struct NorMuonGroup {
@@ -271,8 +273,8 @@ struct NorMuonStep {
 inline constexpr int kPolarExpressSteps = 5;
 // What launch_normuon_step writes per DistAdam parameter and per NorMuon group (and per
 // parameter of it) at most.
-inline constexpr std::size_t kDistAdamInstructionsPerParam = 2 + 2 + 9 + 2;
-inline constexpr std::size_t kNorMuonInstructionsPerGroup = 2 + 3 + 2 + 4 + kPolarExpressSteps * 3 + 20 + 4 + 3;
+inline constexpr std::size_t kDistAdamInstructionsPerParam = 3 + 2 + 9 + 2;
+inline constexpr std::size_t kNorMuonInstructionsPerGroup = 3 + 3 + 2 + 4 + kPolarExpressSteps * 3 + 20 + 5 + 3;
 inline constexpr std::size_t kNorMuonInstructionsPerParam = 2;
 void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& step);
 // The groups NorMuon forms of the record's matrices and gates (generate_custom_param_groups at
