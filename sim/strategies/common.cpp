@@ -684,6 +684,7 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
   const MuonLaunches step{b, s, "optimizer.step normuon"};
   std::vector<BufferId> stacked;
   std::vector<EventId> reduced, gathered;
+  std::vector<BufferId> gathered_into;
   for (const NorMuonGroup& g : st.groups) {
     const std::int64_t eb = dtype_bytes(g.dtype), chunk = (g.params + W - 1) / W, padded = chunk * W, mn = g.rows * g.cols;
     stacked.push_back(b.alloc("optimizer.step normuon stacked_grads", Bytes{padded * mn * eb}, MemCategory::Other, s));
@@ -732,6 +733,7 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
     step.op("addcmul_ (p)", KernelClass::Elementwise, E * (3 * eb + kBf16));
     step.memcpy("copy_ (updated_params)", 2 * E * eb);
     b.free(x);
+    gathered_into.push_back(b.alloc("optimizer.step normuon stacked_params", Bytes{chunk * W * mn * eb}, MemCategory::Other, s));
     b.wait_stream(st.nccl, s);
     b.collective(st.comm, st.nccl, CollectiveKind::AllGather, Bytes{chunk * W * mn * eb}, g.dtype, "AG normuon stacked_params", "step");
     gathered.push_back(b.record(st.nccl));
@@ -740,6 +742,7 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
     const NorMuonGroup& g = st.groups[gi];
     b.wait(s, gathered[gi]);
     for (std::int64_t i = 0; i < g.params; ++i) step.memcpy("copy_ (param)", 2 * g.rows * g.cols * dtype_bytes(g.dtype));
+    b.free(gathered_into[gi]);
     b.free(stacked[gi]);
   }
 }

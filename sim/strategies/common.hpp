@@ -274,7 +274,7 @@ inline constexpr int kPolarExpressSteps = 5;
 // What launch_normuon_step writes per DistAdam parameter and per NorMuon group (and per
 // parameter of it) at most.
 inline constexpr std::size_t kDistAdamInstructionsPerParam = 3 + 2 + 9 + 2;
-inline constexpr std::size_t kNorMuonInstructionsPerGroup = 3 + 3 + 2 + 4 + kPolarExpressSteps * 3 + 20 + 5 + 3;
+inline constexpr std::size_t kNorMuonInstructionsPerGroup = 3 + 3 + 2 + 4 + kPolarExpressSteps * 3 + 20 + 6 + 4;
 inline constexpr std::size_t kNorMuonInstructionsPerParam = 2;
 void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& step);
 // The groups NorMuon forms of the record's matrices and gates (generate_custom_param_groups at
