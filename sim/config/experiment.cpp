@@ -323,6 +323,10 @@ static TrainingConfig parse_training(ObjectReader t) {
     if (out.optimizer != Optimizer::Muon) t.fail("muon_impl", "no muon_impl unless the optimizer is muon");
     out.muon_impl = static_cast<MuonImpl>(std::find(names.begin(), names.end(), i) - names.begin());
   }
+  if (t.has("normuon_step")) {
+    out.normuon_odd_step = t.declared_choice("normuon_step") == "odd";
+    if (out.optimizer != Optimizer::NorMuon) t.fail("normuon_step", "no normuon_step unless the optimizer is normuon");
+  }
   if (t.has("clip_grad_norm"))
     out.clip_grad_norm = t.raw("clip_grad_norm").is_null() ? std::optional<double>() : std::optional<double>(t.positive("clip_grad_norm"));
   if (t.has("torch_version")) out.torch_version = t.release("torch_version", "a PyTorch release such as \"2.1\" or \"2.9.0\"");

@@ -74,6 +74,8 @@ struct TrainingConfig {
   // Unset: the framework's or training loop's (sim/strategies/common.hpp step_optimizer_impl).
   std::optional<OptimizerImpl> optimizer_impl;
   MuonImpl muon_impl = MuonImpl::Torch;  // with optimizer muon
+  // With optimizer normuon: the record's odd step (DistAdam and NorMuon) or its even one (NorMuon).
+  bool normuon_odd_step = true;
   // clip_grad_norm_(max_norm) before the step: unset = the training loop's default (torchtitan
   // clips at 1.0, the others do not); declared null = no clipping; a number = its max norm.
   std::optional<std::optional<double>> clip_grad_norm;

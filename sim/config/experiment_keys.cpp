@@ -255,6 +255,11 @@ const ConfigObject& training() {
                   "compiled), modded_nanogpt_distributed (its of 2024-10-17: each rank a share of the matrices, then a bf16 "
                   "all_reduce of all updates); docs/workload-ops.md.",
            .since = kStepsim},
+          {.name = "normuon_step", .types = kString, .choices = {"odd", "even"}, .default_value = Json("odd"),
+           .doc = "With optimizer normuon, which of the record's two steps: odd (DistAdam and NorMuon step, DistAdam's "
+                  "gradients added to the even step's) or even (NorMuon alone: no DistAdam collective); the record's "
+                  "step_avg is their mean (docs/workload-ops.md).",
+           .since = kStepsim},
           {.name = "clip_grad_norm", .types = kNumber | kNull, .min = 0, .min_exclusive = true,
            .default_text = "the implementation's loop (torchtitan: 1.0; the others: null)",
            .doc = "clip_grad_norm_(max_norm) before each step; null: no clipping. No effect under ZeRO: DeepSpeed computes the "

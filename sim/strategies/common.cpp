@@ -777,6 +777,7 @@ nlohmann::json effective_training(const Experiment& e) {
   if (!zero) out["no_sync"] = t.no_sync;
   out["optimizer"] = to_string(t.optimizer);
   if (t.optimizer == Optimizer::Muon) out["muon_impl"] = to_string(t.muon_impl);
+  if (t.optimizer == Optimizer::NorMuon) out["normuon_step"] = t.normuon_odd_step ? "odd" : "even";
   if (t.optimizer != Optimizer::None) {
     // Adafactor's is its for-loop (the only path modelled), AdamW8bit's bitsandbytes' loop (its
     // only path); Muon's is AdamW's, for what Muon leaves.

@@ -237,7 +237,8 @@ inline constexpr std::size_t kModdedMuonInstructions = 6;
 void launch_modded_muon_step(ProgramBuilder& b, StreamId s, const ModdedMuonStep& step);
 // modded-nanogpt's optimizers of late 2025 (training.optimizer normuon;
 // records/track_1_short/2025-10-31_AdamSyncGradientHook, the script in each log, l.411-740), which
-// also synchronize the gradients (the record wraps no DDP), on an odd step, where both step:
+// also synchronize the gradients (the record wraps no DDP), on an odd step, where both step (an
+// even step, training.normuon_step, steps NorMuon alone: no DistAdam parameter is given):
 //  DistAdam (embed, value embeddings, lm_head, scalars), first: per parameter
 //    dist.reduce_scatter_tensor(grad_slice, grad, AVG, async_op=True), then, waiting for each in
 //    turn, Adam on its slice (mul_, add_, mul_, addcmul_, sqrt, add_, div, mul_, add_: nine

@@ -183,12 +183,13 @@ class ReducerWriter {
       for (auto p = ps.rbegin(); p != ps.rend(); ++p) autograd_hook(*p);
     }
     if (sync && !normuon()) finalize_backward();
-    if (normuon() && micro == 0) accumulate_adam_grads();
+    if (normuon() && micro == 0 && e_.training.normuon_odd_step) accumulate_adam_grads();
   }
 
   // The record zeroes DistAdam's gradients only after its odd steps (step_optimizers: an even
   // step steps and zeroes NorMuon alone), so in an odd step every one of them is accumulated
   // onto the even step's: AccumulateGrad's add, once the compiled backward has returned them all.
+  // An even step's are new (the odd step before it zeroed every gradient).
   // The lm_head's gradient, written by the transposed FP8 GEMM, is added through TensorIterator's
   // strided path (elementwise_kernel<128, 4>, 322 us against 77 us for an embedding's in the
   // trace's ProfilerStep#13).
@@ -287,6 +288,10 @@ class ReducerWriter {
       }
     } else if (normuon()) {
       RecordParams r = record_params(w_, e_.cluster.world_size());
+      if (!e_.training.normuon_odd_step) {  // an even step: NorMuon alone
+        r.step.adam_params.clear();
+        r.step.adam_dtypes.clear();
+      }
       r.step.comm = process_group_;
       r.step.nccl = nccl_;
       launch_normuon_step(b_, dflt_, r.step);

@@ -123,7 +123,8 @@ TEST_CASE("nanogpt-2025's lm_head runs three FP8 GEMMs, and its MFU counts the m
 // 12 by DistAdam (a reduce-scatter and an all-gather of each of 5 bf16 tables of 73.69 MiB and of
 // the fp32 scalars, 256 B) and 8 by NorMuon (the smear gate, 192 B, and the attention gates,
 // 2.2 KiB, in bf16; two groups of 16 fp32 matrices, 144 MiB each), none by DDP's reducer.
-TEST_CASE("normuon launches the record's 20 collectives of an odd step, and DDP's reducer none", "[ddp][nanogpt]") {
+TEST_CASE("normuon launches the record's 20 collectives of an odd step, 8 of an even one, and DDP's reducer none",
+          "[ddp][nanogpt]") {
   const Experiment e = test::experiment_from_doc(record());
   const Program p = e.strategy->build(e);
   CHECK(p.instructions.size() <= e.strategy->instruction_estimate(e));
@@ -142,6 +143,28 @@ TEST_CASE("normuon launches the record's 20 collectives of an odd step, and DDP'
   CHECK(seen == expected);
   const SimulationResult r = run_experiment(e);
   CHECK(r.metrics.optimizer.ns > 0);
+  // An even step (training.normuon_step even) steps NorMuon alone: its 8 collectives, and no
+  // DistAdam gradient added to the step before's.
+  const Experiment even = test::experiment_from_doc(record({{"normuon_step", "even"}}));
+  const Program pe = even.strategy->build(even);
+  std::map<std::tuple<CollectiveKind, std::int64_t, Dtype>, int> seen_even;
+  int accumulated = 0, accumulated_even = 0;
+  for (const Instruction& i : pe.instructions) {
+    if (const auto* c = std::get_if<Collective>(&i)) ++seen_even[{c->kind, c->bytes.count, c->dtype}];
+    if (const auto* l = std::get_if<Launch>(&i)) accumulated_even += std::string_view(l->kernel.name).starts_with("AccumulateGrad add");
+  }
+  for (const Instruction& i : p.instructions)
+    if (const auto* l = std::get_if<Launch>(&i)) accumulated += std::string_view(l->kernel.name).starts_with("AccumulateGrad add");
+  std::map<std::tuple<CollectiveKind, std::int64_t, Dtype>, int> expected_even;
+  for (CollectiveKind k : {CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
+    expected_even[{k, group, Dtype::FP32}] = 2;
+    expected_even[{k, 192, Dtype::BF16}] = 1;
+    expected_even[{k, 2304, Dtype::BF16}] = 1;
+  }
+  CHECK(seen_even == expected_even);
+  CHECK(accumulated == 6);  // embed, 3 value embeddings, scalars, lm_head
+  CHECK(accumulated_even == 0);
+  CHECK(run_experiment(even).metrics.optimizer < r.metrics.optimizer);
 }
 
 TEST_CASE("nanogpt-2025 goes with modded_nanogpt, flash3, 12 layers and normuon; normuon and window_blocks with it only",
@@ -153,6 +176,9 @@ TEST_CASE("nanogpt-2025 goes with modded_nanogpt, flash3, 12 layers and normuon;
   CHECK_THAT(error_of(record(Json::object(), {{"window_blocks", 65}})), Catch::Contains("/workload/window_blocks"));
   CHECK_THAT(error_of(record({{"optimizer", "adamw"}})),
              Catch::Contains("/training/optimizer: \"adamw\"") && Catch::Contains("normuon with the family nanogpt-2025"));
+  CHECK_THAT(error_of(record({{"normuon_step", "third"}})), Catch::Contains("/training/normuon_step"));
+  Json stepped = record({{"optimizer", "adamw"}, {"normuon_step", "even"}}, {{"preset", "llama3-8b"}, {"seq_len", 4096}});
+  CHECK_THAT(error_of(stepped), Catch::Contains("/training/normuon_step") && Catch::Contains("unless the optimizer is normuon"));
   CHECK_THAT(error_of(record(Json::object(), Json::object(), {{"bucket_cap_mb", 50}})),
              Catch::Contains("/strategy/bucket_cap_mb") && Catch::Contains("no DDP bucket setting with the optimizer normuon"));
   Json fsdp = record();
