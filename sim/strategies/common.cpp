@@ -672,8 +672,9 @@ void launch_normuon_step(ProgramBuilder& b, StreamId s, const NorMuonStep& st) {
     for (std::size_t i = 0; i < st.adam_params.size(); ++i) {
       const std::int64_t eb = dtype_bytes(st.adam_dtypes[i]), n = st.adam_params[i], slice = (n + W - 1) / W * eb;
       b.wait(s, reduced[i]);
-      for (const char* what : {"mul_ (p)", "mul_ (exp_avg)", "add_ (exp_avg)", "mul_ (exp_avg_sq)", "addcmul_ (exp_avg_sq)",
-                               "sqrt (denom)", "add_ (denom)", "div (update)", "add_ (p)"})
+      // weight_decay 0 in the record: no p_slice.mul_.
+      for (const char* what : {"mul_ (exp_avg)", "add_ (exp_avg)", "mul_ (exp_avg_sq)", "addcmul_ (exp_avg_sq)", "sqrt (denom)",
+                               "add_ (denom)", "div (update)", "mul_ (update)", "add_ (p)"})
         step.op(what, KernelClass::Elementwise, 3 * slice);
       b.wait_stream(st.nccl, s);
       b.collective(st.comm, st.nccl, CollectiveKind::AllGather, Bytes{n * eb}, st.adam_dtypes[i], "AG dist_adam param", "step");

@@ -1763,7 +1763,9 @@ Layer embedding(const ModelDims& md, const Dims& d) {
   }
   embed.modules.push_back(std::move(tables));
   Module smear = gate("smear_gate", 1, d);
-  smear.params.push_back(Param{"scalars", 64, 64});  // 5 x 12 lambdas and weights, smear, backout, 2 pad
+  // 12 skip weights, 2 x 12 lambdas, 2 x 12 sa_lambdas, smear, backout, padded to a multiple of
+  // the world size (64 from 2 to 64 GPUs)
+  smear.params.push_back(Param{"scalars", 64, 64});
   smear.forward.push_back(mem("smear_rms_norm", KernelClass::Norm, n * e + d.T * e, n * e + d.T * kF32, n * e + d.T * kF32));
   smear.backward.insert(smear.backward.begin(), mem("smear_rms_norm.bwd", KernelClass::Norm, 3 * n * e, n * e));
   embed.modules.push_back(std::move(smear));
