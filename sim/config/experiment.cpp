@@ -167,8 +167,6 @@ static void check_nanogpt(ObjectReader& w, const ModelDims& dims, const Workload
       w.fail(model, fmt::format("a hidden size of heads x 128 for the family nanogpt-2025, not {} (its heads are 128 wide)", dims.hidden));
     if (o.attention != Attention::Flash3)
       w.fail("attention", "flash3 with the family nanogpt-2025 (its attention is FlashAttention-3's varlen kernel)");
-    if (o.window_blocks < 1 || o.window_blocks > 64)
-      w.fail("window_blocks", "a window of 1 to 64 blocks of 128 tokens (the record's schedule: 3, 7, 11, then 13)");
   }
   if (!o.compile) w.fail("compile", "true with modded_nanogpt (its records compile the whole model; eager is not modelled)");
   if (o.checkpointing != Checkpointing::None)
