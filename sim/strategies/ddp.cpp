@@ -1,6 +1,7 @@
 // PyTorch DistributedDataParallel, steady state (iteration >= 2, rebuilt buckets), following
 // framework-semantics.md section 3 (D3.x) and script S8.3.
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -107,7 +108,9 @@ class ReducerWriter {
  public:
   ReducerWriter(const DdpConfig& c, const Experiment& e, Buckets buckets)
       : c_(c), e_(e), w_(*e.workload), param_bytes_(dtype_bytes(c.param_dtype)), assignment_(std::move(buckets)),
-        buckets_(assignment_.buckets), pending_(buckets_.size()) {}
+        buckets_(assignment_.buckets), pending_(buckets_.size()) {
+    if (normuon()) record_ = record_params(w_, e_.cluster.world_size());
+  }
 
   Program write() {
     b_.reserve(ddp_instruction_estimate(e_));
@@ -138,7 +141,7 @@ class ReducerWriter {
     if (normuon()) {
       // No reducer: DistAdam's moments (bf16, this rank's slice of each parameter) and NorMuon's
       // momentum (its chunk of each group, fp32) and second momentum (a row or column of it).
-      const RecordParams r = record_params(w_, e_.cluster.world_size());
+      const RecordParams& r = *record_;
       const std::int64_t W = e_.cluster.world_size();
       for (std::size_t i = 0; i < r.adam_names.size(); ++i) {
         const Bytes slice{r.step.adam_params[i] / W * 2};
@@ -287,7 +290,7 @@ class ReducerWriter {
                                             .comm = process_group_, .nccl = nccl_});
       }
     } else if (normuon()) {
-      RecordParams r = record_params(w_, e_.cluster.world_size());
+      RecordParams r = *record_;
       if (!e_.training.normuon_odd_step) {  // an even step: NorMuon alone
         r.step.adam_params.clear();
         r.step.adam_dtypes.clear();
@@ -325,6 +328,7 @@ class ReducerWriter {
   std::vector<std::size_t> pending_;  // per bucket: gradients marked ready in this backward
   std::size_t next_bucket_ = 0;       // the next bucket to all-reduce (in order)
   std::vector<BufferId> grads_;       // .grad per layer (AccumulateGrad), unless they alias buckets
+  std::optional<RecordParams> record_;  // normuon: the parameters as its optimizers take them
 };
 
 class Ddp final : public Strategy {
@@ -368,7 +372,10 @@ class Ddp final : public Strategy {
     return out;
   }
 
-  Program build(const Experiment& e) const override { return ReducerWriter(c_, e, assign_buckets(*e.workload)).write(); }
+  // normuon: no reducer, so no buckets to assign.
+  Program build(const Experiment& e) const override {
+    return ReducerWriter(c_, e, c_.optimizer_syncs ? Buckets{} : assign_buckets(*e.workload)).write();
+  }
   std::size_t instruction_estimate(const Experiment& e) const override { return ddp_instruction_estimate(e); }
 
  private:

@@ -1645,7 +1645,8 @@ Layer head(Workload& w, const ModelDims& md, const Dims& d) {
 // short window half of it, rounded down).
 namespace nanogpt2025 {
 
-constexpr std::int64_t kF32 = 4, kFp8 = 1, kGateInputs = 12, kBlockTokens = 128;
+using nanogpt::kF32;
+constexpr std::int64_t kFp8 = 1, kGateInputs = 12, kBlockTokens = 128;
 
 bool has_attention(int i) { return i != 0 && i != 7; }
 bool has_value_embedding(int i) { return i == 1 || i == 2 || i == 9 || i == 10 || i == 11; }
