@@ -204,3 +204,30 @@ TEST_CASE("a merged sweep's summary ranks like the unsharded run's, objective in
   merged.write_text(merged_text);
   CHECK(merged_text.str() == whole_text.str());
 }
+
+TEST_CASE("a value met again, after others, adds to its own slot, and values keep their first-seen order", "[sweep][objective]") {
+  // The summary finds a value's slot by a hash of the value (a scan of every value per point was
+  // quadratic in an axis's values); this holds what the scan gave.
+  SweepSummary s({"workload.seq_len", "cluster.nodes"}, 5);
+  const std::vector<std::pair<std::string, std::string>> order = {{"2048", "1"}, {"1024", "1"}, {"4096", "1"},
+                                                                  {"1024", "2"}, {"2048", "2"}, {"1024", "1"}};
+  for (std::size_t i = 0; i < order.size(); ++i)
+    s.add(point(i, {order[i].first, order[i].second}, 100.0 + static_cast<double>(i), 8192, 30, 40), "ok");
+  s.add(point(6, {"8192", "3"}, 1.0, 8192, 30, 40), "error");  // not ok: not counted, and no slot
+  const auto fx = s.effects(Objective::StepTime);
+  const auto seq = std::find_if(fx.begin(), fx.end(), [](const AxisEffect& e) { return e.path == "workload.seq_len"; });
+  REQUIRE(seq != fx.end());
+  REQUIRE(seq->by_value.size() == 3);
+  CHECK(seq->by_value[0].first == "2048");
+  CHECK(seq->by_value[1].first == "1024");
+  CHECK(seq->by_value[2].first == "4096");
+  CHECK(seq->by_value[0].second.count == 2);
+  CHECK(seq->by_value[1].second.count == 3);
+  CHECK(seq->by_value[2].second.count == 1);
+  CHECK(seq->by_value[1].second.sum_step_ns == Approx((101.0 + 103.0 + 105.0) * 1e6));
+  const auto nodes = std::find_if(fx.begin(), fx.end(), [](const AxisEffect& e) { return e.path == "cluster.nodes"; });
+  REQUIRE(nodes != fx.end());
+  REQUIRE(nodes->by_value.size() == 2);
+  CHECK(nodes->by_value[0].second.count == 4);
+  CHECK(nodes->by_value[1].second.count == 2);
+}
