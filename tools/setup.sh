@@ -8,6 +8,7 @@ BUILD_DIR=${1:-build}
 
 PACKAGES=(cmake ninja-build g++ ccache libboost-program-options-dev libboost-iostreams-dev
           nlohmann-json3-dev libfmt-dev catch2 libopenmpi-dev openmpi-bin
+          zlib1g-dev  # libz.a: the static stepsim binary (STEPSIM_STATIC_CLI)
           clang libclang-rt-dev  # clang + libFuzzer/sanitizer runtimes: the hardening build (tools/test.sh)
           python3-dev python3-venv)  # the Python package (tools/python_test.sh: pip install .)
 missing=()

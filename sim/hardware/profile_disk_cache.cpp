@@ -48,11 +48,14 @@ constexpr std::uint64_t layout_fingerprint() {
 // rebuild starts cold. 0 when the binary cannot be found: then nothing is cached.
 std::uint64_t build_identity() {
   static const std::uint64_t id = [] {
+    // dladdr names the object this code is in; a static executable has no object list
+    // (STEPSIM_STATIC_CLI), and there the code is in the executable itself.
     Dl_info info{};
-    if (dladdr(reinterpret_cast<const void*>(&content_hash), &info) == 0 || info.dli_fname == nullptr) return std::uint64_t{0};
     std::error_code ec;
-    fs::path binary = fs::canonical(info.dli_fname, ec);
-    if (ec) binary = fs::read_symlink("/proc/self/exe", ec);
+    fs::path binary;
+    if (dladdr(reinterpret_cast<const void*>(&content_hash), &info) != 0 && info.dli_fname != nullptr && *info.dli_fname != '\0')
+      binary = fs::canonical(info.dli_fname, ec);
+    if (binary.empty() || ec) binary = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return std::uint64_t{0};
     const auto size = fs::file_size(binary, ec);
     if (ec) return std::uint64_t{0};
