@@ -287,11 +287,22 @@ class Reader {
     return id;
   }
 
+  // Whether a kernel of this interned name is a communication kernel (is_comm_kernel_name),
+  // decided once per name: a trace launches a few hundred names tens of thousands of times, and
+  // the search of each launch's name was 4 % of an analyze. -1: not decided yet.
+  bool comm_kernel_name(int name) {
+    const auto n = static_cast<std::size_t>(name);
+    if (n >= comm_name_.size()) comm_name_.resize(out_.names.size(), -1);
+    if (comm_name_[n] < 0) comm_name_[n] = is_comm_kernel_name(out_.names[n]) ? 1 : 0;
+    return comm_name_[n] == 1;
+  }
+
   JsonStream s_;
   KinetoTrace& out_;
   ReadOptions options_;
   EventFields ev_;
   std::unordered_map<std::string, int, StringHash, std::equal_to<>> name_ids_;
+  std::vector<std::int8_t> comm_name_;  // by interned name: comm_kernel_name's answers
   std::set<std::pair<std::int64_t, std::int64_t>> step_numbers_;  // (thread, ProfilerStep number)
   std::string events_path_ = "/traceEvents";                      // "" for the JSON-array form
 };
@@ -758,7 +769,7 @@ void Reader::add_gpu_op(GpuOp::Kind kind, Time start, Time end) {
   op.ctas = ev_.grid_ctas;
   if (ev.issue_ns.set()) op.issue = Time{ev.issue_ns.as_int()};
   if (kind == GpuOp::Kind::Kernel) {
-    op.collective = eq(ev.stepsim_op, "collective") || is_comm_kernel_name(out_.name_of(op));
+    op.collective = eq(ev.stepsim_op, "collective") || comm_kernel_name(op.name);
     if (op.collective) {
       CommParams& comm = bounded(out_.comms, "collective kernels and calls").emplace_back();
       fill_comm_from_args(ev, comm);
