@@ -290,14 +290,14 @@ class ReducerWriter {
                                             .comm = process_group_, .nccl = nccl_});
       }
     } else if (normuon()) {
-      RecordParams r = *record_;
+      NorMuonStep step = record_->step;  // the names stay with the record: the step reads none
       if (!e_.training.normuon_odd_step) {  // an even step: NorMuon alone
-        r.step.adam_params.clear();
-        r.step.adam_dtypes.clear();
+        step.adam_params.clear();
+        step.adam_dtypes.clear();
       }
-      r.step.comm = process_group_;
-      r.step.nccl = nccl_;
-      launch_normuon_step(b_, dflt_, r.step);
+      step.comm = process_group_;
+      step.nccl = nccl_;
+      launch_normuon_step(b_, dflt_, step);
     } else if (e_.training.optimizer == Optimizer::Adafactor) {
       AdafactorStep step{.dtype = c_.param_dtype};
       for (const Layer& l : w_.layers)
