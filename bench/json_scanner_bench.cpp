@@ -34,13 +34,11 @@
 #include <string_view>
 #include <vector>
 
-#include <boost/iostreams/copy.hpp>
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include "bench/bench_args.hpp"
+#include "trace/gunzip.hpp"
 #include "trace/json_stream.hpp"
 
 namespace fs = std::filesystem;
@@ -55,15 +53,18 @@ const stepsim::bench::Args kArgs{STEPSIM_BENCH_NAME, STEPSIM_BENCH_NAME " [--rep
 std::string read_trace(const fs::path& f) {
   std::ifstream raw(f, std::ios::binary);
   if (!raw) kArgs.fail(f.string() + ": cannot open: expected a readable trace file");
-  std::ostringstream text;
   if (f.extension() == ".gz") {
-    boost::iostreams::filtering_istream in;
-    in.push(boost::iostreams::gzip_decompressor());
-    in.push(raw);
-    boost::iostreams::copy(in, text);
-  } else {
-    text << raw.rdbuf();
+    stepsim::trace::Gunzip in(raw);
+    std::string text;
+    char block[1 << 16];
+    for (std::size_t got = sizeof block; got == sizeof block;) {
+      got = in.read(block, sizeof block);
+      text.append(block, got);
+    }
+    return text;
   }
+  std::ostringstream text;
+  text << raw.rdbuf();
   return std::move(text).str();
 }
 

@@ -1,4 +1,5 @@
-// Fuzzes the streaming Kineto/Chrome trace reader and the overlap analysis behind `analyze`.
+// Fuzzes the streaming Kineto/Chrome trace reader (JSON, or gzip: a trace file's bytes) and the
+// overlap analysis behind `analyze`.
 #include "trace/kineto_trace.hpp"
 #include "trace/trace_analysis.hpp"
 #include "fuzz/fuzz_common.hpp"

@@ -117,6 +117,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$BUILD_DIR/tools/stepsim" simulate configs/examples/seed/c1-ddp-buckets.json --trace "$tmp/c1.trace.json" >/dev/null
 cp "$tmp/c1.trace.json" "$seeds/fuzz_kineto/"
+# The same, gzip'd: the reader inflates those on a thread of its own (trace/gunzip.hpp), and the
+# fuzzer's mutations reach its errors (corrupt blocks, a wrong CRC or length, a cut stream).
+gzip -c "$tmp/c1.trace.json" >"$seeds/fuzz_kineto/c1.trace.json.gz"
+gzip -c "$seeds/fuzz_kineto/edge-ok.json" >"$seeds/fuzz_kineto/edge-ok.json.gz"
 cp "$tmp/c1.trace.json" "$seeds/fuzz_init_trace/"
 printf '{"base": {"include": "%s"}, "axes": {"strategy.bucket_cap_bytes": [1000000, 2000000, 3000000]}}\n' \
   "$ROOT/configs/examples/seed/c1-ddp-buckets.json" >"$tmp/s.json"

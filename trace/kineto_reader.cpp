@@ -6,8 +6,6 @@
 // an event whose record cannot use them (most of the bytes: python_function, cpu_op) are
 // skipped without being decoded.
 
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -21,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "trace/gunzip.hpp"
 #include "trace/json_stream.hpp"
 #include "trace/kineto_trace.hpp"
 #include "trace/read_ahead.hpp"
@@ -887,6 +886,32 @@ constexpr std::size_t kDefaultChunk = std::size_t{1} << 16;  // read_kineto_trac
 bool gzip_magic(const unsigned char* head, std::size_t n) { return n >= 2 && head[0] == 0x1f && head[1] == 0x8b; }
 }  // namespace
 
+namespace {
+// A trace's bytes from the start of `raw`, which can seek back there: gzip (by its magic bytes)
+// or JSON.
+KinetoTrace read_trace_bytes(std::istream& raw, const std::string& label, const ReadOptions& options) {
+  unsigned char magic[2] = {0, 0};
+  raw.read(reinterpret_cast<char*>(magic), 2);
+  const auto got = static_cast<std::size_t>(raw.gcount());
+  raw.clear();
+  raw.seekg(0);
+  if (!gzip_magic(magic, got)) return read_kineto_trace_stream(raw, label, kDefaultChunk, options);
+  // Inflated on a second thread, straight into the blocks the scanner reads, while it reads
+  // those that are ready (trace/gunzip.hpp, trace/read_ahead.hpp).
+  Gunzip gunzip(raw);
+  ReadAheadBuf ahead([&gunzip](char* block, std::size_t n) { return gunzip.read(block, n); });
+  std::istream ahead_in(&ahead);
+  ahead_in.exceptions(std::ios::badbit);  // the GzipError the thread caught, rethrown here
+  try {
+    return read_kineto_trace_stream(ahead_in, label, kDefaultChunk, options);
+  } catch (const GzipError& e) {
+    throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
+  } catch (const std::ios::failure& e) {
+    throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
+  }
+}
+}  // namespace
+
 bool looks_like_kineto_trace(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   std::array<char, 4096> head{};
@@ -907,43 +932,15 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& name, const ReadOptio
   std::ifstream raw(file, std::ios::binary);
   if (!raw) throw InputError(label + ": cannot open: expected a readable trace file");
   note_input_file(file);
-  unsigned char magic[2] = {0, 0};
-  raw.read(reinterpret_cast<char*>(magic), 2);
-  const auto got = static_cast<std::size_t>(raw.gcount());
-  raw.clear();
-  raw.seekg(0);
-  KinetoTrace out;
-  if (gzip_magic(magic, got)) {
-    // 16 KiB buffers in the filter chain: boost's defaults (128 B for a filter) make zlib
-    // inflate and CRC a few bytes at a time, at a third of their speed.
-    constexpr std::streamsize kGzipBuffer = 1 << 14;
-    boost::iostreams::filtering_istream in;
-    in.push(boost::iostreams::gzip_decompressor(boost::iostreams::gzip::default_window_bits, kGzipBuffer),
-            kGzipBuffer);
-    in.push(raw, kGzipBuffer);
-    in.exceptions(std::ios::badbit);  // let gzip_error through istream::read
-    // Inflated on a second thread while the scanner reads what is ready (trace/read_ahead.hpp).
-    ReadAheadBuf ahead(in);
-    std::istream ahead_in(&ahead);
-    ahead_in.exceptions(std::ios::badbit);  // the gzip_error the thread caught, rethrown here
-    try {
-      out = read_kineto_trace_stream(ahead_in, label, kDefaultChunk, options);
-    } catch (const boost::iostreams::gzip_error& e) {
-      throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
-    } catch (const std::ios::failure& e) {
-      throw InputError(label + ": " + e.what() + ": expected a gzip-compressed JSON trace");
-    }
-  } else {
-    out = read_kineto_trace_stream(raw, label, kDefaultChunk, options);
-  }
+  KinetoTrace out = read_trace_bytes(raw, label, options);
   if (out.event_count == 0 && out.gpu_ops.empty())
     throw InputError(label + ": /traceEvents: missing or empty: expected a Kineto/Chrome trace");
   return out;
 }
 
-KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label, const ReadOptions& options) {
-  std::istringstream in(json_text);
-  return read_kineto_trace_stream(in, label, kDefaultChunk, options);
+KinetoTrace read_kineto_trace_text(const std::string& bytes, const std::string& label, const ReadOptions& options) {
+  std::istringstream in(bytes);
+  return read_trace_bytes(in, label, options);
 }
 
 int KinetoTrace::main_device() const {

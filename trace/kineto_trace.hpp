@@ -225,8 +225,8 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& file, const ReadOptio
 // .json.gz trace), or a JSON object that opens with "traceEvents" or Kineto's header keys and
 // has no stepsim schema. For commands that take either (compare).
 bool looks_like_kineto_trace(const std::filesystem::path& file);
-// Same, from an in-memory JSON text (tests).
-KinetoTrace read_kineto_trace_text(const std::string& json_text, const std::string& label, const ReadOptions& options = {});
+// Same, from a trace file's bytes in memory, gzip or not (tests and the fuzzers).
+KinetoTrace read_kineto_trace_text(const std::string& bytes, const std::string& label, const ReadOptions& options = {});
 // Same, from an uncompressed JSON stream read in windows of chunk_bytes (tests use tiny ones to
 // cut every token at a window boundary); `label` names the input in errors. 64 KiB measured as
 // fast as 1 MiB, and 1 MB less resident.

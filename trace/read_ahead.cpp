@@ -6,7 +6,16 @@
 namespace stepsim::trace {
 
 ReadAheadBuf::ReadAheadBuf(std::istream& source, std::size_t block_bytes, std::size_t depth)
-    : source_(source), block_bytes_(block_bytes > 0 ? block_bytes : 1), depth_(depth > 0 ? depth : 1) {
+    : ReadAheadBuf(
+          [&source](char* out, std::size_t n) {
+            source.read(out, static_cast<std::streamsize>(n));
+            if (source.bad()) throw std::ios::failure("read error");
+            return static_cast<std::size_t>(source.gcount());  // istream::read stops short only at the end
+          },
+          block_bytes, depth) {}
+
+ReadAheadBuf::ReadAheadBuf(Fill fill, std::size_t block_bytes, std::size_t depth)
+    : fill_(std::move(fill)), block_bytes_(block_bytes > 0 ? block_bytes : 1), depth_(depth > 0 ? depth : 1) {
   thread_ = std::thread([this] { produce(); });
 }
 
@@ -21,7 +30,7 @@ ReadAheadBuf::~ReadAheadBuf() {
 
 void ReadAheadBuf::produce() {
   for (;;) {
-    std::vector<char> block;
+    Block block;
     {
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return stop_ || full_.size() < depth_; });
@@ -31,21 +40,18 @@ void ReadAheadBuf::produce() {
         spare_.pop_back();
       }
     }
-    block.resize(block_bytes_);
+    if (!block.bytes) block.bytes.reset(new char[block_bytes_]);  // NOLINT: uninitialized on purpose
     std::exception_ptr error;
-    std::size_t got = 0;
+    block.size = 0;
     try {
-      source_.read(block.data(), static_cast<std::streamsize>(block.size()));
-      got = static_cast<std::size_t>(source_.gcount());
-      if (source_.bad()) error = std::make_exception_ptr(std::ios::failure("read error"));
+      block.size = fill_(block.bytes.get(), block_bytes_);
     } catch (...) {
       error = std::current_exception();
     }
-    block.resize(got);
-    const bool last = error || got < block_bytes_;  // istream::read stops short only at the end
+    const bool last = error || block.size < block_bytes_;
     {
       std::lock_guard lock(mutex_);
-      if (got > 0) full_.push_back(std::move(block));
+      if (block.size > 0) full_.push_back(std::move(block));
       if (last) {
         done_ = true;
         error_ = error;
@@ -59,7 +65,7 @@ void ReadAheadBuf::produce() {
 ReadAheadBuf::int_type ReadAheadBuf::underflow() {
   if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
   std::unique_lock lock(mutex_);
-  if (current_.capacity() > 0) spare_.push_back(std::move(current_));
+  if (current_.bytes) spare_.push_back(std::move(current_));
   changed_.wait(lock, [&] { return !full_.empty() || done_; });
   if (full_.empty()) {
     setg(nullptr, nullptr, nullptr);
@@ -70,7 +76,8 @@ ReadAheadBuf::int_type ReadAheadBuf::underflow() {
   full_.pop_front();
   lock.unlock();
   changed_.notify_all();
-  setg(current_.data(), current_.data(), current_.data() + current_.size());
+  char* begin = current_.bytes.get();
+  setg(begin, begin, begin + current_.size);
   return traits_type::to_int_type(*gptr());
 }
 
