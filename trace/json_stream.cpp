@@ -1,6 +1,7 @@
 #include "trace/json_stream.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -27,33 +28,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// Bytes that end a run of plain string content: the quote, the backslash, control characters
-// (invalid unescaped, and the sentinel) and the start of a multi-byte UTF-8 character.
-struct StringStops {
-  bool stop[256] = {};
-  constexpr StringStops() {
-    for (int c = 0; c < 0x20; ++c) stop[c] = true;
-    for (int c = 0x80; c < 0x100; ++c) stop[c] = true;
-    stop[static_cast<unsigned char>('"')] = true;
-    stop[static_cast<unsigned char>('\\')] = true;
-  }
-};
-constexpr StringStops kStringStops;
-
-// Whether the 8 bytes at q hold a string stop (SWAR; may report one early, never misses one).
-// Safe up to the sentinel: a word containing it (a control character) always reports a stop,
-// and the padding covers the 7 bytes after it.
-bool has_string_stop(const char* q) {
-  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
-  std::uint64_t w;
-  std::memcpy(&w, q, 8);
-  auto zero_byte = [&](std::uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-  std::uint64_t quote = zero_byte(w ^ (kOnes * '"'));
-  std::uint64_t backslash = zero_byte(w ^ (kOnes * '\\'));
-  std::uint64_t control = (w - kOnes * 0x20) & ~w & kHigh;  // a byte < 0x20
-  return ((quote | backslash | control) | (w & kHigh)) != 0;
-}
-
 void append_utf8(std::string& out, std::uint32_t cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
@@ -73,6 +47,34 @@ void append_utf8(std::string& out, std::uint32_t cp) {
 }
 
 }  // namespace
+
+namespace detail {
+
+// The string stops among the 8 bytes at q, as a mask with bit 7 of byte k set where byte k may
+// be one (SWAR). The lowest flagged byte is always a stop, and no stop below it is missed:
+// - a byte of bit 7 is a stop (UTF-8), flagged by w itself;
+// - (v - 1) sets bit 7 of a byte of v that is 0 (the quote or the backslash, v = w ^ that byte
+//   in every byte), and of one that is 0x81 or more: the byte then has bit 7 too;
+// - (w - 0x20) sets it where the byte is below 0x20 (a control character), and where it is 0xA0
+//   or more;
+// and a borrow, which can flag a plain byte, only carries upwards out of a byte flagged rightly.
+static std::uint64_t string_stops(const char* q) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  std::uint64_t w;
+  std::memcpy(&w, q, 8);
+  if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);  // byte k at bits 8k..8k+7
+  const std::uint64_t quote = (w ^ (kOnes * '"')) - kOnes;
+  const std::uint64_t backslash = (w ^ (kOnes * '\\')) - kOnes;
+  const std::uint64_t control = w - kOnes * 0x20;
+  return (quote | backslash | control | w) & kHigh;
+}
+
+const char* next_string_stop(const char* q) {
+  for (;; q += 8)
+    if (const std::uint64_t m = string_stops(q)) return q + std::countr_zero(m) / 8;
+}
+
+}  // namespace detail
 
 const bool JsonStream::kWhitespace[256] = {
     false, false, false, false, false, false, false, false, false, true,  true,  false, false, true,  false, false,
@@ -225,8 +227,7 @@ std::string_view JsonStream::scan_string() {
   const char* run = q;
   [[maybe_unused]] std::string* out = nullptr;
   for (;;) {
-    while (!has_string_stop(q)) q += 8;
-    while (!kStringStops.stop[static_cast<unsigned char>(*q)]) ++q;
+    q = detail::next_string_stop(q);
     auto c = static_cast<unsigned char>(*q);
     if (c == '"') {
       p_ = q + 1;

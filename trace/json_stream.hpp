@@ -28,6 +28,14 @@
 
 namespace stepsim::trace {
 
+namespace detail {
+// The first byte at or after q that ends a run of plain string content: the quote, the
+// backslash, a control character (invalid unescaped, and the window's '\0' sentinel) or the
+// start of a multi-byte UTF-8 character. Reads 8 bytes at a time: there must be such a byte
+// within the readable bytes, and 7 readable bytes after it (JsonStream's zero padding).
+const char* next_string_stop(const char* q);
+}  // namespace detail
+
 // A JSON number token. Integers that fit 64 bits are exact (as nlohmann's number_integer /
 // number_unsigned: an unsigned value above INT64_MAX wraps when read as i); anything else
 // (a fraction, an exponent, a longer integer) keeps its text.
