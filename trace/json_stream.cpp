@@ -332,8 +332,10 @@ JsonNumber JsonStream::number() {
   bool neg = *q == '-';
   if (neg) ++q;
   const char* digits = q;
+  // The integer part is converted as it is validated (it wraps past 19 digits: redone below).
+  std::uint64_t u = 0;
   if (*q == '0') ++q;
-  else if (is_digit(*q)) while (is_digit(*q)) ++q;
+  else if (is_digit(*q)) do u = u * 10 + static_cast<std::uint64_t>(*q++ - '0'); while (is_digit(*q));
   else bad(q);
   const char* digits_end = q;
   bool is_int = true, exponent = false;
@@ -358,11 +360,9 @@ JsonNumber JsonStream::number() {
   JsonNumber n;
   n.text = {start, static_cast<std::size_t>(q - start)};
   if (is_int) {
-    std::uint64_t u = 0;
     bool fits = true;
-    if (digits_end - digits <= 19) {  // < 10^19 < 2^64: no overflow
-      for (const char* d = digits; d < digits_end; ++d) u = u * 10 + static_cast<std::uint64_t>(*d - '0');
-    } else {
+    if (digits_end - digits > 19) {  // 19 digits are < 10^19 < 2^64: no overflow
+      u = 0;
       for (const char* d = digits; d < digits_end && fits; ++d)
         fits = !__builtin_mul_overflow(u, 10u, &u) && !__builtin_add_overflow(u, static_cast<unsigned>(*d - '0'), &u);
     }

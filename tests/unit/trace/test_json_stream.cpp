@@ -5,6 +5,10 @@
 #include <array>
 #include <cstddef>
 #include <random>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "trace/json_stream.hpp"
 
@@ -65,5 +69,31 @@ TEST_CASE("next_string_stop from every start of random text", "[trace][json]") {
       const std::size_t want = first_stop(buf.data(), from);
       REQUIRE(static_cast<std::size_t>(next_string_stop(p + from) - p) == want);
     }
+  }
+}
+
+TEST_CASE("JsonStream::number reads integers as nlohmann does, at the 19- and 20-digit bounds", "[trace][json]") {
+  // The integer part is converted as it is scanned; past 19 digits it is converted again with
+  // overflow checks. Integers are exact where nlohmann's are (number_integer or number_unsigned,
+  // an unsigned one wrapping as a signed read of it does); the rest keep their text.
+  for (const char* text : {"0", "-0", "7", "-7", "1234567890123456789", "9223372036854775807", "-9223372036854775808",
+                           "9999999999999999999", "10000000000000000000", "18446744073709551615", "18446744073709551616",
+                           "-9223372036854775809", "-18446744073709551615", "123456789012345678901234567890", "1.5",
+                           "-0.25", "12e3", "1E-2", "1234567890123456789.5"}) {
+    INFO(text);
+    std::istringstream in("[" + std::string(text) + "]");
+    stepsim::trace::JsonStream s(in, "(test)", 64);
+    stepsim::trace::JsonNumber n;
+    s.step([&] {
+      REQUIRE(s.peek() == '[');
+      s.advance();
+      REQUIRE(s.next_element(true));
+      s.peek();
+      n = s.number();
+    });
+    const auto want = nlohmann::json::parse(text);
+    CHECK(n.text == text);
+    CHECK(n.is_int == want.is_number_integer());
+    if (n.is_int) CHECK(n.i == want.get<std::int64_t>());
   }
 }
