@@ -884,9 +884,7 @@ KinetoTrace read_kineto_trace_stream(std::istream& in, const std::string& label,
 namespace {
 constexpr std::size_t kDefaultChunk = std::size_t{1} << 16;  // read_kineto_trace_stream's default
 bool gzip_magic(const unsigned char* head, std::size_t n) { return n >= 2 && head[0] == 0x1f && head[1] == 0x8b; }
-}  // namespace
 
-namespace {
 // A trace's bytes from the start of `raw`, which can seek back there: gzip (by its magic bytes)
 // or JSON.
 KinetoTrace read_trace_bytes(std::istream& raw, const std::string& label, const ReadOptions& options) {

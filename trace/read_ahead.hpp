@@ -26,7 +26,7 @@ class ReadAheadBuf : public std::streambuf {
 
   // Reads `source` (which must outlive this, and which nothing else reads meanwhile) in blocks of
   // `block_bytes`, at most `depth` blocks ahead of the reader. Four blocks ahead was as fast as
-  // sixteen on a 53 MB trace, and 0.7-0.9 ms faster on a 1.7 MB one (docs/limits.md): the
+  // sixteen on a 53 MB trace, and 0.6-1.0 ms faster on a 1.7 MB one (docs/limits.md): the
   // thread allocated and touched a new block for each of the sixteen, where it reuses four.
   explicit ReadAheadBuf(std::istream& source, std::size_t block_bytes = std::size_t{1} << 16, std::size_t depth = 4);
   // The same, with blocks that `fill` writes in place (Gunzip::read: no copy between the two).
